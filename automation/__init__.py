@@ -1,0 +1,1 @@
+"""The service and the CLI: watch → queue → reconcile → engine; plan; ingress render."""

@@ -1,0 +1,1 @@
+"""Pulumi ComponentResources: pure functions from typed args and explicit providers to AWS resources."""

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Put the real test engines into .tools/bin: the Pulumi CLI (+ Python helper
+# scripts), kube-apiserver and etcd.
+#
+# Release binaries cannot be downloaded here, so each one is built from its Go
+# module (tools/pulumi/go.mod, tools/kube/go.mod pin the versions). A binary
+# already on PATH at the pinned version is used as it is; a built binary is
+# kept in "$CLUSTERNET_CACHE/bin" stamped with its version, together with
+# GOMODCACHE and GOCACHE, so a machine that keeps the cache rebuilds nothing.
+#
+#   scripts/tools.sh            # build what is missing, link into .tools/bin
+#   CLUSTERNET_CACHE=/some/dir scripts/tools.sh
+#   CLUSTERNET_TOOLS_REBUILD=1 scripts/tools.sh   # ignore PATH and cached binaries
+#
+# Exit status is non-zero, with the reason, when a required build fails.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN="$ROOT/.tools/bin"
+CACHE=${CLUSTERNET_CACHE:-$HOME/.cache/clusternet}
+REBUILD=${CLUSTERNET_TOOLS_REBUILD:-0}
+
+export PATH="$PATH:/usr/local/go/bin"
+export GOMODCACHE="$CACHE/go/mod"
+export GOCACHE="$CACHE/go/build"
+export GOFLAGS="-trimpath -buildvcs=false"
+export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
+export CGO_ENABLED=0
+
+# Versions come from the tools modules, the single place they are pinned.
+modver() { awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$ROOT/tools/$1/go.mod"; }
+PULUMI_VERSION=$(modver pulumi github.com/pulumi/pulumi/pkg/v3)
+KUBE_VERSION=$(modver kube k8s.io/kubernetes)
+ETCD_VERSION=$(modver kube go.etcd.io/etcd/server/v3)
+# The Python SDK's version: a pulumi CLI on PATH at this version is also fine.
+PY_PULUMI_VERSION=$(sed -n 's/^pulumi==\([0-9.]*\).*/v\1/p' "$ROOT/requirements.txt" 2>/dev/null || true)
+
+T0=$(date +%s)
+say() { printf '[tools] %s\n' "$*"; }
+die() { printf '[tools] ERROR: %s\n' "$*" >&2; exit 1; }
+elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
+
+mkdir -p "$BIN" "$CACHE/bin" "$CACHE/logs"
+
+# place SRC NAME: put SRC at .tools/bin/NAME (hard link, else copy).
+place() {
+    rm -f "$BIN/$2"
+    ln "$1" "$BIN/$2" 2>/dev/null || cp -f "$1" "$BIN/$2"
+    chmod +x "$BIN/$2"
+}
+
+# on_path NAME VERSION_CMD WANT...: a NAME on PATH (not ours) whose version
+# output contains one of WANT.
+on_path() {
+    local name=$1 vcmd=$2; shift 2
+    [ "$REBUILD" = 1 ] && return 1
+    local p out w
+    p=$(PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$BIN" | paste -sd: -) command -v "$name" 2>/dev/null) || return 1
+    out=$("$p" $vcmd 2>&1 | head -3) || return 1
+    for w in "$@"; do
+        [ -n "$w" ] && printf '%s' "$out" | grep -qF -- "$w" && { echo "$p"; return 0; }
+    done
+    return 1
+}
+
+# gobuild NAME VERSION MODDIR PKG [LDFLAGS]: build into the cache unless there.
+gobuild() {
+    local name=$1 ver=$2 moddir=$3 pkg=$4 ldx=${5:-}
+    local out="$CACHE/bin/$name-$ver" log="$CACHE/logs/$name-$ver.log" t
+    t=$(date +%s)
+    if [ "$REBUILD" != 1 ] && [ -x "$out" ]; then
+        place "$out" "$name"
+        say "$name $ver: cached ($out) [$(elapsed "$t")]"
+        return 0
+    fi
+    command -v go >/dev/null || die "$name $ver: no 'go' toolchain on PATH; install Go >= 1.26 (https://go.dev/dl) or put $name $ver on PATH"
+    say "$name $ver: building $pkg (log: $log) ..."
+    if ! (cd "$ROOT/tools/$moddir" && go build -o "$out.tmp" -ldflags="-s -w $ldx" "$pkg") >"$log" 2>&1; then
+        tail -n 30 "$log" >&2
+        die "$name $ver: build failed (full log: $log)"
+    fi
+    mv -f "$out.tmp" "$out"
+    place "$out" "$name"
+    say "$name $ver: built [$(elapsed "$t")]"
+}
+
+# --- pulumi -----------------------------------------------------------------
+t=$(date +%s)
+if p=$(on_path pulumi version "$PY_PULUMI_VERSION" "$PULUMI_VERSION"); then
+    ln -sf "$p" "$BIN/pulumi"
+    say "pulumi: using $p ($("$p" version)) [$(elapsed "$t")]"
+else
+    gobuild pulumi "$PULUMI_VERSION" pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
+        "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION"
+fi
+
+# --- Python helpers shipped beside the CLI in release tarballs ---------------
+# pulumi-resource-pulumi-python runs `python -m pulumi.dynamic` (dynamic
+# providers); pulumi-language-python-exec is the language host's entry script.
+# Both are plain scripts in the sdk/v3 module's source tree.
+t=$(date +%s)
+sdkdir=""
+if command -v go >/dev/null; then
+    sdkdir=$(cd "$ROOT/tools/pulumi" && go mod download -json github.com/pulumi/pulumi/sdk/v3 2>/dev/null \
+        | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || true
+    [ -n "$sdkdir" ] && [ -d "$sdkdir/python" ] || die "pulumi helpers: cannot find the github.com/pulumi/pulumi/sdk/v3 module source (go mod download failed)"
+else
+    say "pulumi python helpers: no 'go' on PATH to fetch them; dynamic providers need pulumi-resource-pulumi-python on PATH"
+fi
+[ -n "$sdkdir" ] && for f in "$sdkdir/python/dist/pulumi-resource-pulumi-python" \
+         "$sdkdir/python/dist/pulumi-analyzer-policy-python" \
+         "$sdkdir/python/cmd/pulumi-language-python-exec"; do
+    [ -f "$f" ] || continue
+    rm -f "$BIN/$(basename "$f")"
+    install -m 0755 "$f" "$BIN/$(basename "$f")"
+done
+say "pulumi python helpers: $(cd "$BIN" && ls pulumi-*python* 2>/dev/null | grep -v '^pulumi-language-python$' | paste -sd' ' -) [$(elapsed "$t")]"
+
+# --- pulumi-language-python (optional) ----------------------------------------
+# Needed only for Pulumi programs run from a directory; the Automation API's
+# inline programs (what the tests use) run in-process and do not use it.
+t=$(date +%s)
+if p=$(on_path pulumi-language-python -version "$PY_PULUMI_VERSION" "$PULUMI_VERSION" 2>/dev/null) \
+   || p=$(on_path pulumi-language-python --version "$PY_PULUMI_VERSION" "$PULUMI_VERSION" 2>/dev/null); then
+    ln -sf "$p" "$BIN/pulumi-language-python"
+    say "pulumi-language-python: using $p [$(elapsed "$t")]"
+elif [ -x "$CACHE/bin/pulumi-language-python-$PULUMI_VERSION" ]; then
+    place "$CACHE/bin/pulumi-language-python-$PULUMI_VERSION" pulumi-language-python
+    say "pulumi-language-python $PULUMI_VERSION: cached [$(elapsed "$t")]"
+else
+    say "pulumi-language-python: not built - the module github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3 is not served by this machine's Go module proxy; inline Automation API programs do not need it (put one on PATH to use it)"
+fi
+
+# --- kube-apiserver -----------------------------------------------------------
+t=$(date +%s)
+if p=$(on_path kube-apiserver --version "Kubernetes $KUBE_VERSION"); then
+    ln -sf "$p" "$BIN/kube-apiserver"
+    say "kube-apiserver: using $p [$(elapsed "$t")]"
+else
+    kmaj=${KUBE_VERSION#v}; kmin=${kmaj#*.}; kmin=${kmin%%.*}; kmaj=${kmaj%%.*}
+    kld=""
+    for vp in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        kld="$kld -X $vp.gitVersion=$KUBE_VERSION -X $vp.gitMajor=$kmaj -X $vp.gitMinor=$kmin -X $vp.gitTreeState=clean"
+    done
+    gobuild kube-apiserver "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-apiserver "$kld"
+fi
+
+# --- etcd ---------------------------------------------------------------------
+t=$(date +%s)
+if p=$(on_path etcd --version "etcd Version: ${ETCD_VERSION#v}"); then
+    ln -sf "$p" "$BIN/etcd"
+    say "etcd: using $p [$(elapsed "$t")]"
+else
+    gobuild etcd "$ETCD_VERSION" kube go.etcd.io/etcd/server/v3
+fi
+
+# --- check --------------------------------------------------------------------
+"$BIN/pulumi" version >/dev/null 2>&1 || die "pulumi in $BIN does not run"
+"$BIN/kube-apiserver" --version >/dev/null 2>&1 || die "kube-apiserver in $BIN does not run"
+"$BIN/etcd" --version >/dev/null 2>&1 || die "etcd in $BIN does not run"
+say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p') [total $(elapsed "$T0")]"

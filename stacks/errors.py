@@ -1,0 +1,31 @@
+"""Errors raised at the edge: each names the object, the field and the reason."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldError:
+    obj: str  # "Cluster acme/prod-1", "HubConfig default"
+    field: str  # "spec.network.cidr"
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.obj}: {self.field}: {self.reason}"
+
+
+class InvalidSpec(ValueError):
+    """One or more objects are invalid; nothing may run for them.
+
+    `reason` is the machine-readable condition reason the service reports
+    (InvalidSpec, AccountNotMapped, ...).
+    """
+
+    def __init__(self, errors: list[FieldError], reason: str = "InvalidSpec"):
+        self.errors = list(errors)
+        self.reason = reason
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+    @classmethod
+    def one(cls, obj: str, field: str, reason: str, *, condition: str = "InvalidSpec") -> "InvalidSpec":
+        return cls([FieldError(obj, field, reason)], condition)

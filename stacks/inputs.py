@@ -1,0 +1,91 @@
+"""StackInputs: everything one cluster's stack needs, resolved, validated and frozen.
+
+One StackInputs feeds `pulumi up` (as stack config), the offline plan and the
+service (whose skip-check is `digest()`), so the three can never disagree.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from stacks.model import AssociatedVPC, EndpointVPC
+
+INPUTS_CONFIG_KEY = "inputs"  # stack config key (clusternet:inputs) that holds the JSON
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AwsTarget(Frozen):
+    """Where resources live and how to get there: one aws.Provider each."""
+
+    account_id: str
+    region: str
+    role_arn: str | None = None  # None: the ambient credentials (hub without a role)
+    session_name: str = "clusternet"
+    external_id: str | None = None
+    session_duration_seconds: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.account_id}-{self.region}"
+
+    def in_region(self, region: str) -> "AwsTarget":
+        return self if region == self.region else self.model_copy(update={"region": region})
+
+
+class PrivateLinkInputs(Frozen):
+    infra_id: str
+    nlb_name: str  # "{infraID}-int", created by the installer
+    api_host: str
+    api_port: int
+    # None: discovered at run time from the hub provider's caller identity.
+    allowed_principal: str | None
+    endpoint_vpc: EndpointVPC  # chosen by stacks.placement; stable once chosen
+    associated_vpcs: tuple[AssociatedVPC, ...] = ()
+    dns_record_type: Literal["Alias", "ARecord"] = "Alias"
+
+
+class StackInputs(Frozen):
+    stack: str  # "<namespace>.<name>": stable, readable, unique
+    namespace: str
+    name: str
+    tenant: str
+    generation: int | None = None  # not part of the digest: a no-op edit must not cost a run
+    cluster: AwsTarget  # the cluster's account and region
+    hub: AwsTarget  # the hub account in its default region
+    tags: dict[str, str]
+    private_link: PrivateLinkInputs | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_config(self) -> str:
+        return self.model_dump_json(exclude={"generation"})
+
+    @classmethod
+    def from_config(cls, raw: str) -> "StackInputs":
+        return cls.model_validate_json(raw)
+
+    def digest(self) -> str:
+        """A stable hash of what the stack should look like."""
+        canonical = json.dumps(json.loads(self.to_config()), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+    def __hash__(self) -> int:  # dict fields make the default hash impossible
+        return hash(self.digest())
+
+    def describe(self) -> dict[str, Any]:
+        """The stack tags: who and where, for the console and for humans."""
+        return {
+            "clusternet:cluster": self.key,
+            "clusternet:namespace": self.namespace,
+            "clusternet:tenant": self.tenant,
+            "clusternet:account": self.cluster.account_id,
+            "clusternet:region": self.cluster.region,
+        }

@@ -1,0 +1,348 @@
+"""The Kubernetes-style resources clusternet reads: HubConfig and Cluster.
+
+Field names (camelCase aliases) are the API contract; Python attributes are
+snake_case. Every check that needs only one object lives here; checks that
+need several objects (role map, inventory, mesh) live in `stacks.resolve`.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Any, Iterable, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from stacks.errors import FieldError, InvalidSpec
+
+API_VERSION = "clusternet.io/v1alpha1"
+GROUP = "clusternet.io"
+
+# Commercial, GovCloud and China partitions. A region outside this list is a typo
+# far more often than a region launched since this list was written.
+REGIONS = frozenset(
+    """af-south-1 ap-east-1 ap-east-2 ap-northeast-1 ap-northeast-2 ap-northeast-3 ap-south-1 ap-south-2
+    ap-southeast-1 ap-southeast-2 ap-southeast-3 ap-southeast-4 ap-southeast-5 ap-southeast-7 ca-central-1
+    ca-west-1 eu-central-1 eu-central-2 eu-north-1 eu-south-1 eu-south-2 eu-west-1 eu-west-2 eu-west-3
+    il-central-1 me-central-1 me-south-1 mx-central-1 sa-east-1 us-east-1 us-east-2 us-west-1 us-west-2
+    us-gov-east-1 us-gov-west-1 cn-north-1 cn-northwest-1""".split()
+)
+
+
+def partition_of(region: str) -> str:
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    if region.startswith("cn-"):
+        return "aws-cn"
+    return "aws"
+
+
+# --- field types -------------------------------------------------------------
+
+def _pattern(regex: str, what: str):
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _region(value: str) -> str:
+    if value not in REGIONS:
+        raise ValueError(f"{value!r} is not a known AWS region")
+    return value
+
+
+def _cidr(value: str) -> str:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a CIDR block ({exc})") from None
+    if net.version != 4:
+        raise ValueError(f"{value!r} is not an IPv4 CIDR block")
+    return value
+
+
+def _api_url(value: str) -> str:
+    parts = urlsplit(value)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{value!r} has an invalid port") from None
+    if parts.scheme != "https" or not parts.hostname or parts.path not in ("", "/"):
+        raise ValueError(f"{value!r} is not an https URL of the form https://host[:port]")
+    if port == 0:
+        raise ValueError(f"{value!r} has an invalid port")
+    return value
+
+
+def _host_port(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{value!r} is not host:port")
+    return value
+
+
+AccountID = Annotated[str, _pattern(r"\d{12}", "a 12-digit AWS account ID")]
+Region = Annotated[str, AfterValidator(_region)]
+Cidr = Annotated[str, AfterValidator(_cidr)]
+RoleARN = Annotated[str, _pattern(r"arn:aws(-us-gov|-cn)?:iam::\d{12}:role/[\w+=,.@/-]{1,512}", "an IAM role ARN")]
+PrincipalARN = Annotated[
+    str,
+    _pattern(r"arn:aws(-us-gov|-cn)?:iam::\d{12}:(root|(role|user)/[\w+=,.@/-]{1,512})", "an IAM principal ARN"),
+]
+VpcID = Annotated[str, _pattern(r"vpc-[0-9a-z]+", "a VPC ID (vpc-...)")]
+SubnetID = Annotated[str, _pattern(r"subnet-[0-9a-z]+", "a subnet ID (subnet-...)")]
+RouteTableID = Annotated[str, _pattern(r"rtb-[0-9a-z]+", "a route table ID (rtb-...)")]
+SecurityGroupID = Annotated[str, _pattern(r"sg-[0-9a-z]+", "a security group ID (sg-...)")]
+ApiURL = Annotated[str, AfterValidator(_api_url)]
+HostPort = Annotated[str, AfterValidator(_host_port)]
+# The installer's NLB is "{infraID}-int"; load balancer names stop at 32 characters.
+InfraID = Annotated[str, _pattern(r"[a-z0-9]([-a-z0-9]{0,26}[a-z0-9])?", "an infra ID (lowercase DNS label, at most 28 characters)")]
+
+
+class Spec(BaseModel):
+    """Base for every spec part: camelCase on the wire, unknown fields refused."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+# --- HubConfig ----------------------------------------------------------------
+
+class Credentials(Spec):
+    role_arn: RoleARN | None = Field(None, alias="roleARN")
+    external_id: str | None = Field(None, alias="externalID", min_length=2, max_length=1224)
+    session_duration_seconds: int | None = Field(None, ge=900, le=43200)
+
+
+class Subnet(Spec):
+    subnet_id: SubnetID = Field(alias="subnetID")
+    availability_zone: str = Field(min_length=1)
+
+
+class EndpointVPC(Spec):
+    region: Region
+    vpc_id: VpcID = Field(alias="vpcID")
+    cidr: Cidr
+    subnets: list[Subnet] = Field(min_length=1)
+
+
+class AssociatedVPC(Spec):
+    region: Region
+    vpc_id: VpcID = Field(alias="vpcID")
+    cidr: Cidr | None = None  # looked up in the hub account when absent
+
+
+class HubPrivateLink(Spec):
+    # "Alias": an A ALIAS record to the endpoint's regional DNS name.
+    # "ARecord": plain A records with the endpoint's IPs, for partitions without ALIAS (GovCloud).
+    dns_record_type: Literal["Alias", "ARecord"] = "Alias"
+    # Interface endpoints per VPC (AWS default quota: 50); a full VPC is never chosen.
+    endpoints_per_vpc: int = Field(50, ge=1)
+
+
+class MeshRule(Spec):
+    protocol: Literal["tcp", "udp", "icmp", "-1"] = "-1"
+    from_port: int = Field(0, ge=-1, le=65535)
+    to_port: int = Field(0, ge=-1, le=65535)
+
+    @model_validator(mode="after")
+    def _ports(self) -> "MeshRule":
+        if self.protocol in ("tcp", "udp") and not 0 < self.from_port <= self.to_port:
+            raise ValueError(f"fromPort {self.from_port}..toPort {self.to_port} is not a port range")
+        return self
+
+
+class MeshGroup(Spec):
+    # Empty: all traffic from peer CIDRs (the design's default).
+    rules: list[MeshRule] = Field(default_factory=list)
+    # "nodes": rules go on each cluster's node security groups; "dedicated": a group of its own per cluster.
+    security_group: Literal["nodes", "dedicated"] = "nodes"
+
+
+class HubMesh(Spec):
+    groups: dict[str, MeshGroup] = Field(default_factory=dict)
+    # AWS default quotas; raise them here once AWS has raised them for you.
+    peerings_per_vpc: int = Field(50, ge=1, le=125)
+    routes_per_table: int = Field(50, ge=1, le=1000)
+
+
+class HubSharedIngress(Spec):
+    bind: str = ":6443"
+    address: HostPort | None = None  # what guests dial: the central load balancer
+    # "unique-id": ID in the PROXY v2 UNIQUE_ID TLV (HAProxy >= 2.2);
+    # "custom-tlv": ID in a custom TLV of type `tlvType` (HAProxy >= 2.9).
+    wire_mode: Literal["unique-id", "custom-tlv"] = "unique-id"
+    # PROXY v2 reserves 0xE0-0xEF for custom TLVs.
+    tlv_type: int = Field(0xE0, ge=0x00, le=0xFF)
+    namespace: str = "clusternet-ingress"
+    image: str = "haproxy:2.6"
+    replicas: int = Field(2, ge=2)
+
+
+class HubConfigSpec(Spec):
+    account_id: AccountID = Field(alias="accountID")
+    region: Region
+    credentials: Credentials = Field(default_factory=Credentials)
+    allowed_principal: PrincipalARN | None = None
+    role_account_map: dict[AccountID, RoleARN] = Field(default_factory=dict)
+    endpoint_vpc_inventory: list[EndpointVPC] = Field(default_factory=list, alias="endpointVPCInventory")
+    associated_vpcs: list[AssociatedVPC] = Field(default_factory=list, alias="associatedVPCs")
+    private_link: HubPrivateLink = Field(default_factory=HubPrivateLink)
+    mesh: HubMesh = Field(default_factory=HubMesh)
+    shared_ingress: HubSharedIngress | None = None
+
+
+# --- Cluster ------------------------------------------------------------------
+
+class Network(Spec):
+    vpc_id: VpcID = Field(alias="vpcID")
+    cidr: Cidr
+    route_table_ids: list[RouteTableID] = Field(default_factory=list, alias="routeTableIDs")
+    node_security_group_ids: list[SecurityGroupID] = Field(default_factory=list, alias="nodeSecurityGroupIDs")
+
+
+class ClusterPrivateLink(Spec):
+    enabled: bool = False
+
+
+class ClusterSharedIngress(Spec):
+    enabled: bool = False
+    cluster_id: str | None = Field(None, alias="clusterID", pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$")
+    backend: HostPort | None = None  # the API server inside the management cluster
+    proxy_bind: HostPort = "172.31.0.1:6443"
+    allowed_source_cidrs: list[Cidr] = Field(default_factory=list, alias="allowedSourceCIDRs")
+
+    @model_validator(mode="after")
+    def _backend(self) -> "ClusterSharedIngress":
+        if self.enabled and not self.backend:
+            raise ValueError("backend (host:port of the API server) is required when enabled")
+        return self
+
+
+class ClusterSpec(Spec):
+    account_id: AccountID = Field(alias="accountID")
+    region: Region | None = None  # falls back to the namespace's default region, then the hub's
+    infra_id: InfraID = Field(alias="infraID")
+    api_url: ApiURL = Field(alias="apiURL")
+    tenant: str | None = None  # for tags and grouping; the namespace when absent
+    network: Network
+    private_link: ClusterPrivateLink = Field(default_factory=ClusterPrivateLink)
+    shared_ingress: ClusterSharedIngress = Field(default_factory=ClusterSharedIngress)
+
+
+class ObjectMeta(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+    name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+    namespace: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    uid: str | None = None
+    generation: int | None = None
+    resource_version: str | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    finalizers: list[str] = Field(default_factory=list)
+
+
+class Resource(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    api_version: Literal["clusternet.io/v1alpha1"] = API_VERSION
+    metadata: ObjectMeta
+    status: dict[str, Any] | None = None  # written by the service; see stacks.status
+
+
+class HubConfig(Resource):
+    kind: Literal["HubConfig"] = "HubConfig"
+    spec: HubConfigSpec
+
+    @property
+    def ref(self) -> str:
+        return f"HubConfig {self.metadata.name}"
+
+
+class Cluster(Resource):
+    kind: Literal["Cluster"] = "Cluster"
+    spec: ClusterSpec
+
+    @property
+    def key(self) -> str:
+        """namespace/name: the identity of the cluster and of its stack."""
+        return f"{self.metadata.namespace or 'default'}/{self.metadata.name}"
+
+    @property
+    def ref(self) -> str:
+        return f"Cluster {self.key}"
+
+
+class Namespace(BaseModel):
+    """A core/v1 Namespace, for its owner-account and default-region annotations."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="ignore", frozen=True)
+    api_version: Literal["v1"] = Field("v1", alias="apiVersion")
+    kind: Literal["Namespace"] = "Namespace"
+    metadata: ObjectMeta
+
+    @property
+    def ref(self) -> str:
+        return f"Namespace {self.metadata.name}"
+
+
+# --- loading ------------------------------------------------------------------
+
+def _describe(doc: Any) -> str:
+    if isinstance(doc, dict):
+        meta = doc.get("metadata") or {}
+        name = meta.get("name", "?") if isinstance(meta, dict) else "?"
+        ns = meta.get("namespace") if isinstance(meta, dict) else None
+        return f"{doc.get('kind', 'object')} {ns + '/' if ns else ''}{name}"
+    return "object"
+
+
+def _field_path(loc: tuple) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(object)"
+
+
+def parse(doc: dict, *, source: str | None = None) -> HubConfig | Cluster | Namespace:
+    """Validate one Kubernetes-style document. Raises InvalidSpec naming object, field and reason."""
+    where = f"{_describe(doc)}{f' ({source})' if source else ''}"
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    model = {"HubConfig": HubConfig, "Cluster": Cluster, "Namespace": Namespace}.get(kind)
+    if model is None:
+        raise InvalidSpec.one(where, "kind", f"expected HubConfig, Cluster or Namespace, got {kind!r}")
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        errors = [
+            FieldError(where, _field_path(err["loc"]), err["msg"].removeprefix("Value error, "))
+            for err in exc.errors()
+        ]
+        raise InvalidSpec(errors) from None
+
+
+def load_documents(paths: Iterable[str]) -> list[HubConfig | Cluster | Namespace]:
+    """Load every YAML document in the given files; all errors are gathered before raising."""
+    objects, errors = [], []
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            try:
+                docs = [d for d in yaml.safe_load_all(fh) if d is not None]
+            except yaml.YAMLError as exc:
+                errors.append(FieldError(path, "(file)", f"not valid YAML: {exc}"))
+                continue
+        for doc in docs:
+            try:
+                objects.append(parse(doc, source=path))
+            except InvalidSpec as exc:
+                errors.extend(exc.errors)
+    if errors:
+        raise InvalidSpec(errors)
+    return objects

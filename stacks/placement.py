@@ -1,0 +1,63 @@
+"""Where each cluster's hub endpoint goes: the least-used inventory VPC of its region.
+
+Pure and stable: a cluster that already has a VPC keeps it (as long as the VPC is
+still in the inventory); new clusters are placed one by one, oldest first, each
+in the VPC of its region with the fewest endpoints (inventory order breaks ties),
+never in a full one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from stacks.errors import InvalidSpec
+from stacks.model import EndpointVPC, HubConfig
+
+
+@dataclass(frozen=True)
+class Want:
+    key: str  # namespace/name
+    ref: str  # "Cluster ns/name", for errors
+    region: str
+    created: str = ""  # creationTimestamp; older clusters are placed first
+
+
+def place_endpoints(
+    hub: HubConfig, wants: Iterable[Want], existing: Mapping[str, str]
+) -> dict[str, EndpointVPC | InvalidSpec]:
+    """Map each cluster key to its endpoint VPC, or to the error that prevents placing it."""
+    inventory = hub.spec.endpoint_vpc_inventory
+    limit = hub.spec.private_link.endpoints_per_vpc
+    by_id = {vpc.vpc_id: vpc for vpc in inventory}
+    used = {vpc.vpc_id: 0 for vpc in inventory}
+    result: dict[str, EndpointVPC | InvalidSpec] = {}
+    pending: list[Want] = []
+
+    for want in wants:
+        vpc = by_id.get(existing.get(want.key, ""))
+        if vpc is not None and vpc.region == want.region:
+            result[want.key] = vpc
+            used[vpc.vpc_id] += 1
+        else:
+            pending.append(want)
+
+    for want in sorted(pending, key=lambda w: (w.created, w.key)):
+        candidates = [vpc for vpc in inventory if vpc.region == want.region]
+        if not candidates:
+            result[want.key] = InvalidSpec.one(
+                want.ref, "spec.region",
+                f"no VPC of HubConfig {hub.metadata.name} spec.endpointVPCInventory is in region {want.region}",
+                condition="NoEndpointVPC")
+            continue
+        free = [vpc for vpc in candidates if used[vpc.vpc_id] < limit]
+        if not free:
+            result[want.key] = InvalidSpec.one(
+                want.ref, "spec.privateLink",
+                f"every inventory VPC in {want.region} already holds {limit} endpoints "
+                f"(HubConfig spec.privateLink.endpointsPerVPC); add a VPC to the inventory",
+                condition="NoEndpointVPC")
+            continue
+        best = min(free, key=lambda vpc: used[vpc.vpc_id])  # min keeps inventory order on ties
+        used[best.vpc_id] += 1
+        result[want.key] = best
+    return result

@@ -1,0 +1,48 @@
+"""program(inputs): the one place that turns a StackInputs into Pulumi resources.
+
+`__main__.py` (pulumi up/preview), the offline plan and the service's engine all
+call this function, so all three build the same stack.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from components.privatelink import PrivateLink, PrivateLinkProviders
+from components.providers import Providers
+from stacks.inputs import StackInputs
+
+
+def program(inputs: StackInputs) -> dict[str, Any]:
+    """Register the cluster's resources; return the stack outputs (the caller exports them)."""
+    providers = Providers(inputs.tags)
+    outputs: dict[str, Any] = {"cluster": inputs.key, "inputsDigest": inputs.digest()}
+
+    link = inputs.private_link
+    if link is not None:
+        hub_here = providers.aws(inputs.hub.in_region(link.endpoint_vpc.region))
+        private_link = PrivateLink(
+            inputs.stack,
+            link,
+            PrivateLinkProviders(
+                cluster=providers.aws(inputs.cluster),
+                hub=hub_here,
+                hub_by_region={
+                    vpc.region: providers.aws(inputs.hub.in_region(vpc.region))
+                    for vpc in link.associated_vpcs
+                    if vpc.cidr is None
+                },
+            ),
+        )
+        outputs["privateLink"] = private_link.outputs
+
+    return outputs
+
+
+def run_from_config() -> None:
+    """What `pulumi up` runs: read the serialised inputs from stack config, build, export."""
+    config = pulumi.Config("clusternet")
+    inputs = StackInputs.from_config(config.require("inputs"))
+    for name, value in program(inputs).items():
+        pulumi.export(name, value)
