@@ -143,7 +143,7 @@ class HubPrivateLink(Spec):
     # "ARecord": plain A records with the endpoint's IPs, for partitions without ALIAS (GovCloud).
     dns_record_type: Literal["Alias", "ARecord"] = "Alias"
     # Interface endpoints per VPC (AWS default quota: 50); a full VPC is never chosen.
-    endpoints_per_vpc: int = Field(50, ge=1)
+    endpoints_per_vpc: int = Field(50, ge=1, alias="endpointsPerVPC")
 
 
 class MeshRule(Spec):
@@ -168,7 +168,7 @@ class MeshGroup(Spec):
 class HubMesh(Spec):
     groups: dict[str, MeshGroup] = Field(default_factory=dict)
     # AWS default quotas; raise them here once AWS has raised them for you.
-    peerings_per_vpc: int = Field(50, ge=1, le=125)
+    peerings_per_vpc: int = Field(50, ge=1, le=125, alias="peeringsPerVPC")
     routes_per_table: int = Field(50, ge=1, le=1000)
 
 
