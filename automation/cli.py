@@ -14,7 +14,9 @@ def _plan(args: argparse.Namespace) -> int:
     from automation.render import render_tree
     from stacks.resolve import resolve_fleet
 
-    inputs = raise_invalid(resolve_fleet(load_fleet(args.hub, args.clusters)))
+    invalid: list = []
+    fleet = load_fleet(args.hub, args.clusters, invalid)
+    inputs = raise_invalid(resolve_fleet(fleet), invalid)
     plans = plan_all(inputs)
     if args.format == "json":
         json.dump({"stacks": [p.to_json() for p in plans]}, sys.stdout, indent=2, sort_keys=False)
@@ -57,9 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from automation.plan import PlanError
+
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except PlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except InvalidSpec as exc:
         print(f"error: invalid input ({exc.reason}):", file=sys.stderr)
         for err in exc.errors:

@@ -57,9 +57,33 @@ class StackPlan:
     def by_urn(self, urn: str) -> Registered:
         return next(r for r in self.resources if r.urn == urn)
 
+    def destroy_order(self) -> list[Registered]:
+        """The order the engine deletes these resources in: dependents, children and users of a
+        provider before what they depend on (reverse topological order; URN breaks ties)."""
+        after: dict[str, set[str]] = {r.urn: set() for r in self.resources}  # urn → what it needs first
+        for r in self.resources:
+            after[r.urn] |= {u for u in (*r.dependencies, r.parent, r.provider) if u in after}
+        created: list[Registered] = []
+        done: set[str] = set()
+        while len(done) < len(self.resources):
+            ready = sorted(r.urn for r in self.resources if r.urn not in done and after[r.urn] <= done)
+            if not ready:
+                raise ValueError(f"dependency cycle among {sorted(set(after) - done)}")
+            done.update(ready)
+            created.extend(self.by_urn(u) for u in ready)
+        return created[::-1]
+
     def to_json(self) -> dict[str, Any]:
         return {"stack": self.stack, "cluster": self.cluster, "outputs": self.outputs,
                 "resources": [r.to_json() for r in self.resources]}
+
+
+class PlanError(Exception):
+    """The program failed under the mock runtime; the message is the root cause, not Pulumi's wrapping."""
+
+
+def _root_cause(exc: BaseException) -> str:
+    return str(exc).rsplit("has risen: ", 1)[-1].strip()
 
 
 class RecordingMonitor(MockMonitor):
@@ -123,7 +147,10 @@ def plan_stack(inputs: StackInputs, standins: StandIns | None = None) -> StackPl
     def run():
         return pulumi.Output.from_input(program(inputs)).apply(outputs.update)
 
-    run()
+    try:
+        run()
+    except Exception as exc:  # the program's own errors arrive wrapped in Pulumi's input-processing chain
+        raise PlanError(f"{inputs.stack}: {_root_cause(exc)}") from exc
     resources = sorted(monitor.registered, key=lambda r: r.urn)  # registration order is async
     return StackPlan(inputs.stack, inputs.key, resources, _plain(outputs))
 
@@ -132,9 +159,10 @@ def plan_all(all_inputs: Iterable[StackInputs], standins: StandIns | None = None
     return [plan_stack(inputs, standins) for inputs in all_inputs]
 
 
-def raise_invalid(resolved: dict[str, StackInputs | InvalidSpec]) -> list[StackInputs]:
-    """All inputs, or one InvalidSpec carrying every cluster's errors."""
-    errors = [err for value in resolved.values() if isinstance(value, InvalidSpec) for err in value.errors]
+def raise_invalid(resolved: dict[str, StackInputs | InvalidSpec], earlier: list | None = None) -> list[StackInputs]:
+    """All inputs, or one InvalidSpec carrying every cluster's errors (and any `earlier` ones)."""
+    errors = list(earlier or [])
+    errors += [err for value in resolved.values() if isinstance(value, InvalidSpec) for err in value.errors]
     if errors:
         raise InvalidSpec(errors)
     return list(resolved.values())

@@ -330,6 +330,14 @@ def parse(doc: dict, *, source: str | None = None) -> HubConfig | Cluster | Name
 
 def load_documents(paths: Iterable[str]) -> list[HubConfig | Cluster | Namespace]:
     """Load every YAML document in the given files; all errors are gathered before raising."""
+    objects, errors = read_documents(paths)
+    if errors:
+        raise InvalidSpec(errors)
+    return objects
+
+
+def read_documents(paths: Iterable[str]) -> tuple[list[HubConfig | Cluster | Namespace], list[FieldError]]:
+    """The valid objects and the errors of the invalid ones."""
     objects, errors = [], []
     for path in paths:
         with open(path, encoding="utf-8") as fh:
@@ -343,6 +351,4 @@ def load_documents(paths: Iterable[str]) -> list[HubConfig | Cluster | Namespace
                 objects.append(parse(doc, source=path))
             except InvalidSpec as exc:
                 errors.extend(exc.errors)
-    if errors:
-        raise InvalidSpec(errors)
-    return objects
+    return objects, errors
