@@ -1,0 +1,1 @@
+"""Benchmarks: each prints numbers (JSON); none is a timed test."""
