@@ -1,0 +1,196 @@
+"""The CustomResourceDefinitions, generated from the pydantic models so they never drift.
+
+`crd_manifests()` returns `clusters.clusternet.io` (namespaced) and
+`hubconfigs.clusternet.io` (cluster-scoped: one hub configuration serves the
+whole fleet and holds the role map, so tenants with rights in their namespace
+cannot edit it). Both are apiextensions.k8s.io/v1 dicts, ready to apply.
+
+The pydantic JSON schema is made *structural* for Kubernetes: `$ref`s inlined,
+`Optional[X]` (anyOf X|null) turned into `nullable`, `const` into `enum`,
+`additionalProperties: false` dropped (the server prunes unknown fields; kubectl's
+strict field validation reports them), free maps marked
+`x-kubernetes-preserve-unknown-fields`. Checks that pydantic runs as validators
+(account IDs, ARNs, regions, CIDRs...) are carried over as `pattern`/`enum` where
+they can be, so the API server refuses what the service would refuse; checks that
+need several fields or objects stay in the service (reported as InvalidSpec).
+"""
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+from typing import Any, Callable
+
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema
+
+from stacks import model
+from stacks.model import GROUP, ClusterSpec, HubConfigSpec
+from stacks.status import ClusterStatus
+
+VERSION = model.API_VERSION.split("/", 1)[1]
+
+# Validators of stacks.model whose rule can be written as a schema keyword.
+# (Regex-built validators are found by the compiled pattern in their closure.)
+_VALIDATOR_SCHEMAS: dict[str, dict[str, Any]] = {
+    "_region": {"enum": sorted(model.REGIONS)},
+    "_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$"},
+    "_api_url": {"pattern": r"^https://[^/:]+(:[0-9]{1,5})?/?$"},
+    "_host_port": {"pattern": r"^.*:[0-9]{1,5}$"},
+}
+
+
+def _validator_schema(fn: Callable[..., Any]) -> dict[str, Any]:
+    for name, extra in _VALIDATOR_SCHEMAS.items():
+        if getattr(model, name, None) is fn:
+            return dict(extra)
+    try:
+        nonlocals = inspect.getclosurevars(fn).nonlocals
+    except TypeError:
+        return {}
+    compiled = nonlocals.get("compiled")
+    if isinstance(compiled, re.Pattern):
+        return {"pattern": f"^(?:{compiled.pattern})$"}  # pydantic fullmatches; Kubernetes searches
+    return {}
+
+
+class _KubeSchema(GenerateJsonSchema):
+    """pydantic's generator, plus the rules of AfterValidators that map to schema keywords."""
+
+    def function_after_schema(self, schema):  # type: ignore[override]
+        out = super().function_after_schema(schema)
+        fn = schema.get("function", {}).get("function")
+        return {**out, **_validator_schema(fn)} if fn is not None else out
+
+
+def _resolve_refs(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            target = defs[node["$ref"].rsplit("/", 1)[-1]]
+            merged = {**_resolve_refs(target, defs), **{k: v for k, v in node.items() if k != "$ref"}}
+            return _resolve_refs(merged, defs)
+        return {k: _resolve_refs(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_resolve_refs(v, defs) for v in node]
+    return node
+
+
+def _structural(node: dict[str, Any]) -> dict[str, Any]:
+    """One pydantic schema node → a structural Kubernetes schema node."""
+    node = dict(node)
+    for key in ("title", "$defs", "propertyNames", "examples"):
+        node.pop(key, None)
+
+    variants = node.pop("anyOf", None) or node.pop("oneOf", None)
+    if variants is not None:
+        kinds = [v for v in variants if v.get("type") != "null"]
+        nullable = len(kinds) < len(variants)
+        if len(kinds) != 1:
+            raise ValueError(f"no structural schema for a union of {kinds}")
+        outer = {k: v for k, v in node.items() if k in ("description", "default")}
+        node = {**_structural(kinds[0]), **outer}
+        if nullable:
+            node["nullable"] = True
+
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    if node.get("default", 0) is None:
+        del node["default"]  # the server would prune it; absence means the same
+    if "patternProperties" in node:  # dict keys with a pattern: Kubernetes cannot check keys
+        values = list(node.pop("patternProperties").values())
+        if len(values) == 1:
+            node["additionalProperties"] = values[0]
+    if node.get("type") == "object":
+        if "properties" in node:
+            node["properties"] = {k: _structural(v) for k, v in node["properties"].items()}
+            node.pop("additionalProperties", None)
+        elif isinstance(node.get("additionalProperties"), dict):
+            node["additionalProperties"] = _structural(node["additionalProperties"])
+        else:  # a free map: dict[str, Any]
+            node.pop("additionalProperties", None)
+            node["x-kubernetes-preserve-unknown-fields"] = True
+    if node.get("type") == "array" and "items" in node:
+        node["items"] = _structural(node["items"])
+    return node
+
+
+def schema_of(model_cls: type[BaseModel]) -> dict[str, Any]:
+    """The structural OpenAPI v3 schema of a model, camelCase field names."""
+    raw = model_cls.model_json_schema(by_alias=True, mode="validation", schema_generator=_KubeSchema)
+    defs = raw.pop("$defs", {})
+    return _structural(_resolve_refs(raw, defs))
+
+
+def _resource_schema(spec: type[BaseModel], status: type[BaseModel] | None, description: str) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": schema_of(spec),
+    }
+    if status is not None:
+        props["status"] = schema_of(status)
+    return {"type": "object", "description": description, "required": ["spec"], "properties": props}
+
+
+def _crd(kind: str, plural: str, scope: str, schema: dict[str, Any], *, short: list[str],
+         columns: list[dict[str, Any]], status: bool) -> dict[str, Any]:
+    version: dict[str, Any] = {
+        "name": VERSION,
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": schema},
+        "additionalPrinterColumns": columns,
+    }
+    if status:
+        version["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{GROUP}", "labels": {"app.kubernetes.io/part-of": "clusternet"}},
+        "spec": {
+            "group": GROUP,
+            "scope": scope,
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower(),
+                      "shortNames": short, "categories": ["clusternet"]},
+            "versions": [version],
+        },
+    }
+
+
+def _ready(field: str) -> str:
+    return f'.status.conditions[?(@.type=="Ready")].{field}'
+
+
+CLUSTER_COLUMNS = [
+    {"name": "Account", "type": "string", "jsonPath": ".status.account"},
+    {"name": "Region", "type": "string", "jsonPath": ".status.region"},
+    {"name": "Ready", "type": "string", "jsonPath": _ready("status")},
+    {"name": "Reason", "type": "string", "jsonPath": _ready("reason")},
+    {"name": "Endpoint", "type": "string", "jsonPath": ".status.outputs.endpoint", "priority": 1},
+    {"name": "Last-Update", "type": "string", "jsonPath": ".status.lastUpdate.result", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+HUB_COLUMNS = [
+    {"name": "Account", "type": "string", "jsonPath": ".spec.accountID"},
+    {"name": "Region", "type": "string", "jsonPath": ".spec.region"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def cluster_crd() -> dict[str, Any]:
+    schema = _resource_schema(ClusterSpec, ClusterStatus,
+                              "A Kubernetes cluster on AWS that clusternet connects (one Pulumi stack each).")
+    return _crd("Cluster", "clusters", "Namespaced", schema, short=["cnc"], columns=CLUSTER_COLUMNS, status=True)
+
+
+def hubconfig_crd() -> dict[str, Any]:
+    schema = _resource_schema(HubConfigSpec, None,
+                              "The hub account, its endpoint VPCs, role map and mesh settings (cluster-scoped).")
+    return _crd("HubConfig", "hubconfigs", "Cluster", schema, short=["cnhub"], columns=HUB_COLUMNS, status=False)
+
+
+def crd_manifests() -> list[dict[str, Any]]:
+    """Both CRDs, as dicts (a fresh copy on every call)."""
+    return copy.deepcopy([cluster_crd(), hubconfig_crd()])

@@ -1,0 +1,92 @@
+"""What the service writes into `Cluster.status`: the API contract of the status subresource.
+
+The CRD's status schema is generated from these models (stacks.crds), so a field
+the service writes is a field the API server keeps (unknown status fields are
+pruned). kstatus conventions: conditions Ready / Reconciling / Stalled, each with
+observedGeneration; `observedGeneration` at the top says which spec was seen.
+The logic that fills these in lives in automation.status.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")
+
+# Condition reasons (CamelCase, machine-readable). InvalidSpec and the other
+# refusals of stacks.resolve/stacks.accounts arrive as InvalidSpec.reason and are
+# reported as they are (AccountNotMapped, AccountMismatch, NoEndpointVPC, ...).
+SUCCEEDED = "Succeeded"
+PROGRESSING = "Progressing"
+DESTROYING = "Destroying"
+RECOVERING = "Recovering"
+DRIFT_DETECTED = "DriftDetected"
+UPDATE_FAILED = "UpdateFailed"
+DESTROY_FAILED = "DestroyFailed"
+STACK_LOCKED = "StackLocked"
+INVALID_SPEC = "InvalidSpec"
+HUB_NOT_FOUND = "HubConfigNotFound"
+
+Result = Literal["Running", "Succeeded", "Failed"]
+
+
+class StatusModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+
+class Condition(StatusModel):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)
+    message: str = Field("", max_length=32768)
+    last_transition_time: str | None = None  # RFC 3339
+    observed_generation: int | None = None
+
+
+class LastUpdate(StatusModel):
+    """The last engine run on the stack (crash safety: Running with no run in flight = a killed run)."""
+
+    operation: Literal["up", "destroy", "refresh", "preview", "recover"]
+    result: Result
+    message: str = ""  # why it ran, then what happened
+    start_time: str | None = None
+    end_time: str | None = None
+    permalink: str | None = None  # the backend's page of this update, when it has one
+    changes: dict[str, int] = Field(default_factory=dict)  # {"create": 3, "same": 2}
+
+
+class Recovery(StatusModel):
+    """The last time a run killed mid-way was cleaned up (stale lock cancelled, pending operations cleared)."""
+
+    time: str
+    message: str = ""
+
+
+class StackOutputs(StatusModel):
+    """The stack outputs people and other stacks look for."""
+
+    endpoint: str | None = None  # DNS name of the hub's interface endpoint
+    endpoint_id: str | None = Field(None, alias="endpointID")
+    endpoint_vpc: str | None = Field(None, alias="endpointVPC")  # keeps placement stable across re-resolves
+    service_name: str | None = None  # the VPC endpoint service in the cluster's account
+    zone_id: str | None = Field(None, alias="zoneID")
+    infra_id: str | None = Field(None, alias="infraID")  # the install the PrivateLink was built for
+    peerings: list[str] = Field(default_factory=list)  # mesh peering connection IDs
+
+
+class ClusterStatus(StatusModel):
+    observed_generation: int | None = None
+    stack: str | None = None  # the Pulumi stack name
+    account: str | None = None  # resolved account (namespace annotation wins over spec)
+    region: str | None = None  # resolved region (annotations win over spec)
+    inputs_hash: str | None = None  # StackInputs.digest() of the last successful up
+    conditions: list[Condition] = Field(default_factory=list)
+    last_update: LastUpdate | None = None
+    last_drift_check: str | None = None  # RFC 3339; the next one is due a jittered interval later
+    last_recovery: Recovery | None = None
+    outputs: StackOutputs | None = None
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)

@@ -1,0 +1,143 @@
+"""The CRDs are generated from the models: structural, and in step with every field.
+
+(The real API server accepting them, and refusing bad Clusters, is in test_service_envtest.py.)
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from pydantic import BaseModel
+
+from stacks.crds import crd_manifests, schema_of
+from stacks.model import ClusterSpec, HubConfigSpec
+from stacks.status import ClusterStatus
+from tests.factories import cluster_doc, hub_doc
+
+FORBIDDEN = ("$ref", "anyOf", "oneOf", "allOf", "const", "patternProperties", "propertyNames", "$defs")
+
+
+def _walk(node, path="$"):
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _walk(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _walk(value, f"{path}[{i}]")
+
+
+def _crd(kind: str) -> dict:
+    return next(c for c in crd_manifests() if c["spec"]["names"]["kind"] == kind)
+
+
+def _schema(kind: str) -> dict:
+    return _crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def test_names_scope_and_subresources():
+    cluster, hub = _crd("Cluster"), _crd("HubConfig")
+    assert cluster["metadata"]["name"] == "clusters.clusternet.io"
+    assert cluster["spec"]["scope"] == "Namespaced"
+    assert cluster["spec"]["versions"][0]["subresources"] == {"status": {}}
+    assert hub["metadata"]["name"] == "hubconfigs.clusternet.io"
+    assert hub["spec"]["scope"] == "Cluster"
+    columns = [c["name"] for c in cluster["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert columns[:4] == ["Account", "Region", "Ready", "Reason"] and columns[-1] == "Age"
+
+
+def test_schemas_are_structural():
+    for kind in ("Cluster", "HubConfig"):
+        for path, node in _walk(_schema(kind)):
+            bad = [k for k in FORBIDDEN if k in node and not path.endswith(".properties")]
+            assert not bad, f"{kind} {path} has {bad}"
+            if node.get("additionalProperties") is False:
+                raise AssertionError(f"{kind} {path}: additionalProperties false is not structural")
+            if "properties" in node and not path.endswith(".properties"):
+                assert node.get("type") == "object", f"{kind} {path} has properties but type {node.get('type')}"
+                assert "additionalProperties" not in node, f"{kind} {path}: properties and additionalProperties"
+
+
+def _aliases(model: type[BaseModel]) -> set[str]:
+    return {f.alias or name for name, f in model.model_fields.items()}
+
+
+def test_every_model_field_is_in_the_schema():
+    cluster = _schema("Cluster")["properties"]
+    assert set(cluster["spec"]["properties"]) == _aliases(ClusterSpec)
+    assert set(cluster["status"]["properties"]) == _aliases(ClusterStatus)
+    assert set(_schema("HubConfig")["properties"]["spec"]["properties"]) == _aliases(HubConfigSpec)
+
+
+def test_validator_rules_become_patterns_and_enums():
+    spec = _schema("Cluster")["properties"]["spec"]["properties"]
+    assert re.search(spec["accountID"]["pattern"], "222222222222")
+    assert not re.search(spec["accountID"]["pattern"], "2222")
+    assert "us-east-1" in spec["region"]["enum"] and "mars-north-1" not in spec["region"]["enum"]
+    assert not re.search(spec["network"]["properties"]["vpcID"]["pattern"], "subnet-1")
+    roles = _schema("HubConfig")["properties"]["spec"]["properties"]["roleAccountMap"]
+    assert re.search(roles["additionalProperties"]["pattern"], "arn:aws:iam::222222222222:role/x")
+
+
+def test_defaults_satisfy_their_own_rules():
+    """The API server refuses a CRD whose defaults fail its own schema."""
+    for kind in ("Cluster", "HubConfig"):
+        for path, node in _walk(_schema(kind)):
+            if "default" not in node:
+                continue
+            value = node["default"]
+            if "pattern" in node:
+                assert re.search(node["pattern"], value), f"{kind} {path}: default {value!r}"
+            if "enum" in node:
+                assert value in node["enum"], f"{kind} {path}: default {value!r}"
+            if "minimum" in node:
+                assert node["minimum"] <= value <= node.get("maximum", value), f"{kind} {path}"
+
+
+def _accepts(schema: dict, value) -> bool:
+    """A small structural-schema checker, enough for the example documents."""
+    if value is None:
+        return bool(schema.get("nullable"))
+    kind = schema.get("type")
+    if kind == "object":
+        if not isinstance(value, dict) or any(k not in value for k in schema.get("required", [])):
+            return False
+        props = schema.get("properties")
+        if props is not None:
+            return all(k in props and _accepts(props[k], v) for k, v in value.items())
+        extra = schema.get("additionalProperties")
+        return extra is None or all(_accepts(extra, v) for v in value.values())
+    if kind == "array":
+        return isinstance(value, list) and all(_accepts(schema["items"], v) for v in value)
+    if kind == "string":
+        return (isinstance(value, str) and (not schema.get("pattern") or re.search(schema["pattern"], value))
+                and (not schema.get("enum") or value in schema["enum"]))
+    if kind == "integer":
+        return isinstance(value, int) and schema.get("minimum", value) <= value <= schema.get("maximum", value)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    return True
+
+
+def test_valid_documents_pass_and_bad_ones_fail():
+    cluster = _schema("Cluster")["properties"]["spec"]
+    hub = _schema("HubConfig")["properties"]["spec"]
+    assert _accepts(cluster, cluster_doc()["spec"])
+    assert _accepts(hub, json.loads(json.dumps(hub_doc()["spec"])))
+    assert not _accepts(cluster, cluster_doc(accountID="12")["spec"])
+    assert not _accepts(cluster, cluster_doc(region="moon-1")["spec"])
+    assert not _accepts(cluster, {k: v for k, v in cluster_doc()["spec"].items() if k != "network"})
+
+
+def test_status_written_by_the_service_fits_the_schema():
+    status = ClusterStatus.model_validate({
+        "observedGeneration": 3, "stack": "acme.prod-1", "inputsHash": "ab" * 16,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded", "message": "ok",
+                        "lastTransitionTime": "2025-01-01T00:00:00Z", "observedGeneration": 3}],
+        "lastUpdate": {"operation": "up", "result": "Succeeded", "startTime": "2025-01-01T00:00:00Z",
+                       "changes": {"create": 3}},
+        "outputs": {"endpoint": "vpce-1.example", "endpointVPC": "vpc-0hub1", "peerings": ["pcx-1"]},
+    })
+    written = status.model_dump(by_alias=True, exclude_none=True)
+    assert _accepts(schema_of(ClusterStatus), written)
+    assert written["outputs"]["endpointVPC"] == "vpc-0hub1"
