@@ -64,6 +64,9 @@ class StandIns(pulumi.runtime.Mocks):
             return {"serviceName": a.get("serviceName"), "availabilityZones": list(zones), "serviceType": "Interface"}
         if args.token == "aws:ec2/getVpc:getVpc":
             return {"id": a.get("id"), "cidrBlock": _cidr_for(a.get("id"))}
+        if args.token == "aws:ec2/getSecurityGroup:getSecurityGroup":
+            # The same ID the SecurityGroup stand-in gives a group whose resource name is its AWS name.
+            return {"id": f"sg-{_h(a.get('name'), account)}", "name": a.get("name"), "vpcId": a.get("vpcId")}
         if args.token == "aws:ec2/getNetworkInterface:getNetworkInterface":
             octets = bytes.fromhex(_h(a.get("id"), n=4))
             return {"id": a.get("id"), "privateIp": f"10.{octets[0]}.{octets[1]}.10"}
@@ -110,6 +113,11 @@ def _peering(name, inputs, account, region, _):
     return pid, {"acceptStatus": "pending-acceptance"}
 
 
+def _accepter(name, inputs, account, region, _):
+    # The accepter's ID is the peering connection's; acceptance makes the connection active.
+    return inputs.get("vpcPeeringConnectionId") or f"pcx-{_h(name, account)}", {"acceptStatus": "active"}
+
+
 def _prefixed(prefix):
     def make(name, inputs, account, region, _):
         return f"{prefix}-{_h(name, account)}", {}
@@ -121,6 +129,8 @@ _COMPUTED = {
     "aws:ec2/vpcEndpoint:VpcEndpoint": _endpoint,
     "aws:route53/zone:Zone": _zone,
     "aws:ec2/vpcPeeringConnection:VpcPeeringConnection": _peering,
+    "aws:ec2/vpcPeeringConnectionAccepter:VpcPeeringConnectionAccepter": _accepter,
+    "aws:ec2/route:Route": _prefixed("r"),
     "aws:ec2/securityGroup:SecurityGroup": _prefixed("sg"),
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": _prefixed("sgr"),
 }

@@ -60,6 +60,8 @@ class StackInputs(Frozen):
     hub: AwsTarget  # the hub account in its default region
     tags: dict[str, str]
     private_link: PrivateLinkInputs | None = None
+    # This stack's share of its mesh group (stacks.mesh builds on AwsTarget, hence the import at the bottom).
+    mesh: stacks.mesh.MeshShare | None = None
 
     @property
     def key(self) -> str:
@@ -89,3 +91,8 @@ class StackInputs(Frozen):
             "clusternet:account": self.cluster.account_id,
             "clusternet:region": self.cluster.region,
         }
+
+
+# Last, so that stacks.mesh (which imports AwsTarget from here) loads in either import order;
+# StackInputs resolves its `mesh` annotation on first use.
+import stacks.mesh  # noqa: E402

@@ -9,6 +9,7 @@ from typing import Any
 
 import pulumi
 
+from components.mesh import Mesh, MeshProviders
 from components.privatelink import PrivateLink, PrivateLinkProviders
 from components.providers import Providers
 from stacks.inputs import StackInputs
@@ -36,6 +37,16 @@ def program(inputs: StackInputs) -> dict[str, Any]:
             ),
         )
         outputs["privateLink"] = private_link.outputs
+
+    share = inputs.mesh
+    if share is not None:  # the pairs this stack owns: both sides, each through its own account's provider
+        own = providers.aws(inputs.cluster)
+        mesh = Mesh(
+            inputs.stack,
+            share,
+            MeshProviders(own=own, peers={pair.peer.key: providers.aws(pair.peer.target) for pair in share.pairs}),
+        )
+        outputs["mesh"] = mesh.outputs
 
     return outputs
 

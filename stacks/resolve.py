@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from stacks import accounts
 from stacks.errors import InvalidSpec
 from stacks.inputs import PrivateLinkInputs, StackInputs
+from stacks.mesh import MeshPlan, MeshShare, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
 from stacks.placement import Want, place_endpoints
 
@@ -40,6 +41,7 @@ def resolve(
     ns_annotations: Mapping[str, str] | None = None,
     role_map: Mapping[str, str] | None = None,
     endpoint_vpc: EndpointVPC | None = None,
+    mesh: MeshShare | None = None,
 ) -> StackInputs:
     ns_annotations = ns_annotations or {}
     roles = accounts.merged_role_map(hub, role_map)
@@ -60,6 +62,7 @@ def resolve(
             "clusternet.io/managed-by": "clusternet",
         },
         private_link=_private_link(cluster, hub, target.region, endpoint_vpc),
+        mesh=mesh,
     )
 
 
@@ -88,6 +91,11 @@ def _placed(hub: HubConfig, cluster: Cluster, region: str, existing: Mapping[str
     return placed
 
 
+def mesh_of(fleet: Fleet) -> MeshPlan:
+    """The fleet's mesh: groups, pair owners, each stack's share (stacks.mesh.changed_stacks diffs two)."""
+    return plan_mesh(fleet.hub, fleet.clusters, namespaces=fleet.namespaces, role_map=fleet.role_map)
+
+
 def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
     """Resolve every cluster; the result is keyed by namespace/name, in input order."""
     hub = fleet.hub
@@ -104,6 +112,7 @@ def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
         if c.spec.private_link.enabled and isinstance(regions[c.key], str)
     ]
     placed = place_endpoints(hub, wants, fleet.placements)
+    mesh = mesh_of(fleet)
 
     result: dict[str, StackInputs | InvalidSpec] = {}
     for cluster in fleet.clusters:
@@ -120,7 +129,12 @@ def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
                     ns_annotations=fleet.namespaces.get(cluster.metadata.namespace or "default", {}),
                     role_map=fleet.role_map,
                     endpoint_vpc=vpc,
+                    mesh=mesh.share(cluster.key),
                 )
             except InvalidSpec as exc:
                 result[cluster.key] = exc
+    for key, problem in mesh.errors.items():  # a member left out of its group: overlap, limits
+        earlier = result[key]
+        result[key] = InvalidSpec([*earlier.errors, *problem.errors], earlier.reason) \
+            if isinstance(earlier, InvalidSpec) else problem
     return result

@@ -1,0 +1,138 @@
+"""/healthz, /readyz and Prometheus /metrics, on one small HTTP server.
+
+/healthz  200 while the service's threads are alive (liveness: restart me when not).
+/readyz   200 when this replica does what it should: a leader whose watches have
+          synced, or a follower (which runs nothing, and says so in the body);
+          503 while a leader is still syncing or its watches are down. Followers
+          stay ready so that a rolling update is never blocked on them.
+/metrics  clusternet_queue_depth, clusternet_runs_total{operation,result},
+          clusternet_run_duration_seconds{operation}, clusternet_clusters{condition},
+          clusternet_leader, clusternet_watch_restarts_total{source,reason}, ...
+The registry is the service's own (no process-global collectors).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Iterable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+LOG = logging.getLogger("clusternet.server")
+
+RUN_BUCKETS = (0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600)
+
+
+class Metrics:
+    """The service's metrics; callbacks read live numbers at scrape time."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.runs = Counter("clusternet_runs", "Engine runs by operation and result "
+                            "(succeeded, failed, locked, error).", ["operation", "result"], registry=self.registry)
+        self.run_seconds = Histogram("clusternet_run_duration_seconds", "Engine run duration.", ["operation"],
+                                     buckets=RUN_BUCKETS, registry=self.registry)
+        self.watch_restarts = Counter("clusternet_watch_restarts", "Watches restarted, by source and reason "
+                                      "(dropped, gone = 410 relist, httpNNN).", ["source", "reason"],
+                                      registry=self.registry)
+        self.queue_depth = Gauge("clusternet_queue_depth", "Cluster keys waiting for a worker.",
+                                 registry=self.registry)
+        self.in_flight = Gauge("clusternet_queue_in_flight", "Cluster keys being reconciled.",
+                               registry=self.registry)
+        self.scheduled = Gauge("clusternet_queue_scheduled", "Cluster keys waiting for a timer (retry, drift).",
+                               registry=self.registry)
+        self.leader = Gauge("clusternet_leader", "1 when this replica holds the Lease.", registry=self.registry)
+        self._clusters: Callable[[], dict[str, int]] = dict
+        self.registry.register(_ByCondition(lambda: self._clusters()))
+
+    def observe_run(self, operation: str, result: str, seconds: float) -> None:
+        self.runs.labels(operation, result).inc()
+        self.run_seconds.labels(operation).observe(seconds)
+
+    def watch_restarted(self, source: str, reason: str) -> None:
+        self.watch_restarts.labels(source, reason).inc()
+
+    def track_queue(self, depth: Callable[[], int], in_flight: Callable[[], int], scheduled: Callable[[], int]):
+        self.queue_depth.set_function(depth)
+        self.in_flight.set_function(in_flight)
+        self.scheduled.set_function(scheduled)
+
+    def track_clusters(self, counts: Callable[[], dict[str, int]]) -> None:
+        self._clusters = counts
+
+    def track_leader(self, leading: Callable[[], bool]) -> None:
+        self.leader.set_function(lambda: 1.0 if leading() else 0.0)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _ByCondition:
+    def __init__(self, counts: Callable[[], dict[str, int]]):
+        self._counts = counts
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = GaugeMetricFamily("clusternet_clusters", "Clusters by condition (Ready, Reconciling, Stalled, "
+                                   "Unknown).", labels=["condition"])
+        counts = {"Ready": 0, "Reconciling": 0, "Stalled": 0, "Unknown": 0}
+        try:
+            counts.update(self._counts())
+        except Exception:  # noqa: BLE001 - a scrape must not fail
+            LOG.exception("counting clusters failed")
+        for condition, count in sorted(counts.items()):
+            family.add_metric([condition], count)
+        yield family
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        return []
+
+
+Probe = Callable[[], tuple[bool, dict]]
+
+
+class ProbeServer:
+    """Serves the probes and the metrics on `bind:port` (port 0: any free port)."""
+
+    def __init__(self, metrics: Metrics, *, healthy: Probe, ready: Probe, bind: str = "0.0.0.0", port: int = 8080):
+        metrics_, healthy_, ready_ = metrics, healthy, ready
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._send(200, metrics_.exposition(), CONTENT_TYPE_LATEST)
+                elif path in ("/healthz", "/livez", "/readyz"):
+                    ok, detail = (ready_ if path == "/readyz" else healthy_)()
+                    body = json.dumps({"ok": ok, **detail}, sort_keys=True).encode() + b"\n"
+                    self._send(200 if ok else 503, body, "application/json")
+                else:
+                    self._send(404, b"not found\n", "text/plain")
+
+            def _send(self, code: int, body: bytes, content_type: str) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:  # probes every few seconds: keep the log quiet
+                pass
+
+        self.httpd = ThreadingHTTPServer((bind, port), Handler)
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self.httpd.server_address[1]
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="probes", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

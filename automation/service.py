@@ -1,0 +1,241 @@
+"""The service: watch -> queue -> reconcile -> engine, behind a Lease, with probes and metrics.
+
+    Informers ──► Cache ──► Mapper ──► WorkQueue ──► Workers ──► Reconciler ──► Engine
+    (watch.py)              (watch.py) (queue.py)               (reconcile.py)   (engine.py)
+
+Only the leader runs the pipeline; a follower keeps its probes up and runs nothing.
+Losing the Lease stops the workers (the CLI then exits, so that runs in flight die
+with the process and the next leader recovers them).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from kubernetes import client, config
+
+from automation.engine import Engine
+from automation.leader import LeaderElector, default_identity
+from automation.queue import Backoff, WorkQueue, Workers
+from automation.reconcile import Audit, Guard, ReconcileOptions, Reconciler
+from automation.server import Metrics, ProbeServer
+from automation.status import EventRecorder, StatusWriter, state_of
+from automation.watch import Cache, Desired, Informer, Mapper, informers, sources
+
+LOG = logging.getLogger("clusternet.service")
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    """Every knob of `python -m automation serve` (see automation/cli.py for the flags)."""
+
+    kubeconfig: str | None = None  # None: in-cluster config when in a pod, else ~/.kube/config
+    context: str | None = None
+    namespace: str = "clusternet-system"  # the service's own: the Lease and the role-map ConfigMap live here
+    watch_namespace: str | None = None  # watch Clusters in this namespace only (None: all namespaces)
+    hub_name: str = "default"  # the HubConfig this service serves
+    role_map_configmap: str = "clusternet-role-account-map"
+    workers: int = 4  # stacks updated in parallel
+    backoff_base: float = 2.0  # seconds before the first retry of a failed run
+    backoff_cap: float = 300.0  # retries never wait longer than this
+    drift_interval: float = 3600.0  # seconds between drift checks of one stack (0: off)
+    drift_jitter: float = 0.25
+    lock_retry: float = 15.0  # seconds before trying a locked stack again
+    watch_timeout: int = 300  # seconds per watch request before it is renewed
+    metrics_bind: str = "0.0.0.0"
+    metrics_port: int = 8080
+    leader_election: bool = True
+    leader_election_id: str = "clusternet"  # the Lease's name
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    identity: str | None = None  # this replica's name in the Lease (default: hostname_random)
+
+
+def kube_client(options: ServiceOptions) -> client.ApiClient:
+    """An ApiClient from --kubeconfig/--context, the in-cluster service account, or ~/.kube/config."""
+    configuration = client.Configuration()
+    if options.kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=options.kubeconfig, context=options.context,
+                                client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def role_map_entries(raw: Mapping[str, Any] | None) -> Mapping[str, str]:
+    """The role-map ConfigMap's entries (account -> role ARN); automation.rolemap validates them."""
+    from automation.rolemap import from_configmap
+
+    if raw is None:
+        return {}
+    parsed = from_configmap(raw)
+    for error in parsed.errors:
+        LOG.warning("role map: %s", error)
+    return parsed.entries
+
+
+def default_guards() -> list[Guard]:
+    """Refusals checked before every up: moving a stack to another account or region."""
+    from stacks.accounts import check_move
+
+    return [check_move]
+
+
+def default_audit() -> Audit:
+    from automation.audit import audit_stack
+
+    return audit_stack
+
+
+class Service:
+    def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
+                 guards: Iterable[Guard] | None = None, audit: Audit | None = None,
+                 on_lost_leadership: Callable[[], None] | None = None):
+        self.options = options
+        self.api_client = api_client
+        self.engine = engine
+        self.guards = list(default_guards() if guards is None else guards)
+        self.audit = default_audit() if audit is None else audit
+        self.on_lost_leadership = on_lost_leadership
+        self.identity = options.identity or default_identity()
+        self.metrics = Metrics()
+        self.server = ProbeServer(self.metrics, healthy=self.healthy, ready=self.ready,
+                                  bind=options.metrics_bind, port=options.metrics_port)
+        self.elector: LeaderElector | None = None
+        if options.leader_election:
+            self.elector = LeaderElector(
+                api_client, name=options.leader_election_id, namespace=options.namespace, identity=self.identity,
+                lease_duration=options.lease_duration, renew_deadline=options.renew_deadline,
+                retry_period=options.retry_period, on_started_leading=self._start_pipeline,
+                on_stopped_leading=self._lost)
+        self.metrics.track_leader(self.leading)
+        self._lock = threading.Lock()
+        self.pipeline: Pipeline | None = None
+        self._stopping = False
+
+    # -- lifecycle
+    def start(self) -> None:
+        self.server.start()
+        if self.elector is not None:
+            self.elector.start()
+        else:
+            self._start_pipeline()
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self.elector is not None:
+            self.elector.stop()  # stops the pipeline through on_stopped_leading, then releases the Lease
+        self._stop_pipeline()
+        self.server.stop()
+
+    def leading(self) -> bool:
+        return self.elector.is_leader if self.elector is not None else self.pipeline is not None
+
+    # -- probes
+    def healthy(self) -> tuple[bool, dict]:
+        if self.elector is not None and not self.elector.alive() and not self._stopping:
+            return False, {"problem": "leader election stopped"}
+        pipeline = self.pipeline
+        if pipeline is not None and not pipeline.alive():
+            return False, {"problem": "a watch or worker thread died"}
+        return True, {}
+
+    def ready(self) -> tuple[bool, dict]:
+        if self.elector is not None and not self.elector.is_leader:
+            return True, {"role": "follower", "leader": self.elector.holder,
+                          "detail": "not the leader: runs nothing, takes over if the leader goes"}
+        pipeline = self.pipeline
+        if pipeline is None:
+            return False, {"role": "leader", "detail": "starting"}
+        synced = pipeline.synced()
+        return all(synced.values()), {"role": "leader", "synced": synced, "queue": pipeline.queue.depth}
+
+    # -- leadership
+    def _start_pipeline(self) -> None:
+        with self._lock:
+            if self.pipeline is not None or self._stopping:
+                return
+            self.pipeline = Pipeline(self.options, api_client=self.api_client, engine=self.engine,
+                                     guards=self.guards, audit=self.audit, metrics=self.metrics,
+                                     identity=self.identity)
+            self.pipeline.start()
+
+    def _stop_pipeline(self) -> None:
+        with self._lock:
+            pipeline, self.pipeline = self.pipeline, None
+        if pipeline is not None:
+            pipeline.stop()
+
+    def _lost(self) -> None:
+        self._stop_pipeline()
+        if self.on_lost_leadership is not None and not self._stopping:
+            self.on_lost_leadership()
+
+
+class Pipeline:
+    """One leader term: fresh cache, queue and workers (nothing carried over from an earlier term)."""
+
+    def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
+                 guards: Iterable[Guard], audit: Audit | None, metrics: Metrics, identity: str):
+        self.cache = Cache(hub_name=options.hub_name, role_map_name=options.role_map_configmap,
+                           role_map_namespace=options.namespace, parse_role_map=role_map_entries)
+        self.desired = Desired(self.cache)
+        self.queue = WorkQueue(Backoff(options.backoff_base, options.backoff_cap))
+        self.status = StatusWriter(api_client)
+        self.reconciler = Reconciler(
+            desired=self.desired, engine=engine, api_client=api_client, status=self.status,
+            events=EventRecorder(api_client, instance=identity),
+            options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry),
+            guards=guards, audit=audit, metrics=metrics)
+        self.mapper = Mapper(self.cache, self.desired, add=self.queue.add, add_after=self.queue.add_after,
+                             triage=self.reconciler.triage)
+        self.informers: list[Informer] = informers(
+            self.cache, sources(api_client, hub_name=options.hub_name, role_map_name=options.role_map_configmap,
+                                role_map_namespace=options.namespace, watch_namespace=options.watch_namespace),
+            timeout_seconds=options.watch_timeout, on_restart=metrics.watch_restarted)
+        self.workers = Workers(self.queue, self.reconciler, options.workers)
+        metrics.track_queue(lambda: self.queue.depth, lambda: self.queue.in_flight, lambda: self.queue.scheduled)
+        metrics.track_clusters(self.clusters_by_condition)
+        self._stopped = threading.Event()
+
+    def start(self) -> None:
+        for informer in self.informers:
+            informer.start()
+        # The mapper waits for every list, so a cluster is never judged against a half-filled cache.
+        threading.Thread(target=self._start_when_synced, name="pipeline-start", daemon=True).start()
+
+    def _start_when_synced(self) -> None:
+        for informer in self.informers:
+            while not informer.synced.wait(0.2):
+                if self._stopped.is_set():
+                    return
+        if self._stopped.is_set():
+            return
+        self.mapper.start()
+        self.workers.start()
+        LOG.info("watches synced: %d clusters", len(self.cache.entries()))
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.queue.shutdown()
+        self.mapper.stop()
+        self.workers.stop()
+        for informer in self.informers:
+            informer.stop()
+
+    def synced(self) -> dict[str, bool]:
+        return {i.source.name: i.synced.is_set() for i in self.informers}
+
+    def alive(self) -> bool:
+        return self._stopped.is_set() or (all(i.alive() for i in self.informers) and self.workers.alive())
+
+    def clusters_by_condition(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for key, entry in self.cache.entries().items():
+            state = state_of(self.status.current(key, entry.raw))
+            counts[state] = counts.get(state, 0) + 1
+        return counts

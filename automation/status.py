@@ -1,0 +1,176 @@
+"""Reporting on the Cluster: kstatus conditions, the status subresource, Events.
+
+Conditions (kstatus): exactly one story at a time -
+  ready        Ready=True                       Reconciling=False  Stalled=False
+  progressing  Ready=Unknown  (Progressing...)  Reconciling=True   Stalled=False
+  retrying     Ready=False    (UpdateFailed...) Reconciling=True   Stalled=False   (a retry is scheduled)
+  stalled      Ready=False    (InvalidSpec...)  Reconciling=False  Stalled=True    (nothing runs until the input changes)
+Every condition carries observedGeneration; lastTransitionTime only moves when the status flips.
+
+`StatusWriter` patches `status` (merge patch on the status subresource) and keeps
+what it wrote: the reconciler reads its own last write instead of a watch cache
+that may lag behind it, so a re-queued key never re-runs a stack it just applied.
+`EventRecorder` writes core/v1 Events (what `kubectl describe cluster` shows).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, Callable, Literal
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from stacks.model import GROUP
+from stacks.status import ClusterStatus, Condition, StackOutputs
+
+LOG = logging.getLogger("clusternet.status")
+VERSION = "v1alpha1"
+COMPONENT = "clusternet"
+
+State = Literal["ready", "progressing", "retrying", "stalled"]
+_SHAPES: dict[str, tuple[str, str, str]] = {  # state -> (Ready, Reconciling, Stalled)
+    "ready": ("True", "False", "False"),
+    "progressing": ("Unknown", "True", "False"),
+    "retrying": ("False", "True", "False"),
+    "stalled": ("False", "False", "True"),
+}
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def conditions(state: State, reason: str, message: str, *, generation: int | None,
+               previous: list[Condition], now: str) -> list[Condition]:
+    """The three kstatus conditions for `state`; transition times kept where the status did not flip."""
+    before = {c.type: c for c in previous}
+    out = []
+    for type_, status in zip(("Ready", "Reconciling", "Stalled"), _SHAPES[state]):
+        active = status != "False" or type_ == "Ready"
+        old = before.get(type_)
+        out.append(Condition(
+            type=type_, status=status,
+            reason=reason if active else ("Succeeded" if state == "ready" else reason),
+            message=message if active else "",
+            last_transition_time=old.last_transition_time if old and old.status == status and old.last_transition_time
+            else now,
+            observed_generation=generation,
+        ))
+    return out
+
+
+def outputs_from(stack_outputs: dict[str, Any]) -> StackOutputs:
+    """The outputs the status shows, from the stack outputs of stacks.program."""
+    link = stack_outputs.get("privateLink") or {}
+    mesh = stack_outputs.get("mesh") or {}
+    peerings = mesh.get("peerings") if isinstance(mesh, dict) else None
+    if isinstance(peerings, dict):
+        peerings = list(peerings.values())
+    return StackOutputs(
+        endpoint=link.get("endpointDnsName"),
+        endpoint_id=link.get("endpointId"),
+        endpoint_vpc=link.get("endpointVpcId"),
+        service_name=link.get("serviceName"),
+        zone_id=link.get("zoneId"),
+        infra_id=link.get("infraID"),
+        peerings=[str(p) for p in peerings or []],
+    )
+
+
+def state_of(status: ClusterStatus) -> str:
+    """One word per cluster for the metrics: Ready, Reconciling, Stalled or Unknown."""
+    for type_ in ("Stalled", "Reconciling", "Ready"):
+        cond = status.condition(type_)
+        if cond is not None and cond.status == "True":
+            return type_
+    return "Unknown"
+
+
+class StatusWriter:
+    """Writes Cluster status and remembers the last write per cluster (by uid)."""
+
+    def __init__(self, api_client: client.ApiClient):
+        self._api = client.CustomObjectsApi(api_client)
+        self._lock = threading.Lock()
+        self._written: dict[str, tuple[str | None, dict[str, Any]]] = {}
+
+    def current(self, key: str, raw: dict[str, Any]) -> ClusterStatus:
+        """The status as this service last wrote it, else as the cache has it."""
+        uid = (raw.get("metadata") or {}).get("uid")
+        with self._lock:
+            mine = self._written.get(key)
+        doc = mine[1] if mine is not None and mine[0] == uid else raw.get("status") or {}
+        try:
+            return ClusterStatus.model_validate(doc)
+        except ValueError:  # someone wrote garbage into our status: start over
+            LOG.warning("%s: unreadable status, starting from an empty one", key)
+            return ClusterStatus()
+
+    def write(self, raw: dict[str, Any], status: ClusterStatus, *, previous: ClusterStatus) -> bool:
+        """Patch the status subresource; False when the Cluster is gone."""
+        meta = raw["metadata"]
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        new = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+        old = previous.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if new == old and raw.get("status") == new:
+            return True
+        patch = {**{k: None for k in old if k not in new}, **new}  # merge patch: null removes
+        try:
+            self._api.patch_namespaced_custom_object_status(
+                GROUP, VERSION, meta["namespace"], "clusters", meta["name"], {"status": patch})
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        with self._lock:
+            self._written[key] = (meta.get("uid"), new)
+        return True
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._written.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._written.clear()
+
+
+class EventRecorder:
+    """core/v1 Events on Clusters. A failure to record is logged, never raised."""
+
+    def __init__(self, api_client: client.ApiClient, *, instance: str = "",
+                 clock: Callable[[], float] = time.time):
+        self._api = client.CoreV1Api(api_client)
+        self._instance = instance
+        self._clock = clock
+
+    def event(self, raw: dict[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        meta = raw.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        now = rfc3339(self._clock())
+        body = {
+            "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "name": meta.get("name"),
+                               "namespace": namespace, "uid": meta.get("uid"),
+                               "resourceVersion": meta.get("resourceVersion")},
+            "type": type_, "reason": reason, "message": message[:1024],
+            "source": {"component": COMPONENT}, "reportingComponent": f"{GROUP}/{COMPONENT}",
+            "reportingInstance": self._instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            self._api.create_namespaced_event(namespace, body)
+        except Exception as exc:  # noqa: BLE001 - an Event is best effort
+            LOG.warning("could not record event %s on %s/%s: %s", reason, namespace, meta.get("name"), exc)

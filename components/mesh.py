@@ -1,0 +1,169 @@
+"""The mesh resources one stack owns (its MeshShare), across accounts and regions.
+
+    Mesh (clusternet:mesh:Mesh)                    one per member stack
+    ├── SecurityGroup "clusternet-mesh-<stack>"     "dedicated" mode only: this member's own group
+    └── MeshPeering (clusternet:mesh:MeshPeering)  one per pair this stack owns, named from the pair
+        ├── VpcPeeringConnection                    requester: this member's account/region
+        ├── VpcPeeringConnectionAccepter            the peer's account/region (the peer's provider)
+        ├── Route ×(route tables of both members)  to the other member's CIDR through this peering
+        └── SecurityGroupIngressRule ×(groups × rules of both members)  from the other member's CIDR only
+
+Routes and rules depend on the peering and the accepter, so `pulumi destroy` (or the pair leaving
+the share) removes them first, then the accepter, then the peering.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from components.providers import invoke_opts
+from stacks.mesh import MeshMember, MeshPair, MeshShare, rule_label
+from stacks.model import MeshRule
+
+
+@dataclass(frozen=True)
+class MeshProviders:
+    own: aws.Provider  # this member's account and region
+    peers: Mapping[str, aws.Provider]  # peer cluster key → its account and region
+
+
+def _side(member: MeshMember) -> dict[str, Any]:
+    return {"cluster": member.key, "vpcId": member.vpc_id, "cidr": member.cidr,
+            "account": member.target.account_id, "region": member.target.region}
+
+
+class MeshPeering(pulumi.ComponentResource):
+    """One pair: the peering, its acceptance, and both members' routes and ingress rules."""
+
+    def __init__(self, name: str, *, group: str, owner: MeshMember, pair: MeshPair, rules: Sequence[MeshRule],
+                 owner_groups: Sequence[tuple[str, pulumi.Input[str]]], providers: tuple[aws.Provider, aws.Provider],
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("clusternet:mesh:MeshPeering", name, None, opts)
+        peer = pair.peer
+        own_provider, peer_provider = providers
+        tags = {"Name": pair.name, "clusternet.io/mesh-group": group}
+
+        self.peering = aws.ec2.VpcPeeringConnection(
+            name,
+            vpc_id=owner.vpc_id,
+            peer_vpc_id=peer.vpc_id,
+            peer_owner_id=peer.target.account_id,
+            peer_region=peer.target.region,
+            tags={**tags, "clusternet.io/side": "requester"},
+            opts=pulumi.ResourceOptions(parent=self, provider=own_provider),
+        )
+        self.accepter = aws.ec2.VpcPeeringConnectionAccepter(
+            f"{name}-accept",
+            vpc_peering_connection_id=self.peering.id,
+            auto_accept=True,
+            tags={**tags, "clusternet.io/side": "accepter"},
+            opts=pulumi.ResourceOptions(parent=self, provider=peer_provider),
+        )
+        # Through the accepter's output: nothing routes over a peering that is not accepted yet.
+        link = self.accepter.vpc_peering_connection_id
+        after = [self.peering, self.accepter]
+
+        self.routes: list[dict[str, Any]] = []
+        self.ingress: list[dict[str, Any]] = []
+        peer_groups = self._peer_groups(peer, peer_provider)
+        for member, other, provider, groups in (
+            (owner, peer, own_provider, owner_groups),
+            (peer, owner, peer_provider, peer_groups),
+        ):
+            child = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after)
+            for table in member.route_table_ids:
+                aws.ec2.Route(
+                    f"{name}-{table}",
+                    route_table_id=table,
+                    destination_cidr_block=other.cidr,
+                    vpc_peering_connection_id=link,
+                    opts=child,
+                )
+                self.routes.append({"cluster": member.key, "routeTableId": table, "destination": other.cidr,
+                                    "peeringId": link})
+            for label, group_id in groups:
+                for rule in rules:
+                    ports = {} if rule.protocol == "-1" else {"from_port": rule.from_port, "to_port": rule.to_port}
+                    aws.vpc.SecurityGroupIngressRule(
+                        f"{name}-{label}-{rule_label(rule)}",
+                        security_group_id=group_id,
+                        ip_protocol=rule.protocol,
+                        cidr_ipv4=other.cidr,
+                        description=f"clusternet mesh {group}: from {other.key}",
+                        tags={**tags, "Name": f"{pair.name} from {other.key}"},
+                        opts=child,
+                        **ports,
+                    )
+                    entry = {"cluster": member.key, "securityGroupId": group_id, "source": other.cidr,
+                             "protocol": rule.protocol}
+                    if ports:
+                        entry.update(fromPort=rule.from_port, toPort=rule.to_port)
+                    self.ingress.append(entry)
+
+        self.outputs = {
+            "name": pair.name,
+            "id": self.peering.id,
+            "state": self.accepter.accept_status,
+            "requester": _side(owner),
+            "accepter": _side(peer),
+            "routes": self.routes,
+            "ingress": self.ingress,
+        }
+        self.register_outputs(self.outputs)
+
+    def _peer_groups(self, peer: MeshMember, provider: aws.Provider) -> list[tuple[str, pulumi.Input[str]]]:
+        if peer.dedicated_security_group is None:
+            return [(sg, sg) for sg in peer.security_group_ids]
+        # The peer's own stack made it (the peer joined first); look it up by name in the peer's VPC.
+        found = aws.ec2.get_security_group_output(name=peer.dedicated_security_group, vpc_id=peer.vpc_id,
+                                                  opts=invoke_opts(self, provider))
+        return [(f"{peer.stack}-mesh-sg", found.id)]
+
+
+class Mesh(pulumi.ComponentResource):
+    """This stack's share of one mesh group."""
+
+    def __init__(self, name: str, share: MeshShare, providers: MeshProviders,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("clusternet:mesh:Mesh", name, None, opts)
+        member = share.member
+        self.security_group: aws.ec2.SecurityGroup | None = None
+        if member.dedicated_security_group is not None:
+            self.security_group = aws.ec2.SecurityGroup(
+                member.dedicated_security_group,  # the resource name is the AWS name: peers look it up by it
+                name=member.dedicated_security_group,
+                vpc_id=member.vpc_id,
+                description=f"clusternet: mesh group {share.group}, traffic from peer clusters",
+                tags={"Name": member.dedicated_security_group, "clusternet.io/mesh-group": share.group},
+                opts=pulumi.ResourceOptions(parent=self, provider=providers.own),
+            )
+            own_groups = [(f"{member.stack}-mesh-sg", self.security_group.id)]
+        else:
+            own_groups = [(sg, sg) for sg in member.security_group_ids]
+
+        self.peerings = [
+            MeshPeering(
+                f"mesh-{pair.name}",
+                group=share.group,
+                owner=member,
+                pair=pair,
+                rules=share.rules,
+                owner_groups=own_groups,
+                providers=(providers.own, providers.peers[pair.peer.key]),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for pair in share.pairs
+        ]
+        self.outputs = {
+            "group": share.group,
+            "member": member.key,
+            # This member and the peers whose pairs this stack owns; the whole group is stacks.mesh.plan_mesh.
+            "members": [_side(member), *(_side(pair.peer) for pair in share.pairs)],
+            "securityGroupId": self.security_group.id if self.security_group is not None else None,
+            "peerings": [p.outputs for p in self.peerings],
+            "routes": [route for p in self.peerings for route in p.routes],
+        }
+        self.register_outputs(self.outputs)

@@ -1,0 +1,316 @@
+"""Cluster mesh: who is in which group, which stack owns each pair, and each stack's share. Pure.
+
+Membership
+    A Cluster is a member of group G when it has the label `clusternet.io/mesh: G` AND the annotation
+    `clusternet.io/mesh-enabled: "true"`, is not being deleted, and its account and region resolve.
+    Removing either takes it out of the group. A label has one value, so a cluster is in one group at most.
+
+Join order (durable, restart-proof)
+    Members are ordered by their join stamp `status.meshJoin = {group: G, order: n}`, which the service
+    writes once (`MeshPlan.stamps`, in the order given) and never rewrites while the cluster stays in G.
+    Members without a stamp come after every stamped one, oldest `creationTimestamp` first, then by
+    namespace/name. So a new joiner is always last, and writing its stamp does not move it.
+
+Ownership rule
+    The later-joined member of a pair owns it: the requester peering in its own account, the accepter
+    in the peer's account/region (through the peer's provider), the routes in every route table of
+    BOTH members and the ingress rules on BOTH members' security groups. Each resource of the mesh is
+    therefore in exactly one stack.
+
+Cost in stack runs (group of N members, the joiner/leaver included)
+    join:  1 (the joiner's; no other member's share changes).
+    leave or delete of the k-th member in join order: 1 + (N - k) -- its own stack (update or destroy)
+    removes the pairs it owns, and every later joiner's stack removes its pair with it.
+    From 1 (the last joiner) to N (the first); (N + 1) / 2 on average.
+
+Validation, in join order, so an existing member is never blocked by a newcomer's mistake: a member
+whose CIDR overlaps an earlier member's, or that would push a VPC past `HubConfig spec.mesh`
+peeringsPerVPC / routesPerTable, is rejected (an InvalidSpec on that cluster naming both clusters and
+both CIDRs, or the numbers) and left out of the mesh; the others go on.
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from stacks import accounts
+from stacks.errors import FieldError, InvalidSpec
+from stacks.inputs import AwsTarget, Frozen
+from stacks.model import Cluster, HubConfig, MeshGroup, MeshRule
+
+MESH_LABEL = "clusternet.io/mesh"
+MESH_ENABLED_ANNOTATION = "clusternet.io/mesh-enabled"
+JOIN_STATUS_KEY = "meshJoin"  # status.meshJoin = {"group": G, "order": n}, written by the service
+
+ALL_TRAFFIC = MeshRule(protocol="-1", from_port=0, to_port=0)
+
+
+# --- the share: what one stack builds -------------------------------------------
+
+class MeshMember(Frozen):
+    """One cluster as the mesh sees it."""
+
+    key: str  # namespace/name
+    stack: str  # namespace.name
+    target: AwsTarget  # its account, region and role: the provider that reaches its VPC
+    vpc_id: str
+    cidr: str
+    route_table_ids: tuple[str, ...]
+    security_group_ids: tuple[str, ...] = ()  # node security groups ("nodes" mode)
+    dedicated_security_group: str | None = None  # the group's name ("dedicated" mode)
+
+
+class MeshPair(Frozen):
+    """A pair owned by this stack: peering requested here, accepted by `peer`."""
+
+    name: str  # the two stack names in sorted order: "a.x+b.y"
+    peer: MeshMember
+
+
+class MeshShare(Frozen):
+    """One stack's share of the mesh: part of its StackInputs, so its digest moves only when this changes."""
+
+    group: str
+    member: MeshMember
+    rules: tuple[MeshRule, ...]  # never empty: all traffic from peer CIDRs by default
+    pairs: tuple[MeshPair, ...] = ()  # sorted by name
+
+
+# --- the whole mesh -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PairView:
+    name: str
+    owner: str  # cluster key of the stack that builds it
+    peer: str
+
+
+@dataclass(frozen=True)
+class GroupView:
+    name: str
+    members: tuple[str, ...]  # admitted, in join order
+    pairs: tuple[PairView, ...]
+    rejected: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MeshPlan:
+    shares: Mapping[str, MeshShare]  # cluster key → its share (admitted members only)
+    errors: Mapping[str, InvalidSpec]  # cluster key → why it was left out of its group
+    groups: Mapping[str, GroupView]
+    stamps: Mapping[str, dict]  # join stamps the service should write, in this order: key → status.meshJoin
+    unstamp: tuple[str, ...] = ()  # clusters holding a stamp of a group they are no longer in
+
+    def share(self, key: str) -> MeshShare | None:
+        return self.shares.get(key)
+
+
+# --- membership and order ---------------------------------------------------------------
+
+def group_of(cluster: Cluster) -> str | None:
+    """The group the cluster asks to be in: label AND annotation, and not being deleted."""
+    meta = cluster.metadata
+    group = meta.labels.get(MESH_LABEL)
+    if not group or meta.annotations.get(MESH_ENABLED_ANNOTATION) != "true" or meta.deletion_timestamp:
+        return None
+    return group
+
+
+def join_stamp(cluster: Cluster, group: str) -> int | None:
+    """The recorded join order in `group`, if the service has written one for that group."""
+    stamp = (cluster.status or {}).get(JOIN_STATUS_KEY)
+    if isinstance(stamp, dict) and stamp.get("group") == group and isinstance(stamp.get("order"), int):
+        return stamp["order"]
+    return None
+
+
+def join_key(cluster: Cluster, group: str) -> tuple:
+    """Sort key of the join order: stamped members by stamp, then the rest oldest first, then by key."""
+    stamp = join_stamp(cluster, group)
+    if stamp is not None:
+        return (0, stamp, "", cluster.key)
+    return (1, 0, cluster.metadata.creation_timestamp or "", cluster.key)
+
+
+def pair_name(a_stack: str, b_stack: str) -> str:
+    """Stable whichever side asks: '+' cannot occur in a namespace or a name."""
+    return "+".join(sorted((a_stack, b_stack)))
+
+
+def stack_of(cluster: Cluster) -> str:
+    return f"{cluster.metadata.namespace or 'default'}.{cluster.metadata.name}"
+
+
+def dedicated_group_name(stack: str) -> str:
+    return f"clusternet-mesh-{stack}"
+
+
+def group_rules(config: MeshGroup) -> tuple[MeshRule, ...]:
+    return tuple(config.rules) or (ALL_TRAFFIC,)
+
+
+# --- planning -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Candidate:
+    cluster: Cluster
+    member: MeshMember
+    net: ipaddress.IPv4Network
+
+
+def plan_mesh(
+    hub: HubConfig,
+    clusters: Iterable[Cluster],
+    *,
+    namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    role_map: Mapping[str, str] | None = None,
+) -> MeshPlan:
+    """Every group, its admitted members in join order, every pair and its owner, and each stack's share."""
+    namespaces = namespaces or {}
+    roles = accounts.merged_role_map(hub, role_map)
+    by_group: dict[str, list[Cluster]] = {}
+    unstamp: list[str] = []
+    for cluster in clusters:
+        group = group_of(cluster)
+        if group is not None:
+            by_group.setdefault(group, []).append(cluster)
+        stamp = (cluster.status or {}).get(JOIN_STATUS_KEY)
+        if stamp and (group is None or join_stamp(cluster, group) is None):
+            unstamp.append(cluster.key)
+
+    shares: dict[str, MeshShare] = {}
+    errors: dict[str, InvalidSpec] = {}
+    groups: dict[str, GroupView] = {}
+    stamps: dict[str, dict] = {}
+    for group in sorted(by_group):
+        members = sorted(by_group[group], key=lambda c: join_key(c, group))
+        view, group_shares, group_errors = _plan_group(hub, group, members, namespaces, roles)
+        groups[group] = view
+        shares.update(group_shares)
+        errors.update(group_errors)
+        stamped = [s for c in members if (s := join_stamp(c, group)) is not None]
+        nxt = max(stamped, default=0) + 1
+        by_key = {c.key: c for c in members}
+        for key in view.members:
+            if join_stamp(by_key[key], group) is None:
+                stamps[key] = {"group": group, "order": nxt}
+                nxt += 1
+    return MeshPlan(shares=shares, errors=errors, groups=groups, stamps=stamps, unstamp=tuple(unstamp))
+
+
+def _plan_group(hub, group, members, namespaces, roles):
+    config = hub.spec.mesh.groups.get(group, MeshGroup())
+    limits = hub.spec.mesh
+    rules = group_rules(config)
+    dedicated = config.security_group == "dedicated"
+
+    admitted: list[_Candidate] = []
+    rejected: list[str] = []
+    errors: dict[str, InvalidSpec] = {}
+    for cluster in members:
+        try:
+            target = accounts.cluster_target(
+                cluster, hub, namespaces.get(cluster.metadata.namespace or "default", {}), roles)
+        except InvalidSpec:
+            continue  # not reachable: resolve() reports why; it cannot be peered with
+        candidate = _candidate(cluster, target, dedicated)
+        problems = _own_problems(candidate, group, dedicated) or _fit_problems(candidate, group, admitted, limits)
+        if problems:
+            errors[cluster.key] = problems
+            rejected.append(cluster.key)
+        else:
+            admitted.append(candidate)
+
+    shares: dict[str, MeshShare] = {}
+    pairs: list[PairView] = []
+    for i, owner in enumerate(admitted):
+        session = accounts.session_name("mesh", owner.cluster)
+        owned = []
+        for earlier in admitted[:i]:
+            name = pair_name(owner.member.stack, earlier.member.stack)
+            peer = earlier.member.model_copy(update={"target": earlier.member.target.model_copy(
+                update={"session_name": session})})
+            owned.append(MeshPair(name=name, peer=peer))
+            pairs.append(PairView(name=name, owner=owner.member.key, peer=earlier.member.key))
+        shares[owner.member.key] = MeshShare(
+            group=group, member=owner.member, rules=rules, pairs=tuple(sorted(owned, key=lambda p: p.name)))
+    view = GroupView(name=group, members=tuple(c.member.key for c in admitted),
+                     pairs=tuple(sorted(pairs, key=lambda p: p.name)), rejected=tuple(rejected))
+    return view, shares, errors
+
+
+def _candidate(cluster: Cluster, target: AwsTarget, dedicated: bool) -> _Candidate:
+    net = cluster.spec.network
+    stack = stack_of(cluster)
+    member = MeshMember(
+        key=cluster.key,
+        stack=stack,
+        target=target,
+        vpc_id=net.vpc_id,
+        cidr=net.cidr,
+        route_table_ids=tuple(sorted(set(net.route_table_ids))),
+        security_group_ids=() if dedicated else tuple(sorted(set(net.node_security_group_ids))),
+        dedicated_security_group=dedicated_group_name(stack) if dedicated else None,
+    )
+    return _Candidate(cluster, member, ipaddress.ip_network(net.cidr))
+
+
+def _own_problems(c: _Candidate, group: str, dedicated: bool) -> InvalidSpec | None:
+    errors = []
+    if not c.member.route_table_ids:
+        errors.append(FieldError(c.cluster.ref, "spec.network.routeTableIDs",
+                                 f"mesh group {group} needs at least one route table to route to its peers"))
+    if not dedicated and not c.cluster.spec.network.node_security_group_ids:
+        errors.append(FieldError(
+            c.cluster.ref, "spec.network.nodeSecurityGroupIDs",
+            f"mesh group {group} admits peers on the node security groups (securityGroup: nodes) and this "
+            f"cluster lists none; list them, or set HubConfig spec.mesh.groups.{group}.securityGroup: dedicated"))
+    return InvalidSpec(errors, "MeshInvalid") if errors else None
+
+
+def _fit_problems(c: _Candidate, group: str, admitted: list[_Candidate], limits) -> InvalidSpec | None:
+    ref = c.cluster.ref
+    for other in admitted:
+        if c.net.overlaps(other.net):
+            return InvalidSpec.one(
+                ref, "spec.network.cidr",
+                f"CIDR {c.member.cidr} of {ref} overlaps CIDR {other.member.cidr} of {other.cluster.ref}, "
+                f"an earlier member of mesh group {group}; peered VPCs need disjoint CIDRs",
+                condition="MeshCIDROverlap")
+        if c.member.vpc_id == other.member.vpc_id:
+            return InvalidSpec.one(
+                ref, "spec.network.vpcID",
+                f"VPC {c.member.vpc_id} is also the VPC of {other.cluster.ref}, an earlier member of mesh group "
+                f"{group}; a VPC cannot peer with itself", condition="MeshInvalid")
+    peers = len(admitted)
+    over = []
+    if peers > limits.peerings_per_vpc:
+        over.append(f"{peers} VPC peerings on its VPC (HubConfig spec.mesh.peeringsPerVPC is "
+                    f"{limits.peerings_per_vpc}; AWS allows at most 125)")
+    if peers > limits.routes_per_table:
+        over.append(f"{peers} mesh routes in each of its route tables (HubConfig spec.mesh.routesPerTable is "
+                    f"{limits.routes_per_table}; AWS allows at most 1000)")
+    if over:
+        return InvalidSpec.one(
+            ref, f"metadata.labels[{MESH_LABEL}]",
+            f"mesh group {group} already has {peers} members; joining would need {' and '.join(over)}. "
+            f"Raise the AWS quota and HubConfig spec.mesh, split the group, or connect this many VPCs "
+            f"through a Transit Gateway instead of peering", condition="MeshLimitExceeded")
+    return None
+
+
+# --- what an event changes ------------------------------------------------------------------
+
+def changed_stacks(before: Mapping[str, MeshShare | None], after: Mapping[str, MeshShare | None]) -> set[str]:
+    """Cluster keys whose share differs between two plans (`MeshPlan.shares`): the stacks an event must run.
+
+    A key present on one side only counts as changed (joined or left).
+    """
+    return {key for key in set(before) | set(after) if before.get(key) != after.get(key)}
+
+
+def rule_label(rule: MeshRule) -> str:
+    """A stable name fragment for a rule: 'all', 'tcp-443-443', 'icmp--1--1'."""
+    return "all" if rule.protocol == "-1" else f"{rule.protocol}-{rule.from_port}-{rule.to_port}"
+

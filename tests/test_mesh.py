@@ -1,0 +1,278 @@
+"""Mesh membership, join order, pair ownership, validation and what an event changes (pure, no Pulumi)."""
+import itertools
+import subprocess
+import sys
+
+import pytest
+
+from stacks.errors import InvalidSpec
+from stacks.inputs import StackInputs
+from stacks.mesh import (
+    JOIN_STATUS_KEY,
+    MESH_ENABLED_ANNOTATION,
+    MESH_LABEL,
+    changed_stacks,
+    group_of,
+    pair_name,
+    plan_mesh,
+)
+from stacks.model import parse
+from stacks.resolve import Fleet, resolve_fleet
+from tests.factories import cluster_doc, hub, hub_doc
+
+ACCOUNTS = ("222222222222", "333333333333")
+REGIONS = ("us-east-1", "eu-west-1")
+
+
+def member(i: int, *, group: str = "core", enabled: str | None = "true", label: bool = True, stamp: int | None = None,
+           cidr: str | None = None, created: str | None = None, deleting: bool = False, account: str | None = None,
+           **network):
+    """Cluster c<i>: accounts alternate, regions alternate every two, 1 or 2 route tables, one node SG."""
+    doc = cluster_doc(
+        f"c{i:02d}", ("acme", "globex")[i % 2],
+        labels={MESH_LABEL: group} if label else {},
+        annotations={MESH_ENABLED_ANNOTATION: enabled} if enabled is not None else {},
+        accountID=account or ACCOUNTS[i % 2],
+        region=REGIONS[(i // 2) % 2],
+        privateLink={"enabled": False},
+        network={"vpcID": f"vpc-0c{i:02d}", "cidr": cidr or f"10.{i}.0.0/16",
+                 "routeTableIDs": [f"rtb-0{i:02d}a", f"rtb-0{i:02d}b"][: 1 + i % 2],
+                 "nodeSecurityGroupIDs": [f"sg-0{i:02d}"], **network},
+    )
+    doc["metadata"]["creationTimestamp"] = created or f"2025-01-01T00:{i:02d}:00Z"
+    if deleting:
+        doc["metadata"]["deletionTimestamp"] = "2025-06-01T00:00:00Z"
+    if stamp is not None:
+        doc["status"] = {JOIN_STATUS_KEY: {"group": group, "order": stamp}}
+    return parse(doc)
+
+
+def group(n: int, **kw):
+    return [member(i, **kw) for i in range(n)]
+
+
+def owned(plan) -> dict[str, str]:
+    """pair name → owner key, from the shares (what the stacks will build)."""
+    out = {}
+    for key, share in plan.shares.items():
+        for pair in share.pairs:
+            assert pair.name not in out, f"pair {pair.name} built twice"
+            out[pair.name] = key
+    return out
+
+
+def stamped(clusters, plan):
+    """The clusters as they are once the service has written `plan.stamps`."""
+    out = []
+    for c in clusters:
+        stamp = plan.stamps.get(c.key)
+        out.append(c.model_copy(update={"status": {JOIN_STATUS_KEY: stamp}}) if stamp else c)
+    return out
+
+
+# --- membership -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("kw, expected", [
+    ({}, "core"),
+    ({"enabled": None}, None),  # label only
+    ({"enabled": "false"}, None),
+    ({"enabled": "True"}, None),  # the annotation is the string "true", as in the design
+    ({"label": False}, None),  # annotation only
+    ({"deleting": True}, None),
+])
+def test_membership_needs_the_label_and_the_annotation(kw, expected):
+    assert group_of(member(1, **kw)) == expected
+
+
+def test_clusters_of_other_groups_and_non_members_are_left_alone():
+    plan = plan_mesh(hub(), [member(0), member(1), member(2, group="edge"), member(3, enabled="false"),
+                             member(4, group="edge")])
+    assert plan.groups["core"].members == ("acme/c00", "globex/c01")
+    assert plan.groups["edge"].members == ("acme/c02", "acme/c04")
+    assert "globex/c03" not in plan.shares
+
+
+# --- one pair per pair, owned by the later joiner -----------------------------------------
+
+@pytest.mark.parametrize("n", [2, 3, 10])
+def test_every_pair_is_built_exactly_once_by_the_later_joiner(n):
+    clusters = group(n)
+    plan = plan_mesh(hub(), clusters)
+    order = plan.groups["core"].members
+    assert order == tuple(c.key for c in clusters)  # unstamped: oldest creationTimestamp first
+    owners = owned(plan)
+    expected = {pair_name(a.key.replace("/", "."), b.key.replace("/", ".")): b.key
+                for a, b in itertools.combinations(clusters, 2)}
+    assert owners == expected
+    assert len(owners) == n * (n - 1) // 2
+    assert {(p.name, p.owner) for p in plan.groups["core"].pairs} == set(owners.items())
+
+
+def test_the_share_carries_each_peers_target_for_the_owner_to_build_its_provider():
+    plan = plan_mesh(hub(), group(4))
+    share = plan.share("globex/c03")  # 333333333333 eu-west-1
+    peers = {p.peer.key: p.peer for p in share.pairs}
+    assert set(peers) == {"acme/c00", "globex/c01", "acme/c02"}
+    c02 = peers["acme/c02"]
+    assert (c02.target.account_id, c02.target.region) == ("222222222222", "eu-west-1")
+    assert c02.target.role_arn == "arn:aws:iam::222222222222:role/clusternet"
+    assert c02.target.session_name == "clusternet-mesh-globex.c03"  # CloudTrail says which stack acted
+    assert (c02.cidr, c02.route_table_ids, c02.security_group_ids) == ("10.2.0.0/16", ("rtb-002a",), ("sg-002",))
+
+
+def test_order_and_ownership_do_not_depend_on_the_order_clusters_are_listed():
+    clusters = group(6)
+    assert plan_mesh(hub(), clusters).shares == plan_mesh(hub(), clusters[::-1]).shares
+
+
+# --- join: one stack run -------------------------------------------------------------------
+
+def test_a_joiner_owns_all_its_pairs_so_a_join_changes_one_stack_even_when_it_is_the_oldest_cluster():
+    members = group(5)
+    members = stamped(members, plan_mesh(hub(), members))  # the service has recorded their join order
+    before = plan_mesh(hub(), members + [member(9, enabled="false", created="2020-01-01T00:00:00Z")])
+    after = plan_mesh(hub(), members + [member(9, created="2020-01-01T00:00:00Z")])
+
+    assert changed_stacks(before.shares, after.shares) == {"globex/c09"}
+    assert {p.peer.key for p in after.share("globex/c09").pairs} == {c.key for c in members}
+    assert after.stamps == {"globex/c09": {"group": "core", "order": 6}}
+
+
+def test_recording_join_stamps_never_moves_a_pair():
+    clusters = group(6)
+    first = plan_mesh(hub(), clusters)
+    assert list(first.stamps) == [c.key for c in clusters]  # written in join order
+    again = plan_mesh(hub(), stamped(clusters, first))
+    assert again.shares == first.shares and again.stamps == {}
+
+
+def test_a_half_written_batch_of_stamps_keeps_the_order():
+    clusters = group(4)
+    first = plan_mesh(hub(), clusters)
+    half = dict(list(first.stamps.items())[:2])
+    partly = [c.model_copy(update={"status": {JOIN_STATUS_KEY: half[c.key]}}) if c.key in half else c
+              for c in clusters]
+    assert plan_mesh(hub(), partly).shares == first.shares
+
+
+def test_a_stamp_of_another_group_counts_as_none_and_a_stale_stamp_is_reported():
+    moved = member(0, group="edge").model_copy(update={"status": {JOIN_STATUS_KEY: {"group": "core", "order": 1}}})
+    left = member(1, label=False).model_copy(update={"status": {JOIN_STATUS_KEY: {"group": "core", "order": 2}}})
+    plan = plan_mesh(hub(), [moved, left, member(2, group="edge", stamp=1)])
+    assert plan.groups["edge"].members == ("acme/c02", "acme/c00")
+    assert plan.stamps == {"acme/c00": {"group": "edge", "order": 2}}
+    assert set(plan.unstamp) == {"acme/c00", "globex/c01"}
+
+
+# --- leave: the leaver and every later joiner ----------------------------------------------
+
+@pytest.mark.parametrize("how", [{"label": False}, {"enabled": None}, {"deleting": True}])
+@pytest.mark.parametrize("k", [0, 4, 9])
+def test_a_leave_changes_the_leaver_and_every_later_joiner(how, k):
+    n = 10
+    clusters = group(n)
+    before = plan_mesh(hub(), clusters)
+    after = plan_mesh(hub(), [member(i, **how) if i == k else c for i, c in enumerate(clusters)])
+
+    changed = changed_stacks(before.shares, after.shares)
+    assert changed == {clusters[k].key} | {c.key for c in clusters[k + 1:]}
+    assert len(changed) == 1 + (n - 1 - k)  # 1 + (N - position) runs, position counted from 1
+    assert clusters[k].key not in after.shares
+    for share in after.shares.values():  # no pair with the leaver survives anywhere
+        assert clusters[k].key not in {p.peer.key for p in share.pairs}
+    assert len(owned(after)) == (n - 1) * (n - 2) // 2
+
+
+def test_a_peer_network_change_reaches_only_the_stacks_that_build_routes_into_it():
+    clusters = group(5)
+    before = plan_mesh(hub(), clusters)
+    grown = member(2, routeTableIDs=["rtb-002a", "rtb-002z"])
+    after = plan_mesh(hub(), [grown if c.key == grown.key else c for c in clusters])
+    # c02 owns its pairs with c00 and c01; c03 and c04 own theirs with c02.
+    assert changed_stacks(before.shares, after.shares) == {"acme/c02", "globex/c03", "acme/c04"}
+
+
+# --- bad input and limits -------------------------------------------------------------------
+
+def test_overlapping_cidrs_reject_the_later_member_naming_both_clusters_and_both_cidrs():
+    clusters = group(3) + [member(3, cidr="10.1.128.0/17")]  # inside globex/c01's 10.1.0.0/16
+    plan = plan_mesh(hub(), clusters)
+    err = plan.errors["globex/c03"]
+    assert err.reason == "MeshCIDROverlap"
+    [e] = err.errors
+    assert e.obj == "Cluster globex/c03" and e.field == "spec.network.cidr"
+    for text in ("10.1.128.0/17", "globex/c03", "10.1.0.0/16", "globex/c01"):
+        assert text in e.reason
+    # The existing members keep their mesh; the rejected one is in nobody's share.
+    assert plan.groups["core"].members == ("acme/c00", "globex/c01", "acme/c02")
+    assert plan.groups["core"].rejected == ("globex/c03",)
+    assert all("globex/c03" not in {p.peer.key for p in s.pairs} for s in plan.shares.values())
+
+
+def test_resolve_fleet_puts_the_overlap_on_the_cluster_and_keeps_the_others_runnable():
+    clusters = (member(0), member(1, cidr="10.0.0.0/8"))
+    resolved = resolve_fleet(Fleet(hub=hub(), clusters=clusters))
+    assert isinstance(resolved["acme/c00"], StackInputs)
+    assert isinstance(resolved["globex/c01"], InvalidSpec)
+    assert "10.0.0.0/8" in str(resolved["globex/c01"]) and "10.0.0.0/16" in str(resolved["globex/c01"])
+    assert "acme/c00" in str(resolved["globex/c01"])
+
+
+@pytest.mark.parametrize("limit, field, text", [
+    ({"peeringsPerVPC": 3}, "peeringsPerVPC", "4 VPC peerings on its VPC (HubConfig spec.mesh.peeringsPerVPC is 3"),
+    ({"routesPerTable": 3}, "routesPerTable", "4 mesh routes in each of its route tables "
+                                              "(HubConfig spec.mesh.routesPerTable is 3"),
+])
+def test_a_group_past_the_aws_limits_rejects_the_joiners_beyond_them_with_the_numbers(limit, field, text):
+    h = parse(hub_doc(mesh=limit))
+    plan = plan_mesh(h, group(6))
+    assert plan.groups["core"].members == ("acme/c00", "globex/c01", "acme/c02", "globex/c03")
+    assert set(plan.errors) == {"acme/c04", "globex/c05"}
+    err = plan.errors["acme/c04"]
+    assert err.reason == "MeshLimitExceeded"
+    assert "mesh group core already has 4 members" in str(err) and text in str(err)
+    assert "Transit Gateway" in str(err)
+    assert max(len(s.pairs) for s in plan.shares.values()) == 3
+
+
+def test_default_limits_admit_51_members_and_reject_the_52nd():
+    plan = plan_mesh(hub(), [member(i, cidr=f"10.{i}.0.0/16") for i in range(52)])
+    assert len(plan.groups["core"].members) == 51
+    assert "already has 51 members; joining would need 51 VPC peerings" in str(plan.errors["globex/c51"])
+
+
+def test_a_member_without_route_tables_or_node_groups_is_rejected_naming_the_field():
+    plan = plan_mesh(hub(), [member(0), member(1, routeTableIDs=[], nodeSecurityGroupIDs=[])])
+    fields = {e.field for e in plan.errors["globex/c01"].errors}
+    assert fields == {"spec.network.routeTableIDs", "spec.network.nodeSecurityGroupIDs"}
+    dedicated = parse(hub_doc(mesh={"groups": {"core": {"securityGroup": "dedicated"}}}))
+    plan = plan_mesh(dedicated, [member(0), member(1, nodeSecurityGroupIDs=[])])
+    assert plan.errors == {} and plan.share("globex/c01").member.dedicated_security_group == \
+        "clusternet-mesh-globex.c01"
+
+
+def test_a_member_whose_account_is_not_mapped_drops_out_and_resolve_says_why():
+    stranger = member(1, account="444444444444")
+    resolved = resolve_fleet(Fleet(hub=hub(), clusters=(member(0), stranger, member(2))))
+    assert resolved["globex/c01"].reason == "AccountNotMapped"
+    assert [p.peer.key for p in resolved["acme/c02"].mesh.pairs] == ["acme/c00"]
+
+
+# --- the share inside StackInputs ----------------------------------------------------------
+
+def test_the_share_round_trips_through_the_stack_config_and_moves_the_digest():
+    resolved = resolve_fleet(Fleet(hub=hub(), clusters=tuple(group(3))))
+    inputs = resolved["acme/c02"]
+    assert StackInputs.from_config(inputs.to_config()) == inputs
+    alone = resolve_fleet(Fleet(hub=hub(), clusters=(member(2),)))["acme/c02"]
+    assert alone.mesh.pairs == () and alone.digest() != inputs.digest()
+
+
+@pytest.mark.parametrize("first", ["stacks.mesh", "stacks.inputs", "stacks.accounts", "stacks.resolve"])
+def test_stacks_modules_import_in_any_order(first):
+    code = (f"import {first}\nfrom stacks.inputs import StackInputs\nfrom stacks.mesh import MeshShare\n"
+            "assert StackInputs.model_fields['mesh'].annotation is not None\n"
+            "print(StackInputs.model_json_schema()['properties']['mesh'] is not None)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
