@@ -1,0 +1,131 @@
+"""Tiny stack programs for the live PulumiEngine tests: a dynamic resource whose create can sleep.
+
+Dynamic providers run in `pulumi-resource-pulumi-python` (no provider plugin to
+download); the provider class is pickled by reference, so the provider process
+needs the repository root on PYTHONPATH (`engine_settings` sets it).
+
+Also a command line, so a test can run an update in a process it can SIGKILL,
+and so the timings in docs/engine.md can be measured:
+
+    python -m tests.pulumi_live_programs up --state DIR --stack acme.prod-1 --sleep 60 --marker FILE
+    python -m tests.pulumi_live_programs measure
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+
+from automation.pulumi_engine import PulumiEngine, PulumiSettings
+from stacks.inputs import AwsTarget, StackInputs
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSPHRASE = "clusternet-live-tests"  # a throwaway passphrase for temp file backends
+
+
+class SleepProvider(ResourceProvider):
+    def create(self, props: dict) -> CreateResult:
+        if props.get("marker"):
+            Path(props["marker"]).write_text(str(os.getpid()))
+        time.sleep(float(props.get("sleep") or 0))
+        return CreateResult(id_=f"{props['label']}-id", outs=dict(props))
+
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        keys = ("label", "sleep")
+        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys))
+
+    def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
+        return UpdateResult(outs=dict(news))
+
+
+class Sleeper(Resource):
+    label: pulumi.Output[str]
+
+    def __init__(self, name: str, *, sleep: float, marker: str = "", opts: pulumi.ResourceOptions | None = None):
+        super().__init__(SleepProvider(), name, {"label": name, "sleep": sleep, "marker": marker}, opts)
+
+
+def sleepy_program(sleep: float = 0.0, marker: str = "") -> Callable[[StackInputs], Mapping[str, Any]]:
+    """A program factory like stacks.program.program: one Sleeper named after the cluster."""
+
+    def program(inputs: StackInputs) -> Mapping[str, Any]:
+        thing = Sleeper(f"{inputs.name}-thing", sleep=sleep, marker=marker)
+        return {"cluster": inputs.key, "inputsDigest": inputs.digest(), "thing": thing.id}
+
+    return program
+
+
+def make_inputs(name: str = "prod-1", namespace: str = "acme", **tags: str) -> StackInputs:
+    return StackInputs(
+        stack=f"{namespace}.{name}",
+        namespace=namespace,
+        name=name,
+        tenant="acme-corp",
+        cluster=AwsTarget(account_id="222222222222", region="eu-west-1"),
+        hub=AwsTarget(account_id="111111111111", region="us-east-1"),
+        tags=dict(tags),
+    )
+
+
+def engine_settings(state_dir: Path, *, backend_url: str | None = None, home: Path | None = None) -> PulumiSettings:
+    return PulumiSettings(
+        state_dir=state_dir,
+        backend_url=backend_url,
+        pulumi_home=home or state_dir / "home",
+        env={"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def _up(args: argparse.Namespace) -> int:
+    settings = engine_settings(Path(args.state), backend_url=args.backend, home=Path(args.home) if args.home else None)
+    engine = PulumiEngine(settings, program_factory=sleepy_program(args.sleep, args.marker))
+    namespace, _, name = args.stack.partition(".")
+    result = engine.up(make_inputs(name, namespace), message=args.message)
+    print(json.dumps({"ok": result.ok, "message": result.message}))
+    return 0
+
+
+def _measure(_: argparse.Namespace) -> int:
+    """Wall time of a first `up` and a no-op `up` of a one-resource dynamic stack (file backend)."""
+    with tempfile.TemporaryDirectory(prefix="clusternet-measure-") as tmp:
+        engine = PulumiEngine(engine_settings(Path(tmp)), program_factory=sleepy_program())
+        inputs = make_inputs()
+        times = {}
+        for label in ("up_create_s", "up_noop_s", "up_noop_again_s"):
+            t0 = time.perf_counter()
+            result = engine.up(inputs, message=f"measure {label}")
+            times[label] = round(time.perf_counter() - t0, 2)
+            times[label.replace("_s", "_changes")] = result.changes
+        t0 = time.perf_counter()
+        engine.destroy(inputs.stack, message="measure destroy")
+        times["destroy_s"] = round(time.perf_counter() - t0, 2)
+    print(json.dumps(times))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.pulumi_live_programs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="one PulumiEngine.up of the sleepy program")
+    up.add_argument("--state", required=True)
+    up.add_argument("--backend")
+    up.add_argument("--home")
+    up.add_argument("--stack", default="acme.prod-1")
+    up.add_argument("--sleep", type=float, default=0.0)
+    up.add_argument("--marker", default="")
+    up.add_argument("--message", default="live test: an update that will be killed")
+    up.set_defaults(func=_up)
+    sub.add_parser("measure", help="time a first and a no-op up").set_defaults(func=_measure)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
