@@ -218,6 +218,10 @@ class Workers:
             thread.join(timeout)
         self._threads = [t for t in self._threads if t.is_alive()]
 
+    def alive(self) -> bool:
+        """Every started worker thread still runs (or none was started)."""
+        return all(t.is_alive() for t in self._threads) or self._stop.is_set()
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             key = self.queue.get(timeout=0.5)

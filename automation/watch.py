@@ -509,8 +509,10 @@ class Mapper:
                     self._enqueue(key)  # gone: the reconciler forgets it (and checks for an orphan)
                 continue
             meta = entry.raw.get("metadata") or {}
+            # Not the status and not the finalizers: the service's own writes must not queue the key again
+            # (a failed run waits for its backoff).
             fingerprint = (resolution.digests.get(key), meta.get("generation"), bool(meta.get("deletionTimestamp")),
-                           tuple(meta.get("finalizers") or ()), meta.get("uid"))
+                           meta.get("uid"))
             previous = self._seen.get(key)
             self._seen[key] = fingerprint
             if previous == fingerprint:

@@ -1,0 +1,262 @@
+"""The reconciler, through the whole watch -> queue -> reconcile path, over real HTTP.
+
+The API server is kmock's Kubernetes emulator (tests.doubles.MockKubeAPI) and the
+engine the recording double: every test states what ran on the engine and what the
+Cluster says about it.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from kubernetes import client
+
+from automation.reconcile import FINALIZER
+from stacks.accounts import DEFAULT_REGION_ANNOTATION, check_move
+from tests.doubles import MockKubeAPI, RecordingEngine
+from tests.service_env import ServiceEnv, wait_until
+
+
+@pytest.fixture
+def env():
+    with MockKubeAPI() as api:
+        env = ServiceEnv(client.ApiClient(api.configuration()))
+        env.namespace("acme")
+        env.hub()
+        yield env
+
+
+def settle(seconds: float = 0.4) -> None:
+    """Give the service time to do something it should not do."""
+    time.sleep(seconds)
+
+
+def test_a_new_cluster_is_applied_once_and_reported(env):
+    engine = RecordingEngine()
+    env.create("prod-1")
+    with env.running(engine):
+        wait_until(lambda: env.ready("prod-1"), what="Ready")
+        settle()
+    assert [(c.operation, c.stack) for c in engine.calls] == [("up", "acme.prod-1")]
+    obj = env.get("prod-1")
+    status = obj["status"]
+    assert FINALIZER in obj["metadata"]["finalizers"]
+    assert status["observedGeneration"] == obj["metadata"]["generation"]
+    assert status["inputsHash"] == engine.stacks["acme.prod-1"].digest()
+    assert status["lastUpdate"]["operation"] == "up" and status["lastUpdate"]["result"] == "Succeeded"
+    assert status["outputs"]["endpointVPC"] == "vpc-0hub1" and status["outputs"]["endpoint"].startswith("vpce-")
+    assert (status["account"], status["region"]) == ("222222222222", "us-east-1")
+    assert {c["type"]: c["status"] for c in status["conditions"]} == {
+        "Ready": "True", "Reconciling": "False", "Stalled": "False"}
+    reasons = [r for _, r, _ in env.events(name="prod-1")]
+    assert reasons == ["UpdateStarted", "UpdateSucceeded"]
+
+
+def test_a_restart_with_nothing_changed_costs_no_engine_run(env):
+    for name in ("prod-1", "prod-2", "prod-3"):
+        env.create(name)
+    first = RecordingEngine()
+    with env.running(first):
+        wait_until(lambda: all(env.ready(n) for n in ("prod-1", "prod-2", "prod-3")))
+    assert first.count("up") == 3
+
+    second = RecordingEngine()
+    second.stacks = dict(first.stacks)
+    with env.running(second, drift_interval=3600) as service:
+        settle(0.8)
+        assert service.pipeline.mapper.enqueued == 0
+    assert second.calls == []
+
+
+def test_an_edit_that_changes_nothing_costs_no_run_but_is_observed(env):
+    engine = RecordingEngine()
+    env.create("prod-1")
+    with env.running(engine):
+        wait_until(lambda: env.ready("prod-1"))
+        env.patch("prod-1", {"spec": {"tenant": "acme"}})  # the default tenant is the namespace
+        wait_until(lambda: env.get("prod-1")["status"]["observedGeneration"] == 2, what="observedGeneration 2")
+        settle()
+    assert engine.count("up") == 1
+
+
+def test_an_edit_that_changes_the_inputs_runs_up_again_saying_why(env):
+    engine = RecordingEngine()
+    env.create("prod-1")
+    with env.running(engine):
+        wait_until(lambda: env.ready("prod-1"))
+        env.patch("prod-1", {"spec": {"tenant": "blue-team"}})
+        wait_until(lambda: engine.count("up") == 2)
+        wait_until(lambda: env.get("prod-1")["status"]["inputsHash"] == engine.stacks["acme.prod-1"].digest())
+    assert engine.runs("up")[1].inputs.tenant == "blue-team"
+    assert engine.runs("up")[1].message.startswith("inputs changed (generation 2)")
+
+
+def test_invalid_input_stalls_with_the_reason_and_never_runs(env):
+    engine = RecordingEngine()
+    env.create("stray", accountID="444444444444")  # no role for this account
+    with env.running(engine):
+        wait_until(lambda: env.reason("stray") == "AccountNotMapped")
+        settle()
+        assert engine.calls == []
+        stalled = env.condition("stray", "Stalled")
+        assert stalled["status"] == "True" and "444444444444" in stalled["message"]
+        assert FINALIZER not in (env.get("stray")["metadata"].get("finalizers") or [])
+        assert ("Warning", "AccountNotMapped") in [(t, r) for t, r, _ in env.events(name="stray")]
+
+        # The role map ConfigMap gains the account: exactly that cluster runs.
+        env.role_map({"444444444444": "arn:aws:iam::444444444444:role/clusternet"})
+        wait_until(lambda: env.ready("stray"))
+    assert [c.stack for c in engine.calls] == ["acme.stray"]
+    assert engine.stacks["acme.stray"].cluster.role_arn == "arn:aws:iam::444444444444:role/clusternet"
+
+
+def test_a_missing_hub_stalls_every_cluster_until_it_exists(env):
+    engine = RecordingEngine()
+    env.create("prod-1")
+    with env.running(engine, hub_name="other"):
+        wait_until(lambda: env.reason("prod-1") == "HubConfigNotFound")
+        assert env.condition("prod-1", "Stalled")["status"] == "True"
+        settle()
+        assert engine.calls == []
+        env.hub("other")
+        wait_until(lambda: env.ready("prod-1"))
+    assert engine.count("up") == 1
+
+
+def test_a_namespace_annotation_reaches_only_its_clusters_and_a_move_is_refused(env):
+    env.namespace("other")
+    engine = RecordingEngine()
+    env.create("a1")
+    env.create("o1", namespace="other")
+    with env.running(engine, guards=[check_move]):
+        wait_until(lambda: env.ready("a1") and env.ready("o1", "other"))
+        env.namespace("acme", {DEFAULT_REGION_ANNOTATION: "eu-west-1"})
+        wait_until(lambda: env.reason("a1") == "RegionChanged", what="RegionChanged")
+        settle()
+        assert env.ready("o1", "other")
+    assert engine.count("up") == 2  # the refused move never ran
+    assert "region changed from us-east-1 to eu-west-1" in env.condition("a1", "Stalled")["message"]
+
+
+def test_delete_destroys_the_stack_before_releasing_the_cluster(env):
+    engine = RecordingEngine()
+    env.create("prod-1")
+    with env.running(engine):
+        wait_until(lambda: env.ready("prod-1"))
+        env.delete("prod-1")
+        wait_until(lambda: env.get("prod-1") is None, what="the Cluster to go")
+    assert [c.operation for c in engine.calls] == ["up", "destroy"]
+    assert "acme.prod-1" not in engine.stacks
+    assert [r for _, r, _ in env.events(name="prod-1")][-2:] == ["DestroyStarted", "DestroySucceeded"]
+
+
+def test_a_failed_destroy_keeps_the_finalizer_reports_and_retries(env):
+    engine = RecordingEngine()
+    env.create("prod-1")
+    with env.running(engine):
+        wait_until(lambda: env.ready("prod-1"))
+        engine.fail("destroy", "acme.prod-1", times=2, message="DependencyViolation: endpoint in use")
+        env.delete("prod-1")
+        wait_until(lambda: env.reason("prod-1") == "DestroyFailed", what="DestroyFailed")
+        obj = env.get("prod-1")
+        assert FINALIZER in obj["metadata"]["finalizers"] and obj["metadata"].get("deletionTimestamp")
+        assert "DependencyViolation" in env.condition("prod-1")["message"]
+        wait_until(lambda: env.get("prod-1") is None, what="the retried destroy to release the Cluster")
+    assert [c.ok for c in engine.runs("destroy")] == [False, False, True]
+    assert ("Warning", "DestroyFailed") in [(t, r) for t, r, _ in env.events(name="prod-1")]
+
+
+def test_a_failed_update_is_retried_with_backoff_until_it_succeeds(env):
+    engine = RecordingEngine()
+    engine.fail("up", "acme.prod-1", times=2, message="AccessDenied: not authorized to CreateVpcEndpointService")
+    env.create("prod-1")
+    with env.running(engine, backoff_base=0.4, backoff_cap=0.8):
+        status = wait_until(lambda: (lambda s: s if s.get("lastUpdate", {}).get("result") == "Failed" else None)(
+            env.get("prod-1").get("status") or {}), what="a failed update")
+        conds = {c["type"]: c for c in status["conditions"]}
+        assert (conds["Ready"]["status"], conds["Ready"]["reason"]) == ("False", "UpdateFailed")
+        assert conds["Reconciling"]["status"] == "True" and conds["Stalled"]["status"] == "False"
+        assert "AccessDenied" in status["lastUpdate"]["message"]
+        wait_until(lambda: env.ready("prod-1"), what="the retry to succeed")
+    ups = engine.runs("up")
+    assert [c.ok for c in ups] == [False, False, True]
+    assert ups[1].started - ups[0].ended >= 0.2  # first retry: 0.4 s, jittered down to half at most
+    assert ups[2].started - ups[1].ended >= 0.4  # second: 0.8 s (the cap)
+
+
+def test_a_locked_stack_is_requeued_not_failed(env):
+    engine = RecordingEngine()
+    engine.lock("acme.prod-1", times=2)
+    env.create("prod-1")
+    with env.running(engine) as service:
+        wait_until(lambda: env.ready("prod-1"))
+        assert service.pipeline.queue.failures("acme/prod-1") == 0
+        metrics = service.metrics.exposition().decode()
+    assert [c.ok for c in engine.runs("up")] == [False, False, True]
+    assert 'clusternet_runs_total{operation="up",result="locked"} 2.0' in metrics
+    assert "UpdateFailed" not in [r for _, r, _ in env.events(name="prod-1")]
+    assert "StackLocked" in [r for _, r, _ in env.events(name="prod-1")]
+
+
+def test_a_run_killed_mid_update_is_recovered_before_the_retry(env):
+    engine = RecordingEngine()
+    env.create("prod-1")
+    with env.running(engine):
+        wait_until(lambda: env.ready("prod-1"))
+    # The service dies during an update: the status says Running, the stack keeps a stale lock.
+    env.patch("prod-1", {"spec": {"tenant": "blue-team"}})
+    env.patch_status("prod-1", {"lastUpdate": {"operation": "up", "result": "Running", "message": "inputs changed",
+                                               "startTime": "2025-01-01T00:00:00Z"}})
+    engine.kill_mid_run("acme.prod-1")
+    with env.running(engine):
+        wait_until(lambda: engine.count("up") == 2 and env.ready("prod-1"))
+        status = env.get("prod-1")["status"]
+    assert [c.operation for c in engine.calls] == ["up", "recover", "up"]
+    assert "did not finish" in status["lastRecovery"]["message"]
+    assert "Recovered" in [r for _, r, _ in env.events(name="prod-1")]
+
+
+def test_a_new_install_removes_the_old_private_link_first(env):
+    engine = RecordingEngine()
+    env.create("prod-1", infraID="prod1-old")
+    with env.running(engine):
+        wait_until(lambda: env.ready("prod-1"))
+        env.patch("prod-1", {"spec": {"infraID": "prod1-new"}})
+        wait_until(lambda: engine.count("up") == 3)
+        wait_until(lambda: env.get("prod-1")["status"]["outputs"]["infraID"] == "prod1-new")
+    first, removal, install = engine.runs("up")
+    assert first.inputs.private_link.infra_id == "prod1-old"
+    assert removal.inputs.private_link is None and "new install" in removal.message
+    assert install.inputs.private_link.infra_id == "prod1-new"
+
+
+def test_drift_found_by_the_periodic_check_triggers_an_update(env):
+    engine = RecordingEngine()
+    env.create("prod-1")
+    env.create("prod-2")
+    with env.running(engine, drift_interval=0.3, drift_jitter=0.0):
+        wait_until(lambda: env.ready("prod-1") and env.ready("prod-2"))
+        engine.drifted.add("acme.prod-1")
+        wait_until(lambda: engine.count("up", "acme.prod-1") == 2, what="the drift to be repaired")
+        wait_until(lambda: engine.count("preview", "acme.prod-2") >= 1)
+    assert engine.count("up", "acme.prod-2") == 1  # checked, found in step, left alone
+    assert engine.runs("up", "acme.prod-1")[1].message.startswith("drift detected")
+
+
+def test_endpoint_placement_stays_where_the_status_says(env):
+    second_vpc = {"region": "us-east-1", "vpcID": "vpc-0hub9", "cidr": "10.109.0.0/16",
+                  "subnets": [{"subnetID": "subnet-09", "availabilityZone": "us-east-1a"}]}
+    engine = RecordingEngine()
+    env.create("prod-1")
+    with env.running(engine):
+        wait_until(lambda: env.ready("prod-1"))
+        hub = env.custom.get_cluster_custom_object("clusternet.io", "v1alpha1", "hubconfigs", "default")
+        inventory = hub["spec"]["endpointVPCInventory"]
+        # A new, emptier VPC listed first would win a fresh placement; the applied cluster stays.
+        env.patch_hub({"spec": {"endpointVPCInventory": [second_vpc, *inventory]}})
+        env.create("prod-2")
+        wait_until(lambda: env.ready("prod-2"))
+        settle()
+    assert engine.count("up", "acme.prod-1") == 1
+    assert engine.stacks["acme.prod-1"].private_link.endpoint_vpc.vpc_id == "vpc-0hub1"
+    assert engine.stacks["acme.prod-2"].private_link.endpoint_vpc.vpc_id == "vpc-0hub9"
