@@ -5,7 +5,7 @@ Nothing here talks to AWS; lookups get deterministic stand-ins (automation.stand
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pulumi
 from pulumi.runtime import rpc, settings
@@ -135,24 +135,29 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def plan_stack(inputs: StackInputs, standins: StandIns | None = None) -> StackPlan:
-    """Run program(inputs) under the mock runtime; return every registration and the stack outputs."""
+def record(build: Callable[[], Any], *, stack: str, cluster: str = "", standins: StandIns | None = None) -> StackPlan:
+    """Run `build()` under the mock runtime as stack `stack`; return every registration and what it returned."""
     standins = standins or StandIns()
     monitor = RecordingMonitor(standins)
     settings.ROOT.set(None)  # set_mocks keeps an earlier stack's root resource otherwise
-    pulumi.runtime.set_mocks(standins, project="clusternet", stack=inputs.stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(standins, project="clusternet", stack=stack, preview=False, monitor=monitor)
     outputs: dict[str, Any] = {}
 
     @pulumi.runtime.test
     def run():
-        return pulumi.Output.from_input(program(inputs)).apply(outputs.update)
+        return pulumi.Output.from_input(build() or {}).apply(outputs.update)
 
     try:
         run()
     except Exception as exc:  # the program's own errors arrive wrapped in Pulumi's input-processing chain
-        raise PlanError(f"{inputs.stack}: {_root_cause(exc)}") from exc
+        raise PlanError(f"{stack}: {_root_cause(exc)}") from exc
     resources = sorted(monitor.registered, key=lambda r: r.urn)  # registration order is async
-    return StackPlan(inputs.stack, inputs.key, resources, _plain(outputs))
+    return StackPlan(stack, cluster, resources, _plain(outputs))
+
+
+def plan_stack(inputs: StackInputs, standins: StandIns | None = None) -> StackPlan:
+    """Run program(inputs) under the mock runtime; return every registration and the stack outputs."""
+    return record(lambda: program(inputs), stack=inputs.stack, cluster=inputs.key, standins=standins)
 
 
 def plan_all(all_inputs: Iterable[StackInputs], standins: StandIns | None = None) -> list[StackPlan]:

@@ -1,0 +1,150 @@
+"""The clusternet service inside a Kubernetes cluster: CRDs, RBAC, state and the Deployment.
+
+    ControlPlane (clusternet:deploy:ControlPlane)
+    ├── ConfigGroup         the CRDs (generated from the pydantic models by stacks.crds)
+    ├── Namespace, ServiceAccount
+    ├── ClusterRole(+Binding)  clusters (+status), hubconfigs, namespaces: read; events: write
+    ├── Role(+Binding)         in its namespace: the role-map ConfigMap (read), its Lease (write)
+    ├── PersistentVolumeClaim  state of the file:// backend (absent with a Pulumi Cloud or S3 backend)
+    ├── Deployment             `python -m automation serve`, probes on /healthz and /readyz
+    └── Service                /metrics for Prometheus
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+GROUP = "clusternet.io"
+STATE_DIR = "/var/lib/clusternet"
+
+
+@dataclass(frozen=True)
+class ControlPlaneArgs:
+    image: str
+    crds: Sequence[Mapping[str, Any]]  # stacks.crds.crd_manifests()
+    namespace: str = "clusternet-system"
+    # None: the file:// backend on a volume (one replica: the volume is ReadWriteOnce).
+    # "s3://bucket/prefix" or "https://api.pulumi.com": shared state, two replicas with leader election.
+    backend_url: str | None = None
+    state_size: str = "10Gi"
+    passphrase_secret: str = "clusternet-pulumi"  # Secret with PULUMI_CONFIG_PASSPHRASE (and PULUMI_ACCESS_TOKEN)
+    role_map_configmap: str = "clusternet-role-account-map"
+    lease: str = "clusternet"  # the leader-election Lease
+    service_account_annotations: Mapping[str, str] = field(default_factory=dict)  # e.g. IRSA role
+    serve_args: Sequence[str] = ()  # extra `python -m automation serve` flags
+    metrics_port: int = 8080
+    resources: Mapping[str, Any] = field(
+        default_factory=lambda: {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
+    )
+
+    @property
+    def replicas(self) -> int:
+        return 1 if self.backend_url is None else 2
+
+
+# Least privilege: exactly what automation/ reads and writes.
+CLUSTER_RULES = [
+    {"apiGroups": [GROUP], "resources": ["clusters"], "verbs": ["get", "list", "watch", "update", "patch"]},
+    {"apiGroups": [GROUP], "resources": ["clusters/status"], "verbs": ["get", "update", "patch"]},
+    {"apiGroups": [GROUP], "resources": ["hubconfigs"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+
+def namespace_rules(role_map_configmap: str, lease: str) -> list[dict[str, Any]]:
+    """Only the one ConfigMap (watched with a metadata.name field selector) and the one Lease."""
+    return [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [role_map_configmap],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease],
+         "verbs": ["get", "update"]},
+    ]
+
+
+class ControlPlane(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ControlPlaneArgs, provider: k8s.Provider,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("clusternet:deploy:ControlPlane", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+        ns = args.namespace
+        labels = {"app.kubernetes.io/name": "clusternet", "app.kubernetes.io/instance": name}
+
+        self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", objs=[dict(c) for c in args.crds], opts=child)
+        self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": ns, "labels": labels}, opts=child)
+        in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
+        meta = {"name": name, "namespace": ns, "labels": labels}
+
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-sa", metadata={**meta, "annotations": dict(args.service_account_annotations)}, opts=in_ns)
+        subject = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
+        cluster_role = k8s.rbac.v1.ClusterRole(f"{name}-cr", metadata={"name": name, "labels": labels},
+                                               rules=CLUSTER_RULES, opts=child)
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-crb", metadata={"name": name, "labels": labels},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role.metadata.name},
+            subjects=subject, opts=child)
+        role = k8s.rbac.v1.Role(f"{name}-role", metadata=meta, rules=namespace_rules(args.role_map_configmap, args.lease),
+                                opts=in_ns)
+        k8s.rbac.v1.RoleBinding(
+            f"{name}-rb", metadata=meta,
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
+            subjects=subject, opts=in_ns)
+
+        volumes, mounts = [], []
+        if args.backend_url is None:
+            k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-state", metadata={**meta, "name": f"{name}-state"},
+                spec={"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": args.state_size}}},
+                opts=in_ns)
+            volumes.append({"name": "state", "persistentVolumeClaim": {"claimName": f"{name}-state"}})
+            mounts.append({"name": "state", "mountPath": STATE_DIR})
+        backend = args.backend_url or f"file://{STATE_DIR}"
+
+        probe = lambda path: {"httpGet": {"path": path, "port": "metrics"}, "periodSeconds": 10}  # noqa: E731
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deploy",
+            metadata=meta,
+            spec={
+                "replicas": args.replicas,
+                # The file backend's volume can only be mounted by one pod at a time.
+                "strategy": {"type": "Recreate" if args.backend_url is None else "RollingUpdate"},
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": account.metadata.name,
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
+                        "containers": [{
+                            "name": "clusternet",
+                            "image": args.image,
+                            "args": ["python", "-m", "automation", "serve", "--namespace", ns,
+                                     "--backend", backend, "--state-dir", STATE_DIR,
+                                     "--metrics-port", str(args.metrics_port),
+                                     "--role-map-configmap", args.role_map_configmap,
+                                     "--leader-election-id", args.lease, *args.serve_args],
+                            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                            "envFrom": [{"secretRef": {"name": args.passphrase_secret}}],
+                            "ports": [{"name": "metrics", "containerPort": args.metrics_port}],
+                            "livenessProbe": probe("/healthz"),
+                            "readinessProbe": probe("/readyz"),
+                            "resources": dict(args.resources),
+                            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                                "capabilities": {"drop": ["ALL"]}},
+                            "volumeMounts": [*mounts, {"name": "tmp", "mountPath": "/tmp"}],
+                        }],
+                        "volumes": [*volumes, {"name": "tmp", "emptyDir": {}}],
+                    },
+                },
+            },
+            opts=pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(depends_on=[self.crds])),
+        )
+        self.service = k8s.core.v1.Service(
+            f"{name}-metrics", metadata={**meta, "name": f"{name}-metrics"},
+            spec={"selector": labels, "ports": [{"name": "metrics", "port": args.metrics_port, "targetPort": "metrics"}]},
+            opts=in_ns)
+        self.register_outputs({"namespace": ns, "deployment": self.deployment.metadata.name})

@@ -1,0 +1,61 @@
+"""The deploy component under the mock runtime: CRDs, least-privilege RBAC, state, probes."""
+import pulumi_kubernetes as k8s
+
+from automation.plan import record
+from components.controlplane import ControlPlane, ControlPlaneArgs
+from stacks.crds import crd_manifests
+
+
+def deploy(**kw):
+    def build():
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        ControlPlane("clusternet", ControlPlaneArgs(image="registry.example.com/clusternet:1", crds=crd_manifests(), **kw),
+                     provider)
+    return record(build, stack="deploy")
+
+
+def test_installs_the_generated_crds():
+    [group] = deploy().of_type("kubernetes:yaml/v2:ConfigGroup")
+    names = sorted(o["metadata"]["name"] for o in group.inputs["objs"])
+    assert names == ["clusters.clusternet.io", "hubconfigs.clusternet.io"]
+
+
+def test_rbac_is_least_privilege():
+    plan = deploy()
+    rules = plan.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").inputs["rules"]
+    verbs = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    assert verbs[("clusternet.io", "clusters/status")] == {"get", "update", "patch"}
+    assert verbs[("clusternet.io", "hubconfigs")] == {"get", "list", "watch"}
+    assert verbs[("", "namespaces")] == {"get", "list", "watch"}
+    assert all("delete" not in v and "*" not in v for v in verbs.values())
+    assert not any(r for rule in rules for r in rule["resources"] if r in ("secrets", "configmaps"))
+    ns_rules = plan.one("kubernetes:rbac.authorization.k8s.io/v1:Role").inputs["rules"]
+    configmaps = [r for r in ns_rules if r["resources"] == ["configmaps"]]
+    assert configmaps == [{"apiGroups": [""], "resources": ["configmaps"],
+                           "resourceNames": ["clusternet-role-account-map"], "verbs": ["get", "list", "watch"]}]
+
+
+def test_file_backend_gets_a_volume_and_one_replica():
+    plan = deploy()
+    spec = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    container = spec["template"]["spec"]["containers"][0]
+    assert container["args"][container["args"].index("--backend") + 1] == "file:///var/lib/clusternet"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+
+
+def test_shared_backend_runs_two_replicas_without_a_volume():
+    plan = deploy(backend_url="s3://state-bucket/clusternet")
+    spec = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]
+    assert spec["replicas"] == 2 and spec["strategy"]["type"] == "RollingUpdate"
+    assert not plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
+
+
+def test_every_resource_is_parented_under_the_component():
+    plan = deploy()
+    [top] = plan.of_type("clusternet:deploy:ControlPlane")
+    for res in plan.resources:
+        if res.type.startswith("kubernetes:") and res.type != "pulumi:providers:kubernetes":
+            assert res.parent == top.urn, res.name
