@@ -1,6 +1,6 @@
 # The clusternet service image used by deploy/. (Not built in CI: this machine has no Docker engine.)
 FROM python:3.11-slim
-ARG PULUMI_VERSION=3.272.0
+ARG PULUMI_VERSION=3.259.0
 RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certificates \
  && curl -fsSL https://get.pulumi.com | sh -s -- --version "${PULUMI_VERSION}" \
  && mv /root/.pulumi/bin/* /usr/local/bin/ && apt-get purge -y curl && rm -rf /var/lib/apt/lists/* /root/.pulumi

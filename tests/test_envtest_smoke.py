@@ -124,6 +124,12 @@ def _pinned_cli_version() -> str:
     return re.search(r"github.com/pulumi/pulumi/pkg/v3 (v\S+)", gomod).group(1)
 
 
+def test_cli_pin_matches_the_sdk_pin():
+    """scripts/tools.sh builds the CLI at the version the Python SDK is pinned to."""
+    pinned_sdk = re.search(r"^pulumi==(\S+)", (TOOLS_BIN.parent.parent / "requirements.txt").read_text(), re.M)
+    assert _pinned_cli_version() == f"v{pinned_sdk.group(1)}"
+
+
 def test_pulumi_cli_version():
     from importlib.metadata import version
     got = _pulumi_version()
