@@ -1,0 +1,302 @@
+"""Accounts and regions: precedence, refusals, the role-map ConfigMap and its change path, moves, audit."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from kubernetes.client import V1ConfigMap, V1ObjectMeta
+
+from automation.audit import audit_stack
+from automation.files import load_fleet
+from automation.plan import plan_stack
+from automation.rolemap import DEFAULT_NAME, affected_clusters, changed_accounts, from_configmap, parse_role_map
+from stacks import accounts
+from stacks.errors import InvalidSpec
+from stacks.resolve import Fleet, resolve, resolve_fleet
+from tests.factories import HUB_ACCOUNT, HUB_ROLE, cluster, hub
+
+ROLE_2 = "arn:aws:iam::222222222222:role/clusternet"
+ROLE_4 = "arn:aws:iam::444444444444:role/clusternet"
+NS = "clusternet-system"
+
+
+# --- region precedence ---------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "annotation, ns_default, spec_region, expected, source",
+    [
+        ("eu-west-1", "us-west-2", "us-east-2", "eu-west-1", "metadata.annotations[clusternet.io/region]"),
+        (None, "us-west-2", "us-east-2", "us-west-2", "namespace annotation clusternet.io/default-region"),
+        (None, None, "us-east-2", "us-east-2", "spec.region"),
+        (None, None, None, "us-east-1", "HubConfig spec.region"),
+    ],
+)
+def test_region_precedence_annotation_then_namespace_then_spec_then_hub(
+    annotation, ns_default, spec_region, expected, source
+):
+    c = cluster(annotations={accounts.REGION_ANNOTATION: annotation} if annotation else {}, region=spec_region)
+    ns = {accounts.DEFAULT_REGION_ANNOTATION: ns_default} if ns_default else {}
+    assert accounts.cluster_region(c, hub(), ns) == (expected, source)
+    assert resolve(c, hub(), ns_annotations=ns, endpoint_vpc=hub().spec.endpoint_vpc_inventory[0]).cluster.region \
+        == expected
+
+
+@pytest.mark.parametrize("where", ["cluster", "namespace"])
+def test_unknown_region_in_an_annotation_is_refused_naming_the_annotation(where):
+    c = cluster(annotations={accounts.REGION_ANNOTATION: "mars-north-1"} if where == "cluster" else {})
+    ns = {accounts.DEFAULT_REGION_ANNOTATION: "mars-north-1"} if where == "namespace" else {}
+    with pytest.raises(InvalidSpec) as caught:
+        accounts.cluster_region(c, hub(), ns)
+    field = caught.value.errors[0].field
+    assert ("clusternet.io/region" in field) if where == "cluster" else ("default-region" in field)
+    assert "'mars-north-1' is not a known AWS region" in str(caught.value)
+
+
+# --- owner account ----------------------------------------------------------------------
+
+def test_namespace_owner_account_must_match_the_cluster_account():
+    owned = {accounts.OWNER_ACCOUNT_ANNOTATION: "222222222222"}
+    assert resolve(cluster(), hub(), ns_annotations=owned).cluster.account_id == "222222222222"
+
+    with pytest.raises(InvalidSpec) as caught:
+        resolve(cluster(accountID="333333333333"), hub(), ns_annotations=owned)
+    assert caught.value.reason == "AccountMismatch"
+    err = caught.value.errors[0]
+    assert (err.obj, err.field) == ("Cluster acme/prod-1", "spec.accountID")
+    assert "333333333333 is not the namespace's owner account 222222222222" in err.reason
+
+
+def test_malformed_owner_annotation_is_refused_on_the_namespace():
+    with pytest.raises(InvalidSpec) as caught:
+        accounts.cluster_account(cluster(), {accounts.OWNER_ACCOUNT_ANNOTATION: "prod"})
+    assert caught.value.reason == "InvalidOwnerAccount"
+    assert caught.value.errors[0].obj == "Namespace acme"
+
+
+# --- roles ------------------------------------------------------------------------------
+
+def test_configmap_entry_wins_over_the_hubconfig_map():
+    other = "arn:aws:iam::222222222222:role/platform/clusternet-v2"
+    inputs = resolve(cluster(), hub(), role_map={"222222222222": other})
+    assert inputs.cluster.role_arn == other
+    assert accounts.merged_role_map(hub(), None)["222222222222"] == ROLE_2
+
+
+@pytest.mark.parametrize(
+    "role, needle",
+    [
+        ("arn:aws:iam::222222222222:user/alice", "is not an IAM role ARN"),
+        ("clusternet", "is not an IAM role ARN"),
+        ("arn:aws:iam::999999999999:role/clusternet", "is in another account"),
+    ],
+)
+def test_bad_role_for_the_cluster_account_is_invalid_role_arn(role, needle):
+    with pytest.raises(InvalidSpec) as caught:
+        resolve(cluster(), hub(), role_map={"222222222222": role})
+    assert caught.value.reason == "InvalidRoleARN"
+    assert needle in str(caught.value) and "Cluster acme/prod-1: spec.accountID" in str(caught.value)
+
+
+def test_role_partition_must_match_the_region_partition():
+    gov = "arn:aws-us-gov:iam::222222222222:role/clusternet"
+    with pytest.raises(InvalidSpec) as caught:
+        resolve(cluster(), hub(), role_map={"222222222222": gov})
+    assert caught.value.reason == "InvalidRoleARN"
+    assert "partition aws but role" in str(caught.value)
+
+
+def test_cluster_in_the_hub_account_uses_the_hub_role_unless_mapped():
+    c = cluster(accountID=HUB_ACCOUNT)
+    assert resolve(c, hub()).cluster.role_arn == HUB_ROLE
+    mapped = f"arn:aws:iam::{HUB_ACCOUNT}:role/clusternet-clusters"
+    assert resolve(c, hub(), role_map={HUB_ACCOUNT: mapped}).cluster.role_arn == mapped
+
+
+def test_targets_carry_session_name_external_id_and_duration_from_the_hub():
+    h = hub(credentials={"roleARN": HUB_ROLE, "externalID": "tenant-42", "sessionDurationSeconds": 1800})
+    inputs = resolve(cluster(), h)
+    for target, purpose in ((inputs.cluster, "cluster"), (inputs.hub, "hub")):
+        assert target.session_name == f"clusternet-{purpose}-acme.prod-1"
+        assert (target.external_id, target.session_duration_seconds) == ("tenant-42", 1800)
+    assert accounts.hub_target(h).session_name == "clusternet-hub-service"
+
+
+def test_long_session_names_stay_within_sts_limits_and_distinct():
+    a = cluster(name="a" * 60 + "-one", namespace="tenant")
+    b = cluster(name="a" * 60 + "-two", namespace="tenant")
+    na, nb = accounts.session_name("cluster", a), accounts.session_name("cluster", b)
+    assert len(na) == len(nb) == 64 and na != nb
+    assert na.startswith("clusternet-cluster-tenant.aaa")
+
+
+# --- the role-map ConfigMap ----------------------------------------------------------------
+
+def test_configmap_entries_are_validated_naming_the_configmap_and_key():
+    parsed = parse_role_map({
+        "222222222222": f"  {ROLE_2}\n",
+        "444444444444": "arn:aws:iam::444444444444:root",
+        "555555555555": ROLE_4,
+        "accounts": "whatever",
+    }, namespace=NS)
+    assert parsed.entries["222222222222"] == ROLE_2  # whitespace from YAML block scalars is trimmed
+    by_key = {e.field: e for e in parsed.errors}
+    assert set(by_key) == {"data[444444444444]", "data[555555555555]", "data[accounts]"}
+    assert all(e.obj == f"ConfigMap {NS}/{DEFAULT_NAME}" for e in parsed.errors)
+    assert "is not an IAM role ARN" in by_key["data[444444444444]"].reason
+    assert "is in account 444444444444, not in 555555555555" in by_key["data[555555555555]"].reason
+    assert "is not a 12-digit AWS account ID" in by_key["data[accounts]"].reason
+    assert "accounts" not in parsed.entries  # a bad key can match no cluster
+
+
+def test_configmap_from_dict_and_from_kubernetes_object_agree():
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": DEFAULT_NAME, "namespace": NS},
+           "data": {"222222222222": ROLE_2}}
+    obj = V1ConfigMap(metadata=V1ObjectMeta(name=DEFAULT_NAME, namespace=NS), data={"222222222222": ROLE_2})
+    assert from_configmap(doc) == from_configmap(obj) == parse_role_map({"222222222222": ROLE_2}, namespace=NS)
+    assert from_configmap({"metadata": {"name": DEFAULT_NAME}}, namespace=NS).entries == {}
+
+
+def test_a_bad_configmap_value_fails_only_that_accounts_clusters():
+    fleet = Fleet(hub=hub(), clusters=(cluster("a"), cluster("b", accountID="333333333333")),
+                  role_map=parse_role_map({"222222222222": "not-an-arn"}, namespace=NS).entries)
+    resolved = resolve_fleet(fleet)
+    assert isinstance(resolved["acme/a"], InvalidSpec) and resolved["acme/a"].reason == "InvalidRoleARN"
+    assert resolved["acme/b"].cluster.role_arn == "arn:aws:iam::333333333333:role/clusternet"
+
+
+def test_changed_accounts_sees_additions_removals_and_changes():
+    old = {"222222222222": ROLE_2, "333333333333": "arn:aws:iam::333333333333:role/a"}
+    new = {"333333333333": "arn:aws:iam::333333333333:role/b", "444444444444": ROLE_4}
+    assert changed_accounts(old, new) == {"222222222222", "333333333333", "444444444444"}
+    assert changed_accounts(old, dict(old)) == frozenset()
+    assert changed_accounts(None, {}) == frozenset()
+
+
+def test_configmap_change_re_reconciles_exactly_the_clusters_of_changed_accounts():
+    clusters = (
+        cluster("a"),                                     # 222, mapped by the HubConfig
+        cluster("b", accountID="333333333333"),           # 333, mapped by the HubConfig
+        cluster("c", accountID="444444444444"),           # 444, not mapped yet
+        cluster("d", namespace="owned", accountID="444444444444"),
+    )
+    namespaces = {"owned": {accounts.OWNER_ACCOUNT_ANNOTATION: "444444444444"}}
+    fleet = Fleet(hub=hub(), clusters=clusters, namespaces=namespaces)
+    before = resolve_fleet(fleet)
+    assert {k for k, v in before.items() if isinstance(v, InvalidSpec)} == {"acme/c", "owned/d"}
+    assert before["acme/c"].reason == "AccountNotMapped"
+
+    old_cm, new_cm = {}, {"444444444444": ROLE_4}
+    affected = affected_clusters(fleet, old_cm, new_cm)
+    assert affected == ["acme/c", "owned/d"]
+
+    after = resolve_fleet(Fleet(hub=hub(), clusters=clusters, namespaces=namespaces, role_map=new_cm))
+    assert {k: v.cluster.role_arn for k, v in after.items() if k in affected} == \
+        {"acme/c": ROLE_4, "owned/d": ROLE_4}
+    # Everything not affected resolves exactly as before: the service may skip it.
+    assert all(after[k].digest() == before[k].digest() for k in after if k not in affected)
+
+    # Changing an existing role: only that account's clusters; removing it again: the same ones.
+    rotated = {**new_cm, "333333333333": "arn:aws:iam::333333333333:role/rotated"}
+    assert affected_clusters(fleet, new_cm, rotated) == ["acme/b"]
+    assert affected_clusters(fleet, rotated, {}) == ["acme/b", "acme/c", "owned/d"]
+
+
+def test_configmap_entry_repeating_the_hub_role_changes_nothing():
+    fleet = Fleet(hub=hub(), clusters=(cluster("a"),))
+    assert affected_clusters(fleet, {}, {"222222222222": ROLE_2}) == []
+    overriding = "arn:aws:iam::222222222222:role/other"
+    assert affected_clusters(fleet, {"222222222222": overriding}, {}) == ["acme/a"]
+
+
+def test_configmap_change_reaches_mesh_owners_through_their_peers_account():
+    """A mesh pair's owner builds the accepter with the peer's role: a change there is the owner's change too."""
+    from tests.test_mesh import group
+
+    members = tuple(group(3))  # accounts alternate 222 / 333; later joiners own the pairs
+    fleet = Fleet(hub=hub(), clusters=members)
+    resolved = resolve_fleet(fleet)
+    uses_333 = {key for key, inputs in resolved.items()
+                if "333333333333" in {t.account_id for t in accounts.stack_targets(inputs)}}
+    own_333 = {c.key for c in members if c.spec.account_id == "333333333333"}
+    assert uses_333 - own_333, "the example must have an owner whose peer is in 333333333333"
+
+    rotated = {"333333333333": "arn:aws:iam::333333333333:role/rotated"}
+    assert set(affected_clusters(fleet, {}, rotated)) == uses_333
+
+
+# --- moves --------------------------------------------------------------------------------
+
+def _inputs(**kw):
+    return resolve(cluster(**kw), hub())
+
+
+def test_check_move_allows_new_stacks_and_same_placement():
+    accounts.check_move(None, _inputs())
+    accounts.check_move(_inputs(), _inputs())
+    rotated = resolve(cluster(), hub(), role_map={"222222222222": "arn:aws:iam::222222222222:role/rotated"})
+    accounts.check_move(_inputs(), rotated)  # a new role in the same account moves nothing
+
+
+def test_check_move_refuses_account_change():
+    with pytest.raises(InvalidSpec) as caught:
+        accounts.check_move(_inputs(), _inputs(accountID="333333333333"))
+    assert caught.value.reason == "AccountChanged"
+    assert "account changed from 222222222222 to 333333333333" in str(caught.value)
+    assert "stack acme.prod-1 still holds resources" in str(caught.value)
+
+
+def test_check_move_refuses_region_change():
+    with pytest.raises(InvalidSpec) as caught:
+        accounts.check_move(_inputs(), _inputs(region="eu-west-1"))
+    assert caught.value.reason == "RegionChanged"
+    assert "region changed from us-east-1 to eu-west-1" in str(caught.value)
+
+
+def test_check_move_refuses_hub_account_change():
+    moved_hub = hub(accountID="999999999999", credentials={"roleARN": "arn:aws:iam::999999999999:role/hub"})
+    with pytest.raises(InvalidSpec) as caught:
+        accounts.check_move(_inputs(), resolve(cluster(), moved_hub))
+    assert caught.value.reason == "AccountChanged" and "hub account changed" in str(caught.value)
+
+
+# --- targets and audit ------------------------------------------------------------------------
+
+def _example_inputs():
+    out = []
+    for hub_path in sorted(Path("examples").glob("**/hub.yaml")):
+        resolved = resolve_fleet(load_fleet(str(hub_path), str(hub_path.parent / "clusters")))
+        assert not [v for v in resolved.values() if isinstance(v, InvalidSpec)], hub_path
+        out.extend(resolved.values())
+    return out + [resolve(cluster(privateLink={"enabled": False}), hub())]
+
+
+def test_stack_targets_are_exactly_the_providers_the_program_builds():
+    for inputs in _example_inputs():
+        plan = plan_stack(inputs)
+        providers = {(r.account, r.region) for r in plan.of_type("pulumi:providers:aws")}
+        assert {(t.account_id, t.region) for t in accounts.stack_targets(inputs)} == providers, inputs.key
+        roles = {r.account: _assumed_role(r.inputs) for r in plan.of_type("pulumi:providers:aws")}
+        assert {t.account_id: t.role_arn for t in accounts.stack_targets(inputs)} == roles
+
+
+def _assumed_role(provider_inputs: dict) -> str | None:
+    roles = provider_inputs.get("assumeRoles") or "[]"
+    roles = json.loads(roles) if isinstance(roles, str) else roles  # the engine hands providers JSON strings
+    return roles[0]["roleArn"] if roles else None
+
+
+def test_audit_stack_logs_one_json_line_per_pivot(caplog):
+    inputs = next(i for i in _example_inputs() if i.key == "globex/eu-1")
+    with caplog.at_level(logging.INFO, logger="clusternet.audit"):
+        records = audit_stack(inputs, "up")
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "clusternet.audit"]
+    assert lines == records and len(lines) == len(accounts.stack_targets(inputs))
+    assert {(l["account_id"], l["region"]) for l in lines} == {("333333333333", "eu-west-1"),
+                                                               ("111111111111", "eu-west-1")}
+    for line in lines:
+        assert (line["cluster"], line["namespace"], line["operation"], line["stack"]) == \
+            ("eu-1", "globex", "up", "globex.eu-1")
+        assert line["role_arn"] in ("arn:aws:iam::333333333333:role/clusternet",
+                                    "arn:aws:iam::111111111111:role/clusternet-hub")
