@@ -1,0 +1,156 @@
+"""The direct AWS calls the service makes (outside Pulumi), each through automation.aws sessions.
+
+Each lookup declares, with `@needs`, which role it runs as ("hub" or "cluster")
+and the IAM actions it calls; automation.iam builds the least-privilege
+policies from these declarations, and tests/test_aws_sessions.py runs every
+lookup under moto's IAM enforcement with exactly those policies.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Literal
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from automation.aws import AwsSessions
+from automation.engine import EngineError
+from stacks.inputs import AwsTarget, StackInputs
+from stacks.model import EndpointVPC
+
+Side = Literal["hub", "cluster"]
+
+
+@dataclass(frozen=True)
+class Needs:
+    side: Side
+    actions: tuple[str, ...]
+
+
+NEEDS: dict[str, Needs] = {}  # lookup name → what it needs; filled by @needs at import
+
+
+def needs(side: Side, *actions: str) -> Callable:
+    def register(fn: Callable) -> Callable:
+        NEEDS[fn.__name__] = Needs(side, tuple(actions))
+        return fn
+
+    return register
+
+
+class LookupFailed(EngineError):
+    """A lookup found nothing, or AWS refused it; `reason` becomes the cluster's condition reason."""
+
+    reason = "LookupFailed"
+
+
+def _refused(exc: ClientError | BotoCoreError, what: str, target: AwsTarget) -> LookupFailed:
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = error.get("Code", "?")
+        reason = "AccessDenied" if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation") \
+            else "LookupFailed"
+        return LookupFailed(f"{what} in account {target.account_id} ({target.region}) failed: {code}: "
+                            f"{error.get('Message', exc)}", reason=reason)
+    return LookupFailed(f"{what} in account {target.account_id} ({target.region}) failed: {exc}")
+
+
+# --- hub principal ---------------------------------------------------------------
+
+@needs("hub", "sts:GetCallerIdentity", "iam:GetRole")
+def hub_principal(sessions: AwsSessions, hub: AwsTarget, *, operation: str = "discover-principal") -> str:
+    """The hub's IAM principal, as an endpoint service's allowed principal: the role behind an
+    assumed-role session (with its path, via iam:GetRole, as the stack's getSessionContext does), or the user.
+    """
+    try:
+        arn = sessions.client(hub, "sts", operation=operation).get_caller_identity()["Arn"]
+        if ":assumed-role/" not in arn:
+            return arn  # an IAM user or the account root
+        role_name = arn.split(":assumed-role/", 1)[1].split("/", 1)[0]
+        return sessions.client(hub, "iam", operation=operation).get_role(RoleName=role_name)["Role"]["Arn"]
+    except (ClientError, BotoCoreError) as exc:
+        raise _refused(exc, "discovering the hub principal", hub) from None
+
+
+# --- the cluster's NLB -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class LoadBalancer:
+    arn: str
+    name: str
+    dns_name: str
+    vpc_id: str
+    scheme: str
+    state: str
+
+
+@needs("cluster", "elasticloadbalancing:DescribeLoadBalancers")
+def find_nlb(sessions: AwsSessions, inputs: StackInputs, *, operation: str = "find-nlb") -> LoadBalancer:
+    """The installer's internal NLB "{infraID}-int" in the cluster's account and region.
+
+    Raises LookupFailed with reason LoadBalancerNotFound (or NotANetworkLoadBalancer)
+    before any stack runs, instead of a failed `pulumi up` later.
+    """
+    link = inputs.private_link
+    if link is None:
+        raise ValueError(f"Cluster {inputs.key} does not use PrivateLink; it has no NLB to find")
+    target = inputs.cluster
+    client = sessions.client(target, "elbv2", operation=operation, cluster=inputs.name, namespace=inputs.namespace)
+    try:
+        found = client.describe_load_balancers(Names=[link.nlb_name])["LoadBalancers"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "LoadBalancerNotFound":
+            found = []
+        else:
+            raise _refused(exc, f"looking up load balancer {link.nlb_name}", target) from None
+    except BotoCoreError as exc:
+        raise _refused(exc, f"looking up load balancer {link.nlb_name}", target) from None
+    if not found:
+        raise LookupFailed(
+            f"no load balancer {link.nlb_name} in account {target.account_id} ({target.region}); the installer "
+            f"creates it as '<infraID>-int': check spec.infraID and the cluster's account and region",
+            reason="LoadBalancerNotFound")
+    lb = found[0]
+    if lb.get("Type") != "network":
+        raise LookupFailed(f"load balancer {link.nlb_name} in account {target.account_id} is a {lb.get('Type')} "
+                           "load balancer; PrivateLink needs a network load balancer",
+                           reason="NotANetworkLoadBalancer")
+    return LoadBalancer(arn=lb["LoadBalancerArn"], name=lb["LoadBalancerName"], dns_name=lb.get("DNSName", ""),
+                        vpc_id=lb.get("VpcId", ""), scheme=lb.get("Scheme", ""),
+                        state=(lb.get("State") or {}).get("Code", ""))
+
+
+# --- endpoints per inventory VPC (placement) ---------------------------------------
+
+# Interface and Gateway Load Balancer endpoints share the per-VPC quota; these states no longer hold a slot.
+_COUNTED_TYPES = frozenset({"Interface", "GatewayLoadBalancer"})
+_GONE = frozenset({"deleted", "failed", "rejected", "expired"})
+
+
+@needs("hub", "ec2:DescribeVpcEndpoints")
+def endpoint_counts(sessions: AwsSessions, hub: AwsTarget, inventory: Iterable[EndpointVPC], *,
+                    operation: str = "count-endpoints") -> dict[str, int]:
+    """vpc ID → interface endpoints it holds now (any owner), for every inventory VPC; one paged call per region."""
+    by_region: dict[str, list[str]] = {}
+    for vpc in inventory:
+        by_region.setdefault(vpc.region, []).append(vpc.vpc_id)
+    counts: dict[str, int] = {}
+    for region, vpc_ids in sorted(by_region.items()):
+        target = hub.in_region(region)
+        client = sessions.client(target, "ec2", operation=operation)
+        counts.update({vpc_id: 0 for vpc_id in vpc_ids})
+        try:
+            for page in client.get_paginator("describe_vpc_endpoints").paginate(
+                Filters=[{"Name": "vpc-id", "Values": sorted(set(vpc_ids))}]
+            ):
+                for endpoint in page.get("VpcEndpoints", []):
+                    if endpoint.get("VpcEndpointType") in _COUNTED_TYPES \
+                            and str(endpoint.get("State", "")).lower() not in _GONE:
+                        counts[endpoint["VpcId"]] = counts.get(endpoint["VpcId"], 0) + 1
+        except (ClientError, BotoCoreError) as exc:
+            raise _refused(exc, f"counting VPC endpoints of {', '.join(vpc_ids)}", target) from None
+    return counts
+
+
+def all_lookups() -> dict[str, Needs]:
+    """Every direct call the service makes, with its side and IAM actions."""
+    return dict(NEEDS)
