@@ -35,7 +35,7 @@ from stacks import status as reasons
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.model import GROUP
-from stacks.status import ClusterStatus, LastUpdate, Recovery
+from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery
 
 LOG = logging.getLogger("clusternet.reconcile")
 FINALIZER = "clusternet.io/stack"
@@ -117,6 +117,8 @@ class Reconciler:
             return None
         if status.observed_generation != meta.get("generation"):
             return 0
+        if self._mesh_join(key, status) != status.mesh_join:
+            return 0
         if isinstance(desired, InvalidSpec):
             stalled = status.condition("Stalled")
             return None if stalled and stalled.status == "True" and stalled.reason == desired.reason else 0
@@ -130,7 +132,8 @@ class Reconciler:
         generation = (raw.get("metadata") or {}).get("generation")
         digest = desired.digest()
         if up_to_date(status, digest):
-            if status.observed_generation != generation or _ready(status) != "True":
+            if status.observed_generation != generation or _ready(status) != "True" \
+                    or self._mesh_join(key, status) != status.mesh_join:
                 self._write(raw, status, self._ready_status(status, generation, desired, status.last_update))
             due = self._drift_due_in(key, status)
             if due is not None and due <= 0:
@@ -154,7 +157,7 @@ class Reconciler:
 
         started = self.clock()
         running = status.model_copy(update={
-            "observed_generation": generation, "stack": desired.stack,
+            "observed_generation": generation, "stack": desired.stack, "mesh_join": self._mesh_join(key, status),
             "account": desired.cluster.account_id, "region": desired.cluster.region,
             "last_update": LastUpdate(operation="up", result="Running", message=why, start_time=rfc3339(started)),
             "conditions": conditions("progressing", reasons.PROGRESSING, why, generation=generation,
@@ -250,12 +253,14 @@ class Reconciler:
         message = str(exc)
         stalled = status.condition("Stalled")
         now = rfc3339(self.clock())
+        join = self._mesh_join(object_key(raw), status)
         new = status.model_copy(update={
-            "observed_generation": generation,
+            "observed_generation": generation, "mesh_join": join,
             "conditions": conditions("stalled", exc.reason, message, generation=generation,
                                      previous=status.conditions, now=now)})
         if stalled is not None and stalled.status == "True" and stalled.reason == exc.reason \
-                and stalled.message == message and status.observed_generation == generation:
+                and stalled.message == message and status.observed_generation == generation \
+                and join == status.mesh_join:
             return Outcome.done()
         if self._write(raw, status, new):
             self.events.event(raw, "Warning", exc.reason, message)
@@ -354,12 +359,19 @@ class Reconciler:
         self.events.event(raw, "Warning", reason, message)
         return Outcome.retry()
 
+    def _mesh_join(self, key: str, status: ClusterStatus) -> MeshJoin | None:
+        """The mesh join stamp the cluster should carry (written once; stacks.mesh orders members by it)."""
+        current = status.mesh_join.model_dump() if status.mesh_join else None
+        wanted = self.desired.get().mesh_join(key, current)
+        return MeshJoin.model_validate(wanted) if wanted else None
+
     def _ready_status(self, status: ClusterStatus, generation: int | None, desired: StackInputs,
                       last: LastUpdate | None, *, outputs: dict[str, Any] | None = None,
                       checked: float | None = None) -> ClusterStatus:
         now = rfc3339(self.clock())
         update: dict[str, Any] = {
             "observed_generation": generation, "stack": desired.stack, "inputs_hash": desired.digest(),
+            "mesh_join": self._mesh_join(desired.key, status),
             "account": desired.cluster.account_id, "region": desired.cluster.region, "last_update": last,
             "conditions": conditions("ready", reasons.SUCCEEDED, f"stack {desired.stack} is up to date",
                                      generation=generation, previous=status.conditions, now=now)}

@@ -25,7 +25,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from stacks.model import GROUP
-from stacks.status import ClusterStatus, Condition, StackOutputs
+from stacks.status import ClusterStatus, Condition, Peering, StackOutputs
 
 LOG = logging.getLogger("clusternet.status")
 VERSION = "v1alpha1"
@@ -76,9 +76,8 @@ def outputs_from(stack_outputs: dict[str, Any]) -> StackOutputs:
     """The outputs the status shows, from the stack outputs of stacks.program."""
     link = stack_outputs.get("privateLink") or {}
     mesh = stack_outputs.get("mesh") or {}
-    peerings = mesh.get("peerings") if isinstance(mesh, dict) else None
-    if isinstance(peerings, dict):
-        peerings = list(peerings.values())
+    peerings = [Peering(name=str(p.get("name")), id=p.get("id"), state=p.get("state"))
+                for p in (mesh.get("peerings") or []) if isinstance(p, dict)]
     return StackOutputs(
         endpoint=link.get("endpointDnsName"),
         endpoint_id=link.get("endpointId"),
@@ -86,7 +85,7 @@ def outputs_from(stack_outputs: dict[str, Any]) -> StackOutputs:
         service_name=link.get("serviceName"),
         zone_id=link.get("zoneId"),
         infra_id=link.get("infraID"),
-        peerings=[str(p) for p in peerings or []],
+        peerings=peerings,
     )
 
 

@@ -37,7 +37,8 @@ from stacks.accounts import DEFAULT_REGION_ANNOTATION, OWNER_ACCOUNT_ANNOTATION,
 from stacks.errors import FieldError, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.model import GROUP, Cluster, HubConfig, parse
-from stacks.resolve import Fleet, resolve_fleet
+from stacks.mesh import JOIN_STATUS_KEY
+from stacks.resolve import Fleet, mesh_of, resolve_fleet
 from stacks.status import HUB_NOT_FOUND
 
 LOG = logging.getLogger("clusternet.watch")
@@ -225,6 +226,7 @@ def _inputs_of(raw: Raw) -> str:
     relevant = {
         "name": meta.get("name"), "namespace": meta.get("namespace"), "labels": meta.get("labels"),
         "annotations": meta.get("annotations"), "created": meta.get("creationTimestamp"), "spec": raw.get("spec"),
+        "deleting": bool(meta.get("deletionTimestamp")), "meshJoin": (raw.get("status") or {}).get(JOIN_STATUS_KEY),
     }
     return json.dumps(relevant, sort_keys=True, default=str)
 
@@ -238,6 +240,9 @@ def _parse_cluster(raw: Raw) -> Cluster | InvalidSpec:
     doc = {k: v for k, v in raw.items() if k != "status"}
     meta = doc.get("metadata") or {}
     doc["metadata"] = {k: v for k, v in meta.items() if k not in ("managedFields", "ownerReferences")}
+    join = (raw.get("status") or {}).get(JOIN_STATUS_KEY)
+    if join:  # the only part of the status resolve() reads: the mesh join order
+        doc["status"] = {JOIN_STATUS_KEY: join}
     try:
         parsed = parse(doc)
     except InvalidSpec as exc:
@@ -403,6 +408,14 @@ class Resolution:
     placement_version: int
     inputs: Mapping[str, StackInputs | InvalidSpec]
     digests: Mapping[str, str]  # key -> digest, or "invalid:<reason>:<message>"
+    stamps: Mapping[str, dict] = field(default_factory=dict)  # mesh join stamps to write: key -> status.meshJoin
+    unstamp: frozenset[str] = frozenset()  # clusters whose meshJoin is stale and must go
+
+    def mesh_join(self, key: str, current: dict | None) -> dict | None:
+        """The status.meshJoin the cluster should have."""
+        if key in self.stamps:
+            return self.stamps[key]
+        return None if key in self.unstamp else current
 
 
 def _digest(value: StackInputs | InvalidSpec) -> str:
@@ -430,15 +443,20 @@ class Desired:
                     return current
                 version, placements = self.cache.placements()
                 if all(_placed_at(current.inputs.get(k)) == vpc for k, vpc in placements.items()):
-                    self._current = Resolution(current.inputs_version, version, current.inputs, current.digests)
+                    self._current = Resolution(current.inputs_version, version, current.inputs, current.digests,
+                                               current.stamps, current.unstamp)
                     return self._current
             inputs_version, placement_version, fleet, invalid, _ = self.cache.snapshot()
             resolved: dict[str, StackInputs | InvalidSpec] = dict(invalid)
+            stamps: Mapping[str, dict] = {}
+            unstamp: frozenset[str] = frozenset()
             if fleet is not None:
                 resolved.update(resolve_fleet(fleet))
+                mesh = mesh_of(fleet)
+                stamps, unstamp = mesh.stamps, frozenset(mesh.unstamp)
             self.resolves += 1
             self._current = Resolution(inputs_version, placement_version, resolved,
-                                       {k: _digest(v) for k, v in resolved.items()})
+                                       {k: _digest(v) for k, v in resolved.items()}, stamps, unstamp)
             return self._current
 
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
@@ -511,8 +529,9 @@ class Mapper:
             meta = entry.raw.get("metadata") or {}
             # Not the status and not the finalizers: the service's own writes must not queue the key again
             # (a failed run waits for its backoff).
+            join = (entry.raw.get("status") or {}).get(JOIN_STATUS_KEY)
             fingerprint = (resolution.digests.get(key), meta.get("generation"), bool(meta.get("deletionTimestamp")),
-                           meta.get("uid"))
+                           json.dumps(resolution.mesh_join(key, join), sort_keys=True), meta.get("uid"))
             previous = self._seen.get(key)
             self._seen[key] = fingerprint
             if previous == fingerprint:

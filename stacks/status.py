@@ -64,6 +64,21 @@ class Recovery(StatusModel):
     message: str = ""
 
 
+class Peering(StatusModel):
+    """A VPC peering this stack owns (stacks.mesh: the later joiner of a pair owns it)."""
+
+    name: str  # "<stack>+<stack>"
+    id: str | None = None  # pcx-...
+    state: str | None = None
+
+
+class MeshJoin(StatusModel):
+    """The cluster's durable place in its mesh group's join order (stacks.mesh reads it; the service writes it)."""
+
+    group: str
+    order: int
+
+
 class StackOutputs(StatusModel):
     """The stack outputs people and other stacks look for."""
 
@@ -73,7 +88,7 @@ class StackOutputs(StatusModel):
     service_name: str | None = None  # the VPC endpoint service in the cluster's account
     zone_id: str | None = Field(None, alias="zoneID")
     infra_id: str | None = Field(None, alias="infraID")  # the install the PrivateLink was built for
-    peerings: list[str] = Field(default_factory=list)  # mesh peering connection IDs
+    peerings: list[Peering] = Field(default_factory=list)  # the mesh peerings this stack owns
 
 
 class ClusterStatus(StatusModel):
@@ -87,6 +102,7 @@ class ClusterStatus(StatusModel):
     last_drift_check: str | None = None  # RFC 3339; the next one is due a jittered interval later
     last_recovery: Recovery | None = None
     outputs: StackOutputs | None = None
+    mesh_join: MeshJoin | None = None
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)

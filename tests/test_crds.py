@@ -136,7 +136,9 @@ def test_status_written_by_the_service_fits_the_schema():
                         "lastTransitionTime": "2025-01-01T00:00:00Z", "observedGeneration": 3}],
         "lastUpdate": {"operation": "up", "result": "Succeeded", "startTime": "2025-01-01T00:00:00Z",
                        "changes": {"create": 3}},
-        "outputs": {"endpoint": "vpce-1.example", "endpointVPC": "vpc-0hub1", "peerings": ["pcx-1"]},
+        "outputs": {"endpoint": "vpce-1.example", "endpointVPC": "vpc-0hub1",
+                    "peerings": [{"name": "acme.a+acme.b", "id": "pcx-1", "state": "active"}]},
+        "meshJoin": {"group": "payments", "order": 2},
     })
     written = status.model_dump(by_alias=True, exclude_none=True)
     assert _accepts(schema_of(ClusterStatus), written)

@@ -260,3 +260,29 @@ def test_endpoint_placement_stays_where_the_status_says(env):
     assert engine.count("up", "acme.prod-1") == 1
     assert engine.stacks["acme.prod-1"].private_link.endpoint_vpc.vpc_id == "vpc-0hub1"
     assert engine.stacks["acme.prod-2"].private_link.endpoint_vpc.vpc_id == "vpc-0hub9"
+
+
+def mesh_member(env, name: str, n: int, group: str = "payments") -> None:
+    env.create(name, labels={"clusternet.io/mesh": group}, annotations={"clusternet.io/mesh-enabled": "true"},
+               network={"vpcID": f"vpc-0m{n}", "cidr": f"10.{n}.0.0/16", "routeTableIDs": [f"rtb-0m{n}"],
+                        "nodeSecurityGroupIDs": [f"sg-0m{n}"]})
+
+
+def test_a_cluster_joining_a_mesh_runs_only_its_own_stack_and_gets_a_durable_join_stamp(env):
+    engine = RecordingEngine()
+    for n in range(1, 4):
+        mesh_member(env, f"m{n}", n)
+    with env.running(engine):
+        wait_until(lambda: all(env.ready(f"m{n}") for n in range(1, 4)))
+        joins = {n: env.get(f"m{n}")["status"]["meshJoin"] for n in range(1, 4)}
+        before = engine.count("up")
+        mesh_member(env, "m4", 4)
+        wait_until(lambda: env.ready("m4"))
+        settle()
+        joiner = env.get("m4")["status"]
+    assert sorted(j["order"] for j in joins.values()) == [1, 2, 3]
+    assert {j["group"] for j in joins.values()} == {"payments"}
+    assert engine.count("up") - before == 1 and engine.runs("up")[-1].stack == "acme.m4"
+    assert joiner["meshJoin"] == {"group": "payments", "order": 4}
+    share = engine.stacks["acme.m4"].mesh
+    assert len(share.pairs) == 3  # the later joiner owns its pair with every earlier member
