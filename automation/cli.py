@@ -1,4 +1,4 @@
-"""python -m automation {plan,inputs}: the command line."""
+"""python -m automation {plan,inputs,ingress render}: the command line."""
 from __future__ import annotations
 
 import argparse
@@ -40,6 +40,44 @@ def _inputs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ingress_render(args: argparse.Namespace) -> int:
+    import os
+
+    from automation.files import load_fleet
+    from automation.ingress.render import (CONFIG_FILE, MAP_FILE, CentralSettings, guest_files, render_central,
+                                           routes_from_clusters)
+    from stacks.resolve import shared_ingress_inputs
+
+    fleet = load_fleet(args.hub, args.clusters)
+    central_spec = fleet.hub.spec.shared_ingress
+    if central_spec is None:
+        raise InvalidSpec.one(fleet.hub.ref, "spec.sharedIngress", "not set: this hub has no shared ingress")
+    routes, errors = routes_from_clusters(fleet.clusters)
+    guests = []
+    for cluster in fleet.clusters:
+        try:
+            guest = shared_ingress_inputs(cluster, fleet.hub)
+        except InvalidSpec as exc:
+            errors.extend(exc.errors)
+            continue
+        if guest is not None:
+            guests.append((cluster.key, guest))
+    if errors:
+        raise InvalidSpec(errors)
+    central_dir = os.path.join(args.out, "central")
+    # The map is written beside the config; the config names it where the proxy will see it.
+    map_seen_at = os.path.join(args.map_dir or os.path.abspath(central_dir), MAP_FILE)
+    central = render_central(CentralSettings.from_hub(central_spec, map_path=map_seen_at), routes)
+    files = {os.path.join(central_dir, CONFIG_FILE): central.config, os.path.join(central_dir, MAP_FILE): central.map}
+    files.update({os.path.join(args.out, rel): text for rel, text in guest_files(guests).items()})
+    for path, text in sorted(files.items()):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m automation", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -55,6 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
     inputs.add_argument("--clusters", required=True)
     inputs.add_argument("--cluster", required=True, help="namespace/name")
     inputs.set_defaults(func=_inputs)
+
+    ingress = sub.add_parser("ingress", help="the shared ingress (one load balancer, routed by PROXY protocol v2)")
+    ingress_sub = ingress.add_subparsers(dest="ingress_command", required=True)
+    render = ingress_sub.add_parser("render", help="write the central and node-side HAProxy configs")
+    render.add_argument("--hub", required=True, help="the HubConfig YAML file (spec.sharedIngress)")
+    render.add_argument("--clusters", required=True, help="a Cluster YAML file or a folder of them")
+    render.add_argument("--out", required=True,
+                        help="writes OUT/central/haproxy.cfg, OUT/central/clusters.map, OUT/guest/<name>/haproxy.cfg")
+    render.add_argument("--map-dir", help="the folder the central proxy reads the map from (default: OUT/central, "
+                                          "absolute)")
+    render.set_defaults(func=_ingress_render)
     return parser
 
 

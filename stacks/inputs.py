@@ -50,6 +50,17 @@ class PrivateLinkInputs(Frozen):
     dns_record_type: Literal["Alias", "ARecord"] = "Alias"
 
 
+class SharedIngressInputs(Frozen):
+    """What the cluster's node-side proxy needs: its ID, where it listens, whom it dials and how."""
+
+    cluster_id: str
+    central_address: str  # host:port of the central load balancer
+    proxy_bind: str  # host:port on every node (the kubernetes service IP)
+    wire_mode: Literal["unique-id", "custom-tlv"] = "unique-id"
+    tlv_type: int = 0xE0
+    image: str = "haproxy:2.6"
+
+
 class StackInputs(Frozen):
     stack: str  # "<namespace>.<name>": stable, readable, unique
     namespace: str
@@ -60,6 +71,7 @@ class StackInputs(Frozen):
     hub: AwsTarget  # the hub account in its default region
     tags: dict[str, str]
     private_link: PrivateLinkInputs | None = None
+    shared_ingress: SharedIngressInputs | None = None
     # This stack's share of its mesh group (stacks.mesh builds on AwsTarget, hence the import at the bottom).
     mesh: stacks.mesh.MeshShare | None = None
 

@@ -172,17 +172,38 @@ class HubMesh(Spec):
     routes_per_table: int = Field(50, ge=1, le=1000)
 
 
+# Minimum HAProxy version of each wire mode: the receiving fetch and the sending keyword.
+#   unique-id : fc_pp_unique_id + proxy-v2-options unique-id      (2.2)
+#   custom-tlv: fc_pp_tlv(<type>) + set-proxy-v2-tlv-fmt(<type>)  (2.9)
+WIRE_MODE_MIN_HAPROXY = {"unique-id": (2, 2), "custom-tlv": (2, 9)}
+_HAPROXY_TAG = re.compile(r"haproxy[^/:@]*:v?(\d+)\.(\d+)")
+
+
 class HubSharedIngress(Spec):
-    bind: str = ":6443"
+    bind: HostPort = ":6443"  # the central proxy's listener ("[host]:port")
     address: HostPort | None = None  # what guests dial: the central load balancer
     # "unique-id": ID in the PROXY v2 UNIQUE_ID TLV (HAProxy >= 2.2);
     # "custom-tlv": ID in a custom TLV of type `tlvType` (HAProxy >= 2.9).
     wire_mode: Literal["unique-id", "custom-tlv"] = "unique-id"
-    # PROXY v2 reserves 0xE0-0xEF for custom TLVs.
-    tlv_type: int = Field(0xE0, ge=0x00, le=0xFF)
-    namespace: str = "clusternet-ingress"
-    image: str = "haproxy:2.6"
+    # PROXY v2 reserves 0xE0-0xEF for application-specific (custom) TLVs; lower types have
+    # meanings of their own (0x05 UNIQUE_ID, 0x20 SSL, ...) that receivers would misparse.
+    tlv_type: int = Field(0xE0, ge=0xE0, le=0xEF, alias="tlvType")
+    namespace: str = Field("clusternet-ingress", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    image: str = "haproxy:2.6"  # central proxy and node-side proxies
     replicas: int = Field(2, ge=2)
+    # The clusternet image: runs `python -m automation.ingress.runtime` beside HAProxy so config
+    # changes apply without dropping connections. Without it a change rolls the pods.
+    reloader_image: str | None = None
+
+    @model_validator(mode="after")
+    def _image_supports_wire_mode(self) -> "HubSharedIngress":
+        found = _HAPROXY_TAG.search(self.image)
+        need = WIRE_MODE_MIN_HAPROXY[self.wire_mode]
+        if found and (int(found[1]), int(found[2])) < need:
+            raise ValueError(
+                f"image {self.image!r}: wireMode {self.wire_mode} needs HAProxy >= {need[0]}.{need[1]}"
+            )
+        return self
 
 
 class HubConfigSpec(Spec):
@@ -216,7 +237,12 @@ class ClusterSharedIngress(Spec):
     cluster_id: str | None = Field(None, alias="clusterID", pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$")
     backend: HostPort | None = None  # the API server inside the management cluster
     proxy_bind: HostPort = "172.31.0.1:6443"
+    # Matched against the client address carried in the PROXY header (the guest's pods and nodes).
     allowed_source_cidrs: list[Cidr] = Field(default_factory=list, alias="allowedSourceCIDRs")
+
+    def id_for(self, cluster_name: str) -> str:
+        """The ID the guest sends and the central proxy routes on: clusterID, else the cluster's name."""
+        return self.cluster_id or cluster_name
 
     @model_validator(mode="after")
     def _backend(self) -> "ClusterSharedIngress":

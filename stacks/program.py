@@ -9,6 +9,7 @@ from typing import Any
 
 import pulumi
 
+from automation.ingress.render import guest_manifests
 from components.mesh import Mesh, MeshProviders
 from components.privatelink import PrivateLink, PrivateLinkProviders
 from components.providers import Providers
@@ -47,6 +48,9 @@ def program(inputs: StackInputs) -> dict[str, Any]:
             MeshProviders(own=own, peers={pair.peer.key: providers.aws(pair.peer.target) for pair in share.pairs}),
         )
         outputs["mesh"] = mesh.outputs
+
+    if inputs.shared_ingress is not None:  # the node-side proxy: no cloud resources, its manifests for the cluster
+        outputs["sharedIngress"] = guest_manifests(inputs.shared_ingress)
 
     return outputs
 

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from stacks import accounts
 from stacks.errors import InvalidSpec
-from stacks.inputs import PrivateLinkInputs, StackInputs
+from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh import MeshPlan, MeshShare, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
 from stacks.placement import Want, place_endpoints
@@ -62,6 +62,7 @@ def resolve(
             "clusternet.io/managed-by": "clusternet",
         },
         private_link=_private_link(cluster, hub, target.region, endpoint_vpc),
+        shared_ingress=shared_ingress_inputs(cluster, hub),
         mesh=mesh,
     )
 
@@ -81,6 +82,29 @@ def _private_link(cluster: Cluster, hub: HubConfig, region: str, vpc: EndpointVP
         endpoint_vpc=vpc,
         associated_vpcs=tuple(hub.spec.associated_vpcs),
         dns_record_type=hub.spec.private_link.dns_record_type,
+    )
+
+
+def shared_ingress_inputs(cluster: Cluster, hub: HubConfig) -> SharedIngressInputs | None:
+    """The node-side proxy's inputs, or None when the cluster has not opted in to the shared ingress."""
+    mine = cluster.spec.shared_ingress
+    if not mine.enabled:
+        return None
+    central = hub.spec.shared_ingress
+    if central is None or central.address is None:
+        raise InvalidSpec.one(cluster.ref, "spec.sharedIngress.enabled",
+                              f"{hub.ref} has no spec.sharedIngress.address for the cluster's proxy to dial")
+    cluster_id = mine.id_for(cluster.metadata.name)
+    if len(cluster_id) > 63:
+        raise InvalidSpec.one(cluster.ref, "spec.sharedIngress.clusterID",
+                              f"the cluster's name is {len(cluster_id)} characters, more than an ID's 63: set clusterID")
+    return SharedIngressInputs(
+        cluster_id=cluster_id,
+        central_address=central.address,
+        proxy_bind=mine.proxy_bind,
+        wire_mode=central.wire_mode,
+        tlv_type=central.tlv_type,
+        image=central.image,
     )
 
 

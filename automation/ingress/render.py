@@ -1,0 +1,374 @@
+"""Shared ingress: the HAProxy configs of the central proxy and of each cluster's node-side proxy. Pure.
+
+    pod ─► node proxy (proxyBind) ══ PROXY v2 + cluster ID ══► load balancer ─► central proxy ─► API server
+
+The central proxy accepts only PROXY-protocol connections, reads the cluster ID
+from the header (UNIQUE_ID TLV, or a custom TLV), looks it up in a map file
+(ID → backend) and passes the TLS stream through untouched. The map file lets
+the runtime API (`automation.ingress.runtime`) change routes without a reload.
+
+Everything here is a function of its arguments, sorted, so unchanged inputs give
+byte-identical files.
+"""
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Iterable, Literal, Mapping, Sequence
+
+import yaml
+
+from stacks.errors import FieldError
+from stacks.inputs import SharedIngressInputs
+from stacks.model import WIRE_MODE_MIN_HAPROXY, Cluster, HubSharedIngress
+
+WireMode = Literal["unique-id", "custom-tlv"]
+
+MAP_FILE = "clusters.map"
+CONFIG_FILE = "haproxy.cfg"
+NO_ROUTE = "no_route"  # the backend of connections whose ID has no loaded backend
+BACKEND_PREFIX = "cluster_"
+GUEST_CONFIG_DIR = "/etc/kubernetes/clusternet-apiserver-proxy"  # on each node, for the static pod
+_HEADER = "# Rendered by clusternet (automation.ingress.render). Do not edit: re-render.\n"
+_ID = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")  # safe as map key, backend name and log-format text
+_MAP_PATH = re.compile(r"/[-A-Za-z0-9._/]+")  # absolute; nothing HAProxy's argument parser would split on
+_BACKEND_LINE = re.compile(r"backend (\S+)")
+
+
+def min_haproxy(wire_mode: WireMode) -> str:
+    major, minor = WIRE_MODE_MIN_HAPROXY[wire_mode]
+    return f"{major}.{minor}"
+
+
+def id_fetch(wire_mode: WireMode, tlv_type: int = 0xE0) -> str:
+    """The sample fetch that reads the cluster ID from the PROXY header the central proxy received."""
+    if wire_mode == "unique-id":
+        return "fc_pp_unique_id"  # HAProxy >= 2.2
+    if wire_mode == "custom-tlv":
+        return f"fc_pp_tlv(0x{tlv_type:02X})"  # HAProxy >= 2.9
+    raise ValueError(f"unknown wire mode {wire_mode!r}")
+
+
+def _check_id(cluster_id: str) -> str:
+    if not _ID.fullmatch(cluster_id):
+        raise ValueError(f"cluster ID {cluster_id!r} is not 1-63 of [-A-Za-z0-9_.] starting with a letter or digit")
+    return cluster_id
+
+
+def _split_host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{value!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+# --- central -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Route:
+    """One cluster behind the central proxy."""
+
+    cluster_id: str
+    backend: str  # host:port of the cluster's API server, reachable from the central proxy
+    allowed_source_cidrs: tuple[str, ...] = ()  # matched against the PROXY header's source address
+    cluster: str = ""  # namespace/name, written as a comment
+
+    @property
+    def backend_name(self) -> str:
+        return BACKEND_PREFIX + self.cluster_id
+
+
+@dataclass(frozen=True)
+class CentralSettings:
+    map_path: str  # absolute path of the map file as the proxy sees it
+    bind: str = ":6443"
+    wire_mode: WireMode = "unique-id"
+    tlv_type: int = 0xE0
+    health_bind: str | None = ":8404"  # GET /healthz for readiness probes and load balancer health checks
+    maxconn: int = 20000
+    # Old processes keep serving their connections after a reload; this bounds how long.
+    hard_stop_after: str | None = "1h"
+
+    @classmethod
+    def from_hub(cls, ingress: HubSharedIngress, *, map_path: str, **overrides) -> "CentralSettings":
+        return cls(map_path=map_path, bind=ingress.bind, wire_mode=ingress.wire_mode,
+                   tlv_type=ingress.tlv_type, **overrides)
+
+
+@dataclass(frozen=True)
+class CentralConfig:
+    config: str  # haproxy.cfg
+    map: str  # the map file: cluster ID → backend name
+    map_path: str
+
+    def routes(self) -> dict[str, str]:
+        return parse_map(self.map)
+
+    def sections(self) -> tuple[str, dict[str, str]]:
+        """(everything but the cluster backends, {backend name: its section}) — what a reload changes."""
+        return split_backends(self.config)
+
+
+def render_central(settings: CentralSettings, routes: Iterable[Route]) -> CentralConfig:
+    if not _MAP_PATH.fullmatch(settings.map_path):
+        raise ValueError(f"map path {settings.map_path!r} must be absolute and without spaces, commas or brackets")
+    routes = sorted(routes, key=lambda r: r.cluster_id)
+    seen: set[str] = set()
+    for route in routes:
+        _check_id(route.cluster_id)
+        if route.cluster_id in seen:
+            raise ValueError(f"cluster ID {route.cluster_id!r} is routed twice")
+        seen.add(route.cluster_id)
+    fetch = id_fetch(settings.wire_mode, settings.tlv_type)
+    lookup = f"{fetch},map({settings.map_path})"
+    resolvers = any(not _is_ip(_split_host_port(r.backend)[0]) for r in routes)
+
+    out = [_HEADER]
+    out.append(f"# Central proxy: routes PROXY v2 connections by the cluster ID in {fetch} "
+               f"(wire mode {settings.wire_mode}, HAProxy >= {min_haproxy(settings.wire_mode)}).\n\n")
+    out.append(_global(settings.maxconn, settings.hard_stop_after))
+    out.append(_defaults())
+    if resolvers:
+        out.append(_RESOLVERS)
+    out.append(
+        "frontend shared_ingress\n"
+        f"    bind {settings.bind} accept-proxy\n"
+        f'    log-format "%ci:%cp id=%[{fetch}] %ft %b/%s %Tw/%Tc/%Tt %B %ts %ac/%fc/%bc/%sc/%rc"\n'
+        "    # No ID, or an ID that is not in the map: refused.\n"
+        f"    tcp-request content reject unless {{ {lookup} -m found }}\n"
+        f"    use_backend %[{lookup}]\n"
+        f"    default_backend {NO_ROUTE}\n\n"
+    )
+    if settings.health_bind:
+        out.append(
+            "frontend healthz\n"
+            f"    bind {settings.health_bind}\n"
+            "    mode http\n"
+            "    timeout client 10s\n"
+            "    monitor-uri /healthz\n\n"
+        )
+    out.append(f"backend {NO_ROUTE}\n    # An ID whose backend this process has not loaded yet (reload pending).\n"
+               "    tcp-request content reject\n\n")
+    for route in routes:
+        out.append(_central_backend(route))
+    config = "".join(out).rstrip("\n") + "\n"
+    return CentralConfig(config=config, map=render_map({r.cluster_id: r.backend_name for r in routes}),
+                         map_path=settings.map_path)
+
+
+def _global(maxconn: int, hard_stop_after: str | None) -> str:
+    lines = ["global", "    log stdout format raw local0", f"    maxconn {maxconn}"]
+    if hard_stop_after:
+        lines.append(f"    hard-stop-after {hard_stop_after}")
+    return "\n".join(lines) + "\n\n"
+
+
+def _defaults() -> str:
+    # TLS passthrough: layer 4 only. The client/server timeouts cover the PROXY header and the
+    # connect; once both sides are up the tunnel timeout applies (long-lived API watches).
+    return (
+        "defaults\n"
+        "    mode tcp\n"
+        "    log global\n"
+        "    option dontlognull\n"
+        "    timeout connect 10s\n"
+        "    timeout client 30s\n"
+        "    timeout server 30s\n"
+        "    timeout tunnel 24h\n\n"
+    )
+
+
+_RESOLVERS = (
+    "resolvers dns\n"
+    "    parse-resolv-conf\n"
+    "    hold valid 10s\n\n"
+)
+
+
+def _server(name: str, address: str, extra: str = "") -> str:
+    host, port = _split_host_port(address)
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    # A name that does not resolve yet leaves this one server down, never the whole proxy.
+    dns = "" if _is_ip(host) else " resolvers dns init-addr libc,none"
+    return f"    server {name} {target}{dns}{extra}\n"
+
+
+def _central_backend(route: Route) -> str:
+    lines = [f"backend {route.backend_name}\n"]
+    if route.cluster:
+        lines.append(f"    # Cluster {route.cluster}\n")
+    if route.allowed_source_cidrs:
+        nets = sorted({ipaddress.ip_network(c, strict=False) for c in route.allowed_source_cidrs},
+                      key=lambda n: (n.version, n.network_address.packed, n.prefixlen))
+        cidrs = [str(n) for n in nets]
+        # `src` is the client address carried in the PROXY header, not the load balancer's.
+        lines.append(f"    tcp-request content reject unless {{ src {' '.join(cidrs)} }}\n")
+    lines.append(_server("api", route.backend))
+    return "".join(lines) + "\n"
+
+
+def render_map(routes: Mapping[str, str]) -> str:
+    lines = ["# cluster ID -> backend. Rendered by clusternet; changed at run time through the runtime API."]
+    lines += [f"{_check_id(cid)} {routes[cid]}" for cid in sorted(routes)]
+    return "\n".join(lines) + "\n"
+
+
+def parse_map(text: str) -> dict[str, str]:
+    routes: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition(" ")
+            routes[key] = value.strip()
+    return routes
+
+
+def split_backends(config: str) -> tuple[str, dict[str, str]]:
+    """Split a rendered central config into its fixed part and its per-cluster backend sections."""
+    fixed: list[str] = []
+    backends: dict[str, str] = {}
+    current: list[str] = fixed
+    for line in config.splitlines(keepends=True):
+        if line.strip() and not line[0].isspace():  # a section header
+            found = _BACKEND_LINE.fullmatch(line.strip())
+            if found and found[1].startswith(BACKEND_PREFIX):
+                current = backends.setdefault(found[1], [])  # type: ignore[assignment]
+                current.append(line)
+                continue
+            current = fixed
+        current.append(line)
+    tidy = lambda lines: "".join(lines).rstrip("\n") + "\n"  # noqa: E731 (the last section has no blank line after it)
+    return tidy(fixed), {name: tidy(lines) for name, lines in backends.items()}
+
+
+def routes_from_clusters(clusters: Iterable[Cluster]) -> tuple[list[Route], list[FieldError]]:
+    """The routes of every cluster that opted in; a clusterID claimed twice goes to the oldest claimant."""
+    claims: dict[str, list[Cluster]] = {}
+    errors: list[FieldError] = []
+    for cluster in clusters:
+        spec = cluster.spec.shared_ingress
+        if not spec.enabled:
+            continue
+        cluster_id = spec.id_for(cluster.metadata.name)
+        if not _ID.fullmatch(cluster_id):
+            errors.append(FieldError(cluster.ref, "spec.sharedIngress.clusterID",
+                                     f"the cluster's name {cluster_id!r} is not a valid ID (at most 63 characters): "
+                                     "set clusterID"))
+            continue
+        claims.setdefault(cluster_id, []).append(cluster)
+    routes = []
+    for cluster_id, claimants in sorted(claims.items()):
+        claimants.sort(key=lambda c: (c.metadata.creation_timestamp or "", c.key))
+        owner = claimants[0]
+        for other in claimants[1:]:
+            errors.append(FieldError(other.ref, "spec.sharedIngress.clusterID",
+                                     f"ID {cluster_id!r} is already used by {owner.ref}"))
+        spec = owner.spec.shared_ingress
+        routes.append(Route(cluster_id=cluster_id, backend=spec.backend, cluster=owner.key,
+                            allowed_source_cidrs=tuple(spec.allowed_source_cidrs)))
+    return routes, errors
+
+
+# --- guest ---------------------------------------------------------------------
+
+def render_guest(guest: SharedIngressInputs, *, maxconn: int = 4000) -> str:
+    """The node-side proxy: listen on proxyBind, pass TCP to the central address with PROXY v2 + the ID."""
+    cluster_id = _check_id(guest.cluster_id)
+    _split_host_port(guest.proxy_bind)
+    central_host, _ = _split_host_port(guest.central_address)
+    if guest.wire_mode == "unique-id":
+        # The stream's unique ID is the cluster ID; proxy-v2-options unique-id sends it as the UNIQUE_ID TLV.
+        id_line = f"    unique-id-format {cluster_id}\n"
+        send = " send-proxy-v2 proxy-v2-options unique-id"
+    elif guest.wire_mode == "custom-tlv":
+        id_line = ""
+        send = f" send-proxy-v2 set-proxy-v2-tlv-fmt(0x{guest.tlv_type:02X}) {cluster_id}"
+    else:
+        raise ValueError(f"unknown wire mode {guest.wire_mode!r}")
+    out = [_HEADER]
+    out.append(f"# Node-side proxy of cluster ID {cluster_id}: PROXY v2 with the ID to the shared ingress "
+               f"(wire mode {guest.wire_mode}, HAProxy >= {min_haproxy(guest.wire_mode)}).\n\n")
+    out.append(_global(maxconn, None))
+    out.append(_defaults())
+    if not _is_ip(central_host):
+        out.append(_RESOLVERS)
+    out.append("listen kube_apiserver\n")
+    out.append(f"    bind {guest.proxy_bind}\n")
+    out.append(id_line)
+    out.append(_server("shared_ingress", guest.central_address, send))
+    return "".join(out)
+
+
+class _Literal(str):
+    pass
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Literal, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style="|"))
+
+
+def guest_manifests(guest: SharedIngressInputs) -> dict[str, str]:
+    """The cluster's stack output `sharedIngress`: the node-side proxy's config, a ConfigMap and a static pod (YAML).
+
+    The static pod reads the config from GUEST_CONFIG_DIR on the node (static pods cannot mount
+    ConfigMaps); the config-hash annotation changes with the config, so the kubelet restarts it.
+    """
+    config = render_guest(guest)
+    digest = hashlib.sha256(config.encode()).hexdigest()[:16]
+    labels = {"app.kubernetes.io/name": "clusternet-apiserver-proxy", "clusternet.io/cluster-id": guest.cluster_id}
+    config_map = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "clusternet-apiserver-proxy", "namespace": "kube-system", "labels": labels},
+        "data": {CONFIG_FILE: _Literal(config)},
+    }
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "clusternet-apiserver-proxy", "namespace": "kube-system", "labels": labels,
+                     "annotations": {"clusternet.io/config-hash": digest}},
+        "spec": {
+            "hostNetwork": True,
+            "priorityClassName": "system-node-critical",
+            "containers": [{
+                "name": "haproxy",
+                "image": guest.image,
+                "command": ["haproxy", "-f", f"/usr/local/etc/haproxy/{CONFIG_FILE}"],
+                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+                "volumeMounts": [{"name": "config", "mountPath": "/usr/local/etc/haproxy", "readOnly": True}],
+            }],
+            "volumes": [{"name": "config", "hostPath": {"path": GUEST_CONFIG_DIR, "type": "Directory"}}],
+        },
+    }
+    dump = lambda doc: yaml.dump(doc, Dumper=_Dumper, sort_keys=True, default_flow_style=False)  # noqa: E731
+    return {
+        "clusterID": guest.cluster_id,
+        "centralAddress": guest.central_address,
+        "proxyBind": guest.proxy_bind,
+        "wireMode": guest.wire_mode,
+        "haproxyCfg": config,
+        "configMap": dump(config_map),
+        "staticPod": dump(pod),
+    }
+
+
+def guest_files(guests: Sequence[tuple[str, SharedIngressInputs]]) -> dict[str, str]:
+    """{relative path: text} of the guests' configs under guest/<cluster name>/ (namespace.name on a clash)."""
+    names = [name for name, _ in guests]
+    files = {}
+    for key, guest in sorted(guests, key=lambda g: g[0]):
+        namespace, _, name = key.partition("/")
+        folder = name if sum(1 for k in names if k.partition("/")[2] == name) == 1 else f"{namespace}.{name}"
+        files[f"guest/{folder}/{CONFIG_FILE}"] = render_guest(guest)
+    return files
