@@ -95,7 +95,7 @@ class CentralSettings:
     wire_mode: WireMode = "unique-id"
     tlv_type: int = 0xE0
     health_bind: str | None = ":8404"  # GET /healthz for readiness probes and load balancer health checks
-    maxconn: int = 20000
+    maxconn: int | None = None  # None: HAProxy derives it from the file-descriptor limit it is given
     # Old processes keep serving their connections after a reload; this bounds how long.
     hard_stop_after: str | None = "1h"
 
@@ -166,8 +166,9 @@ def render_central(settings: CentralSettings, routes: Iterable[Route]) -> Centra
                          map_path=settings.map_path)
 
 
-def _global(maxconn: int, hard_stop_after: str | None) -> str:
-    lines = ["global", "    log stdout format raw local0", f"    maxconn {maxconn}"]
+def _global(maxconn: int | None, hard_stop_after: str | None) -> str:
+    # An explicit maxconn above what `ulimit -n` allows makes HAProxy refuse to start.
+    lines = ["global", "    log stdout format raw local0"] + ([f"    maxconn {maxconn}"] if maxconn else [])
     if hard_stop_after:
         lines.append(f"    hard-stop-after {hard_stop_after}")
     return "\n".join(lines) + "\n\n"
@@ -180,7 +181,6 @@ def _defaults() -> str:
         "defaults\n"
         "    mode tcp\n"
         "    log global\n"
-        "    option dontlognull\n"
         "    timeout connect 10s\n"
         "    timeout client 30s\n"
         "    timeout server 30s\n"
@@ -281,7 +281,7 @@ def routes_from_clusters(clusters: Iterable[Cluster]) -> tuple[list[Route], list
 
 # --- guest ---------------------------------------------------------------------
 
-def render_guest(guest: SharedIngressInputs, *, maxconn: int = 4000) -> str:
+def render_guest(guest: SharedIngressInputs, *, maxconn: int | None = None) -> str:
     """The node-side proxy: listen on proxyBind, pass TCP to the central address with PROXY v2 + the ID."""
     cluster_id = _check_id(guest.cluster_id)
     _split_host_port(guest.proxy_bind)
