@@ -23,7 +23,7 @@ import yaml
 
 from automation.cli import main
 from automation.ingress.render import CentralConfig, CentralSettings, Route, render_central, render_guest
-from automation.ingress.runtime import CentralRuntime, Debouncer, Loaded, MasterCLI, ReloadFailed
+from automation.ingress.runtime import CentralRuntime, Debouncer, Loaded, MasterCLI, ReloadFailed, watch, write_atomically
 from stacks.inputs import SharedIngressInputs
 from tests.factories import cluster_doc, hub_doc
 
@@ -180,11 +180,11 @@ class Ingress:
     def start_central(self, ids) -> None:
         first = self.render(ids)
         (self.folder / "clusters.map").write_text(first.map)
-        (self.folder / "central.cfg").write_text(first.config)
+        (self.folder / "haproxy.cfg").write_text(first.config)
         sock = os.path.join(tempfile.mkdtemp(prefix="ingress-"), "master.sock")  # unix paths stop at 107 bytes
-        proc = self._spawn(["-W", "-S", sock, "-f", str(self.folder / "central.cfg")], "central")
+        proc = self._spawn(["-W", "-S", sock, "-f", str(self.folder / "haproxy.cfg")], "central")
         wait_for_port(self.central_port, proc, self.folder / "central.log")
-        self.runtime = CentralRuntime(MasterCLI(sock), config_path=str(self.folder / "central.cfg"),
+        self.runtime = CentralRuntime(MasterCLI(sock), config_path=str(self.folder / "haproxy.cfg"),
                                       loaded=Loaded.of(first))
 
     def start_guest(self, cluster_id: str) -> int:
@@ -398,3 +398,38 @@ def test_a_config_haproxy_refuses_leaves_the_running_one_serving(ingress):
     assert ingress.runtime.apply(good).kind == "reload"  # the next good config goes through
     assert ask_once(ingress.guests["d"], "new") == "d:new"
     conn.close()
+
+
+def test_the_reloader_loop_applies_what_appears_in_its_source_folder(ingress):
+    """What the sidecar does in the pod: the folder stands for the mounted ConfigMap."""
+    conn = Client(ingress.guests["a"])
+    runtime, stop = CentralRuntime(ingress.runtime.cli), threading.Event()  # knows nothing of the running config
+    loop = threading.Thread(target=watch, args=(str(ingress.folder), runtime),
+                            kwargs={"interval": 0.05, "quiet": 0.2, "max_delay": 2.0, "stop": stop})
+    loop.start()
+
+    def publish(ids):
+        rendered = ingress.render(ids)
+        write_atomically(rendered.map_path, rendered.map)
+        write_atomically(str(ingress.folder / "haproxy.cfg"), rendered.config)
+
+    def wait_for(predicate):
+        deadline = time.monotonic() + 10
+        while not predicate():
+            assert time.monotonic() < deadline, f"not applied; history: {runtime.history}"
+            time.sleep(0.05)
+
+    try:
+        wait_for(lambda: len(runtime.history) == 1)  # the first look: the running config is unknown
+        assert runtime.history[0].kind == "reload"
+        publish(["a", "b", "c", "d", "locked"])
+        wait_for(lambda: len(runtime.history) == 2)
+        assert runtime.history[1].kind == "reload" and ask_once(ingress.guests["d"], "x") == "d:x"
+        publish(["a", "c", "d", "locked"])
+        wait_for(lambda: len(runtime.history) == 3)
+        assert runtime.history[2].kind == "runtime" and ask_once(ingress.guests["b"], "x") is None
+        assert conn.ask("through it all") == "a:through it all"
+    finally:
+        stop.set()
+        loop.join()
+        conn.close()

@@ -243,3 +243,13 @@ def test_cli_reports_a_contested_cluster_id_and_writes_nothing(tmp_path, capsys)
     assert code == 2
     assert "spec.sharedIngress.clusterID: ID 'prod-1' is already used by Cluster acme/prod-1" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_guest_folders_use_the_cluster_name_and_namespace_only_when_names_clash():
+    from automation.ingress.render import guest_files
+
+    files = guest_files([("acme/prod-1", guest()), ("globex/prod-1", guest(cluster_id="g1")),
+                         ("acme/prod-2", guest(cluster_id="prod-2"))])
+    assert sorted(files) == ["guest/acme.prod-1/haproxy.cfg", "guest/globex.prod-1/haproxy.cfg",
+                             "guest/prod-2/haproxy.cfg"]
+    assert "unique-id-format g1" in files["guest/globex.prod-1/haproxy.cfg"]
