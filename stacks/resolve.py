@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from stacks import accounts
 from stacks.errors import InvalidSpec
+from stacks.ingress import claim_ids
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh import MeshPlan, MeshShare, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
@@ -157,7 +158,9 @@ def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
                 )
             except InvalidSpec as exc:
                 result[cluster.key] = exc
-    for key, problem in mesh.errors.items():  # a member left out of its group: overlap, limits
+    _, taken = claim_ids(fleet.clusters)  # a shared-ingress ID claimed twice: the younger claimant is refused
+    problems = [*mesh.errors.items(), *((key, InvalidSpec([err])) for key, err in taken.items())]
+    for key, problem in problems:
         earlier = result[key]
         result[key] = InvalidSpec([*earlier.errors, *problem.errors], earlier.reason) \
             if isinstance(earlier, InvalidSpec) else problem

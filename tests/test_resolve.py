@@ -75,3 +75,16 @@ def test_one_bad_cluster_does_not_block_the_others():
     result = resolve_fleet(Fleet(hub=hub(), clusters=(cluster("good"), cluster("bad", accountID="444444444444"))))
     assert result["acme/good"].private_link is not None
     assert isinstance(result["acme/bad"], InvalidSpec)
+
+
+def test_a_shared_ingress_id_claimed_twice_refuses_the_younger_cluster_only():
+    ingress = {"address": "ingress.hub.example.com:6443"}
+    opt_in = {"enabled": True, "clusterID": "shared", "backend": "kas.c.svc:6443"}
+    old = cluster("old", sharedIngress=opt_in)
+    old = old.model_copy(update={"metadata": old.metadata.model_copy(update={"creation_timestamp": "2026-01-01T00:00:00Z"})})
+    young = cluster("young", sharedIngress=opt_in)
+    young = young.model_copy(update={"metadata": young.metadata.model_copy(update={"creation_timestamp": "2026-06-01T00:00:00Z"})})
+    result = resolve_fleet(Fleet(hub=hub(sharedIngress=ingress), clusters=(young, old)))
+    assert result["acme/old"].shared_ingress.cluster_id == "shared"
+    assert isinstance(result["acme/young"], InvalidSpec)
+    assert "spec.sharedIngress.clusterID: ID 'shared' is already used by Cluster acme/old" in str(result["acme/young"])

@@ -21,6 +21,7 @@ from typing import Iterable, Literal, Mapping, Sequence
 import yaml
 
 from stacks.errors import FieldError
+from stacks.ingress import CLUSTER_ID, claim_ids
 from stacks.inputs import SharedIngressInputs
 from stacks.model import WIRE_MODE_MIN_HAPROXY, Cluster, HubSharedIngress
 
@@ -32,7 +33,6 @@ NO_ROUTE = "no_route"  # the backend of connections whose ID has no loaded backe
 BACKEND_PREFIX = "cluster_"
 GUEST_CONFIG_DIR = "/etc/kubernetes/clusternet-apiserver-proxy"  # on each node, for the static pod
 _HEADER = "# Rendered by clusternet (automation.ingress.render). Do not edit: re-render.\n"
-_ID = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")  # safe as map key, backend name and log-format text
 _MAP_PATH = re.compile(r"/[-A-Za-z0-9._/]+")  # absolute; nothing HAProxy's argument parser would split on
 _BACKEND_LINE = re.compile(r"backend (\S+)")
 
@@ -52,7 +52,7 @@ def id_fetch(wire_mode: WireMode, tlv_type: int = 0xE0) -> str:
 
 
 def _check_id(cluster_id: str) -> str:
-    if not _ID.fullmatch(cluster_id):
+    if not CLUSTER_ID.fullmatch(cluster_id):
         raise ValueError(f"cluster ID {cluster_id!r} is not 1-63 of [-A-Za-z0-9_.] starting with a letter or digit")
     return cluster_id
 
@@ -253,30 +253,13 @@ def split_backends(config: str) -> tuple[str, dict[str, str]]:
 
 def routes_from_clusters(clusters: Iterable[Cluster]) -> tuple[list[Route], list[FieldError]]:
     """The routes of every cluster that opted in; a clusterID claimed twice goes to the oldest claimant."""
-    claims: dict[str, list[Cluster]] = {}
-    errors: list[FieldError] = []
-    for cluster in clusters:
-        spec = cluster.spec.shared_ingress
-        if not spec.enabled:
-            continue
-        cluster_id = spec.id_for(cluster.metadata.name)
-        if not _ID.fullmatch(cluster_id):
-            errors.append(FieldError(cluster.ref, "spec.sharedIngress.clusterID",
-                                     f"the cluster's name {cluster_id!r} is not a valid ID (at most 63 characters): "
-                                     "set clusterID"))
-            continue
-        claims.setdefault(cluster_id, []).append(cluster)
-    routes = []
-    for cluster_id, claimants in sorted(claims.items()):
-        claimants.sort(key=lambda c: (c.metadata.creation_timestamp or "", c.key))
-        owner = claimants[0]
-        for other in claimants[1:]:
-            errors.append(FieldError(other.ref, "spec.sharedIngress.clusterID",
-                                     f"ID {cluster_id!r} is already used by {owner.ref}"))
-        spec = owner.spec.shared_ingress
-        routes.append(Route(cluster_id=cluster_id, backend=spec.backend, cluster=owner.key,
-                            allowed_source_cidrs=tuple(spec.allowed_source_cidrs)))
-    return routes, errors
+    owners, errors = claim_ids(clusters)
+    routes = [
+        Route(cluster_id=cluster_id, backend=owner.spec.shared_ingress.backend, cluster=owner.key,
+              allowed_source_cidrs=tuple(owner.spec.shared_ingress.allowed_source_cidrs))
+        for cluster_id, owner in owners.items()
+    ]
+    return routes, list(errors.values())
 
 
 # --- guest ---------------------------------------------------------------------
