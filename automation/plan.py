@@ -135,12 +135,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def record(build: Callable[[], Any], *, stack: str, cluster: str = "", standins: StandIns | None = None) -> StackPlan:
+def record(build: Callable[[], Any], *, stack: str, cluster: str = "", standins: StandIns | None = None,
+           project: str = "clusternet") -> StackPlan:
     """Run `build()` under the mock runtime as stack `stack`; return every registration and what it returned."""
     standins = standins or StandIns()
     monitor = RecordingMonitor(standins)
     settings.ROOT.set(None)  # set_mocks keeps an earlier stack's root resource otherwise
-    pulumi.runtime.set_mocks(standins, project="clusternet", stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(standins, project=project, stack=stack, preview=False, monitor=monitor)
     outputs: dict[str, Any] = {}
 
     @pulumi.runtime.test

@@ -40,6 +40,10 @@ class CentralProxyArgs:
     image: str = "haproxy:2.6"
     replicas: int = 2
     reloader_image: str | None = None  # the clusternet image; None: a config change rolls the pods
+    # True: the service keeps the ConfigMap's routes current (automation/ingress/sync.py) and this
+    # component only creates it; needs the reloader, since nothing else would apply the changes.
+    routes_from_service: bool = False
+    route_writer: tuple[str, str] | None = None  # (namespace, service account) allowed to update the ConfigMap
     service_annotations: Mapping[str, str] = field(default_factory=dict)  # e.g. the cloud's load balancer type
     resources: Mapping[str, Any] = field(
         default_factory=lambda: {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}})
@@ -47,15 +51,18 @@ class CentralProxyArgs:
     def __post_init__(self) -> None:
         if self.replicas < 2:
             raise ValueError(f"replicas {self.replicas}: the central proxy runs at least two")
+        if self.routes_from_service and not self.reloader_image:
+            raise ValueError("routes_from_service needs reloader_image: nothing else would apply the service's changes")
 
     @classmethod
     def from_hub(cls, ingress: HubSharedIngress, routes: Sequence[Route], **overrides: Any) -> "CentralProxyArgs":
         settings = CentralSettings.from_hub(ingress, map_path=f"{CONFIG_DIR}/{MAP_FILE}",
                                             health_bind=f":{HEALTH_PORT}")
         rendered = render_central(settings, routes)
-        return cls(config=rendered.config, map=rendered.map, port=int(ingress.bind.rpartition(":")[2]),
-                   namespace=ingress.namespace, image=ingress.image, replicas=ingress.replicas,
-                   reloader_image=ingress.reloader_image, **overrides)
+        fields = dict(config=rendered.config, map=rendered.map, port=int(ingress.bind.rpartition(":")[2]),
+                      namespace=ingress.namespace, image=ingress.image, replicas=ingress.replicas,
+                      reloader_image=ingress.reloader_image)
+        return cls(**{**fields, **overrides})
 
     @property
     def config_hash(self) -> str:
@@ -86,7 +93,19 @@ class CentralProxy(pulumi.ComponentResource):
         meta = {"name": name, "namespace": args.namespace, "labels": labels}
 
         self.config_map = k8s.core.v1.ConfigMap(
-            f"{name}-config", metadata=meta, data={CONFIG_FILE: args.config, MAP_FILE: args.map}, opts=in_ns)
+            f"{name}-config", metadata=meta, data={CONFIG_FILE: args.config, MAP_FILE: args.map},
+            opts=pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(
+                ignore_changes=["data"] if args.routes_from_service else None)))
+
+        if args.route_writer is not None:
+            writer_ns, writer = args.route_writer
+            role = k8s.rbac.v1.Role(f"{name}-routes", metadata={**meta, "name": f"{name}-routes"}, rules=[{
+                "apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name],
+                "verbs": ["get", "update", "patch"]}], opts=in_ns)
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-routes", metadata={**meta, "name": f"{name}-routes"},
+                role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
+                subjects=[{"kind": "ServiceAccount", "name": writer, "namespace": writer_ns}], opts=in_ns)
 
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deploy",

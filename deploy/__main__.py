@@ -1,4 +1,6 @@
-"""`pulumi up` here installs the CRDs and runs the service (see components/controlplane.py)."""
+"""`pulumi up` here installs the CRDs and runs the service (components/controlplane.py), and, when the
+HubConfig asks for it, the shared ingress's central proxy (components/ingress.py) whose routes the
+service then keeps current."""
 import os
 import sys
 
@@ -7,19 +9,31 @@ import pulumi_kubernetes as k8s
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from automation.ingress.sync import CONFIGMAP  # noqa: E402
 from components.controlplane import ControlPlane, ControlPlaneArgs  # noqa: E402
+from components.ingress import CentralProxy, CentralProxyArgs  # noqa: E402
 from stacks.crds import crd_manifests  # noqa: E402
+from stacks.model import HubConfig, load_documents  # noqa: E402
 
 config = pulumi.Config()
+image = config.require("image")
+namespace = config.get("namespace") or "clusternet-system"
 provider = k8s.Provider("k8s", kubeconfig=config.get("kubeconfig") or None)
+
 plane = ControlPlane(
     "clusternet",
-    ControlPlaneArgs(
-        image=config.require("image"),
-        crds=crd_manifests(),
-        namespace=config.get("namespace") or "clusternet-system",
-        backend_url=config.get("backend") or None,
-    ),
+    ControlPlaneArgs(image=image, crds=crd_manifests(), namespace=namespace, backend_url=config.get("backend") or None),
     provider,
 )
-pulumi.export("namespace", plane.namespace.metadata.name)
+pulumi.export("namespace", namespace)
+
+hub_file = config.get("hub")  # the HubConfig YAML this deployment serves (also applied to the cluster)
+hubs = [o for o in load_documents([hub_file]) if isinstance(o, HubConfig)] if hub_file else []
+if hubs and hubs[0].spec.shared_ingress is not None:
+    proxy = CentralProxy(
+        CONFIGMAP,
+        CentralProxyArgs.from_hub(hubs[0].spec.shared_ingress, [], reloader_image=image, routes_from_service=True,
+                                  route_writer=(namespace, "clusternet")),
+        provider,
+    )
+    pulumi.export("sharedIngressEndpoint", proxy.endpoint)  # → HubConfig spec.sharedIngress.address

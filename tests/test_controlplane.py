@@ -59,3 +59,25 @@ def test_every_resource_is_parented_under_the_component():
     for res in plan.resources:
         if res.type.startswith("kubernetes:") and res.type != "pulumi:providers:kubernetes":
             assert res.parent == top.urn, res.name
+
+
+def test_the_deploy_program_runs_the_service_and_the_central_proxy(tmp_path):
+    import runpy
+
+    import pulumi
+    import yaml
+
+    from tests.factories import hub_doc
+
+    hub_file = tmp_path / "hub.yaml"
+    hub_file.write_text(yaml.safe_dump(hub_doc(sharedIngress={"address": "ingress.example.com:6443"})))
+
+    def build():
+        pulumi.runtime.set_all_config({"clusternet-deploy:image": "registry.example.com/clusternet:1",
+                                       "clusternet-deploy:hub": str(hub_file)})
+        runpy.run_path("deploy/__main__.py")
+
+    plan = record(build, stack="prod", project="clusternet-deploy")
+    assert plan.of_type("clusternet:deploy:ControlPlane") and plan.of_type("clusternet:ingress:CentralProxy")
+    proxy_cm = [r for r in plan.of_type("kubernetes:core/v1:ConfigMap") if r.name == "shared-ingress-config"]
+    assert proxy_cm and proxy_cm[0].options["ignoreChanges"] == ["data"]

@@ -1,0 +1,60 @@
+"""Keep the central proxy's ConfigMap equal to what the Clusters ask for.
+
+The service calls `IngressSync.sync(hub, clusters)` whenever its cache changes; the
+reloader sidecar in each central-proxy pod applies the new files hitlessly
+(automation/ingress/runtime.py). Unchanged routes write nothing; bursts of
+changes collapse into whatever the ConfigMap holds when the reloader looks.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterable
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from automation.ingress.render import CONFIG_FILE, MAP_FILE, routes_from_clusters
+from components.ingress import CentralProxyArgs
+from stacks.errors import FieldError
+from stacks.model import Cluster, HubConfig
+
+LOG = logging.getLogger("clusternet.ingress")
+CONFIGMAP = "shared-ingress"  # the CentralProxy component's name in deploy/
+
+
+def central_files(hub: HubConfig, clusters: Iterable[Cluster]) -> tuple[dict[str, str], list[FieldError]]:
+    """haproxy.cfg and the map, rendered exactly as the CentralProxy component renders them."""
+    routes, errors = routes_from_clusters(clusters)
+    args = CentralProxyArgs.from_hub(hub.spec.shared_ingress, routes)
+    return {CONFIG_FILE: args.config, MAP_FILE: args.map}, errors
+
+
+class IngressSync:
+    def __init__(self, api_client: client.ApiClient, *, name: str = CONFIGMAP):
+        self._core = client.CoreV1Api(api_client)
+        self._name = name
+        self._written: dict[str, str] | None = None
+
+    def sync(self, hub: HubConfig | None, clusters: Iterable[Cluster]) -> bool:
+        """Write the ConfigMap when its content changes; True when it wrote."""
+        if hub is None or hub.spec.shared_ingress is None:
+            return False
+        files, errors = central_files(hub, clusters)
+        for err in errors:
+            LOG.warning("shared ingress: %s", err)
+        if files == self._written:
+            return False
+        namespace = hub.spec.shared_ingress.namespace
+        try:
+            current = self._core.read_namespaced_config_map(self._name, namespace).data or {}
+        except ApiException as exc:
+            if exc.status == 404:  # not deployed (yet): nothing to keep in sync
+                LOG.info("shared ingress: ConfigMap %s/%s not found; is deploy/ up?", namespace, self._name)
+                return False
+            raise
+        if current != files:
+            self._core.patch_namespaced_config_map(self._name, namespace, {"data": files})
+            LOG.info("shared ingress: %s/%s now routes %d clusters", namespace, self._name,
+                     len([line for line in files[MAP_FILE].splitlines() if line and not line.startswith("#")]))
+        self._written = files
+        return current != files
