@@ -218,6 +218,11 @@ def _emulator_class():
         """kmock's emulator, plus the metadata a real API server maintains."""
 
         _rv = itertools.count(1)
+        _last_rv = 0
+
+        def _next_rv(self) -> str:
+            type(self)._last_rv = next(self._rv)
+            return str(self._last_rv)
 
         async def __call__(self, raw_request):
             import yarl
@@ -244,7 +249,7 @@ def _emulator_class():
                     meta.setdefault("uid", str(uuid.uuid4()))
                     meta.setdefault("creationTimestamp", _now())
                     meta["generation"] = 1
-                    meta["resourceVersion"] = str(next(self._rv))
+                    meta["resourceVersion"] = self._next_rv()
                 elif request.action == action.UPDATE:
                     meta.pop("resourceVersion", None)  # no optimistic locking in the emulator
                     if "spec" in data and request.subresource is None:
@@ -252,12 +257,17 @@ def _emulator_class():
                         if current is not None and current.get("spec") != {**current.get("spec", {}),
                                                                            **data["spec"]}:
                             meta["generation"] = int(current.get("metadata", {}).get("generation", 1)) + 1
-                    meta["resourceVersion"] = str(next(self._rv))
+                    meta["resourceVersion"] = self._next_rv()
                 elif request.action == action.DELETE:
                     pass
             elif request.resource is not None and request.action == action.DELETE:
                 pass
             return await super()._handle(request)
+
+        async def _serve_list(self, request):
+            listed = await super()._serve_list(request)
+            listed["metadata"]["resourceVersion"] = str(self._last_rv)  # not the emulator's "..."
+            return listed
 
         async def _serve_create(self, request):
             return kmock.Response(status=201, payload=await super()._serve_create(request))  # as the API does
@@ -312,6 +322,9 @@ class MockKubeAPI:
                     self.url = str(server.url).rstrip("/")
                     ready.set()
                     await self._stop.wait()
+                    for task in asyncio.all_tasks():  # open watch streams never end by themselves
+                        if task is not asyncio.current_task():
+                            task.cancel()
             except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
                 failure.append(exc)
                 ready.set()
@@ -341,12 +354,108 @@ class MockKubeAPI:
     def requests(self, predicate: Callable[[Any], bool] = lambda r: True) -> list:
         return self.run(lambda k: [r for r in list(k) if predicate(r)])
 
-    def configuration(self):
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def configuration(self, url: str | None = None):
+        """A client configuration for this server (or for `url`, e.g. a proxy in front of it)."""
         from kubernetes import client
 
         cfg = client.Configuration()
-        cfg.host = self.url
+        cfg.host = url or self.url
         return cfg
+
+
+def _hang_up(sock) -> None:
+    import socket
+
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class CuttableProxy:
+    """A TCP proxy on 127.0.0.1 in front of `port`: `cut()` drops every open connection mid-stream,
+    `refuse()` turns new connections away until `accept()`. Network faults without touching the client."""
+
+    def __init__(self, port: int):
+        import socket
+
+        self._target = port
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._open: set = set()
+        self._refusing = False
+        self.connections = 0
+        self._stopped = False
+        threading.Thread(target=self._serve, name="proxy", daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def cut(self) -> int:
+        """Close every open connection (both sides); returns how many were cut."""
+        import socket
+
+        with self._lock:
+            victims, self._open = list(self._open), set()
+            for sock in victims:  # the pump threads wake up and close them
+                _hang_up(sock)
+        return len(victims) // 2
+
+    def refuse(self) -> None:
+        self._refusing = True
+        self.cut()
+
+    def accept(self) -> None:
+        self._refusing = False
+
+    def close(self) -> None:
+        self._stopped = True
+        self._listener.close()
+        self.cut()
+
+    def _serve(self) -> None:
+        import socket
+
+        while not self._stopped:
+            try:
+                downstream, _ = self._listener.accept()
+            except OSError:
+                return
+            if self._refusing:
+                downstream.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self._target))
+            except OSError:
+                downstream.close()
+                continue
+            with self._lock:
+                self._open.update((downstream, upstream))
+                self.connections += 1
+            for a, b in ((downstream, upstream), (upstream, downstream)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source, sink) -> None:
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                # shutdown() first: a close() alone would not wake the other pump's recv() on Linux,
+                # and the peer would never hear that the connection is gone.
+                for sock in (source, sink):
+                    _hang_up(sock)
+                    self._open.discard(sock)
+            for sock in (source, sink):
+                sock.close()
 
 
 def main() -> None:
