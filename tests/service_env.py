@@ -32,10 +32,16 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, *, what: str
 
 
 class ServiceEnv:
-    def __init__(self, api_client: client.ApiClient):
+    """`namespace`: where the test's Clusters go; `system_namespace`: the service's own (Lease, role map)."""
+
+    def __init__(self, api_client: client.ApiClient, *, namespace: str = "acme",
+                 system_namespace: str = SYSTEM_NAMESPACE, hub_name: str = "default"):
         self.api_client = api_client
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
+        self.ns = namespace
+        self.system_namespace = system_namespace
+        self.hub_name = hub_name
 
     # -- objects
     def namespace(self, name: str, annotations: dict[str, str] | None = None) -> None:
@@ -47,71 +53,77 @@ class ServiceEnv:
                 raise
             self.core.patch_namespace(name, {"metadata": {"annotations": annotations or {}}})
 
-    def hub(self, name: str = "default", **spec: Any) -> dict:
+    def hub(self, name: str | None = None, **spec: Any) -> dict:
         doc = hub_doc(**spec)
-        doc["metadata"]["name"] = name
+        doc["metadata"]["name"] = name or self.hub_name
         return self.custom.create_cluster_custom_object(GROUP, VERSION, "hubconfigs", doc)
 
-    def patch_hub(self, patch: dict, name: str = "default") -> dict:
-        return self.custom.patch_cluster_custom_object(GROUP, VERSION, "hubconfigs", name, patch)
+    def patch_hub(self, patch: dict, name: str | None = None) -> dict:
+        return self.custom.patch_cluster_custom_object(GROUP, VERSION, "hubconfigs", name or self.hub_name, patch)
 
-    def create(self, name: str = "prod-1", namespace: str = "acme", **kw: Any) -> dict:
+    def create(self, name: str = "prod-1", namespace: str | None = None, **kw: Any) -> dict:
+        namespace = namespace or self.ns
         doc = cluster_doc(name, namespace, **kw)
         return self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", doc)
 
-    def patch(self, name: str, patch: dict, namespace: str = "acme") -> dict:
-        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", name, patch)
+    def patch(self, name: str, patch: dict, namespace: str | None = None) -> dict:
+        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace or self.ns, "clusters", name,
+                                                          patch)
 
-    def patch_status(self, name: str, status: dict, namespace: str = "acme") -> dict:
-        return self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", name,
-                                                                 {"status": status})
+    def patch_status(self, name: str, status: dict, namespace: str | None = None) -> dict:
+        return self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace or self.ns, "clusters",
+                                                                 name, {"status": status})
 
-    def delete(self, name: str, namespace: str = "acme") -> None:
-        self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", name)
+    def delete(self, name: str, namespace: str | None = None) -> None:
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace or self.ns, "clusters", name)
 
-    def get(self, name: str, namespace: str = "acme") -> dict | None:
+    def get(self, name: str, namespace: str | None = None) -> dict | None:
         try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", name)
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace or self.ns, "clusters", name)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
     def role_map(self, data: dict[str, str], name: str = "clusternet-role-account-map") -> None:
-        self.namespace(SYSTEM_NAMESPACE)
-        body = {"metadata": {"name": name, "namespace": SYSTEM_NAMESPACE}, "data": data}
+        self.namespace(self.system_namespace)
+        body = {"metadata": {"name": name, "namespace": self.system_namespace}, "data": data}
         try:
-            self.core.create_namespaced_config_map(SYSTEM_NAMESPACE, body)
+            self.core.create_namespaced_config_map(self.system_namespace, body)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            self.core.patch_namespaced_config_map(name, SYSTEM_NAMESPACE, {"data": data})
+            self.core.patch_namespaced_config_map(name, self.system_namespace, {"data": data})
 
-    def events(self, namespace: str = "acme", name: str | None = None) -> list[tuple[str, str, str]]:
-        items = self.core.list_namespaced_event(namespace).items
+    def events(self, namespace: str | None = None, name: str | None = None) -> list[tuple[str, str, str]]:
+        items = self.core.list_namespaced_event(namespace or self.ns).items
         return [(e.type, e.reason, e.message) for e in items
                 if name is None or e.involved_object.name == name]
 
     # -- reading status
-    def condition(self, name: str, type_: str = "Ready", namespace: str = "acme") -> dict | None:
+    def condition(self, name: str, type_: str = "Ready", namespace: str | None = None) -> dict | None:
         obj = self.get(name, namespace) or {}
         return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), None)
 
-    def ready(self, name: str, namespace: str = "acme") -> bool:
+    def ready(self, name: str, namespace: str | None = None) -> bool:
         cond = self.condition(name, "Ready", namespace)
         return bool(cond and cond["status"] == "True")
 
-    def reason(self, name: str, namespace: str = "acme") -> str | None:
+    def reason(self, name: str, namespace: str | None = None) -> str | None:
         cond = self.condition(name, "Ready", namespace)
         return cond["reason"] if cond else None
 
     # -- the service
-    @contextlib.contextmanager
-    def running(self, engine: Any, **options: Any) -> Iterator[Service]:
+    def service(self, engine: Any, **options: Any) -> Service:
         guards = options.pop("guards", [])
         audit = options.pop("audit", None) or (lambda inputs, operation: None)
-        service = Service(ServiceOptions(**{**FAST, **options}), api_client=self.api_client, engine=engine,
-                          guards=guards, audit=audit)
+        defaults = {**FAST, "namespace": self.system_namespace, "hub_name": self.hub_name}
+        return Service(ServiceOptions(**{**defaults, **options}), api_client=self.api_client, engine=engine,
+                       guards=guards, audit=audit)
+
+    @contextlib.contextmanager
+    def running(self, engine: Any, **options: Any) -> Iterator[Service]:
+        service = self.service(engine, **options)
         service.start()
         try:
             wait_until(lambda: service.ready()[0], 20, what="the service to sync")
