@@ -1,4 +1,4 @@
-"""python -m automation {plan,inputs,ingress render}: the command line."""
+"""python -m automation {plan,inputs,ingress render,serve}: the command line."""
 from __future__ import annotations
 
 import argparse
@@ -104,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--map-dir", help="the folder the central proxy reads the map from (default: OUT/central, "
                                           "absolute)")
     render.set_defaults(func=_ingress_render)
+
+    from automation.service import add_serve_command  # `serve`: its flags live beside ServiceOptions
+
+    add_serve_command(sub)
     return parser
 
 

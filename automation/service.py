@@ -9,10 +9,12 @@ with the process and the next leader recovers them).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from kubernetes import client, config
@@ -23,7 +25,7 @@ from automation.queue import Backoff, WorkQueue, Workers
 from automation.reconcile import Audit, Guard, ReconcileOptions, Reconciler
 from automation.server import Metrics, ProbeServer
 from automation.status import EventRecorder, StatusWriter, state_of
-from automation.watch import Cache, Desired, Informer, Mapper, informers, sources
+from automation.watch import Cache, Desired, Informer, Mapper, Resolution, informers, sources
 
 LOG = logging.getLogger("clusternet.service")
 
@@ -76,6 +78,14 @@ def role_map_entries(raw: Mapping[str, Any] | None) -> Mapping[str, str]:
     for error in parsed.errors:
         LOG.warning("role map: %s", error)
     return parsed.entries
+
+
+def shared_ingress_sync(api_client: client.ApiClient) -> Callable[[Resolution], None]:
+    """Keeps the central proxy's ConfigMap in step with the Clusters (automation.ingress.sync)."""
+    from automation.ingress.sync import IngressSync
+
+    sync = IngressSync(api_client)
+    return lambda resolution: sync.sync(resolution.fleet.hub, resolution.fleet.clusters) if resolution.fleet else None
 
 
 def default_guards() -> list[Guard]:
@@ -192,7 +202,7 @@ class Pipeline:
             options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry),
             guards=guards, audit=audit, metrics=metrics)
         self.mapper = Mapper(self.cache, self.desired, add=self.queue.add, add_after=self.queue.add_after,
-                             triage=self.reconciler.triage)
+                             triage=self.reconciler.triage, observers=[shared_ingress_sync(api_client)])
         self.informers: list[Informer] = informers(
             self.cache, sources(api_client, hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                                 role_map_namespace=options.namespace, watch_namespace=options.watch_namespace),
@@ -239,3 +249,117 @@ class Pipeline:
             state = state_of(self.status.current(key, entry.raw))
             counts[state] = counts.get(state, 0) + 1
         return counts
+
+
+# --------------------------------------------------------------------------- `python -m automation serve`
+
+def add_serve_command(subparsers: Any) -> None:
+    """Register `serve` on the CLI's subparsers; every ServiceOptions field has its flag."""
+    import argparse
+
+    class Formatter(argparse.HelpFormatter):
+        def _get_help_string(self, action: argparse.Action) -> str:
+            text = action.help or ""
+            if action.default not in (None, argparse.SUPPRESS) and "default" not in text:
+                text += " (default: %(default)s)"
+            return text
+
+    env = os.environ.get
+    serve = subparsers.add_parser(
+        "serve", formatter_class=Formatter,
+        help="run the service: watch Clusters and keep one Pulumi stack per cluster up to date",
+        description="Watch Clusters (and their Namespaces, the HubConfig and the role-map ConfigMap) and keep one "
+                    "Pulumi stack per cluster up to date: watch -> queue -> reconcile -> engine. Only the holder "
+                    "of the Lease runs anything. Secrets (PULUMI_CONFIG_PASSPHRASE[_FILE], PULUMI_ACCESS_TOKEN, "
+                    "AWS credentials) come from the environment, never from flags.")
+    kube = serve.add_argument_group("Kubernetes")
+    kube.add_argument("--kubeconfig", default=env("KUBECONFIG"),
+                      help="kubeconfig file; unset: the in-cluster service account when running in a pod, "
+                           "else ~/.kube/config")
+    kube.add_argument("--context", help="kubeconfig context (default: the current one)")
+    kube.add_argument("--namespace", default=env("POD_NAMESPACE", "clusternet-system"),
+                      help="the service's own namespace: its Lease and the role-map ConfigMap live here "
+                           "(env POD_NAMESPACE)")
+    kube.add_argument("--watch-namespace", help="watch Clusters in this namespace only (default: all namespaces)")
+    kube.add_argument("--hub-name", default="default", help="the cluster-scoped HubConfig this service serves")
+    kube.add_argument("--role-map-configmap", default="clusternet-role-account-map",
+                      help="ConfigMap (in --namespace) mapping AWS account IDs to the IAM role to assume there")
+    kube.add_argument("--watch-timeout", type=int, default=300,
+                      help="seconds per watch request; renewed from the last version seen, without a relist")
+
+    work = serve.add_argument_group("work queue")
+    work.add_argument("--workers", type=int, default=4, help="stacks updated in parallel (one run per stack at a time)")
+    work.add_argument("--backoff-base", type=float, default=2.0, help="seconds before the first retry of a failure")
+    work.add_argument("--backoff-cap", type=float, default=300.0,
+                      help="retries double their wait (with jitter) up to this many seconds, and keep retrying")
+    work.add_argument("--lock-retry", type=float, default=15.0,
+                      help="seconds (jittered) before trying again a stack another update holds")
+    work.add_argument("--drift-interval", type=float, default=3600.0,
+                      help="seconds between drift checks (pulumi preview) of each stack, stretched by up to "
+                           "--drift-jitter per stack; 0 turns drift checks off")
+    work.add_argument("--drift-jitter", type=float, default=0.25, help="fraction the drift interval is stretched by")
+
+    state = serve.add_argument_group("Pulumi state")
+    state.add_argument("--state-dir", default=env("CLUSTERNET_STATE_DIR", "state"),
+                       help="per-stack workspaces, and the file:// backend when --backend is unset "
+                            "(env CLUSTERNET_STATE_DIR)")
+    state.add_argument("--backend", default=env("PULUMI_BACKEND_URL"),
+                       help="backend URL: file://..., s3://bucket/prefix, https://api.pulumi.com "
+                            "(default: file://<state-dir>; env PULUMI_BACKEND_URL)")
+    state.add_argument("--pulumi-org", default=env("CLUSTERNET_PULUMI_ORG"),
+                       help="Pulumi Cloud organization for the stacks (env CLUSTERNET_PULUMI_ORG)")
+    state.add_argument("--secrets-provider", default=env("CLUSTERNET_SECRETS_PROVIDER"),
+                       help="stack secrets provider (default: passphrase on DIY backends, the service on Cloud)")
+
+    serving = serve.add_argument_group("probes and metrics")
+    serving.add_argument("--metrics-bind", default="0.0.0.0", help="address of /healthz, /readyz and /metrics")
+    serving.add_argument("--metrics-port", type=int, default=8080, help="port of /healthz, /readyz and /metrics")
+
+    election = serve.add_argument_group("leader election")
+    election.add_argument("--leader-election", action=argparse.BooleanOptionalAction, default=True,
+                          help="hold a coordination.k8s.io Lease before running anything (run one replica "
+                               "without it only)")
+    election.add_argument("--leader-election-id", default="clusternet", help="the Lease's name (in --namespace)")
+    election.add_argument("--lease-duration", type=float, default=15.0,
+                          help="seconds a follower waits on an unrenewed Lease before taking it")
+    election.add_argument("--renew-deadline", type=float, default=10.0,
+                          help="seconds the leader keeps trying to renew before it stops (and exits)")
+    election.add_argument("--retry-period", type=float, default=2.0, help="seconds between Lease attempts")
+    election.add_argument("--identity", default=env("POD_NAME"),
+                          help="this replica's name in the Lease (env POD_NAME; default: hostname + random)")
+    serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.set_defaults(func=serve_command)
+
+
+def options_from(args: Any) -> ServiceOptions:
+    names = set(ServiceOptions.__dataclass_fields__)
+    return ServiceOptions(**{k: v for k, v in vars(args).items() if k in names})
+
+
+def serve_command(args: Any) -> int:
+    import signal
+
+    from automation.pulumi_engine import PulumiEngine, PulumiSettings
+
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    options = options_from(args)
+    settings = dataclasses.replace(
+        PulumiSettings.from_env(), state_dir=Path(args.state_dir), backend_url=args.backend or None,
+        organization=args.pulumi_org or None, secrets_provider=args.secrets_provider or None)
+    engine = PulumiEngine(settings)  # checks the backend and the passphrase before anything runs
+
+    def lost() -> None:
+        LOG.error("lost the Lease: exiting so that runs in flight stop with this process")
+        os._exit(1)
+
+    service = Service(options, api_client=kube_client(options), engine=engine, on_lost_leadership=lost)
+    stopped = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.set())
+    service.start()
+    LOG.info("serving probes and metrics on %s:%d (identity %s)", options.metrics_bind, service.server.port,
+             service.identity)
+    stopped.wait()
+    LOG.info("stopping: finishing the runs in flight, releasing the Lease")
+    service.stop()
+    return 0

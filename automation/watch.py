@@ -410,6 +410,7 @@ class Resolution:
     digests: Mapping[str, str]  # key -> digest, or "invalid:<reason>:<message>"
     stamps: Mapping[str, dict] = field(default_factory=dict)  # mesh join stamps to write: key -> status.meshJoin
     unstamp: frozenset[str] = frozenset()  # clusters whose meshJoin is stale and must go
+    fleet: Fleet | None = None  # what was resolved (valid clusters only); None without a valid hub
 
     def mesh_join(self, key: str, current: dict | None) -> dict | None:
         """The status.meshJoin the cluster should have."""
@@ -444,7 +445,7 @@ class Desired:
                 version, placements = self.cache.placements()
                 if all(_placed_at(current.inputs.get(k)) == vpc for k, vpc in placements.items()):
                     self._current = Resolution(current.inputs_version, version, current.inputs, current.digests,
-                                               current.stamps, current.unstamp)
+                                               current.stamps, current.unstamp, current.fleet)
                     return self._current
             inputs_version, placement_version, fleet, invalid, _ = self.cache.snapshot()
             resolved: dict[str, StackInputs | InvalidSpec] = dict(invalid)
@@ -456,7 +457,7 @@ class Desired:
                 stamps, unstamp = mesh.stamps, frozenset(mesh.unstamp)
             self.resolves += 1
             self._current = Resolution(inputs_version, placement_version, resolved,
-                                       {k: _digest(v) for k, v in resolved.items()}, stamps, unstamp)
+                                       {k: _digest(v) for k, v in resolved.items()}, stamps, unstamp, fleet)
             return self._current
 
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
@@ -479,12 +480,15 @@ class Mapper:
 
     `triage(key, raw, desired)` (the reconciler's) says, for a cluster seen for the
     first time, when it needs a reconcile: 0 now, N seconds (the drift check), None never.
+    `observers` are called with each new Resolution (e.g. the shared ingress ConfigMap sync).
     """
 
     def __init__(self, cache: Cache, desired: Desired, *, add: Callable[[str], None],
-                 add_after: Callable[[str, float], None], triage: Triage):
+                 add_after: Callable[[str, float], None], triage: Triage,
+                 observers: Iterable[Callable[[Resolution], None]] = ()):
         self.cache, self.desired = cache, desired
         self.add, self.add_after, self.triage = add, add_after, triage
+        self.observers = tuple(observers)
         self._seen: dict[str, tuple] = {}
         self._resolution: Resolution | None = None
         self._stop = threading.Event()
@@ -519,6 +523,12 @@ class Mapper:
             keys: Iterable[str] = set(entries) | set(self._seen)  # the fleet's inputs moved: look at all
         else:
             keys = touched
+        if resolution is not self._resolution:
+            for observe in self.observers:
+                try:
+                    observe(resolution)
+                except Exception:  # noqa: BLE001 - an observer must not stop the mapping
+                    LOG.exception("observer %r failed", observe)
         self._resolution = resolution
         for key in keys:
             entry = entries.get(key)
