@@ -127,7 +127,12 @@ class ControlPlane(pulumi.ComponentResource):
                                      "--metrics-port", str(args.metrics_port),
                                      "--role-map-configmap", args.role_map_configmap,
                                      "--leader-election-id", args.lease, *args.serve_args],
-                            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                            "env": [
+                                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                                # A lock left by a replaced pod of this Deployment is this service's own:
+                                # recover() may clear it once stale (pod hostnames: <name>-<rs hash>-<pod hash>).
+                                {"name": "CLUSTERNET_LOCK_HOSTS", "value": f"{name}-[a-z0-9]+-[a-z0-9]+"},
+                            ],
                             "envFrom": [{"secretRef": {"name": args.passphrase_secret}}],
                             "ports": [{"name": "metrics", "containerPort": args.metrics_port}],
                             "livenessProbe": probe("/healthz"),

@@ -1,4 +1,6 @@
 """The deploy component under the mock runtime: CRDs, least-privilege RBAC, state, probes."""
+import re
+
 import pulumi_kubernetes as k8s
 
 from automation.plan import record
@@ -43,6 +45,8 @@ def test_file_backend_gets_a_volume_and_one_replica():
     assert container["args"][container["args"].index("--backend") + 1] == "file:///var/lib/clusternet"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert re.fullmatch(env["CLUSTERNET_LOCK_HOSTS"], "clusternet-7d9f8b6c5d-x2x4q")
     assert plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
 
 
