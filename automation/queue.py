@@ -5,7 +5,10 @@ every controller-runtime operator rely on:
 
 - `add(key)` while the key is already queued coalesces (100 events -> 1 entry);
   while the key is being worked on, it is marked dirty and queued again once the
-  worker calls `done(key)` - never handed to a second worker meanwhile.
+  worker calls `done(key)` - never handed to a second worker meanwhile. With
+  `settle` > 0 it is queued again only once its changes have stopped for
+  `settle` seconds (at most `settle_max` later): a burst of edits to one cluster
+  costs two runs, the first at once and one with the final state.
 - `add_after(key, seconds)` schedules a key (drift checks, lock waits); the
   earliest time wins, and `add(key)` supersedes a pending timer.
 - `add_rate_limited(key)` retries with capped exponential backoff and jitter;
@@ -63,9 +66,11 @@ class Outcome:
 
 
 class WorkQueue:
-    def __init__(self, backoff: Backoff = Backoff(), *, clock: Callable[[], float] = time.monotonic,
-                 rand: Callable[[], float] = random.random):
+    def __init__(self, backoff: Backoff = Backoff(), *, settle: float = 0.0, settle_max: float | None = None,
+                 clock: Callable[[], float] = time.monotonic, rand: Callable[[], float] = random.random):
         self.backoff = backoff
+        self.settle = settle
+        self.settle_max = settle_max if settle_max is not None else 20 * settle
         self._clock = clock
         self._rand = rand
         self._cond = threading.Condition()
@@ -76,6 +81,8 @@ class WorkQueue:
         self._timers: list[tuple[float, int, Hashable]] = []
         self._seq = itertools.count()
         self._failures: dict[Hashable, int] = {}
+        self._last_add: dict[Hashable, float] = {}
+        self._settling: dict[Hashable, float] = {}  # key -> when it started waiting for its changes to stop
         self._shutdown = False
 
     # -- adding
@@ -83,6 +90,9 @@ class WorkQueue:
         with self._cond:
             if self._shutdown:
                 return
+            self._last_add[key] = self._clock()
+            if key in self._settling:
+                return  # its timer looks again once the changes stop
             self._waiting.pop(key, None)
             if key in self._dirty:
                 return
@@ -96,15 +106,18 @@ class WorkQueue:
             self.add(key)
             return
         with self._cond:
-            if self._shutdown:
+            if self._shutdown or key in self._settling:
                 return
             due = self._clock() + seconds
             current = self._waiting.get(key)
             if current is not None and current <= due:
                 return
-            self._waiting[key] = due
-            heapq.heappush(self._timers, (due, next(self._seq), key))
-            self._cond.notify()
+            self._arm(key, due)
+
+    def _arm(self, key: Hashable, due: float) -> None:
+        self._waiting[key] = due
+        heapq.heappush(self._timers, (due, next(self._seq), key))
+        self._cond.notify()
 
     def add_rate_limited(self, key: Hashable) -> float:
         """Schedule a retry after the key's next backoff delay; returns the delay."""
@@ -146,7 +159,15 @@ class WorkQueue:
     def done(self, key: Hashable) -> None:
         with self._cond:
             self._processing.discard(key)
-            if key in self._dirty:
+            if key not in self._dirty:
+                return
+            now = self._clock()
+            quiet_at = self._last_add.get(key, now) + self.settle
+            if self.settle > 0 and quiet_at > now:  # changed while it ran: let the changes stop first
+                self._dirty.discard(key)
+                self._settling[key] = now
+                self._arm(key, quiet_at)
+            else:
                 self._ready.append(key)
                 self._cond.notify()
 
@@ -157,6 +178,13 @@ class WorkQueue:
             if self._waiting.get(key) != due:
                 continue  # superseded by an earlier timer or by add()
             del self._waiting[key]
+            started = self._settling.get(key)
+            if started is not None:
+                quiet_at = self._last_add.get(key, now) + self.settle
+                if quiet_at > now and now - started < self.settle_max:
+                    self._arm(key, min(quiet_at, started + self.settle_max))
+                    continue
+                del self._settling[key]
             if key not in self._dirty:
                 self._dirty.add(key)
                 if key not in self._processing:

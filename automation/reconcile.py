@@ -20,7 +20,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol
 
@@ -90,6 +92,23 @@ class Reconciler:
         self.metrics = metrics
         self.clock = clock
         self._custom = client.CustomObjectsApi(api_client)
+        self._side_pool: ThreadPoolExecutor | None = None
+        self._side_lock = threading.Lock()
+
+    def _side(self) -> ThreadPoolExecutor:
+        """A few threads for API writes that can go alongside another one."""
+        with self._side_lock:
+            if self._side_pool is None:
+                self._side_pool = ThreadPoolExecutor(4, thread_name_prefix="reconcile-side")
+            return self._side_pool
+
+    def close(self) -> None:
+        """Wait for the writes still in flight (status reports, side writes)."""
+        with self._side_lock:
+            pool, self._side_pool = self._side_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        self.status.close()
 
     # ------------------------------------------------------------------ entry points
 
@@ -143,8 +162,6 @@ class Reconciler:
 
     def _run_up(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs, *, why: str) -> Outcome:
         generation = (raw.get("metadata") or {}).get("generation")
-        if not self._ensure_finalizer(raw):
-            return Outcome.done()  # the Cluster is gone
         status = self._recover_if_killed(raw, status, desired.stack)
         if status is None:
             return Outcome.retry()
@@ -163,8 +180,14 @@ class Reconciler:
             "conditions": conditions("progressing", reasons.PROGRESSING, why, generation=generation,
                                      previous=status.conditions, now=rfc3339(started)),
         })
-        if not self._write(raw, status, running):
-            return Outcome.done()
+        # Both land before the engine starts: the finalizer (so a delete cannot skip the destroy) and the
+        # Running mark (so a killed run is recognised); written side by side, one round trip.
+        finalizer = None
+        if FINALIZER not in ((raw.get("metadata") or {}).get("finalizers") or []):
+            finalizer = self._side().submit(self._ensure_finalizer, raw)
+        wrote = self._write(raw, status, running)
+        if (finalizer is not None and not finalizer.result()) or not wrote:
+            return Outcome.done()  # the Cluster is gone
         self.events.event(raw, "Normal", "UpdateStarted", why)
         if self.audit is not None:
             self.audit(desired, "up")
@@ -187,7 +210,7 @@ class Reconciler:
             operation="up", result="Succeeded", message=f"{why}: {result.message}".rstrip(": "),
             start_time=rfc3339(started), end_time=rfc3339(ended), permalink=result.permalink,
             changes=result.changes), outputs=result.outputs, checked=ended)
-        self._write(raw, running, done)
+        self.status.write_later(raw, done, previous=running)
         self.events.event(raw, "Normal", "UpdateSucceeded", f"{why}: {_summary(result)}")
         return Outcome.done(self._drift_due_in(key, done))
 
@@ -342,7 +365,7 @@ class Reconciler:
                                      f"another update holds the stack; trying again shortly ({message})",
                                      generation=generation, previous=running.conditions,
                                      now=rfc3339(self.clock()))})
-        self._write(raw, running, blocked)
+        self.status.write_later(raw, blocked, previous=running)
         self.events.event(raw, "Normal", reasons.STACK_LOCKED, message)
         return Outcome.done(self.options.lock_retry * random.uniform(0.5, 1.5))
 
@@ -355,7 +378,7 @@ class Reconciler:
                                       start_time=rfc3339(started), end_time=rfc3339(now)),
             "conditions": conditions("retrying", reason, f"{message[:2048]} (retrying with backoff)",
                                      generation=generation, previous=running.conditions, now=rfc3339(now))})
-        self._write(raw, running, failed)
+        self.status.write_later(raw, failed, previous=running)
         self.events.event(raw, "Warning", reason, message)
         return Outcome.retry()
 
@@ -418,11 +441,11 @@ class Reconciler:
         return self._edit_finalizers(raw, lambda names: [n for n in names if n != FINALIZER])
 
     def _edit_finalizers(self, raw: Raw, change: Callable[[list[str]], list[str]]) -> bool:
+        """Change the list and write it back with the resourceVersion it was read at (409: read again)."""
         meta = raw["metadata"]
+        live = raw  # the cached copy first: usually current, and a conflict costs one read
         for _ in range(5):
             try:
-                live = self._custom.get_namespaced_custom_object(GROUP, VERSION, meta["namespace"], "clusters",
-                                                                 meta["name"])
                 names = list((live.get("metadata") or {}).get("finalizers") or [])
                 wanted = change(names)
                 if wanted == names:
@@ -437,6 +460,13 @@ class Reconciler:
                     return False
                 if exc.status != 409:
                     raise
+            try:
+                live = self._custom.get_namespaced_custom_object(GROUP, VERSION, meta["namespace"], "clusters",
+                                                                 meta["name"])
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
         raise EngineError(f"could not update the finalizers of {object_key(raw)}: conflicts")
 
 

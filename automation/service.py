@@ -46,6 +46,7 @@ class ServiceOptions:
     drift_interval: float = 3600.0  # seconds between drift checks of one stack (0: off)
     drift_jitter: float = 0.25
     lock_retry: float = 15.0  # seconds before trying a locked stack again
+    settle: float = 0.5  # a cluster changed during its own run runs again once its changes stop this long
     watch_timeout: int = 300  # seconds per watch request before it is renewed
     metrics_bind: str = "0.0.0.0"
     metrics_port: int = 8080
@@ -194,11 +195,11 @@ class Pipeline:
         self.cache = Cache(hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                            role_map_namespace=options.namespace, parse_role_map=role_map_entries)
         self.desired = Desired(self.cache)
-        self.queue = WorkQueue(Backoff(options.backoff_base, options.backoff_cap))
+        self.queue = WorkQueue(Backoff(options.backoff_base, options.backoff_cap), settle=options.settle)
         self.status = StatusWriter(api_client)
+        self.events = EventRecorder(api_client, instance=identity)
         self.reconciler = Reconciler(
-            desired=self.desired, engine=engine, api_client=api_client, status=self.status,
-            events=EventRecorder(api_client, instance=identity),
+            desired=self.desired, engine=engine, api_client=api_client, status=self.status, events=self.events,
             options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry),
             guards=guards, audit=audit, metrics=metrics)
         self.mapper = Mapper(self.cache, self.desired, add=self.queue.add, add_after=self.queue.add_after,
@@ -234,6 +235,8 @@ class Pipeline:
         self.queue.shutdown()
         self.mapper.stop()
         self.workers.stop()
+        self.reconciler.close()
+        self.events.close()
         for informer in self.informers:
             informer.stop()
 
@@ -294,6 +297,9 @@ def add_serve_command(subparsers: Any) -> None:
                       help="retries double their wait (with jitter) up to this many seconds, and keep retrying")
     work.add_argument("--lock-retry", type=float, default=15.0,
                       help="seconds (jittered) before trying again a stack another update holds")
+    work.add_argument("--settle", type=float, default=0.5,
+                      help="seconds a cluster that changed during its own run waits for its changes to stop "
+                           "before it runs again (a burst of edits costs two runs; capped at 20x)")
     work.add_argument("--drift-interval", type=float, default=3600.0,
                       help="seconds between drift checks (pulumi preview) of each stack, stretched by up to "
                            "--drift-jitter per stack; 0 turns drift checks off")

@@ -10,14 +10,16 @@ Every condition carries observedGeneration; lastTransitionTime only moves when t
 `StatusWriter` patches `status` (merge patch on the status subresource) and keeps
 what it wrote: the reconciler reads its own last write instead of a watch cache
 that may lag behind it, so a re-queued key never re-runs a stack it just applied.
-`EventRecorder` writes core/v1 Events (what `kubectl describe cluster` shows).
+`EventRecorder` writes core/v1 Events (what `kubectl describe cluster` shows), off the workers' path.
 """
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any, Callable, Literal
 
@@ -99,12 +101,22 @@ def state_of(status: ClusterStatus) -> str:
 
 
 class StatusWriter:
-    """Writes Cluster status and remembers the last write per cluster (by uid)."""
+    """Writes Cluster status and remembers the last status per cluster (by uid).
 
-    def __init__(self, api_client: client.ApiClient):
+    `write` patches now; `write_later` records the status at once (so the next
+    reconcile of the key reads it) and patches from a background thread, so a
+    worker does not wait for the report of a finished run. Writes of one key stay
+    in order: a newer write supersedes a pending older one, and waits for one in flight.
+    """
+
+    def __init__(self, api_client: client.ApiClient, *, threads: int = 2):
         self._api = client.CustomObjectsApi(api_client)
         self._lock = threading.Lock()
         self._written: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._seq: dict[str, int] = {}
+        self._threads = threads
+        self._pool: ThreadPoolExecutor | None = None
 
     def current(self, key: str, raw: dict[str, Any]) -> ClusterStatus:
         """The status as this service last wrote it, else as the cache has it."""
@@ -119,14 +131,47 @@ class StatusWriter:
             return ClusterStatus()
 
     def write(self, raw: dict[str, Any], status: ClusterStatus, *, previous: ClusterStatus) -> bool:
-        """Patch the status subresource; False when the Cluster is gone."""
+        """Patch the status subresource now; False when the Cluster is gone."""
+        key, seq = self._next(raw)
+        with self._key_lock(key):
+            ok = self._patch(raw, status, previous)
+        if ok:
+            self._remember(raw, status)
+        return ok
+
+    def write_later(self, raw: dict[str, Any], status: ClusterStatus, *, previous: ClusterStatus) -> None:
+        """Record the status now; patch it from the background (retried, superseded by newer writes)."""
+        key, seq = self._next(raw)
+        self._remember(raw, status)
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="status")
+            pool = self._pool
+        pool.submit(self._flush, key, seq, raw, status, previous)
+
+    def _flush(self, key: str, seq: int, raw: dict[str, Any], status: ClusterStatus,
+               previous: ClusterStatus) -> None:
+        for attempt in range(6):
+            with self._key_lock(key):
+                if self._seq.get(key) != seq:
+                    return  # a newer status supersedes this one
+                try:
+                    self._patch(raw, status, previous)
+                    return
+                except Exception as exc:  # noqa: BLE001 - retried; the next write carries it anyway
+                    LOG.warning("%s: status write failed (%s); attempt %d", key, exc, attempt + 1)
+            time.sleep(min(5.0, 0.2 * 2 ** attempt))
+        LOG.error("%s: status not written after retries; the next write of this cluster carries it", key)
+
+    def _patch(self, raw: dict[str, Any], status: ClusterStatus, previous: ClusterStatus) -> bool:
         meta = raw["metadata"]
-        key = f"{meta.get('namespace')}/{meta['name']}"
         new = status.model_dump(by_alias=True, exclude_none=True, mode="json")
         old = previous.model_dump(by_alias=True, exclude_none=True, mode="json")
-        if new == old and raw.get("status") == new:
+        server = raw.get("status") or {}
+        if new == old and server == new:
             return True
-        patch = {**{k: None for k in old if k not in new}, **new}  # merge patch: null removes
+        removed = (set(old) | set(server)) - set(new)
+        patch = {**{k: None for k in removed}, **new}  # merge patch: null removes
         try:
             self._api.patch_namespaced_custom_object_status(
                 GROUP, VERSION, meta["namespace"], "clusters", meta["name"], {"status": patch})
@@ -134,27 +179,52 @@ class StatusWriter:
             if exc.status == 404:
                 return False
             raise
-        with self._lock:
-            self._written[key] = (meta.get("uid"), new)
         return True
+
+    def _next(self, raw: dict[str, Any]) -> tuple[str, int]:
+        meta = raw["metadata"]
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        with self._lock:
+            self._seq[key] = self._seq.get(key, 0) + 1
+            return key, self._seq[key]
+
+    def _remember(self, raw: dict[str, Any], status: ClusterStatus) -> None:
+        meta = raw["metadata"]
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        with self._lock:
+            self._written[key] = (meta.get("uid"), status.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+    def _key_lock(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._key_locks.setdefault(key, threading.Lock())
 
     def forget(self, key: str) -> None:
         with self._lock:
             self._written.pop(key, None)
+            self._key_locks.pop(key, None)
+            self._seq.pop(key, None)
 
-    def clear(self) -> None:
+    def close(self) -> None:
+        """Wait for the background writes."""
         with self._lock:
-            self._written.clear()
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
 
 class EventRecorder:
-    """core/v1 Events on Clusters. A failure to record is logged, never raised."""
+    """core/v1 Events on Clusters, sent by a background thread (like client-go's broadcaster) so that a
+    worker never waits on one. Best effort: a failure to record is logged, never raised."""
 
     def __init__(self, api_client: client.ApiClient, *, instance: str = "",
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, pending: int = 1000):
         self._api = client.CoreV1Api(api_client)
         self._instance = instance
         self._clock = clock
+        self._queue: queue.Queue = queue.Queue(maxsize=pending)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.dropped = 0
 
     def event(self, raw: dict[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         meta = raw.get("metadata") or {}
@@ -169,7 +239,33 @@ class EventRecorder:
             "source": {"component": COMPONENT}, "reportingComponent": f"{GROUP}/{COMPONENT}",
             "reportingInstance": self._instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
+        self._start()
         try:
-            self._api.create_namespaced_event(namespace, body)
-        except Exception as exc:  # noqa: BLE001 - an Event is best effort
-            LOG.warning("could not record event %s on %s/%s: %s", reason, namespace, meta.get("name"), exc)
+            self._queue.put_nowait(body)
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped % 100 == 1:
+                LOG.warning("event backlog full: dropped %s on %s/%s (%d dropped so far)", reason, namespace,
+                            meta.get("name"), self.dropped)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Send what is queued (up to `timeout`), then stop."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._send_all, name="events", daemon=True)
+                self._thread.start()
+
+    def _send_all(self) -> None:
+        while (body := self._queue.get()) is not None:
+            try:
+                self._api.create_namespaced_event(body["metadata"]["namespace"], body)
+            except Exception as exc:  # noqa: BLE001 - an Event is best effort
+                LOG.warning("could not record event %s on %s/%s: %s", body["reason"],
+                            body["metadata"]["namespace"], body["involvedObject"]["name"], exc)

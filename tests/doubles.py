@@ -237,7 +237,13 @@ def _emulator_class():
                 url = yarl.URL.build(path=f"/api/v1/{_NAMESPACES}{found[1] or ''}", query=url.query)
             if url != raw_request.rel_url:
                 raw_request = raw_request.clone(rel_url=url)
-            return await super().__call__(raw_request)
+            try:
+                return await super().__call__(raw_request)
+            finally:
+                # kmock matches each request against its whole request log: cap it for long runs.
+                limit = getattr(self, "history_limit", None)
+                if limit and len(self._requests) > 2 * limit:
+                    del self._requests[:-limit]
 
         async def _handle(self, request):
             from kmock import action
@@ -299,7 +305,9 @@ class MockKubeAPI:
             api.run(lambda k: k["watch"] << ...)   # DSL calls happen on the server's loop
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, history: int | None = None) -> None:
+        """`history`: keep only about this many requests in kmock's log (None: all; slices like [:1] need all)."""
+        self.history = history
         self.loop = asyncio.new_event_loop()
         self.url = ""
         self.emulator = None
@@ -318,6 +326,7 @@ class MockKubeAPI:
                 async with _emulator_class()() as emulator, kmock.Server(emulator) as server:
                     for path, info in RESOURCES.items():
                         emulator.resources[path] = kmock.ResourceInfo(**info)
+                    emulator.history_limit = self.history
                     self.emulator = emulator
                     self.url = str(server.url).rstrip("/")
                     ready.set()
@@ -459,7 +468,7 @@ class CuttableProxy:
 
 
 def main() -> None:
-    with MockKubeAPI() as api:
+    with MockKubeAPI(history=int(sys.argv[1]) if len(sys.argv) > 1 else 4) as api:
         print(api.url, flush=True)
         sys.stdin.read()
 

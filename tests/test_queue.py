@@ -175,3 +175,50 @@ def test_shutdown_releases_waiting_workers():
     q.shutdown()
     thread.join(2)
     assert not thread.is_alive() and got == [None]
+
+
+def test_a_burst_of_changes_during_a_run_costs_one_more_run_with_the_final_state():
+    clock = FakeClock()
+    q = WorkQueue(settle=0.5, clock=clock)
+    q.add("k")
+    assert q.get(timeout=0) == "k"  # the first change runs at once
+    for _ in range(100):  # 100 changes, 10 ms apart, while it runs and after
+        clock.now += 0.01
+        q.add("k")
+        if clock.now >= 1000.1 and q.in_flight:
+            q.done("k")
+    assert q.get(timeout=0) is None  # still changing: waits
+    clock.now += 0.49
+    assert q.get(timeout=0) is None
+    clock.now += 0.02  # quiet for half a second
+    assert q.get(timeout=0) == "k"
+    q.done("k")
+    assert q.get(timeout=0) is None
+
+
+def test_settling_never_waits_longer_than_its_cap():
+    clock = FakeClock()
+    q = WorkQueue(settle=0.5, settle_max=2.0, clock=clock)
+    q.add("k")
+    assert q.get(timeout=0) == "k"
+    q.add("k")
+    q.done("k")
+    ran = None
+    for step in range(1, 400):  # changes never stop
+        clock.now += 0.01
+        q.add("k")
+        if q.get(timeout=0) == "k":
+            ran = step * 0.01
+            break
+    assert ran is not None and 1.9 <= ran <= 2.1
+
+
+def test_an_idle_key_runs_at_once_even_with_settling_on():
+    clock = FakeClock()
+    q = WorkQueue(settle=5.0, clock=clock)
+    q.add("k")
+    assert q.get(timeout=0) == "k"
+    q.done("k")
+    clock.now += 0.1
+    q.add("k")  # changed again after its run ended: no reason to wait
+    assert q.get(timeout=0) == "k"

@@ -1,0 +1,331 @@
+"""How the service behaves under load: `python -m bench.reconcile --json`.
+
+Drives the real watch -> queue -> reconcile path (automation.service.Service)
+against a mock Kubernetes API server (kmock's emulator, tests.doubles.MockKubeAPI,
+in its own process so that its memory is not counted) over real HTTP, with the
+recording engine double (tests.doubles.RecordingEngine) taking --run-ms per run.
+Prints one JSON object:
+
+  restart_noop_runs         engine runs when the service restarts over --clusters applied clusters (must be 0)
+  burst_runs                runs caused by --burst updates to one cluster within one second (target <= 2)
+  mesh_join_runs            runs when one cluster joins a mesh group of --mesh (stacks.mesh promises 1)
+  fanout_wall_ratio         --fanout new clusters, --workers workers, --run-ms runs: wall time from service
+                            start to the last run's end / (ceil(fanout / workers) * run time) (target <= 1.2)
+  event_to_run_ms_p50/p99   a spec change (client PATCH sent) to its engine run starting
+  rss_mb_per_1000_clusters  the restarted service's resident memory growth, per 1,000 clusters
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from kubernetes import client
+
+from automation.service import Service, ServiceOptions
+from stacks.model import GROUP
+from tests.doubles import RecordingEngine
+
+VERSION = "v1alpha1"
+REGIONS = ("us-east-1", "eu-west-1")
+ACCOUNTS = ("222222222222", "333333333333")
+SYSTEM = "clusternet-system"
+
+
+# --------------------------------------------------------------------------- the API server
+
+@contextmanager
+def api_server() -> Iterator[str]:
+    """A MockKubeAPI in a child process; yields its URL."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.doubles"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise RuntimeError(f"the mock API server did not start (said {url!r})")
+        yield url
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def api_client(url: str) -> client.ApiClient:
+    cfg = client.Configuration()
+    cfg.host = url
+    cfg.connection_pool_maxsize = 32
+    return client.ApiClient(cfg)
+
+
+# --------------------------------------------------------------------------- the fleet
+
+def hub_doc(clusters: int) -> dict:
+    per_region = math.ceil(clusters / 50) + 1  # room for every cluster in either region, and one more
+    inventory = [
+        {"region": region, "vpcID": f"vpc-0hub{r}{i:03d}", "cidr": f"10.{200 + r}.{i}.0/24",
+         "subnets": [{"subnetID": f"subnet-0{r}{i:03d}{z}", "availabilityZone": f"{region}{z}"} for z in "ab"]}
+        for r, region in enumerate(REGIONS) for i in range(per_region)
+    ]
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubConfig", "metadata": {"name": "default"},
+        "spec": {"accountID": "111111111111", "region": "us-east-1",
+                 "credentials": {"roleARN": "arn:aws:iam::111111111111:role/clusternet-hub"},
+                 "roleAccountMap": {a: f"arn:aws:iam::{a}:role/clusternet" for a in ACCOUNTS},
+                 "endpointVPCInventory": inventory,
+                 "associatedVPCs": [{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "10.0.0.0/16"}]},
+    }
+
+
+def cluster_doc(n: int, namespace: str, *, mesh: str | None = None) -> dict:
+    meta: dict[str, Any] = {"name": f"c{n:04d}", "namespace": namespace}
+    if mesh:
+        meta["labels"] = {"clusternet.io/mesh": mesh}
+        meta["annotations"] = {"clusternet.io/mesh-enabled": "true"}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "metadata": meta,
+        "spec": {"accountID": ACCOUNTS[n % 2], "region": REGIONS[n % 2] if not mesh else "us-east-1",
+                 "infraID": f"c{n:04d}-x7k2p", "apiURL": f"https://api.c{n:04d}.example.com:6443",
+                 "network": {"vpcID": f"vpc-0c{n:04d}", "cidr": f"10.{n // 256}.{n % 256}.0/24",
+                             "routeTableIDs": [f"rtb-0c{n:04d}"], "nodeSecurityGroupIDs": [f"sg-0c{n:04d}"]},
+                 "privateLink": {"enabled": True}},
+    }
+
+
+def namespace_of(n: int) -> str:
+    return f"team-{n % 10}"
+
+
+def populate(api: client.ApiClient, count: int, *, first: int = 0, mesh: str | None = None,
+             hub: bool = True) -> None:
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    if hub:
+        for ns in {namespace_of(n) for n in range(first, first + count)} | {SYSTEM}:
+            core.create_namespace({"metadata": {"name": ns}})
+        custom.create_cluster_custom_object(GROUP, VERSION, "hubconfigs", hub_doc(count))
+    docs = [cluster_doc(n, namespace_of(n), mesh=mesh) for n in range(first, first + count)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda d: custom.create_namespaced_custom_object(
+            GROUP, VERSION, d["metadata"]["namespace"], "clusters", d), docs))
+
+
+# --------------------------------------------------------------------------- the service
+
+def service(api: client.ApiClient, engine: RecordingEngine, workers: int) -> Service:
+    options = ServiceOptions(namespace=SYSTEM, leader_election=False, metrics_bind="127.0.0.1", metrics_port=0,
+                             workers=workers, drift_interval=3600)
+    return Service(options, api_client=api, engine=engine)
+
+
+def wait(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not done after {timeout:.0f}s")
+        time.sleep(0.02)
+
+
+def quiet(svc: Service, engine: RecordingEngine, seconds: float, timeout: float = 120) -> None:
+    """Until the queue is idle and no run has started for `seconds`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pipeline = svc.pipeline
+        last = max((c.started for c in engine.calls), default=0.0)
+        if pipeline is not None and pipeline.queue.idle() and time.monotonic() - last > seconds \
+                and pipeline.mapper.enqueued >= 0 and all(pipeline.synced().values()):
+            time.sleep(seconds)
+            if pipeline.queue.idle() and max((c.started for c in engine.calls), default=0.0) == last:
+                return
+        time.sleep(0.05)
+    raise TimeoutError("the service did not go quiet")
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# --------------------------------------------------------------------------- scenarios
+
+def restart(clusters: int, workers: int) -> dict[str, float]:
+    with api_server() as url:
+        api = api_client(url)
+        populate(api, clusters)
+        first = RecordingEngine()
+        svc = service(api, first, max(workers, 16))
+        svc.start()
+        try:
+            wait(lambda: first.count("up") >= clusters, 600, f"applying {clusters} clusters")
+            quiet(svc, first, 1.0)
+        finally:
+            svc.stop()
+        # The restart runs in a fresh process, so its memory growth is the service's alone.
+        out = subprocess.run([sys.executable, "-m", "bench.reconcile", "--restart-child", url,
+                              "--clusters", str(clusters), "--workers", str(workers)],
+                             check=True, capture_output=True, text=True)
+        return json.loads(out.stdout)
+
+
+def restart_child(url: str, clusters: int, workers: int) -> None:
+    api = api_client(url)
+    engine = RecordingEngine()
+    before = rss_mb()
+    started = time.monotonic()
+    svc = service(api, engine, workers)
+    svc.start()
+    try:
+        wait(lambda: svc.ready()[0], 120, "sync")
+        synced = time.monotonic() - started
+        wait(lambda: svc.pipeline.desired.resolves > 0, 60, "the first resolution")
+        quiet(svc, engine, 2.0)
+        after = rss_mb()
+        cached = len(svc.pipeline.cache.entries())
+    finally:
+        svc.stop()
+    print(json.dumps({"restart_noop_runs": engine.count(), "restart_sync_s": round(synced, 2),
+                      "restart_clusters_seen": cached,
+                      "rss_mb_per_1000_clusters": round((after - before) * 1000 / max(cached, 1), 1)}))
+
+
+def burst(updates: int, run_ms: float) -> dict[str, float]:
+    with api_server() as url:
+        api = api_client(url)
+        populate(api, 1)
+        engine = RecordingEngine(run_ms / 1000)
+        svc = service(api, engine, 4)
+        svc.start()
+        custom = client.CustomObjectsApi(api)
+        try:
+            wait(lambda: engine.count("up") == 1, 60, "the first run")
+            quiet(svc, engine, 0.5)
+            before = engine.count()
+            gap = 1.0 / updates
+            for i in range(updates):
+                started = time.monotonic()
+                custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(0), "clusters", "c0000",
+                                                      {"spec": {"tenant": f"burst-{i}"}})
+                time.sleep(max(0.0, gap - (time.monotonic() - started)))
+            quiet(svc, engine, 2.0)
+            last = engine.runs("up")[-1].inputs.tenant
+        finally:
+            svc.stop()
+    return {"burst_runs": engine.count() - before, "burst_final_state_applied": last == f"burst-{updates - 1}"}
+
+
+def mesh_join(members: int) -> dict[str, float]:
+    with api_server() as url:
+        api = api_client(url)
+        populate(api, members, mesh="payments")
+        engine = RecordingEngine()
+        svc = service(api, engine, 8)
+        svc.start()
+        try:
+            wait(lambda: engine.count("up") >= members, 120, "the group")
+            quiet(svc, engine, 1.0)
+            before = engine.count()
+            populate(api, 1, first=members, mesh="payments", hub=False)
+            wait(lambda: engine.count() > before, 60, "the joiner's run")
+            quiet(svc, engine, 1.5)
+        finally:
+            svc.stop()
+    return {"mesh_join_runs": engine.count() - before, "mesh_join_promised": 1, "mesh_group_size": members}
+
+
+def fanout(clusters: int, workers: int, run_ms: float, samples: int) -> dict[str, float]:
+    with api_server() as url:
+        api = api_client(url)
+        populate(api, clusters)
+        started_at: dict[str, float] = {}
+        engine = RecordingEngine(run_ms / 1000, on_start=lambda call: started_at.setdefault(call.stack,
+                                                                                             call.started))
+        svc = service(api, engine, workers)
+        start = time.monotonic()
+        svc.start()
+        try:
+            wait(lambda: engine.count("up") >= clusters and all(c.ended for c in engine.runs("up")), 300,
+                 "the fan-out")
+            wall = max(c.ended for c in engine.runs("up")) - start
+            quiet(svc, engine, 0.5)
+            latencies = event_to_run(api, engine, samples)
+        finally:
+            svc.stop()
+    ideal = math.ceil(clusters / workers) * run_ms / 1000
+    return {"fanout_wall_ratio": round(wall / ideal, 3), "fanout_wall_s": round(wall, 3),
+            "fanout_ideal_s": round(ideal, 3), **latencies}
+
+
+def event_to_run(api: client.ApiClient, engine: RecordingEngine, samples: int) -> dict[str, float]:
+    """Sequential single edits on an idle service: PATCH sent -> the engine run for it starts."""
+    custom = client.CustomObjectsApi(api)
+    seen = threading.Event()
+    latencies = []
+    for i in range(samples):
+        n = i % 50
+        stack = f"{namespace_of(n)}.c{n:04d}"
+        before = engine.count("up", stack)
+        seen.clear()
+        sent = time.monotonic()
+        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(n), "clusters", f"c{n:04d}",
+                                              {"spec": {"tenant": f"sample-{i}"}})
+        wait(lambda: engine.count("up", stack) > before, 30, "an edit's run")
+        latencies.append((engine.runs("up", stack)[-1].started - sent) * 1000)
+        wait(lambda: all(c.ended for c in engine.runs("up", stack)), 30, "the run to end")
+    latencies.sort()
+    return {"event_to_run_ms_p50": round(statistics.median(latencies), 1),
+            "event_to_run_ms_p99": round(latencies[min(len(latencies) - 1, math.ceil(0.99 * len(latencies)) - 1)],
+                                         1),
+            "event_to_run_samples": samples}
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.reconcile", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print one JSON object (the default output)")
+    parser.add_argument("--clusters", type=int, default=1000, help="applied clusters for the restart")
+    parser.add_argument("--burst", type=int, default=100, help="updates to one cluster within one second")
+    parser.add_argument("--mesh", type=int, default=50, help="members of the mesh group one cluster joins")
+    parser.add_argument("--fanout", type=int, default=200, help="new clusters for the fan-out")
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--run-ms", type=float, default=100.0, help="how long the engine double takes per run")
+    parser.add_argument("--samples", type=int, default=50, help="edits timed for event_to_run")
+    parser.add_argument("--only", choices=["restart", "burst", "mesh", "fanout"], action="append",
+                        help="run only these scenarios (repeatable)")
+    parser.add_argument("--restart-child", metavar="URL", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.restart_child:
+        restart_child(args.restart_child, args.clusters, args.workers)
+        return 0
+
+    chosen = set(args.only or ["restart", "burst", "mesh", "fanout"])
+    result: dict[str, Any] = {"clusters": args.clusters, "workers": args.workers, "run_ms": args.run_ms}
+    if "restart" in chosen:
+        result.update(restart(args.clusters, args.workers))
+    if "burst" in chosen:
+        result.update(burst(args.burst, args.run_ms))
+    if "mesh" in chosen:
+        result.update(mesh_join(args.mesh))
+    if "fanout" in chosen:
+        result.update(fanout(args.fanout, args.workers, args.run_ms, args.samples))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
