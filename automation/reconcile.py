@@ -94,6 +94,7 @@ class Reconciler:
         self._custom = client.CustomObjectsApi(api_client)
         self._side_pool: ThreadPoolExecutor | None = None
         self._side_lock = threading.Lock()
+        self._released: set[str] = set()  # destroyed and let go by us: no orphan check when they vanish
 
     def _side(self) -> ThreadPoolExecutor:
         """A few threads for API writes that can go alongside another one."""
@@ -141,7 +142,7 @@ class Reconciler:
         if isinstance(desired, InvalidSpec):
             stalled = status.condition("Stalled")
             return None if stalled and stalled.status == "True" and stalled.reason == desired.reason else 0
-        if not up_to_date(status, desired.digest()):
+        if not up_to_date(status, desired.digest()) or _ready(status) != "True":
             return 0
         return self._drift_due_in(key, status)
 
@@ -254,11 +255,15 @@ class Reconciler:
         self.events.event(raw, "Normal", "DestroySucceeded", f"stack {stack} destroyed; releasing the Cluster")
         if self._remove_finalizer(raw):
             self.status.forget(key)
+            self._released.add(key)
         return Outcome.done()
 
     def _gone(self, key: str) -> Outcome:
         """The Cluster left the cache. With our finalizer that only happens when someone removed it by hand."""
         self.status.forget(key)
+        if key in self._released:  # we destroyed its stack and let it go
+            self._released.discard(key)
+            return Outcome.done()
         namespace, _, name = key.partition("/")
         stack = f"{namespace}.{name}"
         try:
@@ -385,7 +390,7 @@ class Reconciler:
     def _mesh_join(self, key: str, status: ClusterStatus) -> MeshJoin | None:
         """The mesh join stamp the cluster should carry (written once; stacks.mesh orders members by it)."""
         current = status.mesh_join.model_dump() if status.mesh_join else None
-        wanted = self.desired.get().mesh_join(key, current)
+        wanted = self.desired.mesh_join(key, current)
         return MeshJoin.model_validate(wanted) if wanted else None
 
     def _ready_status(self, status: ClusterStatus, generation: int | None, desired: StackInputs,

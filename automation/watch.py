@@ -21,6 +21,7 @@ Official `kubernetes` client only; no monkeypatching, no custom transport.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -408,15 +409,64 @@ class Resolution:
     placement_version: int
     inputs: Mapping[str, StackInputs | InvalidSpec]
     digests: Mapping[str, str]  # key -> digest, or "invalid:<reason>:<message>"
-    stamps: Mapping[str, dict] = field(default_factory=dict)  # mesh join stamps to write: key -> status.meshJoin
+    stamps: Mapping[str, dict] = field(default_factory=dict)  # mesh join stamps to hand out: key -> meshJoin
     unstamp: frozenset[str] = frozenset()  # clusters whose meshJoin is stale and must go
     fleet: Fleet | None = None  # what was resolved (valid clusters only); None without a valid hub
+    stamps_version: int = 0
 
-    def mesh_join(self, key: str, current: dict | None) -> dict | None:
-        """The status.meshJoin the cluster should have."""
-        if key in self.stamps:
-            return self.stamps[key]
-        return None if key in self.unstamp else current
+
+_UNSET: Any = object()
+
+
+class JoinStamps:
+    """The mesh join stamps this service has handed out (stacks.mesh: written once, in plan order).
+
+    One thread (the mapper) hands them out, a whole plan at a time, in the plan's order; resolve()
+    sees them at once (overlaid on the cached Clusters) and the reconciler writes them into the
+    status. So two workers can never number two joiners alike, whatever the watch has caught up with.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stamps: dict[str, dict | None] = {}  # key -> status.meshJoin (None: take it away)
+        self.version = 0
+
+    def get(self, key: str, default: Any = _UNSET) -> Any:
+        with self._lock:
+            return self._stamps.get(key, default)
+
+    def take(self, stamps: Mapping[str, dict], unstamp: Iterable[str]) -> bool:
+        """Adopt a plan's new stamps and removals; True when anything changed."""
+        with self._lock:
+            changed = False
+            for key, stamp in stamps.items():  # in plan order
+                if self._stamps.get(key) is None:
+                    self._stamps[key] = dict(stamp)
+                    changed = True
+            for key in unstamp:
+                if key not in self._stamps or self._stamps[key] is not None:
+                    self._stamps[key] = None
+                    changed = True
+            if changed:
+                self.version += 1
+            return changed
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            if self._stamps.pop(key, _UNSET) is not _UNSET:
+                self.version += 1
+
+    def overlay(self, clusters: Iterable[Cluster]) -> tuple[Cluster, ...]:
+        with self._lock:
+            stamps = dict(self._stamps)
+        out = []
+        for cluster in clusters:
+            wanted = stamps.get(cluster.key, _UNSET)
+            have = (cluster.status or {}).get(JOIN_STATUS_KEY)
+            if wanted is not _UNSET and wanted != have:
+                cluster = cluster.model_copy(update={"status": {JOIN_STATUS_KEY: wanted} if wanted else None})
+            out.append(cluster)
+        return tuple(out)
 
 
 def _digest(value: StackInputs | InvalidSpec) -> str:
@@ -430,8 +480,9 @@ class Desired:
     status write never costs a re-resolve.
     """
 
-    def __init__(self, cache: Cache):
+    def __init__(self, cache: Cache, stamps: JoinStamps | None = None):
         self.cache = cache
+        self.stamps = stamps or JoinStamps()
         self._lock = threading.Lock()
         self._current: Resolution | None = None
         self.resolves = 0
@@ -439,26 +490,36 @@ class Desired:
     def get(self) -> Resolution:
         with self._lock:
             current = self._current
-            if current is not None and current.inputs_version == self.cache.inputs_version:
+            if current is not None and current.inputs_version == self.cache.inputs_version \
+                    and current.stamps_version == self.stamps.version:
                 if current.placement_version == self.cache.placement_version:
                     return current
                 version, placements = self.cache.placements()
                 if all(_placed_at(current.inputs.get(k)) == vpc for k, vpc in placements.items()):
                     self._current = Resolution(current.inputs_version, version, current.inputs, current.digests,
-                                               current.stamps, current.unstamp, current.fleet)
+                                               current.stamps, current.unstamp, current.fleet,
+                                               current.stamps_version)
                     return self._current
+            stamps_version = self.stamps.version
             inputs_version, placement_version, fleet, invalid, _ = self.cache.snapshot()
             resolved: dict[str, StackInputs | InvalidSpec] = dict(invalid)
             stamps: Mapping[str, dict] = {}
             unstamp: frozenset[str] = frozenset()
             if fleet is not None:
+                fleet = dataclasses.replace(fleet, clusters=self.stamps.overlay(fleet.clusters))
                 resolved.update(resolve_fleet(fleet))
                 mesh = mesh_of(fleet)
                 stamps, unstamp = mesh.stamps, frozenset(mesh.unstamp)
             self.resolves += 1
             self._current = Resolution(inputs_version, placement_version, resolved,
-                                       {k: _digest(v) for k, v in resolved.items()}, stamps, unstamp, fleet)
+                                       {k: _digest(v) for k, v in resolved.items()}, stamps, unstamp, fleet,
+                                       stamps_version)
             return self._current
+
+    def mesh_join(self, key: str, current: dict | None) -> dict | None:
+        """The status.meshJoin the cluster should carry: the stamp handed out, else what it has."""
+        wanted = self.stamps.get(key)
+        return current if wanted is _UNSET else wanted
 
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
         return self.get().inputs.get(key)
@@ -517,6 +578,8 @@ class Mapper:
     def map_once(self) -> None:
         touched = self.cache.take_touched()
         resolution = self.desired.get()
+        if self.desired.stamps.take(resolution.stamps, resolution.unstamp):
+            resolution = self.desired.get()  # the same plan, now seeing the stamps it handed out
         entries = self.cache.entries()
         if resolution is not self._resolution and (
                 self._resolution is None or resolution.digests != self._resolution.digests):
@@ -533,6 +596,7 @@ class Mapper:
         for key in keys:
             entry = entries.get(key)
             if entry is None:
+                self.desired.stamps.forget(key)
                 if self._seen.pop(key, None) is not None:
                     self._enqueue(key)  # gone: the reconciler forgets it (and checks for an orphan)
                 continue
@@ -541,7 +605,7 @@ class Mapper:
             # (a failed run waits for its backoff).
             join = (entry.raw.get("status") or {}).get(JOIN_STATUS_KEY)
             fingerprint = (resolution.digests.get(key), meta.get("generation"), bool(meta.get("deletionTimestamp")),
-                           json.dumps(resolution.mesh_join(key, join), sort_keys=True), meta.get("uid"))
+                           json.dumps(self.desired.mesh_join(key, join), sort_keys=True), meta.get("uid"))
             previous = self._seen.get(key)
             self._seen[key] = fingerprint
             if previous == fingerprint:

@@ -52,6 +52,20 @@ def test_a_new_cluster_is_applied_once_and_reported(env):
     assert reasons == ["UpdateStarted", "UpdateSucceeded"]
 
 
+def test_metrics_count_runs_and_clusters_by_condition(env):
+    engine = RecordingEngine()
+    env.create("prod-1")
+    env.create("stray", accountID="444444444444")
+    with env.running(engine) as service:
+        wait_until(lambda: env.ready("prod-1") and env.reason("stray") == "AccountNotMapped")
+        metrics = wait_until(lambda: (lambda m: m if 'clusternet_clusters{condition="Stalled"} 1.0' in m else None)(
+            service.metrics.exposition().decode()), what="the metrics")
+    assert 'clusternet_clusters{condition="Ready"} 1.0' in metrics
+    assert 'clusternet_runs_total{operation="up",result="succeeded"} 1.0' in metrics
+    assert 'clusternet_run_duration_seconds_count{operation="up"} 1.0' in metrics
+    assert "clusternet_queue_depth 0.0" in metrics and "clusternet_leader 1.0" in metrics
+
+
 def test_a_restart_with_nothing_changed_costs_no_engine_run(env):
     for name in ("prod-1", "prod-2", "prod-3"):
         env.create(name)
@@ -286,3 +300,20 @@ def test_a_cluster_joining_a_mesh_runs_only_its_own_stack_and_gets_a_durable_joi
     assert joiner["meshJoin"] == {"group": "payments", "order": 4}
     share = engine.stacks["acme.m4"].mesh
     assert len(share.pairs) == 3  # the later joiner owns its pair with every earlier member
+
+
+def test_a_cluster_leaving_a_mesh_runs_exactly_the_stacks_whose_share_changed(env):
+    engine = RecordingEngine()
+    with env.running(engine):
+        for n in range(1, 5):  # one by one, so the join order is m1, m2, m3, m4
+            mesh_member(env, f"m{n}", n)
+            wait_until(lambda: env.ready(f"m{n}"))
+        before = engine.count("up")
+        env.patch("m2", {"metadata": {"labels": {"clusternet.io/mesh": None}}})
+        wait_until(lambda: engine.count("up") - before == 3, what="the leaver and the later joiners")
+        settle()
+        wait_until(lambda: "meshJoin" not in env.get("m2")["status"], what="the stamp to go")
+    ran = sorted(c.stack for c in engine.runs("up")[before:])
+    assert ran == ["acme.m2", "acme.m3", "acme.m4"]  # 1 + (N - k): m1's share did not change
+    assert engine.stacks["acme.m2"].mesh is None
+    assert [p.peer.key for p in engine.stacks["acme.m4"].mesh.pairs] == ["acme/m1", "acme/m3"]
