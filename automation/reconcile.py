@@ -41,6 +41,7 @@ from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery
 
 LOG = logging.getLogger("clusternet.reconcile")
 FINALIZER = "clusternet.io/stack"
+STUCK_LOCK_RETRIES = 3  # StackLocked this many times in a row: ask the engine to recover a stale lock
 VERSION = "v1alpha1"
 
 Guard = Callable[[StackInputs | None, StackInputs], None]  # raises InvalidSpec to refuse a run
@@ -95,6 +96,7 @@ class Reconciler:
         self._side_pool: ThreadPoolExecutor | None = None
         self._side_lock = threading.Lock()
         self._released: set[str] = set()  # destroyed and let go by us: no orphan check when they vanish
+        self._locked_streak: dict[str, int] = {}  # stack -> StackLocked answers in a row
 
     def _side(self) -> ThreadPoolExecutor:
         """A few threads for API writes that can go alongside another one."""
@@ -212,6 +214,7 @@ class Reconciler:
             start_time=rfc3339(started), end_time=rfc3339(ended), permalink=result.permalink,
             changes=result.changes), outputs=result.outputs, checked=ended)
         self.status.write_later(raw, done, previous=running)
+        self._locked_streak.pop(desired.stack, None)
         self.events.event(raw, "Normal", "UpdateSucceeded", f"{why}: {_summary(result)}")
         return Outcome.done(self._drift_due_in(key, done))
 
@@ -342,28 +345,40 @@ class Reconciler:
         return "bringing the stack up to date"
 
     def _recover_if_killed(self, raw: Raw, status: ClusterStatus, stack: str) -> ClusterStatus | None:
-        """A Running last update that nobody runs any more: a killed run. Clean it up and say so."""
+        """Clean up what a killed run left, and say so on the cluster.
+
+        A Running last update that nobody runs any more is a killed run of ours. A lock that outlives
+        a few lock retries may be one too (left before the Running mark existed, or by a killed CLI):
+        engine.recover removes only a stale lock of this service, never a live one.
+        """
         last = status.last_update
-        if last is None or last.result != "Running":
+        stuck = self._locked_streak.get(stack, 0) >= STUCK_LOCK_RETRIES
+        if not stuck and (last is None or last.result != "Running"):
             return status
         try:
             result = self._run("recover", lambda: self.engine.recover(stack))
         except EngineError as exc:
-            LOG.warning("%s: recovering the killed %s failed: %s", stack, last.operation, exc)
+            LOG.warning("%s: recovering the stack failed: %s", stack, exc)
             self.events.event(raw, "Warning", "RecoveryFailed", str(exc))
             return None
-        note = (f"the {last.operation} started {last.start_time or '?'} did not finish (service restarted "
-                f"or killed); recovered: {result.message or 'ok'}")
+        self._locked_streak.pop(stack, None)
+        if last is not None and last.result == "Running":
+            note = (f"the {last.operation} started {last.start_time or '?'} did not finish (service restarted "
+                    f"or killed); recovered: {result.message or 'ok'}")
+            last = last.model_copy(update={"result": "Failed", "message": f"{last.message}; did not finish",
+                                           "end_time": rfc3339(self.clock())})
+        else:
+            note = f"the stack stayed locked through {STUCK_LOCK_RETRIES} retries; recovered: {result.message or 'ok'}"
         recovered = status.model_copy(update={
-            "last_recovery": Recovery(time=rfc3339(self.clock()), message=note),
-            "last_update": last.model_copy(update={"result": "Failed", "message": f"{last.message}; did not finish",
-                                                   "end_time": rfc3339(self.clock())})})
+            "last_recovery": Recovery(time=rfc3339(self.clock()), message=note), "last_update": last})
         self._write(raw, status, recovered)
         self.events.event(raw, "Warning", "Recovered", note)
         return recovered
 
     def _locked(self, raw: Raw, running: ClusterStatus, before: ClusterStatus, message: str) -> Outcome:
         generation = (raw.get("metadata") or {}).get("generation")
+        stack = stack_of(raw, running)
+        self._locked_streak[stack] = self._locked_streak.get(stack, 0) + 1
         blocked = running.model_copy(update={
             "last_update": before.last_update,  # nothing ran
             "conditions": conditions("progressing", reasons.STACK_LOCKED,

@@ -230,6 +230,17 @@ def test_a_run_killed_mid_update_is_recovered_before_the_retry(env):
     assert "Recovered" in [r for _, r, _ in env.events(name="prod-1")]
 
 
+def test_a_lock_that_outlives_a_few_retries_is_handed_to_recovery(env):
+    engine = RecordingEngine()
+    engine.kill_mid_run("acme.prod-1")  # a stale lock with no Running mark to tell (a killed CLI, an old version)
+    env.create("prod-1")
+    with env.running(engine):
+        wait_until(lambda: env.ready("prod-1"))
+        status = env.get("prod-1")["status"]
+    assert [c.operation for c in engine.calls] == ["up", "up", "up", "recover", "up"]
+    assert "stayed locked through 3 retries" in status["lastRecovery"]["message"]
+
+
 def test_a_new_install_removes_the_old_private_link_first(env):
     engine = RecordingEngine()
     env.create("prod-1", infraID="prod1-old")
