@@ -182,9 +182,9 @@ class Service:
             pipeline.stop()
 
     def _lost(self) -> None:
-        self._stop_pipeline()
         if self.on_lost_leadership is not None and not self._stopping:
-            self.on_lost_leadership()
+            self.on_lost_leadership()  # the CLI exits here: runs in flight must not outlive the Lease
+        self._stop_pipeline()
 
 
 class Pipeline:
