@@ -121,20 +121,27 @@ class LeaderElector:
         if spec.holder_identity and spec.holder_identity != self.identity and now < self._observed_at + duration:
             return False  # someone else holds a live Lease
         mine = spec.holder_identity == self.identity
-        body = {"metadata": {"resourceVersion": lease.metadata.resource_version},
-                "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
-                         "renewTime": _micro_time(),
-                         "acquireTime": spec.acquire_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-                         if mine and spec.acquire_time else _micro_time(),
-                         "leaseTransitions": (spec.lease_transitions or 0) + (0 if mine else 1)}}
+        body = self._body(lease, {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+                                  "renewTime": _micro_time(),
+                                  "acquireTime": spec.acquire_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                                  if mine and spec.acquire_time else _micro_time(),
+                                  "leaseTransitions": (spec.lease_transitions or 0) + (0 if mine else 1)})
         try:
-            self._api.patch_namespaced_lease(self.name, self.namespace, body)
+            self._api.replace_namespaced_lease(self.name, self.namespace, body)
         except Exception as exc:  # noqa: BLE001 - conflict (someone else won) or API trouble
             LOG.info("%s: Lease %s/%s not taken/renewed: %s", self.identity, self.namespace, self.name,
                      getattr(exc, "status", exc))
             return False
         self.holder = self.identity
         return True
+
+    def _body(self, lease: Any, spec: dict[str, Any]) -> dict[str, Any]:
+        """A whole Lease for an update (verb `update`, as client-go): it carries the resourceVersion read,
+        so of two candidates writing the same version only one succeeds."""
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace,
+                             "resourceVersion": lease.metadata.resource_version},
+                "spec": spec}
 
     def _create(self) -> bool:
         now = _micro_time()
@@ -155,9 +162,9 @@ class LeaderElector:
             lease = self._api.read_namespaced_lease(self.name, self.namespace)
             if lease.spec is None or lease.spec.holder_identity != self.identity:
                 return
-            self._api.patch_namespaced_lease(self.name, self.namespace, {
-                "metadata": {"resourceVersion": lease.metadata.resource_version},
-                "spec": {"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _micro_time()}})
+            self._api.replace_namespaced_lease(self.name, self.namespace, self._body(
+                lease, {"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _micro_time(),
+                        "leaseTransitions": lease.spec.lease_transitions or 0}))
             LOG.info("%s: released Lease %s/%s", self.identity, self.namespace, self.name)
         except Exception as exc:  # noqa: BLE001 - the Lease expires by itself
             LOG.info("%s: releasing the Lease failed (%s); it expires by itself", self.identity, exc)

@@ -181,6 +181,27 @@ def test_the_lease_keeps_the_second_replica_idle_until_the_leader_goes(env):
     assert [c.stack for c in follower_engine.calls] == [f"{env.ns}.prod-2"]  # prod-1 was up to date
 
 
+def test_a_leader_that_loses_its_lease_stops_running(env):
+    engine = RecordingEngine()
+    options = dict(leader_election=True, leader_election_id="clusternet", lease_duration=3, renew_deadline=2,
+                   retry_period=0.3, watch_namespace=env.ns)
+    service = env.service(engine, identity="replica-1", **options)
+    service.start()
+    try:
+        wait_until(lambda: service.leading() and service.ready()[0], 20)
+        leases = client.CoordinationV1Api(env.api_client)
+        lease = leases.read_namespaced_lease("clusternet", env.system_namespace)
+        lease.spec.holder_identity = "intruder"  # someone else holds it now (e.g. after a network partition)
+        lease.spec.lease_duration_seconds = 60
+        leases.replace_namespaced_lease("clusternet", env.system_namespace, lease)
+        wait_until(lambda: not service.leading() and service.pipeline is None, 20, what="replica-1 to stop")
+        env.create("prod-1")
+        time.sleep(1.0)
+        assert engine.calls == [] and service.ready()[1]["role"] == "follower"
+    finally:
+        service.stop()
+
+
 # --------------------------------------------------------------------------- watch: resume and 410
 
 def _cluster_informer(api_server, namespace: str, timeout_seconds: int):
