@@ -1,3 +1,15 @@
 """Shared pytest setup: fixtures live in their own modules and are registered here."""
 
+import pytest
+
 pytest_plugins = ["tests.moto_server"]
+
+# Fixtures that start a real engine built by scripts/tools.sh (kube-apiserver + etcd, the pulumi CLI).
+REAL_ENGINE_FIXTURES = {"kube_apiserver", "kube_apiserver_nocache", "pulumi_cli"}
+
+
+def pytest_collection_modifyitems(items):
+    """Every test that starts a real engine is `live`, whichever file it is in."""
+    for item in items:
+        if REAL_ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.live)
