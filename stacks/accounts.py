@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from stacks.errors import InvalidSpec
-from stacks.inputs import AwsTarget, StackInputs
 from stacks.model import REGIONS, Cluster, HubConfig, partition_of
+from stacks.targets import AwsTarget
+
+if TYPE_CHECKING:  # annotations only: stacks.inputs builds on this module (through stacks.mesh)
+    from stacks.inputs import StackInputs
 
 OWNER_ACCOUNT_ANNOTATION = "clusternet.io/owner-account-id"
 DEFAULT_REGION_ANNOTATION = "clusternet.io/default-region"

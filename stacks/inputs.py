@@ -1,5 +1,7 @@
 """StackInputs: everything one cluster's stack needs, resolved, validated and frozen.
 
+(AwsTarget lives in stacks.targets and is re-exported here for its many users.)
+
 One StackInputs feeds `pulumi up` (as stack config), the offline plan and the
 service (whose skip-check is `digest()`), so the three can never disagree.
 """
@@ -9,33 +11,11 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from stacks.mesh import MeshShare
 from stacks.model import AssociatedVPC, EndpointVPC
+from stacks.targets import AwsTarget, Frozen
 
 INPUTS_CONFIG_KEY = "inputs"  # stack config key (clusternet:inputs) that holds the JSON
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class AwsTarget(Frozen):
-    """Where resources live and how to get there: one aws.Provider each."""
-
-    account_id: str
-    region: str
-    role_arn: str | None = None  # None: the ambient credentials (hub without a role)
-    session_name: str = "clusternet"
-    external_id: str | None = None
-    session_duration_seconds: int | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.account_id}-{self.region}"
-
-    def in_region(self, region: str) -> "AwsTarget":
-        return self if region == self.region else self.model_copy(update={"region": region})
 
 
 class PrivateLinkInputs(Frozen):
@@ -72,8 +52,7 @@ class StackInputs(Frozen):
     tags: dict[str, str]
     private_link: PrivateLinkInputs | None = None
     shared_ingress: SharedIngressInputs | None = None
-    # This stack's share of its mesh group (stacks.mesh builds on AwsTarget, hence the import at the bottom).
-    mesh: stacks.mesh.MeshShare | None = None
+    mesh: MeshShare | None = None  # this stack's share of its mesh group
 
     @property
     def key(self) -> str:
@@ -103,8 +82,3 @@ class StackInputs(Frozen):
             "clusternet:account": self.cluster.account_id,
             "clusternet:region": self.cluster.region,
         }
-
-
-# Last, so that stacks.mesh (which imports AwsTarget from here) loads in either import order;
-# StackInputs resolves its `mesh` annotation on first use.
-import stacks.mesh  # noqa: E402

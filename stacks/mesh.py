@@ -36,7 +36,7 @@ from typing import Iterable, Mapping
 
 from stacks import accounts
 from stacks.errors import FieldError, InvalidSpec
-from stacks.inputs import AwsTarget, Frozen
+from stacks.targets import AwsTarget, Frozen
 from stacks.model import Cluster, HubConfig, MeshGroup, MeshRule
 
 MESH_LABEL = "clusternet.io/mesh"
