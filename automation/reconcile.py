@@ -174,6 +174,8 @@ class Reconciler:
                 guard(applied, desired)
         except InvalidSpec as exc:
             return self._invalid(raw, status, exc)
+        except EngineError as exc:  # a preflight that may pass later (the installer's NLB not there yet)
+            return self._failed(raw, status, "up", exc.reason, f"preflight, nothing ran: {exc}", self.clock())
 
         started = self.clock()
         running = status.model_copy(update={

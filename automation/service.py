@@ -358,7 +358,12 @@ def serve_command(args: Any) -> int:
         LOG.error("lost the Lease: exiting so that runs in flight stop with this process")
         os._exit(1)
 
-    service = Service(options, api_client=kube_client(options), engine=engine, on_lost_leadership=lost)
+    from automation.aws import AwsSessions
+    from automation.preflight import Preflight
+
+    guards = [*default_guards(), Preflight(AwsSessions.from_env())]  # reach every account, find the NLB
+    service = Service(options, api_client=kube_client(options), engine=engine, guards=guards,
+                      on_lost_leadership=lost)
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopped.set())
