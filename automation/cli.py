@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from stacks.errors import InvalidSpec
@@ -120,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except InvalidSpec as exc:
         print(f"error: invalid input ({exc.reason}):", file=sys.stderr)
         for err in exc.errors:

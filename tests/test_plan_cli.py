@@ -55,3 +55,16 @@ def test_inputs_prints_the_stack_config_that_pulumi_up_reads():
     inputs = json.loads(done.stdout)
     assert inputs["stack"] == "acme.prod-1"
     assert inputs["private_link"]["nlb_name"] == "prod1-x7k2p-int"
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
+    for i in range(12):  # about 180 KB of plan: far more than a pipe holds, so the writer must hit the closed end
+        (tmp_path / f"c{i}.yaml").write_text(yaml.safe_dump(cluster_doc(f"c{i}")))
+    proc = subprocess.Popen([sys.executable, "-m", "automation", "plan", "--hub", "examples/hub.yaml",
+                             "--clusters", str(tmp_path), "--format", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.read(10)
+    proc.stdout.close()  # like `| head -c 10`
+    stderr = proc.stderr.read().decode()
+    assert proc.wait() == 141
+    assert "Traceback" not in stderr
