@@ -32,7 +32,8 @@ from kubernetes.client.rest import ApiException
 from automation.engine import Engine, EngineError, RunResult, StackLocked
 from automation.queue import Outcome
 from automation.status import (EventRecorder, StatusWriter, conditions, outputs_from, parse_time, rfc3339)
-from automation.watch import Desired, Raw, object_key
+from automation.mapper import Desired
+from automation.watch import Raw, object_key
 from stacks import status as reasons
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs

@@ -25,7 +25,9 @@ from automation.queue import Backoff, WorkQueue, Workers
 from automation.reconcile import Audit, Guard, ReconcileOptions, Reconciler
 from automation.server import Metrics, ProbeServer
 from automation.status import EventRecorder, StatusWriter, state_of
-from automation.watch import Cache, Desired, Informer, Mapper, Resolution, informers, sources
+from automation.cache import Cache
+from automation.mapper import Desired, Mapper, Resolution
+from automation.watch import Informer, informers, sources
 
 LOG = logging.getLogger("clusternet.service")
 
