@@ -11,6 +11,16 @@ from stacks.model import Cluster
 CLUSTER_ID = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
 
 
+def id_error(cluster: Cluster) -> FieldError | None:
+    """Why the cluster's shared-ingress ID (its clusterID, else its name) cannot be used, or None."""
+    cluster_id = cluster.spec.shared_ingress.id_for(cluster.metadata.name)
+    if CLUSTER_ID.fullmatch(cluster_id):
+        return None
+    return FieldError(cluster.ref, "spec.sharedIngress.clusterID",
+                      f"{cluster_id!r} is not a valid ID (letters, digits, '-', '_', '.'; at most 63 characters): "
+                      "set clusterID")
+
+
 def claim_ids(clusters: Iterable[Cluster]) -> tuple[dict[str, Cluster], dict[str, FieldError]]:
     """Each ID of the clusters that opted in → the cluster that owns it (the oldest claimant),
     and, by cluster key, an error for every cluster whose ID is invalid or already taken."""
@@ -20,12 +30,11 @@ def claim_ids(clusters: Iterable[Cluster]) -> tuple[dict[str, Cluster], dict[str
         spec = cluster.spec.shared_ingress
         if not spec.enabled:
             continue
-        cluster_id = spec.id_for(cluster.metadata.name)
-        if not CLUSTER_ID.fullmatch(cluster_id):
-            errors[cluster.key] = FieldError(cluster.ref, "spec.sharedIngress.clusterID",
-                                             f"the cluster's name {cluster_id!r} is not a valid ID "
-                                             "(at most 63 characters): set clusterID")
+        invalid = id_error(cluster)
+        if invalid is not None:
+            errors[cluster.key] = invalid
             continue
+        cluster_id = spec.id_for(cluster.metadata.name)
         claims.setdefault(cluster_id, []).append(cluster)
     owners: dict[str, Cluster] = {}
     for cluster_id, claimants in sorted(claims.items()):

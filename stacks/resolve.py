@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from stacks import accounts
 from stacks.errors import InvalidSpec
-from stacks.ingress import claim_ids
+from stacks.ingress import claim_ids, id_error
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh import MeshPlan, MeshShare, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
@@ -95,12 +95,11 @@ def shared_ingress_inputs(cluster: Cluster, hub: HubConfig) -> SharedIngressInpu
     if central is None or central.address is None:
         raise InvalidSpec.one(cluster.ref, "spec.sharedIngress.enabled",
                               f"{hub.ref} has no spec.sharedIngress.address for the cluster's proxy to dial")
-    cluster_id = mine.id_for(cluster.metadata.name)
-    if len(cluster_id) > 63:
-        raise InvalidSpec.one(cluster.ref, "spec.sharedIngress.clusterID",
-                              f"the cluster's name is {len(cluster_id)} characters, more than an ID's 63: set clusterID")
+    invalid = id_error(cluster)
+    if invalid is not None:
+        raise InvalidSpec([invalid])
     return SharedIngressInputs(
-        cluster_id=cluster_id,
+        cluster_id=mine.id_for(cluster.metadata.name),
         central_address=central.address,
         proxy_bind=mine.proxy_bind,
         wire_mode=central.wire_mode,
@@ -162,6 +161,9 @@ def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
     problems = [*mesh.errors.items(), *((key, InvalidSpec([err])) for key, err in taken.items())]
     for key, problem in problems:
         earlier = result[key]
-        result[key] = InvalidSpec([*earlier.errors, *problem.errors], earlier.reason) \
-            if isinstance(earlier, InvalidSpec) else problem
+        if isinstance(earlier, InvalidSpec):  # an error resolve() already reported is not repeated
+            fresh = [err for err in problem.errors if err not in earlier.errors]
+            result[key] = InvalidSpec([*earlier.errors, *fresh], earlier.reason)
+        else:
+            result[key] = problem
     return result

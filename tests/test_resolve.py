@@ -88,3 +88,11 @@ def test_a_shared_ingress_id_claimed_twice_refuses_the_younger_cluster_only():
     assert result["acme/old"].shared_ingress.cluster_id == "shared"
     assert isinstance(result["acme/young"], InvalidSpec)
     assert "spec.sharedIngress.clusterID: ID 'shared' is already used by Cluster acme/old" in str(result["acme/young"])
+
+
+def test_an_unusable_shared_ingress_id_is_reported_once():
+    long_name = cluster("x" * 70, sharedIngress={"enabled": True, "backend": "kas.x.svc:6443"})
+    result = resolve_fleet(Fleet(hub=hub(sharedIngress={"address": "ingress.hub.example.com:6443"}),
+                                 clusters=(long_name,)))
+    [error] = result[long_name.key].errors
+    assert error.field == "spec.sharedIngress.clusterID" and "at most 63 characters" in error.reason
