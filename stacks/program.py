@@ -13,7 +13,7 @@ from automation.ingress.render import guest_manifests
 from components.mesh import Mesh, MeshProviders
 from components.privatelink import PrivateLink, PrivateLinkProviders
 from components.providers import Providers
-from stacks.inputs import StackInputs
+from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs
 
 
 def program(inputs: StackInputs) -> dict[str, Any]:
@@ -58,6 +58,6 @@ def program(inputs: StackInputs) -> dict[str, Any]:
 def run_from_config() -> None:
     """What `pulumi up` runs: read the serialised inputs from stack config, build, export."""
     config = pulumi.Config("clusternet")
-    inputs = StackInputs.from_config(config.require("inputs"))
+    inputs = StackInputs.from_config(config.require(INPUTS_CONFIG_KEY))  # what the engine and `inputs` write
     for name, value in program(inputs).items():
         pulumi.export(name, value)

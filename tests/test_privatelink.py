@@ -153,3 +153,22 @@ def test_stack_outputs_name_service_endpoint_and_zone():
 
 def test_the_same_inputs_give_the_same_plan():
     assert plan().to_json() == plan().to_json()
+
+
+def test_pulumi_up_by_hand_builds_the_same_stack_as_the_plan():
+    """__main__.py reads the inputs from stack config: the `pulumi up` door and the plan must agree."""
+    import runpy
+
+    import pulumi
+
+    from automation.plan import record
+    from stacks.inputs import INPUTS_CONFIG_KEY
+
+    inputs = resolve(cluster(), hub())
+
+    def by_hand():
+        pulumi.runtime.set_all_config({f"clusternet:{INPUTS_CONFIG_KEY}": inputs.to_config()})
+        runpy.run_path("__main__.py")
+
+    hand, planned = record(by_hand, stack=inputs.stack), plan_stack(inputs)
+    assert [(r.urn, r.inputs) for r in hand.resources] == [(r.urn, r.inputs) for r in planned.resources]
