@@ -71,8 +71,8 @@ def resolve(
 def _private_link(cluster: Cluster, hub: HubConfig, region: str, vpc: EndpointVPC | None) -> PrivateLinkInputs | None:
     if not cluster.spec.private_link.enabled:
         return None
-    if vpc is None:
-        vpc = _placed(hub, cluster, region, {})
+    if vpc is None:  # resolved alone, not as part of a fleet: placed as if it were the only cluster
+        vpc = _placed(hub, cluster, region)
     url = urlsplit(cluster.spec.api_url)
     return PrivateLinkInputs(
         infra_id=cluster.spec.infra_id,
@@ -108,8 +108,8 @@ def shared_ingress_inputs(cluster: Cluster, hub: HubConfig) -> SharedIngressInpu
     )
 
 
-def _placed(hub: HubConfig, cluster: Cluster, region: str, existing: Mapping[str, str]) -> EndpointVPC:
-    placed = place_endpoints(hub, [Want(cluster.key, cluster.ref, region)], existing)[cluster.key]
+def _placed(hub: HubConfig, cluster: Cluster, region: str) -> EndpointVPC:
+    placed = place_endpoints(hub, [Want(cluster.key, cluster.ref, region)], {})[cluster.key]
     if isinstance(placed, InvalidSpec):
         raise placed
     return placed
