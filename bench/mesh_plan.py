@@ -15,6 +15,7 @@ from automation.plan import plan_stack, raise_invalid
 from stacks.mesh import MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.model import parse
 from stacks.resolve import Fleet, resolve_fleet
+from stacks.tenancy import OWNER_ACCOUNT_ANNOTATION
 
 REGIONS = ("us-east-1", "eu-west-1")
 ACCOUNTS = ("222222222222", "333333333333")
@@ -34,7 +35,8 @@ def mesh_fleet(members: int, tables: int) -> Fleet:
                  "credentials": {"roleARN": "arn:aws:iam::111111111111:role/clusternet-hub"},
                  "roleAccountMap": {a: f"arn:aws:iam::{a}:role/clusternet" for a in ACCOUNTS},
                  # Quotas raised as far as AWS goes, so that the group size is the only variable.
-                 "mesh": {"peeringsPerVPC": 125, "routesPerTable": 1000}},
+                 "mesh": {"peeringsPerVPC": 125, "routesPerTable": 1000,
+                          "groups": {"bench": {"namespaces": [f"tenant-{k}" for k in range(3)]}}}},
     })
     clusters = tuple(
         parse({
@@ -42,7 +44,7 @@ def mesh_fleet(members: int, tables: int) -> Fleet:
             "metadata": {"name": f"m{i:03d}", "namespace": f"tenant-{i % 3}",
                          "creationTimestamp": f"2025-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z",
                          "labels": {MESH_LABEL: "bench"}, "annotations": {MESH_ENABLED_ANNOTATION: "true"}},
-            "spec": {"accountID": ACCOUNTS[i % 2], "region": REGIONS[(i // 2) % 2], "infraID": f"m{i:03d}-abcde",
+            "spec": {"accountID": ACCOUNTS[i % 3 % 2], "region": REGIONS[(i // 2) % 2], "infraID": f"m{i:03d}-abcde",
                      "apiURL": f"https://api.m{i:03d}.example.com:6443",
                      "network": {"vpcID": f"vpc-0m{i:03d}", "cidr": f"10.{i // 256}.{i % 256}.0/24",
                                  "routeTableIDs": [f"rtb-0m{i:03d}{t}" for t in range(tables)],
@@ -50,7 +52,8 @@ def mesh_fleet(members: int, tables: int) -> Fleet:
         })
         for i in range(members)
     )
-    return Fleet(hub=hub, clusters=clusters)
+    owners = {f"tenant-{k}": {OWNER_ACCOUNT_ANNOTATION: ACCOUNTS[k % 2]} for k in range(3)}
+    return Fleet(hub=hub, clusters=clusters, namespaces=owners)
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from automation.files import load_fleet
 from automation.plan import plan_all, raise_invalid
 from stacks.model import parse
 from stacks.resolve import Fleet, resolve_fleet
+from stacks.tenancy import OWNER_ACCOUNT_ANNOTATION
 
 REGIONS = ("us-east-1", "eu-west-1")
 ACCOUNTS = ("222222222222", "333333333333")
@@ -37,7 +38,7 @@ def generated_fleet(n: int) -> Fleet:
         parse({
             "apiVersion": "clusternet.io/v1alpha1", "kind": "Cluster",
             "metadata": {"name": f"c{i:04d}", "namespace": f"tenant-{i % 7}"},
-            "spec": {"accountID": ACCOUNTS[i % 2], "region": REGIONS[(i // 2) % 2], "infraID": f"c{i:04d}-abcde",
+            "spec": {"accountID": ACCOUNTS[i % 7 % 2], "region": REGIONS[(i // 2) % 2], "infraID": f"c{i:04d}-abcde",
                      "apiURL": f"https://api.c{i:04d}.example.com:6443",
                      "network": {"vpcID": f"vpc-0c{i:04d}", "cidr": f"10.{i // 256}.{i % 256}.0/24",
                                  "routeTableIDs": [f"rtb-0{i:04d}"], "nodeSecurityGroupIDs": [f"sg-0{i:04d}"]},
@@ -45,7 +46,8 @@ def generated_fleet(n: int) -> Fleet:
         })
         for i in range(n)
     )
-    return Fleet(hub=hub, clusters=clusters)
+    owners = {f"tenant-{k}": {OWNER_ACCOUNT_ANNOTATION: ACCOUNTS[k % 2]} for k in range(7)}
+    return Fleet(hub=hub, clusters=clusters, namespaces=owners)
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ from kubernetes import client
 
 from automation.service import Service, ServiceOptions
 from stacks.model import GROUP
+from stacks.tenancy import OWNER_ACCOUNT_ANNOTATION
 from tests.doubles import RecordingEngine
 
 VERSION = "v1alpha1"
@@ -85,7 +86,9 @@ def hub_doc(clusters: int) -> dict:
                  "credentials": {"roleARN": "arn:aws:iam::111111111111:role/clusternet-hub"},
                  "roleAccountMap": {a: f"arn:aws:iam::{a}:role/clusternet" for a in ACCOUNTS},
                  "endpointVPCInventory": inventory,
-                 "associatedVPCs": [{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "10.0.0.0/16"}]},
+                 "associatedVPCs": [{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "10.0.0.0/16"}],
+                 # The mesh scenario's group spans every team (a group is namespace-local unless listed).
+                 "mesh": {"groups": {"payments": {"namespaces": [f"team-{k}" for k in range(10)]}}}},
     }
 
 
@@ -113,7 +116,8 @@ def populate(api: client.ApiClient, count: int, *, first: int = 0, mesh: str | N
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     if hub:
         for ns in {namespace_of(n) for n in range(first, first + count)} | {SYSTEM}:
-            core.create_namespace({"metadata": {"name": ns}})
+            owner = {OWNER_ACCOUNT_ANNOTATION: ACCOUNTS[int(ns.rsplit("-", 1)[1]) % 2]} if ns != SYSTEM else {}
+            core.create_namespace({"metadata": {"name": ns, "annotations": owner}})
         custom.create_cluster_custom_object(GROUP, VERSION, "hubconfigs", hub_doc(count))
     docs = [cluster_doc(n, namespace_of(n), mesh=mesh) for n in range(first, first + count)]
     with ThreadPoolExecutor(8) as pool:
@@ -218,13 +222,14 @@ def burst(updates: int, run_ms: float) -> dict[str, float]:
             for i in range(updates):
                 started = time.monotonic()
                 custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(0), "clusters", "c0000",
-                                                      {"spec": {"tenant": f"burst-{i}"}})
+                                                      {"spec": {"apiURL": f"https://api.burst-{i}.example.com"}})
                 time.sleep(max(0.0, gap - (time.monotonic() - started)))
             quiet(svc, engine, 2.0)
-            last = engine.runs("up")[-1].inputs.tenant
+            last = engine.runs("up")[-1].inputs.private_link.api_host
         finally:
             svc.stop()
-    return {"burst_runs": engine.count() - before, "burst_final_state_applied": last == f"burst-{updates - 1}"}
+    return {"burst_runs": engine.count() - before,
+            "burst_final_state_applied": last == f"api.burst-{updates - 1}.example.com"}
 
 
 def mesh_join(members: int) -> dict[str, float]:
@@ -281,7 +286,7 @@ def event_to_run(api: client.ApiClient, engine: RecordingEngine, samples: int) -
         seen.clear()
         sent = time.monotonic()
         custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(n), "clusters", f"c{n:04d}",
-                                              {"spec": {"tenant": f"sample-{i}"}})
+                                              {"spec": {"apiURL": f"https://api.sample-{i}.c{n:04d}.example.com"}})
         wait(lambda: engine.count("up", stack) > before, 30, "an edit's run")
         latencies.append((engine.runs("up", stack)[-1].started - sent) * 1000)
         wait(lambda: all(c.ended for c in engine.runs("up", stack)), 30, "the run to end")

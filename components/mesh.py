@@ -93,7 +93,7 @@ class MeshPeering(pulumi.ComponentResource):
                         ip_protocol=rule.protocol,
                         cidr_ipv4=other.cidr,
                         description=f"clusternet mesh {group}: from {other.key}",
-                        tags={**tags, "Name": f"{pair.name} from {other.key}"},
+                        tags=tags,  # Name: the pair (the description says from whom); fits 256
                         opts=child,
                         **ports,
                     )

@@ -9,9 +9,10 @@ Region precedence, first match wins:
   3. Cluster spec.region
   4. HubConfig spec.region
 
-Account: the namespace annotation clusternet.io/owner-account-id, when set, is
-the only account a cluster of that namespace may live in; a Cluster whose
-spec.accountID disagrees is refused (AccountMismatch), never moved silently.
+Account: which account a namespace's clusters may use is a tenancy rule
+(stacks.tenancy.Owners.account: the namespace's owner annotation, refused
+without one unless the HubConfig allows first claims); this module turns that
+account, the region and the role map into the AwsTarget a provider uses.
 """
 from __future__ import annotations
 
@@ -22,16 +23,15 @@ from typing import TYPE_CHECKING, Mapping
 from stacks.errors import InvalidSpec
 from stacks.model import REGIONS, Cluster, HubConfig, partition_of
 from stacks.targets import AwsTarget
+from stacks.tenancy import OWNER_ACCOUNT_ANNOTATION, Owners
 
 if TYPE_CHECKING:  # annotations only: stacks.inputs builds on this module (through stacks.mesh)
     from stacks.inputs import StackInputs
 
-OWNER_ACCOUNT_ANNOTATION = "clusternet.io/owner-account-id"
 DEFAULT_REGION_ANNOTATION = "clusternet.io/default-region"
 REGION_ANNOTATION = "clusternet.io/region"
 
 _SESSION_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_+=,.@-]")
-_ACCOUNT_ID = re.compile(r"\d{12}")
 ROLE_ARN = re.compile(r"arn:aws(-us-gov|-cn)?:iam::\d{12}:role/[\w+=,.@/-]{1,512}")
 _SESSION_NAME_MAX = 64  # STS RoleSessionName
 
@@ -69,26 +69,6 @@ def cluster_region(cluster: Cluster, hub: HubConfig, ns_annotations: Mapping[str
     return hub.spec.region, "HubConfig spec.region"
 
 
-def cluster_account(cluster: Cluster, ns_annotations: Mapping[str, str]) -> str:
-    """The account the cluster lives in: the namespace's owner account, which spec.accountID must match."""
-    owner = ns_annotations.get(OWNER_ACCOUNT_ANNOTATION)
-    if owner is not None and not _ACCOUNT_ID.fullmatch(owner):
-        raise InvalidSpec.one(
-            f"Namespace {cluster.metadata.namespace or 'default'}", f"metadata.annotations[{OWNER_ACCOUNT_ANNOTATION}]",
-            f"{owner!r} is not a 12-digit AWS account ID; no cluster of this namespace can be placed",
-            condition="InvalidOwnerAccount",
-        )
-    if owner and owner != cluster.spec.account_id:
-        raise InvalidSpec.one(
-            cluster.ref,
-            "spec.accountID",
-            f"account {cluster.spec.account_id} is not the namespace's owner account {owner} "
-            f"({OWNER_ACCOUNT_ANNOTATION}); clusters in this namespace must live in {owner}",
-            condition="AccountMismatch",
-        )
-    return owner or cluster.spec.account_id
-
-
 def role_for(account_id: str, role_map: Mapping[str, str], hub: HubConfig, *, obj: str, field: str) -> str | None:
     """The role to assume in `account_id`. The hub's own account uses the hub credentials."""
     role = role_map.get(account_id)
@@ -122,11 +102,11 @@ def hub_target(hub: HubConfig, cluster: Cluster | None = None) -> AwsTarget:
     )
 
 
-def cluster_target(
-    cluster: Cluster, hub: HubConfig, ns_annotations: Mapping[str, str], role_map: Mapping[str, str]
-) -> AwsTarget:
-    account = cluster_account(cluster, ns_annotations)
-    region, source = cluster_region(cluster, hub, ns_annotations)
+def cluster_target(cluster: Cluster, owners: Owners, role_map: Mapping[str, str]) -> AwsTarget:
+    """Where the cluster's own resources live, refused (InvalidSpec) where its namespace may not go."""
+    hub = owners.hub
+    account = owners.account(cluster)
+    region, source = cluster_region(cluster, hub, owners.annotations(cluster.metadata.namespace or "default"))
     role = role_for(account, role_map, hub, obj=cluster.ref, field="spec.accountID")
     if role and role.split(":")[1] != partition_of(region):
         raise InvalidSpec.one(

@@ -1,9 +1,17 @@
 """Cluster mesh: who is in which group, which stack owns each pair, and each stack's share. Pure.
 
 Membership
-    A Cluster is a member of group G when it has the label `clusternet.io/mesh: G` AND the annotation
-    `clusternet.io/mesh-enabled: "true"`, is not being deleted, and its account and region resolve.
-    Removing either takes it out of the group. A label has one value, so a cluster is in one group at most.
+    A Cluster asks to join group G with the label `clusternet.io/mesh: G` AND the annotation
+    `clusternet.io/mesh-enabled: "true"`; it is a member when it is not being deleted and its account and
+    region resolve. Removing either takes it out. A label has one value, so a cluster is in one group at most.
+
+Tenancy: a group is namespace-local unless the hub administrator says otherwise
+    Clusters of different namespaces with the same label are different groups ("acme/G", "globex/G") and
+    never peer. A group spans namespaces only when HubConfig spec.mesh.groups.G.namespaces lists them; a
+    cluster of an unlisted namespace asking for G is refused (NotInMeshGroup). An entry without
+    `namespaces` gives the settings (rules, securityGroup) of every namespace-local group named G.
+    Join stamps and pair names do not depend on which kind of group it is, so declaring or undeclaring a
+    group's namespaces never replaces a peering between clusters of one namespace.
 
 Join order (durable, restart-proof)
     Members are ordered by their join stamp `status.meshJoin = {group: G, order: n}`, which the service
@@ -38,10 +46,12 @@ from stacks import accounts
 from stacks.errors import FieldError, InvalidSpec
 from stacks.targets import AwsTarget, Frozen
 from stacks.model import Cluster, HubConfig, MeshGroup, MeshRule
+from stacks.names import stack_name
 
 MESH_LABEL = "clusternet.io/mesh"
 MESH_ENABLED_ANNOTATION = "clusternet.io/mesh-enabled"
 JOIN_STATUS_KEY = "meshJoin"  # status.meshJoin = {"group": G, "order": n}, written by the service
+NOT_IN_MESH_GROUP = "NotInMeshGroup"
 
 ALL_TRAFFIC = MeshRule(protocol="-1", from_port=0, to_port=0)
 
@@ -88,7 +98,7 @@ class PairView:
 
 @dataclass(frozen=True)
 class GroupView:
-    name: str
+    name: str  # "G" for a group the HubConfig spans across namespaces, "<namespace>/G" for a local one
     members: tuple[str, ...]  # admitted, in join order
     pairs: tuple[PairView, ...]
     rejected: tuple[str, ...] = ()
@@ -139,7 +149,21 @@ def pair_name(a_stack: str, b_stack: str) -> str:
 
 
 def stack_of(cluster: Cluster) -> str:
-    return f"{cluster.metadata.namespace or 'default'}.{cluster.metadata.name}"
+    return stack_name(cluster.metadata.namespace, cluster.metadata.name)
+
+
+def group_key(cluster: Cluster, group: str, hub: HubConfig) -> str | InvalidSpec:
+    """Which group `group` is for this cluster: shared ("G"), namespace-local ("ns/G"), or refused."""
+    namespace = cluster.metadata.namespace or "default"
+    config = hub.spec.mesh.groups.get(group)
+    if config is None or config.namespaces is None:
+        return f"{namespace}/{group}"
+    if namespace in config.namespaces:
+        return group
+    return InvalidSpec.one(
+        cluster.ref, f"metadata.labels[{MESH_LABEL}]",
+        f"mesh group {group} spans only the namespaces the hub administrator listed (HubConfig "
+        f"spec.mesh.groups.{group}.namespaces), and {namespace} is not one of them", condition=NOT_IN_MESH_GROUP)
 
 
 def dedicated_group_name(stack: str) -> str:
@@ -159,47 +183,54 @@ class _Candidate:
     net: ipaddress.IPv4Network
 
 
-def plan_mesh(
-    hub: HubConfig,
-    clusters: Iterable[Cluster],
-    *,
-    namespaces: Mapping[str, Mapping[str, str]] | None = None,
-    role_map: Mapping[str, str] | None = None,
-) -> MeshPlan:
-    """Every group, its admitted members in join order, every pair and its owner, and each stack's share."""
-    namespaces = namespaces or {}
-    roles = accounts.merged_role_map(hub, role_map)
+Targets = Mapping[str, "AwsTarget | InvalidSpec"]  # cluster key -> where it lives, or why it cannot be placed
+
+
+def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets) -> MeshPlan:
+    """Every group, its admitted members in join order, every pair and its owner, and each stack's share.
+
+    `targets` are the clusters' resolved accounts and regions (stacks.resolve.fleet_targets): a cluster
+    whose target is refused cannot be peered with and is left out (resolve reports why).
+    """
     by_group: dict[str, list[Cluster]] = {}
+    names: dict[str, str] = {}  # group key -> the label value G
     unstamp: list[str] = []
+    errors: dict[str, InvalidSpec] = {}
     for cluster in clusters:
         group = group_of(cluster)
         if group is not None:
-            by_group.setdefault(group, []).append(cluster)
+            key = group_key(cluster, group, hub)
+            if isinstance(key, InvalidSpec):
+                errors[cluster.key] = key
+                group = None
+            else:
+                by_group.setdefault(key, []).append(cluster)
+                names[key] = group
         stamp = (cluster.status or {}).get(JOIN_STATUS_KEY)
         if stamp and (group is None or join_stamp(cluster, group) is None):
             unstamp.append(cluster.key)
 
     shares: dict[str, MeshShare] = {}
-    errors: dict[str, InvalidSpec] = {}
     groups: dict[str, GroupView] = {}
     stamps: dict[str, dict] = {}
-    for group in sorted(by_group):
-        members = sorted(by_group[group], key=lambda c: join_key(c, group))
-        view, group_shares, group_errors = _plan_group(hub, group, members, namespaces, roles)
-        groups[group] = view
+    for key in sorted(by_group):
+        group = names[key]
+        members = sorted(by_group[key], key=lambda c: join_key(c, group))
+        view, group_shares, group_errors = _plan_group(hub, key, group, members, targets)
+        groups[key] = view
         shares.update(group_shares)
         errors.update(group_errors)
         stamped = [s for c in members if (s := join_stamp(c, group)) is not None]
         nxt = max(stamped, default=0) + 1
         by_key = {c.key: c for c in members}
-        for key in view.members:
-            if join_stamp(by_key[key], group) is None:
-                stamps[key] = {"group": group, "order": nxt}
+        for member in view.members:
+            if join_stamp(by_key[member], group) is None:
+                stamps[member] = {"group": group, "order": nxt}
                 nxt += 1
     return MeshPlan(shares=shares, errors=errors, groups=groups, stamps=stamps, unstamp=tuple(unstamp))
 
 
-def _plan_group(hub, group, members, namespaces, roles):
+def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], targets: Targets):
     config = hub.spec.mesh.groups.get(group, MeshGroup())
     limits = hub.spec.mesh
     rules = group_rules(config)
@@ -209,10 +240,8 @@ def _plan_group(hub, group, members, namespaces, roles):
     rejected: list[str] = []
     errors: dict[str, InvalidSpec] = {}
     for cluster in members:
-        try:
-            target = accounts.cluster_target(
-                cluster, hub, namespaces.get(cluster.metadata.namespace or "default", {}), roles)
-        except InvalidSpec:
+        target = targets.get(cluster.key)
+        if not isinstance(target, AwsTarget):
             continue  # not reachable: resolve() reports why; it cannot be peered with
         candidate = _candidate(cluster, target, dedicated)
         problems = _own_problems(candidate, group, dedicated) or _fit_problems(candidate, group, admitted, limits)
@@ -235,7 +264,7 @@ def _plan_group(hub, group, members, namespaces, roles):
             pairs.append(PairView(name=name, owner=owner.member.key, peer=earlier.member.key))
         shares[owner.member.key] = MeshShare(
             group=group, member=owner.member, rules=rules, pairs=tuple(sorted(owned, key=lambda p: p.name)))
-    view = GroupView(name=group, members=tuple(c.member.key for c in admitted),
+    view = GroupView(name=key, members=tuple(c.member.key for c in admitted),
                      pairs=tuple(sorted(pairs, key=lambda p: p.name)), rejected=tuple(rejected))
     return view, shares, errors
 

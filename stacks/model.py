@@ -9,13 +9,13 @@ from __future__ import annotations
 import ipaddress
 import re
 from typing import Annotated, Any, Iterable, Literal
-from urllib.parse import urlsplit
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from stacks.errors import FieldError, InvalidSpec
+from stacks.names import LABEL_MAX, hostname_error, parse_api_url
 
 API_VERSION = "clusternet.io/v1alpha1"
 GROUP = "clusternet.io"
@@ -58,27 +58,43 @@ def _region(value: str) -> str:
     return value
 
 
-def _cidr(value: str) -> str:
+def _ipv4_network(value: str) -> ipaddress.IPv4Network:
     try:
         net = ipaddress.ip_network(value, strict=True)
     except ValueError as exc:
         raise ValueError(f"{value!r} is not a CIDR block ({exc})") from None
     if net.version != 4:
         raise ValueError(f"{value!r} is not an IPv4 CIDR block")
+    return net
+
+
+# AWS VPC CIDR blocks are /16 to /28; anything wider in a route or a rule reaches beyond one VPC.
+VPC_PREFIX_MIN, VPC_PREFIX_MAX = 16, 28
+
+
+def _vpc_cidr(value: str) -> str:
+    net = _ipv4_network(value)
+    if not VPC_PREFIX_MIN <= net.prefixlen <= VPC_PREFIX_MAX:
+        raise ValueError(f"{value!r} is not a VPC CIDR block (a VPC is /{VPC_PREFIX_MIN} to /{VPC_PREFIX_MAX})")
+    return value
+
+
+def _source_cidr(value: str) -> str:
+    if _ipv4_network(value).prefixlen == 0:
+        raise ValueError(f"{value!r} admits every address; list the networks that may connect")
     return value
 
 
 def _api_url(value: str) -> str:
-    parts = urlsplit(value)
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError(f"{value!r} has an invalid port") from None
-    if parts.scheme != "https" or not parts.hostname or parts.path not in ("", "/"):
-        raise ValueError(f"{value!r} is not an https URL of the form https://host[:port]")
-    if port == 0:
-        raise ValueError(f"{value!r} has an invalid port")
+    parse_api_url(value)
     return value
+
+
+def _domain(value: str) -> str:
+    problem = hostname_error(value, min_labels=1)  # a top-level domain ("internal") is one label
+    if problem is not None:
+        raise ValueError(f"domain {value!r} {problem}")
+    return value.lower()
 
 
 def _host_port(value: str) -> str:
@@ -88,28 +104,34 @@ def _host_port(value: str) -> str:
     return value
 
 
-AccountID = Annotated[str, _pattern(r"\d{12}", "a 12-digit AWS account ID")]
-Region = Annotated[str, AfterValidator(_region)]
-Cidr = Annotated[str, AfterValidator(_cidr)]
-RoleARN = Annotated[str, _pattern(r"arn:aws(-us-gov|-cn)?:iam::\d{12}:role/[\w+=,.@/-]{1,512}", "an IAM role ARN")]
+AccountID = Annotated[str, Field(max_length=12), _pattern(r"\d{12}", "a 12-digit AWS account ID")]
+Region = Annotated[str, Field(max_length=20), AfterValidator(_region)]
+VpcCidr = Annotated[str, Field(max_length=18), AfterValidator(_vpc_cidr)]
+SourceCidr = Annotated[str, Field(max_length=18), AfterValidator(_source_cidr)]
+Domain = Annotated[str, Field(max_length=253), AfterValidator(_domain)]
+NamespaceName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", max_length=LABEL_MAX)]
+# Integers the API server stores as int32; strict (Spec), so `true` or "5" is refused, not coerced.
+INT32_MAX = 2**31 - 1
+RoleARN = Annotated[str, Field(max_length=2048), _pattern(r"arn:aws(-us-gov|-cn)?:iam::\d{12}:role/[\w+=,.@/-]{1,512}", "an IAM role ARN")]
 PrincipalARN = Annotated[
-    str,
+    str, Field(max_length=2048),
     _pattern(r"arn:aws(-us-gov|-cn)?:iam::\d{12}:(root|(role|user)/[\w+=,.@/-]{1,512})", "an IAM principal ARN"),
 ]
-VpcID = Annotated[str, _pattern(r"vpc-[0-9a-z]+", "a VPC ID (vpc-...)")]
-SubnetID = Annotated[str, _pattern(r"subnet-[0-9a-z]+", "a subnet ID (subnet-...)")]
-RouteTableID = Annotated[str, _pattern(r"rtb-[0-9a-z]+", "a route table ID (rtb-...)")]
-SecurityGroupID = Annotated[str, _pattern(r"sg-[0-9a-z]+", "a security group ID (sg-...)")]
-ApiURL = Annotated[str, AfterValidator(_api_url)]
-HostPort = Annotated[str, AfterValidator(_host_port)]
+VpcID = Annotated[str, Field(max_length=32), _pattern(r"vpc-[0-9a-z]+", "a VPC ID (vpc-...)")]
+SubnetID = Annotated[str, Field(max_length=32), _pattern(r"subnet-[0-9a-z]+", "a subnet ID (subnet-...)")]
+RouteTableID = Annotated[str, Field(max_length=32), _pattern(r"rtb-[0-9a-z]+", "a route table ID (rtb-...)")]
+SecurityGroupID = Annotated[str, Field(max_length=32), _pattern(r"sg-[0-9a-z]+", "a security group ID (sg-...)")]
+ApiURL = Annotated[str, Field(max_length=300), AfterValidator(_api_url)]
+HostPort = Annotated[str, Field(max_length=300), AfterValidator(_host_port)]
 # The installer's NLB is "{infraID}-int"; load balancer names stop at 32 characters.
-InfraID = Annotated[str, _pattern(r"[a-z0-9]([-a-z0-9]{0,26}[a-z0-9])?", "an infra ID (lowercase DNS label, at most 28 characters)")]
+InfraID = Annotated[str, Field(max_length=28), _pattern(r"[a-z0-9]([-a-z0-9]{0,26}[a-z0-9])?", "an infra ID (lowercase DNS label, at most 28 characters)")]
 
 
 class Spec(BaseModel):
     """Base for every spec part: camelCase on the wire, unknown fields refused."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
+                              strict=True)
 
 
 # --- HubConfig ----------------------------------------------------------------
@@ -122,20 +144,20 @@ class Credentials(Spec):
 
 class Subnet(Spec):
     subnet_id: SubnetID = Field(alias="subnetID")
-    availability_zone: str = Field(min_length=1)
+    availability_zone: str = Field(min_length=1, max_length=32)
 
 
 class EndpointVPC(Spec):
     region: Region
     vpc_id: VpcID = Field(alias="vpcID")
-    cidr: Cidr
-    subnets: list[Subnet] = Field(min_length=1)
+    cidr: VpcCidr
+    subnets: list[Subnet] = Field(min_length=1, max_length=32)
 
 
 class AssociatedVPC(Spec):
     region: Region
     vpc_id: VpcID = Field(alias="vpcID")
-    cidr: Cidr | None = None  # looked up in the hub account when absent
+    cidr: VpcCidr | None = None  # looked up in the hub account when absent
 
 
 class HubPrivateLink(Spec):
@@ -143,7 +165,7 @@ class HubPrivateLink(Spec):
     # "ARecord": plain A records with the endpoint's IPs, for partitions without ALIAS (GovCloud).
     dns_record_type: Literal["Alias", "ARecord"] = "Alias"
     # Interface endpoints per VPC (AWS default quota: 50); a full VPC is never chosen.
-    endpoints_per_vpc: int = Field(50, ge=1, alias="endpointsPerVPC")
+    endpoints_per_vpc: int = Field(50, ge=1, le=INT32_MAX, alias="endpointsPerVPC")
 
 
 class MeshRule(Spec):
@@ -160,13 +182,18 @@ class MeshRule(Spec):
 
 class MeshGroup(Spec):
     # Empty: all traffic from peer CIDRs (the design's default).
-    rules: list[MeshRule] = Field(default_factory=list)
+    rules: list[MeshRule] = Field(default_factory=list, max_length=60)  # AWS: 60 inbound rules per group
     # "nodes": rules go on each cluster's node security groups; "dedicated": a group of its own per cluster.
     security_group: Literal["nodes", "dedicated"] = "nodes"
+    # Unset: the group is namespace-local (clusters of one namespace with this label; these settings apply
+    # in every namespace). Set: one group spanning exactly these namespaces; a cluster of any other
+    # namespace with the label is refused (NotInMeshGroup).
+    namespaces: list[NamespaceName] | None = Field(None, max_length=1000)
 
 
 class HubMesh(Spec):
-    groups: dict[str, MeshGroup] = Field(default_factory=dict)
+    groups: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")], MeshGroup] = \
+        Field(default_factory=dict, max_length=1000)
     # AWS default quotas; raise them here once AWS has raised them for you.
     peerings_per_vpc: int = Field(50, ge=1, le=125, alias="peeringsPerVPC")
     routes_per_table: int = Field(50, ge=1, le=1000)
@@ -188,12 +215,12 @@ class HubSharedIngress(Spec):
     # PROXY v2 reserves 0xE0-0xEF for application-specific (custom) TLVs; lower types have
     # meanings of their own (0x05 UNIQUE_ID, 0x20 SSL, ...) that receivers would misparse.
     tlv_type: int = Field(0xE0, ge=0xE0, le=0xEF, alias="tlvType")
-    namespace: str = Field("clusternet-ingress", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-    image: str = "haproxy:2.6"  # central proxy and node-side proxies
-    replicas: int = Field(2, ge=2)
+    namespace: NamespaceName = "clusternet-ingress"
+    image: str = Field("haproxy:2.6", max_length=512)  # central proxy and node-side proxies
+    replicas: int = Field(2, ge=2, le=INT32_MAX)
     # The clusternet image: runs `python -m automation.ingress.runtime` beside HAProxy so config
     # changes apply without dropping connections. Without it a change rolls the pods.
-    reloader_image: str | None = None
+    reloader_image: str | None = Field(None, max_length=512)
 
     @model_validator(mode="after")
     def _image_supports_wire_mode(self) -> "HubSharedIngress":
@@ -206,26 +233,40 @@ class HubSharedIngress(Spec):
         return self
 
 
+class Tenancy(Spec):
+    """The hub administrator's tenancy rules (docs/security.md). A tenant is a namespace."""
+
+    # A namespace without the owner-account annotation: "Refuse" its clusters (NamespaceNotOwned), or let
+    # them claim accounts no namespace owns, first claimant first ("FirstClaim"; never the hub account).
+    unowned_namespaces: Literal["Refuse", "FirstClaim"] = "Refuse"
+    # No cluster's API host may be equal to or under these (besides the domains AWS owns, always refused).
+    reserved_domains: list[Domain] = Field(default_factory=list, max_length=1000)
+
+
 class HubConfigSpec(Spec):
     account_id: AccountID = Field(alias="accountID")
     region: Region
     credentials: Credentials = Field(default_factory=Credentials)
     allowed_principal: PrincipalARN | None = None
-    role_account_map: dict[AccountID, RoleARN] = Field(default_factory=dict)
-    endpoint_vpc_inventory: list[EndpointVPC] = Field(default_factory=list, alias="endpointVPCInventory")
-    associated_vpcs: list[AssociatedVPC] = Field(default_factory=list, alias="associatedVPCs")
+    role_account_map: dict[AccountID, RoleARN] = Field(default_factory=dict, max_length=10000)
+    endpoint_vpc_inventory: list[EndpointVPC] = Field(default_factory=list, alias="endpointVPCInventory",
+                                                      max_length=1000)
+    associated_vpcs: list[AssociatedVPC] = Field(default_factory=list, alias="associatedVPCs", max_length=300)
     private_link: HubPrivateLink = Field(default_factory=HubPrivateLink)
     mesh: HubMesh = Field(default_factory=HubMesh)
     shared_ingress: HubSharedIngress | None = None
+    tenancy: Tenancy = Field(default_factory=Tenancy)
 
 
 # --- Cluster ------------------------------------------------------------------
 
 class Network(Spec):
     vpc_id: VpcID = Field(alias="vpcID")
-    cidr: Cidr
-    route_table_ids: list[RouteTableID] = Field(default_factory=list, alias="routeTableIDs")
-    node_security_group_ids: list[SecurityGroupID] = Field(default_factory=list, alias="nodeSecurityGroupIDs")
+    cidr: VpcCidr
+    # AWS: 200 route tables per VPC, 5 security groups per network interface (16 at most by quota).
+    route_table_ids: list[RouteTableID] = Field(default_factory=list, alias="routeTableIDs", max_length=200)
+    node_security_group_ids: list[SecurityGroupID] = Field(default_factory=list, alias="nodeSecurityGroupIDs",
+                                                           max_length=16)
 
 
 class ClusterPrivateLink(Spec):
@@ -234,11 +275,12 @@ class ClusterPrivateLink(Spec):
 
 class ClusterSharedIngress(Spec):
     enabled: bool = False
-    cluster_id: str | None = Field(None, alias="clusterID", pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$")
+    cluster_id: str | None = Field(None, alias="clusterID", pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$",
+                                      max_length=63)
     backend: HostPort | None = None  # the API server inside the management cluster
     proxy_bind: HostPort = "172.31.0.1:6443"
     # Matched against the client address carried in the PROXY header (the guest's pods and nodes).
-    allowed_source_cidrs: list[Cidr] = Field(default_factory=list, alias="allowedSourceCIDRs")
+    allowed_source_cidrs: list[SourceCidr] = Field(default_factory=list, alias="allowedSourceCIDRs", max_length=100)
 
     def id_for(self, cluster_name: str) -> str:
         """The ID the guest sends and the central proxy routes on: clusterID, else the cluster's name."""
@@ -256,7 +298,6 @@ class ClusterSpec(Spec):
     region: Region | None = None  # falls back to the namespace's default region, then the hub's
     infra_id: InfraID = Field(alias="infraID")
     api_url: ApiURL = Field(alias="apiURL")
-    tenant: str | None = None  # for tags and grouping; the namespace when absent
     network: Network
     private_link: ClusterPrivateLink = Field(default_factory=ClusterPrivateLink)
     shared_ingress: ClusterSharedIngress = Field(default_factory=ClusterSharedIngress)

@@ -9,19 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Mapping
-from urllib.parse import urlsplit
+
+from stacks import names
 
 from stacks import accounts
-from stacks.errors import InvalidSpec
+from stacks.errors import FieldError, InvalidSpec
 from stacks.ingress import claim_ids, id_error
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh import MeshPlan, MeshShare, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
+from stacks.names import stack_name_error, tag_value_error
 from stacks.placement import Want, place_endpoints
+from stacks.targets import AwsTarget
+from stacks.tenancy import Owners, claim_hosts, host_errors, namespace_of, tenant_of
 
 
 def stack_name(cluster: Cluster) -> str:
-    return f"{cluster.metadata.namespace or 'default'}.{cluster.metadata.name}"
+    return names.stack_name(cluster.metadata.namespace, cluster.metadata.name)
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,9 @@ class Fleet:
     role_map: Mapping[str, str] | None = None  # the role-map ConfigMap's entries
     placements: Mapping[str, str] = field(default_factory=dict)  # cluster key → endpoint VPC already in use
 
+    def owners(self) -> Owners:
+        return Owners.of(self.hub, self.clusters, self.namespaces)
+
 
 def resolve(
     cluster: Cluster,
@@ -43,12 +50,25 @@ def resolve(
     role_map: Mapping[str, str] | None = None,
     endpoint_vpc: EndpointVPC | None = None,
     mesh: MeshShare | None = None,
+    target: AwsTarget | None = None,
 ) -> StackInputs:
+    """One cluster's inputs. `target`: what `admit` gave it within its fleet; without one, the cluster is
+    admitted as if it were the whole fleet."""
+    namespace = namespace_of(cluster)
     ns_annotations = ns_annotations or {}
-    roles = accounts.merged_role_map(hub, role_map)
-    target = accounts.cluster_target(cluster, hub, ns_annotations, roles)
-    namespace = cluster.metadata.namespace or "default"
-    tenant = cluster.spec.tenant or namespace
+    if target is None:
+        owners = Owners.of(hub, [cluster], {namespace: ns_annotations})
+        target = admit(cluster, owners, accounts.merged_role_map(hub, role_map))
+    tenant = tenant_of(namespace, ns_annotations)
+    tags = {
+        "clusternet.io/cluster": cluster.key,
+        "clusternet.io/tenant": tenant,
+        "clusternet.io/managed-by": "clusternet",
+    }
+    too_long = [FieldError(cluster.ref, "metadata", problem) for key, value in tags.items()
+                if (problem := tag_value_error(key, value)) is not None]
+    if too_long:
+        raise InvalidSpec(too_long)
     return StackInputs(
         stack=stack_name(cluster),
         namespace=namespace,
@@ -57,15 +77,26 @@ def resolve(
         generation=cluster.metadata.generation,
         cluster=target,
         hub=accounts.hub_target(hub, cluster),
-        tags={
-            "clusternet.io/cluster": cluster.key,
-            "clusternet.io/tenant": tenant,
-            "clusternet.io/managed-by": "clusternet",
-        },
+        tags=tags,
         private_link=_private_link(cluster, hub, target.region, endpoint_vpc),
         shared_ingress=shared_ingress_inputs(cluster, hub),
         mesh=mesh,
     )
+
+
+def admit(cluster: Cluster, owners: Owners, roles: Mapping[str, str]) -> AwsTarget:
+    """The tenancy gate: the cluster's names and account are its namespace's to use (InvalidSpec if not).
+
+    Where it lives (account, region, role) is the answer. A cluster refused here takes nothing from the
+    fleet: no endpoint placement, no mesh pair, no API host, no shared-ingress ID.
+    """
+    problem = stack_name_error(cluster.metadata.namespace, cluster.metadata.name)
+    if problem is not None:
+        raise InvalidSpec.one(cluster.ref, "metadata.name", problem)
+    refused = host_errors(cluster, owners.hub, owners.annotations(namespace_of(cluster)))
+    if refused is not None:
+        raise refused
+    return accounts.cluster_target(cluster, owners, roles)
 
 
 def _private_link(cluster: Cluster, hub: HubConfig, region: str, vpc: EndpointVPC | None) -> PrivateLinkInputs | None:
@@ -73,12 +104,12 @@ def _private_link(cluster: Cluster, hub: HubConfig, region: str, vpc: EndpointVP
         return None
     if vpc is None:  # resolved alone, not as part of a fleet: placed as if it were the only cluster
         vpc = _placed(hub, cluster, region)
-    url = urlsplit(cluster.spec.api_url)
+    host, port = names.parse_api_url(cluster.spec.api_url)
     return PrivateLinkInputs(
         infra_id=cluster.spec.infra_id,
         nlb_name=f"{cluster.spec.infra_id}-int",
-        api_host=url.hostname,
-        api_port=url.port or 443,
+        api_host=host,
+        api_port=port,
         allowed_principal=hub.spec.allowed_principal or hub.spec.credentials.role_arn,
         endpoint_vpc=vpc,
         associated_vpcs=tuple(hub.spec.associated_vpcs),
@@ -115,34 +146,48 @@ def _placed(hub: HubConfig, cluster: Cluster, region: str) -> EndpointVPC:
     return placed
 
 
-def mesh_of(fleet: Fleet) -> MeshPlan:
+def fleet_targets(fleet: Fleet, owners: Owners | None = None) -> dict[str, AwsTarget | InvalidSpec]:
+    """`admit` for every cluster: its account, region and role, or why its namespace may not have them."""
+    owners = owners or fleet.owners()
+    roles = accounts.merged_role_map(fleet.hub, fleet.role_map)
+    targets: dict[str, AwsTarget | InvalidSpec] = {}
+    for cluster in fleet.clusters:
+        try:
+            targets[cluster.key] = admit(cluster, owners, roles)
+        except InvalidSpec as exc:
+            targets[cluster.key] = exc
+    return targets
+
+
+def mesh_of(fleet: Fleet, targets: Mapping[str, AwsTarget | InvalidSpec] | None = None) -> MeshPlan:
     """The fleet's mesh: groups, pair owners, each stack's share (stacks.mesh.changed_stacks diffs two)."""
-    return plan_mesh(fleet.hub, fleet.clusters, namespaces=fleet.namespaces, role_map=fleet.role_map)
+    return plan_mesh(fleet.hub, fleet.clusters, fleet_targets(fleet) if targets is None else targets)
 
 
 def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
-    """Resolve every cluster; the result is keyed by namespace/name, in input order."""
+    """Resolve every cluster; the result is keyed by namespace/name, in input order.
+
+    Per cluster: its names, its account (tenancy), its region. Over the fleet: API hosts and shared-ingress
+    IDs are unique (the younger claimant is refused), endpoints are placed, the mesh is planned. A cluster
+    refused for any of these gets every reason at once and never blocks the others.
+    """
     hub = fleet.hub
-    regions: dict[str, str | InvalidSpec] = {}
-    for cluster in fleet.clusters:
-        try:
-            annotations = fleet.namespaces.get(cluster.metadata.namespace or "default", {})
-            regions[cluster.key], _ = accounts.cluster_region(cluster, hub, annotations)
-        except InvalidSpec as exc:
-            regions[cluster.key] = exc
+    owners = fleet.owners()
+    targets = fleet_targets(fleet, owners)
     wants = [
-        Want(c.key, c.ref, regions[c.key], c.metadata.creation_timestamp or "")
+        Want(c.key, c.ref, target.region, c.metadata.creation_timestamp or "")
         for c in fleet.clusters
-        if c.spec.private_link.enabled and isinstance(regions[c.key], str)
+        if c.spec.private_link.enabled and isinstance(target := targets[c.key], AwsTarget)
     ]
     placed = place_endpoints(hub, wants, fleet.placements)
-    mesh = mesh_of(fleet)
+    mesh = mesh_of(fleet, targets)
 
     result: dict[str, StackInputs | InvalidSpec] = {}
     for cluster in fleet.clusters:
         vpc = placed.get(cluster.key)
-        if isinstance(regions[cluster.key], InvalidSpec):
-            result[cluster.key] = regions[cluster.key]
+        target = targets[cluster.key]
+        if isinstance(target, InvalidSpec):
+            result[cluster.key] = target
         elif isinstance(vpc, InvalidSpec):
             result[cluster.key] = vpc
         else:
@@ -150,15 +195,19 @@ def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
                 result[cluster.key] = resolve(
                     cluster,
                     hub,
-                    ns_annotations=fleet.namespaces.get(cluster.metadata.namespace or "default", {}),
+                    ns_annotations=owners.annotations(namespace_of(cluster)),
                     role_map=fleet.role_map,
                     endpoint_vpc=vpc,
                     mesh=mesh.share(cluster.key),
+                    target=target,
                 )
             except InvalidSpec as exc:
                 result[cluster.key] = exc
-    _, taken = claim_ids(fleet.clusters)  # a shared-ingress ID claimed twice: the younger claimant is refused
-    problems = [*mesh.errors.items(), *((key, InvalidSpec([err])) for key, err in taken.items())]
+    # Names claimed twice: the younger claimant is refused. Only admitted clusters claim names.
+    admitted = [c for c in fleet.clusters if isinstance(targets[c.key], AwsTarget)]
+    _, taken = claim_ids(admitted)
+    problems = [*claim_hosts(admitted).items(), *mesh.errors.items(),
+                *((key, InvalidSpec([err])) for key, err in taken.items())]
     for key, problem in problems:
         earlier = result[key]
         if isinstance(earlier, InvalidSpec):  # an error resolve() already reported is not repeated

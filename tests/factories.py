@@ -63,3 +63,39 @@ def hub(**spec: Any) -> HubConfig:
 
 def cluster(name: str = "prod-1", namespace: str = "acme", **kw: Any) -> Cluster:
     return parse(cluster_doc(name, namespace, **kw))
+
+
+# --- tenancy: which namespace owns which account (the hub administrator's annotations) ---------------------
+
+OWNER_ANNOTATION = "clusternet.io/owner-account-id"
+OWNERS = {"acme": "222222222222", "globex": "333333333333"}  # the tests' tenants
+
+
+def owned(account: str, **annotations: str) -> dict[str, str]:
+    """A namespace's annotations making it the owner of `account`."""
+    return {OWNER_ANNOTATION: account, **annotations}
+
+
+NAMESPACES = {ns: owned(account) for ns, account in OWNERS.items()}
+
+
+def namespace_doc(name: str = "acme", account: str | None = None, **annotations: str) -> dict:
+    """A Namespace object as the hub administrator writes it (for the CLI's folders)."""
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "annotations": owned(account or OWNERS[name], **annotations)}}
+
+
+def fleet(h: HubConfig | None = None, clusters=(), *, namespaces=None, **kw: Any):
+    """A Fleet whose namespaces own their accounts as OWNERS says (unless `namespaces` is given)."""
+    from stacks.resolve import Fleet
+
+    return Fleet(hub=h or hub(), clusters=tuple(clusters), namespaces=NAMESPACES if namespaces is None else namespaces,
+                 **kw)
+
+
+def resolve_one(c: Cluster, h: HubConfig | None = None, **kw: Any):
+    """stacks.resolve.resolve for a cluster whose namespace owns the account it names (unless told otherwise)."""
+    from stacks.resolve import resolve
+
+    kw.setdefault("ns_annotations", owned(c.spec.account_id))  # its namespace owns the account it names
+    return resolve(c, h or hub(), **kw)

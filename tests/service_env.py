@@ -10,7 +10,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.service import Service, ServiceOptions
 from stacks.model import GROUP
-from tests.factories import cluster_doc, hub_doc
+from tests.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
 
 VERSION = "v1alpha1"
 SYSTEM_NAMESPACE = "clusternet-system"
@@ -44,14 +44,17 @@ class ServiceEnv:
         self.hub_name = hub_name
 
     # -- objects
-    def namespace(self, name: str, annotations: dict[str, str] | None = None) -> None:
-        body = {"metadata": {"name": name, "annotations": annotations or {}}}
+    def namespace(self, name: str, annotations: dict[str, str] | None = None, *,
+                  owner: str | None = "222222222222") -> None:
+        """A namespace the hub administrator made a tenant: it owns `owner` (cluster_doc's default account)."""
+        annotations = {**({OWNER_ANNOTATION: owner} if owner else {}), **(annotations or {})}
+        body = {"metadata": {"name": name, "annotations": annotations}}
         try:
             self.core.create_namespace(body)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            self.core.patch_namespace(name, {"metadata": {"annotations": annotations or {}}})
+            self.core.patch_namespace(name, {"metadata": {"annotations": annotations}})
 
     def hub(self, name: str | None = None, **spec: Any) -> dict:
         doc = hub_doc(**spec)

@@ -14,8 +14,8 @@ from automation.plan import plan_stack
 from automation.rolemap import DEFAULT_NAME, affected_clusters, changed_accounts, from_configmap, parse_role_map
 from stacks import accounts
 from stacks.errors import InvalidSpec
-from stacks.resolve import Fleet, resolve, resolve_fleet
-from tests.factories import HUB_ACCOUNT, HUB_ROLE, cluster, hub
+from stacks.resolve import resolve_fleet
+from tests.factories import HUB_ACCOUNT, HUB_ROLE, NAMESPACES, cluster, fleet, hub, resolve_one
 
 ROLE_2 = "arn:aws:iam::222222222222:role/clusternet"
 ROLE_4 = "arn:aws:iam::444444444444:role/clusternet"
@@ -37,9 +37,10 @@ def test_region_precedence_annotation_then_namespace_then_spec_then_hub(
     annotation, ns_default, spec_region, expected, source
 ):
     c = cluster(annotations={accounts.REGION_ANNOTATION: annotation} if annotation else {}, region=spec_region)
-    ns = {accounts.DEFAULT_REGION_ANNOTATION: ns_default} if ns_default else {}
+    ns = {accounts.OWNER_ACCOUNT_ANNOTATION: "222222222222",
+          **({accounts.DEFAULT_REGION_ANNOTATION: ns_default} if ns_default else {})}
     assert accounts.cluster_region(c, hub(), ns) == (expected, source)
-    assert resolve(c, hub(), ns_annotations=ns, endpoint_vpc=hub().spec.endpoint_vpc_inventory[0]).cluster.region \
+    assert resolve_one(c, hub(), ns_annotations=ns, endpoint_vpc=hub().spec.endpoint_vpc_inventory[0]).cluster.region \
         == expected
 
 
@@ -58,10 +59,10 @@ def test_unknown_region_in_an_annotation_is_refused_naming_the_annotation(where)
 
 def test_namespace_owner_account_must_match_the_cluster_account():
     owned = {accounts.OWNER_ACCOUNT_ANNOTATION: "222222222222"}
-    assert resolve(cluster(), hub(), ns_annotations=owned).cluster.account_id == "222222222222"
+    assert resolve_one(cluster(), hub(), ns_annotations=owned).cluster.account_id == "222222222222"
 
     with pytest.raises(InvalidSpec) as caught:
-        resolve(cluster(accountID="333333333333"), hub(), ns_annotations=owned)
+        resolve_one(cluster(accountID="333333333333"), hub(), ns_annotations=owned)
     assert caught.value.reason == "AccountMismatch"
     err = caught.value.errors[0]
     assert (err.obj, err.field) == ("Cluster acme/prod-1", "spec.accountID")
@@ -70,7 +71,7 @@ def test_namespace_owner_account_must_match_the_cluster_account():
 
 def test_malformed_owner_annotation_is_refused_on_the_namespace():
     with pytest.raises(InvalidSpec) as caught:
-        accounts.cluster_account(cluster(), {accounts.OWNER_ACCOUNT_ANNOTATION: "prod"})
+        resolve_one(cluster(), hub(), ns_annotations={accounts.OWNER_ACCOUNT_ANNOTATION: "prod"})
     assert caught.value.reason == "InvalidOwnerAccount"
     assert caught.value.errors[0].obj == "Namespace acme"
 
@@ -79,7 +80,7 @@ def test_malformed_owner_annotation_is_refused_on_the_namespace():
 
 def test_configmap_entry_wins_over_the_hubconfig_map():
     other = "arn:aws:iam::222222222222:role/platform/clusternet-v2"
-    inputs = resolve(cluster(), hub(), role_map={"222222222222": other})
+    inputs = resolve_one(cluster(), hub(), role_map={"222222222222": other})
     assert inputs.cluster.role_arn == other
     assert accounts.merged_role_map(hub(), None)["222222222222"] == ROLE_2
 
@@ -94,7 +95,7 @@ def test_configmap_entry_wins_over_the_hubconfig_map():
 )
 def test_bad_role_for_the_cluster_account_is_invalid_role_arn(role, needle):
     with pytest.raises(InvalidSpec) as caught:
-        resolve(cluster(), hub(), role_map={"222222222222": role})
+        resolve_one(cluster(), hub(), role_map={"222222222222": role})
     assert caught.value.reason == "InvalidRoleARN"
     assert needle in str(caught.value) and "Cluster acme/prod-1: spec.accountID" in str(caught.value)
 
@@ -102,21 +103,21 @@ def test_bad_role_for_the_cluster_account_is_invalid_role_arn(role, needle):
 def test_role_partition_must_match_the_region_partition():
     gov = "arn:aws-us-gov:iam::222222222222:role/clusternet"
     with pytest.raises(InvalidSpec) as caught:
-        resolve(cluster(), hub(), role_map={"222222222222": gov})
+        resolve_one(cluster(), hub(), role_map={"222222222222": gov})
     assert caught.value.reason == "InvalidRoleARN"
     assert "partition aws but role" in str(caught.value)
 
 
 def test_cluster_in_the_hub_account_uses_the_hub_role_unless_mapped():
     c = cluster(accountID=HUB_ACCOUNT)
-    assert resolve(c, hub()).cluster.role_arn == HUB_ROLE
+    assert resolve_one(c, hub()).cluster.role_arn == HUB_ROLE
     mapped = f"arn:aws:iam::{HUB_ACCOUNT}:role/clusternet-clusters"
-    assert resolve(c, hub(), role_map={HUB_ACCOUNT: mapped}).cluster.role_arn == mapped
+    assert resolve_one(c, hub(), role_map={HUB_ACCOUNT: mapped}).cluster.role_arn == mapped
 
 
 def test_targets_carry_session_name_external_id_and_duration_from_the_hub():
     h = hub(credentials={"roleARN": HUB_ROLE, "externalID": "tenant-42", "sessionDurationSeconds": 1800})
-    inputs = resolve(cluster(), h)
+    inputs = resolve_one(cluster(), h)
     for target, purpose in ((inputs.cluster, "cluster"), (inputs.hub, "hub")):
         assert target.session_name == f"clusternet-{purpose}-acme.prod-1"
         assert (target.external_id, target.session_duration_seconds) == ("tenant-42", 1800)
@@ -124,8 +125,8 @@ def test_targets_carry_session_name_external_id_and_duration_from_the_hub():
 
 
 def test_long_session_names_stay_within_sts_limits_and_distinct():
-    a = cluster(name="a" * 60 + "-one", namespace="tenant")
-    b = cluster(name="a" * 60 + "-two", namespace="tenant")
+    a = cluster(name="a" * 50 + "-one", namespace="tenant")
+    b = cluster(name="a" * 50 + "-two", namespace="tenant")
     na, nb = accounts.session_name("cluster", a), accounts.session_name("cluster", b)
     assert len(na) == len(nb) == 64 and na != nb
     assert na.startswith("clusternet-cluster-tenant.aaa")
@@ -159,11 +160,11 @@ def test_configmap_from_dict_and_from_kubernetes_object_agree():
 
 
 def test_a_bad_configmap_value_fails_only_that_accounts_clusters():
-    fleet = Fleet(hub=hub(), clusters=(cluster("a"), cluster("b", accountID="333333333333")),
-                  role_map=parse_role_map({"222222222222": "not-an-arn"}, namespace=NS).entries)
-    resolved = resolve_fleet(fleet)
+    f = fleet(hub(), (cluster("a"), cluster("b", "globex", accountID="333333333333")),
+              role_map=parse_role_map({"222222222222": "not-an-arn"}, namespace=NS).entries)
+    resolved = resolve_fleet(f)
     assert isinstance(resolved["acme/a"], InvalidSpec) and resolved["acme/a"].reason == "InvalidRoleARN"
-    assert resolved["acme/b"].cluster.role_arn == "arn:aws:iam::333333333333:role/clusternet"
+    assert resolved["globex/b"].cluster.role_arn == "arn:aws:iam::333333333333:role/clusternet"
 
 
 def test_changed_accounts_sees_additions_removals_and_changes():
@@ -177,65 +178,65 @@ def test_changed_accounts_sees_additions_removals_and_changes():
 def test_configmap_change_re_reconciles_exactly_the_clusters_of_changed_accounts():
     clusters = (
         cluster("a"),                                     # 222, mapped by the HubConfig
-        cluster("b", accountID="333333333333"),           # 333, mapped by the HubConfig
-        cluster("c", accountID="444444444444"),           # 444, not mapped yet
+        cluster("b", "globex", accountID="333333333333"),  # 333, mapped by the HubConfig
+        cluster("c", "owned", accountID="444444444444"),  # 444, not mapped yet
         cluster("d", namespace="owned", accountID="444444444444"),
     )
-    namespaces = {"owned": {accounts.OWNER_ACCOUNT_ANNOTATION: "444444444444"}}
-    fleet = Fleet(hub=hub(), clusters=clusters, namespaces=namespaces)
-    before = resolve_fleet(fleet)
-    assert {k for k, v in before.items() if isinstance(v, InvalidSpec)} == {"acme/c", "owned/d"}
-    assert before["acme/c"].reason == "AccountNotMapped"
+    namespaces = {**NAMESPACES, "owned": {accounts.OWNER_ACCOUNT_ANNOTATION: "444444444444"}}
+    f = fleet(hub(), clusters, namespaces=namespaces)
+    before = resolve_fleet(f)
+    assert {k for k, v in before.items() if isinstance(v, InvalidSpec)} == {"owned/c", "owned/d"}
+    assert before["owned/c"].reason == "AccountNotMapped"
 
     old_cm, new_cm = {}, {"444444444444": ROLE_4}
-    affected = affected_clusters(fleet, old_cm, new_cm)
-    assert affected == ["acme/c", "owned/d"]
+    affected = affected_clusters(f, old_cm, new_cm)
+    assert affected == ["owned/c", "owned/d"]
 
-    after = resolve_fleet(Fleet(hub=hub(), clusters=clusters, namespaces=namespaces, role_map=new_cm))
+    after = resolve_fleet(fleet(hub(), clusters, namespaces=namespaces, role_map=new_cm))
     assert {k: v.cluster.role_arn for k, v in after.items() if k in affected} == \
-        {"acme/c": ROLE_4, "owned/d": ROLE_4}
+        {"owned/c": ROLE_4, "owned/d": ROLE_4}
     # Everything not affected resolves exactly as before: the service may skip it.
     assert all(after[k].digest() == before[k].digest() for k in after if k not in affected)
 
     # Changing an existing role: only that account's clusters; removing it again: the same ones.
     rotated = {**new_cm, "333333333333": "arn:aws:iam::333333333333:role/rotated"}
-    assert affected_clusters(fleet, new_cm, rotated) == ["acme/b"]
-    assert affected_clusters(fleet, rotated, {}) == ["acme/b", "acme/c", "owned/d"]
+    assert affected_clusters(f, new_cm, rotated) == ["globex/b"]
+    assert affected_clusters(f, rotated, {}) == ["globex/b", "owned/c", "owned/d"]
 
 
 def test_configmap_entry_repeating_the_hub_role_changes_nothing():
-    fleet = Fleet(hub=hub(), clusters=(cluster("a"),))
-    assert affected_clusters(fleet, {}, {"222222222222": ROLE_2}) == []
+    f = fleet(hub(), (cluster("a"),))
+    assert affected_clusters(f, {}, {"222222222222": ROLE_2}) == []
     overriding = "arn:aws:iam::222222222222:role/other"
-    assert affected_clusters(fleet, {"222222222222": overriding}, {}) == ["acme/a"]
+    assert affected_clusters(f, {"222222222222": overriding}, {}) == ["acme/a"]
 
 
 def test_configmap_change_reaches_mesh_owners_through_their_peers_account():
     """A mesh pair's owner builds the accepter with the peer's role: a change there is the owner's change too."""
-    from tests.test_mesh import group
+    from tests.test_mesh import group, hub as mesh_hub
 
     members = tuple(group(3))  # accounts alternate 222 / 333; later joiners own the pairs
-    fleet = Fleet(hub=hub(), clusters=members)
-    resolved = resolve_fleet(fleet)
+    f = fleet(mesh_hub(), members)
+    resolved = resolve_fleet(f)
     uses_333 = {key for key, inputs in resolved.items()
                 if "333333333333" in {t.account_id for t in accounts.stack_targets(inputs)}}
     own_333 = {c.key for c in members if c.spec.account_id == "333333333333"}
     assert uses_333 - own_333, "the example must have an owner whose peer is in 333333333333"
 
     rotated = {"333333333333": "arn:aws:iam::333333333333:role/rotated"}
-    assert set(affected_clusters(fleet, {}, rotated)) == uses_333
+    assert set(affected_clusters(f, {}, rotated)) == uses_333
 
 
 # --- moves --------------------------------------------------------------------------------
 
 def _inputs(**kw):
-    return resolve(cluster(**kw), hub())
+    return resolve_one(cluster(**kw), hub())
 
 
 def test_check_move_allows_new_stacks_and_same_placement():
     accounts.check_move(None, _inputs())
     accounts.check_move(_inputs(), _inputs())
-    rotated = resolve(cluster(), hub(), role_map={"222222222222": "arn:aws:iam::222222222222:role/rotated"})
+    rotated = resolve_one(cluster(), hub(), role_map={"222222222222": "arn:aws:iam::222222222222:role/rotated"})
     accounts.check_move(_inputs(), rotated)  # a new role in the same account moves nothing
 
 
@@ -257,7 +258,7 @@ def test_check_move_refuses_region_change():
 def test_check_move_refuses_hub_account_change():
     moved_hub = hub(accountID="999999999999", credentials={"roleARN": "arn:aws:iam::999999999999:role/hub"})
     with pytest.raises(InvalidSpec) as caught:
-        accounts.check_move(_inputs(), resolve(cluster(), moved_hub))
+        accounts.check_move(_inputs(), resolve_one(cluster(), moved_hub))
     assert caught.value.reason == "AccountChanged" and "hub account changed" in str(caught.value)
 
 
@@ -269,7 +270,7 @@ def _example_inputs():
         resolved = resolve_fleet(load_fleet(str(hub_path), str(hub_path.parent / "clusters")))
         assert not [v for v in resolved.values() if isinstance(v, InvalidSpec)], hub_path
         out.extend(resolved.values())
-    return out + [resolve(cluster(privateLink={"enabled": False}), hub())]
+    return out + [resolve_one(cluster(privateLink={"enabled": False}), hub())]
 
 
 def test_stack_targets_are_exactly_the_providers_the_program_builds():

@@ -18,8 +18,8 @@ from automation.aws import AccountAccessDenied, AwsSessions
 from automation.lookups import LookupFailed
 from stacks.accounts import hub_target
 from stacks.model import EndpointVPC
-from stacks.resolve import resolve
-from tests.factories import HUB_ACCOUNT, cluster, hub
+
+from tests.factories import HUB_ACCOUNT, cluster, hub, resolve_one
 from tests.moto_server import DEFAULT_ACCOUNT
 
 CLUSTER_ACCOUNT = "222222222222"
@@ -69,7 +69,7 @@ def sessions(moto):
 # --- AssumeRole, then a call in the assumed account --------------------------------------
 
 def test_assumed_session_acts_in_the_cluster_account_with_the_clusters_session_name(moto, sessions):
-    inputs = resolve(cluster(), hub())
+    inputs = resolve_one(cluster(), hub())
     identity = sessions.client(inputs.cluster, "sts", operation="test").get_caller_identity()
     assert identity["Account"] == CLUSTER_ACCOUNT
     assert identity["Arn"] == f"arn:aws:sts::{CLUSTER_ACCOUNT}:assumed-role/clusternet/clusternet-cluster-acme.prod-1"
@@ -78,13 +78,13 @@ def test_assumed_session_acts_in_the_cluster_account_with_the_clusters_session_n
 def test_find_nlb_finds_the_installers_nlb_in_the_cluster_account_only(moto, sessions):
     arn = _nlb(moto, CLUSTER_ACCOUNT, "prod-1-x7k2p-int")
     _nlb(moto, "333333333333", "prod-1-x7k2p-int")  # same name, another account: must not be found instead
-    inputs = resolve(cluster(infraID="prod-1-x7k2p"), hub())
+    inputs = resolve_one(cluster(infraID="prod-1-x7k2p"), hub())
 
     found = lookups.find_nlb(sessions, inputs)
     assert (found.arn, found.name) == (arn, "prod-1-x7k2p-int")
     assert f":{CLUSTER_ACCOUNT}:" in found.arn
 
-    missing = resolve(cluster(infraID="other-abcde"), hub())
+    missing = resolve_one(cluster(infraID="other-abcde"), hub())
     with pytest.raises(LookupFailed) as caught:
         lookups.find_nlb(sessions, missing)
     assert caught.value.reason == "LoadBalancerNotFound"
@@ -135,12 +135,12 @@ def test_hub_principal_is_the_role_behind_the_session_with_its_path(moto, sessio
 # --- caching and refresh -------------------------------------------------------------------
 
 def test_credentials_are_cached_per_role_and_session_and_shared_across_regions(moto, sessions):
-    inputs = resolve(cluster(), hub())
+    inputs = resolve_one(cluster(), hub())
     for _ in range(3):
         sessions.client(inputs.cluster, "sts", operation="test").get_caller_identity()
     sessions.client(inputs.cluster.in_region("eu-west-1"), "ec2", operation="test").describe_vpcs()
     assert sessions.assume_role_calls == 1
-    other = resolve(cluster("prod-2"), hub())  # same role, its own session name
+    other = resolve_one(cluster("prod-2"), hub())  # same role, its own session name
     sessions.client(other.cluster, "sts", operation="test").get_caller_identity()
     assert sessions.assume_role_calls == 2
 
@@ -149,7 +149,7 @@ def test_credentials_are_refreshed_before_they_expire(moto):
     clock = Clock()
     sessions = AwsSessions(base=_base(), endpoint_url=moto.url, clock=clock)
     h = hub(credentials={"roleARN": "arn:aws:iam::111111111111:role/clusternet-hub", "sessionDurationSeconds": 900})
-    target = resolve(cluster(), h).cluster
+    target = resolve_one(cluster(), h).cluster
     session = sessions.session(target, operation="test")
     first = session.get_credentials().get_frozen_credentials().access_key
 
@@ -181,14 +181,14 @@ def test_ambient_credentials_are_used_only_in_their_own_account(moto, sessions):
 def test_endpoint_url_comes_from_the_environment(moto):
     sessions = AwsSessions.from_env({"CLUSTERNET_AWS_ENDPOINT_URL": moto.url}, base=_base())
     assert sessions.endpoint_url == moto.url
-    target = resolve(cluster(), hub()).cluster
+    target = resolve_one(cluster(), hub()).cluster
     assert sessions.client(target, "sts", operation="test").get_caller_identity()["Account"] == CLUSTER_ACCOUNT
 
 
 # --- audit and logs ----------------------------------------------------------------------------
 
 def test_every_session_logs_one_audit_line_and_no_credentials(moto, caplog):
-    inputs = resolve(cluster(), hub())
+    inputs = resolve_one(cluster(), hub())
     caplog.set_level(logging.DEBUG)  # as a service run with --log-level=debug would
     sessions = AwsSessions(base=_base(), endpoint_url=moto.url)
     session = sessions.session(inputs.cluster, operation="find-nlb", cluster="prod-1", namespace="acme")
@@ -215,7 +215,7 @@ def test_without_the_guard_botocore_debug_would_leak_credentials(moto, caplog):
         botocore_logger.setLevel(logging.DEBUG)
         caplog.set_level(logging.DEBUG)
         sessions = AwsSessions(base=_base(), endpoint_url=moto.url, guard_logs=False)
-        session = sessions.session(resolve(cluster(), hub()).cluster, operation="test")
+        session = sessions.session(resolve_one(cluster(), hub()).cluster, operation="test")
         assert session.get_credentials().get_frozen_credentials().secret_key in caplog.text
     finally:
         botocore_logger.setLevel(saved)
@@ -247,7 +247,7 @@ def _enforced(moto, cluster_actions: list[str] | None = None) -> AwsSessions:
 
 def test_assume_role_refusal_is_account_access_denied_with_a_reason(moto):
     sessions = _enforced(moto)
-    unmapped = resolve(cluster(accountID="333333333333"), hub()).cluster  # the controller may not assume it
+    unmapped = resolve_one(cluster(accountID="333333333333"), hub()).cluster  # the controller may not assume it
     with pytest.raises(AccountAccessDenied) as caught:
         sessions.client(unmapped, "elbv2", operation="find-nlb")
     assert caught.value.reason == "AssumeRoleFailed"
@@ -260,7 +260,7 @@ def test_lookups_succeed_with_exactly_the_generated_policies(moto):
     _nlb(moto, CLUSTER_ACCOUNT, "prod-1-x7k2p-int")
     hub_vpc, subnet = _vpc_with_subnet(_setup_session(moto, HUB_ACCOUNT), moto, "10.100.0.0/16", "us-east-1a")
     sessions = _enforced(moto)
-    inputs = resolve(cluster(infraID="prod-1-x7k2p"), hub())
+    inputs = resolve_one(cluster(infraID="prod-1-x7k2p"), hub())
 
     assert lookups.find_nlb(sessions, inputs).name == "prod-1-x7k2p-int"
     assert lookups.hub_principal(sessions, inputs.hub) == f"arn:aws:iam::{HUB_ACCOUNT}:role/clusternet-hub"
@@ -275,5 +275,5 @@ def test_a_policy_missing_the_lookups_action_is_refused(moto):
     without = [a for a in iam.actions("cluster") if a != "elasticloadbalancing:DescribeLoadBalancers"]
     sessions = _enforced(moto, cluster_actions=without)
     with pytest.raises(LookupFailed) as caught:
-        lookups.find_nlb(sessions, resolve(cluster(infraID="prod-1-x7k2p"), hub()))
+        lookups.find_nlb(sessions, resolve_one(cluster(infraID="prod-1-x7k2p"), hub()))
     assert caught.value.reason == "AccessDenied"

@@ -13,9 +13,9 @@ from automation.files import load_fleet
 from automation.plan import plan_stack
 from automation.standins import StandIns
 from stacks.errors import InvalidSpec
-from stacks.resolve import Fleet, resolve, resolve_fleet
-from tests.factories import HUB_ACCOUNT, cluster, hub
-from tests.test_mesh import group
+from stacks.resolve import resolve_fleet
+from tests.factories import HUB_ACCOUNT, cluster, fleet, hub, resolve_one
+from tests.test_mesh import group, hub as mesh_hub
 
 ROOT = Path(__file__).resolve().parent.parent
 ACTION = re.compile(r"\b(?:ec2|elasticloadbalancing|route53|sts|iam):[A-Z][A-Za-z]+\b")
@@ -41,9 +41,9 @@ def _variants():
         out.extend(resolve_fleet(load_fleet(str(hub_path), str(hub_path.parent / "clusters"))).values())
     ambient = hub(credentials={}, privateLink={"dnsRecordType": "ARecord"},
                   associatedVPCs=[{"region": "us-east-1", "vpcID": "vpc-0mgmt"}])
-    out.append(resolve(cluster(), ambient))
-    dedicated = hub(mesh={"groups": {"core": {"securityGroup": "dedicated"}}})
-    out.extend(resolve_fleet(Fleet(hub=dedicated, clusters=tuple(group(3)))).values())
+    out.append(resolve_one(cluster(), ambient))
+    dedicated = mesh_hub(mesh={"groups": {"core": {"securityGroup": "dedicated"}}})
+    out.extend(resolve_fleet(fleet(dedicated, tuple(group(3)))).values())
     assert not [v for v in out if isinstance(v, InvalidSpec)]
     return out
 

@@ -11,8 +11,8 @@ from automation.plan import plan_stack
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs
 from stacks.model import parse
-from stacks.resolve import resolve
-from tests.factories import cluster, cluster_doc, hub, hub_doc
+
+from tests.factories import cluster, cluster_doc, hub, hub_doc, resolve_one
 
 MAP = "/etc/haproxy/clusters.map"
 ROUTES = [
@@ -173,24 +173,24 @@ def test_custom_tlv_with_a_new_enough_image_is_accepted():
 
 
 def test_resolve_fills_the_guest_inputs_from_hub_and_cluster():
-    inputs = resolve(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443"}),
+    inputs = resolve_one(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443"}),
                      hub(sharedIngress={"address": "lb.example.com:6443"}))
     assert inputs.shared_ingress == SharedIngressInputs(
         cluster_id="prod-1", central_address="lb.example.com:6443", proxy_bind="172.31.0.1:6443")
-    assert resolve(cluster(), hub()).shared_ingress is None
+    assert resolve_one(cluster(), hub()).shared_ingress is None
 
 
 def test_resolve_refuses_an_opted_in_cluster_when_the_hub_has_no_address():
     with pytest.raises(InvalidSpec) as caught:
-        resolve(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443"}), hub(sharedIngress={}))
+        resolve_one(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443"}), hub(sharedIngress={}))
     assert "Cluster acme/prod-1: spec.sharedIngress.enabled: HubConfig default has no spec.sharedIngress.address" \
         in str(caught.value)
 
 
 def test_the_stack_outputs_the_guest_manifests_and_creates_no_resource_for_them():
-    with_ingress = resolve(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443", "clusterID": "p1"}),
+    with_ingress = resolve_one(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443", "clusterID": "p1"}),
                            hub(sharedIngress={"address": "lb.example.com:6443"}))
-    plan, plain = plan_stack(with_ingress), plan_stack(resolve(cluster(), hub()))
+    plan, plain = plan_stack(with_ingress), plan_stack(resolve_one(cluster(), hub()))
     assert plan.outputs["sharedIngress"] == guest_manifests(with_ingress.shared_ingress)
     assert plan.outputs["sharedIngress"]["clusterID"] == "p1"
     assert "sharedIngress" not in plain.outputs

@@ -14,11 +14,11 @@ from stacks.mesh import (
     changed_stacks,
     group_of,
     pair_name,
-    plan_mesh,
 )
 from stacks.model import parse
-from stacks.resolve import Fleet, resolve_fleet
-from tests.factories import cluster_doc, hub, hub_doc
+from stacks.resolve import mesh_of, resolve_fleet
+from tests import factories
+from tests.factories import cluster_doc, fleet
 
 ACCOUNTS = ("222222222222", "333333333333")
 REGIONS = ("us-east-1", "eu-west-1")
@@ -45,6 +45,22 @@ def member(i: int, *, group: str = "core", enabled: str | None = "true", label: 
     if stamp is not None:
         doc["status"] = {JOIN_STATUS_KEY: {"group": group, "order": stamp}}
     return parse(doc)
+
+
+SPANNING = ["acme", "globex"]  # the tests' groups span both tenants, as the hub administrator declared
+
+
+def hub(**spec):
+    """The tests' hub: groups core and edge span acme and globex (HubConfig spec.mesh.groups.G.namespaces)."""
+    mesh = spec.pop("mesh", {})
+    configured = mesh.get("groups", {})
+    groups = {g: {"namespaces": SPANNING, **configured.get(g, {})} for g in ("core", "edge", *configured)}
+    return factories.hub(mesh={**mesh, "groups": groups}, **spec)
+
+
+def plan_mesh(h, clusters, **kw):
+    """The mesh of a fleet whose namespaces own their accounts (tests.factories.NAMESPACES)."""
+    return mesh_of(fleet(h, clusters, **kw))
 
 
 def group(n: int, **kw):
@@ -210,11 +226,11 @@ def test_overlapping_cidrs_reject_the_later_member_naming_both_clusters_and_both
 
 
 def test_resolve_fleet_puts_the_overlap_on_the_cluster_and_keeps_the_others_runnable():
-    clusters = (member(0), member(1, cidr="10.0.0.0/8"))
-    resolved = resolve_fleet(Fleet(hub=hub(), clusters=clusters))
+    clusters = (member(0), member(1, cidr="10.0.128.0/17"))
+    resolved = resolve_fleet(fleet(hub(), clusters))
     assert isinstance(resolved["acme/c00"], StackInputs)
     assert isinstance(resolved["globex/c01"], InvalidSpec)
-    assert "10.0.0.0/8" in str(resolved["globex/c01"]) and "10.0.0.0/16" in str(resolved["globex/c01"])
+    assert "10.0.128.0/17" in str(resolved["globex/c01"]) and "10.0.0.0/16" in str(resolved["globex/c01"])
     assert "acme/c00" in str(resolved["globex/c01"])
 
 
@@ -224,7 +240,7 @@ def test_resolve_fleet_puts_the_overlap_on_the_cluster_and_keeps_the_others_runn
                                               "(HubConfig spec.mesh.routesPerTable is 3"),
 ])
 def test_a_group_past_the_aws_limits_rejects_the_joiners_beyond_them_with_the_numbers(limit, field, text):
-    h = parse(hub_doc(mesh=limit))
+    h = hub(mesh=limit)
     plan = plan_mesh(h, group(6))
     assert plan.groups["core"].members == ("acme/c00", "globex/c01", "acme/c02", "globex/c03")
     assert set(plan.errors) == {"acme/c04", "globex/c05"}
@@ -245,15 +261,16 @@ def test_a_member_without_route_tables_or_node_groups_is_rejected_naming_the_fie
     plan = plan_mesh(hub(), [member(0), member(1, routeTableIDs=[], nodeSecurityGroupIDs=[])])
     fields = {e.field for e in plan.errors["globex/c01"].errors}
     assert fields == {"spec.network.routeTableIDs", "spec.network.nodeSecurityGroupIDs"}
-    dedicated = parse(hub_doc(mesh={"groups": {"core": {"securityGroup": "dedicated"}}}))
+    dedicated = hub(mesh={"groups": {"core": {"securityGroup": "dedicated"}}})
     plan = plan_mesh(dedicated, [member(0), member(1, nodeSecurityGroupIDs=[])])
     assert plan.errors == {} and plan.share("globex/c01").member.dedicated_security_group == \
         "clusternet-mesh-globex.c01"
 
 
 def test_a_member_whose_account_is_not_mapped_drops_out_and_resolve_says_why():
-    stranger = member(1, account="444444444444")
-    resolved = resolve_fleet(Fleet(hub=hub(), clusters=(member(0), stranger, member(2))))
+    stranger = member(1, account="444444444444")  # globex owns 444444444444, which the role map lacks
+    namespaces = {**factories.NAMESPACES, "globex": factories.owned("444444444444")}
+    resolved = resolve_fleet(fleet(hub(), (member(0), stranger, member(2)), namespaces=namespaces))
     assert resolved["globex/c01"].reason == "AccountNotMapped"
     assert [p.peer.key for p in resolved["acme/c02"].mesh.pairs] == ["acme/c00"]
 
@@ -261,10 +278,10 @@ def test_a_member_whose_account_is_not_mapped_drops_out_and_resolve_says_why():
 # --- the share inside StackInputs ----------------------------------------------------------
 
 def test_the_share_round_trips_through_the_stack_config_and_moves_the_digest():
-    resolved = resolve_fleet(Fleet(hub=hub(), clusters=tuple(group(3))))
+    resolved = resolve_fleet(fleet(hub(), tuple(group(3))))
     inputs = resolved["acme/c02"]
     assert StackInputs.from_config(inputs.to_config()) == inputs
-    alone = resolve_fleet(Fleet(hub=hub(), clusters=(member(2),)))["acme/c02"]
+    alone = resolve_fleet(fleet(hub(), (member(2),)))["acme/c02"]
     assert alone.mesh.pairs == () and alone.digest() != inputs.digest()
 
 
@@ -276,3 +293,38 @@ def test_stacks_modules_import_in_any_order(first):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
+
+
+# --- tenancy: groups are namespace-local unless the hub spans them ---------------------------
+
+def test_the_same_label_in_two_namespaces_makes_two_groups_that_never_peer():
+    plan = plan_mesh(factories.hub(), group(4))  # no declaration: acme/core and globex/core
+    assert plan.groups["acme/core"].members == ("acme/c00", "acme/c02")
+    assert plan.groups["globex/core"].members == ("globex/c01", "globex/c03")
+    for share in plan.shares.values():
+        assert {p.peer.key.split("/")[0] for p in share.pairs} <= {share.member.key.split("/")[0]}
+
+
+def test_a_namespace_the_hub_did_not_list_is_refused_naming_the_group():
+    h = factories.hub(mesh={"groups": {"core": {"namespaces": ["acme"]}}})
+    plan = plan_mesh(h, group(3))
+    assert plan.groups["core"].members == ("acme/c00", "acme/c02")
+    err = plan.errors["globex/c01"]
+    assert err.reason == "NotInMeshGroup" and err.errors[0].field == "metadata.labels[clusternet.io/mesh]"
+    assert "mesh group core spans only the namespaces" in str(err) and "globex is not one of them" in str(err)
+
+
+def test_undeclaring_a_spanning_group_keeps_every_same_namespace_peering_as_it_is():
+    """Join stamps and pair names do not depend on the kind of group: no same-namespace pair is replaced."""
+    clusters = group(6)
+    spanning = plan_mesh(hub(), clusters)
+    clusters = stamped(clusters, spanning)  # the service recorded the join order under the spanning group
+    spanning = plan_mesh(hub(), clusters)
+    local = plan_mesh(factories.hub(), clusters)
+    same_ns = {name: owner for name, owner in owned(spanning).items()
+               if len({side.split(".")[0] for side in name.split("+")}) == 1}
+    assert same_ns and {n: o for n, o in owned(local).items()} == same_ns  # same names, same owners
+    for key, share in local.shares.items():
+        before = {p.name: p for p in spanning.shares[key].pairs}
+        assert all(before[p.name] == p for p in share.pairs)  # each kept pair has the same inputs
+    assert local.stamps == {}  # nobody is re-stamped

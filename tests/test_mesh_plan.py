@@ -10,10 +10,9 @@ import pytest
 from automation.plan import plan_stack
 from stacks.inputs import StackInputs
 from stacks.mesh import pair_name
-from stacks.model import parse
-from stacks.resolve import Fleet, resolve_fleet
-from tests.factories import hub, hub_doc
-from tests.test_mesh import group, member
+from stacks.resolve import resolve_fleet
+from tests.factories import fleet as make_fleet
+from tests.test_mesh import group, hub, member
 
 PEERING = "aws:ec2/vpcPeeringConnection:VpcPeeringConnection"
 ACCEPTER = "aws:ec2/vpcPeeringConnectionAccepter:VpcPeeringConnectionAccepter"
@@ -24,7 +23,7 @@ MESH_TYPES = (PEERING, ACCEPTER, ROUTE, RULE, SG)
 
 
 def plans_of(clusters, h=None):
-    resolved = resolve_fleet(Fleet(hub=h or hub(), clusters=tuple(clusters)))
+    resolved = resolve_fleet(make_fleet(h or hub(), tuple(clusters)))
     assert all(isinstance(v, StackInputs) for v in resolved.values()), resolved
     return {key: plan_stack(inputs) for key, inputs in resolved.items()}
 
@@ -144,8 +143,8 @@ def test_stack_outputs_show_members_peerings_with_state_and_routes():
 
 
 def test_configured_rules_and_a_dedicated_group_per_cluster():
-    h = parse(hub_doc(mesh={"groups": {"core": {"securityGroup": "dedicated", "rules": [
-        {"protocol": "tcp", "fromPort": 443, "toPort": 443}, {"protocol": "udp", "fromPort": 8472, "toPort": 8472}]}}}))
+    h = hub(mesh={"groups": {"core": {"securityGroup": "dedicated", "rules": [
+        {"protocol": "tcp", "fromPort": 443, "toPort": 443}, {"protocol": "udp", "fromPort": 8472, "toPort": 8472}]}}})
     plans = plans_of(group(3), h)
     groups = {key: p.one(SG) for key, p in plans.items()}
     for key, sg in groups.items():

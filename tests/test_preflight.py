@@ -7,26 +7,26 @@ from kubernetes import client
 from automation.lookups import LookupFailed
 from automation.preflight import Preflight
 from stacks.errors import InvalidSpec
-from stacks.resolve import resolve
+
 from tests.doubles import MockKubeAPI, RecordingEngine
-from tests.factories import cluster, hub
+from tests.factories import cluster, hub, resolve_one
 from tests.service_env import ServiceEnv, wait_until
 from tests.test_aws_sessions import CLUSTER_ACCOUNT, _enforced, _nlb, sessions  # noqa: F401 - fixture
 
 
 def test_passes_when_every_account_is_reachable_and_the_nlb_exists(moto, sessions):  # noqa: F811
     _nlb(moto, CLUSTER_ACCOUNT, "prod-1-x7k2p-int")
-    assert Preflight(sessions)(None, resolve(cluster(infraID="prod-1-x7k2p"), hub())) is None
+    assert Preflight(sessions)(None, resolve_one(cluster(infraID="prod-1-x7k2p"), hub())) is None
 
 
 def test_a_missing_nlb_is_a_retryable_lookup_failure(moto, sessions):  # noqa: F811
     with pytest.raises(LookupFailed) as caught:
-        Preflight(sessions)(None, resolve(cluster(infraID="not-yet-abcde"), hub()))
+        Preflight(sessions)(None, resolve_one(cluster(infraID="not-yet-abcde"), hub()))
     assert caught.value.reason == "LoadBalancerNotFound" and "not-yet-abcde-int" in str(caught.value)
 
 
 def test_an_assume_role_refusal_stalls_the_cluster_naming_the_role(moto):
-    refused = resolve(cluster(accountID="333333333333"), hub())  # the controller may not assume this role
+    refused = resolve_one(cluster(accountID="333333333333"), hub())  # the controller may not assume this role
     with pytest.raises(InvalidSpec) as caught:
         Preflight(_enforced(moto))(None, refused)
     assert caught.value.reason == "AssumeRoleFailed"

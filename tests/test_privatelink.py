@@ -5,8 +5,8 @@ import pytest
 
 from automation.plan import PlanError, plan_stack
 from automation.standins import StandIns
-from stacks.resolve import resolve
-from tests.factories import HUB_ACCOUNT, HUB_ROLE, cluster, hub
+
+from tests.factories import HUB_ACCOUNT, HUB_ROLE, cluster, hub, resolve_one
 
 SERVICE = "aws:ec2/vpcEndpointService:VpcEndpointService"
 ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
@@ -19,7 +19,7 @@ PROVIDER = "pulumi:providers:aws"
 
 
 def plan(c=None, h=None, standins=None):
-    return plan_stack(resolve(c or cluster(), h or hub()), standins)
+    return plan_stack(resolve_one(c or cluster(), h or hub()), standins)
 
 
 def test_endpoint_service_lives_in_the_cluster_account_and_admits_only_the_hub_principal():
@@ -164,7 +164,7 @@ def test_pulumi_up_by_hand_builds_the_same_stack_as_the_plan():
     from automation.plan import record
     from stacks.inputs import INPUTS_CONFIG_KEY
 
-    inputs = resolve(cluster(), hub())
+    inputs = resolve_one(cluster(), hub())
 
     def by_hand():
         pulumi.runtime.set_all_config({f"clusternet:{INPUTS_CONFIG_KEY}": inputs.to_config()})

@@ -55,9 +55,10 @@ def test_a_new_cluster_is_applied_once_and_reported(env):
 def test_metrics_count_runs_and_clusters_by_condition(env):
     engine = RecordingEngine()
     env.create("prod-1")
-    env.create("stray", accountID="444444444444")
+    env.namespace("strays", owner="444444444444")
+    env.create("stray", namespace="strays", accountID="444444444444")
     with env.running(engine) as service:
-        wait_until(lambda: env.ready("prod-1") and env.reason("stray") == "AccountNotMapped")
+        wait_until(lambda: env.ready("prod-1") and env.reason("stray", "strays") == "AccountNotMapped")
         metrics = wait_until(lambda: (lambda m: m if 'clusternet_clusters{condition="Stalled"} 1.0' in m else None)(
             service.metrics.exposition().decode()), what="the metrics")
     assert 'clusternet_clusters{condition="Ready"} 1.0' in metrics
@@ -87,7 +88,8 @@ def test_an_edit_that_changes_nothing_costs_no_run_but_is_observed(env):
     env.create("prod-1")
     with env.running(engine):
         wait_until(lambda: env.ready("prod-1"))
-        env.patch("prod-1", {"spec": {"tenant": "acme"}})  # the default tenant is the namespace
+        # Route tables matter only to a mesh member: a new generation, the same inputs.
+        env.patch("prod-1", {"spec": {"network": {"routeTableIDs": ["rtb-09"]}}})
         wait_until(lambda: env.get("prod-1")["status"]["observedGeneration"] == 2, what="observedGeneration 2")
         settle()
     assert engine.count("up") == 1
@@ -98,30 +100,31 @@ def test_an_edit_that_changes_the_inputs_runs_up_again_saying_why(env):
     env.create("prod-1")
     with env.running(engine):
         wait_until(lambda: env.ready("prod-1"))
-        env.patch("prod-1", {"spec": {"tenant": "blue-team"}})
+        env.patch("prod-1", {"spec": {"apiURL": "https://api.blue.example.com:6443"}})
         wait_until(lambda: engine.count("up") == 2)
         wait_until(lambda: env.get("prod-1")["status"]["inputsHash"] == engine.stacks["acme.prod-1"].digest())
-    assert engine.runs("up")[1].inputs.tenant == "blue-team"
+    assert engine.runs("up")[1].inputs.private_link.api_host == "api.blue.example.com"
     assert engine.runs("up")[1].message.startswith("inputs changed (generation 2)")
 
 
 def test_invalid_input_stalls_with_the_reason_and_never_runs(env):
     engine = RecordingEngine()
-    env.create("stray", accountID="444444444444")  # no role for this account
+    env.namespace("strays", owner="444444444444")
+    env.create("stray", namespace="strays", accountID="444444444444")  # no role for this account
     with env.running(engine):
-        wait_until(lambda: env.reason("stray") == "AccountNotMapped")
+        wait_until(lambda: env.reason("stray", "strays") == "AccountNotMapped")
         settle()
         assert engine.calls == []
-        stalled = env.condition("stray", "Stalled")
+        stalled = env.condition("stray", "Stalled", "strays")
         assert stalled["status"] == "True" and "444444444444" in stalled["message"]
-        assert FINALIZER not in (env.get("stray")["metadata"].get("finalizers") or [])
-        assert ("Warning", "AccountNotMapped") in [(t, r) for t, r, _ in env.events(name="stray")]
+        assert FINALIZER not in (env.get("stray", "strays")["metadata"].get("finalizers") or [])
+        assert ("Warning", "AccountNotMapped") in [(t, r) for t, r, _ in env.events("strays", name="stray")]
 
         # The role map ConfigMap gains the account: exactly that cluster runs.
         env.role_map({"444444444444": "arn:aws:iam::444444444444:role/clusternet"})
-        wait_until(lambda: env.ready("stray"))
-    assert [c.stack for c in engine.calls] == ["acme.stray"]
-    assert engine.stacks["acme.stray"].cluster.role_arn == "arn:aws:iam::444444444444:role/clusternet"
+        wait_until(lambda: env.ready("stray", "strays"))
+    assert [c.stack for c in engine.calls] == ["strays.stray"]
+    assert engine.stacks["strays.stray"].cluster.role_arn == "arn:aws:iam::444444444444:role/clusternet"
 
 
 def test_a_missing_hub_stalls_every_cluster_until_it_exists(env):
@@ -218,7 +221,7 @@ def test_a_run_killed_mid_update_is_recovered_before_the_retry(env):
     with env.running(engine):
         wait_until(lambda: env.ready("prod-1"))
     # The service dies during an update: the status says Running, the stack keeps a stale lock.
-    env.patch("prod-1", {"spec": {"tenant": "blue-team"}})
+    env.patch("prod-1", {"spec": {"apiURL": "https://api.blue.example.com:6443"}})
     env.patch_status("prod-1", {"lastUpdate": {"operation": "up", "result": "Running", "message": "inputs changed",
                                                "startTime": "2025-01-01T00:00:00Z"}})
     engine.kill_mid_run("acme.prod-1")

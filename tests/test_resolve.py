@@ -1,13 +1,13 @@
-"""resolve(): roles, regions and endpoint placement, all pure."""
+"""resolve_one(): roles, regions and endpoint placement, all pure."""
 import pytest
 
 from stacks.errors import InvalidSpec
-from stacks.resolve import Fleet, resolve, resolve_fleet
-from tests.factories import HUB_ROLE, cluster, hub
+from stacks.resolve import resolve_fleet
+from tests.factories import HUB_ROLE, cluster, hub, resolve_one, fleet
 
 
 def test_cluster_provider_assumes_the_mapped_role_and_hub_uses_hub_credentials():
-    inputs = resolve(cluster(), hub())
+    inputs = resolve_one(cluster(), hub())
     assert inputs.cluster.account_id == "222222222222"
     assert inputs.cluster.role_arn == "arn:aws:iam::222222222222:role/clusternet"
     assert inputs.cluster.session_name == "clusternet-cluster-acme.prod-1"
@@ -17,31 +17,31 @@ def test_cluster_provider_assumes_the_mapped_role_and_hub_uses_hub_credentials()
 
 def test_account_without_a_role_is_refused_naming_the_field():
     with pytest.raises(InvalidSpec) as caught:
-        resolve(cluster(accountID="444444444444"), hub())
+        resolve_one(cluster(accountID="444444444444"), hub())
     assert caught.value.reason == "AccountNotMapped"
     assert "Cluster acme/prod-1: spec.accountID: account 444444444444 has no role" in str(caught.value)
 
 
 def test_no_inventory_vpc_in_the_cluster_region_is_refused():
     with pytest.raises(InvalidSpec) as caught:
-        resolve(cluster(region="ap-south-1"), hub())
+        resolve_one(cluster(region="ap-south-1"), hub())
     assert "spec.region" in str(caught.value) and "ap-south-1" in str(caught.value)
 
 
 def test_allowed_principal_defaults_to_the_hub_role_then_to_discovery():
-    assert resolve(cluster(), hub()).private_link.allowed_principal == HUB_ROLE
+    assert resolve_one(cluster(), hub()).private_link.allowed_principal == HUB_ROLE
     ambient = hub(credentials={})
-    assert resolve(cluster(), ambient).private_link.allowed_principal is None  # discovered at run time
+    assert resolve_one(cluster(), ambient).private_link.allowed_principal is None  # discovered at run time
 
 
 def test_private_link_disabled_resolves_to_no_private_link():
-    assert resolve(cluster(privateLink={"enabled": False}), hub()).private_link is None
+    assert resolve_one(cluster(privateLink={"enabled": False}), hub()).private_link is None
 
 
 def test_digest_ignores_generation_but_not_spec():
-    a = resolve(cluster(), hub())
-    b = resolve(cluster().model_copy(update={"metadata": cluster().metadata.model_copy(update={"generation": 7})}), hub())
-    c = resolve(cluster(infraID="prod-1-new"), hub())
+    a = resolve_one(cluster(), hub())
+    b = resolve_one(cluster().model_copy(update={"metadata": cluster().metadata.model_copy(update={"generation": 7})}), hub())
+    c = resolve_one(cluster(infraID="prod-1-new"), hub())
     assert a.digest() == b.digest() != c.digest()
 
 
@@ -54,25 +54,25 @@ def two_vpc_hub(limit=50):
 def test_placement_picks_the_least_used_vpc_and_is_stable_when_others_come_and_go():
     h = two_vpc_hub()
     clusters = tuple(cluster(f"c{i}") for i in range(4))
-    first = resolve_fleet(Fleet(hub=h, clusters=clusters))
+    first = resolve_fleet(fleet(h, clusters))
     placed = {k: v.private_link.endpoint_vpc.vpc_id for k, v in first.items()}
     assert sorted(placed.values()) == ["vpc-0hub1", "vpc-0hub1", "vpc-0hub2", "vpc-0hub2"]
 
     # c0 leaves; the others keep their VPCs, and a newcomer fills the emptier one.
-    again = resolve_fleet(Fleet(hub=h, clusters=clusters[1:] + (cluster("new"),), placements=placed))
+    again = resolve_fleet(fleet(h, clusters[1:] + (cluster("new"),), placements=placed))
     for key in ("acme/c1", "acme/c2", "acme/c3"):
         assert again[key].private_link.endpoint_vpc.vpc_id == placed[key]
     assert again["acme/new"].private_link.endpoint_vpc.vpc_id == placed["acme/c0"]
 
 
 def test_full_vpcs_are_never_chosen():
-    result = resolve_fleet(Fleet(hub=two_vpc_hub(limit=1), clusters=tuple(cluster(f"c{i}") for i in range(3))))
+    result = resolve_fleet(fleet(two_vpc_hub(limit=1), tuple(cluster(f"c{i}") for i in range(3))))
     errors = [v for v in result.values() if isinstance(v, InvalidSpec)]
     assert len(errors) == 1 and "already holds 1 endpoints" in str(errors[0])
 
 
 def test_one_bad_cluster_does_not_block_the_others():
-    result = resolve_fleet(Fleet(hub=hub(), clusters=(cluster("good"), cluster("bad", accountID="444444444444"))))
+    result = resolve_fleet(fleet(hub(), (cluster("good"), cluster("bad", accountID="444444444444"))))
     assert result["acme/good"].private_link is not None
     assert isinstance(result["acme/bad"], InvalidSpec)
 
@@ -84,15 +84,15 @@ def test_a_shared_ingress_id_claimed_twice_refuses_the_younger_cluster_only():
     old = old.model_copy(update={"metadata": old.metadata.model_copy(update={"creation_timestamp": "2026-01-01T00:00:00Z"})})
     young = cluster("young", sharedIngress=opt_in)
     young = young.model_copy(update={"metadata": young.metadata.model_copy(update={"creation_timestamp": "2026-06-01T00:00:00Z"})})
-    result = resolve_fleet(Fleet(hub=hub(sharedIngress=ingress), clusters=(young, old)))
+    result = resolve_fleet(fleet(hub(sharedIngress=ingress), (young, old)))
     assert result["acme/old"].shared_ingress.cluster_id == "shared"
     assert isinstance(result["acme/young"], InvalidSpec)
     assert "spec.sharedIngress.clusterID: ID 'shared' is already used by Cluster acme/old" in str(result["acme/young"])
 
 
 def test_an_unusable_shared_ingress_id_is_reported_once():
-    long_name = cluster("x" * 70, sharedIngress={"enabled": True, "backend": "kas.x.svc:6443"})
-    result = resolve_fleet(Fleet(hub=hub(sharedIngress={"address": "ingress.hub.example.com:6443"}),
-                                 clusters=(long_name,)))
+    long_name = cluster("x" * 70, sharedIngress={"enabled": True, "backend": "kas.x.svc:6443"},
+                        apiURL="https://api.x.example.com")
+    result = resolve_fleet(fleet(hub(sharedIngress={"address": "ingress.hub.example.com:6443"}), (long_name,)))
     [error] = result[long_name.key].errors
     assert error.field == "spec.sharedIngress.clusterID" and "at most 63 characters" in error.reason

@@ -95,7 +95,7 @@ def test_status_is_a_subresource_and_only_spec_moves_generation(env):
     env.patch_status("prod-1", {"inputsHash": "abc", "observedGeneration": 1})
     after_status = env.get("prod-1")
     assert after_status["status"]["inputsHash"] == "abc" and after_status["metadata"]["generation"] == 1
-    env.patch("prod-1", {"spec": {"tenant": "t"}, "status": {"inputsHash": "ignored"}})
+    env.patch("prod-1", {"spec": {"apiURL": "https://api.t.example.com"}, "status": {"inputsHash": "ignored"}})
     after_spec = env.get("prod-1")
     assert after_spec["metadata"]["generation"] == 2 and after_spec["status"]["inputsHash"] == "abc"
 
@@ -112,7 +112,7 @@ def test_create_update_delete_through_the_real_api_server(env):
         assert obj["status"]["inputsHash"] == engine.stacks[f"{env.ns}.prod-1"].digest()
         assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"] == 1
 
-        env.patch("prod-1", {"spec": {"tenant": "blue"}})
+        env.patch("prod-1", {"spec": {"apiURL": "https://api.blue.example.com"}})
         wait_until(lambda: engine.count("up") == 2 and env.get("prod-1")["status"]["observedGeneration"] == 2, 20)
 
         env.delete("prod-1")
@@ -219,10 +219,10 @@ def test_a_renewed_watch_resumes_from_its_version_without_relisting(env, kube_ap
     informer.start()
     try:
         wait_until(lambda: informer.synced.is_set(), 20)
-        env.patch("a", {"spec": {"tenant": "x"}})
+        env.patch("a", {"spec": {"apiURL": "https://api.x.example.com"}})
         wait_until(lambda: ("MODIFIED", "a") in seen, 20)
         time.sleep(2.5)  # two server-side watch timeouts: renewed from the last version each time
-        env.patch("a", {"spec": {"tenant": "y"}})
+        env.patch("a", {"spec": {"apiURL": "https://api.y.example.com"}})
         wait_until(lambda: seen.count(("MODIFIED", "a")) == 2, 20)
     finally:
         informer.stop()
@@ -239,7 +239,7 @@ def test_410_after_an_etcd_compaction_relists_and_hands_on_only_differences(kube
     try:
         wait_until(lambda: informer.synced.is_set(), 20)
         informer.stop()  # the service is away for a while...
-        env.patch("b", {"spec": {"tenant": "changed"}})
+        env.patch("b", {"spec": {"apiURL": "https://api.changed.example.com"}})
         env.delete("c")
         env.create("d")
         kube_apiserver_nocache.compact()  # ...and etcd forgets the versions it knew

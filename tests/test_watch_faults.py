@@ -85,7 +85,7 @@ def test_a_stream_that_ends_resumes_from_the_last_version_seen(api):
     env = direct(api)
     obj = env.create("a")
     changed = {**obj, "metadata": {**obj["metadata"], "resourceVersion": "100"}, "spec": {**obj["spec"],
-                                                                                       "tenant": "t1"}}
+                                                                                       "apiURL": "https://api.t1.example.com"}}
     inf, seen = informer(api)
     api.run(lambda k: k[is_cluster(kmock.action.WATCH)][:1] << ({"type": "MODIFIED", "object": changed},))
     inf.start()
@@ -111,7 +111,7 @@ def test_a_cut_connection_resumes_without_relisting(api, proxy):
         version = inf.resource_version
         assert proxy.cut() >= 1
         wait_until(lambda: len(watches(api)) >= 2, what="the watch to come back")
-        env.patch("a", {"spec": {"tenant": "after-the-cut"}})
+        env.patch("a", {"spec": {"apiURL": "https://api.after-the-cut.example.com"}})
         wait_until(lambda: ("MODIFIED", "a") in seen.since(1), what="the change after reconnecting")
     finally:
         inf.stop()
@@ -133,7 +133,7 @@ def test_410_gone_relists_and_hands_on_only_the_differences(api, proxy):
         api.run(lambda k: k[lambda r: is_cluster(kmock.action.WATCH)(r)
                             and r.params.get("resourceVersion") == stale] << (GONE,))
         proxy.refuse()  # ...because the connection drops, and while it is down the world moves on.
-        env.patch("b", {"spec": {"tenant": "changed"}})
+        env.patch("b", {"spec": {"apiURL": "https://api.changed.example.com"}})
         env.delete("c")
         env.create("d")
         proxy.accept()
@@ -194,7 +194,7 @@ def test_the_service_rides_out_drops_and_410_reconciling_only_what_changed(api, 
         api.run(lambda k: k[lambda r: is_cluster(kmock.action.WATCH)(r)
                             and r.params.get("resourceVersion") == stale] << (GONE,))
         proxy.refuse()
-        env.patch("b", {"spec": {"tenant": "changed-while-away"}})
+        env.patch("b", {"spec": {"apiURL": "https://api.changed-while-away.example.com"}})
         env.create("d")
         proxy.accept()
         wait_until(lambda: env.ready("d") and engine.count("up") == 5, what="b and d to run")

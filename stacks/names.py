@@ -1,0 +1,106 @@
+"""Names that clusternet derives or accepts, and the limits they must fit. Pure; imports nothing of ours.
+
+One place for each naming fact:
+- a cluster's key `namespace/name` and stack name `namespace.name` (Pulumi: at most 100 characters);
+- what an API host may be: a DNS hostname (letters, digits and hyphens, labels of at most 63, the whole at
+  most 253, at least two labels, ASCII: IDNA-encode anything else), never an IP literal, and never equal to
+  or under a domain AWS owns (a private hosted zone named after it would shadow AWS's endpoints in the
+  hub's VPCs) or one the hub administrator reserved;
+- the AWS limits a derived name or tag must fit (tag values 256, hosted zone names 255).
+"""
+from __future__ import annotations
+
+import re
+
+STACK_NAME_MAX = 100  # Pulumi stack names: [A-Za-z0-9_.-], at most 100 characters
+TAG_VALUE_MAX = 256  # AWS resource tags: values at most 256 characters, keys 128
+HOSTNAME_MAX = 253  # DNS: 253 characters written out (255 octets on the wire: Route 53's zone-name limit)
+LABEL_MAX = 63
+
+# Domains AWS (or the VPC resolver) answers for. A private zone equal to or under one of these, associated
+# with the hub's VPCs, would capture AWS API endpoints, instance names or Amazon's own services there.
+AWS_DOMAINS = (
+    "amazonaws.com", "amazonaws.com.cn", "amazonaws-us-gov.com", "api.aws", "on.aws", "aws", "aws.dev",
+    "amazon.com", "amazon.com.cn", "amazontrust.com", "awsapps.com", "awsglobalaccelerator.com",
+    "cloudfront.net", "elasticbeanstalk.com", "compute.internal", "ec2.internal",
+)
+
+_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.IGNORECASE)
+_API_URL = re.compile(r"https://(?P<host>[^:/?#@\[\]]+)(?::(?P<port>[0-9]{1,5}))?/?")
+# The same shape for the CRD schema (Kubernetes regexes search, so anchored): https://host[:port][/]
+API_URL_PATTERN = r"^https://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?/?$"
+
+
+def cluster_key(namespace: str | None, name: str) -> str:
+    return f"{namespace or 'default'}/{name}"
+
+
+def stack_name(namespace: str | None, name: str) -> str:
+    """The cluster's stack: `namespace.name` ('.' cannot occur in a namespace, so it is unambiguous)."""
+    return f"{namespace or 'default'}.{name}"
+
+
+def hostname_error(host: str, *, min_labels: int = 2) -> str | None:
+    """Why `host` is not a DNS hostname clusternet accepts, or None (a domain may have one label)."""
+    if not host.isascii():
+        return "is not ASCII: write an internationalised name IDNA-encoded (xn--...)"
+    if len(host) > HOSTNAME_MAX:
+        return f"is {len(host)} characters long; a DNS name has at most {HOSTNAME_MAX}"
+    labels = host.split(".")
+    if len(labels) < min_labels:
+        return "is a single label; an API host is a fully qualified name such as api.cluster.example.com"
+    for label in labels:
+        if not _LABEL.fullmatch(label):
+            return (f"has the label {label!r}; labels are 1-{LABEL_MAX} letters, digits and hyphens, "
+                    "not starting or ending with a hyphen")
+    if labels[-1].isdigit():
+        return "is an IP address; an API host is a DNS name"
+    return None
+
+
+def under(host: str, domain: str) -> bool:
+    """True when `host` is `domain` or a name below it (case-insensitive)."""
+    host, domain = host.lower().rstrip("."), domain.lower().rstrip(".")
+    return host == domain or host.endswith("." + domain)
+
+
+def aws_domain_of(host: str) -> str | None:
+    """The AWS-owned domain `host` is equal to or under, if any."""
+    return next((domain for domain in AWS_DOMAINS if under(host, domain)), None)
+
+
+def parse_api_url(value: str) -> tuple[str, int]:
+    """(host, port) of an API URL `https://host[:port][/]`; ValueError saying why it is not one.
+
+    Strict on purpose: no userinfo, query, fragment or path, no IP literal, and the host a DNS hostname
+    outside AWS's domains, because the host becomes the name of a private hosted zone in the hub.
+    """
+    found = _API_URL.fullmatch(value)
+    if found is None:
+        raise ValueError(f"{value!r} is not an https URL of the form https://host[:port] "
+                         "(no user, path, query or fragment)")
+    host, port = found["host"], int(found["port"] or 443)
+    if not 0 < port < 65536:
+        raise ValueError(f"{value!r} has an invalid port")
+    problem = hostname_error(host)
+    if problem is not None:
+        raise ValueError(f"host {host!r} {problem}")
+    owned = aws_domain_of(host)
+    if owned is not None:
+        raise ValueError(f"host {host!r} is under {owned}, a domain AWS owns: a private zone of that name "
+                         "would shadow AWS endpoints in the hub's VPCs")
+    return host, port
+
+
+def stack_name_error(namespace: str | None, name: str) -> str | None:
+    stack = stack_name(namespace, name)
+    if len(stack) > STACK_NAME_MAX:
+        return (f"the stack name {stack[:40]}... would be {len(stack)} characters; Pulumi stack names have at most "
+                f"{STACK_NAME_MAX} (namespace + '.' + name): use a shorter name")
+    return None
+
+
+def tag_value_error(key: str, value: str) -> str | None:
+    if len(value) > TAG_VALUE_MAX:
+        return f"the tag {key} would be {len(value)} characters; AWS tag values have at most {TAG_VALUE_MAX}"
+    return None

@@ -1,0 +1,192 @@
+"""Tenancy: which accounts and names a namespace's clusters may use. Pure. docs/security.md is the model.
+
+A tenant is a namespace: whoever may create a Cluster there. Only the hub administrator is trusted: the
+HubConfig, the Namespaces and their annotations, the role-map ConfigMap. So every rule here reads its
+permission from those, and a Cluster's own fields only ever ask.
+
+Accounts (`Owners.account`)
+    A cluster lives in its namespace's owner account (annotation clusternet.io/owner-account-id) and
+    nowhere else. A namespace without the annotation is refused (NamespaceNotOwned) unless the HubConfig
+    sets spec.tenancy.unownedNamespaces: FirstClaim; then its clusters may use an account that no
+    namespace owns and no other namespace claimed first (oldest cluster first), never the hub account.
+
+Names (`host_errors`, `claim_hosts`)
+    A cluster's API host names a private hosted zone in the hub, so it must be unique across the fleet
+    (the younger claimant is refused), outside the HubConfig's reserved domains and, when the namespace
+    has the annotation clusternet.io/allowed-domains, under one of the domains it lists.
+
+Tenant (`tenant_of`)
+    The tenant tag comes from the namespace (its clusternet.io/tenant annotation, else its name).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from stacks.errors import InvalidSpec
+from stacks.model import Cluster, HubConfig
+from stacks.names import TAG_VALUE_MAX, hostname_error, parse_api_url, under
+
+OWNER_ACCOUNT_ANNOTATION = "clusternet.io/owner-account-id"
+TENANT_ANNOTATION = "clusternet.io/tenant"
+ALLOWED_DOMAINS_ANNOTATION = "clusternet.io/allowed-domains"  # comma-separated
+
+# Condition reasons of the refusals here.
+NAMESPACE_NOT_OWNED = "NamespaceNotOwned"
+ACCOUNT_MISMATCH = "AccountMismatch"
+ACCOUNT_NOT_OWNED = "AccountNotOwned"
+INVALID_NAMESPACE = "InvalidNamespaceAnnotation"
+HOST_TAKEN = "APIHostTaken"
+DOMAIN_NOT_ALLOWED = "DomainNotAllowed"
+
+_ACCOUNT_ID = re.compile(r"\d{12}")
+_TAG_VALUE = re.compile(r"[\w .:/=+\-@]+")  # what AWS accepts in a tag value
+
+
+def namespace_of(cluster: Cluster) -> str:
+    return cluster.metadata.namespace or "default"
+
+
+def _age(cluster: Cluster) -> tuple[str, str]:
+    """Oldest first; the key breaks ties, so every reader orders claimants alike."""
+    return cluster.metadata.creation_timestamp or "", cluster.key
+
+
+# --------------------------------------------------------------------------- accounts
+
+@dataclass(frozen=True)
+class Owners:
+    """Who may use which account, for one fleet: the owner annotations and, when allowed, first claims."""
+
+    hub: HubConfig
+    namespaces: Mapping[str, Mapping[str, str]]  # namespace -> its annotations
+    owned: frozenset[str]  # accounts some namespace's annotation names
+    claims: Mapping[str, str]  # account -> the unowned namespace that claimed it first (FirstClaim only)
+
+    @classmethod
+    def of(cls, hub: HubConfig, clusters: Iterable[Cluster],
+           namespaces: Mapping[str, Mapping[str, str]]) -> "Owners":
+        owned = frozenset(a for ann in namespaces.values() if (a := ann.get(OWNER_ACCOUNT_ANNOTATION)))
+        claims: dict[str, str] = {}
+        if hub.spec.tenancy.unowned_namespaces == "FirstClaim":
+            for cluster in sorted(clusters, key=_age):
+                namespace, account = namespace_of(cluster), cluster.spec.account_id
+                if OWNER_ACCOUNT_ANNOTATION in namespaces.get(namespace, {}):
+                    continue
+                if account != hub.spec.account_id and account not in owned:
+                    claims.setdefault(account, namespace)
+        return cls(hub, namespaces, owned, claims)
+
+    def annotations(self, namespace: str) -> Mapping[str, str]:
+        return self.namespaces.get(namespace, {})
+
+    def account(self, cluster: Cluster) -> str:
+        """The account the cluster may live in, which spec.accountID must name; InvalidSpec otherwise."""
+        namespace = namespace_of(cluster)
+        wanted = cluster.spec.account_id
+        owner = self.annotations(namespace).get(OWNER_ACCOUNT_ANNOTATION)
+        if owner is not None:
+            if not _ACCOUNT_ID.fullmatch(owner):
+                raise InvalidSpec.one(
+                    f"Namespace {namespace}", f"metadata.annotations[{OWNER_ACCOUNT_ANNOTATION}]",
+                    f"{owner!r} is not a 12-digit AWS account ID; no cluster of this namespace can be placed",
+                    condition="InvalidOwnerAccount")
+            if owner != wanted:
+                raise InvalidSpec.one(
+                    cluster.ref, "spec.accountID",
+                    f"account {wanted} is not the namespace's owner account {owner} "
+                    f"({OWNER_ACCOUNT_ANNOTATION}); clusters in this namespace must live in {owner}",
+                    condition=ACCOUNT_MISMATCH)
+            return owner
+        if self.hub.spec.tenancy.unowned_namespaces == "Refuse":
+            raise InvalidSpec.one(
+                cluster.ref, f"Namespace {namespace} metadata.annotations[{OWNER_ACCOUNT_ANNOTATION}]",
+                f"namespace {namespace} owns no account: the hub administrator names the one account its "
+                f"clusters may use with the annotation {OWNER_ACCOUNT_ANNOTATION}",
+                condition=NAMESPACE_NOT_OWNED)
+        if wanted == self.hub.spec.account_id:
+            raise InvalidSpec.one(
+                cluster.ref, "spec.accountID",
+                f"account {wanted} is the hub account; only a namespace whose {OWNER_ACCOUNT_ANNOTATION} "
+                "annotation names it may use it", condition=ACCOUNT_NOT_OWNED)
+        if wanted in self.owned:
+            raise InvalidSpec.one(
+                cluster.ref, "spec.accountID",
+                f"account {wanted} is owned by another namespace ({OWNER_ACCOUNT_ANNOTATION})",
+                condition=ACCOUNT_NOT_OWNED)
+        if self.claims.get(wanted) != namespace:
+            raise InvalidSpec.one(
+                cluster.ref, "spec.accountID",
+                f"account {wanted} was claimed first by another namespace (HubConfig "
+                "spec.tenancy.unownedNamespaces: FirstClaim gives an unowned account to its first claimant)",
+                condition=ACCOUNT_NOT_OWNED)
+        return wanted
+
+
+# --------------------------------------------------------------------------- tenant
+
+def tenant_of(namespace: str, annotations: Mapping[str, str]) -> str:
+    """The tenant name for tags: the namespace's clusternet.io/tenant annotation, else the namespace."""
+    tenant = annotations.get(TENANT_ANNOTATION) or namespace
+    if len(tenant) > TAG_VALUE_MAX or not _TAG_VALUE.fullmatch(tenant):
+        raise InvalidSpec.one(
+            f"Namespace {namespace}", f"metadata.annotations[{TENANT_ANNOTATION}]",
+            f"{tenant[:64]!r} cannot be an AWS tag value (at most {TAG_VALUE_MAX} letters, digits, spaces "
+            "and _.:/=+-@)", condition=INVALID_NAMESPACE)
+    return tenant
+
+
+# --------------------------------------------------------------------------- names
+
+def api_host(cluster: Cluster) -> str:
+    return parse_api_url(cluster.spec.api_url)[0]
+
+
+def allowed_domains(namespace: str, annotations: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The domains the namespace's API hosts must be under (None: the annotation is absent)."""
+    raw = annotations.get(ALLOWED_DOMAINS_ANNOTATION)
+    if raw is None:
+        return None
+    domains = tuple(d.strip().lower() for d in raw.split(",") if d.strip())
+    for domain in domains:
+        problem = hostname_error(domain, min_labels=1)
+        if problem is not None:
+            raise InvalidSpec.one(f"Namespace {namespace}", f"metadata.annotations[{ALLOWED_DOMAINS_ANNOTATION}]",
+                                  f"domain {domain!r} {problem}", condition=INVALID_NAMESPACE)
+    return domains
+
+
+def host_errors(cluster: Cluster, hub: HubConfig, annotations: Mapping[str, str]) -> InvalidSpec | None:
+    """The API host outside what the hub reserves and, if the namespace is limited, inside its domains."""
+    host = api_host(cluster)
+    reserved = next((d for d in hub.spec.tenancy.reserved_domains if under(host, d)), None)
+    if reserved is not None:
+        return InvalidSpec.one(cluster.ref, "spec.apiURL",
+                               f"host {host} is under {reserved}, reserved by the hub administrator "
+                               "(HubConfig spec.tenancy.reservedDomains)", condition=DOMAIN_NOT_ALLOWED)
+    namespace = namespace_of(cluster)
+    allowed = allowed_domains(namespace, annotations)
+    if allowed is not None and not any(under(host, d) for d in allowed):
+        return InvalidSpec.one(cluster.ref, "spec.apiURL",
+                               f"host {host} is not under the domains namespace {namespace} may use "
+                               f"({', '.join(allowed) or 'none'}; annotation {ALLOWED_DOMAINS_ANNOTATION})",
+                               condition=DOMAIN_NOT_ALLOWED)
+    return None
+
+
+def claim_hosts(clusters: Iterable[Cluster]) -> dict[str, InvalidSpec]:
+    """By cluster key, a refusal for every cluster whose API host an older cluster already uses."""
+    first: dict[str, Cluster] = {}
+    refused: dict[str, InvalidSpec] = {}
+    for cluster in sorted(clusters, key=_age):
+        host = api_host(cluster).lower()
+        owner = first.setdefault(host, cluster)
+        if owner is not cluster:
+            where = "this namespace" if namespace_of(owner) == namespace_of(cluster) else "another namespace"
+            refused[cluster.key] = InvalidSpec.one(
+                cluster.ref, "spec.apiURL",
+                f"host {host} is already the API host of an older cluster in {where}; API hosts are unique "
+                "across the fleet", condition=HOST_TAKEN)
+    return refused
+
