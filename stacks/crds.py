@@ -26,6 +26,7 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from stacks import model
 from stacks.model import GROUP, ClusterSpec, HubConfigSpec
+from stacks.names import API_URL_PATTERN, STACK_NAME_MAX
 from stacks.status import ClusterStatus
 
 VERSION = model.API_VERSION.split("/", 1)[1]
@@ -34,8 +35,10 @@ VERSION = model.API_VERSION.split("/", 1)[1]
 # (Regex-built validators are found by the compiled pattern in their closure.)
 _VALIDATOR_SCHEMAS: dict[str, dict[str, Any]] = {
     "_region": {"enum": sorted(model.REGIONS)},
-    "_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$"},
-    "_api_url": {"pattern": r"^https://[^/:]+(:[0-9]{1,5})?/?$"},
+    "_vpc_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/(1[6-9]|2[0-8])$"},
+    "_source_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/([1-9]|[12][0-9]|3[0-2])$"},
+    "_api_url": {"pattern": API_URL_PATTERN},
+    "_domain": {"pattern": r"^[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?$"},
     "_host_port": {"pattern": r"^.*:[0-9]{1,5}$"},
 }
 
@@ -121,11 +124,17 @@ def schema_of(model_cls: type[BaseModel]) -> dict[str, Any]:
     return _structural(_resolve_refs(raw, defs))
 
 
-def _resource_schema(spec: type[BaseModel], status: type[BaseModel] | None, description: str) -> dict[str, Any]:
+# A Cluster's stack is "<namespace>.<name>" and Pulumi allows 100 characters: the API server can check the
+# name's share of that (a namespace has at least one character); stacks.resolve checks the whole.
+CLUSTER_NAME_MAX = STACK_NAME_MAX - 2
+
+
+def _resource_schema(spec: type[BaseModel], status: type[BaseModel] | None, description: str,
+                     metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     props: dict[str, Any] = {
         "apiVersion": {"type": "string"},
         "kind": {"type": "string"},
-        "metadata": {"type": "object"},
+        "metadata": {"type": "object", **(metadata or {})},
         "spec": schema_of(spec),
     }
     if status is not None:
@@ -181,7 +190,8 @@ HUB_COLUMNS = [
 
 def cluster_crd() -> dict[str, Any]:
     schema = _resource_schema(ClusterSpec, ClusterStatus,
-                              "A Kubernetes cluster on AWS that clusternet connects (one Pulumi stack each).")
+                              "A Kubernetes cluster on AWS that clusternet connects (one Pulumi stack each).",
+                              {"properties": {"name": {"type": "string", "maxLength": CLUSTER_NAME_MAX}}})
     return _crd("Cluster", "clusters", "Namespaced", schema, short=["cnc"], columns=CLUSTER_COLUMNS, status=True)
 
 

@@ -8,7 +8,7 @@ The logic that fills these in lives in automation.status.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -30,6 +30,10 @@ INVALID_SPEC = "InvalidSpec"
 HUB_NOT_FOUND = "HubConfigNotFound"
 
 Result = Literal["Running", "Succeeded", "Failed"]
+# Bounds for the CRD schema (every string, list and map has one). Integers here are int64s (generations):
+# the API server cannot take 2**63 - 1 as a JSON maximum, so they have none.
+Time = Annotated[str, Field(max_length=64)]  # RFC 3339
+Short = Annotated[str, Field(max_length=512)]
 
 
 class StatusModel(BaseModel):
@@ -37,12 +41,12 @@ class StatusModel(BaseModel):
 
 
 class Condition(StatusModel):
-    type: str
+    type: str = Field(max_length=64)
     status: Literal["True", "False", "Unknown"]
     reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)
     message: str = Field("", max_length=32768)
-    last_transition_time: str | None = None  # RFC 3339
-    observed_generation: int | None = None
+    last_transition_time: Time | None = None  # RFC 3339
+    observed_generation: int | None = Field(None, ge=0)
 
 
 class LastUpdate(StatusModel):
@@ -50,56 +54,56 @@ class LastUpdate(StatusModel):
 
     operation: Literal["up", "destroy", "refresh", "preview", "recover"]
     result: Result
-    message: str = ""  # why it ran, then what happened
-    start_time: str | None = None
-    end_time: str | None = None
-    permalink: str | None = None  # the backend's page of this update, when it has one
-    changes: dict[str, int] = Field(default_factory=dict)  # {"create": 3, "same": 2}
+    message: str = Field("", max_length=32768)  # why it ran, then what happened
+    start_time: Time | None = None
+    end_time: Time | None = None
+    permalink: str | None = Field(None, max_length=2048)  # the backend's page of this update, when it has one
+    changes: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict, max_length=16)
 
 
 class Recovery(StatusModel):
     """The last time a run killed mid-way was cleaned up (stale lock cancelled, pending operations cleared)."""
 
-    time: str
-    message: str = ""
+    time: Time
+    message: str = Field("", max_length=32768)
 
 
 class Peering(StatusModel):
     """A VPC peering this stack owns (stacks.mesh: the later joiner of a pair owns it)."""
 
-    name: str  # "<stack>+<stack>"
-    id: str | None = None  # pcx-...
-    state: str | None = None
+    name: str = Field(max_length=201)  # "<stack>+<stack>"
+    id: Short | None = None  # pcx-...
+    state: Short | None = None
 
 
 class MeshJoin(StatusModel):
     """The cluster's durable place in its mesh group's join order (stacks.mesh reads it; the service writes it)."""
 
-    group: str
-    order: int
+    group: str = Field(max_length=63)
+    order: int = Field(ge=0)
 
 
 class StackOutputs(StatusModel):
     """The stack outputs people and other stacks look for."""
 
-    endpoint: str | None = None  # DNS name of the hub's interface endpoint
-    endpoint_id: str | None = Field(None, alias="endpointID")
-    endpoint_vpc: str | None = Field(None, alias="endpointVPC")  # keeps placement stable across re-resolves
-    service_name: str | None = None  # the VPC endpoint service in the cluster's account
-    zone_id: str | None = Field(None, alias="zoneID")
-    infra_id: str | None = Field(None, alias="infraID")  # the install the PrivateLink was built for
-    peerings: list[Peering] = Field(default_factory=list)  # the mesh peerings this stack owns
+    endpoint: Short | None = None  # DNS name of the hub's interface endpoint
+    endpoint_id: Short | None = Field(None, alias="endpointID")
+    endpoint_vpc: Short | None = Field(None, alias="endpointVPC")  # keeps placement stable across re-resolves
+    service_name: Short | None = None  # the VPC endpoint service in the cluster's account
+    zone_id: Short | None = Field(None, alias="zoneID")
+    infra_id: Short | None = Field(None, alias="infraID")  # the install the PrivateLink was built for
+    peerings: list[Peering] = Field(default_factory=list, max_length=1000)  # the mesh peerings this stack owns
 
 
 class ClusterStatus(StatusModel):
-    observed_generation: int | None = None
-    stack: str | None = None  # the Pulumi stack name
-    account: str | None = None  # resolved account (namespace annotation wins over spec)
-    region: str | None = None  # resolved region (annotations win over spec)
-    inputs_hash: str | None = None  # StackInputs.digest() of the last successful up
-    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = Field(None, ge=0)
+    stack: str | None = Field(None, max_length=100)  # the Pulumi stack name
+    account: str | None = Field(None, max_length=12)  # resolved account (the namespace's owner account)
+    region: str | None = Field(None, max_length=20)  # resolved region (annotations win over spec)
+    inputs_hash: str | None = Field(None, max_length=64)  # StackInputs.digest() of the last successful up
+    conditions: list[Condition] = Field(default_factory=list, max_length=8)
     last_update: LastUpdate | None = None
-    last_drift_check: str | None = None  # RFC 3339; the next one is due a jittered interval later
+    last_drift_check: Time | None = None  # RFC 3339; the next one is due a jittered interval later
     last_recovery: Recovery | None = None
     outputs: StackOutputs | None = None
     mesh_join: MeshJoin | None = None

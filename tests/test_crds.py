@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from pydantic import BaseModel
 
 from stacks.crds import crd_manifests, schema_of
@@ -143,3 +144,35 @@ def test_status_written_by_the_service_fits_the_schema():
     written = status.model_dump(by_alias=True, exclude_none=True)
     assert _accepts(schema_of(ClusterStatus), written)
     assert written["outputs"]["endpointVPC"] == "vpc-0hub1"
+
+
+def _unbounded(node: dict, path: str) -> list[str]:
+    """Every string without maxLength (or an enum), list without maxItems, map without maxProperties."""
+    kind, found = node.get("type"), []
+    if kind == "string" and "maxLength" not in node and "enum" not in node:
+        found.append(path)
+    if kind == "array" and "maxItems" not in node:
+        found.append(path)
+    if kind == "object" and isinstance(node.get("additionalProperties"), dict) and "maxProperties" not in node:
+        found.append(path)
+    for key, child in (node.get("properties") or {}).items():
+        found += _unbounded(child, f"{path}.{key}")
+    for key in ("items", "additionalProperties"):
+        if isinstance(node.get(key), dict):
+            found += _unbounded(node[key], f"{path}[]")
+    return found
+
+
+@pytest.mark.parametrize("crd", crd_manifests(), ids=lambda crd: crd["metadata"]["name"])
+def test_every_field_has_a_bound_the_api_server_enforces(crd):
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    assert _unbounded(schema["spec"], "spec") == []
+    assert _unbounded(schema.get("status", {}), "status") == []
+    spec_ints = [node for _, node in _walk(schema["spec"]) if node.get("type") == "integer"]
+    assert all(node.get("maximum", 2**32) <= 2**31 - 1 for node in spec_ints)  # int32, as Kubernetes stores
+
+
+def test_a_cluster_name_too_long_for_its_stack_is_refused_by_the_schema():
+    cluster = crd_manifests()[0]
+    name = cluster["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["metadata"]["properties"]["name"]
+    assert name == {"type": "string", "maxLength": 98}  # namespace (1+) + "." + name <= 100, Pulumi's limit
