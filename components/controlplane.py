@@ -4,6 +4,8 @@
     ├── ConfigGroup         the CRDs (generated from the pydantic models by stacks.crds)
     ├── Namespace, ServiceAccount
     ├── ClusterRole(+Binding)  clusters (+status), hubconfigs, namespaces: read; events: write
+    ├── ClusterRoles           -tenant (clusters but never their status; aggregated into edit and admin),
+    │                          -viewer (clusters and status, read; aggregated into view)
     ├── Role(+Binding)         in its namespace: the role-map ConfigMap (read), its Lease (write)
     ├── PersistentVolumeClaim  state of the file:// backend (absent with a Pulumi Cloud or S3 backend)
     ├── Deployment             `python -m automation serve`, probes on /healthz and /readyz
@@ -55,6 +57,19 @@ CLUSTER_RULES = [
 ]
 
 
+# What a tenant may do with Clusters: everything but the status, whose meshJoin and outputs.endpointVPC feed
+# resolution (docs/security.md). Aggregated into the built-in edit and admin roles, so whoever administers a
+# namespace may create its Clusters and nobody but the service writes their status; view reads them.
+TENANT_RULES = [
+    {"apiGroups": [GROUP], "resources": ["clusters"],
+     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
+]
+VIEWER_RULES = [
+    {"apiGroups": [GROUP], "resources": ["clusters", "clusters/status"], "verbs": ["get", "list", "watch"]},
+]
+AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
+
+
 def namespace_rules(role_map_configmap: str, lease: str) -> list[dict[str, Any]]:
     """Only the one ConfigMap (watched with a metadata.name field selector) and the one Lease."""
     return [
@@ -88,6 +103,10 @@ class ControlPlane(pulumi.ComponentResource):
             f"{name}-crb", metadata={"name": name, "labels": labels},
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role.metadata.name},
             subjects=subject, opts=child)
+        for suffix, rules, into in (("tenant", TENANT_RULES, ("edit", "admin")), ("viewer", VIEWER_RULES, ("view",))):
+            k8s.rbac.v1.ClusterRole(
+                f"{name}-{suffix}", rules=rules, opts=child,
+                metadata={"name": f"{name}-{suffix}", "labels": {**labels, **{AGGREGATE + r: "true" for r in into}}})
         role = k8s.rbac.v1.Role(f"{name}-role", metadata=meta, rules=namespace_rules(args.role_map_configmap, args.lease),
                                 opts=in_ns)
         k8s.rbac.v1.RoleBinding(

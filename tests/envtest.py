@@ -54,6 +54,9 @@ BUILD_HINT = "run scripts/tools.sh to build them into .tools/bin"
 
 # --------------------------------------------------------------------------- binaries
 
+TENANT_USER = "tenant-alice"  # a user with no rights of its own (group "tenants"): what a test binds, it has
+
+
 def find_binary(name: str) -> Optional[str]:
     """Path of ``name`` in .tools/bin, else on PATH, else None."""
     candidate = TOOLS_BIN / name
@@ -144,6 +147,7 @@ class EnvTest:
         self.workdir = workdir
         self.host = host                # https://127.0.0.1:PORT
         self.token = token              # bearer token of a system:masters user
+        self.tenant_token = ""          # bearer token of TENANT_USER, who has no rights until a test binds some
         self.ca_file = ca_file          # CA that signed the serving certificate
         self.etcd_url = etcd_url        # http://127.0.0.1:PORT (v3 HTTP gateway too)
         self.apiserver_log = apiserver_log
@@ -152,21 +156,22 @@ class EnvTest:
         self.apiserver_proc: Optional[subprocess.Popen] = None
 
     # -- clients
-    def configuration(self):
-        """A fresh ``kubernetes.client.Configuration`` for this server."""
+    def configuration(self, token: Optional[str] = None):
+        """A fresh ``kubernetes.client.Configuration`` for this server (as the admin, or as `token`'s user)."""
         from kubernetes import client
         cfg = client.Configuration()
         cfg.host = self.host
+        token = token or self.token
         # kubernetes>=36 reads api_key["BearerToken"], older ones api_key["authorization"].
-        cfg.api_key = {"BearerToken": f"Bearer {self.token}", "authorization": f"Bearer {self.token}"}
+        cfg.api_key = {"BearerToken": f"Bearer {token}", "authorization": f"Bearer {token}"}
         cfg.ssl_ca_cert = self.ca_file
         cfg.verify_ssl = True
         return cfg
 
-    def api_client(self):
+    def api_client(self, token: Optional[str] = None):
         """A new ``kubernetes.client.ApiClient`` (close it, or use it as a context manager)."""
         from kubernetes import client
-        return client.ApiClient(self.configuration())
+        return client.ApiClient(self.configuration(token))
 
     def kubeconfig(self) -> Path:
         """Write a kubeconfig for this server (for tools that want a file) and return its path."""
@@ -270,12 +275,14 @@ def start_envtest(*, watch_cache: bool = True,
     env: Optional[EnvTest] = None
     try:
         _make_pki(workdir)
-        token = secrets.token_hex(16)
-        (workdir / "tokens.csv").write_text(f'{token},envtest-admin,envtest-admin,"system:masters"\n')
+        token, tenant_token = secrets.token_hex(16), secrets.token_hex(16)
+        (workdir / "tokens.csv").write_text(f'{token},envtest-admin,envtest-admin,"system:masters"\n'
+                                            f'{tenant_token},{TENANT_USER},{TENANT_USER},"tenants"\n')
         etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         env = EnvTest(workdir, f"https://127.0.0.1:{api_port}", token, str(workdir / "ca.crt"),
                       etcd_url, workdir / "kube-apiserver.log", workdir / "etcd.log")
+        env.tenant_token = tenant_token
 
         with open(env.etcd_log, "wb") as log:
             env.etcd_proc = subprocess.Popen([
@@ -437,4 +444,11 @@ def kube_apiserver() -> Iterator[EnvTest]:
 def kube_apiserver_nocache() -> Iterator[EnvTest]:
     """Like ``kube_apiserver`` with ``--watch-cache=false``, for ``410 Gone`` tests."""
     with shared_envtest("nocache", watch_cache=False, crds=project_crds()) as env:
+        yield env
+
+
+@pytest.fixture(scope="module")
+def kube_apiserver_alone() -> Iterator[EnvTest]:
+    """A server of the module's own, for a service that watches every namespace (the tenancy tests)."""
+    with shared_envtest("alone", crds=project_crds()) as env:
         yield env

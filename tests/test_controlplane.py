@@ -24,7 +24,8 @@ def test_installs_the_generated_crds():
 
 def test_rbac_is_least_privilege():
     plan = deploy()
-    rules = plan.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").inputs["rules"]
+    roles = {r.inputs["metadata"]["name"]: r.inputs for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")}
+    rules = roles["clusternet"]["rules"]
     verbs = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
     assert verbs[("clusternet.io", "clusters/status")] == {"get", "update", "patch"}
     assert verbs[("clusternet.io", "hubconfigs")] == {"get", "list", "watch"}
@@ -35,6 +36,21 @@ def test_rbac_is_least_privilege():
     configmaps = [r for r in ns_rules if r["resources"] == ["configmaps"]]
     assert configmaps == [{"apiGroups": [""], "resources": ["configmaps"],
                            "resourceNames": ["clusternet-role-account-map"], "verbs": ["get", "list", "watch"]}]
+
+
+def test_tenants_get_clusters_through_edit_and_admin_but_never_their_status():
+    """Status fields feed resolution (meshJoin, outputs.endpointVPC): only the service writes them."""
+    roles = {r.inputs["metadata"]["name"]: r.inputs
+             for r in deploy().of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")}
+    tenant, viewer = roles["clusternet-tenant"], roles["clusternet-viewer"]
+    assert [r["resources"] for r in tenant["rules"]] == [["clusters"]]
+    assert {k for k in tenant["metadata"]["labels"] if "aggregate-to" in k} == {
+        "rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-admin"}
+    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in viewer["rules"])
+    assert "rbac.authorization.k8s.io/aggregate-to-view" in viewer["metadata"]["labels"]
+    writes_status = [name for name, role in roles.items() for rule in role["rules"]
+                     if "clusters/status" in rule["resources"] and {"update", "patch"} & set(rule["verbs"])]
+    assert writes_status == ["clusternet"]  # the service's own role, bound to its ServiceAccount only
 
 
 def test_file_backend_gets_a_volume_and_one_replica():
