@@ -99,8 +99,3 @@ def stack_name_error(namespace: str | None, name: str) -> str | None:
                 f"{STACK_NAME_MAX} (namespace + '.' + name): use a shorter name")
     return None
 
-
-def tag_value_error(key: str, value: str) -> str | None:
-    if len(value) > TAG_VALUE_MAX:
-        return f"the tag {key} would be {len(value)} characters; AWS tag values have at most {TAG_VALUE_MAX}"
-    return None

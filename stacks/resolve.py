@@ -2,23 +2,23 @@
 
 `resolve_fleet` is what the plan and the service call: it resolves every
 cluster of a fleet at once, because some decisions (endpoint placement, mesh
-ownership) depend on the other clusters. A bad cluster yields its InvalidSpec
-and never blocks the others.
+ownership, who owns an account, an API host or a shared-ingress ID) depend on
+the other clusters. Every cluster first passes `admit`, the tenancy gate
+(docs/security.md). A bad cluster yields its InvalidSpec and never blocks the
+others.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from stacks import names
-
-from stacks import accounts
-from stacks.errors import FieldError, InvalidSpec
+from stacks import accounts, names
+from stacks.errors import InvalidSpec
 from stacks.ingress import claim_ids, id_error
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh import MeshPlan, MeshShare, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
-from stacks.names import stack_name_error, tag_value_error
+from stacks.names import stack_name_error
 from stacks.placement import Want, place_endpoints
 from stacks.targets import AwsTarget
 from stacks.tenancy import Owners, claim_hosts, host_errors, namespace_of, tenant_of
@@ -60,15 +60,11 @@ def resolve(
         owners = Owners.of(hub, [cluster], {namespace: ns_annotations})
         target = admit(cluster, owners, accounts.merged_role_map(hub, role_map))
     tenant = tenant_of(namespace, ns_annotations)
-    tags = {
+    tags = {  # values fit AWS's 256 characters: the key by the stack-name limit, the tenant by tenant_of
         "clusternet.io/cluster": cluster.key,
         "clusternet.io/tenant": tenant,
         "clusternet.io/managed-by": "clusternet",
     }
-    too_long = [FieldError(cluster.ref, "metadata", problem) for key, value in tags.items()
-                if (problem := tag_value_error(key, value)) is not None]
-    if too_long:
-        raise InvalidSpec(too_long)
     return StackInputs(
         stack=stack_name(cluster),
         namespace=namespace,
@@ -93,7 +89,9 @@ def admit(cluster: Cluster, owners: Owners, roles: Mapping[str, str]) -> AwsTarg
     problem = stack_name_error(cluster.metadata.namespace, cluster.metadata.name)
     if problem is not None:
         raise InvalidSpec.one(cluster.ref, "metadata.name", problem)
-    refused = host_errors(cluster, owners.hub, owners.annotations(namespace_of(cluster)))
+    namespace = namespace_of(cluster)
+    tenant_of(namespace, owners.annotations(namespace))  # the tenant tag must be one AWS accepts
+    refused = host_errors(cluster, owners.hub, owners.annotations(namespace))
     if refused is not None:
         raise refused
     return accounts.cluster_target(cluster, owners, roles)

@@ -239,3 +239,15 @@ def test_a_name_too_long_for_a_stack_is_refused_at_once_naming_the_limit(capsys,
 ])
 def test_integers_past_int32_or_of_another_type_are_refused(capsys, tmp_path, spec, field):
     refused(capsys, tmp_path, victims(), hub=hub_doc(**spec), expect=["HubConfig default", field])
+
+
+@pytest.mark.parametrize("annotation, value, why", [
+    ("clusternet.io/tenant", "evil <corp>", "cannot be an AWS tag value"),
+    ("clusternet.io/tenant", "x" * 257, "cannot be an AWS tag value"),
+    ("clusternet.io/allowed-domains", "evil.example.com, bad_domain", "domain 'bad_domain' has the label"),
+])
+def test_a_bad_namespace_annotation_refuses_that_namespace_only_naming_it(capsys, tmp_path, annotation, value, why):
+    namespaces = (namespace_doc("acme"), namespace_doc("evil", EVIL, **{annotation: value}))
+    err = refused(capsys, tmp_path, [*victims(), evil(apiURL="https://api.x.evil.example.com")],
+                  namespaces=namespaces, expect=[f"Namespace evil: metadata.annotations[{annotation}]", why])
+    assert "acme/" not in err
