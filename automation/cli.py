@@ -42,13 +42,13 @@ def _inputs(args: argparse.Namespace) -> int:
 
 
 def _ingress_render(args: argparse.Namespace) -> int:
-    import os
-
     from automation.files import load_fleet
     from automation.ingress.render import (CONFIG_FILE, MAP_FILE, CentralSettings, guest_files, render_central,
                                            routes_from_clusters)
     from stacks.resolve import shared_ingress_inputs
 
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise InvalidSpec.one("--out", "(path)", f"{args.out} is a file, not a folder")
     fleet = load_fleet(args.hub, args.clusters)
     central_spec = fleet.hub.spec.shared_ingress
     if central_spec is None:

@@ -1,25 +1,161 @@
-"""Reading a hub and a folder of clusters from YAML files (the plan's and the CLI's input)."""
+"""Reading a hub and a folder of clusters from YAML files (the plan's and the CLI's input).
+
+Files come from people, so every way a file can be bad ends in an InvalidSpec naming the file and the reason,
+never in a traceback or a hang: missing paths, broken or looping symbolic links, files that are not UTF-8, too
+large, nested too deep, YAML whose aliases expand past a bound ("billion laughs"), numbers Python will not
+parse, documents that are not objects. Anything that is not a regular file (a FIFO, a socket, a device) is
+skipped without being opened.
+"""
 from __future__ import annotations
 
+import errno
 import os
+import stat
+from typing import Any
+
+import yaml
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.model import Cluster, HubConfig, Namespace, load_documents, read_documents
+from stacks.model import Cluster, HubConfig, Namespace, parse
 from stacks.resolve import Fleet
 
+MAX_FILE_BYTES = 1 << 20  # 1 MiB, about a Kubernetes object's own limit (etcd's request size)
+MAX_DEPTH = 64  # nesting of mappings and lists in one document
+MAX_NODES = 100_000  # values in one file once aliases are expanded
+SUFFIXES = (".yaml", ".yml")
 
-def yaml_files(path: str) -> list[str]:
-    if os.path.isdir(path):
-        return sorted(
-            os.path.join(root, name)
-            for root, _, names in os.walk(path)
-            for name in names
-            if name.endswith((".yaml", ".yml"))
-        )
-    if not os.path.exists(path):
-        raise InvalidSpec.one(path, "(path)", "no such file or folder")
-    return [path]
+Objects = list[HubConfig | Cluster | Namespace]
 
+
+class _BadFile(Exception):
+    """Why one file cannot be read; becomes FieldError(path, "(file)", reason)."""
+
+
+# --------------------------------------------------------------------------- finding files
+
+def _link_problem(path: str) -> str | None:
+    """Why `path` cannot be followed, or None (it exists, through any links)."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop"
+        if os.path.islink(path):
+            return "a symbolic link that points nowhere"
+        return "no such file or folder" if exc.errno == errno.ENOENT else exc.strerror or str(exc)
+    return None
+
+
+def yaml_files(path: str) -> tuple[list[str], list[FieldError]]:
+    """The regular *.yaml/*.yml files at `path` (a file or a folder, walked without following folder links),
+    sorted, and an error for every one that cannot be followed. Other kinds of files are left unopened."""
+    problem = _link_problem(path)
+    if problem is not None:
+        return [], [FieldError(path, "(path)", problem)]
+    if not os.path.isdir(path):
+        return ([path], []) if stat.S_ISREG(os.stat(path).st_mode) else \
+            ([], [FieldError(path, "(path)", "not a regular file or a folder")])
+    found, errors = [], []
+    for root, _, names in os.walk(path):
+        for name in names:
+            if not name.endswith(SUFFIXES):
+                continue
+            full = os.path.join(root, name)
+            problem = _link_problem(full)
+            if problem is not None:
+                errors.append(FieldError(full, "(file)", problem))
+            elif stat.S_ISREG(os.stat(full).st_mode):
+                found.append(full)
+    return sorted(found), errors
+
+
+# --------------------------------------------------------------------------- reading one file
+
+def _read_text(path: str) -> str:
+    # O_NONBLOCK: a FIFO swapped in after the check above still cannot block the open.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise _BadFile("not a regular file")
+        data = fh.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise _BadFile(f"larger than {MAX_FILE_BYTES // (1 << 20)} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _BadFile(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def _check_size(docs: list[Any]) -> None:
+    """Count values with aliases expanded, depth first, giving up past MAX_NODES or MAX_DEPTH: an alias bomb
+    costs at most MAX_NODES steps here instead of exponential work later."""
+    pending = [(doc, 0) for doc in docs]
+    seen = 0
+    while pending:
+        value, depth = pending.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            raise _BadFile(f"YAML aliases expand to more than {MAX_NODES:,} values")
+        if depth > MAX_DEPTH:
+            raise _BadFile(f"nested deeper than {MAX_DEPTH} levels")
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        pending.extend((child, depth + 1) for child in children)
+
+
+def _documents(path: str) -> list[dict]:
+    text = _read_text(path)
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise _BadFile(f"not valid YAML: {exc}") from None
+    except RecursionError:
+        raise _BadFile(f"nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # e.g. an integer longer than Python parses (sys.get_int_max_str_digits)
+        raise _BadFile(f"a value YAML cannot read: {str(exc).splitlines()[0]}") from None
+    _check_size(docs)
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict):
+            raise _BadFile(f"document {i + 1} is a {type(doc).__name__}, not a Kubernetes object")
+    return docs
+
+
+def read_documents(path: str) -> tuple[Objects, list[FieldError]]:
+    """Every valid object in the YAML files at `path`, and the errors of the files and objects that are not."""
+    files, errors = yaml_files(path)
+    if not files and not errors:
+        errors.append(FieldError(path, "(path)", "no YAML files (*.yaml, *.yml) there"))
+    objects: Objects = []
+    for file in files:
+        try:
+            docs = _documents(file)
+        except (_BadFile, OSError) as exc:
+            reason = str(exc) if isinstance(exc, _BadFile) else exc.strerror or str(exc)
+            errors.append(FieldError(file, "(file)", reason))
+            continue
+        for doc in docs:
+            try:
+                objects.append(parse(doc, source=file))
+            except InvalidSpec as exc:
+                errors.extend(exc.errors)
+    return objects, errors
+
+
+def load_documents(path: str) -> Objects:
+    """The objects at `path`; every problem of every file raised at once."""
+    objects, errors = read_documents(path)
+    if errors:
+        raise InvalidSpec(errors)
+    return objects
+
+
+def load_hub(path: str) -> HubConfig:
+    hubs = [o for o in load_documents(path) if isinstance(o, HubConfig)]
+    if len(hubs) != 1:
+        raise InvalidSpec.one(path, "kind", f"expected exactly one HubConfig, found {len(hubs)}")
+    return hubs[0]
+
+
+# --------------------------------------------------------------------------- a fleet
 
 def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | None = None) -> Fleet:
     """The HubConfig from one file; Clusters (and Namespaces, for their annotations) from a file or folder.
@@ -27,17 +163,17 @@ def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | No
     Invalid cluster files raise, unless `invalid` is given: then their errors are appended to it and the
     valid clusters still load, so a caller can report every problem of the fleet at once.
     """
-    hubs = [o for o in load_documents(yaml_files(hub_path)) if isinstance(o, HubConfig)]
-    if len(hubs) != 1:
-        raise InvalidSpec.one(hub_path, "kind", f"expected exactly one HubConfig, found {len(hubs)}")
-    objects, errors = read_documents(yaml_files(clusters_path))
+    hub = load_hub(hub_path)
+    objects, errors = read_documents(clusters_path)
     if errors and invalid is None:
         raise InvalidSpec(errors)
     (invalid if invalid is not None else []).extend(errors)
     clusters = tuple(o for o in objects if isinstance(o, Cluster))
+    if not clusters and not errors:
+        raise InvalidSpec.one(clusters_path, "(path)", "no Cluster objects there")
     keys = [c.key for c in clusters]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:
         raise InvalidSpec.one(clusters_path, "metadata", f"clusters defined more than once: {', '.join(dupes)}")
     namespaces = {o.metadata.name: dict(o.metadata.annotations) for o in objects if isinstance(o, Namespace)}
-    return Fleet(hub=hubs[0], clusters=clusters, namespaces=namespaces)
+    return Fleet(hub=hub, clusters=clusters, namespaces=namespaces)

@@ -192,10 +192,9 @@ def _role_arns(hub_path: str | None, role_map_path: str | None) -> tuple[list[st
     external_id = None
     hub_role = None
     if hub_path:
-        from automation.files import yaml_files
-        from stacks.model import HubConfig, load_documents
+        from automation.files import load_hub
 
-        hub = next(o for o in load_documents(yaml_files(hub_path)) if isinstance(o, HubConfig))
+        hub = load_hub(hub_path)
         roles.update(hub.spec.role_account_map)
         hub_role = hub.spec.credentials.role_arn
         external_id = hub.spec.credentials.external_id

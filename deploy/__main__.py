@@ -13,7 +13,7 @@ from automation.ingress.sync import CONFIGMAP  # noqa: E402
 from components.controlplane import ControlPlane, ControlPlaneArgs  # noqa: E402
 from components.ingress import CentralProxy, CentralProxyArgs  # noqa: E402
 from stacks.crds import crd_manifests  # noqa: E402
-from stacks.model import HubConfig, load_documents  # noqa: E402
+from automation.files import load_hub  # noqa: E402
 
 config = pulumi.Config()
 image = config.require("image")
@@ -28,7 +28,7 @@ plane = ControlPlane(
 pulumi.export("namespace", namespace)
 
 hub_file = config.get("hub")  # the HubConfig YAML this deployment serves (also applied to the cluster)
-hubs = [o for o in load_documents([hub_file]) if isinstance(o, HubConfig)] if hub_file else []
+hubs = [load_hub(hub_file)] if hub_file else []
 if hubs and hubs[0].spec.shared_ingress is not None:
     proxy = CentralProxy(
         CONFIGMAP,

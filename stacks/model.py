@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Any, Iterable, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
@@ -393,29 +392,3 @@ def parse(doc: dict, *, source: str | None = None) -> HubConfig | Cluster | Name
             for err in exc.errors()
         ]
         raise InvalidSpec(errors) from None
-
-
-def load_documents(paths: Iterable[str]) -> list[HubConfig | Cluster | Namespace]:
-    """Load every YAML document in the given files; all errors are gathered before raising."""
-    objects, errors = read_documents(paths)
-    if errors:
-        raise InvalidSpec(errors)
-    return objects
-
-
-def read_documents(paths: Iterable[str]) -> tuple[list[HubConfig | Cluster | Namespace], list[FieldError]]:
-    """The valid objects and the errors of the invalid ones."""
-    objects, errors = [], []
-    for path in paths:
-        with open(path, encoding="utf-8") as fh:
-            try:
-                docs = [d for d in yaml.safe_load_all(fh) if d is not None]
-            except yaml.YAMLError as exc:
-                errors.append(FieldError(path, "(file)", f"not valid YAML: {exc}"))
-                continue
-        for doc in docs:
-            try:
-                objects.append(parse(doc, source=path))
-            except InvalidSpec as exc:
-                errors.extend(exc.errors)
-    return objects, errors

@@ -2,7 +2,7 @@
 import pytest
 
 from stacks.errors import InvalidSpec
-from stacks.model import load_documents, parse
+from stacks.model import parse
 from tests.factories import cluster_doc, hub_doc
 
 
@@ -60,13 +60,3 @@ def test_valid_documents_round_trip_with_camel_case_names():
     assert c.key == "acme/prod-1"
 
 
-def test_load_documents_gathers_errors_across_files(tmp_path):
-    import yaml
-
-    (tmp_path / "a.yaml").write_text(yaml.safe_dump(cluster_doc("a", accountID="1")))
-    (tmp_path / "b.yaml").write_text("kind: [unclosed")
-    with pytest.raises(InvalidSpec) as caught:
-        load_documents([str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml")])
-    text = str(caught.value)
-    assert "Cluster acme/a" in text and "spec.accountID" in text
-    assert "b.yaml: (file): not valid YAML" in text

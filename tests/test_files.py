@@ -1,0 +1,131 @@
+"""Bad input files through the real CLI: exit 2 naming the file and the reason, never a traceback or a hang."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from automation.cli import main
+from automation.files import MAX_FILE_BYTES, load_fleet
+from stacks.errors import InvalidSpec
+from tests.factories import cluster_doc, hub_doc, namespace_doc
+
+
+@pytest.fixture
+def fleet_dir(tmp_path: Path) -> Path:
+    """A valid hub and one valid cluster (with its tenant) to put bad files beside."""
+    (tmp_path / "hub.yaml").write_text(yaml.safe_dump(hub_doc()))
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    (clusters / "good.yaml").write_text(yaml.safe_dump_all([namespace_doc("acme"), cluster_doc("good")]))
+    return tmp_path
+
+
+def plan(capsys, root: Path, clusters: Path | None = None, hub: Path | None = None) -> tuple[int, str]:
+    code = main(["plan", "--hub", str(hub or root / "hub.yaml"), "--clusters", str(clusters or root / "clusters")])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
+def refused(capsys, root: Path, path: Path, reason: str, *, field: str = "(file)", **kw) -> None:
+    code, err = plan(capsys, root, **kw)
+    assert code == 2, err
+    assert f"{path}: {field}: {reason}" in err, err
+
+
+BAD = {
+    "not UTF-8": (b"kind: Cluster\nmetadata: {name: \xff\xfe}\n", "not UTF-8 (byte 0xff at offset 31)"),
+    "5,000-digit integer": (b"kind: Cluster\nspec: {replicas: " + b"9" * 5000 + b"}\n", "a value YAML cannot read"),
+    "5,000-deep nesting": (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested deeper than 64 levels"),
+    "65-deep nesting": (b"a: " + b"[" * 65 + b"]" * 65 + b"\n", "nested deeper than 64 levels"),
+    "not YAML": (b"kind: [unclosed\n", "not valid YAML"),
+    "a list, not an object": (b"- a\n- b\n", "document 1 is a list, not a Kubernetes object"),
+    "a Python object tag": (b"!!python/object/apply:os.system ['true']\n", "not valid YAML"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_bad_file_is_refused_naming_it(capsys, fleet_dir, case):
+    content, reason = BAD[case]
+    bad = fleet_dir / "clusters" / "bad.yaml"
+    bad.write_bytes(content)
+    refused(capsys, fleet_dir, bad, reason)
+
+
+def test_an_alias_bomb_is_refused_at_once(capsys, fleet_dir):
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [{', '.join(f'*a{i - 1}' for _ in range(10))}]" for i in range(1, 10)]
+    bomb = fleet_dir / "clusters" / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\n")  # 10**10 strings once expanded
+    started = time.monotonic()
+    refused(capsys, fleet_dir, bomb, "YAML aliases expand to more than 100,000 values")
+    assert time.monotonic() - started < 2
+
+
+def test_a_file_over_the_size_limit_is_refused_without_reading_it_all(capsys, fleet_dir):
+    big = fleet_dir / "clusters" / "big.yaml"
+    big.write_bytes(b"# " + b"x" * MAX_FILE_BYTES + b"\n")
+    refused(capsys, fleet_dir, big, "larger than 1 MiB")
+
+
+def test_broken_links_and_link_loops_are_refused(capsys, fleet_dir):
+    folder = fleet_dir / "clusters"
+    (folder / "broken.yaml").symlink_to(folder / "gone.yaml")
+    (folder / "loop.yaml").symlink_to(folder / "loop.yaml")
+    code, err = plan(capsys, fleet_dir)
+    assert code == 2
+    assert f"{folder / 'broken.yaml'}: (file): a symbolic link that points nowhere" in err
+    assert f"{folder / 'loop.yaml'}: (file): a symbolic link loop" in err
+
+
+def test_a_fifo_is_skipped_unopened_and_the_plan_does_not_hang(fleet_dir):
+    os.mkfifo(fleet_dir / "clusters" / "pipe.yaml")
+    done = subprocess.run([sys.executable, "-m", "automation", "plan", "--hub", str(fleet_dir / "hub.yaml"),
+                           "--clusters", str(fleet_dir / "clusters")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "stack acme.good" in done.stdout  # the valid file beside it still planned
+
+
+def test_the_hub_file_gets_the_same_protections(capsys, fleet_dir):
+    hub = fleet_dir / "hub.yaml"
+    hub.write_bytes(b"\xff")
+    refused(capsys, fleet_dir, hub, "not UTF-8", hub=hub)
+    hub.unlink()
+    hub.symlink_to(hub)
+    refused(capsys, fleet_dir, hub, "a symbolic link loop", field="(path)", hub=hub)
+
+
+def test_an_empty_folder_or_one_without_clusters_is_an_error(capsys, fleet_dir):
+    empty = fleet_dir / "empty"
+    empty.mkdir()
+    refused(capsys, fleet_dir, empty, "no YAML files (*.yaml, *.yml) there", field="(path)", clusters=empty)
+    (empty / "ns.yaml").write_text(yaml.safe_dump(namespace_doc("acme")))
+    refused(capsys, fleet_dir, empty, "no Cluster objects there", field="(path)", clusters=empty)
+    refused(capsys, fleet_dir, fleet_dir / "missing", "no such file or folder", field="(path)",
+            clusters=fleet_dir / "missing")
+
+
+def test_ingress_render_refuses_an_out_path_that_is_a_file(capsys, fleet_dir):
+    out = fleet_dir / "out"
+    out.write_text("not a folder")
+    code = main(["ingress", "render", "--hub", str(fleet_dir / "hub.yaml"), "--clusters",
+                 str(fleet_dir / "clusters"), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--out: (path): {out} is a file, not a folder" in err
+
+
+def test_every_problem_of_every_file_is_reported_at_once(fleet_dir):
+    folder = fleet_dir / "clusters"
+    (folder / "a.yaml").write_text(yaml.safe_dump(cluster_doc("a", accountID="1")))
+    (folder / "b.yaml").write_text("kind: [unclosed")
+    with pytest.raises(InvalidSpec) as caught:
+        load_fleet(str(fleet_dir / "hub.yaml"), str(folder))
+    text = str(caught.value)
+    assert "Cluster acme/a" in text and "spec.accountID" in text
+    assert f"{folder / 'b.yaml'}: (file): not valid YAML" in text
