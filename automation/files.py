@@ -22,6 +22,7 @@ from stacks.resolve import Fleet
 MAX_FILE_BYTES = 1 << 20  # 1 MiB, about a Kubernetes object's own limit (etcd's request size)
 MAX_DEPTH = 64  # nesting of mappings and lists in one document
 MAX_NODES = 100_000  # values in one file once aliases are expanded
+MAX_NUMBER_CHARS = 100  # a Kubernetes integer is at most 20 characters
 SUFFIXES = (".yaml", ".yml")
 
 Objects = list[HubConfig | Cluster | Namespace]
@@ -56,7 +57,11 @@ def yaml_files(path: str) -> tuple[list[str], list[FieldError]]:
         return ([path], []) if stat.S_ISREG(os.stat(path).st_mode) else \
             ([], [FieldError(path, "(path)", "not a regular file or a folder")])
     found, errors = [], []
-    for root, _, names in os.walk(path):
+
+    def unreadable(exc: OSError) -> None:
+        errors.append(FieldError(exc.filename or path, "(path)", exc.strerror or str(exc)))
+
+    for root, _, names in os.walk(path, onerror=unreadable):
         for name in names:
             if not name.endswith(SUFFIXES):
                 continue
@@ -86,33 +91,74 @@ def _read_text(path: str) -> str:
         raise _BadFile(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
 
 
-def _check_size(docs: list[Any]) -> None:
-    """Count values with aliases expanded, depth first, giving up past MAX_NODES or MAX_DEPTH: an alias bomb
-    costs at most MAX_NODES steps here instead of exponential work later."""
-    pending = [(doc, 0) for doc in docs]
-    seen = 0
-    while pending:
-        value, depth = pending.pop()
-        seen += 1
-        if seen > MAX_NODES:
-            raise _BadFile(f"YAML aliases expand to more than {MAX_NODES:,} values")
-        if depth > MAX_DEPTH:
+class _BoundedLoader(yaml.SafeLoader):
+    """A SafeLoader that measures each value as it is composed, before anything is built from it.
+
+    An alias (a merge key `<<: *x` too) counts as the whole value it names, so an alias bomb, which costs
+    exponential work or memory once built, is refused after a few thousand steps; literal nesting is refused
+    at MAX_DEPTH + 1 levels, before the composer's recursion can get deep."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._ancestors = 0  # values around the one being composed
+        self._measured: dict[yaml.Node, tuple[int, int]] = {}  # value -> (values, levels), aliases expanded
+        self._total = 0  # values of the documents composed so far
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        alias = self.check_event(yaml.AliasEvent)
+        if self._ancestors >= MAX_DEPTH + 1:
             raise _BadFile(f"nested deeper than {MAX_DEPTH} levels")
-        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-        pending.extend((child, depth + 1) for child in children)
+        self._ancestors += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._ancestors -= 1
+        if alias and node not in self._measured:
+            raise _BadFile("a YAML alias inside the value it names")
+        values, levels = self._measured.get(node) or self._measure(node)
+        if self._ancestors + levels - 1 > MAX_DEPTH:
+            raise _BadFile(f"nested deeper than {MAX_DEPTH} levels")
+        if self._ancestors == 0:
+            self._total += values
+            values = self._total
+        if values > MAX_NODES:
+            raise _BadFile(f"more than {MAX_NODES:,} values once YAML aliases are expanded")
+        return node
+
+    def _measure(self, node: yaml.Node) -> tuple[int, int]:
+        children = [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else \
+            node.value if isinstance(node, yaml.SequenceNode) else []
+        sizes = [self._measured[c] for c in children]  # each was measured as it was composed
+        self._measured[node] = (1 + sum(v for v, _ in sizes), 1 + max((lv for _, lv in sizes), default=0))
+        return self._measured[node]
+
+
+def _bounded_number(kind: str):
+    """A constructor refusing long numbers: a 1 MiB sexagesimal integer (1:2:3:...) takes minutes to build."""
+    build = yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{kind}"]
+
+    def construct(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+        if len(node.value) > MAX_NUMBER_CHARS:
+            raise _BadFile(f"a number longer than {MAX_NUMBER_CHARS} characters")
+        return build(loader, node)
+
+    return construct
+
+
+for _kind in ("int", "float"):
+    _BoundedLoader.add_constructor(f"tag:yaml.org,2002:{_kind}", _bounded_number(_kind))
 
 
 def _documents(path: str) -> list[dict]:
     text = _read_text(path)
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_BoundedLoader) if d is not None]
     except yaml.YAMLError as exc:
         raise _BadFile(f"not valid YAML: {exc}") from None
-    except RecursionError:
+    except RecursionError:  # not expected past _BoundedLoader's depth bound; kept as a last guard
         raise _BadFile(f"nested deeper than {MAX_DEPTH} levels") from None
-    except ValueError as exc:  # e.g. an integer longer than Python parses (sys.get_int_max_str_digits)
+    except ValueError as exc:  # e.g. a date like 2024-13-45
         raise _BadFile(f"a value YAML cannot read: {str(exc).splitlines()[0]}") from None
-    _check_size(docs)
     for i, doc in enumerate(docs):
         if not isinstance(doc, dict):
             raise _BadFile(f"document {i + 1} is a {type(doc).__name__}, not a Kubernetes object")

@@ -9,11 +9,11 @@ import pulumi_kubernetes as k8s
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from automation.files import load_hub  # noqa: E402
 from automation.ingress.sync import CONFIGMAP  # noqa: E402
 from components.controlplane import ControlPlane, ControlPlaneArgs  # noqa: E402
 from components.ingress import CentralProxy, CentralProxyArgs  # noqa: E402
 from stacks.crds import crd_manifests  # noqa: E402
-from automation.files import load_hub  # noqa: E402
 
 config = pulumi.Config()
 image = config.require("image")

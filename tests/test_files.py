@@ -41,11 +41,18 @@ def refused(capsys, root: Path, path: Path, reason: str, *, field: str = "(file)
 
 BAD = {
     "not UTF-8": (b"kind: Cluster\nmetadata: {name: \xff\xfe}\n", "not UTF-8 (byte 0xff at offset 31)"),
-    "5,000-digit integer": (b"kind: Cluster\nspec: {replicas: " + b"9" * 5000 + b"}\n", "a value YAML cannot read"),
+    "5,000-digit integer": (b"kind: Cluster\nspec: {replicas: " + b"9" * 5000 + b"}\n",
+                            "a number longer than 100 characters"),
+    "sexagesimal integer": (b"a: 1" + b":1" * 200_000 + b"\n", "a number longer than 100 characters"),  # minutes
+    "a date that does not exist": (b"a: 2024-13-45\n", "a value YAML cannot read: month must be in 1..12"),
     "5,000-deep nesting": (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested deeper than 64 levels"),
     "65-deep nesting": (b"a: " + b"[" * 65 + b"]" * 65 + b"\n", "nested deeper than 64 levels"),
     "not YAML": (b"kind: [unclosed\n", "not valid YAML"),
     "a list, not an object": (b"- a\n- b\n", "document 1 is a list, not a Kubernetes object"),
+    "a scalar, not an object": (b"kind: Cluster\n---\njust words\n", "document 2 is a str, not a Kubernetes object"),
+    "an alias inside itself": (b"a: &a [*a]\n", "a YAML alias inside the value it names"),
+    "aliases nested too deep": (b"a: &a " + b"[" * 40 + b"]" * 40 + b"\nb: " + b"[" * 30 + b"*a" + b"]" * 30 + b"\n",
+                                "nested deeper than 64 levels"),
     "a Python object tag": (b"!!python/object/apply:os.system ['true']\n", "not valid YAML"),
 }
 
@@ -58,14 +65,21 @@ def test_a_bad_file_is_refused_naming_it(capsys, fleet_dir, case):
     refused(capsys, fleet_dir, bad, reason)
 
 
-def test_an_alias_bomb_is_refused_at_once(capsys, fleet_dir):
-    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
-    lines += [f"a{i}: &a{i} [{', '.join(f'*a{i - 1}' for _ in range(10))}]" for i in range(1, 10)]
+BOMBS = {  # 10**10 values once expanded; the merge keys' copies used to hang PyYAML's own loading
+    "aliases": ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+               + [f"a{i}: &a{i} [{', '.join(f'*a{i - 1}' for _ in range(10))}]" for i in range(1, 10)],
+    "merge keys": ["a0: &a0 {k0: x}"]
+                  + [f"a{i}: &a{i} {{<<: [{', '.join(f'*a{i - 1}' for _ in range(10))}], k{i}: y}}" for i in range(1, 10)],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BOMBS))
+def test_an_alias_bomb_is_refused_at_once(capsys, fleet_dir, kind):
     bomb = fleet_dir / "clusters" / "bomb.yaml"
-    bomb.write_text("\n".join(lines) + "\n")  # 10**10 strings once expanded
+    bomb.write_text("\n".join(BOMBS[kind]) + "\n")
     started = time.monotonic()
-    refused(capsys, fleet_dir, bomb, "YAML aliases expand to more than 100,000 values")
-    assert time.monotonic() - started < 2
+    refused(capsys, fleet_dir, bomb, "more than 100,000 values once YAML aliases are expanded")
+    assert time.monotonic() - started < 1
 
 
 def test_a_file_over_the_size_limit_is_refused_without_reading_it_all(capsys, fleet_dir):
@@ -87,9 +101,21 @@ def test_broken_links_and_link_loops_are_refused(capsys, fleet_dir):
 def test_a_fifo_is_skipped_unopened_and_the_plan_does_not_hang(fleet_dir):
     os.mkfifo(fleet_dir / "clusters" / "pipe.yaml")
     done = subprocess.run([sys.executable, "-m", "automation", "plan", "--hub", str(fleet_dir / "hub.yaml"),
-                           "--clusters", str(fleet_dir / "clusters")], capture_output=True, text=True, timeout=60)
+                           "--clusters", str(fleet_dir / "clusters")], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert "stack acme.good" in done.stdout  # the valid file beside it still planned
+
+
+def test_a_valid_file_beside_a_fifo_still_loads(fleet_dir):
+    os.mkfifo(fleet_dir / "clusters" / "pipe.yaml")
+    fleet = load_fleet(str(fleet_dir / "hub.yaml"), str(fleet_dir / "clusters"))
+    assert [c.key for c in fleet.clusters] == ["acme/good"]
+
+
+def test_a_fifo_given_as_the_hub_is_refused_unopened(capsys, fleet_dir):
+    pipe = fleet_dir / "pipe.yaml"
+    os.mkfifo(pipe)
+    refused(capsys, fleet_dir, pipe, "not a regular file or a folder", field="(path)", hub=pipe)
 
 
 def test_the_hub_file_gets_the_same_protections(capsys, fleet_dir):
@@ -111,6 +137,17 @@ def test_an_empty_folder_or_one_without_clusters_is_an_error(capsys, fleet_dir):
             clusters=fleet_dir / "missing")
 
 
+@pytest.mark.parametrize("command", ["inputs", "ingress render"])
+def test_inputs_and_ingress_render_refuse_an_empty_folder_too(capsys, fleet_dir, command):
+    empty = fleet_dir / "empty"
+    empty.mkdir()
+    extra = ["--cluster", "acme/good"] if command == "inputs" else ["--out", str(fleet_dir / "out")]
+    code = main([*command.split(), "--hub", str(fleet_dir / "hub.yaml"), "--clusters", str(empty), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{empty}: (path): no YAML files (*.yaml, *.yml) there" in err, err
+    assert "Traceback" not in err
+
+
 def test_ingress_render_refuses_an_out_path_that_is_a_file(capsys, fleet_dir):
     out = fleet_dir / "out"
     out.write_text("not a folder")
@@ -129,3 +166,15 @@ def test_every_problem_of_every_file_is_reported_at_once(fleet_dir):
     text = str(caught.value)
     assert "Cluster acme/a" in text and "spec.accountID" in text
     assert f"{folder / 'b.yaml'}: (file): not valid YAML" in text
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"kind: [a]\n", "expected HubConfig, Cluster or Namespace, got ['a']"),
+    (b"kind: Cluster\nmetadata: {name: a, namespace: 5}\n", "metadata.namespace"),
+    (b"kind: Cluster\nmetadata: {namespace: [x]}\n", "metadata.namespace"),
+])
+def test_well_formed_yaml_of_the_wrong_shape_is_refused_not_a_traceback(capsys, fleet_dir, content, expected):
+    bad = fleet_dir / "clusters" / "bad.yaml"
+    bad.write_bytes(content)
+    code, err = plan(capsys, fleet_dir)
+    assert code == 2 and expected in err and f"({bad})" in err, err

@@ -58,5 +58,3 @@ def test_valid_documents_round_trip_with_camel_case_names():
     assert c.spec.network.route_table_ids == ["rtb-01", "rtb-02"]
     assert c.model_dump(by_alias=True, exclude_none=True)["spec"]["infraID"] == "prod-1-x7k2p"
     assert c.key == "acme/prod-1"
-
-
