@@ -363,10 +363,11 @@ class Namespace(BaseModel):
 
 def _describe(doc: Any) -> str:
     if isinstance(doc, dict):
-        meta = doc.get("metadata") or {}
-        name = meta.get("name", "?") if isinstance(meta, dict) else "?"
-        ns = meta.get("namespace") if isinstance(meta, dict) else None
-        return f"{doc.get('kind', 'object')} {ns + '/' if ns else ''}{name}"
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        name, ns, kind = meta.get("name"), meta.get("namespace"), doc.get("kind")
+        name = name if isinstance(name, str) else "?"  # a document is described before it is validated
+        ns = ns if isinstance(ns, str) else None
+        return f"{kind if isinstance(kind, str) else 'object'} {ns + '/' if ns else ''}{name}"
     return "object"
 
 
@@ -381,7 +382,8 @@ def parse(doc: dict, *, source: str | None = None) -> HubConfig | Cluster | Name
     """Validate one Kubernetes-style document. Raises InvalidSpec naming object, field and reason."""
     where = f"{_describe(doc)}{f' ({source})' if source else ''}"
     kind = doc.get("kind") if isinstance(doc, dict) else None
-    model = {"HubConfig": HubConfig, "Cluster": Cluster, "Namespace": Namespace}.get(kind)
+    model = {"HubConfig": HubConfig, "Cluster": Cluster, "Namespace": Namespace}.get(kind) \
+        if isinstance(kind, str) else None
     if model is None:
         raise InvalidSpec.one(where, "kind", f"expected HubConfig, Cluster or Namespace, got {kind!r}")
     try:
