@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Mapping
 from stacks.errors import InvalidSpec
 from stacks.model import REGIONS, Cluster, HubConfig, partition_of
 from stacks.targets import AwsTarget
-from stacks.tenancy import OWNER_ACCOUNT_ANNOTATION, Owners
+from stacks.names import stack_name
+from stacks.tenancy import OWNER_ACCOUNT_ANNOTATION, Owners, namespace_of
 
 if TYPE_CHECKING:  # annotations only: stacks.inputs builds on this module (through stacks.mesh)
     from stacks.inputs import StackInputs
@@ -42,7 +43,7 @@ def session_name(purpose: str, cluster: Cluster | None = None) -> str:
     Names longer than STS allows keep their start and end in a hash, so two
     clusters never share a session name.
     """
-    subject = f"{cluster.metadata.namespace or 'default'}.{cluster.metadata.name}" if cluster else "service"
+    subject = stack_name(cluster.metadata.namespace, cluster.metadata.name) if cluster else "service"
     raw = _SESSION_NAME_UNSAFE.sub("-", f"clusternet-{purpose}-{subject}")
     if len(raw) <= _SESSION_NAME_MAX:
         return raw
@@ -106,7 +107,7 @@ def cluster_target(cluster: Cluster, owners: Owners, role_map: Mapping[str, str]
     """Where the cluster's own resources live, refused (InvalidSpec) where its namespace may not go."""
     hub = owners.hub
     account = owners.account(cluster)
-    region, source = cluster_region(cluster, hub, owners.annotations(cluster.metadata.namespace or "default"))
+    region, source = cluster_region(cluster, hub, owners.annotations(namespace_of(cluster)))
     role = role_for(account, role_map, hub, obj=cluster.ref, field="spec.accountID")
     if role and role.split(":")[1] != partition_of(region):
         raise InvalidSpec.one(

@@ -47,6 +47,7 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.targets import AwsTarget, Frozen
 from stacks.model import Cluster, HubConfig, MeshGroup, MeshRule
 from stacks.names import stack_name
+from stacks.tenancy import namespace_of
 
 MESH_LABEL = "clusternet.io/mesh"
 MESH_ENABLED_ANNOTATION = "clusternet.io/mesh-enabled"
@@ -154,7 +155,7 @@ def stack_of(cluster: Cluster) -> str:
 
 def group_key(cluster: Cluster, group: str, hub: HubConfig) -> str | InvalidSpec:
     """Which group `group` is for this cluster: shared ("G"), namespace-local ("ns/G"), or refused."""
-    namespace = cluster.metadata.namespace or "default"
+    namespace = namespace_of(cluster)
     config = hub.spec.mesh.groups.get(group)
     if config is None or config.namespaces is None:
         return f"{namespace}/{group}"

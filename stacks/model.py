@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.names import LABEL_MAX, hostname_error, parse_api_url
+from stacks.names import LABEL_MAX, cluster_key, hostname_error, parse_api_url
 
 API_VERSION = "clusternet.io/v1alpha1"
 GROUP = "clusternet.io"
@@ -305,7 +305,7 @@ class ClusterSpec(Spec):
 class ObjectMeta(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
     name: str = Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-    namespace: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    namespace: NamespaceName | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     uid: str | None = None
@@ -339,7 +339,7 @@ class Cluster(Resource):
     @property
     def key(self) -> str:
         """namespace/name: the identity of the cluster and of its stack."""
-        return f"{self.metadata.namespace or 'default'}/{self.metadata.name}"
+        return cluster_key(self.metadata.namespace, self.metadata.name)
 
     @property
     def ref(self) -> str:
