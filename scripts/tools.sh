@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Put the real test engines into .tools/bin: the Pulumi CLI (+ Python helper
-# scripts), kube-apiserver and etcd.
+# scripts), kube-apiserver, etcd, and an HAProxy >= 2.9 (scripts/haproxy.sh).
 #
 # Release binaries cannot be downloaded here, so each one is built from its Go
 # module (tools/pulumi/go.mod, tools/kube/go.mod pin the versions). A binary
@@ -154,8 +154,12 @@ else
     gobuild etcd "$ETCD_VERSION" kube go.etcd.io/etcd/server/v3
 fi
 
+# --- haproxy (>= 2.9, for custom-tlv) ----------------------------------------------
+bash "$ROOT/scripts/haproxy.sh" || die "haproxy: see above"
+
 # --- check --------------------------------------------------------------------
 "$BIN/pulumi" version >/dev/null 2>&1 || die "pulumi in $BIN does not run"
 "$BIN/kube-apiserver" --version >/dev/null 2>&1 || die "kube-apiserver in $BIN does not run"
 "$BIN/etcd" --version >/dev/null 2>&1 || die "etcd in $BIN does not run"
-say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p') [total $(elapsed "$T0")]"
+"$BIN/haproxy" -v >/dev/null 2>&1 || die "haproxy in $BIN does not run"
+say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p'), $("$BIN/haproxy" -v | head -n 1 | cut -d' ' -f1-3) [total $(elapsed "$T0")]"

@@ -1,5 +1,7 @@
 """Shared pytest setup: fixtures live in their own modules and are registered here."""
 
+import os
+
 import pytest
 
 pytest_plugins = ["tests.moto_server"]
@@ -13,3 +15,15 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if REAL_ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.live)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With CLUSTERNET_FORBID_SKIPS=1 (CI, after scripts/tools.sh), a skipped test fails the run."""
+    if os.environ.get("CLUSTERNET_FORBID_SKIPS") != "1":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    if skipped and session.exitstatus == 0:
+        reporter.write_line(f"CLUSTERNET_FORBID_SKIPS=1: {len(skipped)} test(s) skipped; every test must run here",
+                            red=True)
+        session.exitstatus = 1

@@ -1,0 +1,51 @@
+"""Which HAProxy the tests run: the one scripts/tools.sh put in .tools/bin (>= 2.9), else one on PATH."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_SYSTEM_PATH = os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin"
+
+
+def version(binary: str) -> tuple[int, int]:
+    out = subprocess.run([binary, "-v"], capture_output=True, text=True, check=True).stdout
+    found = re.search(r"version (\d+)\.(\d+)", out)
+    assert found, out
+    return int(found[1]), int(found[2])
+
+
+def _find() -> str | None:
+    built = ROOT / ".tools" / "bin" / "haproxy"
+    if built.exists() and os.access(built, os.X_OK):
+        return str(built)
+    return shutil.which("haproxy", path=_SYSTEM_PATH)
+
+
+HAPROXY = _find()
+# Debian's own HAProxy, when it is older than 2.9: the wire-mode version floor is shown on it.
+_system = shutil.which("haproxy", path=":".join(p for p in _SYSTEM_PATH.split(":") if ".tools" not in p))
+OLD_HAPROXY = _system if _system and version(_system) < (2, 9) else None
+MISSING = "no haproxy: run scripts/tools.sh (builds >= 2.9 into .tools/bin) or apt-get install haproxy"
+
+
+def check(path: Path | str, binary: str | None = None) -> subprocess.CompletedProcess:
+    """`haproxy -c -f path`: HAProxy's own verdict on a config."""
+    return subprocess.run([binary or HAPROXY, "-c", "-f", str(path)], capture_output=True, text=True)
+
+
+def check_text(config: str, binary: str | None = None) -> subprocess.CompletedProcess:
+    with tempfile.NamedTemporaryFile("w", suffix=".cfg") as fh:
+        fh.write(config)
+        fh.flush()
+        return check(fh.name, binary)
+
+
+def check_central(rendered) -> subprocess.CompletedProcess:
+    """`haproxy -c` of a rendered central config, with its map written where the config reads it."""
+    Path(rendered.map_path).write_text(rendered.map)
+    return check_text(rendered.config)
