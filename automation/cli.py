@@ -6,7 +6,7 @@ import json
 import os
 import sys
 
-from stacks.errors import InvalidSpec
+from stacks.errors import FieldError, InvalidSpec
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -42,41 +42,79 @@ def _inputs(args: argparse.Namespace) -> int:
 
 
 def _ingress_render(args: argparse.Namespace) -> int:
+    """Write the routes that pass every check; list the clusters left out and exit 2 if there are any."""
     from automation.files import load_fleet
-    from automation.ingress.render import (CONFIG_FILE, MAP_FILE, CentralSettings, guest_files, render_central,
-                                           routes_from_clusters)
-    from stacks.resolve import shared_ingress_inputs
+    from automation.ingress.render import CONFIG_FILE, MAP_FILE, CentralSettings, guest_files, render_central
+    from stacks.resolve import resolve_all, shared_ingress_inputs
+    from stacks.tenancy import namespace_of
 
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise InvalidSpec.one("--out", "(path)", f"{args.out} is a file, not a folder")
-    fleet = load_fleet(args.hub, args.clusters)
+    invalid: list = []  # Cluster files that do not parse: left out, listed
+    fleet = load_fleet(args.hub, args.clusters, invalid)
     central_spec = fleet.hub.spec.shared_ingress
     if central_spec is None:
-        raise InvalidSpec.one(fleet.hub.ref, "spec.sharedIngress", "not set: this hub has no shared ingress")
-    routes, errors = routes_from_clusters(fleet.clusters)
-    guests = []
-    for cluster in fleet.clusters:
-        try:
-            guest = shared_ingress_inputs(cluster, fleet.hub)
-        except InvalidSpec as exc:
-            errors.extend(exc.errors)
-            continue
-        if guest is not None:
-            guests.append((cluster.key, guest))
-    if errors:
-        raise InvalidSpec(errors)
+        raise InvalidSpec([*invalid, FieldError(fleet.hub.ref, "spec.sharedIngress",
+                                                "not set: this hub has no shared ingress")])
+    resolved = resolve_all(fleet)
     central_dir = os.path.join(args.out, "central")
     # The map is written beside the config; the config names it where the proxy will see it.
     map_seen_at = os.path.join(args.map_dir or os.path.abspath(central_dir), MAP_FILE)
-    central = render_central(CentralSettings.from_hub(central_spec, map_path=map_seen_at), routes)
-    files = {os.path.join(central_dir, CONFIG_FILE): central.config, os.path.join(central_dir, MAP_FILE): central.map}
-    files.update({os.path.join(args.out, rel): text for rel, text in guest_files(guests).items()})
-    for path, text in sorted(files.items()):
+    central = render_central(CentralSettings.from_hub(central_spec, map_path=map_seen_at), resolved.routes)
+    rendered = {route.cluster for route in resolved.routes} - {route.cluster for route, _ in central.dropped}
+    clusters = {c.key: c for c in fleet.clusters}
+    owners = fleet.owners()
+    guests = [(key, shared_ingress_inputs(cluster, fleet.hub, owners.annotations(namespace_of(cluster))))
+              for key in sorted(rendered) if (cluster := clusters[key])]
+    files = {os.path.join("central", CONFIG_FILE): central.config, os.path.join("central", MAP_FILE): central.map,
+             **guest_files([(key, guest) for key, guest in guests if guest is not None])}
+    written, removed = _write_tree(args.out, files)
+    for path in written:
+        print(path)
+    for path in removed:
+        print(f"removed {path}", file=sys.stderr)
+    left_out = [str(err) for err in invalid]
+    left_out += [str(err) for problem in resolved.unrouted.values() for err in problem.errors]
+    left_out += [f"Cluster {route.cluster or route.cluster_id}: not rendered: {why}" for route, why in central.dropped]
+    if left_out:
+        print(f"error: {len(left_out)} problem(s); these clusters are not routed (the others are written):",
+              file=sys.stderr)
+        for line in left_out:
+            print(f"  {line}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _write_tree(out: str, files: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Write {relative path: text} under `out`; remove the guest folders of clusters no longer rendered.
+
+    A guest folder is removed only when it holds nothing but a config this command wrote (its header),
+    so a folder someone keeps files in is left alone.
+    """
+    from automation.ingress.render import CONFIG_FILE, GUEST_FOLDER, rendered_by_us
+
+    written = []
+    for rel, text in sorted(files.items()):
+        path = os.path.join(out, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
-        print(path)
-    return 0
+        written.append(path)
+    removed = []
+    guests = os.path.join(out, GUEST_FOLDER)
+    keep = {rel.split("/")[1] for rel in files if rel.startswith(GUEST_FOLDER + "/")}
+    for folder in sorted(os.listdir(guests)) if os.path.isdir(guests) else []:
+        path = os.path.join(guests, folder)
+        config = os.path.join(path, CONFIG_FILE)
+        if folder in keep or os.path.islink(path) or not os.path.isdir(path) or os.listdir(path) != [CONFIG_FILE]:
+            continue
+        with open(config, encoding="utf-8", errors="replace") as fh:
+            ours = rendered_by_us(fh.read(4096))
+        if ours:
+            os.unlink(config)
+            os.rmdir(path)
+            removed.append(path)
+    return written, removed
 
 
 def build_parser() -> argparse.ArgumentParser:

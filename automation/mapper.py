@@ -1,4 +1,4 @@
-"""From the cache to cluster keys: resolve_fleet() over the cache, memoised per input version
+"""From the cache to cluster keys: resolve_all() over the cache, memoised per input version
 (Desired), mesh join stamps handed out in plan order (JoinStamps), and the Mapper, which enqueues
 exactly the clusters whose StackInputs.digest() (or deletion, generation, validity) changed."""
 from __future__ import annotations
@@ -16,7 +16,8 @@ from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.model import Cluster
 from stacks.mesh import JOIN_STATUS_KEY
-from stacks.resolve import Fleet, mesh_of, resolve_fleet
+from stacks.ingress import Route
+from stacks.resolve import Fleet, mesh_of, resolve_all
 
 LOG = logging.getLogger("clusternet.mapper")
 
@@ -33,6 +34,7 @@ class Resolution:
     unstamp: frozenset[str] = frozenset()  # clusters whose meshJoin is stale and must go
     fleet: Fleet | None = None  # what was resolved (valid clusters only); None without a valid hub
     stamps_version: int = 0
+    routes: tuple[Route, ...] = ()  # the shared ingress's routes (stacks.resolve.resolve_all)
 
 
 _UNSET: Any = object()
@@ -94,7 +96,7 @@ def _digest(value: StackInputs | InvalidSpec) -> str:
 
 
 class Desired:
-    """resolve_fleet() over the cache, recomputed only when something it reads has changed.
+    """resolve_all() over the cache, recomputed only when something it reads has changed.
 
     A recorded endpoint VPC equal to the one resolve already chose changes nothing, so a
     status write never costs a re-resolve.
@@ -116,24 +118,25 @@ class Desired:
                     return current
                 version, placements = self.cache.placements()
                 if all(_placed_at(current.inputs.get(k)) == vpc for k, vpc in placements.items()):
-                    self._current = Resolution(current.inputs_version, version, current.inputs, current.digests,
-                                               current.stamps, current.unstamp, current.fleet,
-                                               current.stamps_version)
+                    self._current = dataclasses.replace(current, placement_version=version)
                     return self._current
             stamps_version = self.stamps.version
             inputs_version, placement_version, fleet, invalid, _ = self.cache.snapshot()
             resolved: dict[str, StackInputs | InvalidSpec] = dict(invalid)
             stamps: Mapping[str, dict] = {}
             unstamp: frozenset[str] = frozenset()
+            routes: tuple[Route, ...] = ()
             if fleet is not None:
                 fleet = dataclasses.replace(fleet, clusters=self.stamps.overlay(fleet.clusters))
-                resolved.update(resolve_fleet(fleet))
+                everything = resolve_all(fleet)
+                resolved.update(everything.inputs)
+                routes = everything.routes
                 mesh = mesh_of(fleet)
                 stamps, unstamp = mesh.stamps, frozenset(mesh.unstamp)
             self.resolves += 1
             self._current = Resolution(inputs_version, placement_version, resolved,
                                        {k: _digest(v) for k, v in resolved.items()}, stamps, unstamp, fleet,
-                                       stamps_version)
+                                       stamps_version, routes)
             return self._current
 
     def mesh_join(self, key: str, current: dict | None) -> dict | None:

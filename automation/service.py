@@ -88,7 +88,7 @@ def shared_ingress_sync(api_client: client.ApiClient) -> Callable[[Resolution], 
     from automation.ingress.sync import IngressSync
 
     sync = IngressSync(api_client)
-    return lambda resolution: sync.sync(resolution.fleet.hub, resolution.fleet.clusters) if resolution.fleet else None
+    return lambda resolution: sync.sync(resolution.fleet.hub, resolution.routes) if resolution.fleet else None
 
 
 def default_guards() -> list[Guard]:

@@ -9,7 +9,7 @@
     └── Service              type LoadBalancer: the one address every cluster's node-side proxy dials
 
 Use:
-    routes, errors = routes_from_clusters(clusters)          # errors: report them, they never block the others
+    routes = resolve_all(fleet).routes                       # stacks.resolve: the clusters that pass every check
     proxy = CentralProxy("shared-ingress", CentralProxyArgs.from_hub(hub.spec.shared_ingress, routes), provider)
     pulumi.export("sharedIngressAddress", proxy.endpoint)    # → HubConfig spec.sharedIngress.address
 """
@@ -22,7 +22,8 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from automation.ingress.render import CONFIG_FILE, MAP_FILE, CentralSettings, Route, render_central
+from automation.ingress.render import CONFIG_FILE, MAP_FILE, CentralSettings, render_central
+from stacks.ingress import Route
 from stacks.model import HubSharedIngress
 
 CONFIG_DIR = "/usr/local/etc/haproxy"  # the ConfigMap, mounted whole (a subPath mount would never update)
@@ -36,6 +37,7 @@ class CentralProxyArgs:
     config: str  # haproxy.cfg, rendered with the map at CONFIG_DIR/clusters.map and /healthz on HEALTH_PORT
     map: str  # clusters.map
     port: int  # the port HAProxy binds and the load balancer exposes
+    dropped: tuple[tuple[Route, str], ...] = ()  # routes the renderer refused (not in config or map), and why
     namespace: str = "clusternet-ingress"
     image: str = "haproxy:2.6"
     replicas: int = 2
@@ -60,6 +62,7 @@ class CentralProxyArgs:
                                             health_bind=f":{HEALTH_PORT}")
         rendered = render_central(settings, routes)
         fields = dict(config=rendered.config, map=rendered.map, port=int(ingress.bind.rpartition(":")[2]),
+                      dropped=rendered.dropped,
                       namespace=ingress.namespace, image=ingress.image, replicas=ingress.replicas,
                       reloader_image=ingress.reloader_image)
         return cls(**{**fields, **overrides})

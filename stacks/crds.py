@@ -26,7 +26,7 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from stacks import model
 from stacks.model import GROUP, ClusterSpec, HubConfigSpec
-from stacks.names import API_URL_PATTERN, STACK_NAME_MAX
+from stacks.names import API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
 from stacks.status import ClusterStatus
 
 VERSION = model.API_VERSION.split("/", 1)[1]
@@ -39,7 +39,9 @@ _VALIDATOR_SCHEMAS: dict[str, dict[str, Any]] = {
     "_source_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/([1-9]|[12][0-9]|3[0-2])$"},
     "_api_url": {"pattern": API_URL_PATTERN},
     "_domain": {"pattern": r"^[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?$"},
-    "_host_port": {"pattern": r"^.*:[0-9]{1,5}$"},
+    "_host_port": {"pattern": HOST_PORT_PATTERN},
+    "_bind": {"pattern": BIND_PATTERN},
+    "backend_rule": {"pattern": r"^([0-9A-Fa-f:.]{2,45}/[0-9]{1,3}|[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?)$"},
 }
 
 

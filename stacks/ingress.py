@@ -1,15 +1,54 @@
-"""Who owns which shared-ingress cluster ID: pure, used by resolve_fleet and the central proxy's routes."""
+"""The shared ingress's rules: who may be routed, on which ID, to which backend. Pure.
+
+One function owns each rule, and `stacks.resolve.resolve_all` applies them for the plan, the service and
+`ingress render` alike (docs/shared-ingress.md, docs/security.md):
+
+- `id_error`, `claim_ids`: the cluster ID is a safe map key, and one cluster's (the oldest claimant's);
+- `backend_error`: the central proxy dials the backend only where the hub administrator allows
+  (HubConfig spec.sharedIngress.allowedBackends, narrowed by the namespace's clusternet.io/allowed-backends)
+  and never at itself, loopback, link-local metadata or the management cluster's API server;
+- `ingress_error`: all of a cluster's own shared-ingress checks, in the order a user fixes them.
+"""
 from __future__ import annotations
 
+import ipaddress
 import re
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Iterable, Mapping
 
-from stacks.errors import FieldError
-from stacks.model import Cluster
+from stacks.errors import FieldError, InvalidSpec
+from stacks.model import Cluster, HubConfig
+from stacks.names import Host, parse_host_port, under
+from stacks.tenancy import ALLOWED_BACKENDS_ANNOTATION, allowed_backends, namespace_of
 
 # Safe as an HAProxy map key, backend name and log-format text.
 CLUSTER_ID = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
 
+BACKEND_NOT_ALLOWED = "BackendNotAllowed"  # condition reason
+NO_SHARED_INGRESS = "NoSharedIngress"
+
+# AWS's IPv6 link-local services (instance metadata fd00:ec2::254, DNS ::253, time ::123): not link-local
+# to Python, as dangerous as 169.254.169.254.
+_AWS_IPV6_SERVICES = ipaddress.IPv6Network("fd00:ec2::/32")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One cluster behind the central proxy."""
+
+    cluster_id: str
+    backend: str  # host:port of the cluster's API server, reachable from the central proxy
+    allowed_source_cidrs: tuple[str, ...] = ()  # matched against the PROXY header's source address
+    cluster: str = ""  # namespace/name, written as a comment
+
+
+def route_of(cluster: Cluster) -> Route:
+    spec = cluster.spec.shared_ingress
+    return Route(cluster_id=spec.id_for(cluster.metadata.name), backend=spec.backend or "", cluster=cluster.key,
+                 allowed_source_cidrs=tuple(spec.allowed_source_cidrs))
+
+
+# --------------------------------------------------------------------------- IDs
 
 def id_error(cluster: Cluster) -> FieldError | None:
     """Why the cluster's shared-ingress ID (its clusterID, else its name) cannot be used, or None."""
@@ -44,3 +83,111 @@ def claim_ids(clusters: Iterable[Cluster]) -> tuple[dict[str, Cluster], dict[str
             errors[other.key] = FieldError(other.ref, "spec.sharedIngress.clusterID",
                                            f"ID {cluster_id!r} is already used by {claimants[0].ref}")
     return owners, errors
+
+
+# --------------------------------------------------------------------------- backends
+
+def _address_refusal(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """Why no cluster's backend may be this address, whatever the hub allows, or None."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1 to the kernel
+    if ip.is_loopback:
+        return "is a loopback address: the central proxy would dial itself (its admin and health ports)"
+    if ip.is_link_local or ip in _AWS_IPV6_SERVICES:
+        return "is link-local, where instance metadata (169.254.169.254, fd00:ec2::254) and the VPC's DNS answer"
+    if ip.is_unspecified:
+        return "is the unspecified address, which means every local address: the central proxy itself"
+    if ip.is_multicast or ip.is_reserved or ip == ipaddress.IPv4Address("255.255.255.255"):
+        return "is a multicast, broadcast or reserved address, never an API server"
+    return None
+
+
+def _name_refusal(host: str, hub: HubConfig) -> str | None:
+    """Why no cluster's backend may be this name, whatever the hub allows, or None."""
+    labels = host.split(".")
+    if labels[-1] == "localhost" or labels[0] == "localhost":
+        return "is localhost: the central proxy would dial itself (its admin and health ports)"
+    if labels[0] == "kubernetes" and (len(labels) == 1 or labels[1] == "default"):
+        return "is the management cluster's own API server (the kubernetes Service)"
+    if labels[0] == "instance-data":
+        return "is the EC2 instance metadata service"
+    namespace = hub.spec.shared_ingress.namespace if hub.spec.shared_ingress else None
+    if namespace and len(labels) >= 2 and labels[1] == namespace:
+        return f"is a Service in namespace {namespace}, where the central proxy itself runs"
+    return None
+
+
+def _own_refusal(host: Host, hub: HubConfig) -> str | None:
+    """The central proxy's own load balancer and listener."""
+    central = hub.spec.shared_ingress
+    if central is None:
+        return None
+    if central.address is not None and parse_host_port(central.address)[0] == host:
+        return f"is the central proxy's own load balancer ({central.address}): it would route to itself"
+    if parse_host_port(central.bind, bind=True)[0] == host:
+        return f"is the central proxy's own listener ({central.bind})"
+    return None
+
+
+def _matches(host: Host, rule: str) -> bool:
+    if "/" in rule:
+        network = ipaddress.ip_network(rule)
+        if isinstance(host, ipaddress.IPv6Address) and host.ipv4_mapped is not None:
+            host = host.ipv4_mapped
+        return not isinstance(host, str) and host.version == network.version and host in network
+    return isinstance(host, str) and under(host, rule)
+
+
+def backend_error(cluster: Cluster, hub: HubConfig, annotations: Mapping[str, str]) -> InvalidSpec | None:
+    """Why the central proxy must not dial this cluster's backend, or None.
+
+    Refused whatever the lists say: loopback, link-local and AWS's metadata addresses, the unspecified,
+    multicast and reserved addresses, localhost, the kubernetes Service, the proxy's own namespace,
+    load balancer and listener. Otherwise the backend must match the HubConfig's allowedBackends (a CIDR
+    block holding the address, or a domain the name is equal to or under) and, when the namespace has
+    the clusternet.io/allowed-backends annotation, one of its entries too.
+    """
+    backend = cluster.spec.shared_ingress.backend or ""
+    field = "spec.sharedIngress.backend"
+
+    def refuse(why: str) -> InvalidSpec:
+        return InvalidSpec.one(cluster.ref, field, f"{backend}: {why}", condition=BACKEND_NOT_ALLOWED)
+
+    try:
+        host, _ = parse_host_port(backend)
+    except ValueError as exc:  # the model already refused it; kept for callers that build Clusters by hand
+        return refuse(str(exc))
+    assert host is not None
+    never = _name_refusal(host, hub) if isinstance(host, str) else _address_refusal(host)
+    never = never or _own_refusal(host, hub)
+    if never is not None:
+        return refuse(f"{host} {never}")
+    central = hub.spec.shared_ingress
+    hub_rules = central.allowed_backends if central is not None else []
+    if not any(_matches(host, rule) for rule in hub_rules):
+        listed = ", ".join(hub_rules) if hub_rules else "none: it is empty"
+        return refuse(f"{host} is outside {hub.ref} spec.sharedIngress.allowedBackends ({listed}); "
+                      "the hub administrator lists where API servers may be")
+    namespace = namespace_of(cluster)
+    try:
+        narrowed = allowed_backends(namespace, annotations)
+    except InvalidSpec as exc:  # the administrator's annotation is malformed: refused, said where
+        return exc
+    if narrowed is not None and not any(_matches(host, rule) for rule in narrowed):
+        return refuse(f"{host} is outside what namespace {namespace} may use "
+                      f"({', '.join(narrowed) or 'none'}; annotation {ALLOWED_BACKENDS_ANNOTATION})")
+    return None
+
+
+def ingress_error(cluster: Cluster, hub: HubConfig, annotations: Mapping[str, str]) -> InvalidSpec | None:
+    """Why an opted-in cluster cannot be routed through the shared ingress on its own account, or None.
+    (Whether its ID is taken depends on the fleet: `claim_ids`.)"""
+    central = hub.spec.shared_ingress
+    if central is None or central.address is None:
+        return InvalidSpec.one(cluster.ref, "spec.sharedIngress.enabled",
+                               f"{hub.ref} has no spec.sharedIngress.address for the cluster's proxy to dial",
+                               condition=NO_SHARED_INGRESS)
+    invalid = id_error(cluster)
+    if invalid is not None:
+        return InvalidSpec([invalid])
+    return backend_error(cluster, hub, annotations)

@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.names import LABEL_MAX, cluster_key, hostname_error, parse_api_url
+from stacks.names import LABEL_MAX, cluster_key, hostname_error, parse_api_url, parse_host_port
 
 API_VERSION = "clusternet.io/v1alpha1"
 GROUP = "clusternet.io"
@@ -97,10 +97,23 @@ def _domain(value: str) -> str:
 
 
 def _host_port(value: str) -> str:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{value!r} is not host:port")
+    parse_host_port(value)
     return value
+
+
+def _bind(value: str) -> str:
+    parse_host_port(value, bind=True)
+    return value
+
+
+def backend_rule(value: str) -> str:
+    """A CIDR block (IPv4 or IPv6) or a domain suffix: where the shared proxy may send a cluster's traffic."""
+    if "/" in value:
+        try:
+            return str(ipaddress.ip_network(value, strict=True))
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a CIDR block ({exc})") from None
+    return _domain(value)
 
 
 AccountID = Annotated[str, Field(max_length=12), _pattern(r"\d{12}", "a 12-digit AWS account ID")]
@@ -121,7 +134,10 @@ SubnetID = Annotated[str, Field(max_length=32), _pattern(r"subnet-[0-9a-z]+", "a
 RouteTableID = Annotated[str, Field(max_length=32), _pattern(r"rtb-[0-9a-z]+", "a route table ID (rtb-...)")]
 SecurityGroupID = Annotated[str, Field(max_length=32), _pattern(r"sg-[0-9a-z]+", "a security group ID (sg-...)")]
 ApiURL = Annotated[str, Field(max_length=300), AfterValidator(_api_url)]
+# host:port (stacks.names.parse_host_port): a DNS name, IPv4 or [IPv6], and a port; Bind may omit the host.
 HostPort = Annotated[str, Field(max_length=300), AfterValidator(_host_port)]
+Bind = Annotated[str, Field(max_length=300), AfterValidator(_bind)]
+BackendRule = Annotated[str, Field(max_length=253), AfterValidator(backend_rule)]
 # The installer's NLB is "{infraID}-int"; load balancer names stop at 32 characters.
 InfraID = Annotated[str, Field(max_length=28), _pattern(r"[a-z0-9]([-a-z0-9]{0,26}[a-z0-9])?", "an infra ID (lowercase DNS label, at most 28 characters)")]
 
@@ -206,8 +222,12 @@ _HAPROXY_TAG = re.compile(r"haproxy[^/:@]*:v?(\d+)\.(\d+)")
 
 
 class HubSharedIngress(Spec):
-    bind: HostPort = ":6443"  # the central proxy's listener ("[host]:port")
+    bind: Bind = ":6443"  # the central proxy's listener ("[host]:port")
     address: HostPort | None = None  # what guests dial: the central load balancer
+    # Where the central proxy may send a cluster's traffic (spec.sharedIngress.backend): CIDR blocks for
+    # addresses, domain suffixes for names. Empty: nowhere. Loopback, link-local, the proxy's own address
+    # and names, and the management cluster's API server are refused whatever this lists (stacks.ingress).
+    allowed_backends: list[BackendRule] = Field(default_factory=list, max_length=1000)
     # "unique-id": ID in the PROXY v2 UNIQUE_ID TLV (HAProxy >= 2.2);
     # "custom-tlv": ID in a custom TLV of type `tlvType` (HAProxy >= 2.9).
     wire_mode: Literal["unique-id", "custom-tlv"] = "unique-id"

@@ -6,10 +6,14 @@ One place for each naming fact:
   most 253, at least two labels, ASCII: IDNA-encode anything else), never an IP literal, and never equal to
   or under a domain AWS owns (a private hosted zone named after it would shadow AWS's endpoints in the
   hub's VPCs) or one the hub administrator reserved;
+- what a `host:port` may be (the shared ingress's backends and addresses): a DNS hostname, a dotted IPv4
+  address or a bracketed IPv6 address, then a port 1-65535; nothing else, so no value can carry a space,
+  a newline or a `#` into a proxy's config;
 - the AWS limits a derived name or tag must fit (tag values 256, hosted zone names 255).
 """
 from __future__ import annotations
 
+import ipaddress
 import re
 
 STACK_NAME_MAX = 100  # Pulumi stack names: [A-Za-z0-9_.-], at most 100 characters
@@ -29,6 +33,12 @@ _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.IGNORECASE)
 _API_URL = re.compile(r"https://(?P<host>[^:/?#@\[\]]+)(?::(?P<port>[0-9]{1,5}))?/?")
 # The same shape for the CRD schema (Kubernetes regexes search, so anchored): https://host[:port][/]
 API_URL_PATTERN = r"^https://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?/?$"
+
+_HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9.-]{1,253})?:(?P<port>[1-9][0-9]{0,4})")
+# The same grammar for the CRD schema, which cannot parse addresses: the model checks the rest.
+_HOST_PATTERN = r"(\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?)"
+HOST_PORT_PATTERN = rf"^{_HOST_PATTERN}:[1-9][0-9]{{0,4}}$"
+BIND_PATTERN = rf"^{_HOST_PATTERN}?:[1-9][0-9]{{0,4}}$"  # a listener: the host may be left out (every address)
 
 
 def cluster_key(namespace: str | None, name: str) -> str:
@@ -90,6 +100,55 @@ def parse_api_url(value: str) -> tuple[str, int]:
         raise ValueError(f"host {host!r} is under {owned}, a domain AWS owns: a private zone of that name "
                          "would shadow AWS endpoints in the hub's VPCs")
     return host, port
+
+
+Host = str | ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def parse_host_port(value: str, *, bind: bool = False) -> tuple[Host | None, int]:
+    """(host, port) of `host:port`; ValueError saying why it is not one.
+
+    host is a DNS hostname (returned as a lowercase str), a dotted IPv4 address or a bracketed IPv6 address
+    (returned as ip_address objects, so callers never re-parse them). `bind`: the host may be left out
+    (":6443", every address; host None). Strict on purpose: these values are written into HAProxy configs.
+    """
+    found = _HOST_PORT.fullmatch(value) if isinstance(value, str) else None
+    if found is None:
+        return _refuse(value, "is not host:port (a DNS name, an IPv4 address or a [bracketed] IPv6 address, "
+                              "then ':' and a port)")
+    raw, port = found["host"], int(found["port"])
+    if port > 65535:
+        return _refuse(value, f"has port {port}; ports are 1-65535")
+    if raw is None:
+        if not bind:
+            return _refuse(value, "has no host")
+        return None, port
+    if raw.startswith("["):
+        try:
+            return ipaddress.IPv6Address(raw[1:-1]), port
+        except ValueError:
+            return _refuse(value, f"has {raw}, which is not an IPv6 address")
+    if raw.replace(".", "").isdigit():
+        try:
+            return ipaddress.IPv4Address(raw), port
+        except ValueError:
+            return _refuse(value, f"has {raw}, which is not an IPv4 address (four numbers 0-255, no leading zeros)")
+    problem = hostname_error(raw, min_labels=1)
+    if problem is not None:
+        return _refuse(value, f"has the host {raw!r}, which {problem}")
+    return raw.lower(), port
+
+
+def _refuse(value: object, why: str):
+    shown = repr(value[:80] + ("..." if len(value) > 80 else "")) if isinstance(value, str) else repr(value)
+    raise ValueError(f"{shown} {why}")
+
+
+def format_host_port(host: Host | None, port: int) -> str:
+    """host:port as HAProxy and every other tool writes it: IPv6 bracketed, no host for every address."""
+    if host is None:
+        return f":{port}"
+    return f"[{host}]:{port}" if isinstance(host, ipaddress.IPv6Address) else f"{host}:{port}"
 
 
 def stack_name_error(namespace: str | None, name: str) -> str | None:

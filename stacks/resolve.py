@@ -1,11 +1,12 @@
 """resolve(): Kubernetes objects in, one StackInputs per cluster out. Pure.
 
-`resolve_fleet` is what the plan and the service call: it resolves every
+`resolve_all` is what the plan, the service and `ingress render` call: it resolves every
 cluster of a fleet at once, because some decisions (endpoint placement, mesh
 ownership, who owns an account, an API host or a shared-ingress ID) depend on
 the other clusters. Every cluster first passes `admit`, the tenancy gate
 (docs/security.md). A bad cluster yields its InvalidSpec and never blocks the
-others.
+others. Its answer also holds the shared ingress's routes, so what is routed and
+what runs are decided in one place.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Mapping
 
 from stacks import accounts, names
 from stacks.errors import InvalidSpec
-from stacks.ingress import claim_ids, id_error
+from stacks.ingress import Route, claim_ids, ingress_error, route_of
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh import MeshPlan, MeshShare, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
@@ -75,7 +76,7 @@ def resolve(
         hub=accounts.hub_target(hub, cluster),
         tags=tags,
         private_link=_private_link(cluster, hub, target.region, endpoint_vpc),
-        shared_ingress=shared_ingress_inputs(cluster, hub),
+        shared_ingress=shared_ingress_inputs(cluster, hub, ns_annotations),
         mesh=mesh,
     )
 
@@ -115,18 +116,18 @@ def _private_link(cluster: Cluster, hub: HubConfig, region: str, vpc: EndpointVP
     )
 
 
-def shared_ingress_inputs(cluster: Cluster, hub: HubConfig) -> SharedIngressInputs | None:
-    """The node-side proxy's inputs, or None when the cluster has not opted in to the shared ingress."""
+def shared_ingress_inputs(cluster: Cluster, hub: HubConfig,
+                          ns_annotations: Mapping[str, str] | None = None) -> SharedIngressInputs | None:
+    """The node-side proxy's inputs, or None when the cluster has not opted in to the shared ingress.
+    Refused (InvalidSpec) where stacks.ingress.ingress_error refuses its route."""
     mine = cluster.spec.shared_ingress
     if not mine.enabled:
         return None
+    refused = ingress_error(cluster, hub, ns_annotations or {})
+    if refused is not None:
+        raise refused
     central = hub.spec.shared_ingress
-    if central is None or central.address is None:
-        raise InvalidSpec.one(cluster.ref, "spec.sharedIngress.enabled",
-                              f"{hub.ref} has no spec.sharedIngress.address for the cluster's proxy to dial")
-    invalid = id_error(cluster)
-    if invalid is not None:
-        raise InvalidSpec([invalid])
+    assert central is not None and central.address is not None  # ingress_error checked both
     return SharedIngressInputs(
         cluster_id=mine.id_for(cluster.metadata.name),
         central_address=central.address,
@@ -162,12 +163,29 @@ def mesh_of(fleet: Fleet, targets: Mapping[str, AwsTarget | InvalidSpec] | None 
     return plan_mesh(fleet.hub, fleet.clusters, fleet_targets(fleet) if targets is None else targets)
 
 
-def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
-    """Resolve every cluster; the result is keyed by namespace/name, in input order.
+@dataclass(frozen=True)
+class Resolved:
+    """A fleet resolved: every cluster's inputs (or why not) and the shared ingress's routes."""
 
-    Per cluster: its names, its account (tenancy), its region. Over the fleet: API hosts and shared-ingress
-    IDs are unique (the younger claimant is refused), endpoints are placed, the mesh is planned. A cluster
-    refused for any of these gets every reason at once and never blocks the others.
+    inputs: dict[str, StackInputs | InvalidSpec]  # by namespace/name, in input order
+    # Opted-in clusters whose every check but the mesh passes (a mesh problem lies between peers: it
+    # stalls the stack, never the route). Sorted by cluster ID.
+    routes: tuple[Route, ...] = ()
+    unrouted: dict[str, InvalidSpec] = field(default_factory=dict)  # opted-in, not routed, and why
+
+
+def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
+    """Every cluster's inputs, keyed by namespace/name, in input order (`resolve_all(fleet).inputs`)."""
+    return resolve_all(fleet).inputs
+
+
+def resolve_all(fleet: Fleet) -> Resolved:
+    """Resolve every cluster and route the shared ingress.
+
+    Per cluster: its names, its account (tenancy), its region, its shared-ingress ID and backend. Over the
+    fleet: API hosts and shared-ingress IDs are unique (the younger claimant is refused), endpoints are
+    placed, the mesh is planned. A cluster refused for any of these gets every reason at once and never
+    blocks the others. A cluster is routed exactly when it is refused for nothing but its mesh.
     """
     hub = fleet.hub
     owners = fleet.owners()
@@ -201,16 +219,27 @@ def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
                 )
             except InvalidSpec as exc:
                 result[cluster.key] = exc
-    # Names claimed twice: the younger claimant is refused. Only admitted clusters claim names.
+    # Names claimed twice: the younger claimant is refused. Only admitted clusters claim API hosts, and
+    # only those whose own shared-ingress checks pass claim IDs: a refused cluster takes nothing.
     admitted = [c for c in fleet.clusters if isinstance(targets[c.key], AwsTarget)]
-    _, taken = claim_ids(admitted)
-    problems = [*claim_hosts(admitted).items(), *mesh.errors.items(),
-                *((key, InvalidSpec([err])) for key, err in taken.items())]
+    _, taken = claim_ids(c for c in admitted
+                         if ingress_error(c, hub, owners.annotations(namespace_of(c))) is None)
+    _merge(result, [*claim_hosts(admitted).items(), *((key, InvalidSpec([err])) for key, err in taken.items())])
+    opted_in = [c for c in fleet.clusters if c.spec.shared_ingress.enabled]
+    routed = [c for c in opted_in if isinstance(result[c.key], StackInputs)]  # before the mesh's refusals
+    routes = tuple(sorted((route_of(c) for c in routed), key=lambda route: route.cluster_id))
+    _merge(result, mesh.errors.items())
+    routed_keys = {c.key for c in routed}
+    unrouted = {c.key: problem for c in opted_in
+                if c.key not in routed_keys and isinstance(problem := result[c.key], InvalidSpec)}
+    return Resolved(result, routes, unrouted)
+
+
+def _merge(result: dict[str, StackInputs | InvalidSpec], problems) -> None:
     for key, problem in problems:
         earlier = result[key]
-        if isinstance(earlier, InvalidSpec):  # an error resolve() already reported is not repeated
+        if isinstance(earlier, InvalidSpec):  # an error already reported is not repeated
             fresh = [err for err in problem.errors if err not in earlier.errors]
             result[key] = InvalidSpec([*earlier.errors, *fresh], earlier.reason)
         else:
             result[key] = problem
-    return result

@@ -15,6 +15,10 @@ Names (`host_errors`, `claim_hosts`)
     (the younger claimant is refused), outside the HubConfig's reserved domains and, when the namespace
     has the annotation clusternet.io/allowed-domains, under one of the domains it lists.
 
+Backends (`allowed_backends`; the rule is stacks.ingress.backend_error)
+    The shared proxy sends a cluster's traffic only where the HubConfig's spec.sharedIngress.allowedBackends
+    lets it and, when the namespace has the annotation clusternet.io/allowed-backends, where that lets it too.
+
 Tenant (`tenant_of`)
     The tenant tag comes from the namespace (its clusternet.io/tenant annotation, else its name).
 """
@@ -25,12 +29,13 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from stacks.errors import InvalidSpec
-from stacks.model import Cluster, HubConfig
+from stacks.model import Cluster, HubConfig, backend_rule
 from stacks.names import TAG_VALUE_MAX, hostname_error, parse_api_url, under
 
 OWNER_ACCOUNT_ANNOTATION = "clusternet.io/owner-account-id"
 TENANT_ANNOTATION = "clusternet.io/tenant"
 ALLOWED_DOMAINS_ANNOTATION = "clusternet.io/allowed-domains"  # comma-separated
+ALLOWED_BACKENDS_ANNOTATION = "clusternet.io/allowed-backends"  # comma-separated CIDR blocks and domains
 
 # Condition reasons of the refusals here.
 NAMESPACE_NOT_OWNED = "NamespaceNotOwned"
@@ -155,6 +160,23 @@ def allowed_domains(namespace: str, annotations: Mapping[str, str]) -> tuple[str
             raise InvalidSpec.one(f"Namespace {namespace}", f"metadata.annotations[{ALLOWED_DOMAINS_ANNOTATION}]",
                                   f"domain {domain!r} {problem}", condition=INVALID_NAMESPACE)
     return domains
+
+
+def allowed_backends(namespace: str, annotations: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The CIDR blocks and domains the namespace's shared-ingress backends must be in (None: no annotation)."""
+    raw = annotations.get(ALLOWED_BACKENDS_ANNOTATION)
+    if raw is None:
+        return None
+    rules = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        try:
+            rules.append(backend_rule(item))
+        except ValueError as exc:
+            raise InvalidSpec.one(f"Namespace {namespace}", f"metadata.annotations[{ALLOWED_BACKENDS_ANNOTATION}]",
+                                  str(exc), condition=INVALID_NAMESPACE) from None
+    return tuple(rules)
 
 
 def host_errors(cluster: Cluster, hub: HubConfig, annotations: Mapping[str, str]) -> InvalidSpec | None:

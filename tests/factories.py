@@ -57,6 +57,10 @@ def cluster_doc(name: str = "prod-1", namespace: str = "acme", *, labels=None, a
     return doc
 
 
+# A hub with a shared ingress whose administrator lets backends be in 10.0.0.0/8 or Services (*.svc).
+INGRESS = {"address": "lb.example.com:6443", "allowedBackends": ["10.0.0.0/8", "svc"]}
+
+
 def hub(**spec: Any) -> HubConfig:
     return parse(hub_doc(**spec))
 

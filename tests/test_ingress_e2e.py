@@ -7,8 +7,6 @@ Each echo server answers a line with "<its name>:<line>", so a reply says which 
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import socket
 import struct
 import subprocess
@@ -25,17 +23,14 @@ from automation.cli import main
 from automation.ingress.render import CentralConfig, CentralSettings, Route, render_central, render_guest
 from automation.ingress.runtime import CentralRuntime, Debouncer, Loaded, MasterCLI, ReloadFailed, watch, write_atomically
 from stacks.inputs import SharedIngressInputs
-from tests.factories import cluster_doc, hub_doc
+from tests.factories import cluster_doc, hub_doc, namespace_doc
+from tests.haproxy import HAPROXY, MISSING, OLD_HAPROXY, check, version
 
-HAPROXY = shutil.which("haproxy", path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin")
-pytestmark = pytest.mark.skipif(HAPROXY is None, reason="no haproxy binary on PATH or in /usr/sbin "
-                                                        "(apt-get install haproxy)")
+pytestmark = pytest.mark.skipif(HAPROXY is None, reason=MISSING)
 
 
 def haproxy_version() -> tuple[int, int]:
-    out = subprocess.run([HAPROXY, "-v"], capture_output=True, text=True, check=True).stdout
-    found = re.search(r"version (\d+)\.(\d+)", out)
-    return int(found[1]), int(found[2])
+    return version(HAPROXY)
 
 
 WIRE_MODES = [
@@ -141,10 +136,6 @@ def id_tlv(wire_mode: str, cluster_id: str) -> tuple[int, bytes]:
     return (0x05 if wire_mode == "unique-id" else TLV_TYPE), cluster_id.encode()
 
 
-def check(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([HAPROXY, "-c", "-f", str(path)], capture_output=True, text=True)
-
-
 def wait_for_port(port: int, proc: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -171,8 +162,9 @@ class Ingress:
     procs: list[subprocess.Popen] = field(default_factory=list)
     locked_cidrs: tuple[str, ...] = ("10.0.0.0/8",)
 
-    def render(self, ids, **settings) -> CentralConfig:
+    def render(self, ids, extra=(), **settings) -> CentralConfig:
         routes = [Route(i, self.echoes[i].address, self.locked_cidrs if i == "locked" else ()) for i in ids]
+        routes += list(extra)  # routes built by hand, past the model
         settings = CentralSettings(map_path=str(self.folder / "clusters.map"), bind=f"127.0.0.1:{self.central_port}",
                                    wire_mode=self.wire_mode, tlv_type=TLV_TYPE, health_bind=None, **settings)
         return render_central(settings, routes)
@@ -235,7 +227,8 @@ def ingress(request, tmp_path):
 
 def _fleet_files(folder: Path, ingress: dict) -> None:
     with open(folder / "hub.yaml", "w") as fh:
-        yaml.safe_dump(hub_doc(sharedIngress={"address": "127.0.0.1:16443", "bind": "127.0.0.1:16443", **ingress}), fh)
+        yaml.safe_dump(hub_doc(sharedIngress={"address": "ingress.example.com:16443", "bind": "127.0.0.1:16443",
+                                              "allowedBackends": ["10.0.0.0/16"], **ingress}), fh)
     (folder / "clusters").mkdir()
     with open(folder / "clusters" / "fleet.yaml", "w") as fh:
         yaml.safe_dump_all([
@@ -243,7 +236,7 @@ def _fleet_files(folder: Path, ingress: dict) -> None:
                                                     "proxyBind": f"127.0.0.1:{17000 + n}",
                                                     "allowedSourceCIDRs": ["10.0.0.0/8"] if n == 2 else []})
             for n in (1, 2, 3)
-        ], fh)
+        ] + [namespace_doc("acme")], fh)
 
 
 def test_rendered_central_and_guest_configs_pass_haproxy_check(tmp_path):
@@ -258,16 +251,28 @@ def test_rendered_central_and_guest_configs_pass_haproxy_check(tmp_path):
         assert result.returncode == 0, f"{path}:\n{result.stdout}{result.stderr}"
 
 
-def test_custom_tlv_mode_needs_haproxy_2_9(tmp_path):
+def test_custom_tlv_configs_pass_haproxy_2_9_or_later(tmp_path):
     _fleet_files(tmp_path, {"wireMode": "custom-tlv", "tlvType": TLV_TYPE, "image": "haproxy:3.0"})
     assert main(["ingress", "render", "--hub", str(tmp_path / "hub.yaml"), "--clusters", str(tmp_path / "clusters"),
                  "--out", str(tmp_path / "out")]) == 0
-    central, guest = check(tmp_path / "out/central/haproxy.cfg"), check(tmp_path / "out/guest/prod-1/haproxy.cfg")
-    if haproxy_version() >= (2, 9):
-        assert (central.returncode, guest.returncode) == (0, 0), central.stderr + guest.stderr
-    else:  # the version floor stated in docs/shared-ingress.md, shown on this very binary
-        assert central.returncode != 0 and "fc_pp_tlv" in central.stderr
-        assert guest.returncode != 0 and "set-proxy-v2-tlv-fmt" in guest.stderr
+    central, guest = tmp_path / "out/central/haproxy.cfg", tmp_path / "out/guest/prod-1/haproxy.cfg"
+    assert haproxy_version() >= (2, 9), f"{HAPROXY} is older than 2.9: run scripts/tools.sh"
+    for path in (central, guest):
+        result = check(path)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(OLD_HAPROXY is None, reason="no HAProxy older than 2.9 installed (apt-get install haproxy on "
+                                                "bookworm) to show the floor on")
+def test_custom_tlv_is_refused_by_haproxy_older_than_2_9(tmp_path):
+    """The version floor stated in docs/shared-ingress.md, shown on Debian bookworm's 2.6."""
+    _fleet_files(tmp_path, {"wireMode": "custom-tlv", "tlvType": TLV_TYPE, "image": "haproxy:3.0"})
+    assert main(["ingress", "render", "--hub", str(tmp_path / "hub.yaml"), "--clusters", str(tmp_path / "clusters"),
+                 "--out", str(tmp_path / "out")]) == 0
+    central = check(tmp_path / "out/central/haproxy.cfg", OLD_HAPROXY)
+    guest = check(tmp_path / "out/guest/prod-1/haproxy.cfg", OLD_HAPROXY)
+    assert central.returncode != 0 and "fc_pp_tlv" in central.stderr
+    assert guest.returncode != 0 and "set-proxy-v2-tlv-fmt" in guest.stderr
 
 
 # --- routing -----------------------------------------------------------------------
@@ -397,6 +402,29 @@ def test_a_config_haproxy_refuses_leaves_the_running_one_serving(ingress):
     assert ask_once(ingress.guests["b"], "new") == "b:new"
     assert ingress.runtime.apply(good).kind == "reload"  # the next good config goes through
     assert ask_once(ingress.guests["d"], "new") == "d:new"
+    conn.close()
+
+
+def test_a_bad_route_is_dropped_and_every_other_cluster_stays_routable_across_reloads(ingress):
+    """The reported breakage: one tenant's `10.9.9.9 x:6443` made every later central reload fail. Built past
+    the model, it is dropped by the renderer; new clusters are routed and removed ones unrouted as before."""
+    bad = [Route("evil", "10.9.9.9 x:6443", cluster="evil/x"), Route("evil2", "10.0.0.1:6443\nprogram x")]
+    conn = Client(ingress.guests["a"])
+    assert conn.ask("before") == "a:before"
+    reloads = ingress.runtime.cli.processes().reloads
+    steps = [(["a", "b", "c", "d", "locked"], "reload"),  # d is new: a reload, with the bad routes offered too
+             (["a", "c", "d", "locked"], "runtime"),  # b removed: a map update
+             (["a", "b", "c", "d", "locked"], "runtime")]
+    for n, (ids, kind) in enumerate(steps):
+        rendered = ingress.render(ids, extra=bad)
+        assert [route.cluster_id for route, _ in rendered.dropped] == ["evil", "evil2"]
+        assert "evil" not in rendered.config and "program" not in rendered.config
+        assert ingress.runtime.apply(rendered).kind == kind
+        for cluster_id in ("a", "b", "c", "d"):
+            assert ask_once(ingress.guests[cluster_id], f"step {n}") == (
+                f"{cluster_id}:step {n}" if cluster_id in ids else None)
+    assert ingress.runtime.cli.processes().reloads == reloads + 1
+    assert conn.ask("after") == "a:after"  # the open connection never dropped
     conn.close()
 
 

@@ -6,13 +6,13 @@ import yaml
 
 from automation.cli import main
 from automation.ingress.render import (CentralSettings, Route, guest_manifests, render_central, render_guest,
-                                       routes_from_clusters, split_backends)
+                                       split_backends)
 from automation.plan import plan_stack
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs
 from stacks.model import parse
 
-from tests.factories import cluster, cluster_doc, hub, hub_doc, resolve_one
+from tests.factories import INGRESS, cluster, cluster_doc, hub, hub_doc, namespace_doc, resolve_one
 
 MAP = "/etc/haproxy/clusters.map"
 ROUTES = [
@@ -81,11 +81,13 @@ def test_backend_names_resolve_at_run_time_and_never_block_startup():
     assert "resolvers" not in central(ROUTES[:2]).config  # IP backends only: nothing to resolve
 
 
-def test_a_relative_map_path_or_a_duplicate_id_is_refused():
+def test_a_relative_map_path_is_refused_and_a_duplicate_id_is_dropped_keeping_the_first():
     with pytest.raises(ValueError, match="absolute"):
         render_central(CentralSettings(map_path="clusters.map"), ROUTES)
-    with pytest.raises(ValueError, match="routed twice"):
-        central(ROUTES + [Route("prod-1", "10.0.0.1:6443")])
+    twice = Route("prod-1", "10.0.0.1:6443", cluster="globex/prod-1")
+    rendered = central(ROUTES + [twice])
+    assert rendered.dropped == ((twice, "cluster ID 'prod-1' is already routed to acme/prod-1"),)
+    assert "10.0.0.1" not in rendered.config and rendered.config == central().config
 
 
 def test_split_backends_separates_per_cluster_sections_independently_of_their_position():
@@ -94,27 +96,6 @@ def test_split_backends_separates_per_cluster_sections_independently_of_their_po
     assert set(backends) == {"cluster_eu-1", "cluster_prod-1", "cluster_prod-2"}
     _, fewer = split_backends(central(ROUTES[:2]).config)  # prod-2 is now the last section
     assert fewer["cluster_prod-2"] == backends["cluster_prod-2"]
-
-
-# --- routes from Cluster objects ----------------------------------------------------
-
-def _ingress_cluster(name, created, **ingress):
-    doc = cluster_doc(name, sharedIngress={"enabled": True, "backend": f"10.0.0.{len(name)}:6443", **ingress})
-    doc["metadata"]["creationTimestamp"] = created
-    return parse(doc)
-
-
-def test_routes_default_the_id_to_the_name_and_give_a_contested_id_to_the_oldest_claimant():
-    routes, errors = routes_from_clusters([
-        _ingress_cluster("new", "2024-05-01T00:00:00Z", clusterID="shared"),
-        _ingress_cluster("old", "2024-01-01T00:00:00Z", clusterID="shared"),
-        _ingress_cluster("plain", "2024-01-01T00:00:00Z", allowedSourceCIDRs=["10.1.0.0/16"]),
-        cluster("off"),
-    ])
-    assert [(r.cluster_id, r.cluster) for r in routes] == [("plain", "acme/plain"), ("shared", "acme/old")]
-    assert routes[0].allowed_source_cidrs == ("10.1.0.0/16",)
-    assert [str(e) for e in errors] == [
-        "Cluster acme/new: spec.sharedIngress.clusterID: ID 'shared' is already used by Cluster acme/old"]
 
 
 # --- guest -----------------------------------------------------------------------
@@ -174,7 +155,7 @@ def test_custom_tlv_with_a_new_enough_image_is_accepted():
 
 def test_resolve_fills_the_guest_inputs_from_hub_and_cluster():
     inputs = resolve_one(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443"}),
-                     hub(sharedIngress={"address": "lb.example.com:6443"}))
+                     hub(sharedIngress=INGRESS))
     assert inputs.shared_ingress == SharedIngressInputs(
         cluster_id="prod-1", central_address="lb.example.com:6443", proxy_bind="172.31.0.1:6443")
     assert resolve_one(cluster(), hub()).shared_ingress is None
@@ -189,7 +170,7 @@ def test_resolve_refuses_an_opted_in_cluster_when_the_hub_has_no_address():
 
 def test_the_stack_outputs_the_guest_manifests_and_creates_no_resource_for_them():
     with_ingress = resolve_one(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443", "clusterID": "p1"}),
-                           hub(sharedIngress={"address": "lb.example.com:6443"}))
+                           hub(sharedIngress=INGRESS))
     plan, plain = plan_stack(with_ingress), plan_stack(resolve_one(cluster(), hub()))
     assert plan.outputs["sharedIngress"] == guest_manifests(with_ingress.shared_ingress)
     assert plan.outputs["sharedIngress"]["clusterID"] == "p1"
@@ -201,12 +182,12 @@ def test_the_stack_outputs_the_guest_manifests_and_creates_no_resource_for_them(
 
 def _write_fleet(folder, *, duplicate=False):
     with open(os.path.join(folder, "hub.yaml"), "w") as fh:
-        yaml.safe_dump(hub_doc(sharedIngress={"address": "lb.example.com:6443"}), fh)
+        yaml.safe_dump(hub_doc(sharedIngress=INGRESS), fh)
     os.makedirs(os.path.join(folder, "clusters"))
     docs = [cluster_doc("prod-1", sharedIngress={"enabled": True, "backend": "10.0.1.10:6443"}),
             cluster_doc("prod-2", sharedIngress={"enabled": True, "backend": "10.0.2.10:6443",
                                                  "clusterID": "prod-1" if duplicate else "prod-2"}),
-            cluster_doc("prod-3")]
+            cluster_doc("prod-3"), namespace_doc("acme")]
     with open(os.path.join(folder, "clusters", "all.yaml"), "w") as fh:
         yaml.safe_dump_all(docs, fh)
 
@@ -236,13 +217,15 @@ def test_cli_writes_central_and_guest_configs_identically_on_every_run(tmp_path,
     assert b"map(/usr/local/etc/haproxy/clusters.map)" in _tree(tmp_path / "two")["central/haproxy.cfg"]
 
 
-def test_cli_reports_a_contested_cluster_id_and_writes_nothing(tmp_path, capsys):
+def test_cli_writes_the_good_routes_and_exits_2_listing_a_contested_cluster_id(tmp_path, capsys):
     _write_fleet(tmp_path, duplicate=True)
     code = main(["ingress", "render", "--hub", str(tmp_path / "hub.yaml"), "--clusters", str(tmp_path / "clusters"),
                  "--out", str(tmp_path / "out")])
     assert code == 2
     assert "spec.sharedIngress.clusterID: ID 'prod-1' is already used by Cluster acme/prod-1" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+    out = _tree(tmp_path / "out")
+    assert sorted(out) == ["central/clusters.map", "central/haproxy.cfg", "guest/prod-1/haproxy.cfg"]
+    assert b"10.0.1.10:6443" in out["central/haproxy.cfg"] and b"10.0.2.10" not in out["central/haproxy.cfg"]
 
 
 def test_guest_folders_use_the_cluster_name_and_namespace_only_when_names_clash():

@@ -7,13 +7,14 @@ from automation.ingress.sync import IngressSync, central_files
 from automation.plan import record
 from components.ingress import CentralProxy, CentralProxyArgs
 from tests.envtest import kube_apiserver  # noqa: F401
-from tests.factories import cluster, hub
+from stacks.ingress import Route
+from tests.factories import hub
 
 HUB = hub(sharedIngress={"address": "ingress.hub.example.com:6443", "namespace": "shared-ingress-test"})
 
 
 def opted_in(name, backend):
-    return cluster(name, sharedIngress={"enabled": True, "backend": backend})
+    return Route(cluster_id=name, backend=backend, cluster=f"acme/{name}")
 
 
 def routed(data) -> dict[str, str]:

@@ -3,7 +3,7 @@ import pytest
 
 from stacks.errors import InvalidSpec
 from stacks.resolve import resolve_fleet
-from tests.factories import HUB_ROLE, cluster, hub, resolve_one, fleet
+from tests.factories import HUB_ROLE, INGRESS, cluster, hub, resolve_one, fleet
 
 
 def test_cluster_provider_assumes_the_mapped_role_and_hub_uses_hub_credentials():
@@ -78,7 +78,7 @@ def test_one_bad_cluster_does_not_block_the_others():
 
 
 def test_a_shared_ingress_id_claimed_twice_refuses_the_younger_cluster_only():
-    ingress = {"address": "ingress.hub.example.com:6443"}
+    ingress = INGRESS
     opt_in = {"enabled": True, "clusterID": "shared", "backend": "kas.c.svc:6443"}
     old = cluster("old", sharedIngress=opt_in)
     old = old.model_copy(update={"metadata": old.metadata.model_copy(update={"creation_timestamp": "2026-01-01T00:00:00Z"})})
@@ -93,6 +93,6 @@ def test_a_shared_ingress_id_claimed_twice_refuses_the_younger_cluster_only():
 def test_an_unusable_shared_ingress_id_is_reported_once():
     long_name = cluster("x" * 70, sharedIngress={"enabled": True, "backend": "kas.x.svc:6443"},
                         apiURL="https://api.x.example.com")
-    result = resolve_fleet(fleet(hub(sharedIngress={"address": "ingress.hub.example.com:6443"}), (long_name,)))
+    result = resolve_fleet(fleet(hub(sharedIngress=INGRESS), (long_name,)))
     [error] = result[long_name.key].errors
     assert error.field == "spec.sharedIngress.clusterID" and "at most 63 characters" in error.reason

@@ -11,6 +11,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from automation.ingress.render import MAP_FILE
 from automation.reconcile import FINALIZER
 from components.controlplane import TENANT_RULES
 from stacks.mesh import MESH_ENABLED_ANNOTATION, MESH_LABEL
@@ -102,6 +103,9 @@ def _try(call):
     ({"network": {"vpcID": "vpc-0e", "cidr": "128.0.0.0/1"}}, "spec.network.cidr"),
     ({"sharedIngress": {"enabled": True, "backend": "kas:6443", "allowedSourceCIDRs": ["0.0.0.0/0"]}},
      "spec.sharedIngress.allowedSourceCIDRs[0]"),
+    ({"sharedIngress": {"enabled": True, "backend": "10.9.9.9 x:6443"}}, "spec.sharedIngress.backend"),
+    ({"sharedIngress": {"enabled": True, "backend": "10.0.0.1:6443\nprogram x"}}, "spec.sharedIngress.backend"),
+    ({"sharedIngress": {"enabled": True, "backend": "kas.svc:6443#"}}, "spec.sharedIngress.backend"),
     ({"network": {"vpcID": "vpc-0e", "cidr": "10.0.0.0/16", "routeTableIDs": [f"rtb-{i}" for i in range(201)]}},
      "spec.network.routeTableIDs"),
 ])
@@ -165,6 +169,46 @@ def test_every_attack_stalls_the_attacker_and_the_victim_is_untouched(env):
         for name, status in before.items():
             now = env.get(name)["status"]
             assert (now["inputsHash"], now["lastUpdate"]) == (status["inputsHash"], status["lastUpdate"])
+
+
+def test_the_service_routes_exactly_the_clusters_it_would_run_and_reports_the_others_on_their_own(env):
+    """The shared proxy's ConfigMap holds the routes stacks.resolve.resolve_all gives (as `ingress render`):
+    refused clusters are not routed and say why on their own conditions; a mesh overlap keeps its route."""
+    ingress_ns = f"ingress-{env.suffix}"
+    env.namespace(ingress_ns, owner=None)
+    env.patch_hub({"spec": {"sharedIngress": {"address": "lb.example.com:6443", "namespace": ingress_ns,
+                                              "allowedBackends": ["10.0.0.0/8"]}}})
+    env.core.create_namespaced_config_map(ingress_ns, {"metadata": {"name": "shared-ingress"}, "data": {}})
+
+    def opted(name, n, **spec):
+        return env.create(name, sharedIngress={"enabled": True, "backend": f"10.0.{n}.10:6443"}, **spec)
+
+    def routes():
+        data = env.core.read_namespaced_config_map("shared-ingress", ingress_ns).data or {}
+        return {line.split()[0] for line in data.get(MAP_FILE, "").splitlines() if line and line[0] != "#"}
+
+    engine = RecordingEngine()
+    with env.running(engine) as service:
+        opted("good", 1)
+        opted("mismatch", 2, accountID="333333333333")
+        opted("nowhere", 3, region="ap-south-1")
+        env.create("metadata", sharedIngress={"enabled": True, "backend": "169.254.169.254:80"})
+        env.create("self", sharedIngress={"enabled": True, "backend": "lb.example.com:6443"})
+        for name, n, cidr in (("mesh-a", 5, "10.60.0.0/16"), ("mesh-b", 6, "10.60.0.0/16")):
+            mesh_cluster(env, name, env.ns, cidr, sharedIngress={"enabled": True, "backend": f"10.0.{n}.10:6443"})
+        wait_until(lambda: routes() == {"good", "mesh-a", "mesh-b"}, 30, what=f"the routes (now {routes()})")
+        for name, reason in (("mismatch", "AccountMismatch"), ("nowhere", "NoEndpointVPC"),
+                             ("metadata", "BackendNotAllowed"), ("self", "BackendNotAllowed")):
+            wait_until(lambda: env.reason(name) == reason, 20, what=f"{name} {reason}")
+        assert "link-local" in env.condition("metadata", "Stalled")["message"]
+        assert "own load balancer" in env.condition("self", "Stalled")["message"]
+        wait_until(lambda: env.ready("good") and env.ready("mesh-a"), 20, what="the good clusters")
+        assert "overlap" in env.condition("mesh-b", "Stalled")["message"]
+
+        env.delete("good")  # the routes follow: the removed cluster is unrouted, the others stay
+        wait_until(lambda: routes() == {"mesh-a", "mesh-b"}, 30, what=f"the routes (now {routes()})")
+        settle(env, service)
+    assert sorted(c.stack for c in engine.calls if c.operation == "up") == [f"{env.ns}.good", f"{env.ns}.mesh-a"]
 
 
 def test_refusing_never_destroys_and_the_fix_costs_no_run(env):

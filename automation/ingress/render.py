@@ -9,21 +9,28 @@ the runtime API (`automation.ingress.runtime`) change routes without a reload.
 
 Everything here is a function of its arguments, sorted, so unchanged inputs give
 byte-identical files.
+
+Which clusters are routed is decided before this (stacks.resolve.resolve_all, by the rules of
+stacks.ingress). This module is the second line of defence: it refuses every value it writes into a
+config that holds whitespace, a control character or `#` (each would end an HAProxy argument, line or
+section), or is not the grammar it should be. A bad route is dropped and listed in
+`CentralConfig.dropped`; every other route is still rendered.
 """
 from __future__ import annotations
 
 import hashlib
 import ipaddress
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Literal, Mapping, Sequence
 
 import yaml
 
-from stacks.errors import FieldError
-from stacks.ingress import CLUSTER_ID, claim_ids
+from stacks.ingress import CLUSTER_ID, Route
 from stacks.inputs import SharedIngressInputs
-from stacks.model import WIRE_MODE_MIN_HAPROXY, Cluster, HubSharedIngress
+from stacks.model import WIRE_MODE_MIN_HAPROXY, HubSharedIngress
+from stacks.names import format_host_port, parse_host_port
 
 WireMode = Literal["unique-id", "custom-tlv"]
 
@@ -32,9 +39,23 @@ CONFIG_FILE = "haproxy.cfg"
 NO_ROUTE = "no_route"  # the backend of connections whose ID has no loaded backend
 BACKEND_PREFIX = "cluster_"
 GUEST_CONFIG_DIR = "/etc/kubernetes/clusternet-apiserver-proxy"  # on each node, for the static pod
+GUEST_FOLDER = "guest"  # `ingress render` writes guest/<cluster>/haproxy.cfg
 _HEADER = "# Rendered by clusternet (automation.ingress.render). Do not edit: re-render.\n"
 _MAP_PATH = re.compile(r"/[-A-Za-z0-9._/]+")  # absolute; nothing HAProxy's argument parser would split on
 _BACKEND_LINE = re.compile(r"backend (\S+)")
+# Anything that would end an HAProxy word, line or section, or start a comment.
+_UNSAFE = re.compile(r"[\s#\x00-\x1f\x7f-\x9f\u2028\u2029\\\"']")
+
+
+def safe(value: object, what: str) -> str:
+    """`value` as text fit to interpolate into a config; ValueError naming `what` if it is not."""
+    text = str(value)
+    bad = _UNSAFE.search(text)
+    if bad is not None or not text:
+        shown = repr(text[:80])
+        raise ValueError(f"{what} {shown} " + (f"holds {bad.group()!r}, which no value written into an HAProxy "
+                                                 "config may hold" if bad else "is empty"))
+    return text
 
 
 def min_haproxy(wire_mode: WireMode) -> str:
@@ -52,40 +73,22 @@ def id_fetch(wire_mode: WireMode, tlv_type: int = 0xE0) -> str:
 
 
 def _check_id(cluster_id: str) -> str:
-    if not CLUSTER_ID.fullmatch(cluster_id):
+    if not isinstance(cluster_id, str) or not CLUSTER_ID.fullmatch(cluster_id):
         raise ValueError(f"cluster ID {cluster_id!r} is not 1-63 of [-A-Za-z0-9_.] starting with a letter or digit")
     return cluster_id
 
 
-def _split_host_port(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{value!r} is not host:port")
-    return host.strip("[]"), int(port)
+def _address(value: str, what: str, *, bind: bool = False) -> tuple[str, bool]:
+    """(host:port as written into the config, whether the host is a name); ValueError if unsafe."""
+    host, port = parse_host_port(safe(value, what), bind=bind)
+    return format_host_port(host, port), isinstance(host, str)
 
 
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
+def backend_name(route: Route) -> str:
+    return BACKEND_PREFIX + route.cluster_id
 
 
 # --- central -------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Route:
-    """One cluster behind the central proxy."""
-
-    cluster_id: str
-    backend: str  # host:port of the cluster's API server, reachable from the central proxy
-    allowed_source_cidrs: tuple[str, ...] = ()  # matched against the PROXY header's source address
-    cluster: str = ""  # namespace/name, written as a comment
-
-    @property
-    def backend_name(self) -> str:
-        return BACKEND_PREFIX + self.cluster_id
 
 
 @dataclass(frozen=True)
@@ -101,8 +104,8 @@ class CentralSettings:
 
     @classmethod
     def from_hub(cls, ingress: HubSharedIngress, *, map_path: str, **overrides) -> "CentralSettings":
-        return cls(map_path=map_path, bind=ingress.bind, wire_mode=ingress.wire_mode,
-                   tlv_type=ingress.tlv_type, **overrides)
+        return cls(**{"map_path": map_path, "bind": ingress.bind, "wire_mode": ingress.wire_mode,
+                      "tlv_type": ingress.tlv_type, **overrides})
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ class CentralConfig:
     config: str  # haproxy.cfg
     map: str  # the map file: cluster ID → backend name
     map_path: str
+    dropped: tuple[tuple[Route, str], ...] = ()  # routes refused by the renderer, and why: not rendered
 
     def routes(self) -> dict[str, str]:
         return parse_map(self.map)
@@ -120,50 +124,72 @@ class CentralConfig:
 
 
 def render_central(settings: CentralSettings, routes: Iterable[Route]) -> CentralConfig:
+    """The central proxy's config and map. A bad setting (the hub administrator's) raises ValueError;
+    a bad route (a tenant's) is dropped into `dropped` and the others are rendered."""
     if not _MAP_PATH.fullmatch(settings.map_path):
         raise ValueError(f"map path {settings.map_path!r} must be absolute and without spaces, commas or brackets")
-    routes = sorted(routes, key=lambda r: r.cluster_id)
-    seen: set[str] = set()
-    for route in routes:
-        _check_id(route.cluster_id)
-        if route.cluster_id in seen:
-            raise ValueError(f"cluster ID {route.cluster_id!r} is routed twice")
-        seen.add(route.cluster_id)
+    bind, _ = _address(settings.bind, "bind", bind=True)
+    health_bind = _address(settings.health_bind, "health bind", bind=True)[0] if settings.health_bind else None
+    if settings.hard_stop_after is not None:
+        safe(settings.hard_stop_after, "hard-stop-after")
+    kept, dropped = _check_routes(routes)
     fetch = id_fetch(settings.wire_mode, settings.tlv_type)
     lookup = f"{fetch},map({settings.map_path})"
-    resolvers = any(not _is_ip(_split_host_port(r.backend)[0]) for r in routes)
 
     out = [_HEADER]
     out.append(f"# Central proxy: routes PROXY v2 connections by the cluster ID in {fetch} "
                f"(wire mode {settings.wire_mode}, HAProxy >= {min_haproxy(settings.wire_mode)}).\n\n")
     out.append(_global(settings.maxconn, settings.hard_stop_after))
     out.append(_defaults())
-    if resolvers:
+    if any(by_name for _, _, by_name in kept):
         out.append(_RESOLVERS)
     out.append(
         "frontend shared_ingress\n"
-        f"    bind {settings.bind} accept-proxy\n"
+        f"    bind {bind} accept-proxy\n"
         f'    log-format "%ci:%cp id=%[{fetch}] %ft %b/%s %Tw/%Tc/%Tt %B %ts %ac/%fc/%bc/%sc/%rc"\n'
         "    # No ID, or an ID that is not in the map: refused.\n"
         f"    tcp-request content reject unless {{ {lookup} -m found }}\n"
         f"    use_backend %[{lookup}]\n"
         f"    default_backend {NO_ROUTE}\n\n"
     )
-    if settings.health_bind:
+    if health_bind:
         out.append(
             "frontend healthz\n"
-            f"    bind {settings.health_bind}\n"
+            f"    bind {health_bind}\n"
             "    mode http\n"
             "    timeout client 10s\n"
             "    monitor-uri /healthz\n\n"
         )
     out.append(f"backend {NO_ROUTE}\n    # An ID whose backend this process has not loaded yet (reload pending).\n"
                "    tcp-request content reject\n\n")
-    for route in routes:
-        out.append(_central_backend(route))
+    for route, backend, by_name in kept:
+        out.append(_central_backend(route, backend, by_name))
     config = "".join(out).rstrip("\n") + "\n"
-    return CentralConfig(config=config, map=render_map({r.cluster_id: r.backend_name for r in routes}),
-                         map_path=settings.map_path)
+    return CentralConfig(config=config, map=render_map({r.cluster_id: backend_name(r) for r, _, _ in kept}),
+                         map_path=settings.map_path, dropped=tuple(dropped))
+
+
+def _check_routes(routes: Iterable[Route]) -> tuple[list[tuple[Route, str, bool]], list[tuple[Route, str]]]:
+    """(route, its backend as written, whether it is a name) of each route fit to render, sorted by ID;
+    and each other route with why it is dropped. Of two routes with one ID, the first given is kept."""
+    kept: dict[str, tuple[Route, str, bool]] = {}
+    dropped: list[tuple[Route, str]] = []
+    for route in routes:
+        try:
+            _check_id(route.cluster_id)
+            if route.cluster_id in kept:
+                raise ValueError(f"cluster ID {route.cluster_id!r} is already routed to "
+                                 f"{kept[route.cluster_id][0].cluster or 'another cluster'}")
+            backend, by_name = _address(route.backend, "backend")
+            for cidr in route.allowed_source_cidrs:
+                ipaddress.ip_network(safe(cidr, "allowed source CIDR"), strict=False)
+            if route.cluster:
+                safe(route.cluster, "cluster")
+        except (ValueError, TypeError) as exc:
+            dropped.append((route, str(exc)))
+            continue
+        kept[route.cluster_id] = (route, backend, by_name)
+    return [kept[cid] for cid in sorted(kept)], dropped
 
 
 def _global(maxconn: int | None, hard_stop_after: str | None) -> str:
@@ -195,16 +221,14 @@ _RESOLVERS = (
 )
 
 
-def _server(name: str, address: str, extra: str = "") -> str:
-    host, port = _split_host_port(address)
-    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+def _server(name: str, address: str, by_name: bool, extra: str = "") -> str:
     # A name that does not resolve yet leaves this one server down, never the whole proxy.
-    dns = "" if _is_ip(host) else " resolvers dns init-addr libc,none"
-    return f"    server {name} {target}{dns}{extra}\n"
+    dns = " resolvers dns init-addr libc,none" if by_name else ""
+    return f"    server {name} {address}{dns}{extra}\n"
 
 
-def _central_backend(route: Route) -> str:
-    lines = [f"backend {route.backend_name}\n"]
+def _central_backend(route: Route, backend: str, by_name: bool) -> str:
+    lines = [f"backend {backend_name(route)}\n"]
     if route.cluster:
         lines.append(f"    # Cluster {route.cluster}\n")
     if route.allowed_source_cidrs:
@@ -213,7 +237,7 @@ def _central_backend(route: Route) -> str:
         cidrs = [str(n) for n in nets]
         # `src` is the client address carried in the PROXY header, not the load balancer's.
         lines.append(f"    tcp-request content reject unless {{ src {' '.join(cidrs)} }}\n")
-    lines.append(_server("api", route.backend))
+    lines.append(_server("api", backend, by_name))
     return "".join(lines) + "\n"
 
 
@@ -251,24 +275,13 @@ def split_backends(config: str) -> tuple[str, dict[str, str]]:
     return tidy(fixed), {name: tidy(lines) for name, lines in backends.items()}
 
 
-def routes_from_clusters(clusters: Iterable[Cluster]) -> tuple[list[Route], list[FieldError]]:
-    """The routes of every cluster that opted in; a clusterID claimed twice goes to the oldest claimant."""
-    owners, errors = claim_ids(clusters)
-    routes = [
-        Route(cluster_id=cluster_id, backend=owner.spec.shared_ingress.backend, cluster=owner.key,
-              allowed_source_cidrs=tuple(owner.spec.shared_ingress.allowed_source_cidrs))
-        for cluster_id, owner in owners.items()
-    ]
-    return routes, list(errors.values())
-
-
 # --- guest ---------------------------------------------------------------------
 
 def render_guest(guest: SharedIngressInputs, *, maxconn: int | None = None) -> str:
     """The node-side proxy: listen on proxyBind, pass TCP to the central address with PROXY v2 + the ID."""
     cluster_id = _check_id(guest.cluster_id)
-    _split_host_port(guest.proxy_bind)
-    central_host, _ = _split_host_port(guest.central_address)
+    proxy_bind, _ = _address(guest.proxy_bind, "proxy bind", bind=True)
+    central, central_by_name = _address(guest.central_address, "central address")
     if guest.wire_mode == "unique-id":
         # The stream's unique ID is the cluster ID; proxy-v2-options unique-id sends it as the UNIQUE_ID TLV.
         id_line = f"    unique-id-format {cluster_id}\n"
@@ -283,12 +296,12 @@ def render_guest(guest: SharedIngressInputs, *, maxconn: int | None = None) -> s
                f"(wire mode {guest.wire_mode}, HAProxy >= {min_haproxy(guest.wire_mode)}).\n\n")
     out.append(_global(maxconn, None))
     out.append(_defaults())
-    if not _is_ip(central_host):
+    if central_by_name:
         out.append(_RESOLVERS)
     out.append("listen kube_apiserver\n")
-    out.append(f"    bind {guest.proxy_bind}\n")
+    out.append(f"    bind {proxy_bind}\n")
     out.append(id_line)
-    out.append(_server("shared_ingress", guest.central_address, send))
+    out.append(_server("shared_ingress", central, central_by_name, send))
     return "".join(out)
 
 
@@ -346,12 +359,17 @@ def guest_manifests(guest: SharedIngressInputs) -> dict[str, str]:
     }
 
 
+def rendered_by_us(text: str) -> bool:
+    """True when `text` starts as every config rendered here starts."""
+    return text.startswith(_HEADER)
+
+
 def guest_files(guests: Sequence[tuple[str, SharedIngressInputs]]) -> dict[str, str]:
     """{relative path: text} of the guests' configs under guest/<cluster name>/ (namespace.name on a clash)."""
-    names = [name for name, _ in guests]
+    per_name = Counter(key.partition("/")[2] for key, _ in guests)
     files = {}
     for key, guest in sorted(guests, key=lambda g: g[0]):
         namespace, _, name = key.partition("/")
-        folder = name if sum(1 for k in names if k.partition("/")[2] == name) == 1 else f"{namespace}.{name}"
-        files[f"guest/{folder}/{CONFIG_FILE}"] = render_guest(guest)
+        folder = name if per_name[name] == 1 else f"{namespace}.{name}"
+        files[f"{GUEST_FOLDER}/{folder}/{CONFIG_FILE}"] = render_guest(guest)
     return files

@@ -1,6 +1,8 @@
 """Keep the central proxy's ConfigMap equal to what the Clusters ask for.
 
-The service calls `IngressSync.sync(hub, clusters)` whenever its cache changes; the
+The service calls `IngressSync.sync(hub, routes)` with the routes of each new resolution
+(stacks.resolve.resolve_all: exactly the clusters whose ingress, account and namespace checks
+pass; the others carry the reason on their own Cluster's conditions); the
 reloader sidecar in each central-proxy pod applies the new files hitlessly
 (automation/ingress/runtime.py). Unchanged routes write nothing; bursts of
 changes collapse into whatever the ConfigMap holds when the reloader looks.
@@ -13,20 +15,22 @@ from typing import Iterable
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.ingress.render import CONFIG_FILE, MAP_FILE, routes_from_clusters
+from automation.ingress.render import CONFIG_FILE, MAP_FILE
 from components.ingress import CentralProxyArgs
-from stacks.errors import FieldError
-from stacks.model import Cluster, HubConfig
+from stacks.ingress import Route
+from stacks.model import HubConfig
 
 LOG = logging.getLogger("clusternet.ingress")
 CONFIGMAP = "shared-ingress"  # the CentralProxy component's name in deploy/
 
 
-def central_files(hub: HubConfig, clusters: Iterable[Cluster]) -> tuple[dict[str, str], list[FieldError]]:
-    """haproxy.cfg and the map, rendered exactly as the CentralProxy component renders them."""
-    routes, errors = routes_from_clusters(clusters)
-    args = CentralProxyArgs.from_hub(hub.spec.shared_ingress, routes)
-    return {CONFIG_FILE: args.config, MAP_FILE: args.map}, errors
+def central_files(hub: HubConfig, routes: Iterable[Route]) -> tuple[dict[str, str], list[str]]:
+    """haproxy.cfg and the map, rendered exactly as the CentralProxy component renders them, and a line
+    for each route the renderer dropped (never written; the others are)."""
+    assert hub.spec.shared_ingress is not None
+    args = CentralProxyArgs.from_hub(hub.spec.shared_ingress, list(routes))
+    return {CONFIG_FILE: args.config, MAP_FILE: args.map}, \
+        [f"Cluster {route.cluster or route.cluster_id}: not routed: {why}" for route, why in args.dropped]
 
 
 class IngressSync:
@@ -35,13 +39,13 @@ class IngressSync:
         self._name = name
         self._written: dict[str, str] | None = None
 
-    def sync(self, hub: HubConfig | None, clusters: Iterable[Cluster]) -> bool:
+    def sync(self, hub: HubConfig | None, routes: Iterable[Route]) -> bool:
         """Write the ConfigMap when its content changes; True when it wrote."""
         if hub is None or hub.spec.shared_ingress is None:
             return False
-        files, errors = central_files(hub, clusters)
-        for err in errors:
-            LOG.warning("shared ingress: %s", err)
+        files, dropped = central_files(hub, routes)
+        for line in dropped:
+            LOG.error("shared ingress: %s", line)
         if files == self._written:
             return False
         namespace = hub.spec.shared_ingress.namespace
