@@ -44,9 +44,9 @@ def _inputs(args: argparse.Namespace) -> int:
 def _ingress_render(args: argparse.Namespace) -> int:
     """Write the routes that pass every check; list the clusters left out and exit 2 if there are any."""
     from automation.files import load_fleet
-    from automation.ingress.render import CONFIG_FILE, MAP_FILE, CentralSettings, guest_files, render_central
-    from stacks.resolve import resolve_all, shared_ingress_inputs
-    from stacks.tenancy import namespace_of
+    from automation.ingress.render import (CONFIG_FILE, MAP_FILE, CentralSettings, dropped_lines, guest_files,
+                                           render_central)
+    from stacks.resolve import resolve_all
 
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise InvalidSpec.one("--out", "(path)", f"{args.out} is a file, not a folder")
@@ -61,13 +61,10 @@ def _ingress_render(args: argparse.Namespace) -> int:
     # The map is written beside the config; the config names it where the proxy will see it.
     map_seen_at = os.path.join(args.map_dir or os.path.abspath(central_dir), MAP_FILE)
     central = render_central(CentralSettings.from_hub(central_spec, map_path=map_seen_at), resolved.routes)
-    rendered = {route.cluster for route in resolved.routes} - {route.cluster for route, _ in central.dropped}
-    clusters = {c.key: c for c in fleet.clusters}
-    owners = fleet.owners()
-    guests = [(key, shared_ingress_inputs(cluster, fleet.hub, owners.annotations(namespace_of(cluster))))
-              for key in sorted(rendered) if (cluster := clusters[key])]
+    not_rendered = {route.cluster for route, _ in central.dropped}
+    guests = [(key, guest) for key, guest in resolved.guests.items() if key not in not_rendered]
     files = {os.path.join("central", CONFIG_FILE): central.config, os.path.join("central", MAP_FILE): central.map,
-             **guest_files([(key, guest) for key, guest in guests if guest is not None])}
+             **guest_files(guests)}
     written, removed = _write_tree(args.out, files)
     for path in written:
         print(path)
@@ -75,7 +72,7 @@ def _ingress_render(args: argparse.Namespace) -> int:
         print(f"removed {path}", file=sys.stderr)
     left_out = [str(err) for err in invalid]
     left_out += [str(err) for problem in resolved.unrouted.values() for err in problem.errors]
-    left_out += [f"Cluster {route.cluster or route.cluster_id}: not rendered: {why}" for route, why in central.dropped]
+    left_out += dropped_lines(central.dropped)
     if left_out:
         print(f"error: {len(left_out)} problem(s); these clusters are not routed (the others are written):",
               file=sys.stderr)

@@ -171,6 +171,7 @@ class Resolved:
     # Opted-in clusters whose every check but the mesh passes (a mesh problem lies between peers: it
     # stalls the stack, never the route). Sorted by cluster ID.
     routes: tuple[Route, ...] = ()
+    guests: dict[str, SharedIngressInputs] = field(default_factory=dict)  # each routed cluster's node-side proxy
     unrouted: dict[str, InvalidSpec] = field(default_factory=dict)  # opted-in, not routed, and why
 
 
@@ -222,17 +223,18 @@ def resolve_all(fleet: Fleet) -> Resolved:
     # Names claimed twice: the younger claimant is refused. Only admitted clusters claim API hosts, and
     # only those whose own shared-ingress checks pass claim IDs: a refused cluster takes nothing.
     admitted = [c for c in fleet.clusters if isinstance(targets[c.key], AwsTarget)]
-    _, taken = claim_ids(c for c in admitted
-                         if ingress_error(c, hub, owners.annotations(namespace_of(c))) is None)
+    _, taken = claim_ids(c for c in admitted if c.spec.shared_ingress.enabled
+                         and ingress_error(c, hub, owners.annotations(namespace_of(c))) is None)
     _merge(result, [*claim_hosts(admitted).items(), *((key, InvalidSpec([err])) for key, err in taken.items())])
     opted_in = [c for c in fleet.clusters if c.spec.shared_ingress.enabled]
-    routed = [c for c in opted_in if isinstance(result[c.key], StackInputs)]  # before the mesh's refusals
-    routes = tuple(sorted((route_of(c) for c in routed), key=lambda route: route.cluster_id))
+    # Routed: resolved before the mesh's refusals are merged in.
+    guests = {c.key: inputs.shared_ingress for c in opted_in
+              if isinstance(inputs := result[c.key], StackInputs) and inputs.shared_ingress is not None}
+    routes = tuple(sorted((route_of(c) for c in opted_in if c.key in guests), key=lambda route: route.cluster_id))
     _merge(result, mesh.errors.items())
-    routed_keys = {c.key for c in routed}
     unrouted = {c.key: problem for c in opted_in
-                if c.key not in routed_keys and isinstance(problem := result[c.key], InvalidSpec)}
-    return Resolved(result, routes, unrouted)
+                if c.key not in guests and isinstance(problem := result[c.key], InvalidSpec)}
+    return Resolved(result, routes, guests, unrouted)
 
 
 def _merge(result: dict[str, StackInputs | InvalidSpec], problems) -> None:

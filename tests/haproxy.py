@@ -4,8 +4,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,3 +51,18 @@ def check_central(rendered) -> subprocess.CompletedProcess:
     """`haproxy -c` of a rendered central config, with its map written where the config reads it."""
     Path(rendered.map_path).write_text(rendered.map)
     return check_text(rendered.config)
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, log: Path | None = None, timeout: float = 10.0) -> None:
+    """Until something accepts on 127.0.0.1:port; fails at once if `proc` exits, showing `log`."""
+    shown = lambda: f":\n{log.read_text()}" if log is not None else ""  # noqa: E731
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"haproxy exited with {proc.returncode}{shown()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port} after {timeout}s{shown()}")

@@ -4,16 +4,17 @@ stacks/ingress.py, the renderer's own line of defence in automation/ingress/rend
 """
 from __future__ import annotations
 
+import os
 import re
-import socket
 import subprocess
-import time
+import tempfile
 
 import pytest
 import yaml
 
 from automation.cli import main
 from automation.ingress.render import CentralSettings, render_central, render_guest
+from automation.ingress.runtime import MasterCLI, parse_show_proc
 from stacks.crds import cluster_crd, hubconfig_crd
 from stacks.errors import InvalidSpec
 from stacks.ingress import BACKEND_NOT_ALLOWED, Route
@@ -24,7 +25,8 @@ from stacks.names import BIND_PATTERN, HOST_PORT_PATTERN
 from stacks.resolve import resolve_all
 from stacks.tenancy import ALLOWED_BACKENDS_ANNOTATION
 from tests.factories import INGRESS, NAMESPACES, cluster, cluster_doc, fleet, hub, hub_doc, namespace_doc, owned
-from tests.haproxy import HAPROXY, MISSING, check_central
+from tests.envtest import free_port
+from tests.haproxy import HAPROXY, MISSING, check_central, wait_for_port
 
 needs_haproxy = pytest.mark.skipif(HAPROXY is None, reason=MISSING)
 
@@ -39,12 +41,6 @@ BROKEN = "10.9.9.9 x:6443"  # accepted before; haproxy -c then refused every cen
 def opted_in(name: str = "prod-1", backend: str = "10.0.1.10:6443", namespace: str = "acme", **kw) -> dict:
     ingress = {"enabled": True, "backend": backend, **kw.pop("ingress", {})}
     return cluster_doc(name, namespace, sharedIngress=ingress, **kw)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def sections(config: str) -> list[str]:
@@ -157,20 +153,24 @@ def test_an_injected_backend_never_adds_a_section_and_the_proxy_runs_nothing(tmp
 
     # Past the model (a Route built by hand): the renderer drops it; HAProxy, started as the central proxy
     # runs (-W), checks and runs the config, and nothing the tenant wrote executes.
-    rendered = render_central(CentralSettings(map_path=str(tmp_path / "clusters.map"), bind=f"127.0.0.1:{free_port()}",
+    port = free_port()
+    rendered = render_central(CentralSettings(map_path=str(tmp_path / "clusters.map"), bind=f"127.0.0.1:{port}",
                                               health_bind=None),
                               [Route("victim", "10.0.1.10:6443"), Route("evil", injection)])
     assert [r.cluster_id for r, _ in rendered.dropped] == ["evil"]
     assert check_central(rendered).returncode == 0
     (tmp_path / "central.cfg").write_text(rendered.config)
-    proc = subprocess.Popen([HAPROXY, "-W", "-db", "-f", str(tmp_path / "central.cfg")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    master = os.path.join(tempfile.mkdtemp(prefix="inj-"), "master.sock")  # unix paths stop at 107 bytes
+    proc = subprocess.Popen([HAPROXY, "-W", "-db", "-S", master, "-f", str(tmp_path / "central.cfg")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(1.0)
-        assert proc.poll() is None, proc.stdout.read().decode()
+        wait_for_port(port, proc)  # the master has started everything the config asks for
+        listed = MasterCLI(master).command("show proc")
     finally:
         proc.terminate()
         proc.wait(timeout=5)
+    assert len(parse_show_proc(listed).workers) == 1
+    assert listed.split("# programs", 1)[1].strip() == ""  # the master runs no program at all
     assert not marker.exists() and not admin.exists()
 
 

@@ -24,7 +24,8 @@ from automation.ingress.render import CentralConfig, CentralSettings, Route, ren
 from automation.ingress.runtime import CentralRuntime, Debouncer, Loaded, MasterCLI, ReloadFailed, watch, write_atomically
 from stacks.inputs import SharedIngressInputs
 from tests.factories import cluster_doc, hub_doc, namespace_doc
-from tests.haproxy import HAPROXY, MISSING, OLD_HAPROXY, check, version
+from tests.envtest import free_port
+from tests.haproxy import HAPROXY, MISSING, OLD_HAPROXY, check, version, wait_for_port
 
 pytestmark = pytest.mark.skipif(HAPROXY is None, reason=MISSING)
 
@@ -38,18 +39,12 @@ WIRE_MODES = [
     pytest.param("custom-tlv", marks=pytest.mark.skipif(
         HAPROXY is not None and haproxy_version() < (2, 9),
         reason="this haproxy is older than 2.9: it has no fc_pp_tlv / set-proxy-v2-tlv-fmt "
-               "(test_custom_tlv_mode_needs_haproxy_2_9 checks it refuses the config)")),
+               "(test_custom_tlv_is_refused_by_haproxy_older_than_2_9 shows it refuses the config)")),
 ]
 TLV_TYPE = 0xE3
 
 
 # --- loopback helpers --------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 class Echo:
     """A tiny TCP server standing for one cluster's API server: answers each line with '<name>:<line>'."""
@@ -134,19 +129,6 @@ def proxy_v2(tlvs: list[tuple[int, bytes]], src: str = "127.0.0.1", dst: str = "
 
 def id_tlv(wire_mode: str, cluster_id: str) -> tuple[int, bytes]:
     return (0x05 if wire_mode == "unique-id" else TLV_TYPE), cluster_id.encode()
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"haproxy exited with {proc.returncode}:\n{log.read_text()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"nothing listens on {port}:\n{log.read_text()}")
 
 
 # --- the fleet on loopback -------------------------------------------------------------

@@ -169,6 +169,11 @@ def render_central(settings: CentralSettings, routes: Iterable[Route]) -> Centra
                          map_path=settings.map_path, dropped=tuple(dropped))
 
 
+def dropped_lines(dropped: Iterable[tuple[Route, str]]) -> list[str]:
+    """One line per route the renderer dropped, naming its cluster and why."""
+    return [f"Cluster {route.cluster or route.cluster_id}: not routed: {why}" for route, why in dropped]
+
+
 def _check_routes(routes: Iterable[Route]) -> tuple[list[tuple[Route, str, bool]], list[tuple[Route, str]]]:
     """(route, its backend as written, whether it is a name) of each route fit to render, sorted by ID;
     and each other route with why it is dropped. Of two routes with one ID, the first given is kept."""

@@ -15,7 +15,7 @@ from typing import Iterable
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.ingress.render import CONFIG_FILE, MAP_FILE
+from automation.ingress.render import CONFIG_FILE, MAP_FILE, dropped_lines
 from components.ingress import CentralProxyArgs
 from stacks.ingress import Route
 from stacks.model import HubConfig
@@ -29,8 +29,7 @@ def central_files(hub: HubConfig, routes: Iterable[Route]) -> tuple[dict[str, st
     for each route the renderer dropped (never written; the others are)."""
     assert hub.spec.shared_ingress is not None
     args = CentralProxyArgs.from_hub(hub.spec.shared_ingress, list(routes))
-    return {CONFIG_FILE: args.config, MAP_FILE: args.map}, \
-        [f"Cluster {route.cluster or route.cluster_id}: not routed: {why}" for route, why in args.dropped]
+    return {CONFIG_FILE: args.config, MAP_FILE: args.map}, dropped_lines(args.dropped)
 
 
 class IngressSync:
