@@ -4,6 +4,6 @@ The stack's config key `clusternet:inputs` holds that cluster's StackInputs as
 JSON; `python -m automation inputs --hub HUB.yaml --cluster FILE` prints it, and
 the service writes it for every stack it runs.
 """
-from stacks.program import run_from_config
+from components.program import run_from_config
 
 run_from_config()

@@ -11,14 +11,11 @@ import argparse
 import json
 import time
 
-from automation.plan import plan_stack, raise_invalid
-from stacks.mesh import MESH_ENABLED_ANNOTATION, MESH_LABEL
-from stacks.model import parse
+from automation.adapters.plan import plan_stack, raise_invalid
+from bench import fleets
+from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.resolve import Fleet, resolve_fleet
-from stacks.tenancy import OWNER_ACCOUNT_ANNOTATION
 
-REGIONS = ("us-east-1", "eu-west-1")
-ACCOUNTS = ("222222222222", "333333333333")
 MESH_TYPES = {
     "peerings": "aws:ec2/vpcPeeringConnection:VpcPeeringConnection",
     "routes": "aws:ec2/route:Route",
@@ -29,31 +26,17 @@ MESH_TYPES = {
 def mesh_fleet(members: int, tables: int) -> Fleet:
     if not 1 <= members <= 125 * 256:
         raise SystemExit("--members must be between 1 and 32000")
-    hub = parse({
-        "apiVersion": "clusternet.io/v1alpha1", "kind": "HubConfig", "metadata": {"name": "bench"},
-        "spec": {"accountID": "111111111111", "region": "us-east-1",
-                 "credentials": {"roleARN": "arn:aws:iam::111111111111:role/clusternet-hub"},
-                 "roleAccountMap": {a: f"arn:aws:iam::{a}:role/clusternet" for a in ACCOUNTS},
-                 # Quotas raised as far as AWS goes, so that the group size is the only variable.
-                 "mesh": {"peeringsPerVPC": 125, "routesPerTable": 1000,
-                          "groups": {"bench": {"namespaces": [f"tenant-{k}" for k in range(3)]}}}},
-    })
+    # Quotas raised as far as AWS goes, so that the group size is the only variable.
+    hub = fleets.hub(mesh={"peeringsPerVPC": 125, "routesPerTable": 1000,
+                           "groups": {"bench": {"namespaces": [f"tenant-{k}" for k in range(3)]}}})
     clusters = tuple(
-        parse({
-            "apiVersion": "clusternet.io/v1alpha1", "kind": "Cluster",
-            "metadata": {"name": f"m{i:03d}", "namespace": f"tenant-{i % 3}",
-                         "creationTimestamp": f"2025-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z",
-                         "labels": {MESH_LABEL: "bench"}, "annotations": {MESH_ENABLED_ANNOTATION: "true"}},
-            "spec": {"accountID": ACCOUNTS[i % 3 % 2], "region": REGIONS[(i // 2) % 2], "infraID": f"m{i:03d}-abcde",
-                     "apiURL": f"https://api.m{i:03d}.example.com:6443",
-                     "network": {"vpcID": f"vpc-0m{i:03d}", "cidr": f"10.{i // 256}.{i % 256}.0/24",
-                                 "routeTableIDs": [f"rtb-0m{i:03d}{t}" for t in range(tables)],
-                                 "nodeSecurityGroupIDs": [f"sg-0m{i:03d}"]}},
-        })
+        fleets.cluster(i, f"m{i:03d}", f"tenant-{i % 3}", account=fleets.ACCOUNTS[i % 3 % 2], vpc=f"vpc-0m{i:03d}",
+                       route_tables=[f"rtb-0m{i:03d}{t}" for t in range(tables)], security_group=f"sg-0m{i:03d}",
+                       metadata={"creationTimestamp": f"2025-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z",
+                                 "labels": {MESH_LABEL: "bench"}, "annotations": {MESH_ENABLED_ANNOTATION: "true"}})
         for i in range(members)
     )
-    owners = {f"tenant-{k}": {OWNER_ACCOUNT_ANNOTATION: ACCOUNTS[k % 2]} for k in range(3)}
-    return Fleet(hub=hub, clusters=clusters, namespaces=owners)
+    return Fleet(hub=hub, clusters=clusters, namespaces=fleets.owners(3))
 
 
 def main() -> None:

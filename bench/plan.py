@@ -10,44 +10,25 @@ import argparse
 import json
 import time
 
-from automation.files import load_fleet
-from automation.plan import plan_all, raise_invalid
-from stacks.model import parse
+from automation.adapters.files import load_fleet
+from automation.adapters.plan import plan_all, raise_invalid
+from bench import fleets
 from stacks.resolve import Fleet, resolve_fleet
-from stacks.tenancy import OWNER_ACCOUNT_ANNOTATION
-
-REGIONS = ("us-east-1", "eu-west-1")
-ACCOUNTS = ("222222222222", "333333333333")
-
 
 def generated_fleet(n: int) -> Fleet:
     inventory = [
         {"region": region, "vpcID": f"vpc-0hub{r}{i}", "cidr": f"10.{100 + r * 10 + i}.0.0/16",
          "subnets": [{"subnetID": f"subnet-0{r}{i}{z}", "availabilityZone": f"{region}{z}"} for z in "abc"]}
-        for r, region in enumerate(REGIONS) for i in range(max(1, -(-n // (2 * 40))))
+        for r, region in enumerate(fleets.REGIONS) for i in range(max(1, -(-n // (2 * 40))))
     ]
-    hub = parse({
-        "apiVersion": "clusternet.io/v1alpha1", "kind": "HubConfig", "metadata": {"name": "bench"},
-        "spec": {"accountID": "111111111111", "region": "us-east-1",
-                 "credentials": {"roleARN": "arn:aws:iam::111111111111:role/clusternet-hub"},
-                 "roleAccountMap": {a: f"arn:aws:iam::{a}:role/clusternet" for a in ACCOUNTS},
-                 "endpointVPCInventory": inventory,
-                 "associatedVPCs": [{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "10.0.0.0/16"}]},
-    })
+    hub = fleets.hub(endpointVPCInventory=inventory,
+                     associatedVPCs=[{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "10.0.0.0/16"}])
     clusters = tuple(
-        parse({
-            "apiVersion": "clusternet.io/v1alpha1", "kind": "Cluster",
-            "metadata": {"name": f"c{i:04d}", "namespace": f"tenant-{i % 7}"},
-            "spec": {"accountID": ACCOUNTS[i % 7 % 2], "region": REGIONS[(i // 2) % 2], "infraID": f"c{i:04d}-abcde",
-                     "apiURL": f"https://api.c{i:04d}.example.com:6443",
-                     "network": {"vpcID": f"vpc-0c{i:04d}", "cidr": f"10.{i // 256}.{i % 256}.0/24",
-                                 "routeTableIDs": [f"rtb-0{i:04d}"], "nodeSecurityGroupIDs": [f"sg-0{i:04d}"]},
-                     "privateLink": {"enabled": True}},
-        })
+        fleets.cluster(i, f"c{i:04d}", f"tenant-{i % 7}", account=fleets.ACCOUNTS[i % 7 % 2], vpc=f"vpc-0c{i:04d}",
+                       route_tables=[f"rtb-0{i:04d}"], security_group=f"sg-0{i:04d}", privateLink={"enabled": True})
         for i in range(n)
     )
-    owners = {f"tenant-{k}": {OWNER_ACCOUNT_ANNOTATION: ACCOUNTS[k % 2]} for k in range(7)}
-    return Fleet(hub=hub, clusters=clusters, namespaces=owners)
+    return Fleet(hub=hub, clusters=clusters, namespaces=fleets.owners(7))
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """How the service behaves under load: `python -m bench.reconcile --json`.
 
-Drives the real watch -> queue -> reconcile path (automation.service.Service)
-against a mock Kubernetes API server (kmock's emulator, tests.doubles.MockKubeAPI,
+Drives the real watch -> queue -> reconcile path (automation.service.serve.Service)
+against a mock Kubernetes API server (kmock's emulator, doubles.MockKubeAPI,
 in its own process so that its memory is not counted) over real HTTP, with the
-recording engine double (tests.doubles.RecordingEngine) taking --run-ms per run.
+recording engine double (doubles.RecordingEngine) taking --run-ms per run.
 Prints one JSON object:
 
   restart_noop_runs         engine runs when the service restarts over --clusters applied clusters (must be 0)
@@ -31,14 +31,11 @@ from typing import Any, Iterator
 
 from kubernetes import client
 
-from automation.service import Service, ServiceOptions
-from stacks.model import GROUP
-from stacks.tenancy import OWNER_ACCOUNT_ANNOTATION
-from tests.doubles import RecordingEngine
+from automation.service.serve import Service, ServiceOptions
+from bench.fleets import ACCOUNTS, REGIONS
+from doubles import RecordingEngine
+from stacks.names import GROUP, OWNER_ACCOUNT_ANNOTATION, VERSION
 
-VERSION = "v1alpha1"
-REGIONS = ("us-east-1", "eu-west-1")
-ACCOUNTS = ("222222222222", "333333333333")
 SYSTEM = "clusternet-system"
 
 
@@ -48,7 +45,7 @@ SYSTEM = "clusternet-system"
 def api_server() -> Iterator[str]:
     """A MockKubeAPI in a child process; yields its URL."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "tests.doubles"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "doubles"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, env=env)
     try:
         url = proc.stdout.readline().strip()

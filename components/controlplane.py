@@ -19,7 +19,8 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-GROUP = "clusternet.io"
+from stacks.names import GROUP
+
 STATE_DIR = "/var/lib/clusternet"
 
 

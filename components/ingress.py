@@ -2,7 +2,7 @@
 
     CentralProxy (clusternet:ingress:CentralProxy)
     ├── Namespace            spec.sharedIngress.namespace
-    ├── ConfigMap            haproxy.cfg + clusters.map (automation.ingress.render)
+    ├── ConfigMap            haproxy.cfg + clusters.map (stacks.haproxy)
     ├── Deployment           HAProxy in master-worker mode, >= 2 replicas on different nodes, readiness on /healthz;
     │                        with a reloader image, a sidecar applies ConfigMap changes without dropping connections
     ├── PodDisruptionBudget  at most one replica down at a time
@@ -22,14 +22,13 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from automation.ingress.render import CONFIG_FILE, MAP_FILE, CentralSettings, render_central
+from stacks.haproxy import CONFIG_DIR, CONFIG_FILE, HEALTH_PORT, MAP_FILE, render_for_proxy
 from stacks.ingress import Route
 from stacks.model import HubSharedIngress
+from stacks.names import parse_host_port
 
-CONFIG_DIR = "/usr/local/etc/haproxy"  # the ConfigMap, mounted whole (a subPath mount would never update)
 RUN_DIR = "/var/run/haproxy"  # the master CLI socket, shared with the reloader
 MASTER_SOCKET = f"{RUN_DIR}/master.sock"
-HEALTH_PORT = 8404
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ class CentralProxyArgs:
     image: str = "haproxy:2.6"
     replicas: int = 2
     reloader_image: str | None = None  # the clusternet image; None: a config change rolls the pods
-    # True: the service keeps the ConfigMap's routes current (automation/ingress/sync.py) and this
+    # True: the service keeps the ConfigMap's routes current (automation/adapters/ingress_sync.py) and this
     # component only creates it; needs the reloader, since nothing else would apply the changes.
     routes_from_service: bool = False
     route_writer: tuple[str, str] | None = None  # (namespace, service account) allowed to update the ConfigMap
@@ -58,10 +57,8 @@ class CentralProxyArgs:
 
     @classmethod
     def from_hub(cls, ingress: HubSharedIngress, routes: Sequence[Route], **overrides: Any) -> "CentralProxyArgs":
-        settings = CentralSettings.from_hub(ingress, map_path=f"{CONFIG_DIR}/{MAP_FILE}",
-                                            health_bind=f":{HEALTH_PORT}")
-        rendered = render_central(settings, routes)
-        fields = dict(config=rendered.config, map=rendered.map, port=int(ingress.bind.rpartition(":")[2]),
+        rendered = render_for_proxy(ingress, routes)
+        fields = dict(config=rendered.config, map=rendered.map, port=parse_host_port(ingress.bind, bind=True)[1],
                       dropped=rendered.dropped,
                       namespace=ingress.namespace, image=ingress.image, replicas=ingress.replicas,
                       reloader_image=ingress.reloader_image)
@@ -177,7 +174,7 @@ class CentralProxy(pulumi.ComponentResource):
             containers.append({
                 "name": "reloader",
                 "image": args.reloader_image,
-                "command": ["python", "-m", "automation.ingress.runtime", "--source", CONFIG_DIR,
+                "command": ["python", "-m", "automation.adapters.haproxy", "--source", CONFIG_DIR,
                             "--master-socket", MASTER_SOCKET],
                 "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
                 "securityContext": locked_down,

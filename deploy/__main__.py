@@ -9,11 +9,11 @@ import pulumi_kubernetes as k8s
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from automation.files import load_hub  # noqa: E402
-from automation.ingress.sync import CONFIGMAP  # noqa: E402
+from automation.adapters.files import load_hub  # noqa: E402
 from components.controlplane import ControlPlane, ControlPlaneArgs  # noqa: E402
 from components.ingress import CentralProxy, CentralProxyArgs  # noqa: E402
 from stacks.crds import crd_manifests  # noqa: E402
+from stacks.names import SHARED_INGRESS_CONFIGMAP  # noqa: E402
 
 config = pulumi.Config()
 image = config.require("image")
@@ -31,7 +31,7 @@ hub_file = config.get("hub")  # the HubConfig YAML this deployment serves (also 
 hubs = [load_hub(hub_file)] if hub_file else []
 if hubs and hubs[0].spec.shared_ingress is not None:
     proxy = CentralProxy(
-        CONFIGMAP,
+        SHARED_INGRESS_CONFIGMAP,
         CentralProxyArgs.from_hub(hubs[0].spec.shared_ingress, [], reloader_image=image, routes_from_service=True,
                                   route_writer=(namespace, "clusternet")),
         provider,

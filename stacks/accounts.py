@@ -18,22 +18,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 from stacks.errors import InvalidSpec
 from stacks.model import REGIONS, Cluster, HubConfig, partition_of
 from stacks.targets import AwsTarget
-from stacks.names import stack_name
-from stacks.tenancy import OWNER_ACCOUNT_ANNOTATION, Owners, namespace_of
+from stacks.names import DEFAULT_REGION_ANNOTATION, REGION_ANNOTATION, ROLE_ARN
+from stacks.tenancy import Owners, namespace_of
 
-if TYPE_CHECKING:  # annotations only: stacks.inputs builds on this module (through stacks.mesh)
-    from stacks.inputs import StackInputs
-
-DEFAULT_REGION_ANNOTATION = "clusternet.io/default-region"
-REGION_ANNOTATION = "clusternet.io/region"
 
 _SESSION_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_+=,.@-]")
-ROLE_ARN = re.compile(r"arn:aws(-us-gov|-cn)?:iam::\d{12}:role/[\w+=,.@/-]{1,512}")
 _SESSION_NAME_MAX = 64  # STS RoleSessionName
 
 
@@ -43,7 +37,7 @@ def session_name(purpose: str, cluster: Cluster | None = None) -> str:
     Names longer than STS allows keep their start and end in a hash, so two
     clusters never share a session name.
     """
-    subject = stack_name(cluster.metadata.namespace, cluster.metadata.name) if cluster else "service"
+    subject = cluster.stack if cluster else "service"
     raw = _SESSION_NAME_UNSAFE.sub("-", f"clusternet-{purpose}-{subject}")
     if len(raw) <= _SESSION_NAME_MAX:
         return raw
@@ -124,59 +118,3 @@ def cluster_target(cluster: Cluster, owners: Owners, role_map: Mapping[str, str]
         external_id=creds.external_id,
         session_duration_seconds=creds.session_duration_seconds,
     )
-
-
-def stack_targets(inputs: StackInputs) -> list[AwsTarget]:
-    """Every (account, region) the stack program builds a provider for, in a stable order.
-
-    Mirrors stacks.program (tests compare it with the providers of the offline plan;
-    a stack with no AWS resources uses none): the audit logs one pivot per target
-    before each stack run.
-    """
-    targets: list[AwsTarget] = []
-    link = inputs.private_link
-    if link is not None:
-        targets.append(inputs.cluster)
-        targets.append(inputs.hub.in_region(link.endpoint_vpc.region))
-        targets.extend(inputs.hub.in_region(vpc.region) for vpc in link.associated_vpcs if vpc.cidr is None)
-    share = inputs.mesh
-    if share is not None:  # its own side, and each owned pair's peer (the accepter, its routes and rules)
-        targets.append(inputs.cluster)
-        targets.extend(pair.peer.target for pair in share.pairs)
-    unique: dict[str, AwsTarget] = {}
-    for target in targets:
-        unique.setdefault(target.key, target)
-    return list(unique.values())
-
-
-def check_move(applied: StackInputs | None, desired: StackInputs) -> None:
-    """Refuse to move a cluster that has a stack to another account or region.
-
-    The old resources live where the old stack's providers point; a stack whose
-    providers now point elsewhere would orphan them. `applied` is the inputs of
-    the last successful `up` (None: no stack, anything goes). Destroying the old
-    stack first (delete the Cluster, or revert, destroy, re-apply) lifts the refusal.
-    """
-    if applied is None:
-        return
-    ref = f"Cluster {desired.key}"
-    undo = (f"stack {applied.stack} still holds resources there; revert the change, or delete the Cluster "
-            "(its stack is destroyed) and create it again with the new placement")
-    if applied.cluster.account_id != desired.cluster.account_id:
-        raise InvalidSpec.one(
-            ref, f"spec.accountID (or namespace annotation {OWNER_ACCOUNT_ANNOTATION})",
-            f"account changed from {applied.cluster.account_id} to {desired.cluster.account_id}; {undo}",
-            condition="AccountChanged",
-        )
-    if applied.hub.account_id != desired.hub.account_id:
-        raise InvalidSpec.one(
-            ref, "HubConfig spec.accountID",
-            f"hub account changed from {applied.hub.account_id} to {desired.hub.account_id}; {undo}",
-            condition="AccountChanged",
-        )
-    if applied.cluster.region != desired.cluster.region:
-        raise InvalidSpec.one(
-            ref, f"region ({REGION_ANNOTATION}, namespace {DEFAULT_REGION_ANNOTATION}, spec.region, HubConfig spec.region)",
-            f"region changed from {applied.cluster.region} to {desired.cluster.region}; {undo}",
-            condition="RegionChanged",
-        )

@@ -25,11 +25,10 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
 from stacks import model
-from stacks.model import GROUP, ClusterSpec, HubConfigSpec
-from stacks.names import API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
+from stacks.model import ClusterSpec, HubConfigSpec
+from stacks.names import GROUP, VERSION, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
 from stacks.status import ClusterStatus
 
-VERSION = model.API_VERSION.split("/", 1)[1]
 
 # Validators of stacks.model whose rule can be written as a schema keyword.
 # (Regex-built validators are found by the compiled pattern in their closure.)

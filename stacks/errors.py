@@ -29,3 +29,17 @@ class InvalidSpec(ValueError):
     @classmethod
     def one(cls, obj: str, field: str, reason: str, *, condition: str = "InvalidSpec") -> "InvalidSpec":
         return cls([FieldError(obj, field, reason)], condition)
+
+
+class Failure(Exception):
+    """Something failed that may pass on a later try; `reason` is the condition reason the service reports.
+
+    The adapters' errors build on it, each in its own family: the engine's (EngineError) and AWS's (AwsError).
+    """
+
+    reason = "Failed"
+
+    def __init__(self, message: str, *, reason: str | None = None):
+        super().__init__(message)
+        if reason:
+            self.reason = reason

@@ -12,17 +12,14 @@ One function owns each rule, and `stacks.resolve.resolve_all` applies them for t
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model import Cluster, HubConfig
-from stacks.names import Host, parse_host_port, under
-from stacks.tenancy import ALLOWED_BACKENDS_ANNOTATION, allowed_backends, namespace_of
+from stacks.names import ALLOWED_BACKENDS_ANNOTATION, CLUSTER_ID, Host, parse_host_port, under
+from stacks.tenancy import allowed_backends, namespace_of
 
-# Safe as an HAProxy map key, backend name and log-format text.
-CLUSTER_ID = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
 
 BACKEND_NOT_ALLOWED = "BackendNotAllowed"  # condition reason
 NO_SHARED_INGRESS = "NoSharedIngress"

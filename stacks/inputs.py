@@ -4,11 +4,15 @@
 
 One StackInputs feeds `pulumi up` (as stack config), the offline plan and the
 service (whose skip-check is `digest()`), so the three can never disagree.
+`stack_targets(inputs)` says which (account, region) each of the stack's providers
+points at: components.program builds its providers from it, and the audit and the
+preflight read the same list, so what they check is what the program uses.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from stacks.mesh import MeshShare
@@ -82,3 +86,36 @@ class StackInputs(Frozen):
             "clusternet:account": self.cluster.account_id,
             "clusternet:region": self.cluster.region,
         }
+
+
+@dataclass(frozen=True)
+class StackTargets:
+    """The (account, region) of every aws.Provider the stack program builds, by what it is for."""
+
+    cluster: AwsTarget | None = None  # the cluster's own account: its endpoint service, its mesh side
+    endpoint_hub: AwsTarget | None = None  # the hub in the endpoint VPC's region: the interface endpoint, the zone
+    hub_by_region: dict[str, AwsTarget] = field(default_factory=dict)  # associations of VPCs found by lookup
+    peers: dict[str, AwsTarget] = field(default_factory=dict)  # peer cluster key -> its account (owned pairs)
+
+    def all(self) -> list[AwsTarget]:
+        """Each distinct target once, in a stable order (the audit logs one pivot per target)."""
+        ordered = [self.cluster, self.endpoint_hub, *self.hub_by_region.values(), *self.peers.values()]
+        unique: dict[str, AwsTarget] = {}
+        for target in ordered:
+            if target is not None:
+                unique.setdefault(target.key, target)
+        return list(unique.values())
+
+
+def stack_targets(inputs: StackInputs) -> StackTargets:
+    """Where the stack's providers point; a stack with no AWS resources (shared ingress only) has none."""
+    link, share = inputs.private_link, inputs.mesh
+    if link is None and share is None:
+        return StackTargets()
+    return StackTargets(
+        cluster=inputs.cluster,
+        endpoint_hub=inputs.hub.in_region(link.endpoint_vpc.region) if link is not None else None,
+        hub_by_region={vpc.region: inputs.hub.in_region(vpc.region)
+                       for vpc in (link.associated_vpcs if link is not None else ()) if vpc.cidr is None},
+        peers={pair.peer.key: pair.peer.target for pair in share.pairs} if share is not None else {},
+    )

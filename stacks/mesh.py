@@ -46,12 +46,9 @@ from stacks import accounts
 from stacks.errors import FieldError, InvalidSpec
 from stacks.targets import AwsTarget, Frozen
 from stacks.model import Cluster, HubConfig, MeshGroup, MeshRule
-from stacks.names import stack_name
+from stacks.names import JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.tenancy import namespace_of
 
-MESH_LABEL = "clusternet.io/mesh"
-MESH_ENABLED_ANNOTATION = "clusternet.io/mesh-enabled"
-JOIN_STATUS_KEY = "meshJoin"  # status.meshJoin = {"group": G, "order": n}, written by the service
 NOT_IN_MESH_GROUP = "NotInMeshGroup"
 
 ALL_TRAFFIC = MeshRule(protocol="-1", from_port=0, to_port=0)
@@ -147,10 +144,6 @@ def join_key(cluster: Cluster, group: str) -> tuple:
 def pair_name(a_stack: str, b_stack: str) -> str:
     """Stable whichever side asks: '+' cannot occur in a namespace or a name."""
     return "+".join(sorted((a_stack, b_stack)))
-
-
-def stack_of(cluster: Cluster) -> str:
-    return stack_name(cluster.metadata.namespace, cluster.metadata.name)
 
 
 def group_key(cluster: Cluster, group: str, hub: HubConfig) -> str | InvalidSpec:
@@ -272,7 +265,7 @@ def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], ta
 
 def _candidate(cluster: Cluster, target: AwsTarget, dedicated: bool) -> _Candidate:
     net = cluster.spec.network
-    stack = stack_of(cluster)
+    stack = cluster.stack
     member = MeshMember(
         key=cluster.key,
         stack=stack,
@@ -328,16 +321,6 @@ def _fit_problems(c: _Candidate, group: str, admitted: list[_Candidate], limits)
             f"Raise the AWS quota and HubConfig spec.mesh, split the group, or connect this many VPCs "
             f"through a Transit Gateway instead of peering", condition="MeshLimitExceeded")
     return None
-
-
-# --- what an event changes ------------------------------------------------------------------
-
-def changed_stacks(before: Mapping[str, MeshShare | None], after: Mapping[str, MeshShare | None]) -> set[str]:
-    """Cluster keys whose share differs between two plans (`MeshPlan.shares`): the stacks an event must run.
-
-    A key present on one side only counts as changed (joined or left).
-    """
-    return {key for key in set(before) | set(after) if before.get(key) != after.get(key)}
 
 
 def rule_label(rule: MeshRule) -> str:

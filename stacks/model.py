@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.names import LABEL_MAX, cluster_key, hostname_error, parse_api_url, parse_host_port
-
-API_VERSION = "clusternet.io/v1alpha1"
-GROUP = "clusternet.io"
+from stacks.names import (API_VERSION, CLUSTER_ID, CLUSTER_ID_MAX, LABEL_MAX, PRINCIPAL_ARN, ROLE_ARN,
+                          JOIN_STATUS_KEY, cluster_key, hostname_error, parse_api_url, parse_host_port, stack_name)
 
 # Commercial, GovCloud and China partitions. A region outside this list is a typo
 # far more often than a region launched since this list was written.
@@ -40,7 +38,7 @@ def partition_of(region: str) -> str:
 
 # --- field types -------------------------------------------------------------
 
-def _pattern(regex: str, what: str):
+def _pattern(regex: str | re.Pattern, what: str):
     compiled = re.compile(regex)
 
     def check(value: str) -> str:
@@ -124,10 +122,10 @@ Domain = Annotated[str, Field(max_length=253), AfterValidator(_domain)]
 NamespaceName = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", max_length=LABEL_MAX)]
 # Integers the API server stores as int32; strict (Spec), so `true` or "5" is refused, not coerced.
 INT32_MAX = 2**31 - 1
-RoleARN = Annotated[str, Field(max_length=2048), _pattern(r"arn:aws(-us-gov|-cn)?:iam::\d{12}:role/[\w+=,.@/-]{1,512}", "an IAM role ARN")]
+RoleARN = Annotated[str, Field(max_length=2048), _pattern(ROLE_ARN, "an IAM role ARN")]
 PrincipalARN = Annotated[
     str, Field(max_length=2048),
-    _pattern(r"arn:aws(-us-gov|-cn)?:iam::\d{12}:(root|(role|user)/[\w+=,.@/-]{1,512})", "an IAM principal ARN"),
+    _pattern(PRINCIPAL_ARN, "an IAM principal ARN"),
 ]
 VpcID = Annotated[str, Field(max_length=32), _pattern(r"vpc-[0-9a-z]+", "a VPC ID (vpc-...)")]
 SubnetID = Annotated[str, Field(max_length=32), _pattern(r"subnet-[0-9a-z]+", "a subnet ID (subnet-...)")]
@@ -237,7 +235,7 @@ class HubSharedIngress(Spec):
     namespace: NamespaceName = "clusternet-ingress"
     image: str = Field("haproxy:2.6", max_length=512)  # central proxy and node-side proxies
     replicas: int = Field(2, ge=2, le=INT32_MAX)
-    # The clusternet image: runs `python -m automation.ingress.runtime` beside HAProxy so config
+    # The clusternet image: runs `python -m automation.adapters.haproxy` beside HAProxy so config
     # changes apply without dropping connections. Without it a change rolls the pods.
     reloader_image: str | None = Field(None, max_length=512)
 
@@ -294,8 +292,8 @@ class ClusterPrivateLink(Spec):
 
 class ClusterSharedIngress(Spec):
     enabled: bool = False
-    cluster_id: str | None = Field(None, alias="clusterID", pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$",
-                                      max_length=63)
+    cluster_id: str | None = Field(None, alias="clusterID", pattern=f"^{CLUSTER_ID.pattern}$",
+                                      max_length=CLUSTER_ID_MAX)
     backend: HostPort | None = None  # the API server inside the management cluster
     proxy_bind: HostPort = "172.31.0.1:6443"
     # Matched against the client address carried in the PROXY header (the guest's pods and nodes).
@@ -362,6 +360,11 @@ class Cluster(Resource):
         return cluster_key(self.metadata.namespace, self.metadata.name)
 
     @property
+    def stack(self) -> str:
+        """namespace.name: the cluster's Pulumi stack."""
+        return stack_name(self.metadata.namespace, self.metadata.name)
+
+    @property
     def ref(self) -> str:
         return f"Cluster {self.key}"
 
@@ -396,6 +399,25 @@ def _field_path(loc: tuple) -> str:
     for part in loc:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     return path or "(object)"
+
+
+# The metadata of a Cluster that resolve() reads. `resolved_part` keeps only these (with the spec and
+# status.meshJoin); the service parses that part and re-resolves when it changes, so a field outside it
+# (resourceVersion, finalizers, managedFields, the status the service writes) can never change a stack.
+RESOLVED_METADATA = ("name", "namespace", "labels", "annotations", "generation", "creationTimestamp",
+                     "deletionTimestamp")
+
+
+def resolved_part(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a Cluster document that resolve() reads: what the service parses and watches for change."""
+    meta = doc.get("metadata")
+    part = {key: value for key, value in doc.items() if key not in ("metadata", "status")}
+    part["metadata"] = {k: meta[k] for k in RESOLVED_METADATA if k in meta} if isinstance(meta, Mapping) else meta
+    status = doc.get("status")
+    join = status.get(JOIN_STATUS_KEY) if isinstance(status, Mapping) else None
+    if join:
+        part["status"] = {JOIN_STATUS_KEY: join}
+    return part
 
 
 def parse(doc: dict, *, source: str | None = None) -> HubConfig | Cluster | Namespace:

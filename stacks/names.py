@@ -1,6 +1,9 @@
 """Names that clusternet derives or accepts, and the limits they must fit. Pure; imports nothing of ours.
 
-One place for each naming fact:
+Every name and pattern that more than one layer uses lives here, and only here:
+- the API: group, version, the finalizer, the annotations and labels clusternet reads or writes, the
+  role-map ConfigMap's and the shared-ingress ConfigMap's default names;
+- the patterns several modules check: IAM role and principal ARNs, shared-ingress cluster IDs;
 - a cluster's key `namespace/name` and stack name `namespace.name` (Pulumi: at most 100 characters);
 - what an API host may be: a DNS hostname (letters, digits and hyphens, labels of at most 63, the whole at
   most 253, at least two labels, ASCII: IDNA-encode anything else), never an IP literal, and never equal to
@@ -16,6 +19,37 @@ from __future__ import annotations
 import ipaddress
 import re
 
+# --------------------------------------------------------------------------- the API
+GROUP = "clusternet.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+FINALIZER = f"{GROUP}/stack"  # holds a deleted Cluster until its stack is destroyed
+ANNOTATION_PREFIX = f"{GROUP}/"  # the only Namespace annotations resolve() reads start with it
+
+# Namespace annotations (the hub administrator's: tenants cannot write Namespaces)
+OWNER_ACCOUNT_ANNOTATION = f"{GROUP}/owner-account-id"
+DEFAULT_REGION_ANNOTATION = f"{GROUP}/default-region"
+TENANT_ANNOTATION = f"{GROUP}/tenant"
+ALLOWED_DOMAINS_ANNOTATION = f"{GROUP}/allowed-domains"  # comma-separated
+ALLOWED_BACKENDS_ANNOTATION = f"{GROUP}/allowed-backends"  # comma-separated CIDR blocks and domains
+# Cluster metadata
+REGION_ANNOTATION = f"{GROUP}/region"
+MESH_LABEL = f"{GROUP}/mesh"
+MESH_ENABLED_ANNOTATION = f"{GROUP}/mesh-enabled"
+JOIN_STATUS_KEY = "meshJoin"  # status.meshJoin: the one status field resolve() reads
+
+ROLE_MAP_CONFIGMAP = "clusternet-role-account-map"  # in the service's namespace: account ID -> role ARN
+SHARED_INGRESS_CONFIGMAP = "shared-ingress"  # the central proxy's config (deploy/'s CentralProxy name)
+
+# --------------------------------------------------------------------------- patterns (unanchored: fullmatch them)
+PARTITION = r"arn:aws(-us-gov|-cn)?"
+ROLE_ARN = re.compile(rf"{PARTITION}:iam::\d{{12}}:role/[\w+=,.@/-]{{1,512}}")
+PRINCIPAL_ARN = re.compile(rf"{PARTITION}:iam::\d{{12}}:(root|(role|user)/[\w+=,.@/-]{{1,512}})")
+# A shared-ingress cluster ID: safe as an HAProxy map key, backend name and log-format text.
+CLUSTER_ID = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
+CLUSTER_ID_MAX = 63
+
+# --------------------------------------------------------------------------- limits
 STACK_NAME_MAX = 100  # Pulumi stack names: [A-Za-z0-9_.-], at most 100 characters
 TAG_VALUE_MAX = 256  # AWS resource tags: values at most 256 characters, keys 128
 HOSTNAME_MAX = 253  # DNS: 253 characters written out (255 octets on the wire: Route 53's zone-name limit)

@@ -25,10 +25,6 @@ from stacks.targets import AwsTarget
 from stacks.tenancy import Owners, claim_hosts, host_errors, namespace_of, tenant_of
 
 
-def stack_name(cluster: Cluster) -> str:
-    return names.stack_name(cluster.metadata.namespace, cluster.metadata.name)
-
-
 @dataclass(frozen=True)
 class Fleet:
     """Everything resolve needs besides the cluster itself."""
@@ -67,7 +63,7 @@ def resolve(
         "clusternet.io/managed-by": "clusternet",
     }
     return StackInputs(
-        stack=stack_name(cluster),
+        stack=cluster.stack,
         namespace=namespace,
         name=cluster.metadata.name,
         tenant=tenant,
@@ -158,11 +154,6 @@ def fleet_targets(fleet: Fleet, owners: Owners | None = None) -> dict[str, AwsTa
     return targets
 
 
-def mesh_of(fleet: Fleet, targets: Mapping[str, AwsTarget | InvalidSpec] | None = None) -> MeshPlan:
-    """The fleet's mesh: groups, pair owners, each stack's share (stacks.mesh.changed_stacks diffs two)."""
-    return plan_mesh(fleet.hub, fleet.clusters, fleet_targets(fleet) if targets is None else targets)
-
-
 @dataclass(frozen=True)
 class Resolved:
     """A fleet resolved: every cluster's inputs (or why not) and the shared ingress's routes."""
@@ -173,6 +164,7 @@ class Resolved:
     routes: tuple[Route, ...] = ()
     guests: dict[str, SharedIngressInputs] = field(default_factory=dict)  # each routed cluster's node-side proxy
     unrouted: dict[str, InvalidSpec] = field(default_factory=dict)  # opted-in, not routed, and why
+    mesh: MeshPlan | None = None  # the mesh plan the inputs were built from (the service hands out its stamps)
 
 
 def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
@@ -197,7 +189,7 @@ def resolve_all(fleet: Fleet) -> Resolved:
         if c.spec.private_link.enabled and isinstance(target := targets[c.key], AwsTarget)
     ]
     placed = place_endpoints(hub, wants, fleet.placements)
-    mesh = mesh_of(fleet, targets)
+    mesh = plan_mesh(hub, fleet.clusters, targets)
 
     result: dict[str, StackInputs | InvalidSpec] = {}
     for cluster in fleet.clusters:
@@ -234,7 +226,7 @@ def resolve_all(fleet: Fleet) -> Resolved:
     _merge(result, mesh.errors.items())
     unrouted = {c.key: problem for c in opted_in
                 if c.key not in guests and isinstance(problem := result[c.key], InvalidSpec)}
-    return Resolved(result, routes, guests, unrouted)
+    return Resolved(result, routes, guests, unrouted, mesh)
 
 
 def _merge(result: dict[str, StackInputs | InvalidSpec], problems) -> None:

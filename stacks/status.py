@@ -4,7 +4,7 @@ The CRD's status schema is generated from these models (stacks.crds), so a field
 the service writes is a field the API server keeps (unknown status fields are
 pruned). kstatus conventions: conditions Ready / Reconciling / Stalled, each with
 observedGeneration; `observedGeneration` at the top says which spec was seen.
-The logic that fills these in lives in automation.status.
+The logic that fills these in lives in automation.adapters.status.
 """
 from __future__ import annotations
 

@@ -30,12 +30,8 @@ from typing import Iterable, Mapping
 
 from stacks.errors import InvalidSpec
 from stacks.model import Cluster, HubConfig, backend_rule
-from stacks.names import TAG_VALUE_MAX, hostname_error, parse_api_url, under
-
-OWNER_ACCOUNT_ANNOTATION = "clusternet.io/owner-account-id"
-TENANT_ANNOTATION = "clusternet.io/tenant"
-ALLOWED_DOMAINS_ANNOTATION = "clusternet.io/allowed-domains"  # comma-separated
-ALLOWED_BACKENDS_ANNOTATION = "clusternet.io/allowed-backends"  # comma-separated CIDR blocks and domains
+from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, ALLOWED_DOMAINS_ANNOTATION, OWNER_ACCOUNT_ANNOTATION,
+                          TAG_VALUE_MAX, TENANT_ANNOTATION, hostname_error, parse_api_url, under)
 
 # Condition reasons of the refusals here.
 NAMESPACE_NOT_OWNED = "NamespaceNotOwned"

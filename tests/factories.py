@@ -5,6 +5,7 @@ import copy
 from typing import Any
 
 from stacks.model import Cluster, HubConfig, parse
+from stacks.names import API_VERSION
 
 HUB_ACCOUNT = "111111111111"
 HUB_ROLE = f"arn:aws:iam::{HUB_ACCOUNT}:role/clusternet-hub"
@@ -12,7 +13,7 @@ HUB_ROLE = f"arn:aws:iam::{HUB_ACCOUNT}:role/clusternet-hub"
 
 def hub_doc(**spec: Any) -> dict:
     doc = {
-        "apiVersion": "clusternet.io/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "HubConfig",
         "metadata": {"name": "default"},
         "spec": {
@@ -40,7 +41,7 @@ def hub_doc(**spec: Any) -> dict:
 
 def cluster_doc(name: str = "prod-1", namespace: str = "acme", *, labels=None, annotations=None, **spec: Any) -> dict:
     doc = {
-        "apiVersion": "clusternet.io/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "Cluster",
         "metadata": {"name": name, "namespace": namespace, "labels": labels or {}, "annotations": annotations or {}},
         "spec": {

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
-from automation.pulumi_engine import PulumiEngine, PulumiSettings
+from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings
 from stacks.inputs import AwsTarget, StackInputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +53,7 @@ class Sleeper(Resource):
 
 
 def sleepy_program(sleep: float = 0.0, marker: str = "") -> Callable[[StackInputs], Mapping[str, Any]]:
-    """A program factory like stacks.program.program: one Sleeper named after the cluster."""
+    """A program factory like components.program.program: one Sleeper named after the cluster."""
 
     def program(inputs: StackInputs) -> Mapping[str, Any]:
         thing = Sleeper(f"{inputs.name}-thing", sleep=sleep, marker=marker)

@@ -8,11 +8,10 @@ from typing import Any, Callable, Iterator
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.service import Service, ServiceOptions
-from stacks.model import GROUP
+from automation.service.serve import Service, ServiceOptions
 from tests.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
+from stacks.names import GROUP, VERSION
 
-VERSION = "v1alpha1"
 SYSTEM_NAMESPACE = "clusternet-system"
 
 # Fast enough for tests: short backoff, lock retry and watch renewals.

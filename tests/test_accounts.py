@@ -1,6 +1,7 @@
 """Accounts and regions: precedence, refusals, the role-map ConfigMap and its change path, moves, audit."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -8,14 +9,17 @@ from pathlib import Path
 import pytest
 from kubernetes.client import V1ConfigMap, V1ObjectMeta
 
-from automation.audit import audit_stack
-from automation.files import load_fleet
-from automation.plan import plan_stack
-from automation.rolemap import DEFAULT_NAME, affected_clusters, changed_accounts, from_configmap, parse_role_map
+from automation.adapters.audit import audit_stack
+from automation.adapters.files import load_fleet
+from automation.adapters.plan import plan_stack
+from stacks.rolemap import DEFAULT_NAME, from_configmap, parse_role_map
 from stacks import accounts
 from stacks.errors import InvalidSpec
+from stacks.guards import check_move
+from stacks.inputs import stack_targets
 from stacks.resolve import resolve_fleet
 from tests.factories import HUB_ACCOUNT, HUB_ROLE, NAMESPACES, cluster, fleet, hub, resolve_one
+from stacks.names import DEFAULT_REGION_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, REGION_ANNOTATION
 
 ROLE_2 = "arn:aws:iam::222222222222:role/clusternet"
 ROLE_4 = "arn:aws:iam::444444444444:role/clusternet"
@@ -36,9 +40,9 @@ NS = "clusternet-system"
 def test_region_precedence_annotation_then_namespace_then_spec_then_hub(
     annotation, ns_default, spec_region, expected, source
 ):
-    c = cluster(annotations={accounts.REGION_ANNOTATION: annotation} if annotation else {}, region=spec_region)
-    ns = {accounts.OWNER_ACCOUNT_ANNOTATION: "222222222222",
-          **({accounts.DEFAULT_REGION_ANNOTATION: ns_default} if ns_default else {})}
+    c = cluster(annotations={REGION_ANNOTATION: annotation} if annotation else {}, region=spec_region)
+    ns = {OWNER_ACCOUNT_ANNOTATION: "222222222222",
+          **({DEFAULT_REGION_ANNOTATION: ns_default} if ns_default else {})}
     assert accounts.cluster_region(c, hub(), ns) == (expected, source)
     assert resolve_one(c, hub(), ns_annotations=ns, endpoint_vpc=hub().spec.endpoint_vpc_inventory[0]).cluster.region \
         == expected
@@ -46,8 +50,8 @@ def test_region_precedence_annotation_then_namespace_then_spec_then_hub(
 
 @pytest.mark.parametrize("where", ["cluster", "namespace"])
 def test_unknown_region_in_an_annotation_is_refused_naming_the_annotation(where):
-    c = cluster(annotations={accounts.REGION_ANNOTATION: "mars-north-1"} if where == "cluster" else {})
-    ns = {accounts.DEFAULT_REGION_ANNOTATION: "mars-north-1"} if where == "namespace" else {}
+    c = cluster(annotations={REGION_ANNOTATION: "mars-north-1"} if where == "cluster" else {})
+    ns = {DEFAULT_REGION_ANNOTATION: "mars-north-1"} if where == "namespace" else {}
     with pytest.raises(InvalidSpec) as caught:
         accounts.cluster_region(c, hub(), ns)
     field = caught.value.errors[0].field
@@ -58,7 +62,7 @@ def test_unknown_region_in_an_annotation_is_refused_naming_the_annotation(where)
 # --- owner account ----------------------------------------------------------------------
 
 def test_namespace_owner_account_must_match_the_cluster_account():
-    owned = {accounts.OWNER_ACCOUNT_ANNOTATION: "222222222222"}
+    owned = {OWNER_ACCOUNT_ANNOTATION: "222222222222"}
     assert resolve_one(cluster(), hub(), ns_annotations=owned).cluster.account_id == "222222222222"
 
     with pytest.raises(InvalidSpec) as caught:
@@ -71,7 +75,7 @@ def test_namespace_owner_account_must_match_the_cluster_account():
 
 def test_malformed_owner_annotation_is_refused_on_the_namespace():
     with pytest.raises(InvalidSpec) as caught:
-        resolve_one(cluster(), hub(), ns_annotations={accounts.OWNER_ACCOUNT_ANNOTATION: "prod"})
+        resolve_one(cluster(), hub(), ns_annotations={OWNER_ACCOUNT_ANNOTATION: "prod"})
     assert caught.value.reason == "InvalidOwnerAccount"
     assert caught.value.errors[0].obj == "Namespace acme"
 
@@ -167,12 +171,14 @@ def test_a_bad_configmap_value_fails_only_that_accounts_clusters():
     assert resolved["globex/b"].cluster.role_arn == "arn:aws:iam::333333333333:role/clusternet"
 
 
-def test_changed_accounts_sees_additions_removals_and_changes():
-    old = {"222222222222": ROLE_2, "333333333333": "arn:aws:iam::333333333333:role/a"}
-    new = {"333333333333": "arn:aws:iam::333333333333:role/b", "444444444444": ROLE_4}
-    assert changed_accounts(old, new) == {"222222222222", "333333333333", "444444444444"}
-    assert changed_accounts(old, dict(old)) == frozenset()
-    assert changed_accounts(None, {}) == frozenset()
+def affected_clusters(f, old, new):
+    """What the service's mapper runs on a role-map change: the clusters whose resolved outcome differs."""
+    def outcome(value):
+        return ("error", value.reason, str(value)) if isinstance(value, InvalidSpec) else ("inputs", value.digest())
+
+    before = resolve_fleet(dataclasses.replace(f, role_map=dict(old)))
+    after = resolve_fleet(dataclasses.replace(f, role_map=dict(new)))
+    return [key for key in after if outcome(before[key]) != outcome(after[key])]
 
 
 def test_configmap_change_re_reconciles_exactly_the_clusters_of_changed_accounts():
@@ -182,7 +188,7 @@ def test_configmap_change_re_reconciles_exactly_the_clusters_of_changed_accounts
         cluster("c", "owned", accountID="444444444444"),  # 444, not mapped yet
         cluster("d", namespace="owned", accountID="444444444444"),
     )
-    namespaces = {**NAMESPACES, "owned": {accounts.OWNER_ACCOUNT_ANNOTATION: "444444444444"}}
+    namespaces = {**NAMESPACES, "owned": {OWNER_ACCOUNT_ANNOTATION: "444444444444"}}
     f = fleet(hub(), clusters, namespaces=namespaces)
     before = resolve_fleet(f)
     assert {k for k, v in before.items() if isinstance(v, InvalidSpec)} == {"owned/c", "owned/d"}
@@ -219,7 +225,7 @@ def test_configmap_change_reaches_mesh_owners_through_their_peers_account():
     f = fleet(mesh_hub(), members)
     resolved = resolve_fleet(f)
     uses_333 = {key for key, inputs in resolved.items()
-                if "333333333333" in {t.account_id for t in accounts.stack_targets(inputs)}}
+                if "333333333333" in {t.account_id for t in stack_targets(inputs).all()}}
     own_333 = {c.key for c in members if c.spec.account_id == "333333333333"}
     assert uses_333 - own_333, "the example must have an owner whose peer is in 333333333333"
 
@@ -234,15 +240,15 @@ def _inputs(**kw):
 
 
 def test_check_move_allows_new_stacks_and_same_placement():
-    accounts.check_move(None, _inputs())
-    accounts.check_move(_inputs(), _inputs())
+    check_move(None, _inputs())
+    check_move(_inputs(), _inputs())
     rotated = resolve_one(cluster(), hub(), role_map={"222222222222": "arn:aws:iam::222222222222:role/rotated"})
-    accounts.check_move(_inputs(), rotated)  # a new role in the same account moves nothing
+    check_move(_inputs(), rotated)  # a new role in the same account moves nothing
 
 
 def test_check_move_refuses_account_change():
     with pytest.raises(InvalidSpec) as caught:
-        accounts.check_move(_inputs(), _inputs(accountID="333333333333"))
+        check_move(_inputs(), _inputs(accountID="333333333333"))
     assert caught.value.reason == "AccountChanged"
     assert "account changed from 222222222222 to 333333333333" in str(caught.value)
     assert "stack acme.prod-1 still holds resources" in str(caught.value)
@@ -250,7 +256,7 @@ def test_check_move_refuses_account_change():
 
 def test_check_move_refuses_region_change():
     with pytest.raises(InvalidSpec) as caught:
-        accounts.check_move(_inputs(), _inputs(region="eu-west-1"))
+        check_move(_inputs(), _inputs(region="eu-west-1"))
     assert caught.value.reason == "RegionChanged"
     assert "region changed from us-east-1 to eu-west-1" in str(caught.value)
 
@@ -258,7 +264,7 @@ def test_check_move_refuses_region_change():
 def test_check_move_refuses_hub_account_change():
     moved_hub = hub(accountID="999999999999", credentials={"roleARN": "arn:aws:iam::999999999999:role/hub"})
     with pytest.raises(InvalidSpec) as caught:
-        accounts.check_move(_inputs(), resolve_one(cluster(), moved_hub))
+        check_move(_inputs(), resolve_one(cluster(), moved_hub))
     assert caught.value.reason == "AccountChanged" and "hub account changed" in str(caught.value)
 
 
@@ -277,9 +283,9 @@ def test_stack_targets_are_exactly_the_providers_the_program_builds():
     for inputs in _example_inputs():
         plan = plan_stack(inputs)
         providers = {(r.account, r.region) for r in plan.of_type("pulumi:providers:aws")}
-        assert {(t.account_id, t.region) for t in accounts.stack_targets(inputs)} == providers, inputs.key
+        assert {(t.account_id, t.region) for t in stack_targets(inputs).all()} == providers, inputs.key
         roles = {r.account: _assumed_role(r.inputs) for r in plan.of_type("pulumi:providers:aws")}
-        assert {t.account_id: t.role_arn for t in accounts.stack_targets(inputs)} == roles
+        assert {t.account_id: t.role_arn for t in stack_targets(inputs).all()} == roles
 
 
 def _assumed_role(provider_inputs: dict) -> str | None:
@@ -293,7 +299,7 @@ def test_audit_stack_logs_one_json_line_per_pivot(caplog):
     with caplog.at_level(logging.INFO, logger="clusternet.audit"):
         records = audit_stack(inputs, "up")
     lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "clusternet.audit"]
-    assert lines == records and len(lines) == len(accounts.stack_targets(inputs))
+    assert lines == records and len(lines) == len(stack_targets(inputs).all())
     assert {(l["account_id"], l["region"]) for l in lines} == {("333333333333", "eu-west-1"),
                                                                ("111111111111", "eu-west-1")}
     for line in lines:

@@ -3,7 +3,7 @@ import re
 
 import pulumi_kubernetes as k8s
 
-from automation.plan import record
+from automation.adapters.plan import record
 from components.controlplane import ControlPlane, ControlPlaneArgs
 from stacks.crds import crd_manifests
 

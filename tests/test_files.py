@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from automation.cli import main
-from automation.files import MAX_FILE_BYTES, load_fleet
+from automation.adapters.files import MAX_FILE_BYTES, load_fleet
 from stacks.errors import InvalidSpec
 from tests.factories import cluster_doc, hub_doc, namespace_doc
 

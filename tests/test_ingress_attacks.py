@@ -13,17 +13,15 @@ import pytest
 import yaml
 
 from automation.cli import main
-from automation.ingress.render import CentralSettings, render_central, render_guest
-from automation.ingress.runtime import MasterCLI, parse_show_proc
+from stacks.haproxy import CentralSettings, render_central, render_guest
+from automation.adapters.haproxy import MasterCLI, parse_show_proc
 from stacks.crds import cluster_crd, hubconfig_crd
 from stacks.errors import InvalidSpec
 from stacks.ingress import BACKEND_NOT_ALLOWED, Route
 from stacks.inputs import SharedIngressInputs
-from stacks.mesh import MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.model import parse
-from stacks.names import BIND_PATTERN, HOST_PORT_PATTERN
+from stacks.names import ALLOWED_BACKENDS_ANNOTATION, BIND_PATTERN, HOST_PORT_PATTERN, MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.resolve import resolve_all
-from stacks.tenancy import ALLOWED_BACKENDS_ANNOTATION
 from tests.factories import INGRESS, NAMESPACES, cluster, cluster_doc, fleet, hub, hub_doc, namespace_doc, owned
 from tests.envtest import free_port
 from tests.haproxy import HAPROXY, MISSING, check_central, wait_for_port

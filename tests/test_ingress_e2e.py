@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from automation.cli import main
-from automation.ingress.render import CentralConfig, CentralSettings, Route, render_central, render_guest
-from automation.ingress.runtime import CentralRuntime, Debouncer, Loaded, MasterCLI, ReloadFailed, watch, write_atomically
+from stacks.haproxy import CentralConfig, CentralSettings, Route, render_central, render_guest
+from automation.adapters.haproxy import CentralRuntime, Debouncer, Loaded, MasterCLI, ReloadFailed, watch, write_atomically
 from stacks.inputs import SharedIngressInputs
 from tests.factories import cluster_doc, hub_doc, namespace_doc
 from tests.envtest import free_port

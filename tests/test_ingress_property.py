@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from automation.ingress.render import BACKEND_PREFIX, CentralSettings, render_central
+from stacks.haproxy import BACKEND_PREFIX, CentralSettings, render_central
 from stacks.errors import InvalidSpec
 from stacks.ingress import Route
 from stacks.model import parse

@@ -5,9 +5,9 @@ import pytest
 import yaml
 
 from automation.cli import main
-from automation.ingress.render import (CentralSettings, Route, guest_manifests, render_central, render_guest,
+from stacks.haproxy import (CentralSettings, Route, guest_manifests, render_central, render_guest,
                                        split_backends)
-from automation.plan import plan_stack
+from automation.adapters.plan import plan_stack
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs
 from stacks.model import parse
@@ -229,7 +229,7 @@ def test_cli_writes_the_good_routes_and_exits_2_listing_a_contested_cluster_id(t
 
 
 def test_guest_folders_use_the_cluster_name_and_namespace_only_when_names_clash():
-    from automation.ingress.render import guest_files
+    from stacks.haproxy import guest_files
 
     files = guest_files([("acme/prod-1", guest()), ("globex/prod-1", guest(cluster_id="g1")),
                          ("acme/prod-2", guest(cluster_id="prod-2"))])

@@ -1,8 +1,8 @@
 """Shared ingress runtime decisions, without HAProxy: which change is a map update, which needs a reload; batching."""
 import pytest
 
-from automation.ingress.render import CentralConfig, CentralSettings, Route, render_central
-from automation.ingress.runtime import Debouncer, Loaded, parse_show_proc, plan_change
+from stacks.haproxy import CentralConfig, CentralSettings, Route, render_central
+from automation.adapters.haproxy import Debouncer, Loaded, parse_show_proc, plan_change
 
 MAP = "/run/ingress/clusters.map"
 A, B, C = Route("a", "10.0.0.1:6443"), Route("b", "10.0.0.2:6443"), Route("c", "10.0.0.3:6443")

@@ -2,9 +2,9 @@
 import pytest
 from kubernetes import client
 
-from automation.ingress.render import MAP_FILE
-from automation.ingress.sync import IngressSync, central_files
-from automation.plan import record
+from stacks.haproxy import MAP_FILE
+from automation.adapters.ingress_sync import IngressSync, central_files
+from automation.adapters.plan import record
 from components.ingress import CentralProxy, CentralProxyArgs
 from tests.envtest import kube_apiserver  # noqa: F401
 from stacks.ingress import Route

@@ -12,13 +12,13 @@ import re
 
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from automation.plan import plan_stack
+from automation.adapters.plan import plan_stack
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
-from stacks.mesh import MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.model import parse
 from stacks.resolve import resolve_fleet
 from tests.factories import OWNERS, cluster_doc, fleet, hub
+from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
 
 STACK = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 HUB = hub()

@@ -7,16 +7,10 @@ import pytest
 
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
-from stacks.mesh import (
-    JOIN_STATUS_KEY,
-    MESH_ENABLED_ANNOTATION,
-    MESH_LABEL,
-    changed_stacks,
-    group_of,
-    pair_name,
-)
+from stacks.mesh import group_of, pair_name
 from stacks.model import parse
-from stacks.resolve import mesh_of, resolve_fleet
+from stacks.names import JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION, MESH_LABEL
+from stacks.resolve import resolve_all, resolve_fleet
 from tests import factories
 from tests.factories import cluster_doc, fleet
 
@@ -60,7 +54,12 @@ def hub(**spec):
 
 def plan_mesh(h, clusters, **kw):
     """The mesh of a fleet whose namespaces own their accounts (tests.factories.NAMESPACES)."""
-    return mesh_of(fleet(h, clusters, **kw))
+    return resolve_all(fleet(h, clusters, **kw)).mesh
+
+
+def changed_stacks(before, after):
+    """Cluster keys whose share differs between two plans: the stacks whose inputs an event changes."""
+    return {key for key in set(before) | set(after) if before.get(key) != after.get(key)}
 
 
 def group(n: int, **kw):

@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from automation.lookups import LookupFailed
-from automation.preflight import Preflight
+from automation.adapters.lookups import LookupFailed
+from automation.adapters.preflight import Preflight
 from stacks.errors import InvalidSpec
 
-from tests.doubles import MockKubeAPI, RecordingEngine
+from doubles import MockKubeAPI, RecordingEngine
 from tests.factories import cluster, hub, resolve_one
 from tests.service_env import ServiceEnv, wait_until
 from tests.test_aws_sessions import CLUSTER_ACCOUNT, _enforced, _nlb, sessions  # noqa: F401 - fixture

@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from automation.queue import Backoff, Outcome, WorkQueue, Workers
+from automation.adapters.backoff import Backoff
+from automation.service.queue import Outcome, WorkQueue, Workers
 
 
 class FakeClock:

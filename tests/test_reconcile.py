@@ -1,6 +1,6 @@
 """The reconciler, through the whole watch -> queue -> reconcile path, over real HTTP.
 
-The API server is kmock's Kubernetes emulator (tests.doubles.MockKubeAPI) and the
+The API server is kmock's Kubernetes emulator (doubles.MockKubeAPI) and the
 engine the recording double: every test states what ran on the engine and what the
 Cluster says about it.
 """
@@ -11,9 +11,9 @@ import time
 import pytest
 from kubernetes import client
 
-from automation.reconcile import FINALIZER
-from stacks.accounts import DEFAULT_REGION_ANNOTATION, check_move
-from tests.doubles import MockKubeAPI, RecordingEngine
+from stacks.guards import check_move
+from stacks.names import DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP, VERSION
+from doubles import MockKubeAPI, RecordingEngine
 from tests.service_env import ServiceEnv, wait_until
 
 
@@ -278,7 +278,7 @@ def test_endpoint_placement_stays_where_the_status_says(env):
     env.create("prod-1")
     with env.running(engine):
         wait_until(lambda: env.ready("prod-1"))
-        hub = env.custom.get_cluster_custom_object("clusternet.io", "v1alpha1", "hubconfigs", "default")
+        hub = env.custom.get_cluster_custom_object(GROUP, VERSION, "hubconfigs", "default")
         inventory = hub["spec"]["endpointVPCInventory"]
         # A new, emptier VPC listed first would win a fresh placement; the applied cluster stays.
         env.patch_hub({"spec": {"endpointVPCInventory": [second_vpc, *inventory]}})

@@ -13,8 +13,8 @@ import urllib.request
 from pathlib import Path
 
 from automation.cli import build_parser
-from automation.service import ServiceOptions, options_from
-from tests.doubles import MockKubeAPI
+from automation.service.serve import ServiceOptions, options_from
+from doubles import MockKubeAPI
 from tests.service_env import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent

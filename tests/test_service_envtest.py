@@ -16,14 +16,13 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.reconcile import FINALIZER
-from automation.watch import Informer, Source, VERSION
+from automation.adapters.watch import Informer, Source
 from stacks.crds import crd_manifests
-from stacks.model import GROUP
-from tests.doubles import RecordingEngine
+from doubles import RecordingEngine
 from tests.envtest import kube_apiserver, kube_apiserver_nocache  # noqa: F401 - fixtures
 from tests.factories import cluster_doc
 from tests.service_env import ServiceEnv, wait_until
+from stacks.names import FINALIZER, GROUP, VERSION
 
 
 def _env(api_server) -> ServiceEnv:

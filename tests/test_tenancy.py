@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from automation.cli import main
-from stacks.mesh import MESH_ENABLED_ANNOTATION, MESH_LABEL
 from tests.factories import HUB_ACCOUNT, cluster_doc, hub_doc, namespace_doc
+from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
 
 EVIL = "333333333333"  # the attacker's own account (namespace evil owns it)
 MESH = {"labels": {MESH_LABEL: "payments"}, "annotations": {MESH_ENABLED_ANNOTATION: "true"}}

@@ -11,17 +11,14 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.ingress.render import MAP_FILE
-from automation.reconcile import FINALIZER
+from stacks.haproxy import MAP_FILE
 from components.controlplane import TENANT_RULES
-from stacks.mesh import MESH_ENABLED_ANNOTATION, MESH_LABEL
-from stacks.model import GROUP
-from tests.doubles import RecordingEngine
+from doubles import RecordingEngine
 from tests.envtest import TENANT_USER, kube_apiserver_alone  # noqa: F401 - fixture
 from tests.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
 from tests.service_env import ServiceEnv, wait_until
+from stacks.names import FINALIZER, GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL, VERSION
 
-VERSION = "v1alpha1"
 MESH = {"labels": {MESH_LABEL: "payments"}, "annotations": {MESH_ENABLED_ANNOTATION: "true"}}
 
 

@@ -1,8 +1,8 @@
 """Watch faults over real HTTP: dropped connections, streams that end, 410 Gone, API errors.
 
-kmock's emulator (tests.doubles.MockKubeAPI) is the API server; faults are injected
+kmock's emulator (doubles.MockKubeAPI) is the API server; faults are injected
 as kmock reactions (a stream that ends, an ERROR 410 event, an HTTP 500) or by a TCP
-proxy that cuts the connection under the official client (tests.doubles.CuttableProxy).
+proxy that cuts the connection under the official client (doubles.CuttableProxy).
 The client itself is never patched.
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ import kmock
 import pytest
 from kubernetes import client
 
-from automation.watch import Informer, Source, VERSION
-from stacks.model import GROUP
-from tests.doubles import CuttableProxy, MockKubeAPI, RecordingEngine
+from automation.adapters.watch import Informer, Source
+from doubles import CuttableProxy, MockKubeAPI, RecordingEngine
 from tests.service_env import ServiceEnv, wait_until
+from stacks.names import GROUP, VERSION
 
 GONE = {"type": "ERROR", "object": {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 410,
                                     "reason": "Expired", "message": "too old resource version"}}

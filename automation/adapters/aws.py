@@ -1,0 +1,264 @@
+"""boto3 sessions per AwsTarget: the service's direct AWS calls pivot like the stacks' providers do.
+
+`AwsSessions.client(target, "ec2", operation=...)` gives a client in the target's
+account and region. A target with a role is reached with STS AssumeRole from the
+service's own (ambient) credentials, with the target's session name, external ID
+and duration, exactly as components.providers configures `aws.Provider`; a target
+without a role uses the ambient credentials, after checking they are in the
+target's account (like the providers' allowedAccountIds).
+
+Assumed credentials are cached per (role, session name, external ID, duration)
+and refreshed before they expire (botocore RefreshableCredentials: an advisory
+refresh window of min(15 min, lifetime/4), a blocking one of min(10 min,
+lifetime/6)). Sessions and clients are cached per (credentials, region).
+Every `session()`/`client()` call logs one audit line (automation.adapters.audit).
+
+Credentials never reach a log: this module logs role ARNs, session names and
+expiry times only, and by default caps the `botocore`/`boto3` loggers at INFO,
+because botocore's DEBUG output contains the AssumeRole response body and the
+signed request headers (`guard_logs=False` leaves them alone).
+
+The endpoint is overridable for moto or a VPC endpoint: `endpoint_url=`, or the
+environment variable CLUSTERNET_AWS_ENDPOINT_URL (botocore also honours
+AWS_ENDPOINT_URL by itself).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping
+
+import boto3
+import botocore.session
+from botocore.credentials import CredentialProvider, CredentialResolver, Credentials, RefreshableCredentials
+from botocore.exceptions import BotoCoreError, ClientError
+
+from automation.adapters import audit
+from stacks.errors import Failure
+from stacks.inputs import AwsTarget
+from stacks.model import partition_of
+
+ENDPOINT_ENV = "CLUSTERNET_AWS_ENDPOINT_URL"
+LOG = logging.getLogger("clusternet.aws")
+_ADVISORY_MAX, _MANDATORY_MAX = 15 * 60, 10 * 60  # botocore's defaults, for long-lived credentials
+
+
+class AwsError(Failure):
+    """A direct AWS call of the service failed; `reason` becomes the cluster's condition reason."""
+
+    reason = "AwsCallFailed"
+
+
+class AccountAccessDenied(AwsError):
+    """The service could not act in an account: AssumeRole refused or failed, or the wrong account.
+
+    `reason` becomes the cluster's condition reason; no stack runs; the cluster is
+    retried when the role map changes (and on the queue's back-off).
+    """
+
+    reason = "AssumeRoleFailed"
+
+    def __init__(self, message: str, *, target: AwsTarget, reason: str | None = None):
+        super().__init__(message, reason=reason)
+        self.target = target
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def guard_botocore_logs(level: int = logging.INFO) -> None:
+    """Keep botocore/boto3 from logging below `level` (their DEBUG lines carry credentials)."""
+    for name in ("botocore", "boto3"):
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET or logger.level < level:
+            logger.setLevel(level)
+
+
+class _Fixed(CredentialProvider):
+    """A credential provider that hands botocore one credentials object (refreshable or not)."""
+
+    METHOD = "clusternet"
+
+    def __init__(self, credentials: Credentials):
+        super().__init__()
+        self._credentials = credentials
+
+    def load(self) -> Credentials:
+        return self._credentials
+
+
+class AwsSessions:
+    """Cached, refreshed boto3 sessions and clients per AwsTarget; safe to share between threads."""
+
+    def __init__(
+        self,
+        *,
+        base: boto3.Session | None = None,
+        endpoint_url: str | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+        guard_logs: bool = True,
+    ):
+        """`base`: the service's own credentials (default: boto3's default chain, e.g. IRSA)."""
+        self._base = base or boto3.Session()
+        self.endpoint_url = endpoint_url
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple, threading.Lock] = {}
+        self._credentials: dict[tuple, Credentials] = {}
+        self._sessions: dict[tuple, boto3.Session] = {}
+        self._clients: dict[tuple, Any] = {}
+        self._sts: dict[str, Any] = {}
+        self.assume_role_calls = 0  # every AssumeRole, first fetch and refreshes
+        if guard_logs:
+            guard_botocore_logs()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> "AwsSessions":
+        environ = os.environ if environ is None else environ
+        return cls(endpoint_url=environ.get(ENDPOINT_ENV) or None, **kwargs)
+
+    # -- public ---------------------------------------------------------------
+    def session(self, target: AwsTarget, *, operation: str, cluster: str | None = None,
+                namespace: str | None = None) -> boto3.Session:
+        """A boto3 session in the target's account and region; logs the pivot.
+
+        Build clients with `client()` (or pass `endpoint_url=self.endpoint_url`).
+        Raises AccountAccessDenied when the account cannot be reached.
+        """
+        session = self._session(target)
+        audit.log_pivot(target, operation=operation, cluster=cluster, namespace=namespace)
+        return session
+
+    def client(self, target: AwsTarget, service: str, *, operation: str, cluster: str | None = None,
+               namespace: str | None = None) -> Any:
+        """A cached boto3 client for `service` in the target's account and region; logs the pivot."""
+        session = self.session(target, operation=operation, cluster=cluster, namespace=namespace)
+        key = (_credential_key(target), target.region, service)
+        with self._lock:
+            made = self._clients.get(key)
+            if made is None:
+                made = self._clients[key] = session.client(service, region_name=target.region,
+                                                           endpoint_url=self.endpoint_url)
+        return made
+
+    # -- sessions and credentials ---------------------------------------------
+    def _session(self, target: AwsTarget) -> boto3.Session:
+        key = (_credential_key(target), target.region)
+        with self._lock:
+            cached = self._sessions.get(key)
+        if cached is not None:
+            return cached
+        credentials = self._credentials_for(target)
+        core = botocore.session.Session()
+        core.register_component("credential_provider", CredentialResolver([_Fixed(credentials)]))
+        made = boto3.Session(botocore_session=core, region_name=target.region)
+        with self._lock:
+            return self._sessions.setdefault(key, made)
+
+    def _credentials_for(self, target: AwsTarget) -> Credentials:
+        key = _credential_key(target)
+        with self._lock:
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        with lock:  # one AssumeRole per key, even with many threads asking at once
+            with self._lock:
+                cached = self._credentials.get(key)
+            if cached is not None:
+                return cached
+            made = self._assumed(target) if target.role_arn else self._ambient(target)
+            with self._lock:
+                self._credentials[key] = made
+            return made
+
+    def _assumed(self, target: AwsTarget) -> RefreshableCredentials:
+        def fetch() -> dict[str, str]:
+            return self._assume_role(target)
+
+        first = fetch()
+        expiry = datetime.fromisoformat(first["expiry_time"])
+        lifetime = max((expiry - self._clock()).total_seconds(), 0.0)
+        return RefreshableCredentials(
+            access_key=first["access_key"],
+            secret_key=first["secret_key"],
+            token=first["token"],
+            expiry_time=expiry,
+            refresh_using=fetch,
+            method="clusternet-assume-role",
+            time_fetcher=self._clock,
+            advisory_timeout=min(_ADVISORY_MAX, lifetime / 4),
+            mandatory_timeout=min(_MANDATORY_MAX, lifetime / 6),
+        )
+
+    def _assume_role(self, target: AwsTarget) -> dict[str, str]:
+        params: dict[str, Any] = {"RoleArn": target.role_arn, "RoleSessionName": target.session_name}
+        if target.external_id:
+            params["ExternalId"] = target.external_id
+        if target.session_duration_seconds:
+            params["DurationSeconds"] = target.session_duration_seconds
+        where = f"role {target.role_arn} (account {target.account_id}, session {target.session_name})"
+        try:
+            with self._lock:
+                self.assume_role_calls += 1
+            response = self._sts_client(target.region).assume_role(**params)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise AccountAccessDenied(
+                f"AssumeRole of {where} was refused: {error.get('Code', '?')}: {error.get('Message', exc)}; "
+                "check the role's trust policy (docs/iam.md) and the role map",
+                target=target,
+            ) from None
+        except BotoCoreError as exc:
+            raise AccountAccessDenied(f"AssumeRole of {where} failed: {exc}", target=target) from None
+        assumed_account = response["AssumedRoleUser"]["Arn"].split(":")[4]
+        if assumed_account != target.account_id:
+            raise AccountAccessDenied(
+                f"AssumeRole of {where} returned a session in account {assumed_account}",
+                target=target, reason="WrongAccount",
+            )
+        creds = response["Credentials"]
+        expiry = creds["Expiration"]
+        if isinstance(expiry, str):
+            expiry = datetime.fromisoformat(expiry.replace("Z", "+00:00"))
+        LOG.info("assumed %s; credentials expire at %s", where, expiry.isoformat())
+        return {
+            "access_key": creds["AccessKeyId"],
+            "secret_key": creds["SecretAccessKey"],
+            "token": creds["SessionToken"],
+            "expiry_time": expiry.isoformat(),
+        }
+
+    def _ambient(self, target: AwsTarget) -> Credentials:
+        """The service's own credentials, checked once to be in the target's account."""
+        credentials = self._base.get_credentials()
+        if credentials is None:
+            raise AccountAccessDenied(
+                f"no AWS credentials for account {target.account_id} (no role is configured for it, and the "
+                "service has no credentials of its own)", target=target, reason="NoCredentials")
+        try:
+            identity = self._sts_client(target.region).get_caller_identity()
+        except (ClientError, BotoCoreError) as exc:
+            raise AccountAccessDenied(f"GetCallerIdentity with the service's credentials failed: {exc}",
+                                      target=target) from None
+        if identity["Account"] != target.account_id:
+            raise AccountAccessDenied(
+                f"the service's own credentials ({identity['Arn']}) are in account {identity['Account']}, "
+                f"not {target.account_id}; set HubConfig spec.credentials.roleARN or map the account to a role",
+                target=target, reason="WrongAccount")
+        return credentials
+
+    def _sts_client(self, region: str) -> Any:
+        with self._lock:
+            made = self._sts.get(region)
+            if made is None:
+                made = self._sts[region] = self._base.client("sts", region_name=region,
+                                                             endpoint_url=self.endpoint_url)
+        return made
+
+
+def _credential_key(target: AwsTarget) -> tuple:
+    if target.role_arn is None:
+        return ("ambient", target.account_id, partition_of(target.region))
+    return (target.role_arn, target.session_name, target.external_id, target.session_duration_seconds,
+            partition_of(target.region))

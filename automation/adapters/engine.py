@@ -1,0 +1,55 @@
+"""The Engine protocol: what the reconciler asks of Pulumi, one stack per cluster.
+
+The real implementation is automation.adapters.pulumi_engine.PulumiEngine (Automation API);
+tests and benchmarks use a recording double behind this same protocol (doubles.engine.RecordingEngine).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from stacks.errors import Failure
+from stacks.inputs import StackInputs
+
+Operation = Literal["up", "destroy", "preview", "recover"]
+
+
+@dataclass
+class RunResult:
+    operation: Operation
+    ok: bool
+    message: str = ""
+    outputs: dict[str, Any] = field(default_factory=dict)
+    changes: dict[str, int] = field(default_factory=dict)  # e.g. {"create": 3, "same": 2}
+    started: str = ""  # RFC 3339
+    ended: str = ""
+    permalink: str | None = None  # the console page of this update, when the backend has one
+
+
+class EngineError(Failure):
+    """A run that failed; `reason` becomes the cluster's condition reason."""
+
+    reason = "UpdateFailed"
+
+
+class StackLocked(EngineError):
+    """Another update holds the stack (HTTP 409 / concurrent update). Requeue; not a failure."""
+
+    reason = "StackLocked"
+
+
+class Engine(Protocol):
+    def up(self, inputs: StackInputs, *, message: str) -> RunResult:
+        """Create or update the stack so that it matches `inputs`. `message` says why it ran."""
+
+    def destroy(self, stack: str, *, message: str) -> RunResult:
+        """Delete every resource of the stack, then remove the stack. A stack that does not exist is a success."""
+
+    def preview(self, inputs: StackInputs) -> RunResult:
+        """Drift check: ok=True when the stack already matches `inputs` (no changes expected)."""
+
+    def recover(self, stack: str) -> RunResult:
+        """Clear what a killed run left behind: a stale lock this service owns and pending operations."""
+
+    def applied(self, stack: str) -> StackInputs | None:
+        """The inputs of the last successful `up`, or None when the stack does not exist."""

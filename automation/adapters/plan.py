@@ -1,0 +1,175 @@
+"""The offline plan: run the real stack program under Pulumi's mock runtime and record what it registers.
+
+Nothing here talks to AWS; lookups get deterministic stand-ins (automation.adapters.standins).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import pulumi
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.mocks import MockMonitor
+
+from automation.adapters.standins import StandIns, provider_location
+from stacks.errors import InvalidSpec
+from stacks.inputs import StackInputs
+from components.program import program
+
+
+@dataclass
+class Registered:
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    dependencies: list[str]
+    provider: str | None
+    custom: bool
+    inputs: dict[str, Any]
+    account: str | None = None
+    region: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
+            "dependencies": self.dependencies, "account": self.account, "region": self.region,
+            "inputs": self.inputs,
+        }
+
+
+@dataclass
+class StackPlan:
+    stack: str
+    cluster: str
+    resources: list[Registered]
+    outputs: dict[str, Any]
+
+    def of_type(self, type_: str) -> list[Registered]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str) -> Registered:
+        found = self.of_type(type_)
+        assert len(found) == 1, f"expected one {type_}, found {len(found)}"
+        return found[0]
+
+    def by_urn(self, urn: str) -> Registered:
+        return next(r for r in self.resources if r.urn == urn)
+
+    def destroy_order(self) -> list[Registered]:
+        """The order the engine deletes these resources in: dependents, children and users of a
+        provider before what they depend on (reverse topological order; URN breaks ties)."""
+        after: dict[str, set[str]] = {r.urn: set() for r in self.resources}  # urn → what it needs first
+        for r in self.resources:
+            after[r.urn] |= {u for u in (*r.dependencies, r.parent, r.provider) if u in after}
+        created: list[Registered] = []
+        done: set[str] = set()
+        while len(done) < len(self.resources):
+            ready = sorted(r.urn for r in self.resources if r.urn not in done and after[r.urn] <= done)
+            if not ready:
+                raise ValueError(f"dependency cycle among {sorted(set(after) - done)}")
+            done.update(ready)
+            created.extend(self.by_urn(u) for u in ready)
+        return created[::-1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stack": self.stack, "cluster": self.cluster, "outputs": self.outputs,
+                "resources": [r.to_json() for r in self.resources]}
+
+
+class PlanError(Exception):
+    """The program failed under the mock runtime; the message is the root cause, not Pulumi's wrapping."""
+
+
+def _root_cause(exc: BaseException) -> str:
+    return str(exc).rsplit("has risen: ", 1)[-1].strip()
+
+
+class RecordingMonitor(MockMonitor):
+    """The mock monitor, keeping each registration as the engine would receive it."""
+
+    def __init__(self, mocks: StandIns):
+        super().__init__(mocks)
+        self.standins = mocks
+        self.registered: list[Registered] = []
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return response
+        inputs = _plain(rpc.deserialize_properties(request.object))
+        account, region = self.standins.location(request.provider) if request.custom else (None, None)
+        if request.type == "pulumi:providers:aws":
+            account, region = provider_location(inputs)
+        self.registered.append(Registered(
+            urn=response.urn,
+            type=request.type,
+            name=request.name,
+            parent=request.parent or None,
+            dependencies=sorted(set(request.dependencies)),
+            provider=request.provider.rsplit("::", 1)[0] if request.provider else None,
+            custom=request.custom,
+            inputs=inputs,
+            account=account,
+            region=region,
+            options={
+                "deleteBeforeReplace": request.deleteBeforeReplace,
+                "ignoreChanges": list(request.ignoreChanges),
+                "replaceOnChanges": list(request.replaceOnChanges),
+            },
+        ))
+        return response
+
+
+def _plain(value: Any) -> Any:
+    """Protobuf-deserialised values → plain JSON types (sorted keys, no secrets wrappers)."""
+    if isinstance(value, dict):
+        if rpc._special_sig_key in value and value[rpc._special_sig_key] == rpc._special_secret_sig:
+            return _plain(value.get("value"))
+        return {k: _plain(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def record(build: Callable[[], Any], *, stack: str, cluster: str = "", standins: StandIns | None = None,
+           project: str = "clusternet") -> StackPlan:
+    """Run `build()` under the mock runtime as stack `stack`; return every registration and what it returned."""
+    standins = standins or StandIns()
+    monitor = RecordingMonitor(standins)
+    settings.ROOT.set(None)  # set_mocks keeps an earlier stack's root resource otherwise
+    pulumi.runtime.set_mocks(standins, project=project, stack=stack, preview=False, monitor=monitor)
+    outputs: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def run():
+        return pulumi.Output.from_input(build() or {}).apply(outputs.update)
+
+    try:
+        run()
+    except Exception as exc:  # the program's own errors arrive wrapped in Pulumi's input-processing chain
+        raise PlanError(f"{stack}: {_root_cause(exc)}") from exc
+    resources = sorted(monitor.registered, key=lambda r: r.urn)  # registration order is async
+    return StackPlan(stack, cluster, resources, _plain(outputs))
+
+
+def plan_stack(inputs: StackInputs, standins: StandIns | None = None) -> StackPlan:
+    """Run program(inputs) under the mock runtime; return every registration and the stack outputs."""
+    return record(lambda: program(inputs), stack=inputs.stack, cluster=inputs.key, standins=standins)
+
+
+def plan_all(all_inputs: Iterable[StackInputs], standins: StandIns | None = None) -> list[StackPlan]:
+    return [plan_stack(inputs, standins) for inputs in all_inputs]
+
+
+def raise_invalid(resolved: dict[str, StackInputs | InvalidSpec], earlier: list | None = None) -> list[StackInputs]:
+    """All inputs, or one InvalidSpec carrying every cluster's errors (and any `earlier` ones)."""
+    errors = list(earlier or [])
+    errors += [err for value in resolved.values() if isinstance(value, InvalidSpec) for err in value.errors]
+    if errors:
+        raise InvalidSpec(errors)
+    return list(resolved.values())
+

@@ -1,0 +1,33 @@
+"""Checks before a stack runs, through the same account resolution as the stack's providers.
+
+- every account the stack will act in can be reached (AssumeRole of each mapped role): a refusal
+  stalls the cluster with the reason and the message, runs nothing, and is retried when the role
+  map or the cluster changes;
+- a PrivateLink cluster's NLB "{infraID}-int" exists in its account: while the installer has not
+  made it, the cluster waits with backoff instead of failing a `pulumi up`.
+"""
+from __future__ import annotations
+
+from automation.adapters.aws import AccountAccessDenied, AwsSessions
+from automation.adapters.lookups import find_nlb
+from stacks.errors import InvalidSpec
+from stacks.inputs import StackInputs, stack_targets
+
+
+class Preflight:
+    """A reconcile guard: `guard(applied, desired)` raises InvalidSpec (stall) or a Failure such as AwsError (retry)."""
+
+    def __init__(self, sessions: AwsSessions):
+        self.sessions = sessions
+
+    def __call__(self, applied: StackInputs | None, desired: StackInputs) -> None:
+        for target in stack_targets(desired).all():
+            try:
+                # Building the session assumes the target's role (cached, refreshed before expiry).
+                self.sessions.session(target, operation="preflight", cluster=desired.name,
+                                      namespace=desired.namespace)
+            except AccountAccessDenied as exc:
+                field = "spec.accountID" if target.account_id == desired.cluster.account_id else "(role map)"
+                raise InvalidSpec.one(f"Cluster {desired.key}", field, str(exc), condition=exc.reason) from None
+        if desired.private_link is not None:
+            find_nlb(self.sessions, desired, operation="preflight")

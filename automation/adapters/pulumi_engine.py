@@ -1,0 +1,522 @@
+"""PulumiEngine: the Engine protocol over the Pulumi Automation API, one stack per cluster.
+
+Each operation opens a fresh LocalWorkspace in the stack's own directory
+(``<state_dir>/workspaces/<stack>``: parallel select/create in one workspace
+corrupts it), runs the CLI and drops the workspace: nothing per stack stays in
+memory. The program is inline: ``program_factory(inputs)`` (default
+``components.program.program``), whose returned dict is exported.
+
+Backends (``PulumiSettings.backend_url``): ``file://<state_dir>`` by default,
+``https://api.pulumi.com`` (token in ``PULUMI_ACCESS_TOKEN``), ``s3://bucket/prefix``
+(AWS credentials from the environment). DIY backends (file, s3) encrypt with a
+passphrase from ``PULUMI_CONFIG_PASSPHRASE`` or ``PULUMI_CONFIG_PASSPHRASE_FILE``.
+
+Crash safety: a killed run leaves the backend lock and pending operations.
+``up``/``destroy``/``refresh`` on a locked stack raise ``StackLocked``; ``recover``
+removes the lock when it is a stale lock of this service (see ``LockOwner`` and
+``PulumiSettings.own_hosts``), clears pending operations (export, edit, import)
+and refreshes. A lock held by a live process or by someone else is never touched.
+
+Never fork after importing this module (the Automation API runs gRPC threads);
+the CLI is started with subprocess (fork+exec), which is fine.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import socket
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+import pulumi
+from pulumi import automation as auto
+from pulumi.automation.errors import (
+    CommandError,
+    ConcurrentUpdateError,
+    StackAlreadyExistsError,
+    StackNotFoundError,
+)
+
+from automation.adapters.engine import EngineError, RunResult, StackLocked
+from components.program import program
+from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs
+
+log = logging.getLogger(__name__)
+
+PROJECT = "clusternet"
+CONFIG_KEY = f"{PROJECT}:{INPUTS_CONFIG_KEY}"  # clusternet:inputs
+MESSAGE_PREFIX = "clusternet: "  # marks updates this service started (history, console)
+
+ProgramFactory = Callable[[StackInputs], Mapping[str, Any]]
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class PulumiSettings:
+    """Where stacks live and how the CLI runs. Secrets stay in the environment, never here."""
+
+    state_dir: Path = Path("state")
+    backend_url: str | None = None  # None: file://<state_dir>
+    organization: str | None = None  # Pulumi Cloud organization (stack name org/clusternet/<stack>)
+    pulumi_home: Path | None = None  # None: the CLI's default ($PULUMI_HOME or ~/.pulumi)
+    secrets_provider: str | None = None  # None: passphrase (DIY backends) or the service (Cloud)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # extra CLI environment: may hold secrets
+    # Locks written by hosts matching this regex are this service's (e.g. the pods of its Deployment,
+    # r"clusternet-[a-z0-9]+-[a-z0-9]+"). None: this host only.
+    own_hosts: str | None = None
+    # A lock of this service on another host (or a Cloud update of ours) older than this is stale.
+    stale_lock_after_s: float = 300.0
+
+    @property
+    def backend(self) -> str:
+        return self.backend_url or f"file://{Path(self.state_dir).resolve()}"
+
+    @property
+    def is_cloud(self) -> bool:
+        return self.backend.startswith(("https://", "http://"))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "PulumiSettings":
+        """CLUSTERNET_STATE_DIR, PULUMI_BACKEND_URL, CLUSTERNET_PULUMI_ORG, PULUMI_HOME,
+        CLUSTERNET_SECRETS_PROVIDER, CLUSTERNET_LOCK_HOSTS, CLUSTERNET_STALE_LOCK_SECONDS."""
+        env = os.environ if environ is None else environ
+        home = env.get("PULUMI_HOME")
+        return cls(
+            state_dir=Path(env.get("CLUSTERNET_STATE_DIR", "state")),
+            backend_url=env.get("PULUMI_BACKEND_URL") or None,
+            organization=env.get("CLUSTERNET_PULUMI_ORG") or None,
+            pulumi_home=Path(home) if home else None,
+            secrets_provider=env.get("CLUSTERNET_SECRETS_PROVIDER") or None,
+            own_hosts=env.get("CLUSTERNET_LOCK_HOSTS") or None,
+            stale_lock_after_s=float(env.get("CLUSTERNET_STALE_LOCK_SECONDS", "300")),
+        )
+
+    def check(self) -> None:
+        """Fail at start-up, naming the setting, rather than at the first update."""
+        scheme = self.backend.split("://", 1)[0]
+        if scheme not in {"file", "s3", "gs", "azblob", "https", "http", "postgres"}:
+            raise ValueError(f"backend_url: unsupported scheme {scheme!r} in {self.backend!r}")
+        if not self.is_cloud and self.secrets_provider in (None, "passphrase"):
+            merged = {**os.environ, **self.env}
+            if "PULUMI_CONFIG_PASSPHRASE" not in merged and "PULUMI_CONFIG_PASSPHRASE_FILE" not in merged:
+                raise ValueError(
+                    f"backend {self.backend}: set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE "
+                    "(the passphrase secrets provider of DIY backends), or configure secrets_provider"
+                )
+        if self.own_hosts is not None:
+            re.compile(self.own_hosts)
+
+
+# --------------------------------------------------------------------------- locks
+
+_LOCK_LINE = re.compile(r"^\s*(?P<path>\S+): created by (?P<user>.*?)@(?P<host>\S+) \(pid (?P<pid>\d+)\) at (?P<at>\S+)\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class LockOwner:
+    """One DIY backend lock, as the CLI reports it in its 'stack is currently locked' error."""
+
+    path: str
+    user: str
+    host: str
+    pid: int
+    created: datetime
+
+    def describe(self) -> str:
+        return f"{self.user}@{self.host} (pid {self.pid}) since {self.created.isoformat(timespec='seconds')}"
+
+
+def parse_lock_owners(stderr: str) -> list[LockOwner]:
+    owners = []
+    for m in _LOCK_LINE.finditer(stderr):
+        try:
+            created = datetime.fromisoformat(m["at"].replace("Z", "+00:00"))
+        except ValueError:
+            created = datetime.now(timezone.utc)
+        owners.append(LockOwner(m["path"].split("?", 1)[0], m["user"], m["host"], int(m["pid"]), created))
+    return owners
+
+
+def pulumi_process_alive(pid: int) -> bool:
+    """True when `pid` runs here and is a pulumi process (not a zombie, not a reused pid)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path(f"/proc/{pid}")
+    if not proc.exists():
+        return True  # no /proc: the pid exists, assume it is the lock holder
+    try:
+        if re.search(r"^State:\s*Z", (proc / "status").read_text(), re.M):
+            return False
+        return b"pulumi" in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def lock_is_stale(
+    owner: LockOwner,
+    *,
+    hostname: str,
+    own_hosts: str | None,
+    stale_after_s: float,
+    now: datetime | None = None,
+    alive: Callable[[int], bool] = pulumi_process_alive,
+) -> tuple[bool, str]:
+    """Whether a lock may be removed: (stale, why). Only locks of this service ever are."""
+    if owner.host == hostname:
+        if alive(owner.pid):
+            return False, f"held by {owner.describe()}, a live pulumi process on this host"
+        return True, f"stale lock of {owner.describe()}: that process is gone"
+    if own_hosts and re.fullmatch(own_hosts, owner.host):
+        age = ((now or datetime.now(timezone.utc)) - owner.created).total_seconds()
+        if age >= stale_after_s:
+            return True, f"stale lock of {owner.describe()}: another replica of this service, {age:.0f}s old"
+        return False, f"held by {owner.describe()}, another replica of this service, {age:.0f}s old (stale after {stale_after_s:.0f}s)"
+    return False, f"held by {owner.describe()}, not this service: left alone"
+
+
+# --------------------------------------------------------------------------- messages
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_PERMALINK = re.compile(r"(?:View in Browser(?: \(Ctrl\+O\))?|View Live|Permalink):\s*(https?://\S+)")
+
+
+def readable_error(err: BaseException, limit: int = 600) -> str:
+    """The CLI's failure reduced to its error lines (no usage text, no tracebacks)."""
+    if not isinstance(err, CommandError):
+        return str(err)[:limit]
+    text = _ANSI.sub("", str(err))
+    stdout, _, stderr = text.partition("\n stderr: ")
+    lines: list[str] = []
+    for raw in stderr.splitlines() + stdout.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("error:") or "Exception:" in line or "Error:" in line or ": created by " in line:
+            line = re.sub(r"\?no_tmp_dir=true", "", line)
+            if line not in lines:
+                lines.append(line)
+    message = " | ".join(lines) or " ".join(text.split())
+    return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _permalink(stdout: str) -> str | None:
+    m = _PERMALINK.search(stdout or "")
+    return m.group(1) if m else None
+
+
+def _outputs(raw: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: ("[secret]" if v.secret else v.value) for k, v in raw.items()}
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+class PulumiEngine:
+    """Engine (automation.adapters.engine) over pulumi.automation; safe to call from several worker threads."""
+
+    def __init__(self, settings: PulumiSettings | None = None, *, program_factory: ProgramFactory | None = None):
+        self.settings = settings or PulumiSettings()
+        self.settings.check()
+        self._program_factory = program_factory or program
+        self._hostname = socket.gethostname()
+        self._running: set[str] = set()
+        self._guard = threading.Lock()
+        self._command: auto.PulumiCommand | None = None
+        self._env = {
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            # Dynamic providers and the language host must see this interpreter's packages.
+            "PULUMI_PYTHON_CMD": sys.executable,
+            **self.settings.env,
+        }
+        self._tags_supported = True
+
+    # ----------------------------------------------------------------- protocol
+
+    def up(self, inputs: StackInputs, *, message: str) -> RunResult:
+        started = _now()
+        with self._stack(inputs.stack, inputs, create=True) as (ws, stack):
+            self._write_settings(ws, stack, inputs)
+            result = self._call(stack, "up", lambda: stack.up(message=_message(message), color="never"))
+        notes = []
+        if "pending operations from previous deployment" in result.stdout:
+            notes.append("warning: the stack had pending operations from an interrupted run (call recover)")
+        return RunResult(
+            operation="up",
+            ok=True,
+            message="; ".join([f"updated: {_summary(result.summary.resource_changes)}", *notes]),
+            outputs=_outputs(result.outputs),
+            changes=dict(result.summary.resource_changes or {}),
+            started=started,
+            ended=_now(),
+            permalink=_permalink(result.stdout),
+        )
+
+    def destroy(self, stack: str, *, message: str) -> RunResult:
+        started = _now()
+        with self._stack(stack, None, create=False) as (ws, st):
+            if st is None:
+                return RunResult("destroy", True, f"no stack {stack}: nothing to destroy", started=started, ended=_now())
+            result = self._call(st, "destroy", lambda: st.destroy(message=_message(message), color="never"), reason="DestroyFailed")
+            self._call(st, "destroy", lambda: ws.remove_stack(st.name), reason="DestroyFailed")
+        shutil.rmtree(self._workdir(stack), ignore_errors=True)
+        changes = dict(result.summary.resource_changes or {})
+        return RunResult(
+            operation="destroy",
+            ok=True,
+            message=f"destroyed and removed the stack: {_summary(changes)}",
+            changes=changes,
+            started=started,
+            ended=_now(),
+            permalink=_permalink(result.stdout),
+        )
+
+    def preview(self, inputs: StackInputs) -> RunResult:
+        started = _now()
+        with self._stack(inputs.stack, inputs, create=False) as (_, st):
+            if st is None:
+                return RunResult("preview", False, f"no stack {inputs.stack} yet: everything would be created", started=started, ended=_now())
+            result = self._call(st, "preview", lambda: st.preview(color="never"))
+        changes = {str(getattr(k, "value", k)): int(v) for k, v in (result.change_summary or {}).items()}
+        drift = {k: v for k, v in changes.items() if k != "same" and v}
+        return RunResult(
+            operation="preview",
+            ok=not drift,
+            message=f"changes expected: {_summary(drift)}" if drift else "no changes",
+            changes=changes,
+            started=started,
+            ended=_now(),
+        )
+
+    def recover(self, stack: str) -> RunResult:
+        """Remove this service's stale lock, drop pending operations, refresh. A live lock raises StackLocked."""
+        started = _now()
+        notes: list[str] = []
+        with self._stack(stack, None, create=False) as (_, st):
+            if st is None:
+                return RunResult("recover", True, f"no stack {stack}: nothing to recover", started=started, ended=_now())
+            state = self._call(st, "recover", st.export_stack, reason="RecoveryFailed")
+            pending = list((state.deployment or {}).get("pending_operations") or [])
+            if pending:
+                state.deployment["pending_operations"] = []
+                self._unlocked(st, lambda: st.import_stack(state), notes)
+                dropped = ", ".join(f"{op.get('type', '?')} {op.get('resource', {}).get('urn', '?')}" for op in pending)
+                notes.append(f"cleared {len(pending)} pending operation(s): {dropped}")
+            self._unlocked(st, lambda: st.refresh(message=_message("recover after an interrupted run"), color="never"), notes)
+        message = "; ".join(notes) + "; refreshed" if notes else "nothing to recover (no stale lock, no pending operations); refreshed"
+        log.info("recover %s: %s", stack, message)
+        return RunResult("recover", True, message, started=started, ended=_now())
+
+    def applied(self, stack: str) -> StackInputs | None:
+        """The config of the newest successful update in the stack's history (a newer destroy: None)."""
+        with self._stack(stack, None, create=False) as (_, st):
+            if st is None:
+                return None
+            for page in range(1, 6):
+                entries = self._call(st, "history", lambda: st.history(page_size=10, page=page, show_secrets=False))
+                for entry in entries:
+                    if entry.result != "succeeded":
+                        continue
+                    if entry.kind == "destroy":
+                        return None
+                    raw = (entry.config or {}).get(CONFIG_KEY)
+                    if entry.kind == "update" and raw is not None:
+                        return _parse_inputs(stack, raw)
+                if len(entries) < 10:
+                    break
+        return None
+
+    # ----------------------------------------------------------------- helpers
+
+    def workspace_dir(self, stack: str) -> Path:
+        """The stack's workspace: Pulumi.yaml and Pulumi.<stack>.yaml (its config, clusternet:inputs)."""
+        return self._workdir(stack)
+
+    def _workdir(self, stack: str) -> Path:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", stack) or stack in {".", ".."}:
+            raise EngineError(f"stack {stack!r}: not a valid Pulumi stack name", reason="InvalidSpec")
+        return Path(self.settings.state_dir).resolve() / "workspaces" / stack
+
+    def _qualified(self, stack: str) -> str:
+        org = self.settings.organization
+        return f"{org}/{PROJECT}/{stack}" if org else stack
+
+    def _pulumi(self) -> auto.PulumiCommand:
+        if self._command is None:  # `pulumi version` once per engine, not per operation
+            self._command = auto.PulumiCommand()
+        return self._command
+
+    def _inline(self, inputs: StackInputs | None) -> Callable[[], None] | None:
+        if inputs is None:
+            return None
+        factory = self._program_factory
+
+        def run() -> None:
+            for name, value in factory(inputs).items():
+                pulumi.export(name, value)
+
+        return run
+
+    @contextmanager
+    def _stack(self, name: str, inputs: StackInputs | None, *, create: bool) -> Iterator[tuple[Any, Any]]:
+        """A fresh workspace in the stack's own directory, selected (or created); None when absent."""
+        work_dir = self._workdir(name)
+        with self._guard:
+            if name in self._running:
+                raise StackLocked(f"stack {name}: another operation of this service is running on it")
+            self._running.add(name)
+        fresh_dir = not work_dir.exists()
+        try:
+            work_dir.mkdir(parents=True, exist_ok=True)
+            ws = auto.LocalWorkspace(
+                work_dir=str(work_dir),
+                pulumi_home=str(self.settings.pulumi_home) if self.settings.pulumi_home else None,
+                program=self._inline(inputs),
+                env_vars=self._env,
+                secrets_provider=self.settings.secrets_provider,
+                project_settings=auto.ProjectSettings(
+                    name=PROJECT, runtime="python", backend=auto.ProjectBackend(self.settings.backend)
+                ),
+                pulumi_command=self._pulumi(),
+            )
+            qualified = self._qualified(name)
+            try:
+                stack = auto.Stack.create_or_select(qualified, ws) if create else auto.Stack.select(qualified, ws)
+            except StackAlreadyExistsError:  # another replica created it between our select and create
+                stack = auto.Stack.select(qualified, ws)
+            except StackNotFoundError:
+                stack = None
+                if fresh_dir:  # asking about a stack must not leave a directory behind
+                    shutil.rmtree(work_dir, ignore_errors=True)
+            except CommandError as err:
+                raise EngineError(f"stack {name}: {readable_error(err)}") from None
+            yield ws, stack
+        finally:
+            with self._guard:
+                self._running.discard(name)
+
+    def _call(self, stack: Any, op: str, fn: Callable[[], Any], *, reason: str = "UpdateFailed", locked: bool = True) -> Any:
+        """Run one CLI call; its failure becomes StackLocked (unless `locked` is False) or EngineError."""
+        try:
+            return fn()
+        except ConcurrentUpdateError as err:
+            if not locked:
+                raise
+            raise StackLocked(f"stack {stack.name} is locked: {self._lock_text(err)}") from None
+        except CommandError as err:
+            raise EngineError(f"{op} {stack.name}: {readable_error(err)}", reason=reason) from None
+
+    def _lock_text(self, err: ConcurrentUpdateError) -> str:
+        owners = parse_lock_owners(_ANSI.sub("", str(err)))
+        if not owners:
+            return "another update is in progress"
+        return "; ".join(o.describe() for o in owners)
+
+    def _unlocked(self, stack: Any, fn: Callable[[], Any], notes: list[str]) -> Any:
+        """Run fn; on a lock, remove it if it is a stale lock of this service and run fn again."""
+        try:
+            return self._call(stack, "recover", fn, reason="RecoveryFailed", locked=False)
+        except ConcurrentUpdateError as err:
+            stale, why = self._judge_lock(stack, err)
+        if not stale:
+            raise StackLocked(f"stack {stack.name} is locked: {why}")
+        self._call(stack, "recover", stack.cancel, reason="RecoveryFailed")
+        notes.append(f"removed the {why}")
+        log.warning("stack %s: removed the %s", stack.name, why)
+        return self._call(stack, "recover", fn, reason="RecoveryFailed")
+
+    def _judge_lock(self, stack: Any, err: ConcurrentUpdateError) -> tuple[bool, str]:
+        """DIY backends name each lock's owner: stale only when every lock is a stale one of ours."""
+        owners = parse_lock_owners(_ANSI.sub("", str(err)))
+        if not owners:
+            return self._judge_cloud_update(stack)
+        verdicts = [
+            lock_is_stale(o, hostname=self._hostname, own_hosts=self.settings.own_hosts,
+                          stale_after_s=self.settings.stale_lock_after_s)
+            for o in owners
+        ]
+        return all(stale for stale, _ in verdicts), "; ".join(why for _, why in verdicts)
+
+    def _judge_cloud_update(self, stack: Any) -> tuple[bool, str]:
+        """Pulumi Cloud names no lock owner: an in-progress update of ours, older than the limit, is stale."""
+        entries = stack.history(page_size=1, show_secrets=False)
+        if not entries or entries[0].result != "in-progress":
+            return False, "an update is in progress (owner unknown)"
+        latest = entries[0]
+        start = latest.start_time.replace(tzinfo=latest.start_time.tzinfo or timezone.utc)
+        age = (datetime.now(timezone.utc) - start).total_seconds()
+        ours = (latest.message or "").startswith(MESSAGE_PREFIX)
+        what = f"in-progress update {latest.message!r} started {start.isoformat(timespec='seconds')}"
+        if ours and age >= self.settings.stale_lock_after_s:
+            return True, f"stale {what} ({age:.0f}s old, by this service)"
+        return False, f"{what}: {'by this service, ' if ours else 'not by this service: '}{age:.0f}s old"
+
+    def _write_settings(self, ws: Any, stack: Any, inputs: StackInputs) -> None:
+        """Tags, then clusternet:inputs in Pulumi.<stack>.yaml (so `pulumi up` with __main__.py builds the
+        same stack). Both derive from the inputs: unchanged config (a file read) means no CLI call at all."""
+        value = inputs.to_config()
+        try:
+            current = ws.stack_settings(stack.name).config or {}
+        except (OSError, ValueError, TypeError):
+            current = {}
+        if current.get(CONFIG_KEY) == value:
+            return
+        self._write_tags(stack, inputs)
+        self._call(stack, "config", lambda: stack.set_config(CONFIG_KEY, auto.ConfigValue(value)))
+
+    def _write_tags(self, stack: Any, inputs: StackInputs) -> None:
+        """Stack tags (cluster, namespace, tenant, account, region); a backend without tags is logged once."""
+        if not self._tags_supported:
+            return
+        wanted = {k: str(v) for k, v in inputs.describe().items()}
+        try:
+            current = stack.list_tags()
+            for key, value in wanted.items():
+                if current.get(key) != value:
+                    stack.set_tag(key, value)
+        except ConcurrentUpdateError:
+            return  # the update below reports the lock
+        except CommandError as err:
+            text = readable_error(err)
+            if "not supported" in text or "unknown command" in text:
+                self._tags_supported = False
+                log.warning("backend %s does not support stack tags; stacks stay untagged: %s", self.settings.backend, text)
+            else:
+                log.warning("stack %s: tags not written, the update goes on: %s", stack.name, text)
+
+
+def _parse_inputs(stack: str, raw: Any) -> StackInputs | None:
+    """A history entry's clusternet:inputs; None (and a warning) when today's model rejects it."""
+    value = raw.get("value") if isinstance(raw, Mapping) else getattr(raw, "value", raw)
+    try:
+        return StackInputs.from_config(value)
+    except ValueError as err:  # pydantic's ValidationError: inputs written by an older model
+        log.warning("stack %s: the last applied inputs no longer parse (%s); treating them as unknown",
+                    stack, str(err).splitlines()[0])
+        return None
+
+
+def _message(why: str) -> str:
+    why = " ".join(why.split()) or "reconcile"
+    return why if why.startswith(MESSAGE_PREFIX) else MESSAGE_PREFIX + why
+
+
+def _summary(changes: Mapping[str, Any] | None) -> str:
+    items = [f"{k} {v}" for k, v in sorted((changes or {}).items()) if v]
+    return ", ".join(items) or "no changes"

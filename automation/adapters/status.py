@@ -1,0 +1,272 @@
+"""Reporting on the Cluster: kstatus conditions, the status subresource, Events.
+
+Conditions (kstatus): exactly one story at a time -
+  ready        Ready=True                       Reconciling=False  Stalled=False
+  progressing  Ready=Unknown  (Progressing...)  Reconciling=True   Stalled=False
+  retrying     Ready=False    (UpdateFailed...) Reconciling=True   Stalled=False   (a retry is scheduled)
+  stalled      Ready=False    (InvalidSpec...)  Reconciling=False  Stalled=True    (nothing runs until the input changes)
+Every condition carries observedGeneration; lastTransitionTime only moves when the status flips.
+
+`StatusWriter` patches `status` (merge patch on the status subresource) and keeps
+what it wrote: the reconciler reads its own last write instead of a watch cache
+that may lag behind it, so a re-queued key never re-runs a stack it just applied.
+`EventRecorder` writes core/v1 Events (what `kubectl describe cluster` shows), off the workers' path.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import Any, Callable, Literal
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from automation.adapters.backoff import Backoff
+from stacks.names import GROUP, VERSION
+from stacks.status import ClusterStatus, Condition, Peering, StackOutputs
+
+LOG = logging.getLogger("clusternet.status")
+_RETRY = Backoff(0.2, 5.0)  # between attempts at one status write
+COMPONENT = "clusternet"
+
+State = Literal["ready", "progressing", "retrying", "stalled"]
+_SHAPES: dict[str, tuple[str, str, str]] = {  # state -> (Ready, Reconciling, Stalled)
+    "ready": ("True", "False", "False"),
+    "progressing": ("Unknown", "True", "False"),
+    "retrying": ("False", "True", "False"),
+    "stalled": ("False", "False", "True"),
+}
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def conditions(state: State, reason: str, message: str, *, generation: int | None,
+               previous: list[Condition], now: str) -> list[Condition]:
+    """The three kstatus conditions for `state`; transition times kept where the status did not flip."""
+    before = {c.type: c for c in previous}
+    out = []
+    for type_, status in zip(("Ready", "Reconciling", "Stalled"), _SHAPES[state]):
+        active = status != "False" or type_ == "Ready"
+        old = before.get(type_)
+        out.append(Condition(
+            type=type_, status=status,
+            reason=reason if active else ("Succeeded" if state == "ready" else reason),
+            message=message if active else "",
+            last_transition_time=old.last_transition_time if old and old.status == status and old.last_transition_time
+            else now,
+            observed_generation=generation,
+        ))
+    return out
+
+
+def outputs_from(stack_outputs: dict[str, Any]) -> StackOutputs:
+    """The outputs the status shows, from the stack outputs of components.program."""
+    link = stack_outputs.get("privateLink") or {}
+    mesh = stack_outputs.get("mesh") or {}
+    peerings = [Peering(name=str(p.get("name")), id=p.get("id"), state=p.get("state"))
+                for p in (mesh.get("peerings") or []) if isinstance(p, dict)]
+    return StackOutputs(
+        endpoint=link.get("endpointDnsName"),
+        endpoint_id=link.get("endpointId"),
+        endpoint_vpc=link.get("endpointVpcId"),
+        service_name=link.get("serviceName"),
+        zone_id=link.get("zoneId"),
+        infra_id=link.get("infraID"),
+        peerings=peerings,
+    )
+
+
+def state_of(status: ClusterStatus) -> str:
+    """One word per cluster for the metrics: Ready, Reconciling, Stalled or Unknown."""
+    for type_ in ("Stalled", "Reconciling", "Ready"):
+        cond = status.condition(type_)
+        if cond is not None and cond.status == "True":
+            return type_
+    return "Unknown"
+
+
+class StatusWriter:
+    """Writes Cluster status and remembers the last status per cluster (by uid).
+
+    `write` patches now; `write_later` records the status at once (so the next
+    reconcile of the key reads it) and patches from a background thread, so a
+    worker does not wait for the report of a finished run. Writes of one key stay
+    in order: a newer write supersedes a pending older one, and waits for one in flight.
+    """
+
+    def __init__(self, api_client: client.ApiClient, *, threads: int = 2):
+        self._api = client.CustomObjectsApi(api_client)
+        self._lock = threading.Lock()
+        self._written: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        self._key_locks: dict[str, threading.Lock] = {}
+        self._seq: dict[str, int] = {}
+        self._threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+
+    def current(self, key: str, raw: dict[str, Any]) -> ClusterStatus:
+        """The status as this service last wrote it, else as the cache has it."""
+        uid = (raw.get("metadata") or {}).get("uid")
+        with self._lock:
+            mine = self._written.get(key)
+        doc = mine[1] if mine is not None and mine[0] == uid else raw.get("status") or {}
+        try:
+            return ClusterStatus.model_validate(doc)
+        except ValueError:  # someone wrote garbage into our status: start over
+            LOG.warning("%s: unreadable status, starting from an empty one", key)
+            return ClusterStatus()
+
+    def write(self, raw: dict[str, Any], status: ClusterStatus, *, previous: ClusterStatus) -> bool:
+        """Patch the status subresource now; False when the Cluster is gone."""
+        key, seq = self._next(raw)
+        with self._key_lock(key):
+            ok = self._patch(raw, status, previous)
+        if ok:
+            self._remember(raw, status)
+        return ok
+
+    def write_later(self, raw: dict[str, Any], status: ClusterStatus, *, previous: ClusterStatus) -> None:
+        """Record the status now; patch it from the background (retried, superseded by newer writes)."""
+        key, seq = self._next(raw)
+        self._remember(raw, status)
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="status")
+            pool = self._pool
+        pool.submit(self._flush, key, seq, raw, status, previous)
+
+    def _flush(self, key: str, seq: int, raw: dict[str, Any], status: ClusterStatus,
+               previous: ClusterStatus) -> None:
+        for attempt in range(6):
+            with self._key_lock(key):
+                if self._seq.get(key) != seq:
+                    return  # a newer status supersedes this one
+                try:
+                    self._patch(raw, status, previous)
+                    return
+                except Exception as exc:  # noqa: BLE001 - retried; the next write carries it anyway
+                    LOG.warning("%s: status write failed (%s); attempt %d", key, exc, attempt + 1)
+            time.sleep(_RETRY.delay(attempt))
+        LOG.error("%s: status not written after retries; the next write of this cluster carries it", key)
+
+    def _patch(self, raw: dict[str, Any], status: ClusterStatus, previous: ClusterStatus) -> bool:
+        meta = raw["metadata"]
+        new = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+        old = previous.model_dump(by_alias=True, exclude_none=True, mode="json")
+        server = raw.get("status") or {}
+        if new == old and server == new:
+            return True
+        removed = (set(old) | set(server)) - set(new)
+        patch = {**{k: None for k in removed}, **new}  # merge patch: null removes
+        try:
+            self._api.patch_namespaced_custom_object_status(
+                GROUP, VERSION, meta["namespace"], "clusters", meta["name"], {"status": patch})
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def _next(self, raw: dict[str, Any]) -> tuple[str, int]:
+        meta = raw["metadata"]
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        with self._lock:
+            self._seq[key] = self._seq.get(key, 0) + 1
+            return key, self._seq[key]
+
+    def _remember(self, raw: dict[str, Any], status: ClusterStatus) -> None:
+        meta = raw["metadata"]
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        with self._lock:
+            self._written[key] = (meta.get("uid"), status.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+    def _key_lock(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._written.pop(key, None)
+            self._key_locks.pop(key, None)
+            self._seq.pop(key, None)
+
+    def close(self) -> None:
+        """Wait for the background writes."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+class EventRecorder:
+    """core/v1 Events on Clusters, sent by a background thread (like client-go's broadcaster) so that a
+    worker never waits on one. Best effort: a failure to record is logged, never raised."""
+
+    def __init__(self, api_client: client.ApiClient, *, instance: str = "",
+                 clock: Callable[[], float] = time.time, pending: int = 1000):
+        self._api = client.CoreV1Api(api_client)
+        self._instance = instance
+        self._clock = clock
+        self._queue: queue.Queue = queue.Queue(maxsize=pending)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.dropped = 0
+
+    def event(self, raw: dict[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        meta = raw.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        now = rfc3339(self._clock())
+        body = {
+            "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "name": meta.get("name"),
+                               "namespace": namespace, "uid": meta.get("uid"),
+                               "resourceVersion": meta.get("resourceVersion")},
+            "type": type_, "reason": reason, "message": message[:1024],
+            "source": {"component": COMPONENT}, "reportingComponent": f"{GROUP}/{COMPONENT}",
+            "reportingInstance": self._instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        self._start()
+        try:
+            self._queue.put_nowait(body)
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped % 100 == 1:
+                LOG.warning("event backlog full: dropped %s on %s/%s (%d dropped so far)", reason, namespace,
+                            meta.get("name"), self.dropped)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Send what is queued (up to `timeout`), then stop."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._send_all, name="events", daemon=True)
+                self._thread.start()
+
+    def _send_all(self) -> None:
+        while (body := self._queue.get()) is not None:
+            try:
+                self._api.create_namespaced_event(body["metadata"]["namespace"], body)
+            except Exception as exc:  # noqa: BLE001 - an Event is best effort
+                LOG.warning("could not record event %s on %s/%s: %s", body["reason"],
+                            body["metadata"]["namespace"], body["involvedObject"]["name"], exc)

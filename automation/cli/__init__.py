@@ -1,0 +1,157 @@
+"""python -m automation {plan,inputs,ingress render,iam,serve}: the command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from automation.adapters.files import load_fleet
+from automation.adapters.plan import PlanError, plan_all, raise_invalid
+from automation.cli import iam
+from automation.cli.render import render_tree
+from automation.service.serve import add_serve_command
+from stacks.errors import FieldError, InvalidSpec
+from stacks.haproxy import (CONFIG_FILE, GUEST_FOLDER, MAP_FILE, CentralSettings, dropped_lines, guest_files,
+                            rendered_by_us, render_central)
+from stacks.resolve import resolve_all, resolve_fleet
+
+
+def _plan(args: argparse.Namespace) -> int:
+
+    invalid: list = []
+    fleet = load_fleet(args.hub, args.clusters, invalid)
+    inputs = raise_invalid(resolve_fleet(fleet), invalid)
+    plans = plan_all(inputs)
+    if args.format == "json":
+        json.dump({"stacks": [p.to_json() for p in plans]}, sys.stdout, indent=2, sort_keys=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_tree(plans))
+    return 0
+
+
+def _inputs(args: argparse.Namespace) -> int:
+    resolved = resolve_fleet(load_fleet(args.hub, args.clusters))
+    wanted = resolved.get(args.cluster)
+    if wanted is None:
+        raise InvalidSpec.one(args.clusters, "metadata", f"no cluster {args.cluster} (known: {', '.join(resolved)})")
+    if isinstance(wanted, InvalidSpec):
+        raise wanted
+    sys.stdout.write(wanted.to_config() + "\n")
+    return 0
+
+
+def _ingress_render(args: argparse.Namespace) -> int:
+    """Write the routes that pass every check; list the clusters left out and exit 2 if there are any."""
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise InvalidSpec.one("--out", "(path)", f"{args.out} is a file, not a folder")
+    invalid: list = []  # Cluster files that do not parse: left out, listed
+    fleet = load_fleet(args.hub, args.clusters, invalid)
+    central_spec = fleet.hub.spec.shared_ingress
+    if central_spec is None:
+        raise InvalidSpec([*invalid, FieldError(fleet.hub.ref, "spec.sharedIngress",
+                                                "not set: this hub has no shared ingress")])
+    resolved = resolve_all(fleet)
+    central_dir = os.path.join(args.out, "central")
+    # The map is written beside the config; the config names it where the proxy will see it.
+    map_seen_at = os.path.join(args.map_dir or os.path.abspath(central_dir), MAP_FILE)
+    central = render_central(CentralSettings.from_hub(central_spec, map_path=map_seen_at), resolved.routes)
+    not_rendered = {route.cluster for route, _ in central.dropped}
+    guests = [(key, guest) for key, guest in resolved.guests.items() if key not in not_rendered]
+    files = {os.path.join("central", CONFIG_FILE): central.config, os.path.join("central", MAP_FILE): central.map,
+             **guest_files(guests)}
+    written, removed = _write_tree(args.out, files)
+    for path in written:
+        print(path)
+    for path in removed:
+        print(f"removed {path}", file=sys.stderr)
+    left_out = [str(err) for err in invalid]
+    left_out += [str(err) for problem in resolved.unrouted.values() for err in problem.errors]
+    left_out += dropped_lines(central.dropped)
+    if left_out:
+        print(f"error: {len(left_out)} problem(s); these clusters are not routed (the others are written):",
+              file=sys.stderr)
+        for line in left_out:
+            print(f"  {line}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _write_tree(out: str, files: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Write {relative path: text} under `out`; remove the guest folders of clusters no longer rendered.
+
+    A guest folder is removed only when it holds nothing but a config this command wrote (its header),
+    so a folder someone keeps files in is left alone.
+    """
+    written = []
+    for rel, text in sorted(files.items()):
+        path = os.path.join(out, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        written.append(path)
+    removed = []
+    guests = os.path.join(out, GUEST_FOLDER)
+    keep = {rel.split("/")[1] for rel in files if rel.startswith(GUEST_FOLDER + "/")}
+    for folder in sorted(os.listdir(guests)) if os.path.isdir(guests) else []:
+        path = os.path.join(guests, folder)
+        config = os.path.join(path, CONFIG_FILE)
+        if folder in keep or os.path.islink(path) or not os.path.isdir(path) or os.listdir(path) != [CONFIG_FILE]:
+            continue
+        with open(config, encoding="utf-8", errors="replace") as fh:
+            ours = rendered_by_us(fh.read(4096))
+        if ours:
+            os.unlink(config)
+            os.rmdir(path)
+            removed.append(path)
+    return written, removed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m automation", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    plan = sub.add_parser("plan", help="print what `pulumi up` would create for each cluster, with no cloud account")
+    plan.add_argument("--hub", required=True, help="the HubConfig YAML file")
+    plan.add_argument("--clusters", required=True, help="a Cluster YAML file or a folder of them (Namespaces too)")
+    plan.add_argument("--format", choices=["json", "tree"], default="tree")
+    plan.set_defaults(func=_plan)
+
+    inputs = sub.add_parser("inputs", help="print one cluster's StackInputs JSON (the stack config clusternet:inputs)")
+    inputs.add_argument("--hub", required=True)
+    inputs.add_argument("--clusters", required=True)
+    inputs.add_argument("--cluster", required=True, help="namespace/name")
+    inputs.set_defaults(func=_inputs)
+
+    ingress = sub.add_parser("ingress", help="the shared ingress (one load balancer, routed by PROXY protocol v2)")
+    ingress_sub = ingress.add_subparsers(dest="ingress_command", required=True)
+    render = ingress_sub.add_parser("render", help="write the central and node-side HAProxy configs")
+    render.add_argument("--hub", required=True, help="the HubConfig YAML file (spec.sharedIngress)")
+    render.add_argument("--clusters", required=True, help="a Cluster YAML file or a folder of them")
+    render.add_argument("--out", required=True,
+                        help="writes OUT/central/haproxy.cfg, OUT/central/clusters.map, OUT/guest/<name>/haproxy.cfg")
+    render.add_argument("--map-dir", help="the folder the central proxy reads the map from (default: OUT/central, "
+                                          "absolute)")
+    render.set_defaults(func=_ingress_render)
+
+    iam.add_iam_command(sub)
+    add_serve_command(sub)  # `serve`: one flag per ServiceOptions field
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except PlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # the reader stopped early (`| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except InvalidSpec as exc:
+        print(f"error: invalid input ({exc.reason}):", file=sys.stderr)
+        for err in exc.errors:
+            print(f"  {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,27 @@
+"""Human-readable views of a plan."""
+from __future__ import annotations
+
+from automation.adapters.plan import StackPlan
+
+
+def render_tree(plans: list[StackPlan]) -> str:
+    lines: list[str] = []
+    for plan in plans:
+        lines.append(f"stack {plan.stack}  (cluster {plan.cluster}, {len(plan.resources)} resources)")
+        children: dict[str | None, list] = {}
+        for res in plan.resources:
+            children.setdefault(res.parent, []).append(res)
+        known = {r.urn for r in plan.resources}
+        roots = [r for r in plan.resources if r.parent not in known]
+
+        def walk(res, prefix: str, last: bool) -> None:
+            where = f"  [{res.account} {res.region}]" if res.account else ""
+            lines.append(f"{prefix}{'└── ' if last else '├── '}{res.type} {res.name}{where}")
+            kids = children.get(res.urn, [])
+            for i, kid in enumerate(kids):
+                walk(kid, prefix + ("    " if last else "│   "), i == len(kids) - 1)
+
+        for i, root in enumerate(roots):
+            walk(root, "", i == len(roots) - 1)
+        lines.append("")
+    return "\n".join(lines)

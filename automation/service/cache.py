@@ -1,0 +1,218 @@
+"""Cache: the service's one copy of the watched objects and of what resolve() reads from them (Clusters,
+the HubConfig, Namespace annotations, the role map). It is the store of every informer
+(automation/adapters/watch.py: `stores()`), so the informers keep no copy of their own. Thread-safe."""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from automation.adapters.watch import DictStore, Raw, Store, object_key
+from stacks.errors import FieldError, InvalidSpec
+from stacks.model import Cluster, HubConfig, parse, resolved_part
+from stacks.names import ANNOTATION_PREFIX
+from stacks.resolve import Fleet
+from stacks.status import HUB_NOT_FOUND
+
+
+
+# --------------------------------------------------------------------------- cache
+
+@dataclass
+class ClusterEntry:
+    raw: Raw
+    parsed: Cluster | InvalidSpec
+    inputs: bytes  # a hash of stacks.model.resolved_part of the object: a change here may change StackInputs
+    placement: str | None  # the endpoint VPC the status says the stack uses
+
+
+
+
+def _placement_of(raw: Raw) -> str | None:
+    outputs = (raw.get("status") or {}).get("outputs") or {}
+    return outputs.get("endpointVPC") if isinstance(outputs, dict) else None
+
+
+def _parse_cluster(part: Raw, raw: Raw) -> Cluster | InvalidSpec:
+    """The Cluster of `part` (stacks.model.resolved_part of `raw`): resolve() can read nothing else."""
+    try:
+        parsed = parse(part)
+    except InvalidSpec as exc:
+        return exc
+    if not isinstance(parsed, Cluster):
+        return InvalidSpec.one(object_key(raw), "kind", f"expected a Cluster, got {type(parsed).__name__}")
+    return parsed
+
+
+class Cache:
+    """What the service knows of the cluster objects. Thread-safe; fed by the informers."""
+
+    def __init__(self, *, hub_name: str, role_map_name: str, role_map_namespace: str,
+                 parse_role_map: Callable[[Raw | None], Mapping[str, str]]):
+        self.hub_name = hub_name
+        self.role_map_name = role_map_name
+        self.role_map_namespace = role_map_namespace
+        self._parse_role_map = parse_role_map
+        self._lock = threading.Condition()
+        self.clusters: dict[str, ClusterEntry] = {}
+        self.hub: HubConfig | InvalidSpec | None = None
+        self.namespaces: dict[str, dict[str, str]] = {}
+        self.role_map: Mapping[str, str] = {}
+        self.inputs_version = 0  # bumps when anything resolve() reads changes
+        self.placement_version = 0  # bumps when a recorded endpoint VPC changes
+        self.revision = 0  # bumps on every change (status included)
+        self.touched: set[str] = set()  # cluster keys changed since the mapper last looked
+        self._hub_store = DictStore(self.on_hub)
+        self._namespace_store = DictStore(self.on_namespace)
+        self._configmap_store = DictStore(self.on_configmap)
+
+    # -- the informers' stores
+    def stores(self) -> dict[str, Store]:
+        """The store of each of automation.adapters.watch.sources(): the Clusters live in the cache's entries;
+        the other kinds, a handful of objects, in a DictStore each, whose changes the cache digests."""
+        return {"clusters": self, "hubconfigs": self._hub_store, "namespaces": self._namespace_store,
+                "configmaps": self._configmap_store}
+
+    def get(self, key: str) -> Raw | None:  # the clusters' Store
+        return self.cluster(key)
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self.clusters)
+
+    def apply(self, kind: str, raw: Raw) -> None:
+        self.on_cluster(kind, raw)
+
+    # -- handlers (one per informer)
+
+    def on_cluster(self, kind: str, raw: Raw) -> None:
+        key = object_key(raw)
+        with self._lock:
+            old = self.clusters.get(key)
+            if kind == "DELETED":
+                if old is None:
+                    return
+                del self.clusters[key]
+                self.inputs_version += 1
+                if old.placement is not None:
+                    self.placement_version += 1
+            else:
+                part = resolved_part(raw)
+                inputs = hashlib.blake2b(json.dumps(part, sort_keys=True, default=str).encode(), digest_size=16).digest()
+                parsed = old.parsed if old is not None and old.inputs == inputs else _parse_cluster(part, raw)
+                entry = ClusterEntry(raw, parsed, inputs, _placement_of(raw))
+                self.clusters[key] = entry
+                if old is None or old.inputs != inputs:
+                    self.inputs_version += 1
+                if (old.placement if old else None) != entry.placement:
+                    self.placement_version += 1
+            self.touched.add(key)
+            self._changed()
+
+    def on_hub(self, kind: str, raw: Raw) -> None:
+        if (raw.get("metadata") or {}).get("name") != self.hub_name:
+            return
+        with self._lock:
+            if kind == "DELETED":
+                self.hub = None
+            else:
+                try:
+                    hub = parse({k: v for k, v in raw.items() if k != "status"})
+                    self.hub = hub if isinstance(hub, HubConfig) else InvalidSpec.one(
+                        f"HubConfig {self.hub_name}", "kind", "not a HubConfig")
+                except InvalidSpec as exc:
+                    self.hub = exc
+            self.inputs_version += 1
+            self._changed()
+
+    def on_namespace(self, kind: str, raw: Raw) -> None:
+        meta = raw.get("metadata") or {}
+        name = meta.get("name")
+        annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(ANNOTATION_PREFIX)}
+        with self._lock:
+            old = self.namespaces.get(name)
+            if kind == "DELETED":
+                self.namespaces.pop(name, None)
+            else:
+                self.namespaces[name] = annotations
+            if (old or {}) != (annotations if kind != "DELETED" else {}):
+                self.inputs_version += 1
+                self._changed()
+
+    def on_configmap(self, kind: str, raw: Raw) -> None:
+        meta = raw.get("metadata") or {}
+        if meta.get("name") != self.role_map_name or meta.get("namespace", self.role_map_namespace) != \
+                self.role_map_namespace:
+            return
+        entries = dict(self._parse_role_map(None if kind == "DELETED" else raw))
+        with self._lock:
+            if entries != self.role_map:
+                self.role_map = entries
+                self.inputs_version += 1
+                self._changed()
+
+    def _changed(self) -> None:
+        self.revision += 1
+        self._lock.notify_all()
+
+    # -- reads
+    def wait_for_change(self, seen_revision: int, timeout: float) -> int:
+        with self._lock:
+            self._lock.wait_for(lambda: self.revision != seen_revision, timeout)
+            return self.revision
+
+    def take_touched(self) -> set[str]:
+        with self._lock:
+            touched, self.touched = self.touched, set()
+            return touched
+
+    def cluster(self, key: str) -> Raw | None:
+        with self._lock:
+            entry = self.clusters.get(key)
+            return entry.raw if entry is not None else None
+
+    def entries(self) -> dict[str, ClusterEntry]:
+        with self._lock:
+            return dict(self.clusters)
+
+    def snapshot(self) -> tuple[int, int, Fleet | None, dict[str, InvalidSpec], dict[str, str]]:
+        """(inputs_version, placement_version, fleet of the valid clusters, invalid ones, placements)."""
+        with self._lock:
+            entries = list(self.clusters.items())
+            hub, namespaces, role_map = self.hub, dict(self.namespaces), dict(self.role_map)
+            versions = (self.inputs_version, self.placement_version)
+        invalid: dict[str, InvalidSpec] = {}
+        if hub is None or isinstance(hub, InvalidSpec):
+            for key, entry in entries:
+                invalid[key] = entry.parsed if isinstance(entry.parsed, InvalidSpec) else _hub_problem(
+                    self.hub_name, key, hub)
+            return versions[0], versions[1], None, invalid, {}
+        valid = []
+        placements: dict[str, str] = {}
+        for key, entry in entries:
+            if isinstance(entry.parsed, InvalidSpec):
+                invalid[key] = entry.parsed
+            else:
+                valid.append(entry.parsed)
+                if entry.placement:
+                    placements[key] = entry.placement
+        fleet = Fleet(hub=hub, clusters=tuple(valid), namespaces=namespaces, role_map=role_map,
+                      placements=placements)
+        return versions[0], versions[1], fleet, invalid, placements
+
+    def placements(self) -> tuple[int, dict[str, str]]:
+        with self._lock:
+            return self.placement_version, {k: e.placement for k, e in self.clusters.items() if e.placement}
+
+
+def _hub_problem(hub_name: str, key: str, hub: InvalidSpec | None) -> InvalidSpec:
+    if hub is None:
+        return InvalidSpec.one(f"Cluster {key}", "(hub)",
+                               f"HubConfig {hub_name} does not exist; create it, or start the service with "
+                               f"--hub-name naming the one to use", condition=HUB_NOT_FOUND)
+    return InvalidSpec([FieldError(f"Cluster {key}", "(hub)", f"HubConfig {hub_name} is invalid"), *hub.errors],
+                       "InvalidHubConfig")
+
+

@@ -1,0 +1,260 @@
+"""The work queue: one entry per cluster key, one operation per stack at a time.
+
+Semantics of client-go's workqueue, which the Pulumi Kubernetes Operator and
+every controller-runtime operator rely on:
+
+- `add(key)` while the key is already queued coalesces (100 events -> 1 entry);
+  while the key is being worked on, it is marked dirty and queued again once the
+  worker calls `done(key)` - never handed to a second worker meanwhile. With
+  `settle` > 0 it is queued again only once its changes have stopped for
+  `settle` seconds (at most `settle_max` later): a burst of edits to one cluster
+  costs two runs, the first at once and one with the final state.
+- `add_after(key, seconds)` schedules a key (drift checks, lock waits); the
+  earliest time wins, and `add(key)` supersedes a pending timer.
+- `add_rate_limited(key)` retries with capped exponential backoff and jitter;
+  `forget(key)` resets it after a success. The cap is minutes, not the
+  24 hours after which the operator's users found stacks silently given up on.
+
+`Workers` runs N threads that take keys and hand them to the reconciler; what
+the reconciler returns (an `Outcome`) decides how the key comes back.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Hashable
+
+from automation.adapters.backoff import Backoff
+
+LOG = logging.getLogger("clusternet.queue")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a reconcile asks of the queue for its key."""
+
+    failed: bool = False  # retry with backoff
+    requeue_after: float | None = None  # come back later (drift check, stack locked); not a failure
+
+    @classmethod
+    def done(cls, requeue_after: float | None = None) -> "Outcome":
+        return cls(False, requeue_after)
+
+    @classmethod
+    def retry(cls) -> "Outcome":
+        return cls(True, None)
+
+
+class WorkQueue:
+    def __init__(self, backoff: Backoff = Backoff(), *, settle: float = 0.0, settle_max: float | None = None,
+                 clock: Callable[[], float] = time.monotonic, rand: Callable[[], float] = random.random):
+        self.backoff = backoff
+        self.settle = settle
+        self.settle_max = settle_max if settle_max is not None else 20 * settle
+        self._clock = clock
+        self._rand = rand
+        self._cond = threading.Condition()
+        self._ready: deque[Hashable] = deque()
+        self._dirty: set[Hashable] = set()  # queued or to be queued again after done()
+        self._processing: set[Hashable] = set()
+        self._waiting: dict[Hashable, float] = {}  # key -> due time (earliest)
+        self._timers: list[tuple[float, int, Hashable]] = []
+        self._seq = itertools.count()
+        self._failures: dict[Hashable, int] = {}
+        self._last_add: dict[Hashable, float] = {}
+        self._settling: dict[Hashable, float] = {}  # key -> when it started waiting for its changes to stop
+        self._shutdown = False
+
+    # -- adding
+    def add(self, key: Hashable) -> None:
+        with self._cond:
+            if self._shutdown:
+                return
+            self._last_add[key] = self._clock()
+            if key in self._settling:
+                return  # its timer looks again once the changes stop
+            self._waiting.pop(key, None)
+            if key in self._dirty:
+                return
+            self._dirty.add(key)
+            if key not in self._processing:
+                self._ready.append(key)
+                self._cond.notify()
+
+    def add_after(self, key: Hashable, seconds: float) -> None:
+        if seconds <= 0:
+            self.add(key)
+            return
+        with self._cond:
+            if self._shutdown or key in self._settling:
+                return
+            due = self._clock() + seconds
+            current = self._waiting.get(key)
+            if current is not None and current <= due:
+                return
+            self._arm(key, due)
+
+    def _arm(self, key: Hashable, due: float) -> None:
+        self._waiting[key] = due
+        heapq.heappush(self._timers, (due, next(self._seq), key))
+        self._cond.notify()
+
+    def add_rate_limited(self, key: Hashable) -> float:
+        """Schedule a retry after the key's next backoff delay; returns the delay."""
+        with self._cond:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        delay = self.backoff.delay(failures, self._rand)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: Hashable) -> None:
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def failures(self, key: Hashable) -> int:
+        with self._cond:
+            return self._failures.get(key, 0)
+
+    # -- taking
+    def get(self, timeout: float | None = None) -> Hashable | None:
+        """The next key, marked in flight until done(key). None on shutdown or timeout."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._cond:
+            while True:
+                self._promote_due()
+                if self._ready:
+                    key = self._ready.popleft()
+                    self._dirty.discard(key)
+                    self._processing.add(key)
+                    return key
+                if self._shutdown:
+                    return None
+                now = self._clock()
+                waits = [t - now for t in (deadline, self._timers[0][0] if self._timers else None) if t is not None]
+                if deadline is not None and now >= deadline:
+                    return None
+                self._cond.wait(max(0.0, min(waits)) if waits else None)
+
+    def done(self, key: Hashable) -> None:
+        with self._cond:
+            self._processing.discard(key)
+            if key not in self._dirty:
+                return
+            now = self._clock()
+            quiet_at = self._last_add.get(key, now) + self.settle
+            if self.settle > 0 and quiet_at > now:  # changed while it ran: let the changes stop first
+                self._dirty.discard(key)
+                self._settling[key] = now
+                self._arm(key, quiet_at)
+            else:
+                self._ready.append(key)
+                self._cond.notify()
+
+    def _promote_due(self) -> None:
+        now = self._clock()
+        while self._timers and self._timers[0][0] <= now:
+            due, _, key = heapq.heappop(self._timers)
+            if self._waiting.get(key) != due:
+                continue  # superseded by an earlier timer or by add()
+            del self._waiting[key]
+            started = self._settling.get(key)
+            if started is not None:
+                quiet_at = self._last_add.get(key, now) + self.settle
+                if quiet_at > now and now - started < self.settle_max:
+                    self._arm(key, min(quiet_at, started + self.settle_max))
+                    continue
+                del self._settling[key]
+            if key not in self._dirty:
+                self._dirty.add(key)
+                if key not in self._processing:
+                    self._ready.append(key)
+
+    # -- state
+    def shutdown(self) -> None:
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()
+
+    @property
+    def depth(self) -> int:
+        """Keys ready to be worked on (not counting timers or keys in flight)."""
+        with self._cond:
+            return len(self._ready)
+
+    @property
+    def in_flight(self) -> int:
+        with self._cond:
+            return len(self._processing)
+
+    @property
+    def scheduled(self) -> int:
+        with self._cond:
+            return len(self._waiting)
+
+    def idle(self) -> bool:
+        """Nothing queued and nothing in flight (timers may be pending)."""
+        with self._cond:
+            return not self._ready and not self._processing
+
+
+class Workers:
+    """N threads: take a key, reconcile it, put it back as the Outcome says."""
+
+    def __init__(self, queue: WorkQueue, reconcile: Callable[[Hashable], Outcome], count: int,
+                 *, name: str = "worker"):
+        if count < 1:
+            raise ValueError(f"workers must be at least 1, got {count}")
+        self.queue = queue
+        self.reconcile = reconcile
+        self.count = count
+        self._name = name
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        self._stop.clear()
+        for i in range(self.count):
+            thread = threading.Thread(target=self._loop, name=f"{self._name}-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Take no new keys; wait for the runs in flight."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+    def alive(self) -> bool:
+        """Every started worker thread still runs (or none was started)."""
+        return all(t.is_alive() for t in self._threads) or self._stop.is_set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            key = self.queue.get(timeout=0.5)
+            if key is None:
+                continue
+            try:
+                outcome = self.reconcile(key)
+            except Exception:  # a bug must not kill the worker; the key comes back later
+                LOG.exception("reconcile %s raised; retrying with backoff", key)
+                outcome = Outcome.retry()
+            finally:
+                self.queue.done(key)
+            self.apply(key, outcome)
+
+    def apply(self, key: Hashable, outcome: Outcome) -> None:
+        if outcome.failed:
+            delay = self.queue.add_rate_limited(key)
+            LOG.info("%s: retry in %.1fs (failure %d)", key, delay, self.queue.failures(key))
+            return
+        self.queue.forget(key)
+        if outcome.requeue_after is not None:
+            self.queue.add_after(key, outcome.requeue_after)

@@ -1,0 +1,505 @@
+"""Reconcile one cluster key: level-triggered, safe to call any number of times.
+
+It never trusts the event that queued the key, only the current state:
+
+    cached Cluster ──► desired StackInputs (mapper.Desired: resolve_all over the cache)
+         │                    │ digest()
+         ▼                    ▼
+    status.inputsHash  ==  digest  and the last up succeeded?  ── yes ──► nothing to run
+         │ no                                                             (drift check when due)
+         ▼
+    finalizer · recover a killed run · refuse a move · new install? · engine.up · status + Events
+
+Deletion: the finalizer `clusternet.io/stack` holds a deleted Cluster until
+`engine.destroy` succeeded; a failed destroy keeps it, says why, and retries.
+Invalid input: Stalled with the reason, an Event, and no engine run.
+Another update holding the stack (StackLocked): requeued, not counted as a failure.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Protocol
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from automation.adapters.engine import Engine, EngineError, RunResult, StackLocked
+from automation.adapters.status import (EventRecorder, StatusWriter, conditions, outputs_from, parse_time, rfc3339)
+from automation.adapters.watch import Raw, object_key
+from automation.service.mapper import Desired
+from automation.service.queue import Outcome
+from stacks import status as reasons
+from stacks.errors import Failure, InvalidSpec
+from stacks.inputs import StackInputs
+from stacks.names import FINALIZER, GROUP, VERSION, stack_name
+from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery
+
+LOG = logging.getLogger("clusternet.reconcile")
+STUCK_LOCK_RETRIES = 3  # StackLocked this many times in a row: ask the engine to recover a stale lock
+
+Guard = Callable[[StackInputs | None, StackInputs], None]  # raises InvalidSpec to refuse a run, Failure to retry
+Audit = Callable[[StackInputs, str], Any]
+
+
+class Metrics(Protocol):
+    def observe_run(self, operation: str, result: str, seconds: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class ReconcileOptions:
+    drift_interval: float = 3600.0  # seconds between drift checks of a stack; 0 turns them off
+    drift_jitter: float = 0.25  # each stack's interval is stretched by up to this fraction (stable per stack)
+    lock_retry: float = 15.0  # StackLocked: look again after about this long
+
+
+def stack_of(raw: Raw, status: ClusterStatus) -> str:
+    """The cluster's stack name: as recorded, else as stacks.names.stack_name makes it."""
+    meta = raw.get("metadata") or {}
+    return status.stack or stack_name(meta.get("namespace"), str(meta.get("name")))
+
+
+def _succeeded(result: RunResult, message: str, started: float, ended: float) -> LastUpdate:
+    """status.lastUpdate of a run that succeeded."""
+    return LastUpdate(operation=result.operation, result="Succeeded", message=message, start_time=rfc3339(started),
+                      end_time=rfc3339(ended), permalink=result.permalink, changes=result.changes)
+
+
+def _jitter(key: str) -> float:
+    """A stable number in [0, 1) per key, so restarts do not move a stack's drift schedule."""
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 0x100000000
+
+
+def up_to_date(status: ClusterStatus, digest: str) -> bool:
+    last = status.last_update
+    return (status.inputs_hash == digest and last is not None and last.operation == "up"
+            and last.result == "Succeeded")
+
+
+class Reconciler:
+    def __init__(self, *, desired: Desired, engine: Engine, api_client: client.ApiClient,
+                 status: StatusWriter | None = None, events: EventRecorder | None = None,
+                 options: ReconcileOptions = ReconcileOptions(), guards: Iterable[Guard] = (),
+                 audit: Audit | None = None, metrics: Metrics | None = None,
+                 clock: Callable[[], float] = time.time):
+        self.desired = desired
+        self.cache = desired.cache
+        self.engine = engine
+        self.status = status or StatusWriter(api_client)
+        self.events = events or EventRecorder(api_client)
+        self.options = options
+        self.guards = tuple(guards)
+        self.audit = audit
+        self.metrics = metrics
+        self.clock = clock
+        self._custom = client.CustomObjectsApi(api_client)
+        self._side_pool: ThreadPoolExecutor | None = None
+        self._side_lock = threading.Lock()
+        self._released: set[str] = set()  # destroyed and let go by us: no orphan check when they vanish
+        self._locked_streak: dict[str, int] = {}  # stack -> StackLocked answers in a row
+
+    def _side(self) -> ThreadPoolExecutor:
+        """A few threads for API writes that can go alongside another one."""
+        with self._side_lock:
+            if self._side_pool is None:
+                self._side_pool = ThreadPoolExecutor(4, thread_name_prefix="reconcile-side")
+            return self._side_pool
+
+    def close(self) -> None:
+        """Wait for the writes still in flight (status reports, side writes)."""
+        with self._side_lock:
+            pool, self._side_pool = self._side_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        self.status.close()
+
+    # ------------------------------------------------------------------ entry points
+
+    def __call__(self, key: str) -> Outcome:
+        raw = self.cache.cluster(key)
+        if raw is None:
+            return self._gone(key)
+        status = self.status.current(key, raw)
+        if (raw.get("metadata") or {}).get("deletionTimestamp"):
+            return self._delete(key, raw, status)
+        desired = self.desired.inputs(key)
+        if desired is None:  # not resolved yet (the cache moved on): the mapper queues it again
+            return Outcome.done()
+        if isinstance(desired, InvalidSpec):
+            return self._invalid(raw, status, desired)
+        return self._apply(key, raw, status, desired)
+
+    def triage(self, key: str, raw: Raw, desired: StackInputs | InvalidSpec | None) -> float | None:
+        """For a cluster seen for the first time: seconds until it needs a reconcile (0: now; None: never)."""
+        meta = raw.get("metadata") or {}
+        status = self.status.current(key, raw)
+        if meta.get("deletionTimestamp"):
+            return 0 if FINALIZER in (meta.get("finalizers") or []) else None
+        if desired is None:
+            return None
+        if status.observed_generation != meta.get("generation"):
+            return 0
+        if self._mesh_join(key, status) != status.mesh_join:
+            return 0
+        if isinstance(desired, InvalidSpec):
+            stalled = status.condition("Stalled")
+            return None if stalled and stalled.status == "True" and stalled.reason == desired.reason else 0
+        if not up_to_date(status, desired.digest()) or _ready(status) != "True":
+            return 0
+        return self._drift_due_in(key, status)
+
+    # ------------------------------------------------------------------ paths
+
+    def _apply(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs) -> Outcome:
+        generation = (raw.get("metadata") or {}).get("generation")
+        digest = desired.digest()
+        if up_to_date(status, digest):
+            if status.observed_generation != generation or _ready(status) != "True" \
+                    or self._mesh_join(key, status) != status.mesh_join:
+                self._write(raw, status, self._ready_status(status, generation, desired, status.last_update))
+            due = self._drift_due_in(key, status)
+            if due is not None and due <= 0:
+                return self._drift_check(key, raw, self.status.current(key, raw), desired)
+            return Outcome.done(due)
+        return self._run_up(key, raw, status, desired, why=self._why(status, digest, generation))
+
+    def _run_up(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs, *, why: str) -> Outcome:
+        generation = (raw.get("metadata") or {}).get("generation")
+        status = self._recover_if_killed(raw, status, desired.stack)
+        if status is None:
+            return Outcome.retry()
+        applied = self.engine.applied(desired.stack)
+        try:
+            for guard in self.guards:
+                guard(applied, desired)
+        except InvalidSpec as exc:
+            return self._invalid(raw, status, exc)
+        except Failure as exc:  # a preflight that may pass later (the installer's NLB not there yet)
+            return self._failed(raw, status, "up", exc.reason, f"preflight, nothing ran: {exc}", self.clock())
+
+        started = self.clock()
+        running = status.model_copy(update={
+            "observed_generation": generation, "stack": desired.stack, "mesh_join": self._mesh_join(key, status),
+            "account": desired.cluster.account_id, "region": desired.cluster.region,
+            "last_update": LastUpdate(operation="up", result="Running", message=why, start_time=rfc3339(started)),
+            "conditions": conditions("progressing", reasons.PROGRESSING, why, generation=generation,
+                                     previous=status.conditions, now=rfc3339(started)),
+        })
+        # Both land before the engine starts: the finalizer (so a delete cannot skip the destroy) and the
+        # Running mark (so a killed run is recognised); written side by side, one round trip.
+        finalizer = None
+        if FINALIZER not in ((raw.get("metadata") or {}).get("finalizers") or []):
+            finalizer = self._side().submit(self._ensure_finalizer, raw)
+        wrote = self._write(raw, status, running)
+        if (finalizer is not None and not finalizer.result()) or not wrote:
+            return Outcome.done()  # the Cluster is gone
+        self.events.event(raw, "Normal", "UpdateStarted", why)
+        if self.audit is not None:
+            self.audit(desired, "up")
+        try:
+            old_link = applied.private_link if applied is not None else None
+            if old_link is not None and desired.private_link is not None \
+                    and old_link.infra_id != desired.private_link.infra_id:
+                note = (f"new install (infraID {old_link.infra_id} -> {desired.private_link.infra_id}): "
+                        "removing the old install's PrivateLink first")
+                self.events.event(raw, "Normal", "NewInstall", note)
+                self._run("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
+                                                         message=f"{why}; {note}"))
+            result = self._run("up", lambda: self.engine.up(desired, message=why))
+        except StackLocked as exc:
+            return self._locked(raw, running, status, str(exc))
+        except EngineError as exc:
+            return self._failed(raw, running, "up", exc.reason, str(exc), started)
+        ended = self.clock()
+        done = self._ready_status(running, generation, desired, _succeeded(
+            result, f"{why}: {result.message}".rstrip(": "), started, ended), outputs=result.outputs, checked=ended)
+        self.status.write_later(raw, done, previous=running)
+        self._locked_streak.pop(desired.stack, None)
+        self.events.event(raw, "Normal", "UpdateSucceeded", f"{why}: {_summary(result)}")
+        return Outcome.done(self._drift_due_in(key, done))
+
+    def _delete(self, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
+        meta = raw.get("metadata") or {}
+        if FINALIZER not in (meta.get("finalizers") or []):
+            return Outcome.done()  # not ours (never applied, or already destroyed)
+        stack = stack_of(raw, status)
+        status = self._recover_if_killed(raw, status, stack)
+        if status is None:
+            return Outcome.retry()
+        why = "the Cluster was deleted: destroying its stack"
+        started = self.clock()
+        generation = meta.get("generation")
+        running = status.model_copy(update={
+            "last_update": LastUpdate(operation="destroy", result="Running", message=why,
+                                      start_time=rfc3339(started)),
+            "conditions": conditions("progressing", reasons.DESTROYING, why, generation=generation,
+                                     previous=status.conditions, now=rfc3339(started)),
+        })
+        if not self._write(raw, status, running):
+            return Outcome.done()
+        self.events.event(raw, "Normal", "DestroyStarted", why)
+        if self.audit is not None:
+            applied = self.engine.applied(stack)
+            if applied is not None:
+                self.audit(applied, "destroy")
+        try:
+            result = self._run("destroy", lambda: self.engine.destroy(stack, message=why))
+        except StackLocked as exc:
+            return self._locked(raw, running, status, str(exc))
+        except EngineError as exc:
+            return self._failed(raw, running, "destroy", reasons.DESTROY_FAILED, str(exc), started)
+        finished = running.model_copy(update={
+            "inputs_hash": None, "outputs": None,
+            "last_update": _succeeded(result, result.message or why, started, self.clock())})
+        self._write(raw, running, finished)
+        self.events.event(raw, "Normal", "DestroySucceeded", f"stack {stack} destroyed; releasing the Cluster")
+        if self._remove_finalizer(raw):
+            self.status.forget(key)
+            self._released.add(key)
+        return Outcome.done()
+
+    def _gone(self, key: str) -> Outcome:
+        """The Cluster left the cache. With our finalizer that only happens when someone removed it by hand."""
+        self.status.forget(key)
+        if key in self._released:  # we destroyed its stack and let it go
+            self._released.discard(key)
+            return Outcome.done()
+        namespace, _, name = key.partition("/")
+        stack = stack_name(namespace, name)
+        try:
+            applied = self.engine.applied(stack)
+        except Exception:  # noqa: BLE001 - best effort: the object is gone either way
+            applied = None
+        if applied is not None:
+            LOG.warning("Cluster %s is gone but stack %s still has resources: its finalizer %s was removed "
+                        "by hand. Destroy the stack yourself (pulumi destroy -s %s) or re-create the Cluster "
+                        "and delete it.", key, stack, FINALIZER, stack)
+        return Outcome.done()
+
+    def _invalid(self, raw: Raw, status: ClusterStatus, exc: InvalidSpec) -> Outcome:
+        generation = (raw.get("metadata") or {}).get("generation")
+        message = str(exc)
+        stalled = status.condition("Stalled")
+        now = rfc3339(self.clock())
+        join = self._mesh_join(object_key(raw), status)
+        new = status.model_copy(update={
+            "observed_generation": generation, "mesh_join": join,
+            "conditions": conditions("stalled", exc.reason, message, generation=generation,
+                                     previous=status.conditions, now=now)})
+        if stalled is not None and stalled.status == "True" and stalled.reason == exc.reason \
+                and stalled.message == message and status.observed_generation == generation \
+                and join == status.mesh_join:
+            return Outcome.done()
+        if self._write(raw, status, new):
+            self.events.event(raw, "Warning", exc.reason, message)
+        return Outcome.done()
+
+    # ------------------------------------------------------------------ drift
+
+    def _drift_due_in(self, key: str, status: ClusterStatus) -> float | None:
+        if self.options.drift_interval <= 0:
+            return None
+        last = parse_time(status.last_drift_check) or parse_time(
+            status.last_update.end_time if status.last_update else None)
+        if last is None:
+            return 0
+        interval = self.options.drift_interval * (1 + self.options.drift_jitter * _jitter(key))
+        return max(0.0, last + interval - self.clock())
+
+    def _drift_check(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs) -> Outcome:
+        try:
+            result = self._run("preview", lambda: self.engine.preview(desired))
+        except StackLocked:
+            return Outcome.done(self.options.lock_retry)
+        except EngineError as exc:
+            self.events.event(raw, "Warning", "DriftCheckFailed", str(exc))
+            checked = status.model_copy(update={"last_drift_check": rfc3339(self.clock())})
+            self._write(raw, status, checked)
+            return Outcome.done(self._drift_due_in(key, checked))
+        now = self.clock()
+        checked = status.model_copy(update={"last_drift_check": rfc3339(now)})
+        if result.ok:
+            self._write(raw, status, checked)
+            return Outcome.done(self._drift_due_in(key, checked))
+        why = f"drift detected ({_changes(result.changes) or result.message or 'changes expected'})"
+        self.events.event(raw, "Normal", reasons.DRIFT_DETECTED, why)
+        self._write(raw, status, checked)
+        return self._run_up(key, raw, checked, desired, why=why)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _why(self, status: ClusterStatus, digest: str, generation: int | None) -> str:
+        last = status.last_update
+        if status.inputs_hash is None:
+            return "first update of the stack" if last is None else f"retrying: {last.message}"[:512]
+        if status.inputs_hash != digest:
+            spec = f"generation {generation}" if generation != status.observed_generation else "the fleet"
+            return f"inputs changed ({spec}): {status.inputs_hash[:8]} -> {digest[:8]}"
+        if last is not None and last.result == "Failed":
+            return f"retrying after a failed {last.operation}"
+        if last is not None and last.result == "Running":
+            return "re-running an update that did not finish"
+        return "bringing the stack up to date"
+
+    def _recover_if_killed(self, raw: Raw, status: ClusterStatus, stack: str) -> ClusterStatus | None:
+        """Clean up what a killed run left, and say so on the cluster.
+
+        A Running last update that nobody runs any more is a killed run of ours. A lock that outlives
+        a few lock retries may be one too (left before the Running mark existed, or by a killed CLI):
+        engine.recover removes only a stale lock of this service, never a live one.
+        """
+        last = status.last_update
+        stuck = self._locked_streak.get(stack, 0) >= STUCK_LOCK_RETRIES
+        if not stuck and (last is None or last.result != "Running"):
+            return status
+        try:
+            result = self._run("recover", lambda: self.engine.recover(stack))
+        except EngineError as exc:
+            LOG.warning("%s: recovering the stack failed: %s", stack, exc)
+            self.events.event(raw, "Warning", "RecoveryFailed", str(exc))
+            return None
+        self._locked_streak.pop(stack, None)
+        if last is not None and last.result == "Running":
+            note = (f"the {last.operation} started {last.start_time or '?'} did not finish (service restarted "
+                    f"or killed); recovered: {result.message or 'ok'}")
+            last = last.model_copy(update={"result": "Failed", "message": f"{last.message}; did not finish",
+                                           "end_time": rfc3339(self.clock())})
+        else:
+            note = f"the stack stayed locked through {STUCK_LOCK_RETRIES} retries; recovered: {result.message or 'ok'}"
+        recovered = status.model_copy(update={
+            "last_recovery": Recovery(time=rfc3339(self.clock()), message=note), "last_update": last})
+        self._write(raw, status, recovered)
+        self.events.event(raw, "Warning", "Recovered", note)
+        return recovered
+
+    def _locked(self, raw: Raw, running: ClusterStatus, before: ClusterStatus, message: str) -> Outcome:
+        generation = (raw.get("metadata") or {}).get("generation")
+        stack = stack_of(raw, running)
+        self._locked_streak[stack] = self._locked_streak.get(stack, 0) + 1
+        blocked = running.model_copy(update={
+            "last_update": before.last_update,  # nothing ran
+            "conditions": conditions("progressing", reasons.STACK_LOCKED,
+                                     f"another update holds the stack; trying again shortly ({message})",
+                                     generation=generation, previous=running.conditions,
+                                     now=rfc3339(self.clock()))})
+        self.status.write_later(raw, blocked, previous=running)
+        self.events.event(raw, "Normal", reasons.STACK_LOCKED, message)
+        return Outcome.done(self.options.lock_retry * random.uniform(0.5, 1.5))
+
+    def _failed(self, raw: Raw, running: ClusterStatus, operation: str, reason: str, message: str,
+                started: float) -> Outcome:
+        generation = (raw.get("metadata") or {}).get("generation")
+        now = self.clock()
+        failed = running.model_copy(update={
+            "last_update": LastUpdate(operation=operation, result="Failed", message=message[:4096],
+                                      start_time=rfc3339(started), end_time=rfc3339(now)),
+            "conditions": conditions("retrying", reason, f"{message[:2048]} (retrying with backoff)",
+                                     generation=generation, previous=running.conditions, now=rfc3339(now))})
+        self.status.write_later(raw, failed, previous=running)
+        self.events.event(raw, "Warning", reason, message)
+        return Outcome.retry()
+
+    def _mesh_join(self, key: str, status: ClusterStatus) -> MeshJoin | None:
+        """The mesh join stamp the cluster should carry (written once; stacks.mesh orders members by it)."""
+        current = status.mesh_join.model_dump() if status.mesh_join else None
+        wanted = self.desired.mesh_join(key, current)
+        return MeshJoin.model_validate(wanted) if wanted else None
+
+    def _ready_status(self, status: ClusterStatus, generation: int | None, desired: StackInputs,
+                      last: LastUpdate | None, *, outputs: dict[str, Any] | None = None,
+                      checked: float | None = None) -> ClusterStatus:
+        now = rfc3339(self.clock())
+        update: dict[str, Any] = {
+            "observed_generation": generation, "stack": desired.stack, "inputs_hash": desired.digest(),
+            "mesh_join": self._mesh_join(desired.key, status),
+            "account": desired.cluster.account_id, "region": desired.cluster.region, "last_update": last,
+            "conditions": conditions("ready", reasons.SUCCEEDED, f"stack {desired.stack} is up to date",
+                                     generation=generation, previous=status.conditions, now=now)}
+        if outputs is not None:
+            update["outputs"] = outputs_from(outputs)
+        if checked is not None:
+            update["last_drift_check"] = rfc3339(checked)
+        return status.model_copy(update=update)
+
+    def _run(self, operation: str, call: Callable[[], RunResult]) -> RunResult:
+        started = time.monotonic()
+        result = "error"
+        try:
+            out = call()
+            result = "succeeded" if out.ok else "failed"
+            if operation in ("up", "destroy") and not out.ok:
+                raise EngineError(out.message or f"{operation} failed",
+                                  reason=reasons.DESTROY_FAILED if operation == "destroy" else reasons.UPDATE_FAILED)
+            return out
+        except StackLocked:
+            result = "locked"
+            raise
+        except EngineError:
+            result = "failed"
+            raise
+        finally:
+            if self.metrics is not None:
+                self.metrics.observe_run(operation, result, time.monotonic() - started)
+
+    def _write(self, raw: Raw, before: ClusterStatus, after: ClusterStatus) -> bool:
+        try:
+            return self.status.write(raw, after, previous=before)
+        except ApiException as exc:
+            LOG.warning("%s: status not written (%s %s)", object_key(raw), exc.status, exc.reason)
+            raise
+
+    # -- finalizer: read the live object, change the list, write it back with its resourceVersion
+    def _ensure_finalizer(self, raw: Raw) -> bool:
+        if FINALIZER in ((raw.get("metadata") or {}).get("finalizers") or []):
+            return True
+        return self._edit_finalizers(raw, lambda names: names if FINALIZER in names else [*names, FINALIZER])
+
+    def _remove_finalizer(self, raw: Raw) -> bool:
+        return self._edit_finalizers(raw, lambda names: [n for n in names if n != FINALIZER])
+
+    def _edit_finalizers(self, raw: Raw, change: Callable[[list[str]], list[str]]) -> bool:
+        """Change the list and write it back with the resourceVersion it was read at (409: read again)."""
+        meta = raw["metadata"]
+        live = raw  # the cached copy first: usually current, and a conflict costs one read
+        for _ in range(5):
+            try:
+                names = list((live.get("metadata") or {}).get("finalizers") or [])
+                wanted = change(names)
+                if wanted == names:
+                    return True
+                self._custom.patch_namespaced_custom_object(
+                    GROUP, VERSION, meta["namespace"], "clusters", meta["name"],
+                    {"metadata": {"finalizers": wanted or None,
+                                  "resourceVersion": live["metadata"].get("resourceVersion")}})
+                return True
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                if exc.status != 409:
+                    raise
+            try:
+                live = self._custom.get_namespaced_custom_object(GROUP, VERSION, meta["namespace"], "clusters",
+                                                                 meta["name"])
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+        raise EngineError(f"could not update the finalizers of {object_key(raw)}: conflicts")
+
+
+def _ready(status: ClusterStatus) -> str | None:
+    cond = status.condition("Ready")
+    return cond.status if cond else None
+
+
+def _changes(changes: dict[str, int]) -> str:
+    return ", ".join(f"{n} to {op}" for op, n in sorted(changes.items()) if op != "same" and n)
+
+
+def _summary(result: RunResult) -> str:
+    return _changes(result.changes) or result.message or "no changes"

@@ -1,0 +1,366 @@
+"""The service: watch -> queue -> reconcile -> engine, behind a Lease, with probes and metrics.
+
+    Informers ──► Cache ──► Mapper ──► WorkQueue ──► Workers ──► Reconciler ──► Engine
+    adapters/   service/    service/   service/     service/   service/        adapters/
+    watch.py    cache.py    mapper.py  queue.py     queue.py   reconcile.py    pulumi_engine.py
+
+Only the leader runs the pipeline; a follower keeps its probes up and runs nothing.
+Losing the Lease stops the workers (the CLI then exits, so that runs in flight die
+with the process and the next leader recovers them).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from kubernetes import client, config
+
+from automation.adapters.audit import audit_stack
+from automation.adapters.aws import AwsSessions
+from automation.adapters.backoff import Backoff
+from automation.adapters.engine import Engine
+from automation.adapters.ingress_sync import IngressSync
+from automation.adapters.leader import LeaderElector, default_identity
+from automation.adapters.preflight import Preflight
+from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings
+from automation.adapters.status import EventRecorder, StatusWriter, state_of
+from automation.adapters.watch import Informer, informers, sources
+from automation.service.cache import Cache
+from automation.service.mapper import Desired, Mapper, Resolution
+from automation.service.queue import WorkQueue, Workers
+from automation.service.reconcile import Audit, Guard, ReconcileOptions, Reconciler
+from automation.service.server import Metrics, ProbeServer
+from stacks.guards import check_move
+from stacks.names import ROLE_MAP_CONFIGMAP
+from stacks.rolemap import from_configmap
+
+LOG = logging.getLogger("clusternet.service")
+
+
+def _flag(help: str, group: str, *, env: str | None = None) -> dict[str, Any]:
+    """A ServiceOptions field's `serve` flag: its help, its group in --help, and an environment variable
+    that overrides the default. The flag's name is the field's (--lease-duration), its default the field's."""
+    return {"help": help, "group": group, "env": env}
+
+
+KUBE, WORK, SERVING, ELECTION = "Kubernetes", "work queue", "probes and metrics", "leader election"
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    """Every knob of `python -m automation serve`: each field is a flag (add_serve_command reads them)."""
+
+    kubeconfig: str | None = field(default=None, metadata=_flag(
+        "kubeconfig file; unset: the in-cluster service account when running in a pod, else ~/.kube/config",
+        KUBE, env="KUBECONFIG"))
+    context: str | None = field(default=None, metadata=_flag("kubeconfig context (default: the current one)", KUBE))
+    namespace: str = field(default="clusternet-system", metadata=_flag(
+        "the service's own namespace: its Lease and the role-map ConfigMap live here", KUBE, env="POD_NAMESPACE"))
+    watch_namespace: str | None = field(default=None, metadata=_flag(
+        "watch Clusters in this namespace only (default: all namespaces)", KUBE))
+    hub_name: str = field(default="default", metadata=_flag("the cluster-scoped HubConfig this service serves", KUBE))
+    role_map_configmap: str = field(default=ROLE_MAP_CONFIGMAP, metadata=_flag(
+        "ConfigMap (in --namespace) mapping AWS account IDs to the IAM role to assume there", KUBE))
+    watch_timeout: int = field(default=300, metadata=_flag(
+        "seconds per watch request; renewed from the last version seen, without a relist", KUBE))
+    workers: int = field(default=4, metadata=_flag("stacks updated in parallel (one run per stack at a time)", WORK))
+    backoff_base: float = field(default=2.0, metadata=_flag("seconds before the first retry of a failure", WORK))
+    backoff_cap: float = field(default=300.0, metadata=_flag(
+        "retries double their wait (with jitter) up to this many seconds, and keep retrying", WORK))
+    lock_retry: float = field(default=15.0, metadata=_flag(
+        "seconds (jittered) before trying again a stack another update holds", WORK))
+    settle: float = field(default=0.5, metadata=_flag(
+        "seconds a cluster that changed during its own run waits for its changes to stop before it runs again "
+        "(a burst of edits costs two runs; capped at 20x)", WORK))
+    drift_interval: float = field(default=3600.0, metadata=_flag(
+        "seconds between drift checks (pulumi preview) of each stack, stretched by up to --drift-jitter per "
+        "stack; 0 turns drift checks off", WORK))
+    drift_jitter: float = field(default=0.25, metadata=_flag("fraction the drift interval is stretched by", WORK))
+    metrics_bind: str = field(default="0.0.0.0", metadata=_flag("address of /healthz, /readyz and /metrics", SERVING))
+    metrics_port: int = field(default=8080, metadata=_flag("port of /healthz, /readyz and /metrics", SERVING))
+    leader_election: bool = field(default=True, metadata=_flag(
+        "hold a coordination.k8s.io Lease before running anything (run one replica without it only)", ELECTION))
+    leader_election_id: str = field(default="clusternet", metadata=_flag("the Lease's name (in --namespace)",
+                                                                           ELECTION))
+    lease_duration: float = field(default=15.0, metadata=_flag(
+        "seconds a follower waits on an unrenewed Lease before taking it", ELECTION))
+    renew_deadline: float = field(default=10.0, metadata=_flag(
+        "seconds the leader keeps trying to renew before it stops (and exits)", ELECTION))
+    retry_period: float = field(default=2.0, metadata=_flag("seconds between Lease attempts", ELECTION))
+    identity: str | None = field(default=None, metadata=_flag(
+        "this replica's name in the Lease (default: hostname + random)", ELECTION, env="POD_NAME"))
+
+
+def kube_client(options: ServiceOptions) -> client.ApiClient:
+    """An ApiClient from --kubeconfig/--context, the in-cluster service account, or ~/.kube/config."""
+    configuration = client.Configuration()
+    if options.kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=options.kubeconfig, context=options.context,
+                                client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def role_map_entries(raw: Mapping[str, Any] | None) -> Mapping[str, str]:
+    """The role-map ConfigMap's entries (account -> role ARN); stacks.rolemap validates them."""
+    if raw is None:
+        return {}
+    parsed = from_configmap(raw)
+    for error in parsed.errors:
+        LOG.warning("role map: %s", error)
+    return parsed.entries
+
+
+def shared_ingress_sync(api_client: client.ApiClient) -> Callable[[Resolution], None]:
+    """Keeps the central proxy's ConfigMap in step with the Clusters (automation.adapters.ingress_sync)."""
+    sync = IngressSync(api_client)
+    return lambda resolution: sync.sync(resolution.fleet.hub, resolution.routes) if resolution.fleet else None
+
+
+def default_guards() -> list[Guard]:
+    """Refusals checked before every up: moving a stack to another account or region."""
+    return [check_move]
+
+
+def default_audit() -> Audit:
+    return audit_stack
+
+
+class Service:
+    def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
+                 guards: Iterable[Guard] | None = None, audit: Audit | None = None,
+                 on_lost_leadership: Callable[[], None] | None = None):
+        self.options = options
+        self.api_client = api_client
+        self.engine = engine
+        self.guards = list(default_guards() if guards is None else guards)
+        self.audit = default_audit() if audit is None else audit
+        self.on_lost_leadership = on_lost_leadership
+        self.identity = options.identity or default_identity()
+        self.metrics = Metrics()
+        self.server = ProbeServer(self.metrics, healthy=self.healthy, ready=self.ready,
+                                  bind=options.metrics_bind, port=options.metrics_port)
+        self.elector: LeaderElector | None = None
+        if options.leader_election:
+            self.elector = LeaderElector(
+                api_client, name=options.leader_election_id, namespace=options.namespace, identity=self.identity,
+                lease_duration=options.lease_duration, renew_deadline=options.renew_deadline,
+                retry_period=options.retry_period, on_started_leading=self._start_pipeline,
+                on_stopped_leading=self._lost)
+        self.metrics.track_leader(self.leading)
+        self._lock = threading.Lock()
+        self.pipeline: Pipeline | None = None
+        self._stopping = False
+
+    # -- lifecycle
+    def start(self) -> None:
+        self.server.start()
+        if self.elector is not None:
+            self.elector.start()
+        else:
+            self._start_pipeline()
+
+    def stop(self) -> None:
+        self._stopping = True
+        if self.elector is not None:
+            self.elector.stop()  # stops the pipeline through on_stopped_leading, then releases the Lease
+        self._stop_pipeline()
+        self.server.stop()
+
+    def leading(self) -> bool:
+        return self.elector.is_leader if self.elector is not None else self.pipeline is not None
+
+    # -- probes
+    def healthy(self) -> tuple[bool, dict]:
+        if self.elector is not None and not self.elector.alive() and not self._stopping:
+            return False, {"problem": "leader election stopped"}
+        pipeline = self.pipeline
+        if pipeline is not None and not pipeline.alive():
+            return False, {"problem": "a watch or worker thread died"}
+        return True, {}
+
+    def ready(self) -> tuple[bool, dict]:
+        if self.elector is not None and not self.elector.is_leader:
+            return True, {"role": "follower", "leader": self.elector.holder,
+                          "detail": "not the leader: runs nothing, takes over if the leader goes"}
+        pipeline = self.pipeline
+        if pipeline is None:
+            return False, {"role": "leader", "detail": "starting"}
+        synced = pipeline.synced()
+        return all(synced.values()), {"role": "leader", "synced": synced, "queue": pipeline.queue.depth}
+
+    # -- leadership
+    def _start_pipeline(self) -> None:
+        with self._lock:
+            if self.pipeline is not None or self._stopping:
+                return
+            self.pipeline = Pipeline(self.options, api_client=self.api_client, engine=self.engine,
+                                     guards=self.guards, audit=self.audit, metrics=self.metrics,
+                                     identity=self.identity)
+            self.pipeline.start()
+
+    def _stop_pipeline(self) -> None:
+        with self._lock:
+            pipeline, self.pipeline = self.pipeline, None
+        if pipeline is not None:
+            pipeline.stop()
+
+    def _lost(self) -> None:
+        if self.on_lost_leadership is not None and not self._stopping:
+            self.on_lost_leadership()  # the CLI exits here: runs in flight must not outlive the Lease
+        self._stop_pipeline()
+
+
+class Pipeline:
+    """One leader term: fresh cache, queue and workers (nothing carried over from an earlier term)."""
+
+    def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
+                 guards: Iterable[Guard], audit: Audit | None, metrics: Metrics, identity: str):
+        self.cache = Cache(hub_name=options.hub_name, role_map_name=options.role_map_configmap,
+                           role_map_namespace=options.namespace, parse_role_map=role_map_entries)
+        self.desired = Desired(self.cache)
+        self.queue = WorkQueue(Backoff(options.backoff_base, options.backoff_cap), settle=options.settle)
+        self.status = StatusWriter(api_client)
+        self.events = EventRecorder(api_client, instance=identity)
+        self.reconciler = Reconciler(
+            desired=self.desired, engine=engine, api_client=api_client, status=self.status, events=self.events,
+            options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry),
+            guards=guards, audit=audit, metrics=metrics)
+        self.mapper = Mapper(self.cache, self.desired, add=self.queue.add, add_after=self.queue.add_after,
+                             triage=self.reconciler.triage, observers=[shared_ingress_sync(api_client)])
+        self.informers: list[Informer] = informers(
+            self.cache.stores(), sources(api_client, hub_name=options.hub_name, role_map_name=options.role_map_configmap,
+                                role_map_namespace=options.namespace, watch_namespace=options.watch_namespace),
+            timeout_seconds=options.watch_timeout, on_restart=metrics.watch_restarted)
+        self.workers = Workers(self.queue, self.reconciler, options.workers)
+        metrics.track_queue(lambda: self.queue.depth, lambda: self.queue.in_flight, lambda: self.queue.scheduled)
+        metrics.track_clusters(self.clusters_by_condition)
+        self._stopped = threading.Event()
+
+    def start(self) -> None:
+        for informer in self.informers:
+            informer.start()
+        # The mapper waits for every list, so a cluster is never judged against a half-filled cache.
+        threading.Thread(target=self._start_when_synced, name="pipeline-start", daemon=True).start()
+
+    def _start_when_synced(self) -> None:
+        for informer in self.informers:
+            while not informer.synced.wait(0.2):
+                if self._stopped.is_set():
+                    return
+        if self._stopped.is_set():
+            return
+        self.mapper.start()
+        self.workers.start()
+        LOG.info("watches synced: %d clusters", len(self.cache.entries()))
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.queue.shutdown()
+        self.mapper.stop()
+        self.workers.stop()
+        self.reconciler.close()
+        self.events.close()
+        for informer in self.informers:
+            informer.stop()
+
+    def synced(self) -> dict[str, bool]:
+        return {i.source.name: i.synced.is_set() for i in self.informers}
+
+    def alive(self) -> bool:
+        return self._stopped.is_set() or (all(i.alive() for i in self.informers) and self.workers.alive())
+
+    def clusters_by_condition(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for key, entry in self.cache.entries().items():
+            state = state_of(self.status.current(key, entry.raw))
+            counts[state] = counts.get(state, 0) + 1
+        return counts
+
+
+# --------------------------------------------------------------------------- `python -m automation serve`
+
+def add_serve_command(subparsers: Any) -> None:
+    """Register `serve` on the CLI's subparsers: one flag per ServiceOptions field, then the engine's."""
+
+    class Formatter(argparse.HelpFormatter):
+        def _get_help_string(self, action: argparse.Action) -> str:
+            text = action.help or ""
+            if action.default not in (None, argparse.SUPPRESS) and "default" not in text:
+                text += " (default: %(default)s)"
+            return text
+
+    env = os.environ.get
+    serve = subparsers.add_parser(
+        "serve", formatter_class=Formatter,
+        help="run the service: watch Clusters and keep one Pulumi stack per cluster up to date",
+        description="Watch Clusters (and their Namespaces, the HubConfig and the role-map ConfigMap) and keep one "
+                    "Pulumi stack per cluster up to date: watch -> queue -> reconcile -> engine. Only the holder "
+                    "of the Lease runs anything. Secrets (PULUMI_CONFIG_PASSPHRASE[_FILE], PULUMI_ACCESS_TOKEN, "
+                    "AWS credentials) come from the environment, never from flags.")
+    groups: dict[str, Any] = {}
+    for option in dataclasses.fields(ServiceOptions):
+        meta = option.metadata
+        group = groups.get(meta["group"]) or groups.setdefault(meta["group"], serve.add_argument_group(meta["group"]))
+        flag = "--" + option.name.replace("_", "-")
+        default = env(meta["env"], option.default) if meta["env"] else option.default
+        help_text = meta["help"] + (f" (env {meta['env']})" if meta["env"] else "")
+        if option.type in (bool, "bool"):
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        else:
+            kind = {"int": int, "float": float}.get(str(option.type), str)
+            group.add_argument(flag, type=kind, default=default, help=help_text)
+
+    state = serve.add_argument_group("Pulumi state")
+    state.add_argument("--state-dir", default=env("CLUSTERNET_STATE_DIR", "state"),
+                       help="per-stack workspaces, and the file:// backend when --backend is unset "
+                            "(env CLUSTERNET_STATE_DIR)")
+    state.add_argument("--backend", default=env("PULUMI_BACKEND_URL"),
+                       help="backend URL: file://..., s3://bucket/prefix, https://api.pulumi.com "
+                            "(default: file://<state-dir>; env PULUMI_BACKEND_URL)")
+    state.add_argument("--pulumi-org", default=env("CLUSTERNET_PULUMI_ORG"),
+                       help="Pulumi Cloud organization for the stacks (env CLUSTERNET_PULUMI_ORG)")
+    state.add_argument("--secrets-provider", default=env("CLUSTERNET_SECRETS_PROVIDER"),
+                       help="stack secrets provider (default: passphrase on DIY backends, the service on Cloud)")
+    serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.set_defaults(func=serve_command)
+
+
+def options_from(args: Any) -> ServiceOptions:
+    names = set(ServiceOptions.__dataclass_fields__)
+    return ServiceOptions(**{k: v for k, v in vars(args).items() if k in names})
+
+
+def serve_command(args: Any) -> int:
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    options = options_from(args)
+    settings = dataclasses.replace(
+        PulumiSettings.from_env(), state_dir=Path(args.state_dir), backend_url=args.backend or None,
+        organization=args.pulumi_org or None, secrets_provider=args.secrets_provider or None)
+    engine = PulumiEngine(settings)  # checks the backend and the passphrase before anything runs
+
+    def lost() -> None:
+        LOG.error("lost the Lease: exiting so that runs in flight stop with this process")
+        os._exit(1)
+
+    guards = [*default_guards(), Preflight(AwsSessions.from_env())]  # reach every account, find the NLB
+    service = Service(options, api_client=kube_client(options), engine=engine, guards=guards,
+                      on_lost_leadership=lost)
+    stopped = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.set())
+    service.start()
+    LOG.info("serving probes and metrics on %s:%d (identity %s)", options.metrics_bind, service.server.port,
+             service.identity)
+    stopped.wait()
+    LOG.info("stopping: finishing the runs in flight, releasing the Lease")
+    service.stop()
+    return 0

@@ -1,0 +1,60 @@
+"""program(inputs): the one place that turns a StackInputs into Pulumi resources.
+
+`__main__.py` (pulumi up/preview), the offline plan and the service's engine all
+call this function, so all three build the same stack.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from stacks.haproxy import guest_manifests
+from components.mesh import Mesh, MeshProviders
+from components.privatelink import PrivateLink, PrivateLinkProviders
+from components.providers import Providers
+from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, stack_targets
+
+
+def program(inputs: StackInputs) -> dict[str, Any]:
+    """Register the cluster's resources; return the stack outputs (the caller exports them)."""
+    providers = Providers(inputs.tags)
+    outputs: dict[str, Any] = {"cluster": inputs.key, "inputsDigest": inputs.digest()}
+
+    targets = stack_targets(inputs)  # the one list of where each provider points (the audit and preflight read it)
+    link = inputs.private_link
+    if link is not None:
+        hub_here = providers.aws(targets.endpoint_hub)
+        private_link = PrivateLink(
+            inputs.stack,
+            link,
+            PrivateLinkProviders(
+                cluster=providers.aws(targets.cluster),
+                hub=hub_here,
+                hub_by_region={region: providers.aws(target) for region, target in targets.hub_by_region.items()},
+            ),
+        )
+        outputs["privateLink"] = private_link.outputs
+
+    share = inputs.mesh
+    if share is not None:  # the pairs this stack owns: both sides, each through its own account's provider
+        own = providers.aws(targets.cluster)
+        mesh = Mesh(
+            inputs.stack,
+            share,
+            MeshProviders(own=own, peers={key: providers.aws(target) for key, target in targets.peers.items()}),
+        )
+        outputs["mesh"] = mesh.outputs
+
+    if inputs.shared_ingress is not None:  # the node-side proxy: no cloud resources, its manifests for the cluster
+        outputs["sharedIngress"] = guest_manifests(inputs.shared_ingress)
+
+    return outputs
+
+
+def run_from_config() -> None:
+    """What `pulumi up` runs: read the serialised inputs from stack config, build, export."""
+    config = pulumi.Config("clusternet")
+    inputs = StackInputs.from_config(config.require(INPUTS_CONFIG_KEY))  # what the engine and `inputs` write
+    for name, value in program(inputs).items():
+        pulumi.export(name, value)

@@ -1,0 +1,190 @@
+"""RecordingEngine: the automation.adapters.engine.Engine protocol, in memory.
+
+Records every run, takes a configurable time per run, and fails, locks, drifts or leaves a killed run
+behind on request. Used by the tests and by bench/.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from automation.adapters.engine import EngineError, RunResult, StackLocked
+from stacks.inputs import StackInputs
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- engine
+
+@dataclass
+class Call:
+    operation: str
+    stack: str
+    inputs: StackInputs | None = None
+    message: str = ""
+    started: float = 0.0  # time.monotonic()
+    ended: float = 0.0
+    ok: bool | None = None
+
+
+@dataclass
+class _Fault:
+    operation: str
+    stack: str | None
+    times: int
+    error: Callable[[], EngineError]
+
+
+def fake_outputs(inputs: StackInputs) -> dict[str, Any]:
+    """Outputs shaped like components.program's, derived from the inputs."""
+    outputs: dict[str, Any] = {"cluster": inputs.key, "inputsDigest": inputs.digest()}
+    link = inputs.private_link
+    if link is not None:
+        outputs["privateLink"] = {
+            "serviceName": f"com.amazonaws.vpce.{inputs.cluster.region}.vpce-svc-{link.infra_id}",
+            "serviceId": f"vpce-svc-{link.infra_id}",
+            "endpointId": f"vpce-{link.infra_id}",
+            "endpointDnsName": f"vpce-{link.infra_id}.vpce-svc.{link.endpoint_vpc.region}.vpce.amazonaws.com",
+            "endpointVpcId": link.endpoint_vpc.vpc_id,
+            "zoneId": f"Z{link.infra_id.upper()}",
+            "infraID": link.infra_id,
+        }
+    return outputs
+
+
+class RecordingEngine:
+    """An in-memory Engine that records what it was asked to do."""
+
+    def __init__(self, run_seconds: float = 0.0, *, on_start: Callable[[Call], None] | None = None):
+        self.run_seconds = run_seconds
+        self.on_start = on_start
+        self.calls: list[Call] = []
+        self.stacks: dict[str, StackInputs] = {}  # what `up` last applied, per stack
+        self.drifted: set[str] = set()
+        self.stale: set[str] = set()  # stacks a killed run left locked with pending operations
+        self.gates: dict[str, threading.Event] = {}  # runs of these stacks wait for the event
+        self._faults: list[_Fault] = []
+        self._lock = threading.Lock()
+        self._running: Counter = Counter()
+        self.max_concurrent_per_stack = 0
+        self.max_concurrent = 0
+
+    # -- configuring faults
+    def fail(self, operation: str, stack: str | None = None, *, times: int = 1,
+             message: str = "simulated failure", reason: str | None = None) -> None:
+        self._faults.append(_Fault(operation, stack, times, lambda: EngineError(message, reason=reason)))
+
+    def lock(self, stack: str | None = None, *, times: int = 1, message: str = "the stack is locked") -> None:
+        """The next `times` runs raise StackLocked (another update holds the stack)."""
+        self._faults.append(_Fault("*", stack, times, lambda: StackLocked(message)))
+
+    def kill_mid_run(self, stack: str) -> None:
+        """Leave the stack as a killed run would: locked, with pending operations, until recover()."""
+        self.stale.add(stack)
+
+    def gate(self, stack: str) -> threading.Event:
+        """Runs of `stack` block until the returned event is set."""
+        self.gates[stack] = threading.Event()
+        return self.gates[stack]
+
+    # -- reading the record
+    def runs(self, operation: str | None = None, stack: str | None = None) -> list[Call]:
+        with self._lock:
+            return [c for c in self.calls
+                    if (operation is None or c.operation == operation) and (stack is None or c.stack == stack)]
+
+    def count(self, operation: str | None = None, stack: str | None = None) -> int:
+        return len(self.runs(operation, stack))
+
+    # -- the protocol
+    def up(self, inputs: StackInputs, *, message: str) -> RunResult:
+        call = self._begin("up", inputs.stack, inputs, message)
+        try:
+            self._check(call)
+            with self._lock:
+                self.stacks[inputs.stack] = inputs
+                self.drifted.discard(inputs.stack)
+            return self._end(call, RunResult("up", True, "applied", outputs=fake_outputs(inputs),
+                                             changes={"same": 1}))
+        except EngineError:
+            self._end(call, None)
+            raise
+
+    def destroy(self, stack: str, *, message: str) -> RunResult:
+        call = self._begin("destroy", stack, None, message)
+        try:
+            self._check(call)
+            with self._lock:
+                self.stacks.pop(stack, None)
+            return self._end(call, RunResult("destroy", True, "destroyed"))
+        except EngineError:
+            self._end(call, None)
+            raise
+
+    def preview(self, inputs: StackInputs) -> RunResult:
+        call = self._begin("preview", inputs.stack, inputs, "drift check")
+        try:
+            self._check(call)
+            with self._lock:
+                same = self.stacks.get(inputs.stack) == inputs and inputs.stack not in self.drifted
+            return self._end(call, RunResult("preview", same, "no changes" if same else "drift",
+                                             changes={} if same else {"update": 1}))
+        except EngineError:
+            self._end(call, None)
+            raise
+
+    def recover(self, stack: str) -> RunResult:
+        call = self._begin("recover", stack, None, "recover")
+        with self._lock:
+            was_stale = stack in self.stale
+            self.stale.discard(stack)
+        return self._end(call, RunResult("recover", True, "cancelled a stale lock" if was_stale else "nothing to do"))
+
+    def applied(self, stack: str) -> StackInputs | None:
+        with self._lock:
+            return self.stacks.get(stack)
+
+    # -- internals
+    def _begin(self, operation: str, stack: str, inputs: StackInputs | None, message: str) -> Call:
+        call = Call(operation, stack, inputs, message, started=time.monotonic())
+        with self._lock:
+            self.calls.append(call)
+            self._running[stack] += 1
+            self.max_concurrent_per_stack = max(self.max_concurrent_per_stack, self._running[stack])
+            self.max_concurrent = max(self.max_concurrent, sum(self._running.values()))
+        if self.on_start is not None:
+            self.on_start(call)
+        return call
+
+    def _check(self, call: Call) -> None:
+        gate = self.gates.get(call.stack)
+        if gate is not None:
+            gate.wait(30)
+        if self.run_seconds:
+            time.sleep(self.run_seconds)
+        with self._lock:
+            if call.stack in self.stale and call.operation != "recover":
+                raise StackLocked(f"stack {call.stack} is locked by a run that did not finish")
+            for fault in self._faults:
+                if fault.times > 0 and fault.operation in (call.operation, "*") and fault.stack in (None, call.stack):
+                    fault.times -= 1
+                    raise fault.error()
+
+    def _end(self, call: Call, result: RunResult | None) -> RunResult | None:
+        call.ended = time.monotonic()
+        call.ok = result.ok if result is not None else False
+        with self._lock:
+            self._running[call.stack] -= 1
+        if result is not None:
+            result.started = result.started or utc_now()
+            result.ended = utc_now()
+        return result
+
+
+# --------------------------------------------------------------------------- Kubernetes API

@@ -1,0 +1,52 @@
+"""The layers hold: the contracts in .importlinter pass on the tree and fail on a planted violation, and no
+production module hides an import inside a function (where it would only dodge a cycle)."""
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCTION = ("stacks", "components", "automation", "deploy")
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def _lint(cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LINT), "--no-logo", "--no-cache"], cwd=cwd, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"}, timeout=120)
+
+
+def test_the_tree_keeps_every_contract():
+    result = _lint(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_a_violation_of_each_kind_fails_the_check(tmp_path):
+    for folder in ("stacks", "components", "automation", "doubles", "bench"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    (tmp_path / "stacks" / "leak.py").write_text("import boto3\n")  # the pure layer calls AWS
+    (tmp_path / "automation" / "adapters" / "upward.py").write_text(  # an adapter reaches into the service
+        "from automation.service import serve\n")
+    (tmp_path / "stacks" / "cycle_a.py").write_text("from stacks import cycle_b\n")
+    (tmp_path / "stacks" / "cycle_b.py").write_text("def f():\n    from stacks import cycle_a\n")
+    result = _lint(tmp_path)
+    assert result.returncode != 0
+    out = result.stdout
+    assert "stacks.leak -> boto3" in out
+    assert "automation.adapters.upward -> automation.service" in out
+    assert "No cycles are allowed in stacks" in out
+
+
+def test_production_code_imports_only_at_module_level():
+    hidden = []
+    for package in PRODUCTION:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            module_level = {id(node) for node in tree.body}
+            hidden += [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(tree)
+                       if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in module_level]
+    assert hidden == []
