@@ -7,6 +7,8 @@ import sys
 import pulumi
 import pulumi_kubernetes as k8s
 
+# Pulumi runs this program from deploy/; the repository root, which holds stacks/, components/ and
+# automation/, is the import root of every other door too (tests, the CLI, the image's /app).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from automation.adapters.files import load_hub  # noqa: E402

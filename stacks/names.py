@@ -38,6 +38,12 @@ MESH_LABEL = f"{GROUP}/mesh"
 MESH_ENABLED_ANNOTATION = f"{GROUP}/mesh-enabled"
 JOIN_STATUS_KEY = "meshJoin"  # status.meshJoin: the one status field resolve() reads
 
+# Tags on every resource clusternet creates (the providers' default tags); the endpoint census tells
+# clusternet's endpoints from other endpoints by the managed-by tag.
+CLUSTER_TAG = f"{GROUP}/cluster"
+TENANT_TAG = f"{GROUP}/tenant"
+MANAGED_BY_TAG, MANAGED_BY = f"{GROUP}/managed-by", "clusternet"
+
 ROLE_MAP_CONFIGMAP = "clusternet-role-account-map"  # in the service's namespace: account ID -> role ARN
 SHARED_INGRESS_CONFIGMAP = "shared-ingress"  # the central proxy's config (deploy/'s CentralProxy name)
 

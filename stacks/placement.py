@@ -3,7 +3,9 @@
 Pure and stable: a cluster that already has a VPC keeps it (as long as the VPC is
 still in the inventory); new clusters are placed one by one, oldest first, each
 in the VPC of its region with the fewest endpoints (inventory order breaks ties),
-never in a full one.
+never in a full one. A VPC's endpoints are clusternet's own (the placements) plus
+the others already there (`foreign`: the service's endpoint census; none in the
+offline plan), all against `privateLink.endpointsPerVPC`.
 """
 from __future__ import annotations
 
@@ -23,13 +25,17 @@ class Want:
 
 
 def place_endpoints(
-    hub: HubConfig, wants: Iterable[Want], existing: Mapping[str, str]
+    hub: HubConfig, wants: Iterable[Want], existing: Mapping[str, str], foreign: Mapping[str, int] | None = None,
 ) -> dict[str, EndpointVPC | InvalidSpec]:
-    """Map each cluster key to its endpoint VPC, or to the error that prevents placing it."""
+    """Map each cluster key to its endpoint VPC, or to the error that prevents placing it.
+
+    `existing`: cluster key → the VPC its endpoint already uses (kept). `foreign`: VPC → endpoints there
+    that are not clusternet's."""
     inventory = hub.spec.endpoint_vpc_inventory
     limit = hub.spec.private_link.endpoints_per_vpc
     by_id = {vpc.vpc_id: vpc for vpc in inventory}
-    used = {vpc.vpc_id: 0 for vpc in inventory}
+    others = {vpc.vpc_id: max(0, (foreign or {}).get(vpc.vpc_id, 0)) for vpc in inventory}
+    used = dict(others)
     result: dict[str, EndpointVPC | InvalidSpec] = {}
     pending: list[Want] = []
 
@@ -51,10 +57,12 @@ def place_endpoints(
             continue
         free = [vpc for vpc in candidates if used[vpc.vpc_id] < limit]
         if not free:
+            held = ", ".join(f"{vpc.vpc_id} {used[vpc.vpc_id]} ({others[vpc.vpc_id]} not clusternet's)"
+                             for vpc in candidates)
             result[want.key] = InvalidSpec.one(
                 want.ref, "spec.privateLink",
                 f"every inventory VPC in {want.region} already holds {limit} endpoints "
-                f"(HubConfig spec.privateLink.endpointsPerVPC); add a VPC to the inventory",
+                f"(HubConfig spec.privateLink.endpointsPerVPC): {held}; add a VPC to the inventory",
                 condition="NoEndpointVPC")
             continue
         best = min(free, key=lambda vpc: used[vpc.vpc_id])  # min keeps inventory order on ties

@@ -19,7 +19,7 @@ from stacks.ingress import Route, claim_ids, ingress_error, route_of
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh import MeshPlan, MeshShare, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
-from stacks.names import stack_name_error
+from stacks.names import CLUSTER_TAG, MANAGED_BY, MANAGED_BY_TAG, TENANT_TAG, stack_name_error
 from stacks.placement import Want, place_endpoints
 from stacks.targets import AwsTarget
 from stacks.tenancy import Owners, claim_hosts, host_errors, namespace_of, tenant_of
@@ -34,6 +34,9 @@ class Fleet:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # namespace → annotations
     role_map: Mapping[str, str] | None = None  # the role-map ConfigMap's entries
     placements: Mapping[str, str] = field(default_factory=dict)  # cluster key → endpoint VPC already in use
+    # endpoint VPC → interface endpoints there that clusternet did not make (the service's census counts
+    # them; the offline plan knows of none). They use up the same per-VPC quota.
+    foreign_endpoints: Mapping[str, int] = field(default_factory=dict)
 
     def owners(self) -> Owners:
         return Owners.of(self.hub, self.clusters, self.namespaces)
@@ -58,9 +61,9 @@ def resolve(
         target = admit(cluster, owners, accounts.merged_role_map(hub, role_map))
     tenant = tenant_of(namespace, ns_annotations)
     tags = {  # values fit AWS's 256 characters: the key by the stack-name limit, the tenant by tenant_of
-        "clusternet.io/cluster": cluster.key,
-        "clusternet.io/tenant": tenant,
-        "clusternet.io/managed-by": "clusternet",
+        CLUSTER_TAG: cluster.key,
+        TENANT_TAG: tenant,
+        MANAGED_BY_TAG: MANAGED_BY,
     }
     return StackInputs(
         stack=cluster.stack,
@@ -188,7 +191,7 @@ def resolve_all(fleet: Fleet) -> Resolved:
         for c in fleet.clusters
         if c.spec.private_link.enabled and isinstance(target := targets[c.key], AwsTarget)
     ]
-    placed = place_endpoints(hub, wants, fleet.placements)
+    placed = place_endpoints(hub, wants, fleet.placements, fleet.foreign_endpoints)
     mesh = plan_mesh(hub, fleet.clusters, targets)
 
     result: dict[str, StackInputs | InvalidSpec] = {}

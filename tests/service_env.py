@@ -119,9 +119,10 @@ class ServiceEnv:
     def service(self, engine: Any, **options: Any) -> Service:
         guards = options.pop("guards", [])
         audit = options.pop("audit", None) or (lambda inputs, operation: None)
+        census = options.pop("census", None)
         defaults = {**FAST, "namespace": self.system_namespace, "hub_name": self.hub_name}
         return Service(ServiceOptions(**{**defaults, **options}), api_client=self.api_client, engine=engine,
-                       guards=guards, audit=audit)
+                       guards=guards, audit=audit, census=census)
 
     @contextlib.contextmanager
     def running(self, engine: Any, **options: Any) -> Iterator[Service]:

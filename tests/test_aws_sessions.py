@@ -18,6 +18,8 @@ from automation.adapters import lookups
 from automation.adapters.aws import AccountAccessDenied, AwsSessions
 from automation.adapters.lookups import LookupFailed
 from stacks.accounts import hub_target
+from stacks.model import EndpointVPC
+from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 
 from tests.factories import HUB_ACCOUNT, cluster, hub, resolve_one
 from tests.moto_server import DEFAULT_ACCOUNT
@@ -89,6 +91,42 @@ def test_find_nlb_finds_the_installers_nlb_in_the_cluster_account_only(moto, ses
         lookups.find_nlb(sessions, missing)
     assert caught.value.reason == "LoadBalancerNotFound"
     assert "other-abcde-int" in str(caught.value) and CLUSTER_ACCOUNT in str(caught.value)
+
+
+def test_the_census_counts_other_endpoints_per_inventory_vpc_in_the_hub_account(moto, sessions):
+    hub_east = _setup_session(moto, HUB_ACCOUNT)
+    hub_eu = _setup_session(moto, HUB_ACCOUNT, "eu-west-1")
+    busy, busy_subnet = _vpc_with_subnet(hub_east, moto, "10.100.0.0/16", "us-east-1a")
+    idle, _ = _vpc_with_subnet(hub_east, moto, "10.101.0.0/16", "us-east-1b")
+    europe, europe_subnet = _vpc_with_subnet(hub_eu, moto, "10.110.0.0/16", "eu-west-1a")
+    east_ec2, eu_ec2 = hub_east.client("ec2", endpoint_url=moto.url), hub_eu.client("ec2", endpoint_url=moto.url)
+    for n in range(2):  # someone else's interface endpoints: counted
+        east_ec2.create_vpc_endpoint(VpcId=busy, VpcEndpointType="Interface", SubnetIds=[busy_subnet],
+                                     ServiceName=f"com.amazonaws.vpce.us-east-1.vpce-svc-{n:017d}")
+    east_ec2.create_vpc_endpoint(  # clusternet's own (its providers' default tags): placement counts it already
+        VpcId=busy, VpcEndpointType="Interface", SubnetIds=[busy_subnet],
+        ServiceName="com.amazonaws.vpce.us-east-1.vpce-svc-00000000000000005",
+        TagSpecifications=[{"ResourceType": "vpc-endpoint", "Tags": [{"Key": MANAGED_BY_TAG, "Value": MANAGED_BY}]}])
+    east_ec2.create_vpc_endpoint(VpcId=busy, VpcEndpointType="Gateway", ServiceName="com.amazonaws.us-east-1.s3")
+    eu_ec2.create_vpc_endpoint(VpcId=europe, VpcEndpointType="Interface", SubnetIds=[europe_subnet],
+                               ServiceName="com.amazonaws.vpce.eu-west-1.vpce-svc-00000000000000009")
+    # An endpoint in another account's VPC is not the hub's.
+    other = _setup_session(moto, CLUSTER_ACCOUNT)
+    other_vpc, other_subnet = _vpc_with_subnet(other, moto, "10.100.0.0/16", "us-east-1a")
+    other.client("ec2", endpoint_url=moto.url).create_vpc_endpoint(
+        VpcId=other_vpc, VpcEndpointType="Interface", SubnetIds=[other_subnet],
+        ServiceName="com.amazonaws.vpce.us-east-1.vpce-svc-00000000000000007")
+
+    inventory = [
+        EndpointVPC(region=REGION, vpc_id=busy, cidr="10.100.0.0/16",
+                    subnets=[{"subnetID": busy_subnet, "availabilityZone": "us-east-1a"}]),
+        EndpointVPC(region=REGION, vpc_id=idle, cidr="10.101.0.0/16",
+                    subnets=[{"subnetID": "subnet-0b", "availabilityZone": "us-east-1b"}]),
+        EndpointVPC(region="eu-west-1", vpc_id=europe, cidr="10.110.0.0/16",
+                    subnets=[{"subnetID": europe_subnet, "availabilityZone": "eu-west-1a"}]),
+    ]
+    counts = lookups.foreign_endpoint_counts(sessions, hub_target(hub()), inventory)
+    assert counts == {busy: 2, idle: 0, europe: 1}
 
 
 # --- caching and refresh -------------------------------------------------------------------
@@ -217,11 +255,15 @@ def test_assume_role_refusal_is_account_access_denied_with_a_reason(moto):
 
 def test_lookups_succeed_with_exactly_the_generated_policies(moto):
     _nlb(moto, CLUSTER_ACCOUNT, "prod-1-x7k2p-int")
+    hub_vpc, subnet = _vpc_with_subnet(_setup_session(moto, HUB_ACCOUNT), moto, "10.100.0.0/16", "us-east-1a")
     sessions = _enforced(moto)
     inputs = resolve_one(cluster(infraID="prod-1-x7k2p"), hub())
 
     assert lookups.find_nlb(sessions, inputs).name == "prod-1-x7k2p-int"
-    assert set(lookups.all_lookups()) == {"find_nlb"}, "every lookup is exercised here under enforcement"
+    inventory = [EndpointVPC(region=REGION, vpc_id=hub_vpc, cidr="10.100.0.0/16",
+                             subnets=[{"subnetID": subnet, "availabilityZone": "us-east-1a"}])]
+    assert lookups.foreign_endpoint_counts(sessions, inputs.hub, inventory) == {hub_vpc: 0}
+    assert set(lookups.all_lookups()) == {"find_nlb", "foreign_endpoint_counts"}, "each is exercised here"
 
 
 def test_a_policy_missing_the_lookups_action_is_refused(moto):

@@ -69,7 +69,7 @@ def used():
 def test_every_resource_type_and_invoke_the_components_use_is_covered_on_its_side(used):
     tables = {"resource": iam.RESOURCES, "invoke": iam.INVOKES}
     missing = [f"{kind} {name}" for kind, name in used if name not in tables[kind]]
-    assert not missing, f"automation/iam.py has no IAM actions for: {missing}"
+    assert not missing, f"automation/cli/iam.py has no IAM actions for: {missing}"
     wrong = [f"{kind} {name} used on {sorted(sides)}, granted on {sorted(tables[kind][name].sides)}"
              for (kind, name), sides in used.items() if not sides <= tables[kind][name].sides]
     assert not wrong, wrong
@@ -78,7 +78,7 @@ def test_every_resource_type_and_invoke_the_components_use_is_covered_on_its_sid
 def test_the_table_grants_nothing_the_components_do_not_use(used):
     unused = [name for name in iam.RESOURCES if ("resource", name) not in used] + \
              [name for name in iam.INVOKES if ("invoke", name) not in used]
-    assert not unused, f"automation/iam.py grants actions for what no stack uses: {unused}"
+    assert not unused, f"automation/cli/iam.py grants actions for what no stack uses: {unused}"
     # ...and on no side it is not used on.
     broad = [name for (kind, name), sides in used.items()
              if ({"resource": iam.RESOURCES, "invoke": iam.INVOKES}[kind][name].sides - sides)]
@@ -89,7 +89,7 @@ def test_every_direct_lookup_declares_its_actions():
     takes_sessions = {name for name, fn in inspect.getmembers(lookups, inspect.isfunction)
                       if fn.__module__ == lookups.__name__ and "sessions" in inspect.signature(fn).parameters}
     assert takes_sessions == set(lookups.all_lookups())
-    assert takes_sessions == {"find_nlb"}
+    assert takes_sessions == {"find_nlb", "foreign_endpoint_counts"}
 
 
 def test_policies_split_actions_by_role():
@@ -134,7 +134,7 @@ def test_docs_list_exactly_the_generated_actions():
     documented = set(ACTION.findall(text))
     generated = set(iam.actions("hub")) | set(iam.actions("cluster")) | {"sts:AssumeRole", "sts:ExternalId"}
     assert documented - generated == set(), "docs/iam.md names actions the code does not use"
-    assert generated - documented == set(), "docs/iam.md misses actions: run python -m automation.cli.iam --markdown"
+    assert generated - documented == set(), "docs/iam.md misses actions: run python -m automation iam --markdown"
 
 
 def test_docs_show_the_generated_role_policies():

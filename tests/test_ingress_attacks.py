@@ -1,6 +1,6 @@
 """A tenant against the shared proxy (issue: shared proxy hardening). Each attack is refused or contained, and the
 other tenants' routes are provably unaffected. docs/security.md lists the boundaries; the rules live in
-stacks/ingress.py, the renderer's own line of defence in automation/ingress/render.py.
+stacks/ingress.py, the renderer's own line of defence in stacks/haproxy.py.
 """
 from __future__ import annotations
 

@@ -290,6 +290,36 @@ def test_endpoint_placement_stays_where_the_status_says(env):
     assert engine.stacks["acme.prod-2"].private_link.endpoint_vpc.vpc_id == "vpc-0hub9"
 
 
+def test_the_endpoint_census_steers_new_placements_from_the_first_run_and_never_moves_one(env):
+    """Endpoints that are not clusternet's fill the same quota: the census counts them before the first
+    resolution and then on its interval; a count that changes later moves only endpoints not yet placed."""
+    hub = env.custom.get_cluster_custom_object(GROUP, VERSION, "hubconfigs", "default")
+    first, *others = hub["spec"]["endpointVPCInventory"]
+    second = {"region": "us-east-1", "vpcID": "vpc-0hub9", "cidr": "10.109.0.0/16",
+              "subnets": [{"subnetID": "subnet-09", "availabilityZone": "us-east-1a"}]}
+    env.patch_hub({"spec": {"endpointVPCInventory": [first, second, *others]}})
+    counts, asked = {"vpc-0hub1": 50}, []  # vpc-0hub1 is full of other endpoints
+
+    def census(hub):
+        asked.append(sorted(vpc.vpc_id for vpc in hub.spec.endpoint_vpc_inventory))
+        return dict(counts)
+
+    engine = RecordingEngine()
+    env.create("prod-1")
+    with env.running(engine, census=census, endpoint_census_interval=0.1):
+        wait_until(lambda: env.ready("prod-1"))
+        counts.clear()
+        counts["vpc-0hub9"] = 50  # now the other one fills up
+        seen = len(asked)
+        wait_until(lambda: len(asked) >= seen + 2, what="the census to count again")
+        env.create("prod-2")
+        wait_until(lambda: env.ready("prod-2"))
+    assert asked[0] == ["vpc-0hub1", "vpc-0hub9", "vpc-0hubeu"]
+    assert engine.count("up", "acme.prod-1") == 1
+    assert engine.stacks["acme.prod-1"].private_link.endpoint_vpc.vpc_id == "vpc-0hub9"
+    assert engine.stacks["acme.prod-2"].private_link.endpoint_vpc.vpc_id == "vpc-0hub1"
+
+
 def mesh_member(env, name: str, n: int, group: str = "payments") -> None:
     env.create(name, labels={"clusternet.io/mesh": group}, annotations={"clusternet.io/mesh-enabled": "true"},
                network={"vpcID": f"vpc-0m{n}", "cidr": f"10.{n}.0.0/16", "routeTableIDs": [f"rtb-0m{n}"],

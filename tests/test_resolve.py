@@ -71,6 +71,24 @@ def test_full_vpcs_are_never_chosen():
     assert len(errors) == 1 and "already holds 1 endpoints" in str(errors[0])
 
 
+def test_endpoints_that_are_not_clusternets_use_up_the_same_quota():
+    """The census's counts: a VPC holding other endpoints takes fewer of ours, and a placed endpoint stays put."""
+    h = two_vpc_hub(limit=3)
+    clusters = tuple(cluster(f"c{i}") for i in range(3))
+    placed = resolve_fleet(fleet(h, clusters, foreign_endpoints={"vpc-0hub1": 2}))
+    # Least used first, counting the other two: vpc-0hub2 takes two of ours before vpc-0hub1 takes one.
+    assert [placed[c.key].private_link.endpoint_vpc.vpc_id for c in clusters] == ["vpc-0hub2", "vpc-0hub2",
+                                                                               "vpc-0hub1"]
+    # vpc-0hub1 fills up behind our back: c2 keeps its endpoint, and a newcomer finds no room anywhere.
+    kept = {c.key: placed[c.key].private_link.endpoint_vpc.vpc_id for c in clusters}
+    later = resolve_fleet(fleet(h, clusters + (cluster("new"),), placements=kept,
+                                foreign_endpoints={"vpc-0hub1": 3, "vpc-0hub2": 1}))
+    assert later["acme/c2"].private_link.endpoint_vpc.vpc_id == "vpc-0hub1"
+    [error] = later["acme/new"].errors
+    assert error.field == "spec.privateLink" and "already holds 3 endpoints" in error.reason
+    assert "vpc-0hub1 4 (3 not clusternet's), vpc-0hub2 3 (1 not clusternet's)" in error.reason
+
+
 def test_one_bad_cluster_does_not_block_the_others():
     result = resolve_fleet(fleet(hub(), (cluster("good"), cluster("bad", accountID="444444444444"))))
     assert result["acme/good"].private_link is not None

@@ -8,12 +8,14 @@ lookup under moto's IAM enforcement with exactly those policies.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Callable, Iterable, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.adapters.aws import AwsError, AwsSessions
 from stacks.inputs import AwsTarget, StackInputs
+from stacks.model import EndpointVPC
+from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 
 Side = Literal["hub", "cluster"]
 
@@ -103,6 +105,40 @@ def find_nlb(sessions: AwsSessions, inputs: StackInputs, *, operation: str = "fi
 # --- endpoints per inventory VPC (placement) ---------------------------------------
 
 # Interface and Gateway Load Balancer endpoints share the per-VPC quota; these states no longer hold a slot.
+# --- endpoints already in the inventory VPCs -------------------------------------------
+
+_COUNTED_TYPES = frozenset({"Interface", "GatewayLoadBalancer"})  # what the per-VPC endpoint quota counts
+_GONE = frozenset({"deleted", "failed", "rejected", "expired"})
+
+
+@needs("hub", "ec2:DescribeVpcEndpoints")
+def foreign_endpoint_counts(sessions: AwsSessions, hub: AwsTarget, inventory: Iterable[EndpointVPC], *,
+                            operation: str = "count-endpoints") -> dict[str, int]:
+    """VPC ID → live interface endpoints there that clusternet did not make (no managed-by tag of ours), for
+    every inventory VPC: what placement must leave room for. One paged call per region, in the hub account."""
+    by_region: dict[str, list[str]] = {}
+    for vpc in inventory:
+        by_region.setdefault(vpc.region, []).append(vpc.vpc_id)
+    counts: dict[str, int] = {}
+    for region, vpc_ids in sorted(by_region.items()):
+        target = hub.in_region(region)
+        client = sessions.client(target, "ec2", operation=operation)
+        counts.update({vpc_id: 0 for vpc_id in vpc_ids})
+        try:
+            for page in client.get_paginator("describe_vpc_endpoints").paginate(
+                Filters=[{"Name": "vpc-id", "Values": sorted(set(vpc_ids))}]
+            ):
+                for endpoint in page.get("VpcEndpoints", []):
+                    ours = any(tag.get("Key") == MANAGED_BY_TAG and tag.get("Value") == MANAGED_BY
+                               for tag in endpoint.get("Tags") or [])
+                    if endpoint.get("VpcEndpointType") in _COUNTED_TYPES and not ours \
+                            and str(endpoint.get("State", "")).lower() not in _GONE:
+                        counts[endpoint["VpcId"]] = counts.get(endpoint["VpcId"], 0) + 1
+        except (ClientError, BotoCoreError) as exc:
+            raise _refused(exc, f"counting VPC endpoints of {', '.join(vpc_ids)}", target) from None
+    return counts
+
+
 def all_lookups() -> dict[str, Needs]:
     """Every direct call the service makes, with its side and IAM actions."""
     return dict(NEEDS)

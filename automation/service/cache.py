@@ -60,6 +60,7 @@ class Cache:
         self.hub: HubConfig | InvalidSpec | None = None
         self.namespaces: dict[str, dict[str, str]] = {}
         self.role_map: Mapping[str, str] = {}
+        self.foreign_endpoints: Mapping[str, int] = {}  # the endpoint census (automation/service/census.py)
         self.inputs_version = 0  # bumps when anything resolve() reads changes
         self.placement_version = 0  # bumps when a recorded endpoint VPC changes
         self.revision = 0  # bumps on every change (status included)
@@ -153,6 +154,15 @@ class Cache:
                 self.inputs_version += 1
                 self._changed()
 
+    def set_foreign_endpoints(self, counts: Mapping[str, int]) -> None:
+        """The endpoint census's answer: VPC ID -> endpoints there that clusternet did not make."""
+        counts = {vpc: n for vpc, n in counts.items() if n}
+        with self._lock:
+            if counts != self.foreign_endpoints:
+                self.foreign_endpoints = counts
+                self.inputs_version += 1
+                self._changed()
+
     def _changed(self) -> None:
         self.revision += 1
         self._lock.notify_all()
@@ -182,6 +192,7 @@ class Cache:
         with self._lock:
             entries = list(self.clusters.items())
             hub, namespaces, role_map = self.hub, dict(self.namespaces), dict(self.role_map)
+            foreign = dict(self.foreign_endpoints)
             versions = (self.inputs_version, self.placement_version)
         invalid: dict[str, InvalidSpec] = {}
         if hub is None or isinstance(hub, InvalidSpec):
@@ -199,7 +210,7 @@ class Cache:
                 if entry.placement:
                     placements[key] = entry.placement
         fleet = Fleet(hub=hub, clusters=tuple(valid), namespaces=namespaces, role_map=role_map,
-                      placements=placements)
+                      placements=placements, foreign_endpoints=foreign)
         return versions[0], versions[1], fleet, invalid, placements
 
     def placements(self) -> tuple[int, dict[str, str]]:

@@ -28,16 +28,20 @@ from automation.adapters.backoff import Backoff
 from automation.adapters.engine import Engine
 from automation.adapters.ingress_sync import IngressSync
 from automation.adapters.leader import LeaderElector, default_identity
+from automation.adapters.lookups import foreign_endpoint_counts
 from automation.adapters.preflight import Preflight
 from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings
 from automation.adapters.status import EventRecorder, StatusWriter, state_of
 from automation.adapters.watch import Informer, informers, sources
 from automation.service.cache import Cache
+from automation.service.census import Count, EndpointCensus
 from automation.service.mapper import Desired, Mapper, Resolution
 from automation.service.queue import WorkQueue, Workers
 from automation.service.reconcile import Audit, Guard, ReconcileOptions, Reconciler
 from automation.service.server import Metrics, ProbeServer
+from stacks.accounts import hub_target
 from stacks.guards import check_move
+from stacks.model import HubConfig
 from stacks.names import ROLE_MAP_CONFIGMAP
 from stacks.rolemap import from_configmap
 
@@ -83,6 +87,9 @@ class ServiceOptions:
         "seconds between drift checks (pulumi preview) of each stack, stretched by up to --drift-jitter per "
         "stack; 0 turns drift checks off", WORK))
     drift_jitter: float = field(default=0.25, metadata=_flag("fraction the drift interval is stretched by", WORK))
+    endpoint_census_interval: float = field(default=600.0, metadata=_flag(
+        "seconds between counts of the endpoints in the inventory VPCs that clusternet did not make, which "
+        "placement leaves room for (also once at start); 0 turns the census off", WORK))
     metrics_bind: str = field(default="0.0.0.0", metadata=_flag("address of /healthz, /readyz and /metrics", SERVING))
     metrics_port: int = field(default=8080, metadata=_flag("port of /healthz, /readyz and /metrics", SERVING))
     leader_election: bool = field(default=True, metadata=_flag(
@@ -137,8 +144,9 @@ def default_audit() -> Audit:
 class Service:
     def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
                  guards: Iterable[Guard] | None = None, audit: Audit | None = None,
-                 on_lost_leadership: Callable[[], None] | None = None):
+                 census: Count | None = None, on_lost_leadership: Callable[[], None] | None = None):
         self.options = options
+        self.census = census  # counts other endpoints in the inventory VPCs (None: placement assumes none)
         self.api_client = api_client
         self.engine = engine
         self.guards = list(default_guards() if guards is None else guards)
@@ -204,7 +212,7 @@ class Service:
                 return
             self.pipeline = Pipeline(self.options, api_client=self.api_client, engine=self.engine,
                                      guards=self.guards, audit=self.audit, metrics=self.metrics,
-                                     identity=self.identity)
+                                     identity=self.identity, census=self.census)
             self.pipeline.start()
 
     def _stop_pipeline(self) -> None:
@@ -223,7 +231,8 @@ class Pipeline:
     """One leader term: fresh cache, queue and workers (nothing carried over from an earlier term)."""
 
     def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
-                 guards: Iterable[Guard], audit: Audit | None, metrics: Metrics, identity: str):
+                 guards: Iterable[Guard], audit: Audit | None, metrics: Metrics, identity: str,
+                 census: Count | None = None):
         self.cache = Cache(hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                            role_map_namespace=options.namespace, parse_role_map=role_map_entries)
         self.desired = Desired(self.cache)
@@ -241,6 +250,8 @@ class Pipeline:
                                 role_map_namespace=options.namespace, watch_namespace=options.watch_namespace),
             timeout_seconds=options.watch_timeout, on_restart=metrics.watch_restarted)
         self.workers = Workers(self.queue, self.reconciler, options.workers)
+        self.census = EndpointCensus(self.cache, census, interval=options.endpoint_census_interval) \
+            if census is not None and options.endpoint_census_interval > 0 else None
         metrics.track_queue(lambda: self.queue.depth, lambda: self.queue.in_flight, lambda: self.queue.scheduled)
         metrics.track_clusters(self.clusters_by_condition)
         self._stopped = threading.Event()
@@ -258,6 +269,9 @@ class Pipeline:
                     return
         if self._stopped.is_set():
             return
+        if self.census is not None:  # placed with the counts from the first resolution on
+            self.census.count_once()
+            self.census.start()
         self.mapper.start()
         self.workers.start()
         LOG.info("watches synced: %d clusters", len(self.cache.entries()))
@@ -265,6 +279,8 @@ class Pipeline:
     def stop(self) -> None:
         self._stopped.set()
         self.queue.shutdown()
+        if self.census is not None:
+            self.census.stop()
         self.mapper.stop()
         self.workers.stop()
         self.reconciler.close()
@@ -351,8 +367,13 @@ def serve_command(args: Any) -> int:
         LOG.error("lost the Lease: exiting so that runs in flight stop with this process")
         os._exit(1)
 
-    guards = [*default_guards(), Preflight(AwsSessions.from_env())]  # reach every account, find the NLB
-    service = Service(options, api_client=kube_client(options), engine=engine, guards=guards,
+    sessions = AwsSessions.from_env()
+    guards = [*default_guards(), Preflight(sessions)]  # reach every account, find the NLB
+
+    def census(hub: HubConfig) -> Mapping[str, int]:
+        return foreign_endpoint_counts(sessions, hub_target(hub), hub.spec.endpoint_vpc_inventory)
+
+    service = Service(options, api_client=kube_client(options), engine=engine, guards=guards, census=census,
                       on_lost_leadership=lost)
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
