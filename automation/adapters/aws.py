@@ -54,8 +54,8 @@ class AwsError(Failure):
 class AccountAccessDenied(AwsError):
     """The service could not act in an account: AssumeRole refused or failed, or the wrong account.
 
-    `reason` becomes the cluster's condition reason; no stack runs; the cluster is
-    retried when the role map changes (and on the queue's back-off).
+    `reason` becomes the cluster's condition reason and no stack runs: the preflight reports it as Stalled,
+    tried again when the cluster's inputs change (a role-map edit, for one) or the service restarts.
     """
 
     reason = "AssumeRoleFailed"

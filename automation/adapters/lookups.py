@@ -102,12 +102,10 @@ def find_nlb(sessions: AwsSessions, inputs: StackInputs, *, operation: str = "fi
                         state=(lb.get("State") or {}).get("Code", ""))
 
 
-# --- endpoints per inventory VPC (placement) ---------------------------------------
-
-# Interface and Gateway Load Balancer endpoints share the per-VPC quota; these states no longer hold a slot.
 # --- endpoints already in the inventory VPCs -------------------------------------------
 
-_COUNTED_TYPES = frozenset({"Interface", "GatewayLoadBalancer"})  # what the per-VPC endpoint quota counts
+# Interface and Gateway Load Balancer endpoints share the per-VPC quota; these states no longer hold a slot.
+_COUNTED_TYPES = frozenset({"Interface", "GatewayLoadBalancer"})
 _GONE = frozenset({"deleted", "failed", "rejected", "expired"})
 
 

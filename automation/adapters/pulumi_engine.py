@@ -12,7 +12,7 @@ Backends (``PulumiSettings.backend_url``): ``file://<state_dir>`` by default,
 passphrase from ``PULUMI_CONFIG_PASSPHRASE`` or ``PULUMI_CONFIG_PASSPHRASE_FILE``.
 
 Crash safety: a killed run leaves the backend lock and pending operations.
-``up``/``destroy``/``refresh`` on a locked stack raise ``StackLocked``; ``recover``
+``up``/``destroy``/``preview`` on a locked stack raise ``StackLocked``; ``recover``
 removes the lock when it is a stale lock of this service (see ``LockOwner`` and
 ``PulumiSettings.own_hosts``), clears pending operations (export, edit, import)
 and refreshes. A lock held by a live process or by someone else is never touched.
