@@ -156,7 +156,7 @@ class Informer(Loop):
                 break
         self.lists += 1
         fresh = {object_key(raw): raw for raw in items}
-        for key, raw in fresh.items():
+        for raw in fresh.values():
             self._deliver("MODIFIED", raw)  # ADDED when new; nothing when the store holds it already
         for key in [k for k in self.store.keys() if k not in fresh]:
             old = self.store.get(key)

@@ -17,7 +17,6 @@ from stacks.resolve import Fleet
 from stacks.status import HUB_NOT_FOUND
 
 
-
 # --------------------------------------------------------------------------- cache
 
 @dataclass
@@ -28,6 +27,8 @@ class ClusterEntry:
     placement: str | None  # the endpoint VPC the status says the stack uses
 
 
+def _fingerprint(part: Raw) -> bytes:
+    return hashlib.blake2b(json.dumps(part, sort_keys=True, default=str).encode(), digest_size=16).digest()
 
 
 def _placement_of(raw: Raw) -> str | None:
@@ -35,14 +36,14 @@ def _placement_of(raw: Raw) -> str | None:
     return outputs.get("endpointVPC") if isinstance(outputs, dict) else None
 
 
-def _parse_cluster(part: Raw, raw: Raw) -> Cluster | InvalidSpec:
-    """The Cluster of `part` (stacks.model.resolved_part of `raw`): resolve() can read nothing else."""
+def _parse_cluster(part: Raw) -> Cluster | InvalidSpec:
+    """The Cluster of `part` (stacks.model.resolved_part of the object): resolve() can read nothing else."""
     try:
         parsed = parse(part)
     except InvalidSpec as exc:
         return exc
     if not isinstance(parsed, Cluster):
-        return InvalidSpec.one(object_key(raw), "kind", f"expected a Cluster, got {type(parsed).__name__}")
+        return InvalidSpec.one(object_key(part), "kind", f"expected a Cluster, got {type(parsed).__name__}")
     return parsed
 
 
@@ -76,19 +77,18 @@ class Cache:
         return {"clusters": self, "hubconfigs": self._hub_store, "namespaces": self._namespace_store,
                 "configmaps": self._configmap_store}
 
-    def get(self, key: str) -> Raw | None:  # the clusters' Store
-        return self.cluster(key)
+    def get(self, key: str) -> Raw | None:
+        """A Cluster as last seen (the clusters' Store)."""
+        with self._lock:
+            entry = self.clusters.get(key)
+            return entry.raw if entry is not None else None
 
     def keys(self) -> list[str]:
         with self._lock:
             return list(self.clusters)
 
+    # -- handlers: the Clusters' (the Store's apply), then one per small kind
     def apply(self, kind: str, raw: Raw) -> None:
-        self.on_cluster(kind, raw)
-
-    # -- handlers (one per informer)
-
-    def on_cluster(self, kind: str, raw: Raw) -> None:
         key = object_key(raw)
         with self._lock:
             old = self.clusters.get(key)
@@ -101,8 +101,8 @@ class Cache:
                     self.placement_version += 1
             else:
                 part = resolved_part(raw)
-                inputs = hashlib.blake2b(json.dumps(part, sort_keys=True, default=str).encode(), digest_size=16).digest()
-                parsed = old.parsed if old is not None and old.inputs == inputs else _parse_cluster(part, raw)
+                inputs = _fingerprint(part)
+                parsed = old.parsed if old is not None and old.inputs == inputs else _parse_cluster(part)
                 entry = ClusterEntry(raw, parsed, inputs, _placement_of(raw))
                 self.clusters[key] = entry
                 if old is None or old.inputs != inputs:
@@ -177,11 +177,6 @@ class Cache:
         with self._lock:
             touched, self.touched = self.touched, set()
             return touched
-
-    def cluster(self, key: str) -> Raw | None:
-        with self._lock:
-            entry = self.clusters.get(key)
-            return entry.raw if entry is not None else None
 
     def entries(self) -> dict[str, ClusterEntry]:
         with self._lock:

@@ -121,7 +121,7 @@ class Reconciler:
     # ------------------------------------------------------------------ entry points
 
     def __call__(self, key: str) -> Outcome:
-        raw = self.cache.cluster(key)
+        raw = self.cache.get(key)
         if raw is None:
             return self._gone(key)
         status = self.status.current(key, raw)
