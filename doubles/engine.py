@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from automation.adapters.engine import EngineError, RunResult, StackLocked
+from automation.adapters.engine import EngineError, RunCancelled, RunResult, StackLocked
 from stacks.inputs import StackInputs
 
 
@@ -74,6 +74,8 @@ class RecordingEngine:
         self._running: Counter = Counter()
         self.max_concurrent_per_stack = 0
         self.max_concurrent = 0
+        self._cancelled = threading.Event()  # set by cancel(): runs in flight stop with RunCancelled
+        self.cancels: list[float] = []  # the grace of each cancel() call
 
     # -- configuring faults
     def fail(self, operation: str, stack: str | None = None, *, times: int = 1,
@@ -150,6 +152,19 @@ class RecordingEngine:
         with self._lock:
             return self.stacks.get(stack)
 
+    def cancel(self, grace: float) -> None:
+        """Runs in flight (sleeping or at a gate) stop at once with RunCancelled; later runs start as usual."""
+        with self._lock:
+            self.cancels.append(grace)
+            running = sum(self._running.values())
+        self._cancelled.set()
+        deadline = time.monotonic() + 5
+        while running and time.monotonic() < deadline:
+            time.sleep(0.01)
+            with self._lock:
+                running = sum(self._running.values())
+        self._cancelled.clear()
+
     # -- internals
     def _begin(self, operation: str, stack: str, inputs: StackInputs | None, message: str) -> Call:
         call = Call(operation, stack, inputs, message, started=time.monotonic())
@@ -164,10 +179,12 @@ class RecordingEngine:
 
     def _check(self, call: Call) -> None:
         gate = self.gates.get(call.stack)
-        if gate is not None:
-            gate.wait(30)
-        if self.run_seconds:
-            time.sleep(self.run_seconds)
+        deadline = time.monotonic() + 30
+        while gate is not None and not gate.is_set() and time.monotonic() < deadline:
+            if self._cancelled.wait(0.01):
+                raise RunCancelled(f"{call.operation} {call.stack}: cancelled")
+        if self.run_seconds and self._cancelled.wait(self.run_seconds):
+            raise RunCancelled(f"{call.operation} {call.stack}: cancelled")
         with self._lock:
             if call.stack in self.stale and call.operation != "recover":
                 raise StackLocked(f"stack {call.stack} is locked by a run that did not finish")

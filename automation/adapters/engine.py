@@ -38,6 +38,13 @@ class StackLocked(EngineError):
     reason = "StackLocked"
 
 
+class RunCancelled(EngineError):
+    """The run was stopped before it finished: its time limit passed, or the service is shutting down or lost
+    the Lease. The stack may be locked by it; the next run recovers the lock (reconcile._recover_if_killed)."""
+
+    reason = "RunCancelled"
+
+
 class Engine(Protocol):
     def up(self, inputs: StackInputs, *, message: str) -> RunResult:
         """Create or update the stack so that it matches `inputs`. `message` says why it ran."""
@@ -53,3 +60,8 @@ class Engine(Protocol):
 
     def applied(self, stack: str) -> StackInputs | None:
         """The inputs of the last successful `up`, or None when the stack does not exist."""
+
+    def cancel(self, grace: float) -> None:
+        """Stop every run in flight: Pulumi's graceful cancel first, each run's whole process tree killed once
+        `grace` seconds have passed (0: at once). Returns when none is left; each stopped run raises
+        RunCancelled in its caller. Later runs start as usual."""

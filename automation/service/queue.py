@@ -225,12 +225,21 @@ class Workers:
             thread.start()
             self._threads.append(thread)
 
-    def stop(self, timeout: float | None = None) -> None:
-        """Take no new keys; wait for the runs in flight."""
+    def halt(self) -> None:
+        """Take no new keys (the runs in flight go on)."""
         self._stop.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Take no new keys; wait at most `timeout` seconds in all for the runs in flight (the engine cancels
+        them first: Pipeline.stop), then leave what is still running to the process's exit."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
         self._threads = [t for t in self._threads if t.is_alive()]
+        if self._threads:
+            LOG.warning("%d worker thread(s) still busy after %.0fs: %s", len(self._threads), timeout,
+                        ", ".join(t.name for t in self._threads))
 
     def alive(self) -> bool:
         """Every started worker thread still runs (or none was started)."""

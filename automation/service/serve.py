@@ -47,6 +47,9 @@ from stacks.rolemap import from_configmap
 
 LOG = logging.getLogger("clusternet.service")
 
+# After the engine cancelled every run, a worker thread still writes its run's status: this bounds the wait.
+WORKERS_STOP_TIMEOUT = 10.0
+
 
 def _flag(help: str, group: str, *, env: str | None = None) -> dict[str, Any]:
     """A ServiceOptions field's `serve` flag: its help, its group in --help, and an environment variable
@@ -74,7 +77,16 @@ class ServiceOptions:
         "ConfigMap (in --namespace) mapping AWS account IDs to the IAM role to assume there", KUBE))
     watch_timeout: int = field(default=300, metadata=_flag(
         "seconds per watch request; renewed from the last version seen, without a relist", KUBE))
-    workers: int = field(default=4, metadata=_flag("stacks updated in parallel (one run per stack at a time)", WORK))
+    workers: int = field(default=4, metadata=_flag(
+        "stacks updated in parallel (one run per stack at a time), each in a worker process of its own", WORK))
+    run_timeout: float = field(default=1800.0, metadata=_flag(
+        "seconds one Pulumi run may take; then it is cancelled (SIGINT, Pulumi's graceful cancel), its process "
+        "tree killed after --cancel-grace, and its lock recovered", WORK))
+    cancel_grace: float = field(default=60.0, metadata=_flag(
+        "seconds a cancelled run (timed out, or in flight at shutdown) gets to stop by itself before its whole "
+        "process tree is killed; the pod's terminationGracePeriodSeconds covers it", WORK))
+    worker_runs: int = field(default=50, metadata=_flag(
+        "runs a worker process serves before it is replaced by a fresh one", WORK))
     backoff_base: float = field(default=2.0, metadata=_flag("seconds before the first retry of a failure", WORK))
     backoff_cap: float = field(default=300.0, metadata=_flag(
         "retries double their wait (with jitter) up to this many seconds, and keep retrying", WORK))
@@ -177,10 +189,12 @@ class Service:
             self._start_pipeline()
 
     def stop(self) -> None:
+        """Shut down within the pod's grace period: no new runs; the runs in flight get --cancel-grace to
+        cancel gracefully before their process trees are killed; then the Lease is released."""
         self._stopping = True
+        self._stop_pipeline(grace=self.options.cancel_grace)
         if self.elector is not None:
-            self.elector.stop()  # stops the pipeline through on_stopped_leading, then releases the Lease
-        self._stop_pipeline()
+            self.elector.stop()
         self.server.stop()
 
     def leading(self) -> bool:
@@ -215,16 +229,22 @@ class Service:
                                      identity=self.identity, census=self.census)
             self.pipeline.start()
 
-    def _stop_pipeline(self) -> None:
+    def _stop_pipeline(self, grace: float) -> None:
         with self._lock:
             pipeline, self.pipeline = self.pipeline, None
         if pipeline is not None:
-            pipeline.stop()
+            pipeline.stop(grace)
 
     def _lost(self) -> None:
+        """The Lease was not renewed by its deadline: before anyone else may take it (lease duration minus renew
+        deadline later), start nothing more and kill the runs in flight, then (the CLI) exit."""
+        pipeline = self.pipeline
+        if pipeline is not None:
+            pipeline.halt()
+        self.engine.cancel(0)
         if self.on_lost_leadership is not None and not self._stopping:
-            self.on_lost_leadership()  # the CLI exits here: runs in flight must not outlive the Lease
-        self._stop_pipeline()
+            self.on_lost_leadership()  # the CLI exits here: nothing of this term outlives the Lease
+        self._stop_pipeline(grace=0)
 
 
 class Pipeline:
@@ -236,6 +256,7 @@ class Pipeline:
         self.cache = Cache(hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                            role_map_namespace=options.namespace, parse_role_map=role_map_entries)
         self.desired = Desired(self.cache)
+        self.engine = engine
         self.queue = WorkQueue(Backoff(options.backoff_base, options.backoff_cap), settle=options.settle)
         self.status = StatusWriter(api_client)
         self.events = EventRecorder(api_client, instance=identity)
@@ -276,13 +297,20 @@ class Pipeline:
         self.workers.start()
         LOG.info("watches synced: %d clusters", len(self.cache.entries()))
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Start no more runs (the runs in flight go on)."""
         self._stopped.set()
         self.queue.shutdown()
+        self.workers.halt()
+
+    def stop(self, grace: float) -> None:
+        """Halt, cancel the runs in flight (killed after `grace` seconds), then stop every thread."""
+        self.halt()
+        self.engine.cancel(grace)
         if self.census is not None:
             self.census.stop()
         self.mapper.stop()
-        self.workers.stop()
+        self.workers.stop(timeout=WORKERS_STOP_TIMEOUT)
         self.reconciler.close()
         self.events.close()
         for informer in self.informers:

@@ -1,0 +1,107 @@
+"""Process trees on Linux, read from /proc: find a process's descendants, interrupt its children, kill it all.
+
+The worker pool (automation.adapters.pool) cancels a run by interrupting the worker's children (the `pulumi`
+CLI cancels gracefully on SIGINT) and, after a grace period, kills the worker's whole tree. Pulumi starts every
+plugin in a process group of its own, so a process group is not a tree: the tree is followed by parent pid.
+A worker is a subreaper (PR_SET_CHILD_SUBREAPER), so a plugin whose CLI died is re-parented to the worker and
+stays in its tree.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
+
+
+def become_subreaper() -> None:
+    """Orphans of this process's descendants are re-parented to it (not to init), so they stay in its tree."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Receive `sig` when the thread that started this process exits (the pool starts workers from one
+    long-lived thread for that reason)."""
+    _prctl(PR_SET_PDEATHSIG, int(sig))
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of `pid`, or None when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2:].split()  # after "pid (comm) ": state ppid ...
+    return fields[0].decode(), int(fields[1])
+
+
+def parents() -> dict[int, int]:
+    """Every live process's parent pid (zombies left out: they are dead, only not yet reaped)."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            stat = _stat(int(entry.name))
+            if stat is not None and stat[0] != "Z":
+                table[int(entry.name)] = stat[1]
+    return table
+
+
+def descendants(pid: int) -> list[int]:
+    """The live descendants of `pid`, parents before their children."""
+    children: dict[int, list[int]] = {}
+    for child, parent in parents().items():
+        children.setdefault(parent, []).append(child)
+    found, frontier = [], [pid]
+    while frontier:
+        nxt = []
+        for p in frontier:
+            nxt.extend(children.get(p, ()))
+        found.extend(nxt)
+        frontier = nxt
+    return found
+
+
+def signal_children(pid: int, sig: int) -> list[int]:
+    """Send `sig` to the direct children of `pid`; returns whom."""
+    hit = [child for child, parent in parents().items() if parent == pid]
+    for child in hit:
+        try:
+            os.kill(child, sig)
+        except ProcessLookupError:
+            pass
+    return hit
+
+
+def kill_descendants(pid: int, *, timeout: float = 5.0) -> list[int]:
+    """SIGKILL every descendant of `pid` until none is left (a dying parent can start one more child; a
+    subreaper `pid` inherits the orphans). Returns the pids killed."""
+    killed: list[int] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tree = descendants(pid)
+        if not tree:
+            break
+        for p in tree:
+            try:
+                os.kill(p, signal.SIGKILL)
+                killed.append(p)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+    return killed
+
+
+def alive(pid: int) -> bool:
+    """`pid` runs and is not a zombie."""
+    stat = _stat(pid)
+    return stat is not None and stat[0] != "Z"
