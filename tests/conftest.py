@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-pytest_plugins = ["tests.moto_server"]
+pytest_plugins = ["tests.moto_server", "tests.pulumi_live_programs"]
 
 # Fixtures that start a real engine built by scripts/tools.sh (kube-apiserver + etcd, the pulumi CLI).
 REAL_ENGINE_FIXTURES = {"kube_apiserver", "kube_apiserver_nocache", "kube_apiserver_alone", "pulumi_cli"}

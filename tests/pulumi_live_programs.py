@@ -7,22 +7,26 @@ needs the repository root on PYTHONPATH (`engine_settings` sets it).
 Also a command line, so a test can run an update in a process it can SIGKILL,
 and so the timings in docs/engine.md can be measured:
 
-    python -m tests.pulumi_live_programs up --state DIR --stack acme.prod-1 --sleep 60 --marker FILE
+    python -m tests.pulumi_live_programs up --state DIR --stack acme.prod-1 --sleep 60 --marker FILE [--pool]
     python -m tests.pulumi_live_programs measure
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import pulumi
+import pytest
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
+from automation.adapters.pool import WorkerPool
 from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings
 from stacks.inputs import AwsTarget, StackInputs
 
@@ -52,14 +56,19 @@ class Sleeper(Resource):
         super().__init__(SleepProvider(), name, {"label": name, "sleep": sleep, "marker": marker}, opts)
 
 
+def sleepy(inputs: StackInputs, *, sleep: float = 0.0, marker: str = "") -> Mapping[str, Any]:
+    """A program like components.program.program: one Sleeper named after the cluster. Importable by name
+    (`tests.pulumi_live_programs:sleepy`), as the worker pool needs."""
+    thing = Sleeper(f"{inputs.name}-thing", sleep=sleep, marker=marker)
+    return {"cluster": inputs.key, "inputsDigest": inputs.digest(), "thing": thing.id}
+
+
+SLEEPY = "tests.pulumi_live_programs:sleepy"
+
+
 def sleepy_program(sleep: float = 0.0, marker: str = "") -> Callable[[StackInputs], Mapping[str, Any]]:
-    """A program factory like components.program.program: one Sleeper named after the cluster."""
-
-    def program(inputs: StackInputs) -> Mapping[str, Any]:
-        thing = Sleeper(f"{inputs.name}-thing", sleep=sleep, marker=marker)
-        return {"cluster": inputs.key, "inputsDigest": inputs.digest(), "thing": thing.id}
-
-    return program
+    """The sleepy program as an in-process PulumiEngine's program_factory."""
+    return functools.partial(sleepy, sleep=sleep, marker=marker)
 
 
 def make_inputs(name: str = "prod-1", namespace: str = "acme", **tags: str) -> StackInputs:
@@ -74,6 +83,23 @@ def make_inputs(name: str = "prod-1", namespace: str = "acme", **tags: str) -> S
     )
 
 
+TOOLS_BIN = ROOT / ".tools" / "bin"
+
+
+@pytest.fixture(scope="module")
+def pulumi_cli():
+    """PATH with .tools/bin first (when present); skip when the CLI or the dynamic provider is missing."""
+    with pytest.MonkeyPatch.context() as mp:
+        if TOOLS_BIN.is_dir():
+            mp.setenv("PATH", f"{TOOLS_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+        cli = shutil.which("pulumi")
+        if cli is None:
+            pytest.skip("pulumi CLI not found in .tools/bin or on PATH: run scripts/tools.sh")
+        if shutil.which("pulumi-resource-pulumi-python") is None:
+            pytest.skip("pulumi-resource-pulumi-python (dynamic providers) not found: run scripts/tools.sh")
+        yield cli
+
+
 def engine_settings(state_dir: Path, *, backend_url: str | None = None, home: Path | None = None) -> PulumiSettings:
     return PulumiSettings(
         state_dir=state_dir,
@@ -85,7 +111,11 @@ def engine_settings(state_dir: Path, *, backend_url: str | None = None, home: Pa
 
 def _up(args: argparse.Namespace) -> int:
     settings = engine_settings(Path(args.state), backend_url=args.backend, home=Path(args.home) if args.home else None)
-    engine = PulumiEngine(settings, program_factory=sleepy_program(args.sleep, args.marker))
+    if args.pool:  # the service's way: the run in a worker process of a WorkerPool
+        engine = WorkerPool(settings, program=SLEEPY, program_options={"sleep": args.sleep, "marker": args.marker},
+                            size=1)
+    else:
+        engine = PulumiEngine(settings, program_factory=sleepy_program(args.sleep, args.marker))
     namespace, _, name = args.stack.partition(".")
     result = engine.up(make_inputs(name, namespace), message=args.message)
     print(json.dumps({"ok": result.ok, "message": result.message}))
@@ -121,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--sleep", type=float, default=0.0)
     up.add_argument("--marker", default="")
     up.add_argument("--message", default="live test: an update that will be killed")
+    up.add_argument("--pool", action="store_true", help="run it through a WorkerPool, as the service does")
     up.set_defaults(func=_up)
     sub.add_parser("measure", help="time a first and a no-op up").set_defaults(func=_measure)
     args = parser.parse_args(argv)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -34,23 +33,6 @@ from automation.adapters.pulumi_engine import (
 )
 from stacks.inputs import StackInputs
 from tests.pulumi_live_programs import PASSPHRASE, ROOT, engine_settings, make_inputs, sleepy_program
-
-TOOLS_BIN = ROOT / ".tools" / "bin"
-
-
-@pytest.fixture(scope="module")
-def pulumi_cli():
-    """PATH with .tools/bin first (when present); skip when the CLI or the dynamic provider is missing."""
-    with pytest.MonkeyPatch.context() as mp:
-        if TOOLS_BIN.is_dir():
-            mp.setenv("PATH", f"{TOOLS_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-        cli = shutil.which("pulumi")
-        if cli is None:
-            pytest.skip("pulumi CLI not found in .tools/bin or on PATH: run scripts/tools.sh")
-        if shutil.which("pulumi-resource-pulumi-python") is None:
-            pytest.skip("pulumi-resource-pulumi-python (dynamic providers) not found: run scripts/tools.sh")
-        yield cli
-
 
 @pytest.fixture
 def home(tmp_path_factory) -> Path:

@@ -223,3 +223,25 @@ def test_an_idle_key_runs_at_once_even_with_settling_on():
     clock.now += 0.1
     q.add("k")  # changed again after its run ended: no reason to wait
     assert q.get(timeout=0) == "k"
+
+
+def test_stopping_the_workers_waits_for_a_stuck_run_only_as_long_as_it_is_told():
+    """The pod has a grace period: a run that ignores the engine's cancel must not hold the shutdown."""
+    q = WorkQueue()
+    release = threading.Event()
+    entered = threading.Event()
+
+    def stuck(key):
+        entered.set()
+        release.wait(30)
+        return Outcome.done()
+
+    workers = Workers(q, stuck, 1)
+    workers.start()
+    q.add("acme/prod-1")
+    assert entered.wait(5)
+    started = time.monotonic()
+    workers.stop(timeout=0.3)
+    assert time.monotonic() - started < 1.0
+    assert len(workers._threads) == 1  # the stuck thread is left to the process's exit
+    release.set()

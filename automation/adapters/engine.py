@@ -26,6 +26,33 @@ class RunResult:
     permalink: str | None = None  # the console page of this update, when the backend has one
 
 
+# What a lock of this service must outlive before another replica may remove it, beyond the longest run.
+LOCK_MARGIN_S = 60.0
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """How long one run may take, and how long a cancelled run gets to stop by itself before it is killed."""
+
+    timeout: float = 1800.0
+    grace: float = 60.0
+
+    @property
+    def stale_lock_after(self) -> float:
+        """The age at which a lock of this service on another host may be removed (`recover`): older than any
+        run can be, so a new leader never removes a live run's lock."""
+        return self.timeout + self.grace + LOCK_MARGIN_S
+
+    def check(self, stale_lock_after: float) -> None:
+        if self.timeout <= 0 or self.grace < 0:
+            raise ValueError(f"run limits: the run timeout must be > 0 and the cancel grace >= 0 (got {self})")
+        if stale_lock_after < self.stale_lock_after:
+            raise ValueError(
+                f"stale lock age {stale_lock_after:.0f}s (CLUSTERNET_STALE_LOCK_SECONDS) must be at least the run "
+                f"timeout {self.timeout:.0f}s + cancel grace {self.grace:.0f}s + {LOCK_MARGIN_S:.0f}s: a shorter one "
+                "lets a new leader remove the lock of a run that is still going")
+
+
 class EngineError(Failure):
     """A run that failed; `reason` becomes the cluster's condition reason."""
 

@@ -71,15 +71,30 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def children(pid: int) -> list[int]:
+    return [child for child, parent in parents().items() if parent == pid]
+
+
+def program_name(pid: int) -> str:
+    """The base name of the program `pid` runs (argv[0]), or "" when it is gone."""
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+    except OSError:
+        return ""
+    return os.path.basename(argv0.decode(errors="replace"))
+
+
+def kill(pid: int, sig: int = signal.SIGKILL) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
 def signal_children(pid: int, sig: int) -> list[int]:
     """Send `sig` to the direct children of `pid`; returns whom."""
-    hit = [child for child, parent in parents().items() if parent == pid]
-    for child in hit:
-        try:
-            os.kill(child, sig)
-        except ProcessLookupError:
-            pass
-    return hit
+    return [child for child in children(pid) if kill(child, sig)]
 
 
 def kill_descendants(pid: int, *, timeout: float = 5.0) -> list[int]:
@@ -91,12 +106,7 @@ def kill_descendants(pid: int, *, timeout: float = 5.0) -> list[int]:
         tree = descendants(pid)
         if not tree:
             break
-        for p in tree:
-            try:
-                os.kill(p, signal.SIGKILL)
-                killed.append(p)
-            except ProcessLookupError:
-                pass
+        killed.extend(p for p in tree if kill(p))
         time.sleep(0.01)
     return killed
 

@@ -22,13 +22,18 @@ the CLI is started with subprocess (fork+exec), which is fine.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+import importlib
 import logging
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -44,7 +49,8 @@ from pulumi.automation.errors import (
     StackNotFoundError,
 )
 
-from automation.adapters.engine import EngineError, RunResult, StackLocked
+from automation.adapters import proctree
+from automation.adapters.engine import EngineError, RunCancelled, RunLimits, RunResult, StackLocked
 from components.program import program
 from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs
 
@@ -73,8 +79,9 @@ class PulumiSettings:
     # Locks written by hosts matching this regex are this service's (e.g. the pods of its Deployment,
     # r"clusternet-[a-z0-9]+-[a-z0-9]+"). None: this host only.
     own_hosts: str | None = None
-    # A lock of this service on another host (or a Cloud update of ours) older than this is stale.
-    stale_lock_after_s: float = 300.0
+    # A lock of this service on another host (or a Cloud update of ours) older than this is stale: longer than
+    # any run may take (RunLimits.stale_lock_after, which the worker pool checks).
+    stale_lock_after_s: float = RunLimits().stale_lock_after
 
     @property
     def backend(self) -> str:
@@ -85,7 +92,7 @@ class PulumiSettings:
         return self.backend.startswith(("https://", "http://"))
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "PulumiSettings":
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, limits: RunLimits = RunLimits()) -> "PulumiSettings":
         """CLUSTERNET_STATE_DIR, PULUMI_BACKEND_URL, CLUSTERNET_PULUMI_ORG, PULUMI_HOME,
         CLUSTERNET_SECRETS_PROVIDER, CLUSTERNET_LOCK_HOSTS, CLUSTERNET_STALE_LOCK_SECONDS."""
         env = os.environ if environ is None else environ
@@ -97,8 +104,18 @@ class PulumiSettings:
             pulumi_home=Path(home) if home else None,
             secrets_provider=env.get("CLUSTERNET_SECRETS_PROVIDER") or None,
             own_hosts=env.get("CLUSTERNET_LOCK_HOSTS") or None,
-            stale_lock_after_s=float(env.get("CLUSTERNET_STALE_LOCK_SECONDS", "300")),
+            stale_lock_after_s=float(env.get("CLUSTERNET_STALE_LOCK_SECONDS") or limits.stale_lock_after),
         )
+
+    def to_json(self) -> dict[str, Any]:
+        """For a worker process (automation.adapters.worker): sent on its stdin, never on a command line."""
+        return {k: (str(v) if isinstance(v, Path) else dict(v) if isinstance(v, Mapping) else v)
+                for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> "PulumiSettings":
+        paths = {"state_dir", "pulumi_home"}
+        return cls(**{k: (Path(v) if k in paths and v is not None else v) for k, v in raw.items()})
 
     def check(self) -> None:
         """Fail at start-up, naming the setting, rather than at the first update."""
@@ -114,6 +131,17 @@ class PulumiSettings:
                 )
         if self.own_hosts is not None:
             re.compile(self.own_hosts)
+
+
+def load_program(ref: str, options: Mapping[str, Any] | None = None) -> ProgramFactory:
+    """The program named `module:function` (worker processes import it by name: no closures cross a process),
+    called as function(inputs, **options)."""
+    module, _, attr = ref.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"program {ref!r}: not an importable module:function ({err})") from None
+    return functools.partial(factory, **options) if options else factory
 
 
 # --------------------------------------------------------------------------- locks
@@ -229,7 +257,9 @@ def _outputs(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class PulumiEngine:
-    """Engine (automation.adapters.engine) over pulumi.automation; safe to call from several worker threads."""
+    """Engine (automation.adapters.engine) over pulumi.automation, in this process; safe to call from several
+    threads. The service runs it in worker processes (automation.adapters.pool), one run per process: Pulumi's
+    runtime keeps global state that inline programs of two stacks must not share."""
 
     def __init__(self, settings: PulumiSettings | None = None, *, program_factory: ProgramFactory | None = None):
         self.settings = settings or PulumiSettings()
@@ -246,6 +276,8 @@ class PulumiEngine:
             **self.settings.env,
         }
         self._tags_supported = True
+        self._cancelled_at = float("-inf")  # time.monotonic() of the last cancel()
+        self._local = threading.local()  # .started: when this thread's run began
 
     # ----------------------------------------------------------------- protocol
 
@@ -342,6 +374,21 @@ class PulumiEngine:
                     break
         return None
 
+    def cancel(self, grace: float) -> None:
+        """SIGINT every `pulumi` CLI this process runs (Pulumi's graceful cancel); after `grace` seconds kill
+        what is left of their trees. The runs so stopped raise RunCancelled."""
+        self._cancelled_at = time.monotonic()
+        clis = [pid for pid in proctree.children(os.getpid()) if proctree.program_name(pid) == "pulumi"]
+        for pid in clis:
+            proctree.kill(pid, signal.SIGINT)
+        deadline = time.monotonic() + grace
+        while any(proctree.alive(pid) for pid in clis) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in clis:
+            if proctree.alive(pid):
+                proctree.kill_descendants(pid)
+                proctree.kill(pid)
+
     # ----------------------------------------------------------------- helpers
 
     def workspace_dir(self, stack: str) -> Path:
@@ -382,6 +429,7 @@ class PulumiEngine:
                 raise StackLocked(f"stack {name}: another operation of this service is running on it")
             self._running.add(name)
         fresh_dir = not work_dir.exists()
+        self._local.started = time.monotonic()
         try:
             work_dir.mkdir(parents=True, exist_ok=True)
             ws = auto.LocalWorkspace(
@@ -420,6 +468,8 @@ class PulumiEngine:
                 raise
             raise StackLocked(f"stack {stack.name} is locked: {self._lock_text(err)}") from None
         except CommandError as err:
+            if self._cancelled_at >= getattr(self._local, "started", float("inf")):
+                raise RunCancelled(f"{op} {stack.name}: cancelled: {readable_error(err)}") from None
             raise EngineError(f"{op} {stack.name}: {readable_error(err)}", reason=reason) from None
 
     def _lock_text(self, err: ConcurrentUpdateError) -> str:

@@ -5,8 +5,9 @@
     watch.py    cache.py    mapper.py  queue.py     queue.py   reconcile.py    pulumi_engine.py
 
 Only the leader runs the pipeline; a follower keeps its probes up and runs nothing.
-Losing the Lease stops the workers (the CLI then exits, so that runs in flight die
-with the process and the next leader recovers them).
+Losing the Lease starts nothing more, kills the runs in flight and exits, before
+another replica may take the Lease; the next leader recovers their locks. The engine
+runs every Pulumi operation in a worker process (automation.adapters.pool).
 """
 from __future__ import annotations
 
@@ -25,12 +26,13 @@ from kubernetes import client, config
 from automation.adapters.audit import audit_stack
 from automation.adapters.aws import AwsSessions
 from automation.adapters.backoff import Backoff
-from automation.adapters.engine import Engine
+from automation.adapters.engine import Engine, RunLimits
 from automation.adapters.ingress_sync import IngressSync
 from automation.adapters.leader import LeaderElector, default_identity
 from automation.adapters.lookups import foreign_endpoint_counts
 from automation.adapters.preflight import Preflight
-from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings
+from automation.adapters.pool import WorkerPool
+from automation.adapters.pulumi_engine import PulumiSettings
 from automation.adapters.status import EventRecorder, StatusWriter, state_of
 from automation.adapters.watch import Informer, informers, sources
 from automation.service.cache import Cache
@@ -386,13 +388,15 @@ def options_from(args: Any) -> ServiceOptions:
 def serve_command(args: Any) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = options_from(args)
+    limits = RunLimits(timeout=options.run_timeout, grace=options.cancel_grace)
     settings = dataclasses.replace(
-        PulumiSettings.from_env(), state_dir=Path(args.state_dir), backend_url=args.backend or None,
+        PulumiSettings.from_env(limits=limits), state_dir=Path(args.state_dir), backend_url=args.backend or None,
         organization=args.pulumi_org or None, secrets_provider=args.secrets_provider or None)
-    engine = PulumiEngine(settings)  # checks the backend and the passphrase before anything runs
+    # Checks the backend, the passphrase and the stale-lock age before anything runs; starts the workers.
+    engine = WorkerPool(settings, size=options.workers, limits=limits, max_runs=options.worker_runs)
 
     def lost() -> None:
-        LOG.error("lost the Lease: exiting so that runs in flight stop with this process")
+        LOG.error("lost the Lease: runs in flight killed; exiting")
         os._exit(1)
 
     sessions = AwsSessions.from_env()
@@ -410,6 +414,8 @@ def serve_command(args: Any) -> int:
     LOG.info("serving probes and metrics on %s:%d (identity %s)", options.metrics_bind, service.server.port,
              service.identity)
     stopped.wait()
-    LOG.info("stopping: finishing the runs in flight, releasing the Lease")
+    LOG.info("stopping: cancelling the runs in flight (killed after %.0fs), releasing the Lease",
+             options.cancel_grace)
     service.stop()
+    engine.close()
     return 0

@@ -1,0 +1,53 @@
+"""Shutdown and a lost Lease, against the real kube-apiserver: the runs in flight are cancelled through the
+engine (with --cancel-grace on shutdown, at once on a lost Lease), and nothing new starts."""
+from __future__ import annotations
+
+import time
+
+from doubles import RecordingEngine
+from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
+from tests.service_env import wait_until
+from tests.test_service_envtest import _env
+
+
+def test_stopping_cancels_the_run_in_flight_with_the_grace_period_and_returns(kube_apiserver):  # noqa: F811
+    env = _env(kube_apiserver)
+    engine = RecordingEngine()
+    gate = engine.gate(f"{env.ns}.prod-1")
+    service = env.service(engine, watch_namespace=env.ns, cancel_grace=7.0)
+    service.start()
+    try:
+        env.create("prod-1")
+        wait_until(lambda: engine.count("up") == 1, 20, what="the run to start")
+    finally:
+        started = time.monotonic()
+        service.stop()
+    assert time.monotonic() - started < 10
+    assert engine.cancels == [7.0]  # the engine was asked to cancel, with --cancel-grace
+    run = engine.runs("up")[0]
+    assert run.ok is False and run.ended  # the gated run was stopped, not waited for
+    assert not gate.is_set()
+    assert service.pipeline is None
+
+
+def test_a_lost_lease_kills_the_runs_in_flight_at_once_and_starts_nothing_more(kube_apiserver):  # noqa: F811
+    env = _env(kube_apiserver)
+    engine = RecordingEngine()
+    engine.gate(f"{env.ns}.prod-1")
+    lost = []
+    service = env.service(engine, watch_namespace=env.ns)
+    service.on_lost_leadership = lambda: lost.append(engine.count("up"))
+    service.start()
+    try:
+        env.create("prod-1")
+        env.create("prod-2")
+        wait_until(lambda: engine.count("up") >= 1, 20, what="a run to start")
+        service._lost()  # what the elector calls when the Lease was not renewed by its deadline
+        assert engine.cancels[0] == 0  # killed at once: no grace before another replica may lead
+        runs = engine.count()
+        assert lost == [engine.count("up")]  # the CLI's exit comes after the runs were killed
+        env.create("prod-3")
+        time.sleep(0.5)  # nothing may start: there is no event to wait for
+        assert engine.count() == runs
+    finally:
+        service.stop()
