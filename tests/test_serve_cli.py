@@ -12,6 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from automation.adapters import proctree
 from automation.cli import build_parser
 from automation.service.serve import ServiceOptions, options_from
 from doubles import MockKubeAPI
@@ -77,9 +78,21 @@ def test_the_serve_process_syncs_reports_ready_and_stops_on_sigterm(tmp_path):
             assert body["ok"] and body["role"] == "leader" and all(body["synced"].values())
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
                 assert b"clusternet_queue_depth" in r.read()
+            def workers():
+                return [p for p in proctree.children(proc.pid) if "automation.adapters.worker" in _cmdline(p)]
+            # --workers (4) worker processes are started ahead of any run, one after the other
+            started = wait_until(lambda: len(workers()) == 4 and workers(), 20, what="4 worker processes")
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(20) == 0
+            wait_until(lambda: not any(proctree.alive(p) for p in started), 10, what="the workers to exit")
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
