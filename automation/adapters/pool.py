@@ -190,6 +190,8 @@ class WorkerPool:
             for run in self._busy.values():
                 run.why = run.why or "cancelled"
                 run.grace = min(run.grace, grace)
+                if run.kill_at is not None:  # already interrupted (timed out): a shorter grace still applies
+                    run.kill_at = min(run.kill_at, time.monotonic() + grace)
             self._cond.notify_all()
             self._cond.wait_for(lambda: not self._busy, timeout=grace + 15)
 
