@@ -153,7 +153,7 @@ def test_a_restart_costs_no_engine_run_against_the_real_server(env):
 
 def test_the_lease_keeps_the_second_replica_idle_until_the_leader_goes(env):
     leader_engine, follower_engine = RecordingEngine(), RecordingEngine()
-    options = dict(leader_election=True, leader_election_id="clusternet", lease_duration=3, renew_deadline=2,
+    options = dict(leader_election=True, leader_election_id="clusternet", lease_duration=4, renew_deadline=2,
                    retry_period=0.5, watch_namespace=env.ns)
     first = env.service(leader_engine, identity="replica-1", **options)
     second = env.service(follower_engine, identity="replica-2", **options)
@@ -182,7 +182,7 @@ def test_the_lease_keeps_the_second_replica_idle_until_the_leader_goes(env):
 
 def test_a_leader_that_loses_its_lease_stops_running(env):
     engine = RecordingEngine()
-    options = dict(leader_election=True, leader_election_id="clusternet", lease_duration=3, renew_deadline=2,
+    options = dict(leader_election=True, leader_election_id="clusternet", lease_duration=4, renew_deadline=2,
                    retry_period=0.3, watch_namespace=env.ns)
     service = env.service(engine, identity="replica-1", **options)
     service.start()

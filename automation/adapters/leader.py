@@ -4,13 +4,27 @@ client-go's algorithm: the leader renews the Lease every `retry_period`; a
 candidate takes it over only when the record (holder, renewTime) has not changed
 for `lease_duration` by its own clock (no clock sync needed); every write carries
 the resourceVersion it read, so two candidates cannot both win. A leader that
-cannot renew within `renew_deadline` stops leading (and the service stops its
-workers) before anyone else may take over. On a clean shutdown the leader clears
-the holder so a follower takes over at once.
+cannot renew within `renew_deadline` stops leading (and the service kills its
+runs and exits) before anyone else may take over. On a clean shutdown the leader
+clears the holder so a follower takes over at once.
+
+Why that holds even when the API connection stalls (issue #13):
+
+- A follower's clock for a record starts when it sees the record, so after the
+  write was sent. The leader therefore counts its deadline from the moment it
+  SENT its last successful write, not from the answer: a late answer cannot
+  push its deadline past the follower's takeover.
+- A watchdog thread ends the leadership at that deadline whatever the Lease calls
+  are doing; a call that hangs cannot delay it. An answer that arrives after its
+  deadline does not count.
+- Every Lease call is one HTTP request bounded by `request_timeout` (a quarter of
+  `renew_deadline`), so the loop keeps trying and a stop is bounded too.
 """
 from __future__ import annotations
 
+import copy
 import logging
+import math
 import socket
 import threading
 import time
@@ -24,6 +38,13 @@ from kubernetes.client.rest import ApiException
 from automation.adapters.loop import Loop
 
 LOG = logging.getLogger("clusternet.leader")
+
+# lease_duration - renew_deadline: after its deadline the leader halts its workers, kills its runs' process trees
+# (engine.cancel(0)) and exits, all before a follower may take the Lease (lease_duration after the leader's last
+# renewal). That takes milliseconds on a healthy node; 2 s covers the watchdog's tick, a starved CPU or a GC pause,
+# and the drift between the two replicas' clock rates.
+MIN_MARGIN = 2.0
+WATCHDOG_TICK = 0.05  # how late after its deadline a leader may notice it
 
 
 def default_identity() -> str:
@@ -42,11 +63,22 @@ class LeaderElector(Loop):
                  on_started_leading: Callable[[], None] = lambda: None,
                  on_stopped_leading: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.monotonic):
-        if not retry_period < renew_deadline < lease_duration:
-            raise ValueError("leader election needs retry_period < renew_deadline < lease_duration "
-                             f"(got {retry_period}, {renew_deadline}, {lease_duration})")
+        if not 0 < retry_period < renew_deadline:
+            raise ValueError(f"leader election needs 0 < retry_period < renew_deadline (got {retry_period}, "
+                             f"{renew_deadline})")
+        if lease_duration - renew_deadline < MIN_MARGIN:
+            raise ValueError(f"leader election needs lease_duration - renew_deadline >= {MIN_MARGIN:g}s, the time "
+                             f"a leader has to kill its runs and exit before a follower may take over (got "
+                             f"{lease_duration} - {renew_deadline})")
         super().__init__("leader-election")
-        self._api = client.CoordinationV1Api(api_client)
+        # A client of its own without urllib3's retries (3 by default, each with a fresh timeout): one Lease call
+        # is one request, bounded by request_timeout.
+        configuration = copy.copy(api_client.configuration)
+        configuration.retries = False
+        self._api = client.CoordinationV1Api(client.ApiClient(configuration))
+        # An attempt in flight (2 calls) and the release (2 calls) take at most renew_deadline: with the
+        # defaults, the 10 s that stop() waits.
+        self.request_timeout = renew_deadline / 4
         self.name, self.namespace = name, namespace
         self.identity = identity or default_identity()
         self.lease_duration, self.renew_deadline, self.retry_period = lease_duration, renew_deadline, retry_period
@@ -54,51 +86,73 @@ class LeaderElector(Loop):
         self._clock = clock
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
-        self._last_renew = 0.0
+        self._last_renew = 0.0  # when the last successful write was sent (self._clock)
         self.holder: str | None = None
         self._leading = threading.Event()
+        self._transition = threading.Lock()  # one leadership change at a time, callbacks included
 
     @property
     def is_leader(self) -> bool:
         return self._leading.is_set()
 
     def run(self) -> None:
+        done = threading.Event()
+        threading.Thread(target=self._watchdog, args=(done,), name="leader-deadline", daemon=True).start()
         try:
             while not self._stop.is_set():
-                ok = self._try()
-                now = self._clock()
-                if ok:
-                    self._last_renew = now
-                    if not self.is_leader:
-                        LOG.info("%s: leading (Lease %s/%s)", self.identity, self.namespace, self.name)
-                        self._leading.set()
-                        self.on_started_leading()
-                elif self.is_leader and now - self._last_renew >= self.renew_deadline:
-                    LOG.warning("%s: could not renew Lease %s/%s for %.0fs; stopping", self.identity,
-                                self.namespace, self.name, now - self._last_renew)
-                    self._lose()
+                sent = self._try()
+                if sent is not None:
+                    self._renewed(sent)
                 self._stop.wait(self.retry_period)
         finally:
-            if self.is_leader:
-                self._lose()
+            done.set()
+            with self._transition:
+                if self.is_leader:
+                    self._lose()
+            if self.holder == self.identity:
                 self._release()
+
+    def _renewed(self, sent: float) -> None:
+        with self._transition:
+            if self._stop.is_set():
+                return  # stopping: run() releases the Lease
+            late = self._clock() - sent
+            if late >= self.renew_deadline:
+                LOG.warning("%s: Lease %s/%s written, but the answer took %.1fs: not counted", self.identity,
+                            self.namespace, self.name, late)
+                return
+            self._last_renew = sent
+            if not self.is_leader:
+                LOG.info("%s: leading (Lease %s/%s)", self.identity, self.namespace, self.name)
+                self._leading.set()
+                self.on_started_leading()
+
+    def _watchdog(self, done: threading.Event) -> None:
+        """Stop leading `renew_deadline` after the last successful renewal was sent, whatever the calls do."""
+        while not done.wait(WATCHDOG_TICK):
+            with self._transition:
+                overdue = self._clock() - self._last_renew
+                if self.is_leader and overdue >= self.renew_deadline:
+                    LOG.warning("%s: could not renew Lease %s/%s for %.1fs; stopping", self.identity,
+                                self.namespace, self.name, overdue)
+                    self._lose()
 
     def _lose(self) -> None:
         self._leading.clear()
         self.on_stopped_leading()
 
-    # -- one attempt to acquire or renew
-    def _try(self) -> bool:
+    # -- one attempt to acquire or renew: when the successful write was sent, or None
+    def _try(self) -> float | None:
         try:
-            lease = self._api.read_namespaced_lease(self.name, self.namespace)
+            lease = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.request_timeout)
         except ApiException as exc:
             if exc.status != 404:
                 LOG.info("reading Lease %s/%s failed: %s", self.namespace, self.name, exc.status)
-                return False
+                return None
             return self._create()
-        except Exception as exc:  # noqa: BLE001 - API unreachable: not leading, try again
+        except Exception as exc:  # noqa: BLE001 - API unreachable or too slow: try again
             LOG.info("reading Lease %s/%s failed: %s", self.namespace, self.name, exc)
-            return False
+            return None
         spec = lease.spec or client.V1LeaseSpec()
         record = (spec.holder_identity, spec.renew_time, spec.lease_transitions)
         now = self._clock()
@@ -107,21 +161,26 @@ class LeaderElector(Loop):
         self.holder = spec.holder_identity
         duration = spec.lease_duration_seconds or self.lease_duration
         if spec.holder_identity and spec.holder_identity != self.identity and now < self._observed_at + duration:
-            return False  # someone else holds a live Lease
+            return None  # someone else holds a live Lease
         mine = spec.holder_identity == self.identity
-        body = self._body(lease, {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+        body = self._body(lease, {"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(),
                                   "renewTime": _micro_time(),
                                   "acquireTime": spec.acquire_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
                                   if mine and spec.acquire_time else _micro_time(),
                                   "leaseTransitions": (spec.lease_transitions or 0) + (0 if mine else 1)})
+        sent = self._clock()
         try:
-            self._api.replace_namespaced_lease(self.name, self.namespace, body)
+            self._api.replace_namespaced_lease(self.name, self.namespace, body, _request_timeout=self.request_timeout)
         except Exception as exc:  # noqa: BLE001 - conflict (someone else won) or API trouble
             LOG.info("%s: Lease %s/%s not taken/renewed: %s", self.identity, self.namespace, self.name,
                      getattr(exc, "status", exc))
-            return False
+            return None
         self.holder = self.identity
-        return True
+        return sent
+
+    def _duration_seconds(self) -> int:
+        """Followers wait this long; rounded up, never down, so the margin over renew_deadline stays."""
+        return math.ceil(self.lease_duration)
 
     def _body(self, lease: Any, spec: dict[str, Any]) -> dict[str, Any]:
         """A whole Lease for an update (verb `update`, as client-go): it carries the resourceVersion read,
@@ -131,28 +190,30 @@ class LeaderElector(Loop):
                              "resourceVersion": lease.metadata.resource_version},
                 "spec": spec}
 
-    def _create(self) -> bool:
+    def _create(self) -> float | None:
         now = _micro_time()
         body = {"metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": int(self.lease_duration),
+                "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(),
                          "acquireTime": now, "renewTime": now, "leaseTransitions": 0}}
+        sent = self._clock()
         try:
-            self._api.create_namespaced_lease(self.namespace, body)
+            self._api.create_namespaced_lease(self.namespace, body, _request_timeout=self.request_timeout)
         except Exception as exc:  # noqa: BLE001 - 409: another candidate created it first
             LOG.info("%s: creating Lease %s/%s failed: %s", self.identity, self.namespace, self.name,
                      getattr(exc, "status", exc))
-            return False
+            return None
         self.holder = self.identity
-        return True
+        return sent
 
     def _release(self) -> None:
         try:
-            lease = self._api.read_namespaced_lease(self.name, self.namespace)
+            lease = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.request_timeout)
             if lease.spec is None or lease.spec.holder_identity != self.identity:
                 return
             self._api.replace_namespaced_lease(self.name, self.namespace, self._body(
                 lease, {"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _micro_time(),
-                        "leaseTransitions": lease.spec.lease_transitions or 0}))
+                        "leaseTransitions": lease.spec.lease_transitions or 0}), _request_timeout=self.request_timeout)
+            self.holder = None
             LOG.info("%s: released Lease %s/%s", self.identity, self.namespace, self.name)
         except Exception as exc:  # noqa: BLE001 - the Lease expires by itself
             LOG.info("%s: releasing the Lease failed (%s); it expires by itself", self.identity, exc)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Protocol
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.engine import Engine, EngineError, RunResult, StackLocked
+from automation.adapters.engine import Engine, EngineError, RunCancelled, RunResult, StackLocked
 from automation.adapters.status import (EventRecorder, StatusWriter, conditions, outputs_from, parse_time, rfc3339)
 from automation.adapters.watch import Raw, object_key
 from automation.service.mapper import Desired
@@ -102,6 +102,9 @@ class Reconciler:
         self._side_lock = threading.Lock()
         self._released: set[str] = set()  # destroyed and let go by us: no orphan check when they vanish
         self._locked_streak: dict[str, int] = {}  # stack -> StackLocked answers in a row
+        self._halt_lock = threading.Lock()
+        self._halted = False  # halt(): no engine run starts any more
+        self._active = 0  # engine calls in progress
 
     def _side(self) -> ThreadPoolExecutor:
         """A few threads for API writes that can go alongside another one."""
@@ -426,11 +429,29 @@ class Reconciler:
             update["last_drift_check"] = rfc3339(checked)
         return status.model_copy(update=update)
 
+    def halt(self) -> None:
+        """No engine run starts after this returns; `active()` counts the ones that had (Pipeline cancels them)."""
+        with self._halt_lock:
+            self._halted = True
+
+    def active(self) -> int:
+        """Engine calls in progress: started, or about to reach the engine."""
+        with self._halt_lock:
+            return self._active
+
     def _run(self, operation: str, call: Callable[[], RunResult]) -> RunResult:
         started = time.monotonic()
         result = "error"
         try:
-            out = call()
+            with self._halt_lock:
+                if self._halted:
+                    raise RunCancelled(f"{operation}: not started, the service stopped leading or is stopping")
+                self._active += 1
+            try:
+                out = call()
+            finally:
+                with self._halt_lock:
+                    self._active -= 1
             result = "succeeded" if out.ok else "failed"
             if operation in ("up", "destroy") and not out.ok:
                 raise EngineError(out.message or f"{operation} failed",

@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -243,7 +244,9 @@ class Service:
         pipeline = self.pipeline
         if pipeline is not None:
             pipeline.halt()
-        self.engine.cancel(0)
+            pipeline.cancel_runs(0)
+        else:
+            self.engine.cancel(0)
         if self.on_lost_leadership is not None and not self._stopping:
             self.on_lost_leadership()  # the CLI exits here: nothing of this term outlives the Lease
         self._stop_pipeline(grace=0)
@@ -304,11 +307,21 @@ class Pipeline:
         self._stopped.set()
         self.queue.shutdown()
         self.workers.halt()
+        self.reconciler.halt()
+
+    def cancel_runs(self, grace: float) -> None:
+        """After halt(): cancel until no engine call is left, including one that passed the halt check just
+        before it and reaches the engine only now."""
+        deadline = time.monotonic() + grace + 15
+        self.engine.cancel(grace)
+        while self.reconciler.active() and time.monotonic() < deadline:
+            time.sleep(0.01)
+            self.engine.cancel(grace)
 
     def stop(self, grace: float) -> None:
         """Halt, cancel the runs in flight (killed after `grace` seconds), then stop every thread."""
         self.halt()
-        self.engine.cancel(grace)
+        self.cancel_runs(grace)
         if self.census is not None:
             self.census.stop()
         self.mapper.stop()
