@@ -49,7 +49,7 @@ def measure(runs: int, pings: int) -> dict[str, float]:
         settings = PulumiSettings(state_dir=Path(tmp) / "state", pulumi_home=Path(tmp) / "home",
                                   env={"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE})
         in_process = PulumiEngine(settings)
-        pool = WorkerPool(settings, size=1)
+        pool = WorkerPool(settings, size=1, max_runs=10 * (pings + runs))  # no recycling while measuring
         try:
             pool.ping()  # the worker has started
             ping = timed(pool.ping, pings)

@@ -404,6 +404,10 @@ class PulumiEngine:
         org = self.settings.organization
         return f"{org}/{PROJECT}/{stack}" if org else stack
 
+    def warm(self) -> None:
+        """Pay the one-time costs (finding the CLI and its version) now rather than in the first run."""
+        self._pulumi()
+
     def _pulumi(self) -> auto.PulumiCommand:
         if self._command is None:  # `pulumi version` once per engine, not per operation
             self._command = auto.PulumiCommand()

@@ -90,6 +90,7 @@ def main(argv: list[str]) -> int:
         "applied": lambda a: engine.applied(a["stack"]),
         "ping": lambda a: {"pid": os.getpid()},
     }
+    engine.warm()
     replies.write(json.dumps({"ready": os.getpid()}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
