@@ -7,12 +7,14 @@
     ├── ClusterRoles           -tenant (clusters but never their status; aggregated into edit and admin),
     │                          -viewer (clusters and status, read; aggregated into view)
     ├── Role(+Binding)         in its namespace: the role-map ConfigMap (read), its Lease (write)
-    ├── PersistentVolumeClaim  state of the file:// backend (absent with a Pulumi Cloud or S3 backend)
-    ├── Deployment             `python -m automation serve`, probes on /healthz and /readyz
+    ├── PersistentVolumeClaim  state of the file:// backend (with a Pulumi Cloud or S3 backend: an emptyDir)
+    ├── Deployment             `python -m automation serve`, probes on /healthz and /readyz; read-only root
+    │                          filesystem: writable are only the state dir, PULUMI_HOME and /tmp
     └── Service                /metrics for Prometheus
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -21,7 +23,8 @@ import pulumi_kubernetes as k8s
 
 from stacks.names import GROUP
 
-STATE_DIR = "/var/lib/clusternet"
+STATE_DIR = "/var/lib/clusternet"  # --state-dir: per-stack workspaces (and the file:// backend's state)
+PULUMI_HOME = "/var/cache/pulumi"  # the CLI's workspace settings and plugin cache (the Dockerfile's ENV too)
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,8 @@ class ControlPlaneArgs:
     lease: str = "clusternet"  # the leader-election Lease
     service_account_annotations: Mapping[str, str] = field(default_factory=dict)  # e.g. IRSA role
     serve_args: Sequence[str] = ()  # extra `python -m automation serve` flags
+    run_timeout: float = 1800.0  # --run-timeout: seconds one Pulumi run may take before it is cancelled
+    cancel_grace: float = 60.0  # --cancel-grace: seconds a cancelled run gets before its process tree is killed
     metrics_port: int = 8080
     resources: Mapping[str, Any] = field(
         default_factory=lambda: {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
@@ -46,6 +51,13 @@ class ControlPlaneArgs:
     @property
     def replicas(self) -> int:
         return 1 if self.backend_url is None else 2
+
+    @property
+    def termination_grace(self) -> int:
+        """The pod's terminationGracePeriodSeconds. On SIGTERM the service cancels its runs in flight and kills
+        what is left of them after --cancel-grace; the 30 s on top cover the rest of its shutdown (workers, Events,
+        watches, releasing the Lease), so the kubelet's SIGKILL never cuts a graceful cancel short."""
+        return math.ceil(self.cancel_grace) + 30
 
 
 # Least privilege: exactly what automation/ reads and writes.
@@ -115,14 +127,19 @@ class ControlPlane(pulumi.ComponentResource):
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
             subjects=subject, opts=in_ns)
 
-        volumes, mounts = [], []
+        # The root filesystem is read-only: every path the service writes is a volume. --state-dir holds the
+        # per-stack workspaces whatever the backend (with file:// the state too, so then it must persist).
         if args.backend_url is None:
             k8s.core.v1.PersistentVolumeClaim(
                 f"{name}-state", metadata={**meta, "name": f"{name}-state"},
                 spec={"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": args.state_size}}},
                 opts=in_ns)
-            volumes.append({"name": "state", "persistentVolumeClaim": {"claimName": f"{name}-state"}})
-            mounts.append({"name": "state", "mountPath": STATE_DIR})
+            state: dict[str, Any] = {"persistentVolumeClaim": {"claimName": f"{name}-state"}}
+        else:
+            state = {"emptyDir": {}}
+        volumes = [{"name": "state", **state}, {"name": "pulumi-home", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
+        mounts = [{"name": "state", "mountPath": STATE_DIR}, {"name": "pulumi-home", "mountPath": PULUMI_HOME},
+                  {"name": "tmp", "mountPath": "/tmp"}]
         backend = args.backend_url or f"file://{STATE_DIR}"
 
         probe = lambda path: {"httpGet": {"path": path, "port": "metrics"}, "periodSeconds": 10}  # noqa: E731
@@ -139,6 +156,7 @@ class ControlPlane(pulumi.ComponentResource):
                     "spec": {
                         "serviceAccountName": account.metadata.name,
                         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
+                        "terminationGracePeriodSeconds": args.termination_grace,
                         "containers": [{
                             "name": "clusternet",
                             "image": args.image,
@@ -146,12 +164,16 @@ class ControlPlane(pulumi.ComponentResource):
                                      "--backend", backend, "--state-dir", STATE_DIR,
                                      "--metrics-port", str(args.metrics_port),
                                      "--role-map-configmap", args.role_map_configmap,
-                                     "--leader-election-id", args.lease, *args.serve_args],
+                                     "--leader-election-id", args.lease,
+                                     "--run-timeout", f"{args.run_timeout:g}",
+                                     "--cancel-grace", f"{args.cancel_grace:g}",
+                                     *args.serve_args],
                             "env": [
                                 {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                                 # A lock left by a replaced pod of this Deployment is this service's own:
                                 # recover() may clear it once stale (pod hostnames: <name>-<rs hash>-<pod hash>).
                                 {"name": "CLUSTERNET_LOCK_HOSTS", "value": f"{name}-[a-z0-9]+-[a-z0-9]+"},
+                                {"name": "PULUMI_HOME", "value": PULUMI_HOME},
                             ],
                             "envFrom": [{"secretRef": {"name": args.passphrase_secret}}],
                             "ports": [{"name": "metrics", "containerPort": args.metrics_port}],
@@ -160,9 +182,9 @@ class ControlPlane(pulumi.ComponentResource):
                             "resources": dict(args.resources),
                             "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                                 "capabilities": {"drop": ["ALL"]}},
-                            "volumeMounts": [*mounts, {"name": "tmp", "mountPath": "/tmp"}],
+                            "volumeMounts": mounts,
                         }],
-                        "volumes": [*volumes, {"name": "tmp", "emptyDir": {}}],
+                        "volumes": volumes,
                     },
                 },
             },

@@ -24,7 +24,8 @@ provider = k8s.Provider("k8s", kubeconfig=config.get("kubeconfig") or None)
 
 plane = ControlPlane(
     "clusternet",
-    ControlPlaneArgs(image=image, crds=crd_manifests(), namespace=namespace, backend_url=config.get("backend") or None),
+    ControlPlaneArgs(image=image, crds=crd_manifests(), namespace=namespace, backend_url=config.get("backend") or None,
+                     metrics_port=config.get_int("metricsPort") or 8080),
     provider,
 )
 pulumi.export("namespace", namespace)

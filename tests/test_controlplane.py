@@ -2,6 +2,7 @@
 import re
 
 import pulumi_kubernetes as k8s
+import pytest
 
 from automation.adapters.plan import record
 from components.controlplane import ControlPlane, ControlPlaneArgs
@@ -101,3 +102,43 @@ def test_the_deploy_program_runs_the_service_and_the_central_proxy(tmp_path):
     assert plan.of_type("clusternet:deploy:ControlPlane") and plan.of_type("clusternet:ingress:CentralProxy")
     proxy_cm = [r for r in plan.of_type("kubernetes:core/v1:ConfigMap") if r.name == "shared-ingress-config"]
     assert proxy_cm and proxy_cm[0].options["ignoreChanges"] == ["data"]
+
+
+def container_of(plan):
+    pod = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]
+    return pod, pod["containers"][0]
+
+
+def test_the_container_args_are_the_serve_flags_they_mean():
+    """Parsed by the service's own CLI: the run limits, the state and the backend reach ServiceOptions."""
+    from automation.cli import build_parser
+    from automation.service.serve import options_from
+
+    _, container = container_of(deploy(run_timeout=900, cancel_grace=45.5))
+    assert container["args"][:3] == ["python", "-m", "automation"]
+    args = build_parser().parse_args(container["args"][3:])
+    options = options_from(args)
+    assert (options.run_timeout, options.cancel_grace, options.namespace) == (900, 45.5, "clusternet-system")
+    assert (args.state_dir, args.backend) == ("/var/lib/clusternet", "file:///var/lib/clusternet")
+
+
+def test_the_grace_period_covers_the_cancel_grace():
+    """SIGTERM: the service cancels its runs and kills them after --cancel-grace; the kubelet's SIGKILL comes later."""
+    pod, _ = container_of(deploy())
+    assert pod["terminationGracePeriodSeconds"] == 60 + 30
+    pod, container = container_of(deploy(cancel_grace=120.5))
+    assert pod["terminationGracePeriodSeconds"] == 121 + 30
+    assert container["args"][container["args"].index("--cancel-grace") + 1] == "120.5"
+
+
+@pytest.mark.parametrize("backend, state", [(None, "persistentVolumeClaim"), ("https://api.pulumi.com", "emptyDir")])
+def test_every_path_the_service_writes_is_a_volume(backend, state):
+    """Read-only root filesystem: the state dir (workspaces, whatever the backend), PULUMI_HOME and /tmp."""
+    pod, container = container_of(deploy(backend_url=backend))
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert set(mounts) == {"/var/lib/clusternet", env["PULUMI_HOME"], "/tmp"}
+    assert state in mounts[container["args"][container["args"].index("--state-dir") + 1]]
+    assert "emptyDir" in mounts[env["PULUMI_HOME"]] and "emptyDir" in mounts["/tmp"]
