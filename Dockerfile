@@ -4,7 +4,7 @@
 # runs the service from these paths in a sandbox built from this file and the rendered Deployment.
 FROM python:3.11-slim
 ARG PULUMI_VERSION=3.259.0
-RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certificates \
+RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certificates tini \
  && curl -fsSL https://get.pulumi.com | sh -s -- --version "${PULUMI_VERSION}" \
  && mv /root/.pulumi/bin/* /usr/local/bin/ && apt-get purge -y curl && rm -rf /var/lib/apt/lists/* /root/.pulumi
 WORKDIR /app
@@ -25,4 +25,6 @@ COPY automation automation
 # owner) then needs $USER, or every `pulumi stack init` fails with "user: Current requires cgo or $USER set".
 ENV PULUMI_HOME=/var/cache/pulumi PULUMI_SKIP_UPDATE_CHECK=true USER=clusternet
 USER 65532
-ENTRYPOINT []
+# tini is PID 1: it reaps what a killed run leaves (the service kills a timed-out run's whole tree, whose
+# orphans would otherwise be re-parented to a PID-1 Python that never waits for them), and passes SIGTERM on.
+ENTRYPOINT ["/usr/bin/tini", "--"]
