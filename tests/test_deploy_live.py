@@ -158,7 +158,9 @@ def test_the_sandbox_lets_the_container_write_only_its_volumes(backend, tmp_path
     lines = dict(line.split("\t", 1) for line in out.stdout.splitlines())
     assert {path for path in mounts + others if lines[path] == "writable"} == set(mounts)
     assert lines[state] == "writable"
-    assert all(lines[path] == "Read-only file system" for path in others), lines
+    not_read_only = {path: lines[path] for path in others if lines[path] != "Read-only file system"}
+    # A clone under /tmp (CI's) is hidden by the pod's /tmp volume: not there at all is fine too.
+    assert not_read_only in ({}, {str(deployed.ROOT): "No such file or directory"}), lines
     assert lines["whoami"].split("\t") == ["65532", "65532", pod.name, "/app", "/app/automation/__init__.py"]
     assert lines["repository"] == "[]"  # the repository is hidden: only what the Dockerfile COPYs is importable
 
