@@ -38,6 +38,7 @@ from kubernetes import client, dynamic
 from automation.adapters import proctree
 from automation.adapters.plan import StackPlan, record
 from tests.dockerfile import DOCKERFILE, Image
+from tests.dockerfile import image as image_of
 from tests.envtest import TOOLS_BIN, install_crds
 
 ROOT = DOCKERFILE.parent
@@ -50,9 +51,10 @@ NEEDS = ("bwrap", "pulumi", "etcd", "kube-apiserver")
 def missing() -> str | None:
     """Why the live deploy test cannot run here, or None."""
     gone = [b for b in NEEDS if not (TOOLS_BIN / b).is_file() and shutil.which(b) is None]
+    gone += [p for p in image_of().entrypoint[:1] if not os.access(p, os.X_OK)]  # the sandbox uses the host's
     if gone:
-        return (f"{', '.join(gone)} not found: bwrap comes from Debian's bubblewrap package (apt-get install "
-                f"bubblewrap, .ci/run does), the others from scripts/tools.sh into {TOOLS_BIN}")
+        return (f"{', '.join(gone)} not found: bwrap and tini come from Debian's packages (apt-get install "
+                f"bubblewrap tini, .ci/run does), the others from scripts/tools.sh into {TOOLS_BIN}")
     probe = subprocess.run(["bwrap", "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "true"],
                            capture_output=True, text=True)
     if probe.returncode != 0:
@@ -181,6 +183,13 @@ def kubelet_env(pod: Pod, core: client.CoreV1Api, image: Image, apiserver_port: 
 def expand(text: str, env: Mapping[str, str]) -> str:
     """The kubelet's $(VAR) expansion in args and env values (unknown references stay as they are)."""
     return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), text)
+
+
+def process_argv(pod: Pod, image: Image, env: Mapping[str, str]) -> list[str]:
+    """What the container runtime executes: `command` (else the image's ENTRYPOINT), then `args`, expanded."""
+    container = pod.container
+    return [*(expand(a, env) for a in container.get("command", image.entrypoint)),
+            *(expand(a, env) for a in container.get("args", []))]
 
 
 def service_account_dir(core: client.CoreV1Api, pod: Pod, ca_file: str, where: Path) -> Path:

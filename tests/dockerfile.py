@@ -1,4 +1,4 @@
-"""What the Dockerfile puts in the image: its WORKDIR, the files it COPYs (and where), its ENV and USER.
+"""What the Dockerfile puts in the image: its WORKDIR, the files it COPYs (and where), ENV, USER and ENTRYPOINT.
 
 Just enough of the Dockerfile grammar for this repository's file (continuation lines, comments, COPY flags,
 the JSON form, `ENV k=v ...` and `ENV k v`), read from the last stage; anything else is ignored.
@@ -20,6 +20,7 @@ class Image:
     copies: list[tuple[str, str]] = field(default_factory=list)  # (path in the build context, path in the image)
     env: dict[str, str] = field(default_factory=dict)
     user: str | None = None
+    entrypoint: list[str] = field(default_factory=list)  # a pod's `args` run after it (`command` replaces it)
 
     def copied_to(self, path: str) -> str | None:
         """The build-context source that lands at `path` in the image, if any."""
@@ -77,6 +78,8 @@ def parse(text: str) -> Image:
             _env(image, rest)
         elif word == "USER":
             image.user = rest
+        elif word == "ENTRYPOINT":
+            image.entrypoint = json.loads(rest) if rest.startswith("[") else ["/bin/sh", "-c", rest]
     return image
 
 

@@ -92,7 +92,7 @@ def running(live: Live, pod: deployed.Pod, img: Image, where: Path) -> Iterator[
     volumes = deployed.volume_dirs(pod, where / "volumes")
     tokens = deployed.service_account_dir(live.core, pod, live.ca_file, where / "serviceaccount")
     argv = deployed.sandbox(pod, img, volumes, tokens, str(shutil.which("bwrap")))
-    box = deployed.Container([*argv, *(deployed.expand(a, env) for a in pod.container["args"])], env, where / "log")
+    box = deployed.Container([*argv, *deployed.process_argv(pod, img, env)], env, where / "log")
     try:
         probe = pod.container["readinessProbe"]["httpGet"]
         url = f"http://127.0.0.1:{pod.port(probe['port'])}{probe['path']}"

@@ -68,9 +68,12 @@ def test_imports_are_followed_through_every_local_package(tmp_path, monkeypatch)
 
 def test_parse_reads_copy_destinations_env_and_user():
     img = parse("FROM x AS build\nENV A=1\nFROM y\nWORKDIR /app\nCOPY a.txt b.py ./\nCOPY --chown=1 pkg pkg/\n"
-                "COPY [\"c\", \"/opt/c\"]\nENV K=v L=\"two words\"\nENV M m n\nUSER 10\n")
+                "COPY [\"c\", \"/opt/c\"]\nENV K=v L=\"two words\"\nENV M m n\nUSER 10\n"
+                "ENTRYPOINT [\"/init\", \"--\"]\n")
     assert img.copies == [("a.txt", "/app/a.txt"), ("b.py", "/app/b.py"), ("pkg", "/app/pkg/pkg"), ("c", "/opt/c")]
     assert img.env == {"K": "v", "L": "two words", "M": "m n"} and img.user == "10"
+    assert img.entrypoint == ["/init", "--"]
+    assert parse("ENTRYPOINT run it\n").entrypoint == ["/bin/sh", "-c", "run it"]
 
 
 @pytest.mark.parametrize("backend", [None, "s3://state-bucket/clusternet"])
