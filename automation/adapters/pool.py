@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]  # the import root of `automation` (the image's /app)
 DEFAULT_PROGRAM = "components.program:program"
-START_TIMEOUT_S = 60.0  # a worker that is not ready by then (import, setup) is killed
+START_TIMEOUT_S = 60.0
+KILL_WAIT_S = 5.0  # after the grace, how long cancel() waits for the killed runs to be reaped  # a worker that is not ready by then (import, setup) is killed
 ERRORS = {cls.__name__: cls for cls in (EngineError, StackLocked, RunCancelled)}
 
 
@@ -193,7 +194,7 @@ class WorkerPool:
                 if run.kill_at is not None:  # already interrupted (timed out): a shorter grace still applies
                     run.kill_at = min(run.kill_at, time.monotonic() + grace)
             self._cond.notify_all()
-            self._cond.wait_for(lambda: not self._busy, timeout=grace + 15)
+            self._cond.wait_for(lambda: not self._busy, timeout=grace + KILL_WAIT_S)
 
     def close(self) -> None:
         """Cancel what runs (no grace) and stop every worker."""

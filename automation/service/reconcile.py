@@ -403,6 +403,7 @@ class Reconciler:
                                       start_time=rfc3339(started), end_time=rfc3339(now)),
             "conditions": conditions("retrying", reason, f"{message[:2048]} (retrying with backoff)",
                                      generation=generation, previous=running.conditions, now=rfc3339(now))})
+        LOG.warning("%s: %s failed (%s): %s", object_key(raw), operation, reason, message[:2048])
         self.status.write_later(raw, failed, previous=running)
         self.events.event(raw, "Warning", reason, message)
         return Outcome.retry()

@@ -312,7 +312,7 @@ class Pipeline:
     def cancel_runs(self, grace: float) -> None:
         """After halt(): cancel until no engine call is left, including one that passed the halt check just
         before it and reaches the engine only now."""
-        deadline = time.monotonic() + grace + 15
+        deadline = time.monotonic() + grace + 5
         self.engine.cancel(grace)
         while self.reconciler.active() and time.monotonic() < deadline:
             time.sleep(0.01)
