@@ -26,6 +26,10 @@ def env():
         yield env
 
 
+def ready_condition(obj: dict) -> dict:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+
+
 def settle(seconds: float = 0.4) -> None:
     """Give the service time to do something it should not do."""
     time.sleep(seconds)
@@ -174,10 +178,11 @@ def test_a_failed_destroy_keeps_the_finalizer_reports_and_retries(env):
         wait_until(lambda: env.ready("prod-1"))
         engine.fail("destroy", "acme.prod-1", times=2, message="DependencyViolation: endpoint in use")
         env.delete("prod-1")
-        wait_until(lambda: env.reason("prod-1") == "DestroyFailed", what="DestroyFailed")
-        obj = env.get("prod-1")
+        # One read of the object: the retry (50 ms backoff here) soon replaces the condition with "Destroying".
+        obj = wait_until(lambda: (lambda o: o if o and ready_condition(o).get("reason") == "DestroyFailed" else None)(
+            env.get("prod-1")), what="DestroyFailed")
+        assert "DependencyViolation" in ready_condition(obj)["message"]
         assert FINALIZER in obj["metadata"]["finalizers"] and obj["metadata"].get("deletionTimestamp")
-        assert "DependencyViolation" in env.condition("prod-1")["message"]
         wait_until(lambda: env.get("prod-1") is None, what="the retried destroy to release the Cluster")
     assert [c.ok for c in engine.runs("destroy")] == [False, False, True]
     assert ("Warning", "DestroyFailed") in [(t, r) for t, r, _ in env.events(name="prod-1")]
