@@ -168,11 +168,17 @@ class LeaderElector(Loop):
                                   "acquireTime": spec.acquire_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
                                   if mine and spec.acquire_time else _micro_time(),
                                   "leaseTransitions": (spec.lease_transitions or 0) + (0 if mine else 1)})
+        return self._write("taking/renewing", lambda: self._api.replace_namespaced_lease(
+            self.name, self.namespace, body, _request_timeout=self.request_timeout))
+
+    def _write(self, what: str, call: Callable[[], Any]) -> float | None:
+        """One write that makes this replica the holder: when it was sent (the deadline counts from then), or
+        None when it failed (a conflict: someone else won; or API trouble)."""
         sent = self._clock()
         try:
-            self._api.replace_namespaced_lease(self.name, self.namespace, body, _request_timeout=self.request_timeout)
-        except Exception as exc:  # noqa: BLE001 - conflict (someone else won) or API trouble
-            LOG.info("%s: Lease %s/%s not taken/renewed: %s", self.identity, self.namespace, self.name,
+            call()
+        except Exception as exc:  # noqa: BLE001 - not the holder this round; try again
+            LOG.info("%s: %s Lease %s/%s failed: %s", self.identity, what, self.namespace, self.name,
                      getattr(exc, "status", exc))
             return None
         self.holder = self.identity
@@ -195,15 +201,8 @@ class LeaderElector(Loop):
         body = {"metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(),
                          "acquireTime": now, "renewTime": now, "leaseTransitions": 0}}
-        sent = self._clock()
-        try:
-            self._api.create_namespaced_lease(self.namespace, body, _request_timeout=self.request_timeout)
-        except Exception as exc:  # noqa: BLE001 - 409: another candidate created it first
-            LOG.info("%s: creating Lease %s/%s failed: %s", self.identity, self.namespace, self.name,
-                     getattr(exc, "status", exc))
-            return None
-        self.holder = self.identity
-        return sent
+        return self._write("creating", lambda: self._api.create_namespaced_lease(
+            self.namespace, body, _request_timeout=self.request_timeout))
 
     def _release(self) -> None:
         try:
