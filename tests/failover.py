@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlparse
@@ -24,7 +23,7 @@ from automation.service.serve import ServiceOptions
 from doubles import RecordingEngine
 from doubles.engine import Call
 from tests.envtest import EnvTest
-from tests.service_env import ServiceEnv
+from tests.service_env import ServiceEnv, wait_until
 from tests.stall_proxy import StallProxy
 
 DEPLOYED = {name: ServiceOptions.__dataclass_fields__[name].default
@@ -59,11 +58,11 @@ class Failover:
 
 
 def wait(predicate: Callable[[], Any], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
+    """wait_until, saying whether it happened: the scenario records what did not, the bench counts it."""
+    try:
+        wait_until(predicate, timeout)
+    except AssertionError:
+        return False
     return True
 
 
@@ -71,12 +70,7 @@ def failover(api_server: EnvTest, *, lease_duration: float, renew_deadline: floa
              retry_period: float) -> Failover:
     """A leads and runs a gated `up`; the proxy in front of A stalls; B takes over. Returns what happened
     (the gate opens when A says it lost the Lease, so that B's `up` can finish)."""
-    suffix = uuid.uuid4().hex[:6]
-    env = ServiceEnv(api_server.api_client(), namespace=f"team-{suffix}", system_namespace=f"sys-{suffix}",
-                     hub_name=f"hub-{suffix}")
-    env.namespace(env.ns)
-    env.namespace(env.system_namespace)
-    env.hub()
+    env = ServiceEnv.isolated(api_server.api_client())
     record = Failover(stack=f"{env.ns}.prod-1")
     engine = RecordingEngine()
     gate = engine.gate(record.stack)

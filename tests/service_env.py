@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from typing import Any, Callable, Iterator
 
 from kubernetes import client
@@ -41,6 +42,16 @@ class ServiceEnv:
         self.ns = namespace
         self.system_namespace = system_namespace
         self.hub_name = hub_name
+
+    @classmethod
+    def isolated(cls, api_client: client.ApiClient) -> "ServiceEnv":
+        """A tenant namespace, a system namespace and a HubConfig of their own, on an API server other tests share."""
+        suffix = uuid.uuid4().hex[:6]
+        env = cls(api_client, namespace=f"team-{suffix}", system_namespace=f"sys-{suffix}", hub_name=f"hub-{suffix}")
+        env.namespace(env.ns)
+        env.namespace(env.system_namespace)
+        env.hub()
+        return env
 
     # -- objects
     def namespace(self, name: str, annotations: dict[str, str] | None = None, *,

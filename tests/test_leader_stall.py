@@ -20,6 +20,7 @@ from kubernetes.client.rest import ApiException
 from automation.adapters.leader import MIN_MARGIN, LeaderElector
 from tests.failover import FAST, failover
 from tests import envtest
+from tests.service_env import wait_until
 from tests.stall_proxy import StallProxy
 
 kube_apiserver = envtest.kube_apiserver  # the fixture, for this module's tests
@@ -113,13 +114,6 @@ class Transitions:
                                 on_stopped_leading=lambda: self.stopped.append(time.monotonic()), **timings)
         elector._api = leases
         return elector
-
-
-def wait_until(predicate, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 @pytest.fixture

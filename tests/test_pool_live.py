@@ -20,6 +20,7 @@ from automation.adapters import proctree
 from automation.adapters.engine import RunCancelled, RunLimits
 from automation.adapters.pool import WorkerPool
 from tests.pulumi_live_programs import ROOT, SLEEPY, engine_settings, make_inputs
+from tests.service_env import wait_until
 
 
 def pool_at(tmp: Path, *, sleep: float = 0.0, marker: str = "", size: int = 1, limits: RunLimits = RunLimits(),
@@ -32,16 +33,6 @@ def pool_at(tmp: Path, *, sleep: float = 0.0, marker: str = "", size: int = 1, l
 def pulumi_processes_under(pid: int) -> list[tuple[int, str]]:
     return [(p, proctree.program_name(p)) for p in proctree.descendants(pid)
             if "pulumi" in proctree.program_name(p)]
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def test_four_stacks_go_up_at_once_each_in_its_own_worker(pulumi_cli, tmp_path):
@@ -111,7 +102,7 @@ def test_cancel_stops_the_runs_in_flight_and_later_runs_start_as_usual(pulumi_cl
         failure: list[BaseException] = []
         thread = threading.Thread(target=lambda: _catch(failure, lambda: pool.up(make_inputs("c"), message="x")))
         thread.start()
-        provider = int(wait_for(lambda: marker.exists() and marker.read_text(), 60, "the provider to start"))
+        provider = int(wait_until(lambda: marker.exists() and marker.read_text(), 60, what="the provider to start"))
         started = time.monotonic()
         pool.cancel(0)
         assert time.monotonic() - started < 10
@@ -132,12 +123,12 @@ def test_nothing_outlives_a_killed_service(pulumi_cli, tmp_path):
          "--home", str(tmp_path / "home"), "--sleep", "600", "--marker", str(marker)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
     try:
-        provider = int(wait_for(lambda: marker.exists() and marker.read_text(), 60, "the provider to start"))
+        provider = int(wait_until(lambda: marker.exists() and marker.read_text(), 60, what="the provider to start"))
         tree = proctree.descendants(service.pid)
         assert provider in tree
         service.send_signal(signal.SIGKILL)
         service.wait(10)
-        wait_for(lambda: not any(proctree.alive(p) for p in tree), 15, f"every process of the run to die: {tree}")
+        wait_until(lambda: not any(proctree.alive(p) for p in tree), 15, what=f"every process of the run to die: {tree}")
     finally:
         if service.poll() is None:
             service.kill()
@@ -151,7 +142,7 @@ def test_workers_are_recycled_and_a_dead_idle_worker_is_replaced(pulumi_cli, tmp
         third = pool.ping()["pid"]
         assert third not in first  # served its 2 runs: replaced
         os.kill(third, signal.SIGKILL)
-        wait_for(lambda: not proctree.alive(third), 5, "the worker to die")
+        wait_until(lambda: not proctree.alive(third), 5, what="the worker to die")
         assert pool.ping()["pid"] != third
     finally:
         pool.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 
 import pytest
 from kubernetes import client
@@ -25,19 +24,9 @@ from tests.service_env import ServiceEnv, wait_until
 from stacks.names import FINALIZER, GROUP, VERSION
 
 
-def _env(api_server) -> ServiceEnv:
-    suffix = uuid.uuid4().hex[:6]
-    env = ServiceEnv(api_server.api_client(), namespace=f"team-{suffix}", system_namespace=f"sys-{suffix}",
-                     hub_name=f"hub-{suffix}")
-    env.namespace(env.ns)
-    env.namespace(env.system_namespace)
-    env.hub()
-    return env
-
-
 @pytest.fixture
 def env(kube_apiserver):  # noqa: F811 - the fixture
-    env = _env(kube_apiserver)
+    env = ServiceEnv.isolated(kube_apiserver.api_client())
     yield env
     env.api_client.close()
 
@@ -230,7 +219,7 @@ def test_a_renewed_watch_resumes_from_its_version_without_relisting(env, kube_ap
 
 
 def test_410_after_an_etcd_compaction_relists_and_hands_on_only_differences(kube_apiserver_nocache):  # noqa: F811
-    env = _env(kube_apiserver_nocache)
+    env = ServiceEnv.isolated(kube_apiserver_nocache.api_client())
     for name in ("a", "b", "c"):
         env.create(name)
     informer, seen = _cluster_informer(kube_apiserver_nocache, env.ns, timeout_seconds=1)
