@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from automation.adapters.engine import RunCancelled
 from doubles import RecordingEngine
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-from tests.service_env import wait_until
-from tests.test_service_envtest import _env
+from tests.pulumi_live_programs import make_inputs
+from tests.service_env import ServiceEnv, wait_until
 
 
 def test_stopping_cancels_the_run_in_flight_with_the_grace_period_and_returns(kube_apiserver):  # noqa: F811
-    env = _env(kube_apiserver)
+    env = ServiceEnv.isolated(kube_apiserver.api_client())
     engine = RecordingEngine()
     gate = engine.gate(f"{env.ns}.prod-1")
     service = env.service(engine, watch_namespace=env.ns, cancel_grace=7.0)
@@ -31,7 +34,7 @@ def test_stopping_cancels_the_run_in_flight_with_the_grace_period_and_returns(ku
 
 
 def test_a_lost_lease_kills_the_runs_in_flight_at_once_and_starts_nothing_more(kube_apiserver):  # noqa: F811
-    env = _env(kube_apiserver)
+    env = ServiceEnv.isolated(kube_apiserver.api_client())
     engine = RecordingEngine()
     engine.gate(f"{env.ns}.prod-1")
     lost = []
@@ -42,12 +45,15 @@ def test_a_lost_lease_kills_the_runs_in_flight_at_once_and_starts_nothing_more(k
         env.create("prod-1")
         env.create("prod-2")
         wait_until(lambda: engine.count("up") >= 1, 20, what="a run to start")
+        pipeline = service.pipeline
         service._lost()  # what the elector calls when the Lease was not renewed by its deadline
         assert engine.cancels[0] == 0  # killed at once: no grace before another replica may lead
         runs = engine.count()
         assert lost == [engine.count("up")]  # the CLI's exit comes after the runs were killed
-        env.create("prod-3")
-        time.sleep(0.5)  # nothing may start: there is no event to wait for
+        assert all(call.ended for call in engine.runs())  # none is still in flight
+        # A worker that had taken a key before the halt cannot reach the engine any more.
+        with pytest.raises(RunCancelled, match="not started"):
+            pipeline.reconciler._run("up", lambda: engine.up(make_inputs("prod-3", env.ns), message="late"))
         assert engine.count() == runs
     finally:
         service.stop()
