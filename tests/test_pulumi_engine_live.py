@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from pulumi import automation as auto
 
-from automation.adapters.engine import EngineError, StackLocked
+from automation.adapters import proctree
+from automation.adapters.engine import EngineError, RunCancelled, StackLocked
 from automation.adapters.pulumi_engine import (
     CONFIG_KEY,
     LockOwner,
@@ -33,6 +34,7 @@ from automation.adapters.pulumi_engine import (
 )
 from stacks.inputs import StackInputs
 from tests.pulumi_live_programs import PASSPHRASE, ROOT, engine_settings, make_inputs, sleepy_program
+from tests.service_env import wait_until
 
 @pytest.fixture
 def home(tmp_path_factory) -> Path:
@@ -259,3 +261,26 @@ def test_readable_error_keeps_the_error_lines_only():
     text = readable_error(err)
     assert text.startswith("error: the stack is currently locked by 2 lock(s)")
     assert "alice@laptop (pid 9)" in text and "no_tmp_dir" not in text and "code: 255" not in text
+
+
+def test_cancel_in_process_stops_the_cli_and_its_plugin(pulumi_cli, tmp_path, home):
+    """PulumiEngine.cancel (the in-process engine; the service's pool cancels worker processes instead):
+    SIGINT to its `pulumi` CLI, the tree killed after the grace; the run raises RunCancelled."""
+    marker = tmp_path / "provider.pid"
+    engine = engine_at(tmp_path / "state", home, sleep=600, marker=str(marker))
+    failure: list[BaseException] = []
+
+    def up() -> None:
+        try:
+            engine.up(make_inputs(), message="live test: cancelled in process")
+        except BaseException as err:  # noqa: BLE001 - asserted below
+            failure.append(err)
+
+    thread = threading.Thread(target=up)
+    thread.start()
+    provider = int(wait_until(lambda: marker.exists() and marker.read_text(), 60, what="the provider to start"))
+    engine.cancel(1.0)
+    thread.join(30)
+    assert not thread.is_alive()
+    assert isinstance(failure[0], RunCancelled), failure
+    wait_until(lambda: not proctree.alive(provider), 10, what="the provider to die")
