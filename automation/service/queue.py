@@ -15,6 +15,25 @@ every controller-runtime operator rely on:
   `forget(key)` resets it after a success. The cap is minutes, not the
   24 hours after which the operator's users found stacks silently given up on.
 
+Fair between tenants: the ready keys are grouped by namespace (`group=`; the
+part of a "namespace/name" key before the "/", a key without one is a group of
+its own), and `get()` hands out a key of the group with the fewest keys in
+flight; among equals, the group that has waited longest (since it got work or
+was last served), so they take turns; within a group, first come first served.
+So a freed worker never goes to a namespace that already holds more workers
+than another namespace with work waiting: a namespace with nothing in flight
+gets the next worker that frees up, behind only other namespaces with nothing
+in flight that waited longer, however many keys (failing or changing) another
+namespace has queued; busy namespaces converge on equal shares.
+What it does not do:
+- pre-empt: a run that has started runs to its end, so a newcomer waits for the
+  first run in flight to end (one run time at most);
+- reserve: it is work-conserving, a worker never idles while any key is ready,
+  so one namespace alone may use every worker;
+- weigh time: the share is counted in runs in flight, not seconds, and a key
+  waiting on a timer (backoff, drift check, settle) is not ready and not counted;
+- know accounts: a tenant that owns several namespaces gets several shares.
+
 `Workers` runs N threads that take keys and hand them to the reconciler; what
 the reconciler returns (an `Outcome`) decides how the key comes back.
 """
@@ -26,7 +45,7 @@ import logging
 import random
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
@@ -51,16 +70,90 @@ class Outcome:
         return cls(True, None)
 
 
+def namespace_of(key: Hashable) -> Hashable:
+    """The group of a "namespace/name" key: its namespace. A key without "/" is a group of its own."""
+    if isinstance(key, str) and "/" in key:
+        return key.split("/", 1)[0]
+    return key
+
+
+class _FairReady:
+    """The ready keys, first come first served within their group; `pop()` serves the group with the fewest
+    keys in flight, and among those the one that has waited longest.
+
+    A group's turn is stamped when it gets work and again each time it is served (to the back of the line of
+    its equals). A heap holds an entry (in flight, turn, group) per group with ready keys; an entry that no
+    longer matches its group's count and turn is stale and skipped when popped, and the heap is rebuilt once
+    stale entries outnumber live ones: O(log groups) amortized per operation, whatever the number of keys.
+    No two entries tie on (in flight, turn), so groups themselves are never compared: turns are unique per
+    group, and while a group keeps its turn its count only goes down (`pop` gives it a new turn).
+    """
+
+    def __init__(self, group: Callable[[Hashable], Hashable]):
+        self._group = group
+        self._keys: dict[Hashable, deque[Hashable]] = {}  # group -> its ready keys; only groups that have some
+        self._turn: dict[Hashable, int] = {}  # group -> its place in line, for the groups in _keys
+        self._running: Counter[Hashable] = Counter()  # group -> keys handed out and not finished
+        self._heap: list[tuple[int, int, Hashable]] = []
+        self._turns = itertools.count()
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def push(self, key: Hashable) -> None:
+        group = self._group(key)
+        keys = self._keys.get(group)
+        if keys is None:
+            keys = self._keys[group] = deque()
+            self._turn[group] = next(self._turns)
+            self._offer(group)
+        keys.append(key)
+        self._len += 1
+
+    def pop(self) -> Hashable:
+        """The next key (there must be one), counted in flight for its group until `finished(key)`."""
+        while True:
+            running, turn, group = heapq.heappop(self._heap)
+            if self._turn.get(group) == turn and self._running[group] == running:
+                break
+        keys = self._keys[group]
+        key = keys.popleft()
+        self._len -= 1
+        self._running[group] += 1
+        if keys:
+            self._turn[group] = next(self._turns)
+            self._offer(group)
+        else:
+            del self._keys[group], self._turn[group]
+        return key
+
+    def finished(self, key: Hashable) -> None:
+        group = self._group(key)
+        self._running[group] -= 1
+        if self._running[group] <= 0:
+            del self._running[group]
+        if group in self._keys:
+            self._offer(group)  # one fewer in flight: it moves up the line; its old entry is now stale
+
+    def _offer(self, group: Hashable) -> None:
+        heapq.heappush(self._heap, (self._running[group], self._turn[group], group))
+        if len(self._heap) > 2 * len(self._turn) + 16:
+            self._heap = [(self._running[g], turn, g) for g, turn in self._turn.items()]
+            heapq.heapify(self._heap)
+
+
 class WorkQueue:
     def __init__(self, backoff: Backoff = Backoff(), *, settle: float = 0.0, settle_max: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, rand: Callable[[], float] = random.random):
+                 clock: Callable[[], float] = time.monotonic, rand: Callable[[], float] = random.random,
+                 group: Callable[[Hashable], Hashable] = namespace_of):
         self.backoff = backoff
         self.settle = settle
         self.settle_max = settle_max if settle_max is not None else 20 * settle
         self._clock = clock
         self._rand = rand
         self._cond = threading.Condition()
-        self._ready: deque[Hashable] = deque()
+        self._ready = _FairReady(group)  # fair between groups (namespaces), see the module docstring
         self._dirty: set[Hashable] = set()  # queued or to be queued again after done()
         self._processing: set[Hashable] = set()
         self._waiting: dict[Hashable, float] = {}  # key -> due time (earliest)
@@ -84,7 +177,7 @@ class WorkQueue:
                 return
             self._dirty.add(key)
             if key not in self._processing:
-                self._ready.append(key)
+                self._ready.push(key)
                 self._cond.notify()
 
     def add_after(self, key: Hashable, seconds: float) -> None:
@@ -130,7 +223,7 @@ class WorkQueue:
             while True:
                 self._promote_due()
                 if self._ready:
-                    key = self._ready.popleft()
+                    key = self._ready.pop()
                     self._dirty.discard(key)
                     self._processing.add(key)
                     return key
@@ -144,7 +237,9 @@ class WorkQueue:
 
     def done(self, key: Hashable) -> None:
         with self._cond:
-            self._processing.discard(key)
+            if key in self._processing:
+                self._processing.remove(key)
+                self._ready.finished(key)
             if key not in self._dirty:
                 return
             now = self._clock()
@@ -154,7 +249,7 @@ class WorkQueue:
                 self._settling[key] = now
                 self._arm(key, quiet_at)
             else:
-                self._ready.append(key)
+                self._ready.push(key)
                 self._cond.notify()
 
     def _promote_due(self) -> None:
@@ -174,7 +269,7 @@ class WorkQueue:
             if key not in self._dirty:
                 self._dirty.add(key)
                 if key not in self._processing:
-                    self._ready.append(key)
+                    self._ready.push(key)
 
     # -- state
     def shutdown(self) -> None:
