@@ -10,6 +10,18 @@ Every condition carries observedGeneration; lastTransitionTime only moves when t
 `StatusWriter` patches `status` (merge patch on the status subresource) and keeps
 what it wrote: the reconciler reads its own last write instead of a watch cache
 that may lag behind it, so a re-queued key never re-runs a stack it just applied.
+Every write is complete: the patch (`status_patch`) carries the whole new status
+and a null for every field, at any depth, that the status had before (as this
+service last wrote it, as it may still be on the server, and as the cache saw
+it) and the new one lacks, so no stale nested field survives (a Running mark
+keeping the last run's endTime, outputs.endpointVPC outliving PrivateLink).
+Lists are replaced whole by a merge patch; only objects need the nulls.
+Why not server-side apply: it would need managedFields on every Cluster (bigger
+objects in every watch event and in the cache, field-set work on each write);
+fields written before by merge patches belong to no applier, so an apply would
+not remove exactly the stale fields this fixes; and the kmock double has no
+field ownership, so tests and bench would not see what production does. The
+merge patch costs a dict walk on the client and nothing more on the server.
 `EventRecorder` writes core/v1 Events (what `kubectl describe cluster` shows), off the workers' path.
 """
 from __future__ import annotations
@@ -28,7 +40,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from stacks.names import GROUP, VERSION
-from stacks.status import ClusterStatus, Condition, Peering, StackOutputs
+from stacks.status import CONDITION_TYPES, DRIFT_CONDITION, ClusterStatus, Condition, Peering, StackOutputs
 
 LOG = logging.getLogger("clusternet.status")
 _RETRY = Backoff(0.2, 5.0)  # between attempts at one status write
@@ -58,7 +70,8 @@ def parse_time(value: str | None) -> float | None:
 
 def conditions(state: State, reason: str, message: str, *, generation: int | None,
                previous: list[Condition], now: str) -> list[Condition]:
-    """The three kstatus conditions for `state`; transition times kept where the status did not flip."""
+    """The three kstatus conditions for `state`; transition times kept where the status did not flip. Other
+    conditions (DriftDetected) are carried over as they were."""
     before = {c.type: c for c in previous}
     out = []
     for type_, status in zip(("Ready", "Reconciling", "Stalled"), _SHAPES[state]):
@@ -72,7 +85,18 @@ def conditions(state: State, reason: str, message: str, *, generation: int | Non
             else now,
             observed_generation=generation,
         ))
-    return out
+    return out + [c for c in previous if c.type not in CONDITION_TYPES]
+
+
+def with_drift(previous: list[Condition], drifted: bool, reason: str, message: str, *, generation: int | None,
+               now: str) -> list[Condition]:
+    """`previous` with the DriftDetected condition set (beside the kstatus three, which stay as they are)."""
+    status = "True" if drifted else "False"
+    old = next((c for c in previous if c.type == DRIFT_CONDITION), None)
+    drift = Condition(type=DRIFT_CONDITION, status=status, reason=reason, message=message[:32768],
+                      last_transition_time=old.last_transition_time if old and old.status == status
+                      and old.last_transition_time else now, observed_generation=generation)
+    return [c for c in previous if c.type != DRIFT_CONDITION] + [drift]
 
 
 def outputs_from(stack_outputs: dict[str, Any]) -> StackOutputs:
@@ -101,6 +125,37 @@ def state_of(status: ClusterStatus) -> str:
     return "Unknown"
 
 
+def status_patch(new: dict[str, Any], *before: dict[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch (RFC 7386) that turns any of the `before` documents into `new`.
+
+    It carries all of `new` (so it also corrects a server copy that differs from every
+    `before`) and null for each key, at any depth, that a `before` has and `new` lacks.
+    A None in `new` means "absent" (null). Lists and scalars are replaced whole.
+    """
+    patch: dict[str, Any] = {}
+    for old in before:
+        for key, value in old.items():
+            if value is not None and new.get(key) is None:
+                patch[key] = None
+    for key, value in new.items():
+        if isinstance(value, dict):
+            nested = [old[key] for old in before if isinstance(old.get(key), dict)]
+            patch[key] = status_patch(value, *nested) if nested else value
+        else:
+            patch[key] = value
+    return patch
+
+
+def _union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Every key of either document, at any depth; an object wins over a scalar (its keys may need nulls)."""
+    out = {**a, **b}
+    for key, value in a.items():
+        other = b.get(key)
+        if isinstance(value, dict):
+            out[key] = _union(value, other) if isinstance(other, dict) else value
+    return out
+
+
 class StatusWriter:
     """Writes Cluster status and remembers the last status per cluster (by uid).
 
@@ -114,6 +169,9 @@ class StatusWriter:
         self._api = client.CustomObjectsApi(api_client)
         self._lock = threading.Lock()
         self._written: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        # What may be on the server per key (by uid): the last status it confirmed, or after a failed write
+        # every field it or the status before it had. The next patch nulls what it drops of these.
+        self._sent: dict[str, tuple[str | None, dict[str, Any]]] = {}
         self._key_locks: dict[str, threading.Lock] = {}
         self._seq: dict[str, int] = {}
         self._threads = threads
@@ -166,21 +224,36 @@ class StatusWriter:
 
     def _patch(self, raw: dict[str, Any], status: ClusterStatus, previous: ClusterStatus) -> bool:
         meta = raw["metadata"]
+        key, uid = f"{meta.get('namespace')}/{meta['name']}", meta.get("uid")
         new = status.model_dump(by_alias=True, exclude_none=True, mode="json")
         old = previous.model_dump(by_alias=True, exclude_none=True, mode="json")
         server = raw.get("status") or {}
-        if new == old and server == new:
+        with self._lock:
+            sent = self._sent.get(key)
+        sent_doc = sent[1] if sent is not None and sent[0] == uid else {}
+        if new == old and server == new and sent_doc in ({}, new):
             return True
-        removed = (set(old) | set(server)) - set(new)
-        patch = {**{k: None for k in removed}, **new}  # merge patch: null removes
+        patch = status_patch(new, old, server, sent_doc)
         try:
             self._api.patch_namespaced_custom_object_status(
                 GROUP, VERSION, meta["namespace"], "clusters", meta["name"], {"status": patch})
-        except ApiException as exc:
-            if exc.status == 404:
+        except Exception as exc:
+            if isinstance(exc, ApiException) and exc.status == 404:
                 return False
+            self._maybe_sent(key, uid, sent_doc, old, server, new)
             raise
+        with self._lock:
+            self._sent[key] = (uid, new)
         return True
+
+    def _maybe_sent(self, key: str, uid: str | None, *docs: dict[str, Any]) -> None:
+        """A write failed: the server has what it had (any of the documents before it) or, if the write
+        landed, the new one. The next write nulls whatever of all of them it drops."""
+        union: dict[str, Any] = {}
+        for doc in docs:
+            union = _union(union, doc)
+        with self._lock:
+            self._sent[key] = (uid, union)
 
     def _next(self, raw: dict[str, Any]) -> tuple[str, int]:
         meta = raw["metadata"]
@@ -202,6 +275,7 @@ class StatusWriter:
     def forget(self, key: str) -> None:
         with self._lock:
             self._written.pop(key, None)
+            self._sent.pop(key, None)
             self._key_locks.pop(key, None)
             self._seq.pop(key, None)
 
