@@ -16,10 +16,17 @@ from components.providers import Providers
 from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, stack_targets
 
 
+# The stack output holding the inputs the stack was built from (StackInputs.to_config()), for people and for
+# `pulumi up` by hand (__main__.py). Like every output, a failed `up` that ran the program to its end replaces it,
+# so it is not "the last applied inputs": PulumiEngine.applied() reads its own `inputs.<digest>` copy, named by
+# the stack tag clusternet:applied (automation.adapters.pulumi_engine.APPLIED_TAG).
+INPUTS_OUTPUT = "inputs"
+
+
 def program(inputs: StackInputs) -> dict[str, Any]:
     """Register the cluster's resources; return the stack outputs (the caller exports them)."""
     providers = Providers(inputs.tags)
-    outputs: dict[str, Any] = {"cluster": inputs.key, "inputsDigest": inputs.digest()}
+    outputs: dict[str, Any] = {"cluster": inputs.key, "inputsDigest": inputs.digest(), INPUTS_OUTPUT: inputs.to_config()}
 
     targets = stack_targets(inputs)  # the one list of where each provider points (the audit and preflight read it)
     link = inputs.private_link

@@ -31,6 +31,7 @@ class Call:
     started: float = 0.0  # time.monotonic()
     ended: float = 0.0
     ok: bool | None = None
+    refresh: bool = False  # up: with refresh
 
 
 @dataclass
@@ -105,13 +106,16 @@ class RecordingEngine:
         return len(self.runs(operation, stack))
 
     # -- the protocol
-    def up(self, inputs: StackInputs, *, message: str) -> RunResult:
-        call = self._begin("up", inputs.stack, inputs, message)
+    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False) -> RunResult:
+        """`refresh` (an up that first reads the cloud) is recorded on the call. As with the real engine, only an
+        up with refresh puts the cloud's drift back (tests/test_engine_drift_live.py): a plain up diffs the state."""
+        call = self._begin("up", inputs.stack, inputs, message, refresh=refresh)
         try:
             self._check(call)
             with self._lock:
                 self.stacks[inputs.stack] = inputs
-                self.drifted.discard(inputs.stack)
+                if refresh:
+                    self.drifted.discard(inputs.stack)
             return self._end(call, RunResult("up", True, "applied", outputs=fake_outputs(inputs),
                                              changes={"same": 1}))
         except EngineError:
@@ -134,9 +138,15 @@ class RecordingEngine:
         try:
             self._check(call)
             with self._lock:
-                same = self.stacks.get(inputs.stack) == inputs and inputs.stack not in self.drifted
+                applied = self.stacks.get(inputs.stack)
+                cloud_changed = inputs.stack in self.drifted
+            same = applied == inputs and not cloud_changed
+            # Like PulumiEngine.preview: `drifted` names what would change ("name (type)"); here one resource
+            # stands for what the cloud changed (self.drifted), another for changed inputs.
+            drifted = sorted(([f"{inputs.stack} (test:Drifted)"] if cloud_changed else [])
+                             + ([f"{inputs.stack} (test:Inputs)"] if applied is not None and applied != inputs else []))
             return self._end(call, RunResult("preview", same, "no changes" if same else "drift",
-                                             changes={} if same else {"update": 1}))
+                                             changes={} if same else {"update": 1}, drifted=drifted))
         except EngineError:
             self._end(call, None)
             raise
@@ -166,8 +176,9 @@ class RecordingEngine:
         self._cancelled.clear()
 
     # -- internals
-    def _begin(self, operation: str, stack: str, inputs: StackInputs | None, message: str) -> Call:
-        call = Call(operation, stack, inputs, message, started=time.monotonic())
+    def _begin(self, operation: str, stack: str, inputs: StackInputs | None, message: str, *,
+               refresh: bool = False) -> Call:
+        call = Call(operation, stack, inputs, message, started=time.monotonic(), refresh=refresh)
         with self._lock:
             self.calls.append(call)
             self._running[stack] += 1

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 import pulumi
 import pytest
-from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from automation.adapters.pool import WorkerPool
 from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings
@@ -64,6 +64,76 @@ def sleepy(inputs: StackInputs, *, sleep: float = 0.0, marker: str = "") -> Mapp
 
 
 SLEEPY = "tests.pulumi_live_programs:sleepy"
+
+
+# --------------------------------------------------------------------------- a "cloud" a test can change
+#
+# A CloudThing's "cloud" is a directory with one file per resource, holding its value. The provider writes the
+# file on create/update and reads it back on refresh (read), so a test that edits the file changes the cloud
+# behind Pulumi's back: drift, which only a refresh can see. One file per resource: creates run in parallel.
+
+
+class FileCloudProvider(ResourceProvider):
+    def create(self, props: dict) -> CreateResult:
+        if props.get("fail"):
+            raise RuntimeError(f"{props['name']}: the cloud refused the create (fail=True)")
+        _cloud_file(props).write_text(props["value"])
+        return CreateResult(id_=props["name"], outs=dict(props))
+
+    def read(self, id_: str, props: dict) -> ReadResult:
+        """What the cloud holds now; gone from the cloud: gone from the state (a preview then shows a create)."""
+        try:
+            value = _cloud_file(props).read_text()
+        except FileNotFoundError:
+            return ReadResult(None, {})
+        return ReadResult(id_, {**props, "value": value})
+
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        replaces = [k for k in ("cloud", "name") if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(replaces) or olds.get("value") != news.get("value"), replaces=replaces)
+
+    def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
+        _cloud_file(news).write_text(news["value"])
+        return UpdateResult(outs=dict(news))
+
+    def delete(self, _id: str, props: dict) -> None:
+        _cloud_file(props).unlink(missing_ok=True)
+
+
+def _cloud_file(props: Mapping[str, Any]) -> Path:
+    return Path(props["cloud"]) / props["name"]
+
+
+class CloudThing(Resource):
+    value: pulumi.Output[str]
+
+    def __init__(self, name: str, *, cloud: str, value: str, fail: bool = False,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__(FileCloudProvider(), name, {"cloud": cloud, "name": name, "value": value, "fail": fail}, opts)
+
+
+def cloudy(inputs: StackInputs, *, cloud: str, count: int = 1, value: str = "v1", fail: bool = False) -> Mapping[str, Any]:
+    """`count` CloudThings named after the cluster, each with `value`, in the "cloud" directory `cloud`; with
+    `fail`, one more whose create fails (the program itself completes: its outputs are registered).
+    Outputs like components.program.program's. Importable by name (`CLOUDY`), as a worker pool needs."""
+    Path(cloud).mkdir(parents=True, exist_ok=True)
+    things = [CloudThing(f"{inputs.name}-thing-{i}", cloud=cloud, value=value) for i in range(count)]
+    if fail:
+        things.append(CloudThing(f"{inputs.name}-refused", cloud=cloud, value=value, fail=True))
+    return {"cluster": inputs.key, "inputsDigest": inputs.digest(), "inputs": inputs.to_config(),
+            "things": len(things)}
+
+
+CLOUDY = "tests.pulumi_live_programs:cloudy"
+
+
+def cloud_value(cloud: Path, name: str) -> str:
+    return (cloud / name).read_text()
+
+
+def change_cloud(cloud: Path, name: str, value: str) -> None:
+    """Change a resource behind Pulumi's back, as a person in the cloud console would."""
+    (cloud / name).write_text(value)
 
 
 def sleepy_program(sleep: float = 0.0, marker: str = "") -> Callable[[StackInputs], Mapping[str, Any]]:

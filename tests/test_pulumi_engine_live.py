@@ -25,6 +25,7 @@ from pulumi import automation as auto
 from automation.adapters import proctree
 from automation.adapters.engine import EngineError, RunCancelled, StackLocked
 from automation.adapters.pulumi_engine import (
+    APPLIED_TAG,
     CONFIG_KEY,
     LockOwner,
     PulumiEngine,
@@ -113,6 +114,7 @@ def test_lifecycle_config_tags_history_applied_destroy(pulumi_cli, tmp_path, hom
     history = human.history()
     assert [(h.kind, h.result) for h in history] == [("update", "succeeded")]
     assert history[0].message == "clusternet: cluster acme/prod-1 created"
+    assert human.list_tags()[APPLIED_TAG] == inputs.digest()  # applied() reads it (tests/test_engine_drift_live.py)
     assert engine.applied(inputs.stack) == inputs
 
     noop = engine.up(inputs, message="periodic resync")
@@ -120,6 +122,8 @@ def test_lifecycle_config_tags_history_applied_destroy(pulumi_cli, tmp_path, hom
     assert engine.preview(inputs).ok
     drift = engine.preview(inputs.model_copy(update={"name": "prod-2"}))
     assert not drift.ok and drift.changes.get("create") == 1
+    dynamic = "pulumi-python:dynamic:Resource"
+    assert drift.drifted == [f"prod-1-thing ({dynamic})", f"prod-2-thing ({dynamic})"]  # deleted, created
 
     # A failed update keeps `applied` at the last good inputs.
     broken = inputs.model_copy(update={"tenant": "other"})

@@ -24,6 +24,7 @@ class RunResult:
     started: str = ""  # RFC 3339
     ended: str = ""
     permalink: str | None = None  # the console page of this update, when the backend has one
+    drifted: list[str] = field(default_factory=list)  # preview: the resources (name and type) it would change
 
 
 # What a lock of this service must outlive before another replica may remove it, beyond the longest run.
@@ -73,14 +74,16 @@ class RunCancelled(EngineError):
 
 
 class Engine(Protocol):
-    def up(self, inputs: StackInputs, *, message: str) -> RunResult:
-        """Create or update the stack so that it matches `inputs`. `message` says why it ran."""
+    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False) -> RunResult:
+        """Create or update the stack so that it matches `inputs`. `message` says why it ran. With `refresh`, the
+        state is first read back from the cloud (`pulumi up --refresh`), so drift is put back too."""
 
     def destroy(self, stack: str, *, message: str) -> RunResult:
         """Delete every resource of the stack, then remove the stack. A stack that does not exist is a success."""
 
     def preview(self, inputs: StackInputs) -> RunResult:
-        """Drift check: ok=True when the stack already matches `inputs` (no changes expected)."""
+        """Drift check: refresh from the cloud, then diff against `inputs`, writing nothing (no history entry).
+        ok=True when nothing would change; else `drifted` names the resources that would."""
 
     def recover(self, stack: str) -> RunResult:
         """Clear what a killed run left behind: a stale lock this service owns and pending operations."""

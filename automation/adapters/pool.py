@@ -170,8 +170,9 @@ class WorkerPool:
 
     # ----------------------------------------------------------------- the Engine protocol
 
-    def up(self, inputs: StackInputs, *, message: str) -> RunResult:
-        return _result(self._call("up", inputs.stack, {"inputs": inputs.to_config(), "message": message}))
+    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False) -> RunResult:
+        return _result(self._call("up", inputs.stack, {"inputs": inputs.to_config(), "message": message,
+                                                       "refresh": refresh}))
 
     def destroy(self, stack: str, *, message: str) -> RunResult:
         return _result(self._call("destroy", stack, {"stack": stack, "message": message}))
@@ -324,4 +325,5 @@ class WorkerPool:
 
 
 def _result(raw: Mapping[str, Any]) -> RunResult:
-    return RunResult(**raw)
+    """A RunResult back from its JSON (worker._plain: dataclasses.asdict), every field included (`drifted`)."""
+    return RunResult(**{**raw, "drifted": list(raw.get("drifted") or [])})

@@ -11,6 +11,16 @@ Backends (``PulumiSettings.backend_url``): ``file://<state_dir>`` by default,
 (AWS credentials from the environment). DIY backends (file, s3) encrypt with a
 passphrase from ``PULUMI_CONFIG_PASSPHRASE`` or ``PULUMI_CONFIG_PASSPHRASE_FILE``.
 
+Drift: ``preview`` is ``pulumi preview --refresh``: it reads every resource from the
+cloud and diffs the program against that, writing nothing (no state, no history
+entry); ``RunResult.drifted`` names the resources that would change. An ``up`` with
+``refresh=True`` puts the drift back (a plain ``up`` diffs against the state only).
+
+Applied inputs: every run exports its inputs as ``inputs.<digest>`` and a successful
+``up`` tags the stack ``clusternet:applied=<digest>``; ``applied`` reads the two (see
+APPLIED_TAG), so no number of failed updates hides the last successful one. Stacks
+without them are read from their history (legacy).
+
 Crash safety: a killed run leaves the backend lock and pending operations.
 ``up``/``destroy``/``preview`` on a locked stack raise ``StackLocked``; ``recover``
 removes the lock when it is a stale lock of this service (see ``LockOwner`` and
@@ -25,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import json
 import logging
 import os
 import re
@@ -51,7 +62,7 @@ from pulumi.automation.errors import (
 
 from automation.adapters import proctree
 from automation.adapters.engine import EngineError, RunCancelled, RunLimits, RunResult, StackLocked
-from components.program import program
+from components.program import INPUTS_OUTPUT, program
 from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs
 
 log = logging.getLogger(__name__)
@@ -59,6 +70,14 @@ log = logging.getLogger(__name__)
 PROJECT = "clusternet"
 CONFIG_KEY = f"{PROJECT}:{INPUTS_CONFIG_KEY}"  # clusternet:inputs
 MESSAGE_PREFIX = "clusternet: "  # marks updates this service started (history, console)
+# `applied` (the inputs of the last successful up) from the stack's own state, not from its history:
+# every run exports its inputs under a key of their own, `inputs.<digest>` (applied_output), and a successful
+# up then sets the stack tag APPLIED_TAG to that digest. Why both: a failed up replaces the outputs it
+# registered and keeps the others (Pulumi finalises stack outputs so; tests/test_engine_drift_live.py shows it),
+# so a single `inputs` output would hold a failed run's inputs; per-digest keys keep the successful run's,
+# and only the tag, written after the CLI reported success, says which of them that is.
+APPLIED_TAG = f"{PROJECT}:applied"
+HISTORY_PAGE, HISTORY_WINDOW = 10, 50  # the legacy applied(): how far back it reads the history
 
 ProgramFactory = Callable[[StackInputs], Mapping[str, Any]]
 
@@ -249,8 +268,48 @@ def _permalink(stdout: str) -> str | None:
     return m.group(1) if m else None
 
 
+def applied_output(digest: str) -> str:
+    """The stack output that holds the inputs with this digest (StackInputs.to_config())."""
+    return f"{INPUTS_OUTPUT}.{digest}"
+
+
 def _outputs(raw: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: ("[secret]" if v.secret else v.value) for k, v in raw.items()}
+    """The program's outputs (the engine's own `inputs.<digest>` left out)."""
+    return {k: ("[secret]" if v.secret else v.value) for k, v in raw.items() if not k.startswith(f"{INPUTS_OUTPUT}.")}
+
+
+DRIFT_LIMIT = 50  # RunResult.drifted names at most this many resources, then "... and N more"
+# Steps that change nothing: the refresh's own reads, and resources the program only reads.
+_NO_CHANGE_OPS = frozenset({"same", "read", "read-replacement", "refresh"})
+_ROOT_TYPE = "pulumi:pulumi:Stack"
+
+
+class _ChangedResources:
+    """Collects, from a preview's engine events, the resources it would change (op other than same/read/refresh,
+    the root stack left out). `on_event` runs on the Automation API's event-log thread."""
+
+    def __init__(self) -> None:
+        self._found: dict[str, str] = {}  # urn -> "name (type)"; one entry per resource (a replace has three steps)
+        self._lock = threading.Lock()
+
+    def on_event(self, event: Any) -> None:
+        pre = getattr(event, "resource_pre_event", None)
+        meta = getattr(pre, "metadata", None)
+        if meta is None or meta.type == _ROOT_TYPE:
+            return
+        op = str(getattr(meta.op, "value", meta.op))
+        if op in _NO_CHANGE_OPS:
+            return
+        name = meta.urn.rsplit("::", 1)[-1]
+        with self._lock:
+            self._found.setdefault(meta.urn, f"{name} ({meta.type})")
+
+    def names(self, limit: int = DRIFT_LIMIT) -> list[str]:
+        with self._lock:
+            found = sorted(self._found.values())
+        if len(found) <= limit:
+            return found
+        return [*found[:limit], f"... and {len(found) - limit} more"]
 
 
 # --------------------------------------------------------------------------- the engine
@@ -281,11 +340,15 @@ class PulumiEngine:
 
     # ----------------------------------------------------------------- protocol
 
-    def up(self, inputs: StackInputs, *, message: str) -> RunResult:
+    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False) -> RunResult:
+        """`refresh`: read every resource from the cloud first (`pulumi up --refresh`), so that the update also
+        puts back what changed behind Pulumi's back (drift); without it, an up diffs against the state only."""
         started = _now()
         with self._stack(inputs.stack, inputs, create=True) as (ws, stack):
             self._write_settings(ws, stack, inputs)
-            result = self._call(stack, "up", lambda: stack.up(message=_message(message), color="never"))
+            result = self._call(stack, "up", lambda: stack.up(message=_message(message), color="never",
+                                                               refresh=refresh or None))
+            self._mark_applied(stack, inputs)
         notes = []
         if "pending operations from previous deployment" in result.stdout:
             notes.append("warning: the stack had pending operations from an interrupted run (call recover)")
@@ -320,20 +383,32 @@ class PulumiEngine:
         )
 
     def preview(self, inputs: StackInputs) -> RunResult:
+        """Drift check: `pulumi preview --refresh`. The refresh reads every resource from the cloud into the
+        preview's copy of the state only; then the program's inputs are diffed against it. Nothing is written: no
+        state, no history entry (tests/test_engine_drift_live.py). ok=True when nothing would change; `drifted`
+        names the resources that would, "name (type)", sorted, at most DRIFT_LIMIT of them."""
         started = _now()
+        changed = _ChangedResources()
         with self._stack(inputs.stack, inputs, create=False) as (_, st):
             if st is None:
                 return RunResult("preview", False, f"no stack {inputs.stack} yet: everything would be created", started=started, ended=_now())
-            result = self._call(st, "preview", lambda: st.preview(color="never"))
+            result = self._call(st, "preview", lambda: st.preview(refresh=True, color="never", on_event=changed.on_event))
         changes = {str(getattr(k, "value", k)): int(v) for k, v in (result.change_summary or {}).items()}
-        drift = {k: v for k, v in changes.items() if k != "same" and v}
+        drift = {k: v for k, v in changes.items() if k not in _NO_CHANGE_OPS and v}
+        drifted = changed.names()
+        if drift or drifted:
+            shown = ", ".join(drifted[:3]) + (", ..." if len(drifted) > 3 else "")
+            message = f"changes expected: {_summary(drift)}" + (f": {shown}" if shown else "")
+        else:
+            message = "no changes"
         return RunResult(
             operation="preview",
-            ok=not drift,
-            message=f"changes expected: {_summary(drift)}" if drift else "no changes",
+            ok=not (drift or drifted),
+            message=message,
             changes=changes,
             started=started,
             ended=_now(),
+            drifted=drifted,
         )
 
     def recover(self, stack: str) -> RunResult:
@@ -356,22 +431,37 @@ class PulumiEngine:
         return RunResult("recover", True, message, started=started, ended=_now())
 
     def applied(self, stack: str) -> StackInputs | None:
-        """The config of the newest successful update in the stack's history (a newer destroy: None)."""
-        with self._stack(stack, None, create=False) as (_, st):
+        """The inputs of the last successful `up`: the output `inputs.<digest>` named by the tag APPLIED_TAG (two
+        CLI calls, however many updates failed since). None when the stack does not exist. A stack whose tag
+        or output is missing (written before this engine, updated by hand with __main__.py, a backend without
+        tags, a crash between the up and the tag) is read the legacy way, from its history."""
+        with self._stack(stack, None, create=False) as (ws, st):
             if st is None:
                 return None
-            for page in range(1, 6):
-                entries = self._call(st, "history", lambda: st.history(page_size=10, page=page, show_secrets=False))
-                for entry in entries:
-                    if entry.result != "succeeded":
-                        continue
-                    if entry.kind == "destroy":
-                        return None
-                    raw = (entry.config or {}).get(CONFIG_KEY)
-                    if entry.kind == "update" and raw is not None:
-                        return _parse_inputs(stack, raw)
-                if len(entries) < 10:
-                    break
+            digest = self._applied_tag(st)
+            if digest is not None:
+                outputs = self._call(st, "applied", lambda: self._stack_outputs(ws, st))
+                raw = outputs.get(applied_output(digest))
+                if raw is not None:
+                    return _parse_inputs(stack, raw)
+            return self._applied_from_history(st)
+
+    def _applied_from_history(self, st: Any) -> StackInputs | None:
+        """LEGACY (stacks without the tag and output of `applied`): the config of the newest successful update
+        in the last HISTORY_WINDOW history entries (a newer successful destroy: None). Failed updates fill the
+        window too: after that many failed retries this returns None although the stack holds resources."""
+        for page in range(1, HISTORY_WINDOW // HISTORY_PAGE + 1):
+            entries = self._call(st, "history", lambda: st.history(page_size=HISTORY_PAGE, page=page, show_secrets=False))
+            for entry in entries:
+                if entry.result != "succeeded":
+                    continue
+                if entry.kind == "destroy":
+                    return None
+                raw = (entry.config or {}).get(CONFIG_KEY)
+                if entry.kind == "update" and raw is not None:
+                    return _parse_inputs(st.name, raw)
+            if len(entries) < HISTORY_PAGE:
+                break
         return None
 
     def cancel(self, grace: float) -> None:
@@ -418,9 +508,12 @@ class PulumiEngine:
             return None
         factory = self._program_factory
 
+        applied_key, config = applied_output(inputs.digest()), inputs.to_config()
+
         def run() -> None:
             for name, value in factory(inputs).items():
                 pulumi.export(name, value)
+            pulumi.export(applied_key, config)  # after the program: one that raises exports nothing (see APPLIED_TAG)
 
         return run
 
@@ -533,6 +626,37 @@ class PulumiEngine:
             return
         self._write_tags(stack, inputs)
         self._call(stack, "config", lambda: stack.set_config(CONFIG_KEY, auto.ConfigValue(value)))
+
+    def _mark_applied(self, stack: Any, inputs: StackInputs) -> None:
+        """After a successful up: tag the stack with the digest of the inputs it now holds (see APPLIED_TAG).
+        Not written (no tags, an error): applied() reads this stack's history instead, and the up stays a success."""
+        if not self._tags_supported:
+            return
+        try:
+            stack.set_tag(APPLIED_TAG, inputs.digest())
+        except CommandError as err:
+            log.warning("stack %s: tag %s not written (applied() falls back to the history): %s", stack.name,
+                        APPLIED_TAG, readable_error(err))
+
+    def _applied_tag(self, stack: Any) -> str | None:
+        """The digest in the stack's APPLIED_TAG; None without one (or without tags on this backend)."""
+        if not self._tags_supported:
+            return None
+        try:
+            tags = self._call(stack, "applied", stack.list_tags)
+        except EngineError as err:
+            if "not supported" in str(err) or "unknown command" in str(err):
+                self._tags_supported = False
+                return None
+            raise
+        return (tags or {}).get(APPLIED_TAG) or None
+
+    def _stack_outputs(self, ws: Any, stack: Any) -> dict[str, Any]:
+        """The stack's outputs in one CLI call (`pulumi stack output --json`; Stack.outputs() makes two, the second
+        for secrets: none of the outputs read here is one, a secret shows as "[secret]")."""
+        env = {**({"PULUMI_HOME": ws.pulumi_home} if ws.pulumi_home else {}), **(ws.env_vars or {})}
+        result = ws.pulumi_command.run(["stack", "output", "--json", "--stack", stack.name], ws.work_dir, env)
+        return json.loads(result.stdout or "{}")
 
     def _write_tags(self, stack: Any, inputs: StackInputs) -> None:
         """Stack tags (cluster, namespace, tenant, account, region); a backend without tags is logged once."""

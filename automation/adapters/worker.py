@@ -83,7 +83,8 @@ def main(argv: list[str]) -> int:
     engine = PulumiEngine(PulumiSettings.from_json(setup["settings"]),
                           program_factory=load_program(setup["program"], setup.get("program_options") or {}))
     ops: dict[str, Callable[[dict], Any]] = {
-        "up": lambda a: engine.up(StackInputs.from_config(a["inputs"]), message=a["message"]),
+        "up": lambda a: engine.up(StackInputs.from_config(a["inputs"]), message=a["message"],
+                                  refresh=bool(a.get("refresh"))),
         "destroy": lambda a: engine.destroy(a["stack"], message=a["message"]),
         "preview": lambda a: engine.preview(StackInputs.from_config(a["inputs"])),
         "recover": lambda a: engine.recover(a["stack"]),
@@ -110,7 +111,7 @@ def _plain(value: Any) -> Any:
         return value
     if hasattr(value, "to_config"):  # StackInputs (applied)
         return {"inputs": value.to_config()}
-    return dataclasses.asdict(value)  # RunResult
+    return dataclasses.asdict(value)  # RunResult: every field, `drifted` (preview) included
 
 
 if __name__ == "__main__":
