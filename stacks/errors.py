@@ -34,7 +34,18 @@ class InvalidSpec(ValueError):
 class Failure(Exception):
     """Something failed that may pass on a later try; `reason` is the condition reason the service reports.
 
-    The adapters' errors build on it, each in its own family: the engine's (EngineError) and AWS's (AwsError).
+    The three error classes, decided by type where the error is raised (like controller-runtime's terminal
+    errors and kopf's temporary/permanent errors); the reconciler maps each to one behaviour:
+
+    | class                       | examples                                            | the cluster              |
+    | Failure (transient)         | throttling, network, 5xx, expired credentials,      | Reconciling, retried     |
+    |                             | the installer's NLB not there yet, a failed `up`    | with backoff             |
+    | NeedsAttention              | AccessDenied, a wrong account, no credentials       | Stalled, looked at again |
+    |                             |                                                     | every --stalled-recheck  |
+    | InvalidSpec (not a Failure) | bad input, a refused move                           | Stalled until an input   |
+    |                             |                                                     | changes                  |
+
+    The adapters' errors build on these, each in its own family: the engine's (EngineError) and AWS's (AwsError).
     """
 
     reason = "Failed"
@@ -43,3 +54,10 @@ class Failure(Exception):
         super().__init__(message)
         if reason:
             self.reason = reason
+
+
+class NeedsAttention(Failure):
+    """A person has to act (grant a permission, fix a trust policy), but it may heal without an input change:
+    the cluster is Stalled and looked at again every --stalled-recheck, not retried with backoff."""
+
+    reason = "NeedsAttention"

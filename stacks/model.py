@@ -15,7 +15,8 @@ from pydantic.alias_generators import to_camel
 
 from stacks.errors import FieldError, InvalidSpec
 from stacks.names import (API_VERSION, CLUSTER_ID, CLUSTER_ID_MAX, LABEL_MAX, PRINCIPAL_ARN, ROLE_ARN,
-                          JOIN_STATUS_KEY, cluster_key, hostname_error, parse_api_url, parse_host_port, stack_name)
+                          JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION, cluster_key, hostname_error, parse_api_url,
+                          parse_host_port, stack_name)
 
 # Commercial, GovCloud and China partitions. A region outside this list is a typo
 # far more often than a region launched since this list was written.
@@ -413,6 +414,9 @@ def resolved_part(doc: Mapping[str, Any]) -> dict[str, Any]:
     meta = doc.get("metadata")
     part = {key: value for key, value in doc.items() if key not in ("metadata", "status")}
     part["metadata"] = {k: meta[k] for k in RESOLVED_METADATA if k in meta} if isinstance(meta, Mapping) else meta
+    annotations = part["metadata"].get("annotations") if isinstance(part["metadata"], Mapping) else None
+    if isinstance(annotations, Mapping) and RECONCILE_REQUEST_ANNOTATION in annotations:  # a request, not an input
+        part["metadata"]["annotations"] = {k: v for k, v in annotations.items() if k != RECONCILE_REQUEST_ANNOTATION}
     status = doc.get("status")
     join = status.get(JOIN_STATUS_KEY) if isinstance(status, Mapping) else None
     if join:

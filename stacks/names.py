@@ -36,6 +36,9 @@ ALLOWED_BACKENDS_ANNOTATION = f"{GROUP}/allowed-backends"  # comma-separated CID
 REGION_ANNOTATION = f"{GROUP}/region"
 MESH_LABEL = f"{GROUP}/mesh"
 MESH_ENABLED_ANNOTATION = f"{GROUP}/mesh-enabled"
+# Any new value: reconcile now (an `up` with refresh) and reset the backoff; status.lastHandledReconcileRequest
+# says which value was handled. Not an input: resolve() never sees it (stacks.model.resolved_part drops it).
+RECONCILE_REQUEST_ANNOTATION = f"{GROUP}/reconcile-request"
 JOIN_STATUS_KEY = "meshJoin"  # status.meshJoin: the one status field resolve() reads
 
 # Tags on every resource clusternet creates (the providers' default tags); the endpoint census tells

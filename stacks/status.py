@@ -13,7 +13,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")
+CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")  # kstatus: exactly one story at a time
+DRIFT_CONDITION = "DriftDetected"  # beside them: True while the last drift check found the cloud changed
 
 # Condition reasons (CamelCase, machine-readable). InvalidSpec and the other
 # refusals of stacks.resolve/stacks.accounts arrive as InvalidSpec.reason and are
@@ -23,6 +24,8 @@ PROGRESSING = "Progressing"
 DESTROYING = "Destroying"
 RECOVERING = "Recovering"
 DRIFT_DETECTED = "DriftDetected"
+NO_DRIFT = "NoDrift"
+DRIFT_CORRECTED = "DriftCorrected"
 UPDATE_FAILED = "UpdateFailed"
 DESTROY_FAILED = "DestroyFailed"
 STACK_LOCKED = "StackLocked"
@@ -52,7 +55,7 @@ class Condition(StatusModel):
 class LastUpdate(StatusModel):
     """The last engine run on the stack (crash safety: Running with no run in flight = a killed run)."""
 
-    operation: Literal["up", "destroy", "refresh", "preview", "recover"]
+    operation: Literal["up", "destroy", "preview", "recover"]
     result: Result
     message: str = Field("", max_length=32768)  # why it ran, then what happened
     start_time: Time | None = None
@@ -107,6 +110,8 @@ class ClusterStatus(StatusModel):
     last_recovery: Recovery | None = None
     outputs: StackOutputs | None = None
     mesh_join: MeshJoin | None = None
+    # The value of the annotation clusternet.io/reconcile-request the service last acted on.
+    last_handled_reconcile_request: str | None = Field(None, max_length=256)
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)

@@ -31,6 +31,21 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, *, what: str
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+def quiet(service: Service, *, horizon: float = 1.0, timeout: float = 10.0) -> None:
+    """Wait (at most `timeout` s) until the service has nothing to do within `horizon` s: every change in its
+    cache mapped to keys, no key ready or in flight, none scheduled sooner. A test that asserts something did
+    NOT happen ("no run") waits on this condition, never on a bare sleep."""
+    def nothing_to_do() -> bool:
+        pipeline = service.pipeline
+        if pipeline is None:
+            return False
+        due = pipeline.queue.next_due()
+        return (pipeline.mapper.mapped_revision == pipeline.cache.revision and pipeline.queue.idle()
+                and (due is None or due > horizon))
+
+    wait_until(nothing_to_do, timeout, what=f"the service to have nothing to do within {horizon}s")
+
+
 class ServiceEnv:
     """`namespace`: where the test's Clusters go; `system_namespace`: the service's own (Lease, role map)."""
 

@@ -6,7 +6,7 @@ from kubernetes import client
 
 from automation.adapters.lookups import LookupFailed
 from automation.adapters.preflight import Preflight
-from stacks.errors import InvalidSpec
+from stacks.errors import NeedsAttention
 
 from doubles import MockKubeAPI, RecordingEngine
 from tests.factories import cluster, hub, resolve_one
@@ -25,14 +25,13 @@ def test_a_missing_nlb_is_a_retryable_lookup_failure(moto, sessions):  # noqa: F
     assert caught.value.reason == "LoadBalancerNotFound" and "not-yet-abcde-int" in str(caught.value)
 
 
-def test_an_assume_role_refusal_stalls_the_cluster_naming_the_role(moto):
+def test_an_assume_role_refusal_needs_attention_naming_the_cluster_the_field_and_the_role(moto):
     refused = resolve_one(cluster(accountID="333333333333"), hub())  # the controller may not assume this role
-    with pytest.raises(InvalidSpec) as caught:
+    with pytest.raises(NeedsAttention) as caught:
         Preflight(_enforced(moto))(None, refused)
     assert caught.value.reason == "AssumeRoleFailed"
-    [error] = caught.value.errors
-    assert (error.obj, error.field) == ("Cluster acme/prod-1", "spec.accountID")
-    assert "arn:aws:iam::333333333333:role/clusternet" in error.reason
+    assert str(caught.value).startswith("Cluster acme/prod-1: spec.accountID: AssumeRole of role ")
+    assert "arn:aws:iam::333333333333:role/clusternet" in str(caught.value)
 
 
 def test_in_the_pipeline_nothing_runs_until_the_installer_has_made_the_nlb(moto, sessions):  # noqa: F811

@@ -6,7 +6,6 @@ Cluster says about it.
 """
 from __future__ import annotations
 
-import time
 
 import pytest
 from kubernetes import client
@@ -14,7 +13,7 @@ from kubernetes import client
 from stacks.guards import check_move
 from stacks.names import DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP, VERSION
 from doubles import MockKubeAPI, RecordingEngine
-from tests.service_env import ServiceEnv, wait_until
+from tests.service_env import ServiceEnv, quiet, wait_until
 
 
 @pytest.fixture
@@ -30,17 +29,12 @@ def ready_condition(obj: dict) -> dict:
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
 
 
-def settle(seconds: float = 0.4) -> None:
-    """Give the service time to do something it should not do."""
-    time.sleep(seconds)
-
-
 def test_a_new_cluster_is_applied_once_and_reported(env):
     engine = RecordingEngine()
     env.create("prod-1")
-    with env.running(engine):
+    with env.running(engine) as service:
         wait_until(lambda: env.ready("prod-1"), what="Ready")
-        settle()
+        quiet(service)
     assert [(c.operation, c.stack) for c in engine.calls] == [("up", "acme.prod-1")]
     obj = env.get("prod-1")
     status = obj["status"]
@@ -82,7 +76,7 @@ def test_a_restart_with_nothing_changed_costs_no_engine_run(env):
     second = RecordingEngine()
     second.stacks = dict(first.stacks)
     with env.running(second, drift_interval=3600) as service:
-        settle(0.8)
+        quiet(service)
         assert service.pipeline.mapper.enqueued == 0
     assert second.calls == []
 
@@ -90,12 +84,12 @@ def test_a_restart_with_nothing_changed_costs_no_engine_run(env):
 def test_an_edit_that_changes_nothing_costs_no_run_but_is_observed(env):
     engine = RecordingEngine()
     env.create("prod-1")
-    with env.running(engine):
+    with env.running(engine) as service:
         wait_until(lambda: env.ready("prod-1"))
         # Route tables matter only to a mesh member: a new generation, the same inputs.
         env.patch("prod-1", {"spec": {"network": {"routeTableIDs": ["rtb-09"]}}})
         wait_until(lambda: env.get("prod-1")["status"]["observedGeneration"] == 2, what="observedGeneration 2")
-        settle()
+        quiet(service)
     assert engine.count("up") == 1
 
 
@@ -115,9 +109,9 @@ def test_invalid_input_stalls_with_the_reason_and_never_runs(env):
     engine = RecordingEngine()
     env.namespace("strays", owner="444444444444")
     env.create("stray", namespace="strays", accountID="444444444444")  # no role for this account
-    with env.running(engine):
+    with env.running(engine) as service:
         wait_until(lambda: env.reason("stray", "strays") == "AccountNotMapped")
-        settle()
+        quiet(service)
         assert engine.calls == []
         stalled = env.condition("stray", "Stalled", "strays")
         assert stalled["status"] == "True" and "444444444444" in stalled["message"]
@@ -134,10 +128,10 @@ def test_invalid_input_stalls_with_the_reason_and_never_runs(env):
 def test_a_missing_hub_stalls_every_cluster_until_it_exists(env):
     engine = RecordingEngine()
     env.create("prod-1")
-    with env.running(engine, hub_name="other"):
+    with env.running(engine, hub_name="other") as service:
         wait_until(lambda: env.reason("prod-1") == "HubConfigNotFound")
         assert env.condition("prod-1", "Stalled")["status"] == "True"
-        settle()
+        quiet(service)
         assert engine.calls == []
         env.hub("other")
         wait_until(lambda: env.ready("prod-1"))
@@ -149,11 +143,11 @@ def test_a_namespace_annotation_reaches_only_its_clusters_and_a_move_is_refused(
     engine = RecordingEngine()
     env.create("a1")
     env.create("o1", namespace="other")
-    with env.running(engine, guards=[check_move]):
+    with env.running(engine, guards=[check_move]) as service:
         wait_until(lambda: env.ready("a1") and env.ready("o1", "other"))
         env.namespace("acme", {DEFAULT_REGION_ANNOTATION: "eu-west-1"})
         wait_until(lambda: env.reason("a1") == "RegionChanged", what="RegionChanged")
-        settle()
+        quiet(service)
         assert env.ready("o1", "other")
     assert engine.count("up") == 2  # the refused move never ran
     assert "region changed from us-east-1 to eu-west-1" in env.condition("a1", "Stalled")["message"]
@@ -273,7 +267,8 @@ def test_drift_found_by_the_periodic_check_triggers_an_update(env):
         wait_until(lambda: engine.count("up", "acme.prod-1") == 2, what="the drift to be repaired")
         wait_until(lambda: engine.count("preview", "acme.prod-2") >= 1)
     assert engine.count("up", "acme.prod-2") == 1  # checked, found in step, left alone
-    assert engine.runs("up", "acme.prod-1")[1].message.startswith("drift detected")
+    correcting = engine.runs("up", "acme.prod-1")[1]
+    assert correcting.message.startswith("correcting drift") and correcting.refresh
 
 
 def test_endpoint_placement_stays_where_the_status_says(env):
@@ -281,7 +276,7 @@ def test_endpoint_placement_stays_where_the_status_says(env):
                   "subnets": [{"subnetID": "subnet-09", "availabilityZone": "us-east-1a"}]}
     engine = RecordingEngine()
     env.create("prod-1")
-    with env.running(engine):
+    with env.running(engine) as service:
         wait_until(lambda: env.ready("prod-1"))
         hub = env.custom.get_cluster_custom_object(GROUP, VERSION, "hubconfigs", "default")
         inventory = hub["spec"]["endpointVPCInventory"]
@@ -289,7 +284,7 @@ def test_endpoint_placement_stays_where_the_status_says(env):
         env.patch_hub({"spec": {"endpointVPCInventory": [second_vpc, *inventory]}})
         env.create("prod-2")
         wait_until(lambda: env.ready("prod-2"))
-        settle()
+        quiet(service)
     assert engine.count("up", "acme.prod-1") == 1
     assert engine.stacks["acme.prod-1"].private_link.endpoint_vpc.vpc_id == "vpc-0hub1"
     assert engine.stacks["acme.prod-2"].private_link.endpoint_vpc.vpc_id == "vpc-0hub9"
@@ -335,13 +330,13 @@ def test_a_cluster_joining_a_mesh_runs_only_its_own_stack_and_gets_a_durable_joi
     engine = RecordingEngine()
     for n in range(1, 4):
         mesh_member(env, f"m{n}", n)
-    with env.running(engine):
+    with env.running(engine) as service:
         wait_until(lambda: all(env.ready(f"m{n}") for n in range(1, 4)))
         joins = {n: env.get(f"m{n}")["status"]["meshJoin"] for n in range(1, 4)}
         before = engine.count("up")
         mesh_member(env, "m4", 4)
         wait_until(lambda: env.ready("m4"))
-        settle()
+        quiet(service)
         joiner = env.get("m4")["status"]
     assert sorted(j["order"] for j in joins.values()) == [1, 2, 3]
     assert {j["group"] for j in joins.values()} == {"payments"}
@@ -353,14 +348,14 @@ def test_a_cluster_joining_a_mesh_runs_only_its_own_stack_and_gets_a_durable_joi
 
 def test_a_cluster_leaving_a_mesh_runs_exactly_the_stacks_whose_share_changed(env):
     engine = RecordingEngine()
-    with env.running(engine):
+    with env.running(engine) as service:
         for n in range(1, 5):  # one by one, so the join order is m1, m2, m3, m4
             mesh_member(env, f"m{n}", n)
             wait_until(lambda: env.ready(f"m{n}"))
         before = engine.count("up")
         env.patch("m2", {"metadata": {"labels": {"clusternet.io/mesh": None}}})
         wait_until(lambda: engine.count("up") - before == 3, what="the leaver and the later joiners")
-        settle()
+        quiet(service)
         wait_until(lambda: "meshJoin" not in env.get("m2")["status"], what="the stamp to go")
     ran = sorted(c.stack for c in engine.runs("up")[before:])
     assert ran == ["acme.m2", "acme.m3", "acme.m4"]  # 1 + (N - k): m1's share did not change

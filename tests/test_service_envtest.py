@@ -184,8 +184,9 @@ def test_a_leader_that_loses_its_lease_stops_running(env):
         leases.replace_namespaced_lease("clusternet", env.system_namespace, lease)
         wait_until(lambda: not service.leading() and service.pipeline is None, 20, what="replica-1 to stop")
         env.create("prod-1")
-        time.sleep(1.0)
-        assert engine.calls == [] and service.ready()[1]["role"] == "follower"
+        # It goes on reading the Lease as a follower: nothing watches, nothing can run.
+        wait_until(lambda: service.elector.holder == "intruder", 10, what="replica-1 to see the intruder's Lease")
+        assert service.pipeline is None and engine.calls == [] and service.ready()[1]["role"] == "follower"
     finally:
         service.stop()
 

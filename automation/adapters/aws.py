@@ -33,10 +33,11 @@ from typing import Any, Callable, Mapping
 import boto3
 import botocore.session
 from botocore.credentials import CredentialProvider, CredentialResolver, Credentials, RefreshableCredentials
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (BotoCoreError, ClientError, NoCredentialsError, NoRegionError,
+                                 ParamValidationError, PartialCredentialsError)
 
 from automation.adapters import audit
-from stacks.errors import Failure
+from stacks.errors import Failure, NeedsAttention
 from stacks.inputs import AwsTarget
 from stacks.model import partition_of
 
@@ -46,16 +47,18 @@ _ADVISORY_MAX, _MANDATORY_MAX = 15 * 60, 10 * 60  # botocore's defaults, for lon
 
 
 class AwsError(Failure):
-    """A direct AWS call of the service failed; `reason` becomes the cluster's condition reason."""
+    """A direct AWS call of the service failed and may pass later (throttled, unreachable, 5xx, expired
+    credentials): retried with backoff. `reason` becomes the cluster's condition reason."""
 
     reason = "AwsCallFailed"
 
 
-class AccountAccessDenied(AwsError):
-    """The service could not act in an account: AssumeRole refused or failed, or the wrong account.
+class AccountAccessDenied(AwsError, NeedsAttention):
+    """The service may not act in an account: AssumeRole refused, the wrong account, no credentials.
 
-    `reason` becomes the cluster's condition reason and no stack runs: the preflight reports it as Stalled,
-    tried again when the cluster's inputs change (a role-map edit, for one) or the service restarts.
+    No stack runs: the cluster is Stalled with the reason and looked at again every --stalled-recheck, and at
+    once when its inputs change (a role-map edit, for one). A network failure on the way is not this: it is
+    an AwsError (transient).
     """
 
     reason = "AssumeRoleFailed"
@@ -63,6 +66,32 @@ class AccountAccessDenied(AwsError):
     def __init__(self, message: str, *, target: AwsTarget, reason: str | None = None):
         super().__init__(message, reason=reason)
         self.target = target
+
+
+# Error codes that say "try again": throttling, a busy or failing service, credentials that expired on the way.
+_TRANSIENT_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled", "RequestThrottledException",
+    "RequestLimitExceeded", "TooManyRequestsException", "SlowDown", "PriorRequestNotComplete",
+    "BandwidthLimitExceeded", "EC2ThrottledException", "ProvisionedThroughputExceededException",
+    "InternalError", "InternalFailure", "InternalServerError", "ServiceUnavailable", "ServiceUnavailableException",
+    "Unavailable", "RequestTimeout", "RequestTimeoutException", "IDPCommunicationError",
+    "ExpiredToken", "ExpiredTokenException", "RequestExpired",
+})
+# botocore errors that are about what the service was given, not about the network.
+_CONFIGURATION_ERRORS = (NoCredentialsError, PartialCredentialsError, NoRegionError, ParamValidationError)
+
+
+def transient(exc: BaseException) -> bool:
+    """The one rule for a failed AWS call: True when trying again later may succeed by itself (throttled,
+    unreachable, timed out, a 5xx, credentials that expired), False when a person has to act (denied, unknown
+    role, wrong input). Unknown 4xx codes count as needing a person: retrying them only hides them."""
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {}) or {}
+        status = (exc.response.get("ResponseMetadata", {}) or {}).get("HTTPStatusCode") or 0
+        return error.get("Code") in _TRANSIENT_CODES or int(status) >= 500 or int(status) == 429
+    if isinstance(exc, BotoCoreError):
+        return not isinstance(exc, _CONFIGURATION_ERRORS)  # connection, timeout, proxy, read errors
+    return False
 
 
 def _utcnow() -> datetime:
@@ -204,12 +233,18 @@ class AwsSessions:
             response = self._sts_client(target.region).assume_role(**params)
         except ClientError as exc:
             error = exc.response.get("Error", {})
+            said = f"{error.get('Code', '?')}: {error.get('Message', exc)}"
+            if transient(exc):
+                raise AwsError(f"AssumeRole of {where} failed: {said}; retrying",
+                               reason="AssumeRoleUnavailable") from None
             raise AccountAccessDenied(
-                f"AssumeRole of {where} was refused: {error.get('Code', '?')}: {error.get('Message', exc)}; "
-                "check the role's trust policy (docs/iam.md) and the role map",
-                target=target,
+                f"AssumeRole of {where} was refused: {said}; check the role's trust policy (docs/iam.md) and the "
+                "role map", target=target,
             ) from None
         except BotoCoreError as exc:
+            if transient(exc):
+                raise AwsError(f"AssumeRole of {where} failed: {exc}; retrying", reason="AssumeRoleUnavailable") \
+                    from None
             raise AccountAccessDenied(f"AssumeRole of {where} failed: {exc}", target=target) from None
         assumed_account = response["AssumedRoleUser"]["Arn"].split(":")[4]
         if assumed_account != target.account_id:
@@ -239,6 +274,9 @@ class AwsSessions:
         try:
             identity = self._sts_client(target.region).get_caller_identity()
         except (ClientError, BotoCoreError) as exc:
+            if transient(exc):
+                raise AwsError(f"GetCallerIdentity with the service's credentials failed: {exc}; retrying",
+                               reason="AwsUnreachable") from None
             raise AccountAccessDenied(f"GetCallerIdentity with the service's credentials failed: {exc}",
                                       target=target) from None
         if identity["Account"] != target.account_id:

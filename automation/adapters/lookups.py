@@ -12,8 +12,9 @@ from typing import Callable, Iterable, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from automation.adapters.aws import AwsError, AwsSessions
+from automation.adapters.aws import AwsError, AwsSessions, transient
 from stacks.inputs import AwsTarget, StackInputs
+from stacks.errors import NeedsAttention
 from stacks.model import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 
@@ -38,20 +39,32 @@ def needs(side: Side, *actions: str) -> Callable:
 
 
 class LookupFailed(AwsError):
-    """A lookup found nothing, or AWS refused it; `reason` becomes the cluster's condition reason."""
+    """A lookup found nothing yet, or AWS could not answer now (retried with backoff); `reason` becomes the
+    cluster's condition reason."""
 
     reason = "LookupFailed"
 
 
+class LookupRefused(LookupFailed, NeedsAttention):
+    """AWS refused the lookup (denied, unknown input) or found something a person must fix: Stalled, looked at
+    again every --stalled-recheck."""
+
+    reason = "LookupRefused"
+
+
 def _refused(exc: ClientError | BotoCoreError, what: str, target: AwsTarget) -> LookupFailed:
+    """The lookup's failure in its class (automation.adapters.aws.transient decides)."""
+    where = f"{what} in account {target.account_id} ({target.region}) failed"
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         code = error.get("Code", "?")
+        message = f"{where}: {code}: {error.get('Message', exc)}"
+        if transient(exc):
+            return LookupFailed(message)
         reason = "AccessDenied" if code in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation") \
-            else "LookupFailed"
-        return LookupFailed(f"{what} in account {target.account_id} ({target.region}) failed: {code}: "
-                            f"{error.get('Message', exc)}", reason=reason)
-    return LookupFailed(f"{what} in account {target.account_id} ({target.region}) failed: {exc}")
+            else "LookupRefused"
+        return LookupRefused(message, reason=reason)
+    return LookupFailed(f"{where}: {exc}") if transient(exc) else LookupRefused(f"{where}: {exc}")
 
 
 # --- the cluster's NLB -----------------------------------------------------------
@@ -70,7 +83,7 @@ class LoadBalancer:
 def find_nlb(sessions: AwsSessions, inputs: StackInputs, *, operation: str = "find-nlb") -> LoadBalancer:
     """The installer's internal NLB "{infraID}-int" in the cluster's account and region.
 
-    Raises LookupFailed with reason LoadBalancerNotFound (or NotANetworkLoadBalancer)
+    Raises LookupFailed with reason LoadBalancerNotFound (retried), or LookupRefused (NotANetworkLoadBalancer)
     before any stack runs, instead of a failed `pulumi up` later.
     """
     link = inputs.private_link
@@ -94,9 +107,9 @@ def find_nlb(sessions: AwsSessions, inputs: StackInputs, *, operation: str = "fi
             reason="LoadBalancerNotFound")
     lb = found[0]
     if lb.get("Type") != "network":
-        raise LookupFailed(f"load balancer {link.nlb_name} in account {target.account_id} is a {lb.get('Type')} "
-                           "load balancer; PrivateLink needs a network load balancer",
-                           reason="NotANetworkLoadBalancer")
+        raise LookupRefused(f"load balancer {link.nlb_name} in account {target.account_id} is a {lb.get('Type')} "
+                            "load balancer; PrivateLink needs a network load balancer",
+                            reason="NotANetworkLoadBalancer")
     return LoadBalancer(arn=lb["LoadBalancerArn"], name=lb["LoadBalancerName"], dns_name=lb.get("DNSName", ""),
                         vpc_id=lb.get("VpcId", ""), scheme=lb.get("Scheme", ""),
                         state=(lb.get("State") or {}).get("Code", ""))

@@ -1,8 +1,9 @@
 """Checks before a stack runs, through the same account resolution as the stack's providers.
 
 - every account the stack will act in can be reached (AssumeRole of each mapped role): a refusal
-  stalls the cluster with the reason and the message, runs nothing, and is retried when the role
-  map or the cluster changes;
+  stalls the cluster with the reason, the field and the message, runs nothing, and is looked at again
+  every --stalled-recheck and at once when the role map or the cluster changes; a network failure
+  on the way is retried with backoff (automation.adapters.aws.transient decides which is which);
 - a PrivateLink cluster's NLB "{infraID}-int" exists in its account: while the installer has not
   made it, the cluster waits with backoff instead of failing a `pulumi up`.
 """
@@ -10,12 +11,13 @@ from __future__ import annotations
 
 from automation.adapters.aws import AccountAccessDenied, AwsSessions
 from automation.adapters.lookups import find_nlb
-from stacks.errors import InvalidSpec
+from stacks.errors import FieldError, NeedsAttention
 from stacks.inputs import StackInputs, stack_targets
 
 
 class Preflight:
-    """A reconcile guard: `guard(applied, desired)` raises InvalidSpec (stall) or a Failure such as AwsError (retry)."""
+    """A reconcile guard: `guard(applied, desired)` raises NeedsAttention (stall, rechecked) or a transient
+    Failure such as AwsError (retry with backoff)."""
 
     def __init__(self, sessions: AwsSessions):
         self.sessions = sessions
@@ -28,6 +30,7 @@ class Preflight:
                                       namespace=desired.namespace)
             except AccountAccessDenied as exc:
                 field = "spec.accountID" if target.account_id == desired.cluster.account_id else "(role map)"
-                raise InvalidSpec.one(f"Cluster {desired.key}", field, str(exc), condition=exc.reason) from None
+                raise NeedsAttention(str(FieldError(f"Cluster {desired.key}", field, str(exc))), reason=exc.reason) \
+                    from None
         if desired.private_link is not None:
             find_nlb(self.sessions, desired, operation="preflight")

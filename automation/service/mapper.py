@@ -18,7 +18,7 @@ from stacks.inputs import StackInputs
 from stacks.model import Cluster
 from stacks.ingress import Route
 from stacks.resolve import Fleet, resolve_all
-from stacks.names import JOIN_STATUS_KEY
+from stacks.names import JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 
 LOG = logging.getLogger("clusternet.mapper")
 
@@ -165,18 +165,21 @@ class Mapper(Loop):
     `triage(key, raw, desired)` (the reconciler's) says, for a cluster seen for the
     first time, when it needs a reconcile: 0 now, N seconds (the drift check), None never.
     `observers` are called with each new Resolution (e.g. the shared ingress ConfigMap sync).
+    A new value of the reconcile-request annotation queues the key at once and `reset`s its backoff.
     """
 
     def __init__(self, cache: Cache, desired: Desired, *, add: Callable[[str], None],
                  add_after: Callable[[str, float], None], triage: Triage,
-                 observers: Iterable[Callable[[Resolution], None]] = ()):
+                 observers: Iterable[Callable[[Resolution], None]] = (),
+                 reset: Callable[[str], None] = lambda key: None):
         super().__init__("mapper")
         self.cache, self.desired = cache, desired
-        self.add, self.add_after, self.triage = add, add_after, triage
+        self.add, self.add_after, self.triage, self.reset = add, add_after, triage, reset
         self.observers = tuple(observers)
         self._seen: dict[str, tuple] = {}
         self._resolution: Resolution | None = None
         self.enqueued = 0
+        self.mapped_revision = -1  # the cache revision the last pass saw (a later one: changes not mapped yet)
 
     def run(self) -> None:
         revision = -1
@@ -184,6 +187,7 @@ class Mapper(Loop):
             revision = self.cache.wait_for_change(revision, timeout=0.5)
             try:
                 self.map_once()
+                self.mapped_revision = revision
             except Exception:  # noqa: BLE001 - keep mapping; the next change retries
                 LOG.exception("mapping changes to clusters failed")
 
@@ -216,13 +220,16 @@ class Mapper(Loop):
             # Not the status and not the finalizers: the service's own writes must not queue the key again
             # (a failed run waits for its backoff).
             join = (entry.raw.get("status") or {}).get(JOIN_STATUS_KEY)
+            request = (meta.get("annotations") or {}).get(RECONCILE_REQUEST_ANNOTATION)
             fingerprint = (resolution.digests.get(key), meta.get("generation"), bool(meta.get("deletionTimestamp")),
-                           json.dumps(self.desired.mesh_join(key, join), sort_keys=True), meta.get("uid"))
+                           json.dumps(self.desired.mesh_join(key, join), sort_keys=True), request, meta.get("uid"))
             previous = self._seen.get(key)
             self._seen[key] = fingerprint
             if previous == fingerprint:
                 continue
             if previous is not None and previous[-1] == fingerprint[-1]:
+                if previous[-2] != request:  # asked for by a person: now, with a fresh backoff
+                    self.reset(key)
                 self._enqueue(key)
                 continue
             due = self.triage(key, entry.raw, resolution.inputs.get(key))

@@ -298,6 +298,11 @@ class WorkQueue:
         with self._cond:
             return not self._ready and not self._processing
 
+    def next_due(self) -> float | None:
+        """Seconds until the earliest scheduled key comes back (retry, drift check, lock wait); None: none is."""
+        with self._cond:
+            return max(0.0, min(self._waiting.values()) - self._clock()) if self._waiting else None
+
 
 class Workers:
     """N threads: take a key, reconcile it, put it back as the Outcome says."""
@@ -345,14 +350,17 @@ class Workers:
             key = self.queue.get(timeout=0.5)
             if key is None:
                 continue
+            outcome = Outcome.retry()  # a bug must not kill the worker; the key comes back later
             try:
                 outcome = self.reconcile(key)
-            except Exception:  # a bug must not kill the worker; the key comes back later
+            except Exception:
                 LOG.exception("reconcile %s raised; retrying with backoff", key)
-                outcome = Outcome.retry()
             finally:
-                self.queue.done(key)
-            self.apply(key, outcome)
+                # Its next time is set before the key is let go, so the queue is never seen idle in between.
+                try:
+                    self.apply(key, outcome)
+                finally:
+                    self.queue.done(key)
 
     def apply(self, key: Hashable, outcome: Outcome) -> None:
         if outcome.failed:

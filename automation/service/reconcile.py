@@ -12,8 +12,15 @@ It never trusts the event that queued the key, only the current state:
 
 Deletion: the finalizer `clusternet.io/stack` holds a deleted Cluster until
 `engine.destroy` succeeded; a failed destroy keeps it, says why, and retries.
-Invalid input: Stalled with the reason, an Event, and no engine run.
-Another update holding the stack (StackLocked): requeued, not counted as a failure.
+Errors, wherever they are raised on a path, become a condition and an Event by their class
+(stacks.errors; `_report` is the one place that maps them):
+  InvalidSpec          Stalled, no engine run, until an input changes
+  NeedsAttention       Stalled, no engine run, looked at again every --stalled-recheck
+  StackLocked          requeued after --lock-retry, not counted as a failure
+  Failure (transient)  Reconciling, retried with backoff
+The annotation clusternet.io/reconcile-request (any new value) runs an `up` with refresh now.
+Drift: a jittered `preview` with refresh; DriftDetected names what changed; --drift-policy says
+whether an `up` (with refresh) corrects it or the condition only reports it.
 """
 from __future__ import annotations
 
@@ -24,26 +31,29 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Literal, Protocol
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.engine import Engine, EngineError, RunCancelled, RunResult, StackLocked
-from automation.adapters.status import (EventRecorder, StatusWriter, conditions, outputs_from, parse_time, rfc3339)
+from automation.adapters.status import (EventRecorder, StatusWriter, conditions, outputs_from, parse_time, rfc3339,
+                                        with_drift)
 from automation.adapters.watch import Raw, object_key
 from automation.service.mapper import Desired
 from automation.service.queue import Outcome
 from stacks import status as reasons
-from stacks.errors import Failure, InvalidSpec
+from stacks.errors import Failure, InvalidSpec, NeedsAttention
 from stacks.inputs import StackInputs
-from stacks.names import FINALIZER, GROUP, VERSION, stack_name
+from stacks.names import FINALIZER, GROUP, RECONCILE_REQUEST_ANNOTATION, VERSION, stack_name
 from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery
 
 LOG = logging.getLogger("clusternet.reconcile")
 STUCK_LOCK_RETRIES = 3  # StackLocked this many times in a row: ask the engine to recover a stale lock
 
-Guard = Callable[[StackInputs | None, StackInputs], None]  # raises InvalidSpec to refuse a run, Failure to retry
+# A check before every up: raises InvalidSpec (refused until the input changes), NeedsAttention (refused, looked at
+# again every --stalled-recheck) or a transient Failure (retried with backoff).
+Guard = Callable[[StackInputs | None, StackInputs], None]
 Audit = Callable[[StackInputs, str], Any]
 
 
@@ -56,6 +66,8 @@ class ReconcileOptions:
     drift_interval: float = 3600.0  # seconds between drift checks of a stack; 0 turns them off
     drift_jitter: float = 0.25  # each stack's interval is stretched by up to this fraction (stable per stack)
     lock_retry: float = 15.0  # StackLocked: look again after about this long
+    stalled_recheck: float = 600.0  # NeedsAttention: look again after this long (an input change: at once)
+    drift_policy: Literal["correct", "report"] = "correct"  # on drift: an up with refresh, or the condition only
 
 
 def stack_of(raw: Raw, status: ClusterStatus) -> str:
@@ -128,14 +140,19 @@ class Reconciler:
         if raw is None:
             return self._gone(key)
         status = self.status.current(key, raw)
-        if (raw.get("metadata") or {}).get("deletionTimestamp"):
-            return self._delete(key, raw, status)
-        desired = self.desired.inputs(key)
-        if desired is None:  # not resolved yet (the cache moved on): the mapper queues it again
-            return Outcome.done()
-        if isinstance(desired, InvalidSpec):
-            return self._invalid(raw, status, desired)
-        return self._apply(key, raw, status, desired)
+        deleting = bool((raw.get("metadata") or {}).get("deletionTimestamp"))
+        try:
+            if deleting:
+                return self._delete(key, raw, status)
+            desired = self.desired.inputs(key)
+            if desired is None:  # not resolved yet (the cache moved on): the mapper queues it again
+                return Outcome.done()
+            if isinstance(desired, InvalidSpec):
+                return self._invalid(raw, status, desired)
+            return self._apply(key, raw, status, desired)
+        except Failure as exc:  # raised outside a run's own handling (applied(), a lookup): reported all the same
+            current = self.status.current(key, raw)
+            return self._report(raw, current, "destroy" if deleting else "up", exc, self.clock())
 
     def triage(self, key: str, raw: Raw, desired: StackInputs | InvalidSpec | None) -> float | None:
         """For a cluster seen for the first time: seconds until it needs a reconcile (0: now; None: never)."""
@@ -145,7 +162,7 @@ class Reconciler:
             return 0 if FINALIZER in (meta.get("finalizers") or []) else None
         if desired is None:
             return None
-        if status.observed_generation != meta.get("generation"):
+        if status.observed_generation != meta.get("generation") or _requested(raw, status) is not None:
             return 0
         if self._mesh_join(key, status) != status.mesh_join:
             return 0
@@ -161,6 +178,10 @@ class Reconciler:
     def _apply(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs) -> Outcome:
         generation = (raw.get("metadata") or {}).get("generation")
         digest = desired.digest()
+        requested = _requested(raw, status)
+        if requested is not None:
+            return self._run_up(key, raw, status, desired, refresh=True,
+                                why=f"reconcile requested ({RECONCILE_REQUEST_ANNOTATION}={requested}): up with refresh")
         if up_to_date(status, digest):
             if status.observed_generation != generation or _ready(status) != "True" \
                     or self._mesh_join(key, status) != status.mesh_join:
@@ -171,19 +192,23 @@ class Reconciler:
             return Outcome.done(due)
         return self._run_up(key, raw, status, desired, why=self._why(status, digest, generation))
 
-    def _run_up(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs, *, why: str) -> Outcome:
+    def _run_up(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs, *, why: str,
+                refresh: bool = False) -> Outcome:
         generation = (raw.get("metadata") or {}).get("generation")
         status = self._recover_if_killed(raw, status, desired.stack)
         if status is None:
             return Outcome.retry()
-        applied = self.engine.applied(desired.stack)
+        request = _annotation(raw)
+        if request is not None and request != status.last_handled_reconcile_request:  # handled, whatever happens
+            status = status.model_copy(update={"last_handled_reconcile_request": request})
         try:
+            applied = self.engine.applied(desired.stack)
             for guard in self.guards:
                 guard(applied, desired)
         except InvalidSpec as exc:
             return self._invalid(raw, status, exc)
-        except Failure as exc:  # a preflight that may pass later (the installer's NLB not there yet)
-            return self._failed(raw, status, "up", exc.reason, f"preflight, nothing ran: {exc}", self.clock())
+        except Failure as exc:  # a preflight that may pass later (the installer's NLB not there yet), or a lookup
+            return self._report(raw, status, "up", exc, self.clock(), note="preflight, nothing ran: ")
 
         started = self.clock()
         running = status.model_copy(update={
@@ -213,14 +238,18 @@ class Reconciler:
                 self.events.event(raw, "Normal", "NewInstall", note)
                 self._run("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
                                                          message=f"{why}; {note}"))
-            result = self._run("up", lambda: self.engine.up(desired, message=why))
+            result = self._run("up", lambda: self.engine.up(desired, message=why, refresh=refresh))
         except StackLocked as exc:
             return self._locked(raw, running, status, str(exc))
-        except EngineError as exc:
-            return self._failed(raw, running, "up", exc.reason, str(exc), started)
+        except Failure as exc:
+            return self._report(raw, running, "up", exc, started)
         ended = self.clock()
         done = self._ready_status(running, generation, desired, _succeeded(
             result, f"{why}: {result.message}".rstrip(": "), started, ended), outputs=result.outputs, checked=ended)
+        if refresh and (drift := done.condition(reasons.DRIFT_CONDITION)) is not None and drift.status == "True":
+            done = done.model_copy(update={"conditions": with_drift(
+                done.conditions, False, reasons.DRIFT_CORRECTED, f"corrected by the update at {rfc3339(ended)}",
+                generation=generation, now=rfc3339(ended))})
         self.status.write_later(raw, done, previous=running)
         self._locked_streak.pop(desired.stack, None)
         self.events.event(raw, "Normal", "UpdateSucceeded", f"{why}: {_summary(result)}")
@@ -246,16 +275,16 @@ class Reconciler:
         if not self._write(raw, status, running):
             return Outcome.done()
         self.events.event(raw, "Normal", "DestroyStarted", why)
-        if self.audit is not None:
-            applied = self.engine.applied(stack)
-            if applied is not None:
-                self.audit(applied, "destroy")
         try:
+            if self.audit is not None:
+                applied = self.engine.applied(stack)
+                if applied is not None:
+                    self.audit(applied, "destroy")
             result = self._run("destroy", lambda: self.engine.destroy(stack, message=why))
         except StackLocked as exc:
             return self._locked(raw, running, status, str(exc))
-        except EngineError as exc:
-            return self._failed(raw, running, "destroy", reasons.DESTROY_FAILED, str(exc), started)
+        except Failure as exc:
+            return self._report(raw, running, "destroy", exc, started)
         finished = running.model_copy(update={
             "inputs_hash": None, "outputs": None,
             "last_update": _succeeded(result, result.message or why, started, self.clock())})
@@ -290,13 +319,14 @@ class Reconciler:
         stalled = status.condition("Stalled")
         now = rfc3339(self.clock())
         join = self._mesh_join(object_key(raw), status)
+        request = _annotation(raw) or status.last_handled_reconcile_request
         new = status.model_copy(update={
-            "observed_generation": generation, "mesh_join": join,
+            "observed_generation": generation, "mesh_join": join, "last_handled_reconcile_request": request,
             "conditions": conditions("stalled", exc.reason, message, generation=generation,
                                      previous=status.conditions, now=now)})
         if stalled is not None and stalled.status == "True" and stalled.reason == exc.reason \
                 and stalled.message == message and status.observed_generation == generation \
-                and join == status.mesh_join:
+                and join == status.mesh_join and request == status.last_handled_reconcile_request:
             return Outcome.done()
         if self._write(raw, status, new):
             self.events.event(raw, "Warning", exc.reason, message)
@@ -315,6 +345,8 @@ class Reconciler:
         return max(0.0, last + interval - self.clock())
 
     def _drift_check(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs) -> Outcome:
+        """`preview` with refresh (no update, no history entry): DriftDetected says what the cloud changed; with
+        --drift-policy correct an `up` with refresh puts it back, with report the condition only tells."""
         try:
             result = self._run("preview", lambda: self.engine.preview(desired))
         except StackLocked:
@@ -325,14 +357,30 @@ class Reconciler:
             self._write(raw, status, checked)
             return Outcome.done(self._drift_due_in(key, checked))
         now = self.clock()
-        checked = status.model_copy(update={"last_drift_check": rfc3339(now)})
+        generation = (raw.get("metadata") or {}).get("generation")
+        before = status.condition(reasons.DRIFT_CONDITION)
         if result.ok:
+            update: dict[str, Any] = {"last_drift_check": rfc3339(now)}
+            if before is None or before.status != "False":
+                update["conditions"] = with_drift(status.conditions, False, reasons.NO_DRIFT,
+                                                  f"the cloud matched the stack at {rfc3339(now)}",
+                                                  generation=generation, now=rfc3339(now))
+            checked = status.model_copy(update=update)
             self._write(raw, status, checked)
             return Outcome.done(self._drift_due_in(key, checked))
-        why = f"drift detected ({_changes(result.changes) or result.message or 'changes expected'})"
-        self.events.event(raw, "Normal", reasons.DRIFT_DETECTED, why)
+        what = ", ".join(result.drifted) or _changes(result.changes) or result.message or "changes expected"
+        found = f"{len(result.drifted) or 'some'} resource(s) differ from the cloud: {what}"
+        correct = self.options.drift_policy == "correct"
+        checked = status.model_copy(update={"last_drift_check": rfc3339(now), "conditions": with_drift(
+            status.conditions, True, reasons.DRIFT_DETECTED,
+            found + ("; correcting it (--drift-policy correct)" if correct else
+                     f"; not corrected (--drift-policy report): annotate {RECONCILE_REQUEST_ANNOTATION} to correct it"),
+            generation=generation, now=rfc3339(now))})
+        self.events.event(raw, "Warning", reasons.DRIFT_DETECTED, found)
         self._write(raw, status, checked)
-        return self._run_up(key, raw, checked, desired, why=why)
+        if not correct:
+            return Outcome.done(self._drift_due_in(key, checked))
+        return self._run_up(key, raw, checked, desired, why=f"correcting drift ({found})", refresh=True)
 
     # ------------------------------------------------------------------ helpers
 
@@ -394,19 +442,30 @@ class Reconciler:
         self.events.event(raw, "Normal", reasons.STACK_LOCKED, message)
         return Outcome.done(self.options.lock_retry * random.uniform(0.5, 1.5))
 
-    def _failed(self, raw: Raw, running: ClusterStatus, operation: str, reason: str, message: str,
-                started: float) -> Outcome:
+    def _report(self, raw: Raw, running: ClusterStatus, operation: str, exc: Failure, started: float, *,
+                note: str = "") -> Outcome:
+        """The one place an error's class (stacks.errors) becomes a condition, an Event and what comes next:
+        NeedsAttention stalls (looked at again every --stalled-recheck), StackLocked waits, any other Failure
+        retries with backoff. The failed operation is recorded, so the next pass runs it again."""
+        if isinstance(exc, StackLocked):
+            return self._locked(raw, running, running, str(exc))
         generation = (raw.get("metadata") or {}).get("generation")
         now = self.clock()
+        stalled = isinstance(exc, NeedsAttention)
+        message = f"{note}{exc}"
+        # A run's failure says which run: an engine error without a reason of its own is UpdateFailed/DestroyFailed.
+        reason = reasons.DESTROY_FAILED if operation == "destroy" and exc.reason == reasons.UPDATE_FAILED else exc.reason
+        then = (f"needs attention; looked at again in {self.options.stalled_recheck:g}s, or at once when an input "
+                f"changes or {RECONCILE_REQUEST_ANNOTATION} is set") if stalled else "retrying with backoff"
         failed = running.model_copy(update={
             "last_update": LastUpdate(operation=operation, result="Failed", message=message[:4096],
                                       start_time=rfc3339(started), end_time=rfc3339(now)),
-            "conditions": conditions("retrying", reason, f"{message[:2048]} (retrying with backoff)",
+            "conditions": conditions("stalled" if stalled else "retrying", reason, f"{message[:2048]} ({then})",
                                      generation=generation, previous=running.conditions, now=rfc3339(now))})
-        LOG.warning("%s: %s failed (%s): %s", object_key(raw), operation, reason, message[:2048])
+        LOG.warning("%s: %s failed (%s): %s; %s", object_key(raw), operation, reason, message[:2048], then)
         self.status.write_later(raw, failed, previous=running)
         self.events.event(raw, "Warning", reason, message)
-        return Outcome.retry()
+        return Outcome.done(self.options.stalled_recheck) if stalled else Outcome.retry()
 
     def _mesh_join(self, key: str, status: ClusterStatus) -> MeshJoin | None:
         """The mesh join stamp the cluster should carry (written once; stacks.mesh orders members by it)."""
@@ -512,6 +571,18 @@ class Reconciler:
                     return False
                 raise
         raise EngineError(f"could not update the finalizers of {object_key(raw)}: conflicts")
+
+
+def _annotation(raw: Raw) -> str | None:
+    """The value of the reconcile-request annotation, if any."""
+    value = ((raw.get("metadata") or {}).get("annotations") or {}).get(RECONCILE_REQUEST_ANNOTATION)
+    return str(value)[:256] if value else None
+
+
+def _requested(raw: Raw, status: ClusterStatus) -> str | None:
+    """A reconcile request not yet handled: its value, else None."""
+    value = _annotation(raw)
+    return value if value is not None and value != status.last_handled_reconcile_request else None
 
 
 def _ready(status: ClusterStatus) -> str | None:

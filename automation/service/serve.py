@@ -47,6 +47,7 @@ from stacks.guards import check_move
 from stacks.model import HubConfig
 from stacks.names import ROLE_MAP_CONFIGMAP
 from stacks.rolemap import from_configmap
+from stacks.status import DRIFT_CONDITION
 
 LOG = logging.getLogger("clusternet.service")
 
@@ -54,10 +55,11 @@ LOG = logging.getLogger("clusternet.service")
 WORKERS_STOP_TIMEOUT = 10.0
 
 
-def _flag(help: str, group: str, *, env: str | None = None) -> dict[str, Any]:
-    """A ServiceOptions field's `serve` flag: its help, its group in --help, and an environment variable
-    that overrides the default. The flag's name is the field's (--lease-duration), its default the field's."""
-    return {"help": help, "group": group, "env": env}
+def _flag(help: str, group: str, *, env: str | None = None, choices: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """A ServiceOptions field's `serve` flag: its help, its group in --help, an environment variable that
+    overrides the default, and the values it takes. The flag's name is the field's (--lease-duration), its
+    default the field's."""
+    return {"help": help, "group": group, "env": env, "choices": choices}
 
 
 KUBE, WORK, SERVING, ELECTION = "Kubernetes", "work queue", "probes and metrics", "leader election"
@@ -99,9 +101,16 @@ class ServiceOptions:
         "seconds a cluster that changed during its own run waits for its changes to stop before it runs again "
         "(a burst of edits costs two runs; capped at 20x)", WORK))
     drift_interval: float = field(default=3600.0, metadata=_flag(
-        "seconds between drift checks (pulumi preview) of each stack, stretched by up to --drift-jitter per "
-        "stack; 0 turns drift checks off", WORK))
+        "seconds between drift checks (pulumi preview --refresh) of each stack, stretched by up to --drift-jitter "
+        "per stack; 0 turns drift checks off", WORK))
     drift_jitter: float = field(default=0.25, metadata=_flag("fraction the drift interval is stretched by", WORK))
+    drift_policy: str = field(default="correct", metadata=_flag(
+        "what a drift check that finds the cloud changed does: 'correct' runs `pulumi up --refresh` to put it "
+        "back, 'report' only sets the DriftDetected condition (an Event and the clusternet_drifted_stacks metric "
+        "either way)", WORK, choices=("correct", "report")))
+    stalled_recheck: float = field(default=600.0, metadata=_flag(
+        "seconds before a cluster Stalled on something a person must fix (AccessDenied, a wrong account) is looked "
+        "at again; an input change or the clusternet.io/reconcile-request annotation looks at once", WORK))
     endpoint_census_interval: float = field(default=600.0, metadata=_flag(
         "seconds between counts of the endpoints in the inventory VPCs that clusternet did not make, which "
         "placement leaves room for (also once at start); 0 turns the census off", WORK))
@@ -118,6 +127,15 @@ class ServiceOptions:
     retry_period: float = field(default=2.0, metadata=_flag("seconds between Lease attempts", ELECTION))
     identity: str | None = field(default=None, metadata=_flag(
         "this replica's name in the Lease (default: hostname + random)", ELECTION, env="POD_NAME"))
+
+    def __post_init__(self) -> None:
+        for option in dataclasses.fields(self):
+            choices = option.metadata.get("choices")
+            if choices and getattr(self, option.name) not in choices:
+                raise ValueError(f"--{option.name.replace('_', '-')}: {getattr(self, option.name)!r} is not one of "
+                                 f"{', '.join(choices)}")
+        if self.stalled_recheck <= 0:
+            raise ValueError(f"--stalled-recheck must be > 0 seconds (got {self.stalled_recheck})")
 
 
 def kube_client(options: ServiceOptions) -> client.ApiClient:
@@ -267,10 +285,12 @@ class Pipeline:
         self.events = EventRecorder(api_client, instance=identity)
         self.reconciler = Reconciler(
             desired=self.desired, engine=engine, api_client=api_client, status=self.status, events=self.events,
-            options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry),
+            options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry,
+                                     options.stalled_recheck, options.drift_policy),
             guards=guards, audit=audit, metrics=metrics)
         self.mapper = Mapper(self.cache, self.desired, add=self.queue.add, add_after=self.queue.add_after,
-                             triage=self.reconciler.triage, observers=[shared_ingress_sync(api_client)])
+                             triage=self.reconciler.triage, observers=[shared_ingress_sync(api_client)],
+                             reset=self.queue.forget)
         self.informers: list[Informer] = informers(
             self.cache.stores(), sources(api_client, hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                                 role_map_namespace=options.namespace, watch_namespace=options.watch_namespace),
@@ -280,6 +300,7 @@ class Pipeline:
             if census is not None and options.endpoint_census_interval > 0 else None
         metrics.track_queue(lambda: self.queue.depth, lambda: self.queue.in_flight, lambda: self.queue.scheduled)
         metrics.track_clusters(self.clusters_by_condition)
+        metrics.track_drift(self.drifted_stacks)
         self._stopped = threading.Event()
 
     def start(self) -> None:
@@ -337,6 +358,14 @@ class Pipeline:
     def alive(self) -> bool:
         return self._stopped.is_set() or (all(i.alive() for i in self.informers) and self.workers.alive())
 
+    def drifted_stacks(self) -> int:
+        """Clusters whose last drift check found drift that is not corrected yet."""
+        drifted = 0
+        for key, entry in self.cache.entries().items():
+            condition = self.status.current(key, entry.raw).condition(DRIFT_CONDITION)
+            drifted += condition is not None and condition.status == "True"
+        return drifted
+
     def clusters_by_condition(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for key, entry in self.cache.entries().items():
@@ -376,7 +405,7 @@ def add_serve_command(subparsers: Any) -> None:
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
         else:
             kind = {"int": int, "float": float}.get(str(option.type), str)
-            group.add_argument(flag, type=kind, default=default, help=help_text)
+            group.add_argument(flag, type=kind, default=default, help=help_text, choices=meta["choices"])
 
     state = serve.add_argument_group("Pulumi state")
     state.add_argument("--state-dir", default=env("CLUSTERNET_STATE_DIR", "state"),

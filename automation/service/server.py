@@ -7,7 +7,7 @@
           stay ready so that a rolling update is never blocked on them.
 /metrics  clusternet_queue_depth, clusternet_runs_total{operation,result},
           clusternet_run_duration_seconds{operation}, clusternet_clusters{condition},
-          clusternet_leader, clusternet_watch_restarts_total{source,reason}, ...
+          clusternet_drifted_stacks, clusternet_leader, clusternet_watch_restarts_total{source,reason}, ...
 The registry is the service's own (no process-global collectors).
 """
 from __future__ import annotations
@@ -45,6 +45,8 @@ class Metrics:
         self.scheduled = Gauge("clusternet_queue_scheduled", "Cluster keys waiting for a timer (retry, drift).",
                                registry=self.registry)
         self.leader = Gauge("clusternet_leader", "1 when this replica holds the Lease.", registry=self.registry)
+        self.drifted = Gauge("clusternet_drifted_stacks", "Stacks whose last drift check found the cloud changed "
+                             "behind them (condition DriftDetected=True).", registry=self.registry)
         self._clusters: Callable[[], dict[str, int]] = dict
         self.registry.register(_ByCondition(lambda: self._clusters()))
 
@@ -62,6 +64,9 @@ class Metrics:
 
     def track_clusters(self, counts: Callable[[], dict[str, int]]) -> None:
         self._clusters = counts
+
+    def track_drift(self, drifted: Callable[[], int]) -> None:
+        self.drifted.set_function(drifted)
 
     def track_leader(self, leading: Callable[[], bool]) -> None:
         self.leader.set_function(lambda: 1.0 if leading() else 0.0)
