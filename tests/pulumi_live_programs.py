@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any, Callable, Mapping
 
 import pulumi
 import pytest
+from pulumi import automation as auto
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from automation.adapters.pool import WorkerPool
@@ -168,6 +170,22 @@ def pulumi_cli():
         if shutil.which("pulumi-resource-pulumi-python") is None:
             pytest.skip("pulumi-resource-pulumi-python (dynamic providers) not found: run scripts/tools.sh")
         yield cli
+
+
+def human_stack(engine: PulumiEngine, stack: str, tmp: Path) -> auto.Stack:
+    """The stack as a person at a terminal sees it: another workspace, the same backend, the Automation API
+    directly (no PulumiEngine in between)."""
+    work = tmp / "human"
+    work.mkdir(exist_ok=True)
+    ws = auto.LocalWorkspace(
+        work_dir=str(work),
+        pulumi_home=str(engine.settings.pulumi_home),
+        env_vars={"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PYTHONPATH": str(ROOT), "PULUMI_SKIP_UPDATE_CHECK": "true",
+                  "PULUMI_PYTHON_CMD": sys.executable},  # dynamic providers run in this interpreter
+        project_settings=auto.ProjectSettings(name="clusternet", runtime="python",
+                                              backend=auto.ProjectBackend(engine.settings.backend)),
+    )
+    return auto.Stack.select(stack, ws)
 
 
 def engine_settings(state_dir: Path, *, backend_url: str | None = None, home: Path | None = None) -> PulumiSettings:

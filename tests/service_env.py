@@ -10,6 +10,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.service.serve import Service, ServiceOptions
+from doubles import MockKubeAPI
 from tests.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
 from stacks.names import GROUP, VERSION
 
@@ -159,3 +160,14 @@ class ServiceEnv:
             yield service
         finally:
             service.stop()
+
+
+@contextlib.contextmanager
+def on_kmock() -> Iterator[ServiceEnv]:
+    """A ServiceEnv on a fresh kmock Kubernetes emulator (doubles.MockKubeAPI), with the tenant namespace `acme`
+    (owner account 222222222222) and the HubConfig `default`."""
+    with MockKubeAPI() as api:
+        env = ServiceEnv(client.ApiClient(api.configuration()))
+        env.namespace("acme")
+        env.hub()
+        yield env

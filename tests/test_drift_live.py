@@ -12,13 +12,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from kubernetes import client
 
 from automation.adapters.pool import WorkerPool
-from doubles import MockKubeAPI
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
 from tests.pulumi_live_programs import CLOUDY, change_cloud, cloud_value, engine_settings
-from tests.service_env import ServiceEnv, wait_until
+from tests.service_env import ServiceEnv, on_kmock, wait_until
 
 THING = "prod-1-thing-0"  # the one resource of cloudy() for the Cluster prod-1
 
@@ -29,10 +27,7 @@ def world(tmp_path: Path, pulumi_cli) -> Iterator[tuple[ServiceEnv, WorkerPool, 
     pool = WorkerPool(engine_settings(tmp_path / "state"), program=CLOUDY, program_options={"cloud": str(cloud)},
                       size=1)
     try:
-        with MockKubeAPI() as api:
-            env = ServiceEnv(client.ApiClient(api.configuration()))
-            env.namespace("acme")
-            env.hub()
+        with on_kmock() as env:
             env.create("prod-1")
             yield env, pool, cloud
     finally:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -36,12 +35,11 @@ from components.program import INPUTS_OUTPUT
 from doubles.engine import RecordingEngine
 from tests.pulumi_live_programs import (
     CLOUDY,
-    PASSPHRASE,
-    ROOT,
     change_cloud,
     cloud_value,
     cloudy,
     engine_settings,
+    human_stack,
     make_inputs,
 )
 
@@ -56,21 +54,6 @@ def home(tmp_path_factory) -> Path:
 def cloudy_engine(tmp: Path, home: Path, **options) -> PulumiEngine:
     return PulumiEngine(engine_settings(tmp / "state", home=home),
                         program_factory=functools.partial(cloudy, cloud=str(tmp / "cloud"), **options))
-
-
-def backend_stack(engine: PulumiEngine, stack: str, tmp: Path) -> auto.Stack:
-    """The stack through the Automation API directly (another workspace, same backend), as a person would."""
-    work = tmp / "by-hand"
-    work.mkdir(exist_ok=True)
-    ws = auto.LocalWorkspace(
-        work_dir=str(work),
-        pulumi_home=str(engine.settings.pulumi_home),
-        env_vars={"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PYTHONPATH": str(ROOT), "PULUMI_SKIP_UPDATE_CHECK": "true",
-                  "PULUMI_PYTHON_CMD": sys.executable},  # the dynamic provider runs in this interpreter
-        project_settings=auto.ProjectSettings(name="clusternet", runtime="python",
-                                              backend=auto.ProjectBackend(engine.settings.backend)),
-    )
-    return auto.Stack.select(stack, ws)
 
 
 def state_values(stack: auto.Stack) -> dict[str, str]:
@@ -94,7 +77,7 @@ def test_preview_refreshes_names_the_drift_writes_nothing_and_an_up_with_refresh
     change_cloud(cloud, "prod-1-thing-0", "changed-in-the-console")
     (cloud / "prod-1-thing-2").unlink()
 
-    by_hand = backend_stack(engine, inputs.stack, tmp_path)
+    by_hand = human_stack(engine, inputs.stack, tmp_path)
     # The bug: a preview without refresh diffs the program against the state only, and sees nothing.
     blind = by_hand.preview(color="never", program=lambda: cloudy(inputs, cloud=str(cloud), count=3))
     assert {str(getattr(k, "value", k)): v for k, v in blind.change_summary.items()} == {"same": 4}
@@ -185,7 +168,7 @@ def test_applied_survives_more_failed_updates_than_the_old_history_window(pulumi
     engine = cloudy_engine(tmp_path, home)
     inputs = make_inputs()
     engine.up(inputs, message="the one success")
-    by_hand = backend_stack(engine, inputs.stack, tmp_path)
+    by_hand = human_stack(engine, inputs.stack, tmp_path)
     assert by_hand.list_tags()[APPLIED_TAG] == inputs.digest()
     assert engine.applied(inputs.stack) == inputs
     # A tag naming a digest with no output (a crash between an up and its tag, an update by hand since): the

@@ -34,7 +34,7 @@ from automation.adapters.pulumi_engine import (
     readable_error,
 )
 from stacks.inputs import StackInputs
-from tests.pulumi_live_programs import PASSPHRASE, ROOT, engine_settings, make_inputs, sleepy_program
+from tests.pulumi_live_programs import ROOT, engine_settings, human_stack, make_inputs, sleepy_program
 from tests.service_env import wait_until
 
 @pytest.fixture
@@ -44,20 +44,6 @@ def home(tmp_path_factory) -> Path:
 
 def engine_at(state: Path, home: Path, *, backend: str | None = None, sleep: float = 0.0, marker: str = "") -> PulumiEngine:
     return PulumiEngine(engine_settings(state, backend_url=backend, home=home), program_factory=sleepy_program(sleep, marker))
-
-
-def human_stack(engine: PulumiEngine, stack: str, tmp: Path) -> auto.Stack:
-    """The stack as a person at a terminal sees it: another workspace, same backend."""
-    work = tmp / "human"
-    work.mkdir(exist_ok=True)
-    ws = auto.LocalWorkspace(
-        work_dir=str(work),
-        pulumi_home=str(engine.settings.pulumi_home),
-        env_vars={"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PYTHONPATH": str(ROOT)},
-        project_settings=auto.ProjectSettings(name="clusternet", runtime="python",
-                                              backend=auto.ProjectBackend(engine.settings.backend)),
-    )
-    return auto.Stack.select(stack, ws)
 
 
 def lock_files(backend_dir: Path, stack: str) -> list[Path]:

@@ -8,20 +8,16 @@ from __future__ import annotations
 
 
 import pytest
-from kubernetes import client
 
 from stacks.guards import check_move
 from stacks.names import DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP, VERSION
-from doubles import MockKubeAPI, RecordingEngine
-from tests.service_env import ServiceEnv, quiet, wait_until
+from doubles import RecordingEngine
+from tests.service_env import on_kmock, quiet, wait_until
 
 
 @pytest.fixture
 def env():
-    with MockKubeAPI() as api:
-        env = ServiceEnv(client.ApiClient(api.configuration()))
-        env.namespace("acme")
-        env.hub()
+    with on_kmock() as env:
         yield env
 
 

@@ -11,25 +11,21 @@ import threading
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, ReadTimeoutError
-from kubernetes import client
 
-from automation.adapters.aws import AwsError, AwsSessions, transient
+from automation.adapters.aws import AwsSessions, transient
 from automation.adapters.engine import EngineError
 from automation.adapters.preflight import Preflight
 from stacks.errors import NeedsAttention
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
-from doubles import MockKubeAPI, RecordingEngine
+from doubles import RecordingEngine
 from doubles.kube import CuttableProxy
-from tests.service_env import ServiceEnv, wait_until
+from tests.service_env import on_kmock, wait_until
 from tests.test_aws_sessions import CLUSTER_ACCOUNT, _base, _nlb
 
 
 @pytest.fixture
 def env():
-    with MockKubeAPI() as api:
-        env = ServiceEnv(client.ApiClient(api.configuration()))
-        env.namespace("acme")
-        env.hub()
+    with on_kmock() as env:
         yield env
 
 
