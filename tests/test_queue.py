@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 import threading
 import time
@@ -174,6 +175,31 @@ def test_workers_retry_failures_with_backoff_and_survive_exceptions():
         workers.stop(5)
     assert attempts["flaky"] == 4 and attempts["boom"] == 2
     assert q.failures("flaky") == 0  # forgotten after the success
+
+
+def test_a_key_that_keeps_raising_logs_its_traceback_once_per_streak(caplog):
+    q = WorkQueue(Backoff(base=0.01, cap=0.02))
+    attempts: Counter = Counter()
+    finished = threading.Event()
+
+    def reconcile(key):
+        attempts[key] += 1
+        if attempts[key] <= 4:
+            raise RuntimeError(f"the API answered 500 (attempt {attempts[key]})")
+        finished.set()
+        return Outcome.done()
+
+    workers = Workers(q, reconcile, 1)
+    with caplog.at_level(logging.WARNING, logger="clusternet.queue"):
+        workers.start()
+        try:
+            q.add("acme/prod-1")
+            assert finished.wait(5)
+        finally:
+            workers.stop(5)
+    raised = [r for r in caplog.records if "raised" in r.getMessage()]
+    assert [bool(r.exc_info) for r in raised] == [True, False, False, False]
+    assert "raised again (failure 2): RuntimeError: the API answered 500 (attempt 2)" in raised[1].getMessage()
 
 
 def test_shutdown_releases_waiting_workers():

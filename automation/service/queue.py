@@ -353,8 +353,12 @@ class Workers:
             outcome = Outcome.retry()  # a bug must not kill the worker; the key comes back later
             try:
                 outcome = self.reconcile(key)
-            except Exception:
-                LOG.exception("reconcile %s raised; retrying with backoff", key)
+            except Exception as exc:  # not a Failure (the reconciler reports those): an API error, a bug
+                if self.queue.failures(key) == 0:  # the traceback once per streak, not once per retry
+                    LOG.exception("reconcile %s raised; retrying with backoff", key)
+                else:
+                    LOG.warning("reconcile %s raised again (failure %d): %s: %s", key, self.queue.failures(key) + 1,
+                                type(exc).__name__, exc)
             finally:
                 # Its next time is set before the key is let go, so the queue is never seen idle in between.
                 try:
