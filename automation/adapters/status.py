@@ -81,8 +81,7 @@ def conditions(state: State, reason: str, message: str, *, generation: int | Non
             type=type_, status=status,
             reason=reason if active else ("Succeeded" if state == "ready" else reason),
             message=message if active else "",
-            last_transition_time=old.last_transition_time if old and old.status == status and old.last_transition_time
-            else now,
+            last_transition_time=_transition(old, status, now),
             observed_generation=generation,
         ))
     return out + [c for c in previous if c.type not in CONDITION_TYPES]
@@ -94,9 +93,13 @@ def with_drift(previous: list[Condition], drifted: bool, reason: str, message: s
     status = "True" if drifted else "False"
     old = next((c for c in previous if c.type == DRIFT_CONDITION), None)
     drift = Condition(type=DRIFT_CONDITION, status=status, reason=reason, message=message[:32768],
-                      last_transition_time=old.last_transition_time if old and old.status == status
-                      and old.last_transition_time else now, observed_generation=generation)
+                      last_transition_time=_transition(old, status, now), observed_generation=generation)
     return [c for c in previous if c.type != DRIFT_CONDITION] + [drift]
+
+
+def _transition(old: Condition | None, status: str, now: str) -> str:
+    """A condition's lastTransitionTime: kept while its status stays the same, `now` when it flips."""
+    return old.last_transition_time if old and old.status == status and old.last_transition_time else now
 
 
 def outputs_from(stack_outputs: dict[str, Any]) -> StackOutputs:
