@@ -299,8 +299,7 @@ class Pipeline:
         self.census = EndpointCensus(self.cache, census, interval=options.endpoint_census_interval) \
             if census is not None and options.endpoint_census_interval > 0 else None
         metrics.track_queue(lambda: self.queue.depth, lambda: self.queue.in_flight, lambda: self.queue.scheduled)
-        metrics.track_clusters(self.clusters_by_condition)
-        metrics.track_drift(self.drifted_stacks)
+        metrics.track_clusters(self.cluster_counts)
         self._stopped = threading.Event()
 
     def start(self) -> None:
@@ -358,20 +357,17 @@ class Pipeline:
     def alive(self) -> bool:
         return self._stopped.is_set() or (all(i.alive() for i in self.informers) and self.workers.alive())
 
-    def drifted_stacks(self) -> int:
-        """Clusters whose last drift check found drift that is not corrected yet."""
+    def cluster_counts(self) -> tuple[dict[str, int], int]:
+        """The clusters by condition (one story each), and how many stacks have uncorrected drift: one pass."""
+        counts: dict[str, int] = {}
         drifted = 0
         for key, entry in self.cache.entries().items():
-            condition = self.status.current(key, entry.raw).condition(DRIFT_CONDITION)
-            drifted += condition is not None and condition.status == "True"
-        return drifted
-
-    def clusters_by_condition(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for key, entry in self.cache.entries().items():
-            state = state_of(self.status.current(key, entry.raw))
+            status = self.status.current(key, entry.raw)
+            state = state_of(status)
             counts[state] = counts.get(state, 0) + 1
-        return counts
+            drift = status.condition(DRIFT_CONDITION)
+            drifted += drift is not None and drift.status == "True"
+        return counts, drifted
 
 
 # --------------------------------------------------------------------------- `python -m automation serve`

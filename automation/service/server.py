@@ -45,10 +45,8 @@ class Metrics:
         self.scheduled = Gauge("clusternet_queue_scheduled", "Cluster keys waiting for a timer (retry, drift).",
                                registry=self.registry)
         self.leader = Gauge("clusternet_leader", "1 when this replica holds the Lease.", registry=self.registry)
-        self.drifted = Gauge("clusternet_drifted_stacks", "Stacks whose last drift check found the cloud changed "
-                             "behind them (condition DriftDetected=True).", registry=self.registry)
-        self._clusters: Callable[[], dict[str, int]] = dict
-        self.registry.register(_ByCondition(lambda: self._clusters()))
+        self._clusters: Callable[[], ClusterCounts] = lambda: ({}, 0)
+        self.registry.register(_Clusters(lambda: self._clusters()))
 
     def observe_run(self, operation: str, result: str, seconds: float) -> None:
         self.runs.labels(operation, result).inc()
@@ -62,11 +60,9 @@ class Metrics:
         self.in_flight.set_function(in_flight)
         self.scheduled.set_function(scheduled)
 
-    def track_clusters(self, counts: Callable[[], dict[str, int]]) -> None:
+    def track_clusters(self, counts: Callable[[], ClusterCounts]) -> None:
+        """`counts()`: the clusters by condition and the drifted stacks, from one pass over the clusters."""
         self._clusters = counts
-
-    def track_drift(self, drifted: Callable[[], int]) -> None:
-        self.drifted.set_function(drifted)
 
     def track_leader(self, leading: Callable[[], bool]) -> None:
         self.leader.set_function(lambda: 1.0 if leading() else 0.0)
@@ -75,27 +71,33 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class _ByCondition:
-    def __init__(self, counts: Callable[[], dict[str, int]]):
+class _Clusters:
+    """clusternet_clusters{condition} and clusternet_drifted_stacks, from one count per scrape."""
+
+    def __init__(self, counts: Callable[[], ClusterCounts]):
         self._counts = counts
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         family = GaugeMetricFamily("clusternet_clusters", "Clusters by condition (Ready, Reconciling, Stalled, "
                                    "Unknown).", labels=["condition"])
-        counts = {"Ready": 0, "Reconciling": 0, "Stalled": 0, "Unknown": 0}
+        counts, drifted = {"Ready": 0, "Reconciling": 0, "Stalled": 0, "Unknown": 0}, 0
         try:
-            counts.update(self._counts())
+            by_condition, drifted = self._counts()
+            counts.update(by_condition)
         except Exception:  # noqa: BLE001 - a scrape must not fail
             LOG.exception("counting clusters failed")
         for condition, count in sorted(counts.items()):
             family.add_metric([condition], count)
         yield family
+        yield GaugeMetricFamily("clusternet_drifted_stacks", "Stacks whose last drift check found the cloud changed "
+                                "behind them (condition DriftDetected=True).", value=drifted)
 
     def describe(self) -> Iterable[GaugeMetricFamily]:
         return []
 
 
 Probe = Callable[[], tuple[bool, dict]]
+ClusterCounts = tuple[dict[str, int], int]  # clusters by condition (Ready, ...), drifted stacks
 
 
 class ProbeServer:
