@@ -26,7 +26,8 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from stacks import model
 from stacks.model import ClusterSpec, HubConfigSpec
-from stacks.names import GROUP, VERSION, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
+from stacks.registry import TenantSpec, TenantStatus
+from stacks.names import GROUP, VERSION, LABEL_MAX, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
 from stacks.status import ClusterStatus
 
 
@@ -189,11 +190,40 @@ HUB_COLUMNS = [
 ]
 
 
+# The AWS part of a Cluster (stacks.model.AWS_FIELDS): all or none, and never taken away once given.
+CLUSTER_SPEC_RULES = [
+    {"rule": "has(self.accountID) == has(self.network) && has(self.infraID) == has(self.network)"
+             " && has(self.apiURL) == has(self.network)",
+     "message": "accountID, infraID, apiURL and network are given together, or none of them (registered only)"},
+    {"rule": "!has(oldSelf.network) || has(self.network)",
+     "message": "the AWS part (accountID, infraID, apiURL, network) cannot be removed: delete the Cluster to "
+                "destroy its stack"},
+]
+
+
 def cluster_crd() -> dict[str, Any]:
     schema = _resource_schema(ClusterSpec, ClusterStatus,
                               "A Kubernetes cluster on AWS that clusternet connects (one Pulumi stack each).",
                               {"properties": {"name": {"type": "string", "maxLength": CLUSTER_NAME_MAX}}})
+    schema["properties"]["spec"]["x-kubernetes-validations"] = copy.deepcopy(CLUSTER_SPEC_RULES)
     return _crd("Cluster", "clusters", "Namespaced", schema, short=["cnc"], columns=CLUSTER_COLUMNS, status=True)
+
+
+TENANT_COLUMNS = [
+    {"name": "Display-Name", "type": "string", "jsonPath": ".spec.displayName"},
+    {"name": "Account", "type": "string", "jsonPath": ".spec.accountID"},
+    {"name": "Namespace", "type": "string", "jsonPath": ".status.namespace"},
+    {"name": "Clusters", "type": "integer", "jsonPath": ".status.clusters"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def tenant_crd() -> dict[str, Any]:
+    schema = _resource_schema(TenantSpec, TenantStatus,
+                              "A tenant of the fleet: its namespace, owner account, facts and admins (cluster-scoped).",
+                              {"properties": {"name": {"type": "string", "maxLength": LABEL_MAX}}})
+    schema["required"] = []  # a Tenant may be all defaults
+    return _crd("Tenant", "tenants", "Cluster", schema, short=["cnt"], columns=TENANT_COLUMNS, status=True)
 
 
 def hubconfig_crd() -> dict[str, Any]:
@@ -203,5 +233,5 @@ def hubconfig_crd() -> dict[str, Any]:
 
 
 def crd_manifests() -> list[dict[str, Any]]:
-    """Both CRDs, as dicts (a fresh copy on every call)."""
-    return copy.deepcopy([cluster_crd(), hubconfig_crd()])
+    """The CRDs (Cluster, HubConfig, Tenant), as dicts (a fresh copy on every call)."""
+    return copy.deepcopy([cluster_crd(), hubconfig_crd(), tenant_crd()])

@@ -311,14 +311,41 @@ class ClusterSharedIngress(Spec):
         return self
 
 
+# The registry's fields (docs/registry.md): free-form text and static facts, never read by resolve().
+DisplayName = Annotated[str, Field(max_length=256)]
+FactKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_./]{0,61}[A-Za-z0-9])?$", max_length=63)]
+Facts = Annotated[dict[FactKey, Annotated[str, Field(max_length=1024)]], Field(max_length=100)]
+# A duration: hours, minutes and seconds as Go writes them ("24h", "1h30m", "90s"); stacks.registry.seconds.
+Duration = Annotated[str, Field(pattern=r"^([0-9]{1,4}h)?([0-9]{1,6}m)?([0-9]{1,8}s)?$", min_length=2, max_length=24)]
+# The AWS part of a Cluster: all of it or none. None: registered only (an inventory entry, no stack).
+AWS_FIELDS = ("account_id", "infra_id", "api_url", "network")
+
+
 class ClusterSpec(Spec):
-    account_id: AccountID = Field(alias="accountID")
+    account_id: AccountID | None = Field(None, alias="accountID")
     region: Region | None = None  # falls back to the namespace's default region, then the hub's
-    infra_id: InfraID = Field(alias="infraID")
-    api_url: ApiURL = Field(alias="apiURL")
-    network: Network
+    infra_id: InfraID | None = Field(None, alias="infraID")
+    api_url: ApiURL | None = Field(None, alias="apiURL")
+    network: Network | None = None
     private_link: ClusterPrivateLink = Field(default_factory=ClusterPrivateLink)
     shared_ingress: ClusterSharedIngress = Field(default_factory=ClusterSharedIngress)
+    display_name: DisplayName | None = None
+    facts: Facts = Field(default_factory=dict)
+    token_lifetime: Duration = "24h"  # how long a bootstrap token issued for this cluster stays valid
+
+    @model_validator(mode="after")
+    def _aws_all_or_none(self) -> "ClusterSpec":
+        given = [name for name in AWS_FIELDS if getattr(self, name) is not None]
+        if given and len(given) < len(AWS_FIELDS):
+            missing = [type(self).model_fields[name].alias for name in AWS_FIELDS if getattr(self, name) is None]
+            raise ValueError(f"{', '.join(missing)} missing: a cluster gives accountID, infraID, apiURL and "
+                             "network together, or none of them (registered only, no stack)")
+        return self
+
+    @property
+    def provisioned(self) -> bool:
+        """True when the cluster has its AWS part: only then does it get a stack."""
+        return self.network is not None
 
 
 class ObjectMeta(BaseModel):

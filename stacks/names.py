@@ -41,6 +41,18 @@ MESH_ENABLED_ANNOTATION = f"{GROUP}/mesh-enabled"
 RECONCILE_REQUEST_ANNOTATION = f"{GROUP}/reconcile-request"
 JOIN_STATUS_KEY = "meshJoin"  # status.meshJoin: the one status field resolve() reads
 
+# The registry (docs/registry.md). A Tenant is materialised as a Namespace of its name (or the one it adopts),
+# labelled and annotated with TENANT_ANNOTATION = the Tenant's name.
+TENANT_LABEL = f"{GROUP}/tenant"
+TENANT_FINALIZER = f"{GROUP}/tenant"  # holds a deleted Tenant until its namespace has no Clusters
+# Cluster label: the first 40 hex digits of the SHA-256 of its bootstrap token, to find the cluster by token.
+BOOTSTRAP_TOKEN_LABEL = f"{GROUP}/bootstrap-token"
+BOOTSTRAP_LABEL_CHARS = 40
+# Virtual subresources, never served: what a SubjectAccessReview (or the admission policy's authorizer) asks.
+FACTS_SUBRESOURCE = "clusters/facts"  # create: push a cluster's dynamic facts through the registry API
+BOOTSTRAP_SUBRESOURCE = "clusters/bootstraptoken"  # create: issue or reset a cluster's bootstrap token
+TENANT_OWNERSHIP_SUBRESOURCE = "tenants/ownership"  # update: set a Tenant's account, region or namespace
+
 # Tags on every resource clusternet creates (the providers' default tags); the endpoint census tells
 # clusternet's endpoints from other endpoints by the managed-by tag.
 CLUSTER_TAG = f"{GROUP}/cluster"
@@ -82,6 +94,11 @@ _HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9.-]{1,253})
 _HOST_PATTERN = r"(\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?)"
 HOST_PORT_PATTERN = rf"^{_HOST_PATTERN}:[1-9][0-9]{{0,4}}$"
 BIND_PATTERN = rf"^{_HOST_PATTERN}?:[1-9][0-9]{{0,4}}$"  # a listener: the host may be left out (every address)
+
+
+def agent_name(cluster: str) -> str:
+    """The facts agent's ServiceAccount, Role and RoleBinding of a cluster, in the cluster's namespace."""
+    return f"clusternet-agent-{cluster}"
 
 
 def cluster_key(namespace: str | None, name: str) -> str:

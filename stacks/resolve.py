@@ -10,7 +10,7 @@ what runs are decided in one place.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from stacks import accounts, names
@@ -183,6 +183,8 @@ def resolve_all(fleet: Fleet) -> Resolved:
     placed, the mesh is planned. A cluster refused for any of these gets every reason at once and never
     blocks the others. A cluster is routed exactly when it is refused for nothing but its mesh.
     """
+    # Registered-only clusters (no AWS part) get no stack and claim nothing: they are not in the answer.
+    fleet = replace(fleet, clusters=tuple(c for c in fleet.clusters if c.spec.provisioned))
     hub = fleet.hub
     owners = fleet.owners()
     targets = fleet_targets(fleet, owners)

@@ -98,6 +98,27 @@ class StackOutputs(StatusModel):
     peerings: list[Peering] = Field(default_factory=list, max_length=1000)  # the mesh peerings this stack owns
 
 
+class FactsStatus(StatusModel):
+    """The latest dynamic facts the cluster's agent pushed (the registry mirrors them; history: its database)."""
+
+    version: int = Field(ge=1)
+    time: Time
+    facts: dict[str, Annotated[str, Field(max_length=1024)]] = Field(default_factory=dict, max_length=100)
+
+
+class BootstrapTokenStatus(StatusModel):
+    """The cluster's one-time bootstrap token: its hash, never the token itself."""
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", max_length=64)
+    valid_until: Time
+    used: bool = False
+
+
+# Status fields the registry API writes (docs/registry.md). The service neither writes nor nulls them, and
+# resolve() never reads them: a cluster's facts or token can never change its stack.
+REGISTRY_STATUS_FIELDS = ("facts", "bootstrapToken")
+
+
 class ClusterStatus(StatusModel):
     observed_generation: int | None = Field(None, ge=0)
     stack: str | None = Field(None, max_length=100)  # the Pulumi stack name
@@ -112,6 +133,8 @@ class ClusterStatus(StatusModel):
     mesh_join: MeshJoin | None = None
     # The value of the annotation clusternet.io/reconcile-request the service last acted on.
     last_handled_reconcile_request: str | None = Field(None, max_length=256)
+    facts: FactsStatus | None = None  # the registry's (REGISTRY_STATUS_FIELDS)
+    bootstrap_token: BootstrapTokenStatus | None = None  # the registry's (REGISTRY_STATUS_FIELDS)
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)

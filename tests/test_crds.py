@@ -11,7 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from stacks.crds import crd_manifests, schema_of
-from stacks.model import ClusterSpec, HubConfigSpec
+from stacks.errors import InvalidSpec
+from stacks.model import ClusterSpec, HubConfigSpec, parse
 from stacks.status import ClusterStatus
 from tests.factories import cluster_doc, hub_doc
 
@@ -127,7 +128,13 @@ def test_valid_documents_pass_and_bad_ones_fail():
     assert _accepts(hub, json.loads(json.dumps(hub_doc()["spec"])))
     assert not _accepts(cluster, cluster_doc(accountID="12")["spec"])
     assert not _accepts(cluster, cluster_doc(region="moon-1")["spec"])
-    assert not _accepts(cluster, {k: v for k, v in cluster_doc()["spec"].items() if k != "network"})
+    # The AWS part is all or none: the schema's CEL rule (tests/test_registry_envtest.py) and the model say so.
+    half = {k: v for k, v in cluster_doc()["spec"].items() if k != "network"}
+    assert any("together" in rule["message"] for rule in cluster["x-kubernetes-validations"])
+    with pytest.raises(InvalidSpec, match="network missing"):
+        parse({**cluster_doc(), "spec": half})
+    registered_only = {"displayName": "Payments EU", "facts": {"cloud": "aws"}}
+    assert _accepts(cluster, registered_only) and not parse({**cluster_doc(), "spec": registered_only}).spec.provisioned
 
 
 def test_status_written_by_the_service_fits_the_schema():

@@ -40,7 +40,8 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from stacks.names import GROUP, VERSION
-from stacks.status import CONDITION_TYPES, DRIFT_CONDITION, ClusterStatus, Condition, Peering, StackOutputs
+from stacks.status import (CONDITION_TYPES, DRIFT_CONDITION, REGISTRY_STATUS_FIELDS, ClusterStatus, Condition, Peering,
+                           StackOutputs)
 
 LOG = logging.getLogger("clusternet.status")
 _RETRY = Backoff(0.2, 5.0)  # between attempts at one status write
@@ -159,6 +160,11 @@ def _union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _service_part(status: dict[str, Any]) -> dict[str, Any]:
+    """The status without the registry's fields: the service's patches never carry or null them."""
+    return {key: value for key, value in status.items() if key not in REGISTRY_STATUS_FIELDS}
+
+
 class StatusWriter:
     """Writes Cluster status and remembers the last status per cluster (by uid).
 
@@ -228,9 +234,10 @@ class StatusWriter:
     def _patch(self, raw: dict[str, Any], status: ClusterStatus, previous: ClusterStatus) -> bool:
         meta = raw["metadata"]
         key, uid = f"{meta.get('namespace')}/{meta['name']}", meta.get("uid")
-        new = status.model_dump(by_alias=True, exclude_none=True, mode="json")
-        old = previous.model_dump(by_alias=True, exclude_none=True, mode="json")
-        server = raw.get("status") or {}
+        new, old, server = (_service_part(doc) for doc in (
+            status.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            previous.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            raw.get("status") or {}))
         with self._lock:
             sent = self._sent.get(key)
         sent_doc = sent[1] if sent is not None and sent[0] == uid else {}

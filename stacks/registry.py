@@ -1,0 +1,141 @@
+"""The fleet registry's model and decisions (docs/registry.md). Pure.
+
+A `Tenant` (cluster-scoped) is a team: a display name, its owner account and default region, static facts
+and the subjects who administer it. The service materialises it as one Namespace (its name, or the existing
+one it adopts) carrying the owner-account and default-region annotations, so the registry and the tenancy
+rules of stacks.tenancy are one thing. Its clusters are the `Cluster`s of that namespace.
+
+Here too: generated names (`t-`/`c-` + adjective-noun-digits), bootstrap-token hashing, durations, and
+what changed between two versions of a cluster's dynamic facts.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from typing import Callable, Literal, Mapping
+
+from pydantic import Field, model_validator
+
+from stacks.model import AccountID, DisplayName, Facts, NamespaceName, Region, Resource, Spec
+from stacks.names import BOOTSTRAP_LABEL_CHARS
+
+# --------------------------------------------------------------------------- Tenant
+
+
+class Subject(Spec):
+    """An RBAC subject: who administers a tenant's clusters."""
+
+    kind: Literal["User", "Group", "ServiceAccount"]
+    name: str = Field(min_length=1, max_length=253)
+    namespace: NamespaceName | None = None  # ServiceAccount only
+
+    @model_validator(mode="after")
+    def _namespace(self) -> "Subject":
+        if (self.kind == "ServiceAccount") != (self.namespace is not None):
+            raise ValueError("namespace is given for a ServiceAccount, and only for one")
+        return self
+
+
+class TenantSpec(Spec):
+    display_name: DisplayName | None = None
+    # The ownership fields: only a cluster administrator may set or change them (the admission policy
+    # stacks.admission.tenant_ownership_policy), or a tenant could squat another's account.
+    account_id: AccountID | None = Field(None, alias="accountID")  # the owner account of its clusters
+    default_region: Region | None = None
+    namespace: NamespaceName | None = None  # adopt this existing namespace (default: the Tenant's name)
+    facts: Facts = Field(default_factory=dict)
+    admins: list[Subject] = Field(default_factory=list, max_length=100)
+
+
+OWNERSHIP_FIELDS = ("accountID", "defaultRegion", "namespace")  # TenantSpec's aliases the policy guards
+
+
+class Tenant(Resource):
+    kind: Literal["Tenant"] = "Tenant"
+    spec: TenantSpec = Field(default_factory=TenantSpec)
+
+    @property
+    def namespace(self) -> str:
+        """The namespace that holds the tenant's clusters."""
+        return self.spec.namespace or self.metadata.name
+
+    @property
+    def ref(self) -> str:
+        return f"Tenant {self.metadata.name}"
+
+
+class TenantStatus(Spec):
+    """What the service writes into Tenant.status."""
+
+    model_config = Spec.model_config | {"extra": "ignore", "strict": False}
+    namespace: NamespaceName | None = None
+    clusters: int | None = Field(None, ge=0)  # Clusters in the namespace: a Tenant with any cannot be deleted
+    message: str | None = Field(None, max_length=1024)
+
+
+# --------------------------------------------------------------------------- generated names
+
+ADJECTIVES = tuple("""amber ancient autumn billowing bitter black blue bold brave broad broken calm cold cool crimson
+curly damp dark dawn delicate divine dry empty falling fancy flat floral fragrant frosty gentle green hidden holy
+icy jolly late lingering little lively long lucky misty morning muddy nameless noisy odd old orange patient plain
+polished proud purple quiet rapid raspy red restless rough round royal shiny shrill shy silent small snowy soft
+solitary sparkling spring square steep still summer super sweet throbbing tight tiny twilight wandering weathered
+white wild winter wispy withered yellow young""".split())
+NOUNS = tuple("""art band bar base bird block boat bonus bread breeze brook bush butterfly cake cell cherry cloud
+credit darkness dawn dew disk dream dust feather field fire firefly flower fog forest frog frost glade glitter grass
+hall hat haze heart hill king lab lake leaf limit math meadow mode moon morning mountain mouse mud night paper pine
+poetry pond queen rain recipe resonance rice river salad scene sea shadow shape silence sky smoke snow snowflake
+sound star sun sunset surf term thunder tooth tree truth union unit violet voice water waterfall wave wildflower
+wind wood""".split())
+ID_PREFIXES = {"Tenant": "t-", "Cluster": "c-"}
+ID_ATTEMPTS = 10
+
+
+def new_id(kind: Literal["Tenant", "Cluster"], taken: Callable[[str], bool],
+           rng: random.Random | None = None) -> str:
+    """`t-`/`c-` + adjective-noun-digits (DNS-safe, at most 30 characters), not `taken`.
+
+    93 adjectives x 111 nouns x 10^6 is ~10^10 names; `taken` is asked each time, and after ID_ATTEMPTS
+    collisions in a row something is wrong, so it raises instead of looping.
+    """
+    rng = rng or random.SystemRandom()
+    for _ in range(ID_ATTEMPTS):
+        candidate = f"{ID_PREFIXES[kind]}{rng.choice(ADJECTIVES)}-{rng.choice(NOUNS)}-{rng.randrange(10**6):06d}"
+        if not taken(candidate):
+            return candidate
+    raise RuntimeError(f"no free {kind} name after {ID_ATTEMPTS} tries")
+
+
+# --------------------------------------------------------------------------- bootstrap tokens and durations
+
+def token_hash(token: str) -> str:
+    """The SHA-256 of a bootstrap token, hex: all that is ever stored of it."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_label(digest: str) -> str:
+    """The label value that finds a cluster by its token's hash (label values stop at 63 characters)."""
+    return digest[:BOOTSTRAP_LABEL_CHARS]
+
+
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def seconds(duration: str) -> int:
+    """Seconds in a duration such as "24h", "1h30m" or "90s"; ValueError for anything else."""
+    found = _DURATION.fullmatch(duration)
+    if not duration or found is None:
+        raise ValueError(f"{duration!r} is not a duration such as 24h, 30m or 1h30m")
+    hours, minutes, secs = (int(part or 0) for part in found.groups())
+    return hours * 3600 + minutes * 60 + secs
+
+
+# --------------------------------------------------------------------------- facts history
+
+def facts_change(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, object]:
+    """What changed from one version of a cluster's facts to the next: {"set": {...}, "removed": [...]}."""
+    return {
+        "set": {key: value for key, value in sorted(after.items()) if before.get(key) != value},
+        "removed": sorted(key for key in before if key not in after),
+    }
