@@ -2,8 +2,10 @@
 
     ControlPlane (clusternet:deploy:ControlPlane)
     ├── ConfigGroup         the CRDs (generated from the pydantic models by stacks.crds)
+    ├── ConfigGroup         the Tenant admission policies and the tenant-admin ClusterRole (stacks.admission)
     ├── Namespace, ServiceAccount
-    ├── ClusterRole(+Binding)  clusters (+status), hubconfigs, namespaces: read; events: write
+    ├── ClusterRole(+Binding)  clusters (+status), hubconfigs, namespaces: read; events: write; tenants and
+    │                          what they materialise (stacks.admission.tenant_controller_rules); agents: delete
     ├── ClusterRoles           -tenant (clusters but never their status; aggregated into edit and admin),
     │                          -viewer (clusters and status, read; aggregated into view)
     ├── Role(+Binding)         in its namespace: the role-map ConfigMap (read), its Lease (write)
@@ -21,6 +23,7 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from stacks.admission import admission_manifests, tenant_admin_clusterrole, tenant_controller_rules
 from stacks.names import GROUP
 
 STATE_DIR = "/var/lib/clusternet"  # --state-dir: per-stack workspaces (and the file:// backend's state)
@@ -67,6 +70,11 @@ CLUSTER_RULES = [
     {"apiGroups": [GROUP], "resources": ["hubconfigs"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    # A Cluster gone: its facts agent's ServiceAccount (so its tokens), Role and RoleBinding go too.
+    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["delete"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["delete"]},
+    # Tenants become namespaces with their admins' RoleBinding (automation/service/tenants.py).
+    *tenant_controller_rules(),
 ]
 
 
@@ -103,6 +111,11 @@ class ControlPlane(pulumi.ComponentResource):
         labels = {"app.kubernetes.io/name": "clusternet", "app.kubernetes.io/instance": name}
 
         self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", objs=[dict(c) for c in args.crds], opts=child)
+        # The registry's rules the API server enforces itself (stacks.admission): who may set a Tenant's account,
+        # that a Tenant with Clusters stays, and the role a Tenant's admins get in its namespace.
+        self.admission = k8s.yaml.v2.ConfigGroup(
+            f"{name}-admission", objs=[tenant_admin_clusterrole(), *admission_manifests()],
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.crds])))
         self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": ns, "labels": labels}, opts=child)
         in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
         meta = {"name": name, "namespace": ns, "labels": labels}

@@ -16,9 +16,10 @@ from stacks.names import GROUP, VERSION
 
 SYSTEM_NAMESPACE = "clusternet-system"
 
-# Fast enough for tests: short backoff, lock retry and watch renewals.
+# Fast enough for tests: short backoff, lock retry and watch renewals. No tenant controller: it is cluster-wide,
+# and these services share their API server with other tests' Tenants (tests/test_tenants_envtest.py runs it).
 FAST = dict(metrics_port=0, metrics_bind="127.0.0.1", leader_election=False, workers=4, backoff_base=0.05,
-            backoff_cap=0.5, lock_retry=0.1, watch_timeout=30, namespace=SYSTEM_NAMESPACE)
+            backoff_cap=0.5, lock_retry=0.1, watch_timeout=30, namespace=SYSTEM_NAMESPACE, tenants=False)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, *, what: str = "condition") -> Any:

@@ -18,20 +18,40 @@ def deploy(**kw):
 
 
 def test_installs_the_generated_crds():
-    [group] = deploy().of_type("kubernetes:yaml/v2:ConfigGroup")
-    names = sorted(o["metadata"]["name"] for o in group.inputs["objs"])
-    assert names == ["clusters.clusternet.io", "hubconfigs.clusternet.io"]
+    groups = {g.name: g for g in deploy().of_type("kubernetes:yaml/v2:ConfigGroup")}
+    names = sorted(o["metadata"]["name"] for o in groups["clusternet-crds"].inputs["objs"])
+    assert names == ["clusters.clusternet.io", "hubconfigs.clusternet.io", "tenants.clusternet.io"]
+
+
+def test_installs_the_tenant_admission_policies_and_the_tenant_admin_role():
+    [group] = [g for g in deploy().of_type("kubernetes:yaml/v2:ConfigGroup") if g.name == "clusternet-admission"]
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in group.inputs["objs"])
+    assert kinds == [("ClusterRole", "clusternet-tenant-admin"),
+                     ("ValidatingAdmissionPolicy", "clusternet-tenant-deletion"),
+                     ("ValidatingAdmissionPolicy", "clusternet-tenant-ownership"),
+                     ("ValidatingAdmissionPolicyBinding", "clusternet-tenant-deletion"),
+                     ("ValidatingAdmissionPolicyBinding", "clusternet-tenant-ownership")]
 
 
 def test_rbac_is_least_privilege():
     plan = deploy()
     roles = {r.inputs["metadata"]["name"]: r.inputs for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")}
     rules = roles["clusternet"]["rules"]
-    verbs = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    verbs: dict = {}
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                verbs.setdefault((group, resource), set()).update(rule["verbs"])
     assert verbs[("clusternet.io", "clusters/status")] == {"get", "update", "patch"}
     assert verbs[("clusternet.io", "hubconfigs")] == {"get", "list", "watch"}
-    assert verbs[("", "namespaces")] == {"get", "list", "watch"}
-    assert all("delete" not in v and "*" not in v for v in verbs.values())
+    # Namespaces: read, and create or label a Tenant's; never delete one.
+    assert verbs[("", "namespaces")] == {"get", "list", "watch", "create", "patch"}
+    deletes = {key for key, v in verbs.items() if "delete" in v}
+    assert deletes == {("", "serviceaccounts"), ("rbac.authorization.k8s.io", "roles"),
+                       ("rbac.authorization.k8s.io", "rolebindings")}  # a gone Cluster's agent; a Tenant's admins
+    assert all("*" not in v and "escalate" not in v for v in verbs.values())
+    [bind] = [rule for rule in rules if "bind" in rule["verbs"]]
+    assert bind["resourceNames"] == ["clusternet-tenant-admin"]
     assert not any(r for rule in rules for r in rule["resources"] if r in ("secrets", "configmaps"))
     ns_rules = plan.one("kubernetes:rbac.authorization.k8s.io/v1:Role").inputs["rules"]
     configmaps = [r for r in ns_rules if r["resources"] == ["configmaps"]]

@@ -4,6 +4,7 @@
     adapters/   service/    service/   service/     service/   service/        adapters/
     watch.py    cache.py    mapper.py  queue.py     queue.py   reconcile.py    pulumi_engine.py
 
+Beside it, the tenant controller (service/tenants.py) turns Tenants into Namespaces (--no-tenants: off).
 Only the leader runs the pipeline; a follower keeps its probes up and runs nothing.
 Losing the Lease starts nothing more, kills the runs in flight and exits, before
 another replica may take the Lease; the next leader recovers their locks. The engine
@@ -42,6 +43,7 @@ from automation.service.mapper import Desired, Mapper, Resolution
 from automation.service.queue import WorkQueue, Workers
 from automation.service.reconcile import Audit, Guard, ReconcileOptions, Reconciler
 from automation.service.server import Metrics, ProbeServer
+from automation.service.tenants import TenantController
 from stacks.accounts import hub_target
 from stacks.guards import check_move
 from stacks.model import HubConfig
@@ -82,6 +84,9 @@ class ServiceOptions:
         "ConfigMap (in --namespace) mapping AWS account IDs to the IAM role to assume there", KUBE))
     watch_timeout: int = field(default=300, metadata=_flag(
         "seconds per watch request; renewed from the last version seen, without a relist", KUBE))
+    tenants: bool = field(default=True, metadata=_flag(
+        "run the tenant controller: each Tenant gets its Namespace, annotated with its owner account and region, "
+        "and a RoleBinding for its admins (cluster-wide: needs stacks.admission.tenant_controller_rules())", KUBE))
     workers: int = field(default=4, metadata=_flag(
         "stacks updated in parallel (one run per stack at a time), each in a worker process of its own", WORK))
     run_timeout: float = field(default=1800.0, metadata=_flag(
@@ -298,11 +303,16 @@ class Pipeline:
         self.workers = Workers(self.queue, self.reconciler, options.workers)
         self.census = EndpointCensus(self.cache, census, interval=options.endpoint_census_interval) \
             if census is not None and options.endpoint_census_interval > 0 else None
+        self.tenants = TenantController(
+            api_client, backoff=Backoff(options.backoff_base, options.backoff_cap), watch_timeout=options.watch_timeout,
+            on_restart=metrics.watch_restarted) if options.tenants else None
         metrics.track_queue(lambda: self.queue.depth, lambda: self.queue.in_flight, lambda: self.queue.scheduled)
         metrics.track_clusters(self.cluster_counts)
         self._stopped = threading.Event()
 
     def start(self) -> None:
+        if self.tenants is not None:
+            self.tenants.start()
         for informer in self.informers:
             informer.start()
         # The mapper waits for every list, so a cluster is never judged against a half-filled cache.
@@ -328,6 +338,8 @@ class Pipeline:
         self.queue.shutdown()
         self.workers.halt()
         self.reconciler.halt()
+        if self.tenants is not None:
+            self.tenants.halt()
 
     def cancel_runs(self, grace: float) -> None:
         """After halt(): cancel until no engine call is left, including one that passed the halt check just
@@ -350,12 +362,16 @@ class Pipeline:
         self.events.close()
         for informer in self.informers:
             informer.stop()
+        if self.tenants is not None:
+            self.tenants.stop(timeout=WORKERS_STOP_TIMEOUT)
 
     def synced(self) -> dict[str, bool]:
-        return {i.source.name: i.synced.is_set() for i in self.informers}
+        tenants = self.tenants.synced() if self.tenants is not None else {}
+        return {**{i.source.name: i.synced.is_set() for i in self.informers}, **tenants}
 
     def alive(self) -> bool:
-        return self._stopped.is_set() or (all(i.alive() for i in self.informers) and self.workers.alive())
+        return self._stopped.is_set() or (all(i.alive() for i in self.informers) and self.workers.alive()
+                                          and (self.tenants is None or self.tenants.alive()))
 
     def cluster_counts(self) -> tuple[dict[str, int], int]:
         """The clusters by condition (one story each), and how many stacks have uncorrected drift: one pass."""

@@ -1,0 +1,378 @@
+"""The tenant controller: each Tenant becomes a Namespace its admins may run Clusters in (docs/registry.md).
+
+    Informer(tenants) ─┐
+                       ├─► WorkQueue ──► one worker ──► reconcile(tenant)
+    Informer(clusters) ┘   (+ a resync of every Tenant each `resync` seconds)
+
+Only the leader runs it (automation/service/serve.py starts it with the pipeline and stops it with it).
+What it makes of a Tenant is decided in stacks.admission; here it is read from and written to the API server:
+
+- the finalizer stacks.names.TENANT_FINALIZER, before anything is made;
+- the namespace (Tenant.namespace): created when missing, or adopted when stacks.admission.adoption_refusal
+  allows it; labelled and annotated with the tenant, and with its owner account and default region when set;
+- the RoleBinding `clusternet-tenant-admins` there: spec.admins get the ClusterRole clusternet-tenant-admin
+  (none when there are no admins);
+- status (the status subresource): namespace, clusters (how many Clusters the namespace holds, which the
+  deletion policy reads) and message (why nothing was made, or what a deletion waits for).
+
+Deleting a Tenant: while its namespace holds Clusters (counted live, not from the watch) the finalizer stays
+and status.message says so. Then the RoleBinding goes and the namespace loses the tenant label and annotation,
+and the finalizer is removed. The namespace itself is kept: it may hold what the hub administrator put there
+(Secrets, quotas, other teams' objects), which deleting it would lose; a cluster administrator deletes it.
+(A Cluster created in the instant between the last count and the finalizer's removal outlives its Tenant in
+that kept namespace: nothing is lost, and its stack still follows the namespace's annotations.)
+
+An invalid Tenant, or one whose namespace belongs to someone else, gets a status.message and nothing else.
+API errors are logged and the Tenant retried with backoff (the work queue's).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from typing import Any, Callable, Mapping
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from automation.adapters.backoff import Backoff
+from automation.adapters.loop import Loop
+from automation.adapters.watch import DictStore, Informer, Raw, Source, object_key
+from automation.service.queue import Outcome, WorkQueue, Workers
+from stacks.admission import (MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, adoption_refusal, admins_rolebinding,
+                              namespace_metadata, released_metadata, tenant_of)
+from stacks.names import GROUP, TENANT_FINALIZER, TENANT_LABEL, VERSION
+from stacks.registry import Tenant
+
+LOG = logging.getLogger("clusternet.tenants")
+
+TENANTS = "tenants"
+
+
+# --------------------------------------------------------------------------- what the watches keep
+
+class TenantStore(DictStore):
+    """The Tenants, and which namespaces each one is about (its namespace, and the one its status names), so a
+    Cluster's change finds the Tenants to look at again."""
+
+    def __init__(self, changed: Callable[[str], None]):
+        super().__init__(self._changed)
+        self._notify = changed
+        self._namespaces: dict[str, set[str]] = {}  # tenant -> namespaces
+        self._index_lock = threading.Lock()
+
+    def _changed(self, kind: str, raw: Raw) -> None:
+        name = str((raw.get("metadata") or {}).get("name"))
+        with self._index_lock:
+            if kind == "DELETED":
+                self._namespaces.pop(name, None)
+            else:
+                self._namespaces[name] = _namespaces_of(raw)
+        self._notify(name)
+
+    def in_namespace(self, namespace: str) -> list[str]:
+        with self._index_lock:
+            return [name for name, namespaces in self._namespaces.items() if namespace in namespaces]
+
+
+def _namespaces_of(raw: Raw) -> set[str]:
+    spec, status = raw.get("spec") or {}, raw.get("status") or {}
+    found = {spec.get("namespace") or (raw.get("metadata") or {}).get("name"), status.get("namespace")}
+    return {ns for ns in found if isinstance(ns, str)}
+
+
+class ClusterCounts:
+    """A Store for the Clusters' informer that keeps only where each Cluster is: counts per namespace, not
+    copies of the Clusters (the pipeline's cache holds those). `changed(namespace)` hears of arrivals and
+    departures, not of edits, which change no count."""
+
+    def __init__(self, changed: Callable[[str], None]):
+        self._changed = changed
+        self._where: dict[str, str] = {}  # namespace/name -> namespace
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Raw | None:
+        with self._lock:
+            namespace = self._where.get(key)
+        return None if namespace is None else {"metadata": {"namespace": namespace, "name": key.split("/", 1)[1]}}
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._where)
+
+    def apply(self, kind: str, raw: Raw) -> None:
+        key, namespace = object_key(raw), str((raw.get("metadata") or {}).get("namespace"))
+        with self._lock:
+            if kind == "DELETED":
+                if self._where.pop(key, None) is None:
+                    return
+                self._counts[namespace] -= 1
+            else:
+                if key in self._where:
+                    return
+                self._where[key] = namespace
+                self._counts[namespace] += 1
+        self._changed(namespace)
+
+    def count(self, namespace: str) -> int:
+        with self._lock:
+            return self._counts[namespace]
+
+
+class Resync(Loop):
+    """Every `interval` seconds, look at every Tenant again: what someone changed by hand (a label removed, a
+    RoleBinding edited) is put back, and a refused adoption is tried again."""
+
+    def __init__(self, interval: float, resync: Callable[[], None]):
+        super().__init__("tenant-resync")
+        self.interval = interval
+        self.resync = resync
+
+    def run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.resync()
+
+
+# --------------------------------------------------------------------------- the controller
+
+class TenantController:
+    """Watches Tenants and Clusters and reconciles one Tenant at a time (see the module docstring)."""
+
+    def __init__(self, api_client: client.ApiClient, *, backoff: Backoff = Backoff(1.0, 60.0),
+                 resync: float = 300.0, watch_timeout: int = 300,
+                 on_restart: Callable[[str, str], None] | None = None):
+        self.api_client = api_client
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.rbac = client.RbacAuthorizationV1Api(api_client)
+        self.queue = WorkQueue(backoff)
+        self.tenants = TenantStore(self.queue.add)
+        self.clusters = ClusterCounts(self._namespace_changed)
+        options: dict[str, Any] = {"timeout_seconds": watch_timeout, "on_restart": on_restart}
+        self.informers = [
+            Informer(Source(TENANTS, self.custom.list_cluster_custom_object, (GROUP, VERSION, TENANTS)),
+                     self.tenants, **options),
+            Informer(Source("tenant-clusters", self.custom.list_cluster_custom_object, (GROUP, VERSION, "clusters")),
+                     self.clusters, **options),
+        ]
+        self.workers = Workers(self.queue, self.reconcile, 1, name="tenant-worker")
+        self.resync = Resync(resync, self._resync)
+        self._stopped = threading.Event()
+
+    # -- lifecycle
+    def start(self) -> None:
+        for informer in self.informers:
+            informer.start()
+        # Counts are only right once both lists are in: the worker starts after them.
+        threading.Thread(target=self._start_when_synced, name="tenants-start", daemon=True).start()
+
+    def _start_when_synced(self) -> None:
+        for informer in self.informers:
+            while not informer.synced.wait(0.2):
+                if self._stopped.is_set():
+                    return
+        if not self._stopped.is_set():
+            self.workers.start()
+            self.resync.start()
+            LOG.info("tenant controller synced: %d tenants", len(self.tenants.keys()))
+
+    def halt(self) -> None:
+        """Take no more Tenants (the one in hand is finished)."""
+        self._stopped.set()
+        self.queue.shutdown()
+        self.workers.halt()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.halt()
+        self.resync.stop()
+        self.workers.stop(timeout=timeout)
+        for informer in self.informers:
+            informer.stop()
+
+    def synced(self) -> dict[str, bool]:
+        return {i.source.name: i.synced.is_set() for i in self.informers}
+
+    def alive(self) -> bool:
+        return self._stopped.is_set() or (all(i.alive() for i in self.informers) and self.workers.alive()
+                                          and self.resync.alive())
+
+    def _resync(self) -> None:
+        for name in self.tenants.keys():
+            self.queue.add(name)
+
+    def _namespace_changed(self, namespace: str) -> None:
+        for name in self.tenants.in_namespace(namespace):
+            self.queue.add(name)
+
+    # -- reconcile
+    def reconcile(self, name: str) -> Outcome:
+        """Level-triggered: reads the Tenant afresh and brings its namespace, RoleBinding and status in line.
+        An ApiException propagates: the worker logs it and the Tenant comes back with backoff."""
+        try:
+            raw = self.custom.get_cluster_custom_object(GROUP, VERSION, TENANTS, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return Outcome.done()
+            raise
+        if (raw.get("metadata") or {}).get("deletionTimestamp"):
+            return self._finalize(raw)
+        tenant, problem = tenant_of(raw)
+        if tenant is None:
+            self._status(raw, message=f"invalid: {problem}")
+            return Outcome.done()
+        namespace = tenant.namespace
+        previous = (raw.get("status") or {}).get("namespace")
+        if previous and previous != namespace:  # a cluster administrator moved the tenant: let the old one go
+            held = self._live_count(previous)
+            if held:
+                self._status(raw, message=f"cannot move from namespace {previous} to {namespace} while {previous} "
+                                          f"holds {held} cluster(s): delete or move them first")
+                return Outcome.done()
+        current = self._read_namespace(namespace)
+        refusal = adoption_refusal(tenant, current)
+        if refusal is not None:
+            self._status(raw, message=refusal)
+            return Outcome.done()
+
+        raw = self._add_finalizer(raw)
+        if previous and previous != namespace:
+            self._release(name, previous)
+        self._ensure_namespace(tenant, current)
+        self._ensure_admins(tenant)
+        self._status(raw, namespace=namespace, clusters=self.clusters.count(namespace), message=None)
+        return Outcome.done()
+
+    def _finalize(self, raw: Raw) -> Outcome:
+        meta = raw["metadata"]
+        name = meta["name"]
+        if TENANT_FINALIZER not in (meta.get("finalizers") or []):
+            return Outcome.done()
+        # The namespace it made is the one its status names (its spec may have changed or turned invalid since);
+        # without one (it stopped between making the namespace and writing the status), the spec's if marked ours.
+        namespace = (raw.get("status") or {}).get("namespace")
+        if namespace is None:
+            tenant, _ = tenant_of(raw)
+            if tenant is not None and self._labelled(name, self._read_namespace(tenant.namespace)):
+                namespace = tenant.namespace
+        if namespace:
+            held = self._live_count(namespace)
+            if held:
+                self._status(raw, namespace=namespace, clusters=held,
+                             message=f"being deleted: waiting for the {held} cluster(s) in namespace {namespace} "
+                                     "to be deleted")
+                return Outcome.done()  # each Cluster's deletion brings the Tenant back
+            self._release(name, namespace)
+        self._patch_tenant(name, {"metadata": {"finalizers": [f for f in meta["finalizers"] if f != TENANT_FINALIZER],
+                                               "resourceVersion": meta["resourceVersion"]}})
+        LOG.info("Tenant %s: released namespace %s; finalizer removed", name, namespace)
+        return Outcome.done()
+
+    # -- the pieces
+    def _read_namespace(self, namespace: str) -> Raw | None:
+        try:
+            return self.api_client.sanitize_for_serialization(self.core.read_namespace(namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def _ensure_namespace(self, tenant: Tenant, current: Raw | None) -> None:
+        wanted = namespace_metadata(tenant)
+        if current is None:
+            # A namespace made meanwhile fails this (409): the retry judges it as an existing one.
+            self.core.create_namespace({"metadata": {"name": tenant.namespace, **wanted}})
+            LOG.info("Tenant %s: created namespace %s", tenant.metadata.name, tenant.namespace)
+            return
+        meta = current.get("metadata") or {}
+        if any(_differs(meta.get(part), values) for part, values in wanted.items()):
+            self.core.patch_namespace(tenant.namespace, {"metadata": wanted})
+            adopted = not self._labelled(tenant.metadata.name, current)
+            LOG.info("Tenant %s: %s namespace %s", tenant.metadata.name, "adopted" if adopted else "updated",
+                     tenant.namespace)
+
+    def _ensure_admins(self, tenant: Tenant) -> None:
+        wanted = admins_rolebinding(tenant)
+        namespace = tenant.namespace
+        try:
+            current = self.rbac.read_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            current = None
+        if wanted is None:
+            if current is not None:
+                self._delete_rolebinding(namespace)
+            return
+        if current is None:
+            self.rbac.create_namespaced_role_binding(namespace, wanted)
+            return
+        have = self.api_client.sanitize_for_serialization(current)
+        if have.get("roleRef") != wanted["roleRef"]:  # immutable: replace the binding
+            self._delete_rolebinding(namespace)
+            self.rbac.create_namespaced_role_binding(namespace, wanted)
+        elif _subjects(have.get("subjects")) != _subjects(wanted["subjects"]) or \
+                _differs(have["metadata"].get("labels"), wanted["metadata"]["labels"]):
+            self.rbac.patch_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace, {
+                "metadata": {"labels": wanted["metadata"]["labels"],
+                             "resourceVersion": have["metadata"]["resourceVersion"]},
+                "subjects": wanted["subjects"]})
+
+    def _delete_rolebinding(self, namespace: str) -> None:
+        try:
+            self.rbac.delete_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def _release(self, name: str, namespace: str) -> None:
+        """Let a namespace this Tenant made or adopted go: its RoleBinding and tenant marks; the namespace stays."""
+        if not self._labelled(name, self._read_namespace(namespace)):
+            return  # not ours (never was, or another Tenant's now): leave it alone
+        self._delete_rolebinding(namespace)
+        self.core.patch_namespace(namespace, {"metadata": released_metadata()})
+
+    @staticmethod
+    def _labelled(name: str, namespace: Raw | None) -> bool:
+        return namespace is not None and ((namespace.get("metadata") or {}).get("labels") or {}).get(TENANT_LABEL) == name
+
+    def _live_count(self, namespace: str) -> int:
+        """How many Clusters the namespace holds, asked of the API server (the watch may lag a creation)."""
+        page = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", limit=1)
+        meta = page.get("metadata") or {}
+        remaining = meta.get("remainingItemCount") or (1 if meta.get("continue") else 0)
+        return len(page.get("items") or []) + int(remaining)
+
+    def _add_finalizer(self, raw: Raw) -> Raw:
+        meta = raw["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if TENANT_FINALIZER in finalizers:
+            return raw
+        return self._patch_tenant(meta["name"], {"metadata": {"finalizers": [*finalizers, TENANT_FINALIZER],
+                                                              "resourceVersion": meta["resourceVersion"]}})
+
+    def _patch_tenant(self, name: str, patch: Mapping[str, Any]) -> Raw:
+        """A merge patch carrying the resourceVersion it was computed from: a concurrent change fails it (409)."""
+        return self.custom.patch_cluster_custom_object(GROUP, VERSION, TENANTS, name, patch)
+
+    def _status(self, raw: Raw, **fields: Any) -> None:
+        """Write the status fields given (a None removes one) unless they already read so."""
+        if "message" in fields and fields["message"] is not None:
+            fields["message"] = fields["message"][:MESSAGE_MAX]
+        status = raw.get("status") or {}
+        if all(status.get(key) == value for key, value in fields.items()):
+            return
+        if fields.get("message"):  # once per new message, not on every resync
+            LOG.info("Tenant %s: %s", raw["metadata"]["name"], fields["message"])
+        self.custom.patch_cluster_custom_object_status(GROUP, VERSION, TENANTS, raw["metadata"]["name"],
+                                                       {"status": fields})
+
+
+def _subjects(subjects: list[Mapping[str, Any]] | None) -> list[tuple]:
+    """Subjects as compared: the server fills in apiGroup where it was left out."""
+    return [(s.get("kind"), s.get("name"), s.get("namespace")) for s in subjects or []]
+
+
+def _differs(have: Mapping[str, str] | None, want: Mapping[str, str]) -> bool:
+    have = have or {}
+    return any(have.get(key) != value for key, value in want.items())

@@ -1,0 +1,238 @@
+"""The registry's access rules: the tenant-admin ClusterRole, the admission policies and the RBAC the tenant
+controller needs, as manifests (plain dicts, ready to apply; `deploy/` installs them), and what that controller
+makes of a Tenant: which namespace it may take, how it is marked, who administers it (docs/registry.md). Pure.
+
+Two rules the API server enforces itself, so they hold whoever writes a Tenant (kubectl, the registry API,
+a controller) and do not depend on the service running:
+
+- ownership: a Tenant's account, default region and namespace (stacks.registry.OWNERSHIP_FIELDS) decide which
+  AWS account its clusters may use and which namespace its admins get. Setting or changing any of them needs
+  `update` on the virtual subresource `tenants/ownership`, which only cluster administrators hold; otherwise a
+  tenant could squat another's account or namespace through the registry.
+- deletion: a Tenant whose status counts Clusters cannot be deleted. The service keeps `status.clusters`
+  (automation/service/tenants.py) and a finalizer backs the rule up for the moments the count lags.
+
+Both are ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1, CEL), matching Tenants and nothing else,
+with failurePolicy Fail: a rule that cannot be evaluated refuses rather than lets through.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+from pydantic import ValidationError
+
+from stacks.names import (BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
+                          OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE)
+from stacks.registry import OWNERSHIP_FIELDS, Tenant
+
+Manifest = dict[str, Any]
+Rule = dict[str, Any]
+
+RBAC_GROUP = "rbac.authorization.k8s.io"
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+
+TENANT_ADMIN_CLUSTERROLE = "clusternet-tenant-admin"  # bound per tenant namespace, never cluster-wide
+TENANT_ADMINS_ROLEBINDING = "clusternet-tenant-admins"  # in each tenant's namespace: the Tenant's spec.admins
+OWNERSHIP_POLICY = "clusternet-tenant-ownership"
+DELETION_POLICY = "clusternet-tenant-deletion"
+
+_TENANTS, _OWNERSHIP = TENANT_OWNERSHIP_SUBRESOURCE.split("/")  # "tenants", "ownership"
+
+
+# --------------------------------------------------------------------------- RBAC
+
+def tenant_admin_clusterrole() -> Manifest:
+    """What a tenant's admins may do in the tenant's namespace (a RoleBinding there grants it): run its Clusters,
+    push their facts and issue their bootstrap tokens through the registry API, and read the namespace's Events.
+    Never `clusters/status` (it feeds resolution and belongs to the service) and nothing outside the namespace."""
+    return {
+        "apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole",
+        "metadata": {"name": TENANT_ADMIN_CLUSTERROLE,
+                     "labels": {"app.kubernetes.io/name": "clusternet", "app.kubernetes.io/component": "registry"}},
+        "rules": [
+            {"apiGroups": [GROUP], "resources": ["clusters"],
+             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": [GROUP], "resources": [FACTS_SUBRESOURCE, BOOTSTRAP_SUBRESOURCE], "verbs": ["create"]},
+            {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+        ],
+    }
+
+
+def tenant_controller_rules() -> list[Rule]:
+    """The least the tenant controller (automation/service/tenants.py) needs, cluster-wide.
+
+    It grants tenant admins the ClusterRole above through RoleBindings, so it needs `bind` on that one role and
+    not its rights (nor `escalate`). It reads Namespaces one at a time (get), creates a tenant's, and patches
+    labels and annotations on the ones it adopts; it never deletes one. It counts Clusters from a watch.
+    `tenants/finalizers` matters where the OwnerReferencesPermissionEnforcement plugin is on.
+    """
+    return [
+        {"apiGroups": [GROUP], "resources": ["tenants"], "verbs": ["get", "list", "watch", "update", "patch"]},
+        {"apiGroups": [GROUP], "resources": ["tenants/status", "tenants/finalizers"], "verbs": ["update", "patch"]},
+        {"apiGroups": [GROUP], "resources": ["clusters"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create", "patch"]},
+        {"apiGroups": [RBAC_GROUP], "resources": ["rolebindings"],
+         "verbs": ["get", "create", "update", "patch", "delete"]},
+        {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "resourceNames": [TENANT_ADMIN_CLUSTERROLE],
+         "verbs": ["bind"]},
+    ]
+
+
+# --------------------------------------------------------------------------- admission
+
+def _tenants(*operations: str) -> dict[str, Any]:
+    """Match Tenants only (not their status subresource, which the service writes), whatever the version."""
+    return {"resourceRules": [{"apiGroups": [GROUP], "apiVersions": ["*"], "operations": list(operations),
+                               "resources": [_TENANTS], "scope": "Cluster"}]}
+
+
+def _changed(field: str) -> str:
+    """CEL: ['field'] when spec.<field> is set on create, or set, changed or removed on update; else []."""
+    new = f"object.?spec.?{field}.orValue('')"
+    old = f"(request.operation == 'CREATE' ? '' : oldObject.?spec.?{field}.orValue(''))"
+    return f"({new} != {old} ? ['{field}'] : [])"
+
+
+def tenant_ownership_policy() -> Manifest:
+    """Setting or changing spec.accountID, spec.defaultRegion or spec.namespace needs `update` on
+    tenants/ownership for that Tenant (authorizer check: RBAC decides, so a role can grant it per Tenant name)."""
+    changed = " + ".join(_changed(field) for field in OWNERSHIP_FIELDS)
+    right = (f"authorizer.group('{GROUP}').resource('{_TENANTS}').subresource('{_OWNERSHIP}')"
+             ".name(object.metadata.name).check('update')")
+    message = ("'setting or changing spec.' + variables.changed.join(', spec.') + ' of Tenant ' + object.metadata.name"
+               f" + ' needs the right to update {TENANT_OWNERSHIP_SUBRESOURCE} in {GROUP}"
+               " (cluster administrators have it): ask one to set it'")
+    return {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": OWNERSHIP_POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": _tenants("CREATE", "UPDATE"),
+            "variables": [{"name": "changed", "expression": changed},
+                          {"name": "ownership", "expression": right}],
+            "validations": [{"expression": "size(variables.changed) == 0 || variables.ownership.allowed()",
+                             "messageExpression": message, "reason": "Forbidden"}],
+        },
+    }
+
+
+def tenant_deletion_policy() -> Manifest:
+    """A Tenant whose status.clusters is above zero cannot be deleted: its clusters go first."""
+    count = "oldObject.?status.?clusters.orValue(0)"
+    namespace = "oldObject.?status.?namespace.orValue(oldObject.metadata.name)"
+    message = (f"'Tenant ' + oldObject.metadata.name + ' still has ' + string({count}) + ' cluster(s) in namespace '"
+               f" + {namespace} + ': delete its clusters first'")
+    return {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": DELETION_POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": _tenants("DELETE"),
+            "validations": [{"expression": f"{count} <= 0", "messageExpression": message, "reason": "Forbidden"}],
+        },
+    }
+
+
+def _binding(policy: Manifest) -> Manifest:
+    name = policy["metadata"]["name"]
+    return {
+        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+
+
+def admission_manifests() -> list[Manifest]:
+    """Each policy followed by its binding (apply in this order), as dicts (a fresh copy on every call)."""
+    manifests: list[Manifest] = []
+    for policy in (tenant_ownership_policy(), tenant_deletion_policy()):
+        manifests += [policy, _binding(policy)]
+    return copy.deepcopy(manifests)
+
+
+# --------------------------------------------------------------------------- a tenant's namespace and RoleBinding
+# What the tenant controller (automation/service/tenants.py) makes of a Tenant, decided here so it can be read
+# (and tested) without a server.
+
+MESSAGE_MAX = 1024  # TenantStatus.message
+
+def tenant_of(doc: Mapping[str, Any]) -> tuple[Tenant | None, str | None]:
+    """The Tenant of a document, or None and why not ("spec.admins[0]: ..."): the controller changes nothing for
+    an invalid Tenant and says so in its status.message."""
+    body = {key: doc[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in doc}
+    try:
+        return Tenant.model_validate(body), None
+    except ValidationError as exc:
+        return None, "; ".join(f"{_path(err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
+                               for err in exc.errors())[:MESSAGE_MAX]
+
+
+def _path(loc: tuple) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(object)"
+
+
+def adoption_refusal(tenant: Tenant, namespace: Mapping[str, Any] | None) -> str | None:
+    """Why `tenant` may not take the existing `namespace` (a Namespace document; None: it does not exist yet),
+    or None when it may.
+
+    A namespace is this Tenant's when it is labelled for it (made or adopted before), when the hub administrator
+    annotated it clusternet.io/tenant=<tenant>, or when the Tenant names it in spec.namespace, which only a
+    cluster administrator can write (the ownership policy). Never one labelled or annotated for another Tenant.
+    A namespace merely named like the Tenant is not enough: anyone who may create Tenants could otherwise take
+    an existing namespace (kube-system, another team's) and its owner account by choosing the Tenant's name.
+    """
+    if namespace is None:
+        return None
+    name, ns = tenant.metadata.name, tenant.namespace
+    meta = namespace.get("metadata") or {}
+    label = (meta.get("labels") or {}).get(TENANT_LABEL)
+    marked = (meta.get("annotations") or {}).get(TENANT_ANNOTATION)
+    if label and label != name:
+        return f"namespace {ns} belongs to Tenant {label} (label {TENANT_LABEL}); not adopted"
+    if marked and marked != name:
+        return f"namespace {ns} is set aside for Tenant {marked} (annotation {TENANT_ANNOTATION}); not adopted"
+    if meta.get("deletionTimestamp"):
+        return f"namespace {ns} is being deleted; not adopted"
+    if label == name or marked == name or tenant.spec.namespace == ns:
+        return None
+    return (f"namespace {ns} exists and is not this Tenant's: a cluster administrator adopts it by setting "
+            f"spec.namespace or by annotating it {TENANT_ANNOTATION}={name}")
+
+
+def namespace_metadata(tenant: Tenant) -> dict[str, dict[str, str]]:
+    """The labels and annotations the tenant's namespace carries: the tenant's name, its owner account and
+    default region when the Tenant sets them (when it does not, what the namespace has stays)."""
+    name, spec = tenant.metadata.name, tenant.spec
+    annotations = {TENANT_ANNOTATION: name}
+    if spec.account_id:
+        annotations[OWNER_ACCOUNT_ANNOTATION] = spec.account_id
+    if spec.default_region:
+        annotations[DEFAULT_REGION_ANNOTATION] = spec.default_region
+    return {"labels": {TENANT_LABEL: name}, "annotations": annotations}
+
+
+def released_metadata() -> dict[str, dict[str, None]]:
+    """A strategic-merge patch that lets a namespace go: no tenant label or annotation, so a new Tenant of the
+    same name cannot take it back without a cluster administrator. The owner-account and default-region
+    annotations stay: the namespace and what the hub administrator put in it outlive the Tenant."""
+    return {"labels": {TENANT_LABEL: None}, "annotations": {TENANT_ANNOTATION: None}}
+
+
+def admins_rolebinding(tenant: Tenant) -> Manifest | None:
+    """The RoleBinding granting the tenant's admins the tenant-admin ClusterRole in its namespace; None when the
+    Tenant names no admins (then there is none)."""
+    if not tenant.spec.admins:
+        return None
+    subjects = [{"kind": s.kind, "name": s.name, "namespace": s.namespace} if s.kind == "ServiceAccount"
+                else {"kind": s.kind, "name": s.name, "apiGroup": RBAC_GROUP} for s in tenant.spec.admins]
+    return {
+        "apiVersion": f"{RBAC_GROUP}/v1", "kind": "RoleBinding",
+        "metadata": {"name": TENANT_ADMINS_ROLEBINDING, "namespace": tenant.namespace,
+                     "labels": {TENANT_LABEL: tenant.metadata.name}},
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": TENANT_ADMIN_CLUSTERROLE},
+        "subjects": subjects,
+    }

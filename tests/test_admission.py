@@ -1,0 +1,81 @@
+"""stacks.admission without a server: which namespace a Tenant may take, how it is marked, who administers it.
+(The policies and the controller are proven against the real kube-apiserver in tests/test_admission_envtest.py
+and tests/test_tenants_envtest.py.)"""
+from __future__ import annotations
+
+import pytest
+
+from stacks.admission import (TENANT_ADMIN_CLUSTERROLE, adoption_refusal, admins_rolebinding, admission_manifests,
+                              namespace_metadata, tenant_admin_clusterrole, tenant_controller_rules, tenant_of)
+from stacks.names import (BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE,
+                          OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL)
+
+
+def tenant(name: str = "t-one", **spec):
+    parsed, problem = tenant_of({"apiVersion": "clusternet.io/v1alpha1", "kind": "Tenant",
+                                 "metadata": {"name": name}, "spec": spec})
+    assert problem is None
+    return parsed
+
+
+def ns(name: str, labels=None, annotations=None, **meta):
+    return {"metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}, **meta}}
+
+
+@pytest.mark.parametrize("namespace, spec, refused", [
+    (None, {}, None),  # made for it
+    (ns("t-one", {TENANT_LABEL: "t-one"}), {}, None),  # made or adopted before
+    (ns("t-one", annotations={TENANT_ANNOTATION: "t-one"}), {}, None),  # set aside by the hub administrator
+    (ns("legacy"), {"namespace": "legacy"}, None),  # named by a cluster administrator
+    (ns("t-one"), {}, "exists and is not this Tenant's"),  # merely named like it
+    (ns("legacy", {TENANT_LABEL: "t-two"}), {"namespace": "legacy"}, "belongs to Tenant t-two"),
+    (ns("legacy", annotations={TENANT_ANNOTATION: "t-two"}), {"namespace": "legacy"}, "set aside for Tenant t-two"),
+    (ns("legacy", deletionTimestamp="2026-01-01T00:00:00Z"), {"namespace": "legacy"}, "being deleted"),
+])
+def test_which_namespace_a_tenant_may_take(namespace, spec, refused):
+    why = adoption_refusal(tenant(**spec), namespace)
+    assert (why is None) if refused is None else (refused in why)
+
+
+def test_the_namespace_carries_the_account_and_region_only_when_the_tenant_sets_them():
+    assert namespace_metadata(tenant()) == {"labels": {TENANT_LABEL: "t-one"},
+                                            "annotations": {TENANT_ANNOTATION: "t-one"}}
+    marks = namespace_metadata(tenant(accountID="222222222222", defaultRegion="eu-west-1"))["annotations"]
+    assert marks[OWNER_ACCOUNT_ANNOTATION] == "222222222222" and marks[DEFAULT_REGION_ANNOTATION] == "eu-west-1"
+
+
+def test_the_admins_rolebinding_binds_the_tenant_admin_role_to_the_spec_admins():
+    assert admins_rolebinding(tenant()) is None
+    binding = admins_rolebinding(tenant(namespace="legacy", admins=[
+        {"kind": "User", "name": "bob"}, {"kind": "ServiceAccount", "name": "ci", "namespace": "tools"}]))
+    assert binding["metadata"]["namespace"] == "legacy"
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": TENANT_ADMIN_CLUSTERROLE}
+    assert binding["subjects"] == [{"kind": "User", "name": "bob", "apiGroup": "rbac.authorization.k8s.io"},
+                                   {"kind": "ServiceAccount", "name": "ci", "namespace": "tools"}]
+
+
+def test_an_invalid_tenant_is_named_by_its_field():
+    parsed, problem = tenant_of({"apiVersion": "clusternet.io/v1alpha1", "kind": "Tenant", "metadata": {"name": "t"},
+                                 "spec": {"accountID": "12", "admins": [{"kind": "User", "name": "b", "namespace": "x"}]}})
+    assert parsed is None and "spec.accountID" in problem and "spec.admins[0]" in problem
+
+
+def test_the_roles_are_least():
+    rules = tenant_admin_clusterrole()["rules"]
+    resources = {r for rule in rules for r in rule["resources"]}
+    assert {FACTS_SUBRESOURCE, BOOTSTRAP_SUBRESOURCE} <= resources and "clusters/status" not in resources
+    controller = tenant_controller_rules()
+    assert not any("*" in rule["verbs"] or "escalate" in rule["verbs"] for rule in controller)
+    bind = [rule for rule in controller if "bind" in rule["verbs"]]
+    assert bind == [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                     "resourceNames": [TENANT_ADMIN_CLUSTERROLE], "verbs": ["bind"]}]
+    assert not any("delete" in rule["verbs"] for rule in controller if "namespaces" in rule["resources"])
+
+
+def test_every_policy_comes_with_its_binding_and_a_fresh_copy():
+    manifests = admission_manifests()
+    assert [m["kind"] for m in manifests] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 2
+    assert all(m["metadata"]["name"].startswith("clusternet-") for m in manifests)
+    manifests[0]["spec"].clear()
+    assert admission_manifests()[0]["spec"]
