@@ -1,4 +1,4 @@
-"""python -m automation {plan,inputs,ingress render,iam,serve}: the command line."""
+"""python -m automation {plan,inputs,ingress render,iam,serve,api,agent}: the command line."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +8,8 @@ import sys
 
 from automation.adapters.files import load_fleet
 from automation.adapters.plan import PlanError, plan_all, raise_invalid
-from automation.cli import iam
+from automation.api.serve import add_api_command
+from automation.cli import agent, iam
 from automation.cli.render import render_tree
 from automation.service.serve import add_serve_command
 from stacks.errors import FieldError, InvalidSpec
@@ -137,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     iam.add_iam_command(sub)
     add_serve_command(sub)  # `serve`: one flag per ServiceOptions field
+    add_api_command(sub)  # `api`: the registry's REST API
+    agent.add_agent_command(sub)  # `agent`: the facts agent a registered cluster runs
     return parser
 
 

@@ -1,0 +1,250 @@
+"""One-time bootstrap tokens and the install endpoint (docs/registry.md).
+
+    POST /tenants/{t}/clusters/{id}/bootstrap-token   issue or reset: the token is returned once, stored as a hash
+    GET  /install/agent.json?token=...                no bearer: the token is the credential, good once
+
+Issuing is authorised on a virtual subresource: a SelfSubjectAccessReview made *as the caller* for `create`
+on clusters/bootstraptoken of that Cluster. Only then does the API, with its own client, write
+status.bootstrapToken {sha256, validUntil, used: false} and the label that finds the Cluster by the hash
+(stacks.names.BOOTSTRAP_TOKEN_LABEL). The token itself is never stored and never logged; issuing again
+replaces the hash, so the old token stops working.
+
+Installing finds the Cluster by that label, compares the full SHA-256 in constant time, and refuses an
+unknown, expired or used token with one and the same 401 (which one it was is not said). It marks the token
+used with one JSON patch of the status subresource that first *tests* used == false and the hash: the API
+server re-applies a patch on a write conflict, tests included, so of any number of concurrent requests with
+one token exactly one succeeds. Then it makes the agent's hub identity (automation.adapters.agent) and
+answers with the manifests the cluster applies (stacks.install).
+
+The install endpoint is rate-limited per client address (token buckets, ApiSettings.install_rate and
+install_burst). The limit is per replica: with N replicas a client gets N times the rate.
+"""
+from __future__ import annotations
+
+import hmac
+import math
+import secrets
+from datetime import datetime, timedelta, timezone
+from typing import Annotated, Any, Mapping
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from pydantic import Field, ValidationError
+
+from automation.adapters.agent import grant_agent
+from automation.api.app import LOG, Registry, caller, registry
+from automation.api.kube import CONFLICT_ATTEMPTS, custom, namespace_of
+from automation.api.models import ERRORS, Problem, View
+from automation.api.ratelimit import RateLimiter, client_address
+from automation.api.tenants import ClusterId, TenantId
+from stacks.errors import InvalidSpec
+from stacks.install import install_response
+from stacks.model import Cluster, HubConfig
+from stacks.names import (BOOTSTRAP_SUBRESOURCE, BOOTSTRAP_TOKEN_LABEL, GROUP, TENANT_ANNOTATION, TENANT_LABEL,
+                          VERSION)
+from stacks.registry import seconds, token_hash, token_label
+from stacks.resolve import shared_ingress_inputs
+
+Caller = Annotated[client.ApiClient, Depends(caller)]
+Reg = Annotated[Registry, Depends(registry)]
+RESOURCE, SUBRESOURCE = BOOTSTRAP_SUBRESOURCE.split("/")  # "clusters", "bootstraptoken"
+TOKEN_BYTES = 32  # 256 bits of randomness: secrets.token_urlsafe gives 43 characters
+MAX_TOKEN = 256  # anything longer is not one of ours (and is not hashed)
+DENIED = "this bootstrap token is not valid: it is unknown, expired or used already; ask for a new one"
+JSON_PATCH = "application/json-patch+json"
+
+
+class IssuedToken(View):
+    token: str = Field(description="the bootstrap token: shown this once, stored only as its SHA-256")
+    valid_until: str = Field(description="RFC 3339: it cannot be used after this")
+
+
+class InstallView(View):
+    cluster: str
+    tenant: str
+    api_url: str = Field(alias="apiURL", description="where the agent pushes its facts (this API)")
+    expires_at: str = Field(description="RFC 3339: when the agent's hub token expires (it renews it before)")
+    private_link_endpoint: str | None = Field(
+        None, description="the DNS name of the hub's interface endpoint to the cluster's API, once it has one")
+    manifests: list[dict[str, Any]] = Field(description="Kubernetes objects to apply to the cluster, in order")
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def authorize_issue(api: client.ApiClient, namespace: str, cluster: str) -> None:
+    """403 unless the caller may `create` clusters/bootstraptoken of this Cluster (asked of Kubernetes as them)."""
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"group": GROUP, "resource": RESOURCE, "subresource": SUBRESOURCE,
+                                        "verb": "create", "namespace": namespace, "name": cluster}}})
+    if not review.status.allowed:
+        raise HTTPException(403, f"you may not issue a bootstrap token for Cluster {namespace}/{cluster}: that "
+                                 f"needs the right to create {BOOTSTRAP_SUBRESOURCE} in {GROUP} for it")
+
+
+def _label(own: client.CustomObjectsApi, namespace: str, cluster: str, digest: str, current: Mapping) -> None:
+    """Label the Cluster with the hash's prefix, but only while status holds this hash: of two concurrent
+    resets, the label always ends up matching the one whose hash the status kept (the other gets 409)."""
+    for _ in range(CONFLICT_ATTEMPTS):
+        held = ((current.get("status") or {}).get("bootstrapToken") or {}).get("sha256")
+        if held != digest:
+            raise HTTPException(409, f"the bootstrap token of Cluster {namespace}/{cluster} was reset again "
+                                     "meanwhile; that newer token is the valid one (ask again for another)")
+        try:
+            own.patch_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster, {"metadata": {
+                "labels": {BOOTSTRAP_TOKEN_LABEL: token_label(digest)},
+                "resourceVersion": current["metadata"]["resourceVersion"]}})
+            return
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        current = own.get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
+    raise HTTPException(409, f"Cluster {namespace}/{cluster} kept changing; try again")
+
+
+def _find(own: client.CustomObjectsApi, digest: str) -> dict[str, Any] | None:
+    """The Cluster whose status holds this hash, found by label and then compared in full, in constant time."""
+    found = own.list_custom_object_for_all_namespaces(
+        GROUP, VERSION, "clusters", label_selector=f"{BOOTSTRAP_TOKEN_LABEL}={token_label(digest)}")
+    for item in found.get("items") or []:
+        held = ((item.get("status") or {}).get("bootstrapToken") or {}).get("sha256")
+        if isinstance(held, str) and hmac.compare_digest(held.encode(), digest.encode()):
+            return item
+    return None
+
+
+def _redeemable(doc: Mapping[str, Any]) -> bool:
+    held = (doc.get("status") or {}).get("bootstrapToken") or {}
+    try:
+        until = datetime.fromisoformat(str(held.get("validUntil")).replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    if until.tzinfo is None:
+        until = until.replace(tzinfo=timezone.utc)
+    return held.get("used") is False and now() < until
+
+
+def _mark_used(own: client.CustomObjectsApi, namespace: str, name: str, digest: str) -> bool:
+    """Atomically: used false -> true for this hash. False when another request (or a reset) got there first."""
+    patch = [{"op": "test", "path": "/status/bootstrapToken/sha256", "value": digest},
+             {"op": "test", "path": "/status/bootstrapToken/used", "value": False},
+             {"op": "replace", "path": "/status/bootstrapToken/used", "value": True}]
+    try:
+        own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", name, patch,
+                                                  _content_type=JSON_PATCH)
+    except ApiException as exc:
+        if exc.status in (404, 409, 422):  # gone, or a test failed: not ours to redeem
+            return False
+        raise
+    return True
+
+
+def _node_proxy(reg: Registry, cluster: Cluster, annotations: Mapping[str, str]) -> Any:
+    """The shared-ingress node proxy's inputs when the cluster uses the shared ingress (409 when it cannot)."""
+    if not cluster.spec.shared_ingress.enabled:
+        return None
+    name = reg.settings.hub_name
+    try:
+        hub = HubConfig.model_validate(custom(reg.own).get_cluster_custom_object(GROUP, VERSION, "hubconfigs", name))
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        raise HTTPException(409, f"{cluster.ref} uses the shared ingress, but HubConfig {name} does not exist") \
+            from None
+    except ValidationError:
+        raise HTTPException(409, f"HubConfig {name} is not valid; its administrator must fix it") from None
+    try:
+        return shared_ingress_inputs(cluster, hub, annotations)
+    except InvalidSpec as exc:
+        raise HTTPException(409, f"{cluster.ref} cannot use the shared ingress: "
+                                 f"{'; '.join(str(err) for err in exc.errors)}") from None
+
+
+def _limiter(reg: Registry) -> RateLimiter:
+    key = f"{__name__}.limiter"
+    found = reg.extra.get(key)
+    if found is None:
+        found = reg.extra.setdefault(key, RateLimiter(reg.settings.install_rate, reg.settings.install_burst))
+    return found
+
+
+def router() -> APIRouter:
+    r = APIRouter(tags=["bootstrap"])
+
+    @r.post("/tenants/{tenant}/clusters/{cluster}/bootstrap-token", response_model=IssuedToken, status_code=201,
+            responses=ERRORS, summary="Issue or reset a cluster's one-time bootstrap token")
+    def issue(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
+        namespace = namespace_of(reg, tenant)
+        authorize_issue(api, namespace, cluster)
+        own = custom(reg.own)
+        try:
+            doc = own.get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise HTTPException(404, f"cluster {cluster} not found in tenant {tenant}") from None
+            raise
+        valid_until = rfc3339(now() + timedelta(seconds=seconds((doc.get("spec") or {}).get("tokenLifetime")
+                                                                or "24h")))
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        digest = token_hash(token)
+        written = own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", cluster, {
+            "status": {"bootstrapToken": {"sha256": digest, "validUntil": valid_until, "used": False}}})
+        _label(own, namespace, cluster, digest, written)
+        LOG.info("bootstrap token issued for Cluster %s/%s, valid until %s", namespace, cluster, valid_until)
+        return JSONResponse({"token": token, "validUntil": valid_until}, status_code=201,
+                            headers={"Cache-Control": "no-store"})
+
+    @r.get("/install/agent.json", response_model=InstallView, summary="Redeem a bootstrap token: the manifests",
+           responses={401: {"model": Problem, "description": "the token is unknown, expired or used already"},
+                      409: {"model": Problem, "description": "the cluster's spec cannot be installed as it is"},
+                      429: {"model": Problem, "description": "too many requests from this address (Retry-After)"}})
+    def install(request: Request, reg: Reg,
+                token: Annotated[str | None, Query(description="the one-time bootstrap token")] = None,
+                ) -> JSONResponse:
+        wait = _limiter(reg).take(client_address(request, reg.settings.trust_forwarded_for))
+        if wait > 0:
+            retry = str(max(1, math.ceil(wait))) if math.isfinite(wait) else "3600"
+            raise HTTPException(429, "too many install requests from your address; retry later",
+                                headers={"Retry-After": retry})
+        if not token or len(token) > MAX_TOKEN:
+            raise HTTPException(401, DENIED)
+        digest = token_hash(token)
+        own = custom(reg.own)
+        doc = _find(own, digest)
+        if doc is None or not _redeemable(doc):
+            raise HTTPException(401, DENIED)
+        namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
+        try:
+            cluster = Cluster.model_validate(doc)
+        except ValidationError:
+            raise HTTPException(409, f"Cluster {namespace}/{name} does not validate; fix its spec, then ask for a "
+                                     "new bootstrap token") from None
+        meta = client.CoreV1Api(reg.own).read_namespace(namespace).metadata
+        annotations, labels = meta.annotations or {}, meta.labels or {}
+        tenant = annotations.get(TENANT_ANNOTATION) or labels.get(TENANT_LABEL) or namespace
+        node_proxy = _node_proxy(reg, cluster, annotations)  # refused before the token is used up
+        if not _mark_used(own, namespace, name, digest):
+            raise HTTPException(401, DENIED)
+        try:
+            agent_token, expires_at = grant_agent(reg.own, namespace, name, reg.settings.agent_token_seconds)
+        except ApiException as exc:
+            LOG.error("Cluster %s/%s redeemed its bootstrap token, but making its agent failed: %s %s",
+                      namespace, name, exc.status, exc.reason)
+            raise HTTPException(502, f"the token was accepted, but creating the agent's credentials failed "
+                                     f"({exc.status} {exc.reason}); ask for a new bootstrap token") from None
+        LOG.info("Cluster %s/%s installed: agent token valid until %s", namespace, name, expires_at)
+        body = install_response(cluster, tenant=tenant, api_url=reg.settings.public_url,
+                                agent_image=reg.settings.agent_image, agent_token=agent_token,
+                                expires_at=expires_at, hub_url=reg.settings.hub_url, hub_ca=reg.settings.hub_ca,
+                                node_proxy=node_proxy)
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+
+    return r

@@ -1,0 +1,178 @@
+"""`python -m automation agent`: the small facts agent a cluster runs after its install (stacks.install).
+
+Every --interval seconds it reads a few facts from its own cluster's API (in-cluster ServiceAccount):
+the Kubernetes version (/version) and the node count, and POSTs them to the registry:
+
+    POST {api}/tenants/{tenant}/clusters/{cluster}/facts   Authorization: Bearer <its hub token>
+
+Its hub token (a ServiceAccount token of the hub, stacks.install.agent_rules) expires. Once less than a third
+of its lifetime is left, the agent asks the hub's Kubernetes API (--hub-url) for a new one for its own
+ServiceAccount (a TokenRequest: the only other right it has), and writes it back into its Secret (--secret)
+so a restarted pod starts with a live token. Without --hub-url it cannot renew: the cluster then needs a new
+bootstrap token before the old one expires. Tokens are never logged.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import httpx
+from kubernetes import client, config
+
+from automation.adapters.agent import request_token
+from stacks.names import agent_name
+
+LOG = logging.getLogger("clusternet.agent")
+RENEW_AT = 1 / 3  # renew once less than this share of the token's lifetime is left
+
+
+class AgentError(Exception):
+    """A push or renewal the agent could not make (its message never holds a token)."""
+
+
+def gather(guest: client.ApiClient) -> dict[str, str]:
+    """The facts the agent reports about its own cluster."""
+    version = client.VersionApi(guest).get_code()
+    nodes = client.CoreV1Api(guest).list_node(_preload_content=False)
+    count = len(json.loads(nodes.data).get("items") or [])
+    return {"kubernetesVersion": version.git_version, "platform": version.platform, "nodes": str(count)}
+
+
+def token_times(token: str) -> tuple[int, int] | None:
+    """(issued at, expires at) in epoch seconds, read from the token's JWT claims (not verified: the hub does
+    that), or None when it carries none."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        return int(claims["iat"]), int(claims["exp"])
+    except (IndexError, KeyError, TypeError, ValueError):
+        return None
+
+
+def renewal_due(token: str, now: float) -> bool:
+    times = token_times(token)
+    if times is None:
+        return False
+    issued, expires = times
+    return expires - now < (expires - issued) * RENEW_AT
+
+
+@dataclass
+class Agent:
+    api_url: str
+    tenant: str
+    namespace: str  # the cluster's namespace on the hub (its ServiceAccount's)
+    cluster: str
+    token: str
+    guest: client.ApiClient  # the cluster's own API
+    http: httpx.Client
+    hub: Callable[[str], client.ApiClient] | None = None  # a hub client acting as a token; None: no renewal
+    secret: tuple[str, str] | None = None  # (namespace, name) of the guest Secret holding the token
+    clock: Callable[[], float] = time.time
+
+    def push(self, facts: dict[str, str]) -> dict[str, Any]:
+        path = f"{self.api_url.rstrip('/')}/tenants/{self.tenant}/clusters/{self.cluster}/facts"
+        response = self.http.post(path, json={"facts": facts}, headers={"Authorization": f"Bearer {self.token}"})
+        if response.status_code != 201:
+            raise AgentError(f"the registry refused the facts of {self.namespace}/{self.cluster}: "
+                             f"{response.status_code} {_detail(response)}")
+        return response.json()
+
+    def renew(self) -> str:
+        """A new hub token for the agent's own ServiceAccount, as long-lived as the current one; kept in the
+        guest Secret when there is one."""
+        assert self.hub is not None
+        times = token_times(self.token)
+        lifetime = max(600, times[1] - times[0]) if times else 86400
+        with self.hub(self.token) as hub:
+            self.token, expiry = request_token(client.CoreV1Api(hub), self.namespace, agent_name(self.cluster),
+                                               lifetime)
+        if self.secret is not None:
+            namespace, name = self.secret
+            client.CoreV1Api(self.guest).patch_namespaced_secret(name, namespace, {"stringData": {"token": self.token}},
+                                                                 _preload_content=False)  # its body: the token
+        LOG.info("renewed the hub token of %s/%s: valid until %s", self.namespace, self.cluster, expiry)
+        return self.token
+
+    def step(self) -> dict[str, Any]:
+        """One round: renew the token when due, then push the facts."""
+        if self.hub is not None and renewal_due(self.token, self.clock()):
+            self.renew()
+        return self.push(gather(self.guest))
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("detail"))[:500]
+    except ValueError:
+        return response.text[:500]
+
+
+def hub_client_factory(hub_url: str, ca_file: str | None) -> Callable[[str], client.ApiClient]:
+    def make(token: str) -> client.ApiClient:
+        cfg = client.Configuration()
+        cfg.host = hub_url
+        if ca_file and os.path.exists(ca_file):
+            cfg.ssl_ca_cert = ca_file
+        cfg.api_key = {"BearerToken": f"Bearer {token}", "authorization": f"Bearer {token}"}
+        return client.ApiClient(cfg)
+    return make
+
+
+def add_agent_command(subparsers: Any) -> None:
+    env = os.environ.get
+    agent = subparsers.add_parser("agent", help="the facts agent a cluster runs (from its install manifests)",
+                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    agent.add_argument("--api", default=env("CLUSTERNET_API_URL"), required=env("CLUSTERNET_API_URL") is None,
+                       help="the registry API's URL")
+    agent.add_argument("--token-file", required=True, help="the hub token (the install's Secret, key token)")
+    agent.add_argument("--tenant", required=True)
+    agent.add_argument("--namespace", required=True, help="the cluster's namespace on the hub")
+    agent.add_argument("--cluster", required=True)
+    agent.add_argument("--interval", type=float, default=300, help="seconds between two pushes")
+    agent.add_argument("--hub-url", default=None, help="the hub's Kubernetes API, to renew the token (unset: none)")
+    agent.add_argument("--hub-ca-file", default=None, help="the hub API's CA (PEM); missing: the system's")
+    agent.add_argument("--secret", default=None, help="namespace/name of the Secret to keep the renewed token in")
+    agent.add_argument("--kubeconfig", default=None, help="the cluster's own API (default: in-cluster)")
+    agent.add_argument("--once", action="store_true", help="push once and exit")
+    agent.set_defaults(func=agent_command)
+
+
+def agent_command(args: argparse.Namespace) -> int:
+    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.kubeconfig:
+        config.load_kube_config(args.kubeconfig)
+    else:
+        config.load_incluster_config()
+    with open(args.token_file, encoding="utf-8") as fh:
+        token = fh.read().strip()
+    secret = tuple(args.secret.split("/", 1)) if args.secret and "/" in args.secret else None
+    with httpx.Client(timeout=30) as http, client.ApiClient() as guest:
+        agent = Agent(api_url=args.api, tenant=args.tenant, namespace=args.namespace, cluster=args.cluster,
+                      token=token, guest=guest, http=http, secret=secret,  # type: ignore[arg-type]
+                      hub=hub_client_factory(args.hub_url, args.hub_ca_file) if args.hub_url else None)
+        while True:
+            try:
+                pushed = agent.step()
+                LOG.info("pushed facts of %s/%s: version %s", args.namespace, args.cluster, pushed.get("version"))
+            except (AgentError, httpx.HTTPError, client.ApiException) as exc:
+                if args.once:
+                    LOG.error("%s", _safe(exc))
+                    return 1
+                LOG.warning("%s; trying again in %.0f s", _safe(exc), args.interval)
+            if args.once:
+                return 0
+            time.sleep(args.interval)
+
+
+def _safe(exc: Exception) -> str:
+    """An error's summary without headers or bodies (a Kubernetes error carries the request's headers)."""
+    if isinstance(exc, client.ApiException):
+        return f"Kubernetes refused a request: {exc.status} {exc.reason}"
+    return str(exc)

@@ -1,0 +1,197 @@
+"""What a new cluster applies once it has redeemed its bootstrap token, and the rights that takes. Pure.
+
+`GET /install/agent.json?token=...` (automation.api.bootstrap) answers with `install_response(...)`:
+
+    {"cluster", "tenant", "apiURL", "expiresAt", "privateLinkEndpoint", "manifests": [...]}
+
+The manifests go to the *guest* cluster, in this order (apply them as listed):
+
+    Namespace clusternet-agent
+    ServiceAccount, ClusterRole(+Binding)   the agent reads /version and lists nodes in its own cluster
+    Role(+Binding)                          it may rewrite its own Secret (the rotated hub token), nothing else
+    Secret clusternet-agent                 the hub token, the API's URL, tenant, cluster, hub namespace
+    Deployment clusternet-agent             `python -m automation agent`: non-root, read-only root filesystem
+    ConfigMap kube-system/clusternet-apiserver-proxy   the shared-ingress node proxy, when the cluster uses it
+
+Two sets of hub-side rights live here as data, so deploy/, the docs and the tests read one list:
+- `API_RULES`: the registry API's own ServiceAccount (a ClusterRole). Everything else the API does, it does as
+  the caller. It holds `create clusters/facts` and `create serviceaccounts/token` only to *grant* them: RBAC
+  lets a client write a Role only with rights it holds itself (no `escalate`, no `bind`).
+- `agent_rules(cluster)`: what an agent's token may do on the hub: push facts for its one Cluster and request
+  a new token for its own ServiceAccount (rotation). Not `clusters/status`: status feeds resolution and
+  belongs to the service.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import yaml
+
+from stacks.haproxy import guest_manifests
+from stacks.inputs import SharedIngressInputs
+from stacks.model import Cluster
+from stacks.names import GROUP, agent_name
+
+RBAC = "rbac.authorization.k8s.io"
+AGENT_NAMESPACE = "clusternet-agent"  # in the guest cluster
+AGENT = "clusternet-agent"  # the guest-side ServiceAccount, roles, Secret and Deployment
+SECRET_MOUNT = "/etc/clusternet-agent"
+FACTS_INTERVAL = 300  # seconds between two pushes of the agent
+AGENT_LABELS = {"app.kubernetes.io/name": AGENT, "app.kubernetes.io/part-of": "clusternet"}
+
+# The registry API's own ServiceAccount, cluster-wide (docs/registry.md; deploy/ grants exactly these).
+API_RULES: tuple[dict[str, Any], ...] = (
+    # find a cluster by its token's label, read its tokenLifetime, set the label on a (re)issue
+    {"apiGroups": [GROUP], "resources": ["clusters"], "verbs": ["get", "list", "patch"]},
+    # status.bootstrapToken (issue, mark used atomically) and status.facts (the latest pushed facts)
+    {"apiGroups": [GROUP], "resources": ["clusters/status"], "verbs": ["patch"]},
+    # held only to grant it to agents: RBAC refuses a Role carrying rights its writer does not hold
+    {"apiGroups": [GROUP], "resources": ["clusters/facts"], "verbs": ["create"]},
+    {"apiGroups": [GROUP], "resources": ["tenants"], "verbs": ["get", "list"]},  # tenant <-> namespace
+    {"apiGroups": [GROUP], "resources": ["hubconfigs"], "verbs": ["get"]},  # the shared ingress's address
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},  # tenant and allowed-backends annotations
+    # the agent's ServiceAccount (deleting it revokes every token it was given)
+    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["create", "delete"]},
+    # the agent's first token; held cluster-wide also to grant an agent its own rotation
+    {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+    {"apiGroups": [RBAC], "resources": ["roles", "rolebindings"], "verbs": ["create", "delete"]},
+)
+
+
+def agent_rules(cluster: str) -> list[dict[str, Any]]:
+    """The hub Role of a cluster's agent (in the cluster's namespace): push its facts, renew its own token."""
+    return [
+        {"apiGroups": [GROUP], "resources": ["clusters/facts"], "resourceNames": [cluster], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["serviceaccounts/token"], "resourceNames": [agent_name(cluster)],
+         "verbs": ["create"]},
+    ]
+
+
+def private_link_endpoint(cluster: Cluster) -> str | None:
+    """The DNS name of the hub's interface endpoint to the cluster's API, once its stack has made one."""
+    if not cluster.spec.private_link.enabled:
+        return None
+    outputs = (cluster.status or {}).get("outputs")
+    endpoint = outputs.get("endpoint") if isinstance(outputs, Mapping) else None
+    return endpoint if isinstance(endpoint, str) and endpoint else None
+
+
+def node_proxy_config_map(node_proxy: SharedIngressInputs) -> dict[str, Any]:
+    """The shared-ingress node proxy's ConfigMap, the same one the cluster's stack outputs (stacks.haproxy)."""
+    return yaml.safe_load(guest_manifests(node_proxy)["configMap"])
+
+
+def install_response(cluster: Cluster, *, tenant: str, api_url: str, agent_image: str, agent_token: str,
+                     expires_at: str, hub_url: str | None = None, hub_ca: str | None = None,
+                     node_proxy: SharedIngressInputs | None = None,
+                     interval: int = FACTS_INTERVAL) -> dict[str, Any]:
+    """The install endpoint's answer for `cluster` (metadata.namespace is its hub namespace).
+
+    `hub_url`/`hub_ca`: where the agent reaches the hub's Kubernetes API to renew its token before
+    `expires_at`; without them it cannot renew, and the cluster needs a new bootstrap token then.
+    """
+    namespace, name = cluster.metadata.namespace or "default", cluster.metadata.name
+    manifests = agent_manifests(namespace=namespace, cluster=name, tenant=tenant, api_url=api_url,
+                                image=agent_image, token=agent_token, hub_url=hub_url, hub_ca=hub_ca,
+                                interval=interval)
+    if node_proxy is not None:
+        manifests.append(node_proxy_config_map(node_proxy))
+    return {
+        "cluster": name,
+        "tenant": tenant,
+        "apiURL": api_url,
+        "expiresAt": expires_at,
+        "privateLinkEndpoint": private_link_endpoint(cluster),
+        "manifests": manifests,
+    }
+
+
+def agent_manifests(*, namespace: str, cluster: str, tenant: str, api_url: str, image: str, token: str,
+                    hub_url: str | None = None, hub_ca: str | None = None,
+                    interval: int = FACTS_INTERVAL) -> list[dict[str, Any]]:
+    """The facts agent in the guest cluster: its namespace, guest-side rights, Secret and Deployment."""
+    meta = {"name": AGENT, "namespace": AGENT_NAMESPACE, "labels": dict(AGENT_LABELS)}
+    secret = {"token": token, "apiURL": api_url, "tenant": tenant, "cluster": cluster, "namespace": namespace}
+    if hub_url:
+        secret["hubURL"] = hub_url
+    if hub_ca:
+        secret["hubCA"] = hub_ca
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": AGENT_NAMESPACE, "labels": dict(AGENT_LABELS)}},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": _cluster_meta(),
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]},
+        {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": _cluster_meta(),
+         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": AGENT}, "subjects": [_subject()]},
+        # the rotated hub token is written back here, so a restarted agent starts with a live one
+        {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": meta,
+         "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [AGENT],
+                    "verbs": ["get", "patch"]}]},
+        {"apiVersion": f"{RBAC}/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": AGENT}, "subjects": [_subject()]},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "stringData": secret},
+        agent_deployment(image, interval=interval, rotate=bool(hub_url)),
+    ]
+
+
+def agent_deployment(image: str, *, interval: int = FACTS_INTERVAL, rotate: bool = True) -> dict[str, Any]:
+    """One agent pod (Recreate: never two pushing at once). Its settings come from the Secret."""
+
+    def from_secret(key: str, optional: bool = False) -> dict[str, Any]:
+        ref: dict[str, Any] = {"name": AGENT, "key": key}
+        if optional:
+            ref["optional"] = True
+        return {"valueFrom": {"secretKeyRef": ref}}
+
+    env = [{"name": "CLUSTERNET_API_URL", **from_secret("apiURL")},
+           {"name": "CLUSTERNET_TENANT", **from_secret("tenant")},
+           {"name": "CLUSTERNET_CLUSTER", **from_secret("cluster")},
+           {"name": "CLUSTERNET_HUB_NAMESPACE", **from_secret("namespace")},
+           {"name": "CLUSTERNET_HUB_URL", **from_secret("hubURL", optional=True)},
+           {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}]
+    args = ["python", "-m", "automation", "agent",
+            "--api", "$(CLUSTERNET_API_URL)", "--tenant", "$(CLUSTERNET_TENANT)",
+            "--namespace", "$(CLUSTERNET_HUB_NAMESPACE)", "--cluster", "$(CLUSTERNET_CLUSTER)",
+            "--token-file", f"{SECRET_MOUNT}/token", "--interval", str(interval),
+            "--secret", f"{AGENT_NAMESPACE}/{AGENT}"]
+    if rotate:
+        args += ["--hub-url", "$(CLUSTERNET_HUB_URL)", "--hub-ca-file", f"{SECRET_MOUNT}/hubCA"]
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": AGENT, "namespace": AGENT_NAMESPACE, "labels": dict(AGENT_LABELS)},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": {"app.kubernetes.io/name": AGENT}},
+            "template": {
+                "metadata": {"labels": dict(AGENT_LABELS)},
+                "spec": {
+                    "serviceAccountName": AGENT,
+                    "automountServiceAccountToken": True,  # the guest's API: /version and nodes
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                                        "fsGroup": 65532,  # the Secret's files: group-readable by the agent
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "agent",
+                        "image": image,
+                        "args": args,
+                        "env": env,
+                        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
+                                      "limits": {"cpu": "200m", "memory": "192Mi"}},
+                        "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                                            "capabilities": {"drop": ["ALL"]}},
+                        "volumeMounts": [{"name": "hub", "mountPath": SECRET_MOUNT, "readOnly": True}],
+                    }],
+                    "volumes": [{"name": "hub", "secret": {"secretName": AGENT, "defaultMode": 0o440}}],
+                },
+            },
+        },
+    }
+
+
+def _cluster_meta() -> dict[str, Any]:
+    return {"name": AGENT, "labels": dict(AGENT_LABELS)}
+
+
+def _subject() -> dict[str, str]:
+    return {"kind": "ServiceAccount", "name": AGENT, "namespace": AGENT_NAMESPACE}

@@ -1,0 +1,533 @@
+"""One-time bootstrap tokens and the install endpoint against the real kube-apiserver.
+
+The API's own client is a ServiceAccount bound to exactly stacks.install.API_RULES, so every test here also
+proves those rights suffice. Proven: a token is redeemed once, expires, is stored only as its hash and never
+logged; concurrent redemptions give exactly one success; a reset invalidates the old token (and a new install
+revokes the previous agent); issuing needs `create clusters/bootstraptoken`; the agent's token may push facts
+for its own cluster and renew itself, nothing else, and dies with its ServiceAccount; the install endpoint is
+rate-limited per address; shared-ingress and PrivateLink clusters get their node proxy config and endpoint.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from kubernetes import client, utils
+from kubernetes.client.rest import ApiException
+
+from automation.adapters.agent import grant_agent, revoke_agent
+from automation.adapters.facts import FactsStore
+from automation.api import bootstrap, facts
+from automation.api.app import ApiSettings, ClientCache, Registry, create_app
+from automation.cli.agent import Agent, AgentError, renewal_due, token_times
+from stacks.install import AGENT, AGENT_NAMESPACE, API_RULES
+from stacks.names import (API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP, TENANT_ANNOTATION, TENANT_LABEL, VERSION,
+                          agent_name)
+from stacks.registry import token_hash, token_label
+from tests.envtest import EnvTest, kube_apiserver  # noqa: F401 - the fixture
+from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, sa_subject, service_account_token,
+                                 unbind_cluster_role)
+
+SUFFIX = uuid.uuid4().hex[:6]
+HUB = f"hub-{SUFFIX}"  # the HubConfig the API reads for the shared ingress (unique: the server is shared)
+PUBLIC_URL = "https://registry.example.com"
+IMAGE = "ghcr.io/clusternet/clusternet:test"
+REVOKED_WITHIN = 30.0  # the API server caches a successful authentication for 10 s
+
+
+def bearer(token: str | None) -> dict[str, str]:
+    return {} if token is None else {"Authorization": f"Bearer {token}"}
+
+
+def custom(api: client.ApiClient) -> client.CustomObjectsApi:
+    return client.CustomObjectsApi(api)
+
+
+def may(api: client.ApiClient, verb: str, resource: str, namespace: str, name: str, *, group: str = GROUP,
+        subresource: str | None = None) -> bool:
+    """SelfSubjectAccessReview as `api`'s token (raises 401 when the token is not accepted)."""
+    attributes = {"group": group, "resource": resource, "verb": verb, "namespace": namespace, "name": name}
+    if subresource:
+        attributes["subresource"] = subresource
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review(
+        {"spec": {"resourceAttributes": attributes}})
+    return bool(review.status.allowed)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def admin(kube_apiserver) -> Iterator[client.ApiClient]:
+    with kube_apiserver.api_client() as api:
+        yield api
+
+
+@pytest.fixture(scope="module")
+def own(kube_apiserver, admin) -> Iterator[client.ApiClient]:
+    """The API's own client: a ServiceAccount bound to exactly API_RULES, nothing else."""
+    namespace, name = f"registry-sys-{SUFFIX}", "registry-api"
+    core = client.CoreV1Api(admin)
+    core.create_namespace({"metadata": {"name": namespace}})
+    role = f"registry-api-{SUFFIX}"
+    bind_cluster_role(admin, role, [dict(rule) for rule in API_RULES], [sa_subject(namespace, name)])
+    api = kube_apiserver.api_client(service_account_token(admin, namespace, name))
+    eventually(lambda: custom(api).list_custom_object_for_all_namespaces(GROUP, VERSION, "clusters", limit=1))
+    yield api
+    api.close()
+    unbind_cluster_role(admin, role)
+    core.delete_namespaced_service_account(name, namespace)
+    core.delete_namespace(namespace)
+
+
+def settings(env: EnvTest, **overrides: Any) -> ApiSettings:
+    values: dict[str, Any] = dict(install_rate=1000.0, install_burst=100_000, public_url=PUBLIC_URL,
+                                  agent_image=IMAGE, agent_token_seconds=3600, hub_name=HUB, hub_url=env.host,
+                                  hub_ca=Path(env.ca_file).read_text())
+    values.update(overrides)
+    return ApiSettings(**values)
+
+
+def make_app(env: EnvTest, own: client.ApiClient, *, store: Any = None, routers=(bootstrap.router,),
+             **overrides: Any):
+    reg = Registry(settings=settings(env, **overrides), own=own, callers=ClientCache(env.configuration(), 64),
+                   facts=store)
+    return create_app(reg, routers=routers)
+
+
+@pytest.fixture(scope="module")
+def http(kube_apiserver, own) -> Iterator[TestClient]:
+    with TestClient(make_app(kube_apiserver, own)) as test_client:
+        yield test_client
+
+
+@dataclass
+class Made:
+    """Tenants, namespaces, clusters and HubConfigs one test made; `cleanup()` deletes them (and agents)."""
+
+    env: EnvTest
+    admin: client.ApiClient
+    http: TestClient
+    tenants: list[str] = field(default_factory=list)
+    clusters: list[tuple[str, str]] = field(default_factory=list)
+    hubs: list[str] = field(default_factory=list)
+
+    def tenant(self) -> tuple[str, str]:
+        """A Tenant and its namespace (of the same name, annotated as the service would)."""
+        name = f"t-boot-{uuid.uuid4().hex[:8]}"
+        custom(self.admin).create_cluster_custom_object(GROUP, VERSION, "tenants", {
+            "apiVersion": API_VERSION, "kind": "Tenant", "metadata": {"name": name}, "spec": {}})
+        self.tenants.append(name)
+        client.CoreV1Api(self.admin).create_namespace({"metadata": {
+            "name": name, "labels": {TENANT_LABEL: name}, "annotations": {TENANT_ANNOTATION: name}}})
+        return name, name
+
+    def cluster(self, namespace: str, spec: dict | None = None) -> str:
+        name = f"c-boot-{uuid.uuid4().hex[:8]}"
+        custom(self.admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
+            "apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": name}, "spec": spec or {}})
+        self.clusters.append((namespace, name))
+        return name
+
+    def read(self, namespace: str, name: str) -> dict[str, Any]:
+        return custom(self.admin).get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", name)
+
+    def issue(self, tenant: str, cluster: str, token: str | None = "admin") -> httpx.Response:
+        token = self.env.token if token == "admin" else token
+        return self.http.post(f"/tenants/{tenant}/clusters/{cluster}/bootstrap-token", headers=bearer(token))
+
+    def token(self, tenant: str, cluster: str) -> str:
+        response = self.issue(tenant, cluster)
+        assert response.status_code == 201, response.text
+        return response.json()["token"]
+
+    def install(self, token: str | None, http: TestClient | None = None, **headers: str) -> httpx.Response:
+        params = {} if token is None else {"token": token}
+        return (http or self.http).get("/install/agent.json", params=params, headers=headers)
+
+    def hub(self, spec: dict) -> None:
+        custom(self.admin).create_cluster_custom_object(GROUP, VERSION, "hubconfigs", {
+            "apiVersion": API_VERSION, "kind": "HubConfig", "metadata": {"name": HUB}, "spec": spec})
+        self.hubs.append(HUB)
+
+    def cleanup(self) -> None:
+        objects, core = custom(self.admin), client.CoreV1Api(self.admin)
+        calls = [lambda ns=ns, n=n: revoke_agent(self.admin, ns, n) for ns, n in self.clusters]
+        calls += [lambda ns=ns, n=n: objects.delete_namespaced_custom_object(GROUP, VERSION, ns, "clusters", n)
+                  for ns, n in self.clusters]
+        calls += [lambda n=n: objects.delete_cluster_custom_object(GROUP, VERSION, "hubconfigs", n) for n in self.hubs]
+        calls += [lambda n=n: delete_tenant(self.admin, n) for n in self.tenants]
+        calls += [lambda n=n: core.delete_namespace(n) for n in self.tenants]
+        for call in calls:
+            try:
+                call()
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+@pytest.fixture
+def made(kube_apiserver, admin, http) -> Iterator[Made]:
+    found = Made(kube_apiserver, admin, http)
+    yield found
+    found.cleanup()
+
+
+def manifest(body: dict, kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [m for m in body["manifests"] if m["kind"] == kind and (name is None or m["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{kind} {name}: {[(m['kind'], m['metadata']['name']) for m in body['manifests']]}"
+    return found[0]
+
+
+def denied(response: httpx.Response) -> None:
+    assert response.status_code == 401, response.text
+    assert response.json()["detail"] == bootstrap.DENIED  # one message: unknown, expired and used look alike
+
+
+def retry(call: Any, timeout: float = 10.0) -> Any:
+    """`call()` until it neither fails an assertion nor is refused (RBAC caches take a moment to catch up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except (AssertionError, AgentError, ApiException):
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
+def wait_revoked(env: EnvTest, token: str) -> None:
+    """Until the token is refused (401): the API server caches successful authentications for 10 s."""
+    deadline = time.monotonic() + REVOKED_WITHIN
+    with env.api_client(token) as api:
+        while True:
+            try:
+                may(api, "create", "clusters", "default", "x", subresource="facts")
+            except ApiException as exc:
+                assert exc.status == 401, exc
+                return
+            assert time.monotonic() < deadline, "the token still authenticates after its ServiceAccount is gone"
+            time.sleep(0.5)
+
+
+# --------------------------------------------------------------------------- tokens
+
+def test_a_token_is_redeemed_once_and_never_stored_or_logged_in_clear(made, caplog):
+    caplog.set_level(logging.DEBUG)
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace)
+    issued = made.issue(tenant, cluster)
+    assert issued.status_code == 201, issued.text
+    token = issued.json()["token"]
+    assert len(token) >= 43 and issued.headers["cache-control"] == "no-store"
+
+    stored = made.read(namespace, cluster)
+    dumped = json.dumps(stored)
+    assert token not in dumped  # only its hash is kept
+    assert stored["status"]["bootstrapToken"] == {"sha256": token_hash(token), "used": False,
+                                                  "validUntil": issued.json()["validUntil"]}
+    assert stored["metadata"]["labels"][BOOTSTRAP_TOKEN_LABEL] == token_label(token_hash(token))
+
+    first = made.install(token)
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert {k: body[k] for k in ("cluster", "tenant", "apiURL", "privateLinkEndpoint")} == {
+        "cluster": cluster, "tenant": tenant, "apiURL": PUBLIC_URL, "privateLinkEndpoint": None}
+    assert first.headers["cache-control"] == "no-store"
+    assert [m["kind"] for m in body["manifests"]] == ["Namespace", "ServiceAccount", "ClusterRole",
+                                                      "ClusterRoleBinding", "Role", "RoleBinding", "Secret",
+                                                      "Deployment"]  # no shared ingress: no node proxy
+    secret = manifest(body, "Secret")["stringData"]
+    assert {k: secret[k] for k in ("apiURL", "tenant", "cluster", "namespace", "hubURL")} == {
+        "apiURL": PUBLIC_URL, "tenant": tenant, "cluster": cluster, "namespace": namespace,
+        "hubURL": made.env.host}
+    assert secret["token"] != token and token_times(secret["token"]) is not None  # the agent's own hub token
+    pod = manifest(body, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] and container["securityContext"]["readOnlyRootFilesystem"]
+    assert container["resources"]["limits"] and container["image"] == IMAGE
+    assert container["args"][:4] == ["python", "-m", "automation", "agent"]
+
+    denied(made.install(token))  # used
+    assert made.read(namespace, cluster)["status"]["bootstrapToken"]["used"] is True
+    assert token not in json.dumps(made.read(namespace, cluster))
+    logged = [r.getMessage() for r in caplog.records if not r.name.startswith(("httpx", "httpcore"))]
+    assert logged and not any(token in line or secret["token"] in line for line in logged)
+
+
+def test_the_manifests_are_objects_the_api_server_accepts(made, admin):
+    """Applied (server-side dry run, as the guest cluster would) to the test server, in a namespace of the
+    test's own instead of clusternet-agent (namespaces never finish deleting here)."""
+    tenant, namespace = made.tenant()
+    body = made.install(made.token(tenant, made.cluster(namespace))).json()
+    guest_namespace = f"agent-{uuid.uuid4().hex[:8]}"
+    manifests = json.loads(json.dumps(body["manifests"]))
+    for item in manifests:
+        if item["metadata"].get("namespace") == AGENT_NAMESPACE:
+            item["metadata"]["namespace"] = guest_namespace
+        for subject in item.get("subjects", []):
+            subject["namespace"] = guest_namespace
+    assert manifests[0]["kind"] == "Namespace"
+    manifests[0]["metadata"]["name"] = guest_namespace
+    core = client.CoreV1Api(admin)
+    core.create_namespace(manifests[0])
+    try:
+        for item in manifests[1:]:
+            utils.create_from_dict(admin, item, dry_run="All")
+    finally:
+        core.delete_namespace(guest_namespace)
+
+
+def test_an_unknown_or_expired_token_is_refused_alike(made):
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace, {"tokenLifetime": "1s"})
+    token = made.token(tenant, cluster)
+    time.sleep(1.5)
+    denied(made.install(token))  # expired
+    assert made.read(namespace, cluster)["status"]["bootstrapToken"]["used"] is False  # refused, not used up
+    denied(made.install("not-a-token"))
+    denied(made.install(None))
+    denied(made.install("x" * 5000))
+
+
+def test_concurrent_installs_with_one_token_give_exactly_one_success(made):
+    tenant, namespace = made.tenant()
+    token = made.token(tenant, made.cluster(namespace))
+    codes = together(12, lambda: made.install(token).status_code)
+    assert sorted(codes) == [200] + [401] * 11
+
+
+def together(callers: int, call: Any) -> list[Any]:
+    """`call()` from `callers` threads released at once; their results."""
+    start, results = threading.Barrier(callers), []
+
+    def run() -> None:
+        start.wait()
+        results.append(call())
+
+    threads = [threading.Thread(target=run) for _ in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(results) == callers
+    return results
+
+
+def test_marking_used_is_atomic_on_the_server(made, own):
+    """Every caller past the read-side checks at once: the JSON patch's tests let exactly one through."""
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace)
+    digest = token_hash(made.token(tenant, cluster))
+    results = together(12, lambda: bootstrap._mark_used(custom(own), namespace, cluster, digest))
+    assert sorted(results) == [False] * 11 + [True]
+    assert not bootstrap._mark_used(custom(own), namespace, cluster, token_hash("another token"))
+
+
+def test_concurrent_resets_leave_exactly_one_valid_token(made):
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace)
+    responses = together(6, lambda: made.issue(tenant, cluster))
+    assert {r.status_code for r in responses} <= {201, 409}
+    tokens = [r.json()["token"] for r in responses if r.status_code == 201]
+    stored = made.read(namespace, cluster)
+    digest = stored["status"]["bootstrapToken"]["sha256"]
+    assert stored["metadata"]["labels"][BOOTSTRAP_TOKEN_LABEL] == token_label(digest)  # label and hash agree
+    assert [token_hash(token) for token in tokens].count(digest) == 1
+    assert sorted(made.install(token).status_code for token in tokens) == [200] + [401] * (len(tokens) - 1)
+
+
+def test_a_reset_invalidates_the_old_token_and_a_new_install_replaces_the_agent(made, kube_apiserver):
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace)
+    old, new = made.token(tenant, cluster), made.token(tenant, cluster)
+    assert old != new
+    denied(made.install(old))
+    first = made.install(new)
+    assert first.status_code == 200, first.text
+    first_agent = manifest(first.json(), "Secret")["stringData"]["token"]
+
+    again = made.install(made.token(tenant, cluster))  # reset after use: a fresh install
+    assert again.status_code == 200, again.text
+    second_agent = manifest(again.json(), "Secret")["stringData"]["token"]
+    with kube_apiserver.api_client(second_agent) as api:
+        assert may(api, "create", "clusters", namespace, cluster, subresource="facts")
+    wait_revoked(kube_apiserver, first_agent)  # the previous agent's ServiceAccount was replaced
+
+
+def test_issuing_needs_the_bootstrap_right_asked_as_the_caller(made, admin, kube_apiserver):
+    tenant, namespace = made.tenant()
+    cluster, other = made.cluster(namespace), made.cluster(namespace)
+    assert made.issue(tenant, cluster, None).status_code == 401
+    refused = made.issue(tenant, cluster, kube_apiserver.tenant_token)
+    assert refused.status_code == 403 and "clusters/bootstraptoken" in refused.json()["detail"]
+    assert "bootstrapToken" not in (made.read(namespace, cluster).get("status") or {})
+    assert made.issue(f"t-missing-{SUFFIX}", cluster).status_code == 404
+    assert made.issue(tenant, "c-missing").status_code == 404
+
+    rbac = client.RbacAuthorizationV1Api(admin)
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "bootstrapper"}, "rules": [
+        {"apiGroups": [GROUP], "resources": ["clusters/bootstraptoken"], "resourceNames": [cluster],
+         "verbs": ["create"]}]})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "bootstrapper"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "bootstrapper"},
+        "subjects": [sa_subject(namespace, "bootstrapper")]})
+    try:
+        token = service_account_token(admin, namespace, "bootstrapper")
+        eventually(lambda: _issued(made.issue(tenant, cluster, token)), refused=403)
+        assert made.issue(tenant, other, token).status_code == 403  # its Role names one cluster
+    finally:
+        rbac.delete_namespaced_role_binding("bootstrapper", namespace)
+        rbac.delete_namespaced_role("bootstrapper", namespace)
+        client.CoreV1Api(admin).delete_namespaced_service_account("bootstrapper", namespace)
+
+
+def _issued(response: httpx.Response) -> httpx.Response:
+    if response.status_code == 403:
+        raise ApiException(status=403)
+    assert response.status_code == 201, response.text
+    return response
+
+
+# --------------------------------------------------------------------------- the agent's hub identity
+
+def test_the_agent_token_may_push_facts_for_its_cluster_and_renew_itself_only(made, kube_apiserver):
+    tenant, namespace = made.tenant()
+    cluster, other = made.cluster(namespace), made.cluster(namespace)
+    body = made.install(made.token(tenant, cluster)).json()
+    agent_token = manifest(body, "Secret")["stringData"]["token"]
+    with kube_apiserver.api_client(agent_token) as api:
+        assert may(api, "create", "clusters", namespace, cluster, subresource="facts")
+        assert not may(api, "create", "clusters", namespace, other, subresource="facts")
+        assert not may(api, "patch", "clusters", namespace, cluster, subresource="status")
+        assert not may(api, "get", "clusters", namespace, cluster)
+        with pytest.raises(ApiException) as refused:
+            custom(api).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", cluster,
+                                                              {"status": {"facts": {"version": 1}}})
+        assert refused.value.status == 403
+        core = client.CoreV1Api(api)
+        renewed = core.create_namespaced_service_account_token(agent_name(cluster), namespace,
+                                                               {"spec": {"expirationSeconds": 600}})
+        assert renewed.status.token  # its own rotation
+        with pytest.raises(ApiException) as refused:
+            core.create_namespaced_service_account_token(agent_name(other), namespace,
+                                                         {"spec": {"expirationSeconds": 600}})
+        assert refused.value.status == 403
+
+
+def test_deleting_the_agent_revokes_its_token(made, own, kube_apiserver):
+    """Proven with the adapter alone, as the API's own ServiceAccount (its delete rights)."""
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace)
+    token, expiry = grant_agent(own, namespace, cluster, 600)
+    assert expiry.endswith("Z")
+    with kube_apiserver.api_client(token) as api:
+        retry(lambda: _check(may(api, "create", "clusters", namespace, cluster, subresource="facts")))
+    revoke_agent(own, namespace, cluster)
+    revoke_agent(own, namespace, cluster)  # gone already: fine
+    wait_revoked(kube_apiserver, token)
+
+
+def _check(allowed: bool) -> None:
+    assert allowed
+
+
+def test_the_agent_pushes_facts_and_renews_its_token(made, own, admin, kube_apiserver, tmp_path):
+    """The agent command's round against the real server (the test server plays hub and guest)."""
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace)
+    body = made.install(made.token(tenant, cluster)).json()
+    token = manifest(body, "Secret")["stringData"]["token"]
+    core = client.CoreV1Api(admin)
+    core.create_namespaced_secret(namespace, {"metadata": {"name": AGENT}, "stringData": {"token": token}})
+    store = FactsStore(f"sqlite:///{tmp_path / 'facts.db'}")
+    app = make_app(kube_apiserver, own, store=store, routers=(bootstrap.router, facts.router))
+    try:
+        with TestClient(app) as api:
+            agent = Agent(api_url="http://testserver", tenant=tenant, namespace=namespace, cluster=cluster,
+                          token=token, guest=admin, http=api, hub=kube_apiserver.api_client,
+                          secret=(namespace, AGENT))
+            pushed = retry(agent.step)  # RBAC takes a moment to see the agent's new Role
+            assert pushed["version"] == 1 and set(pushed["facts"]) == {"kubernetesVersion", "platform", "nodes"}
+            assert pushed["facts"]["kubernetesVersion"].startswith("v1.")
+
+            issued, expires = token_times(token)
+            assert not renewal_due(token, issued + 60)
+            agent.clock = lambda: expires - 60  # near its end: the next round renews it first
+            assert agent.step()["version"] == 2
+            assert agent.token != token
+            kept = core.read_namespaced_secret(AGENT, namespace).data["token"]
+            assert base64.b64decode(kept).decode() == agent.token
+            renewed_times = token_times(agent.token)
+            assert renewed_times[1] - renewed_times[0] == expires - issued  # as long-lived as the first
+    finally:
+        store.close()
+        core.delete_namespaced_secret(AGENT, namespace)
+
+
+# --------------------------------------------------------------------------- rate limit, ingress, PrivateLink
+
+def test_installs_are_rate_limited_per_client_address(kube_apiserver, own):
+    app = make_app(kube_apiserver, own, install_rate=0.01, install_burst=3, trust_forwarded_for=True)
+    with TestClient(app) as http:
+        def install(address: str) -> httpx.Response:
+            return http.get("/install/agent.json", params={"token": "guess"},
+                            headers={"X-Forwarded-For": address})
+
+        assert [install("203.0.113.7").status_code for _ in range(3)] == [401] * 3
+        limited = install("203.0.113.7")
+        assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+        assert install("203.0.113.8").status_code == 401  # another address has its own bucket
+        # only the entry the trusted proxy appended counts: a client cannot pick its bucket
+        assert install("198.51.100.1, 203.0.113.7").status_code == 429
+
+
+def test_a_shared_ingress_cluster_gets_its_node_proxy_config(made):
+    made.hub({"accountID": "111111111111", "region": "us-east-1",
+              "sharedIngress": {"address": "ingress.example.com:6443", "allowedBackends": ["10.0.0.0/8"]}})
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace, {"sharedIngress": {"enabled": True, "backend": "10.1.2.3:6443",
+                                                         "clusterID": f"id-{SUFFIX}"}})
+    response = made.install(made.token(tenant, cluster))
+    assert response.status_code == 200, response.text
+    config_map = manifest(response.json(), "ConfigMap")
+    assert config_map["metadata"]["namespace"] == "kube-system"
+    config = config_map["data"]["haproxy.cfg"]
+    assert f"unique-id-format id-{SUFFIX}" in config and "ingress.example.com:6443" in config
+
+    refused = made.cluster(namespace, {"sharedIngress": {"enabled": True, "backend": "192.168.7.7:6443"}})
+    token = made.token(tenant, refused)
+    response = made.install(token)
+    assert response.status_code == 409 and "allowedBackends" in response.json()["detail"]
+    assert made.read(namespace, refused)["status"]["bootstrapToken"]["used"] is False  # not used up
+
+
+def test_a_private_link_cluster_gets_its_endpoint(made, admin):
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace, {
+        "accountID": "222222222222", "region": "us-east-1", "infraID": "demo-abc12",
+        "apiURL": "https://api.demo.example.com:6443", "network": {"vpcID": "vpc-0abc", "cidr": "10.20.0.0/16"},
+        "privateLink": {"enabled": True}})
+    endpoint = "vpce-0123-abcd.vpce-svc-0456.us-east-1.vpce.amazonaws.com"
+    custom(admin).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", cluster,
+                                                        {"status": {"outputs": {"endpoint": endpoint}}})
+    response = made.install(made.token(tenant, cluster))
+    assert response.status_code == 200, response.text
+    assert response.json()["privateLinkEndpoint"] == endpoint
+
+
+def test_the_openapi_document_describes_the_bootstrap_routes(http):
+    paths = http.get("/openapi.json").json()["paths"]
+    assert "post" in paths["/tenants/{tenant}/clusters/{cluster}/bootstrap-token"]
+    install = paths["/install/agent.json"]["get"]
+    assert {"401", "409", "429"} <= set(install["responses"])
