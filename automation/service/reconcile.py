@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Literal, Protocol
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from automation.adapters.agent import revoke_agent
 from automation.adapters.engine import Engine, EngineError, RunCancelled, RunResult, StackLocked
 from automation.adapters.status import (EventRecorder, StatusWriter, conditions, outputs_from, parse_time, rfc3339,
                                         with_drift)
@@ -109,6 +110,7 @@ class Reconciler:
         self.audit = audit
         self.metrics = metrics
         self.clock = clock
+        self._api_client = api_client
         self._custom = client.CustomObjectsApi(api_client)
         self._side_pool: ThreadPoolExecutor | None = None
         self._side_lock = threading.Lock()
@@ -296,12 +298,18 @@ class Reconciler:
         return Outcome.done()
 
     def _gone(self, key: str) -> Outcome:
-        """The Cluster left the cache. With our finalizer that only happens when someone removed it by hand."""
+        """The Cluster left the cache: its facts agent loses its hub identity (so its tokens), and when our
+        finalizer was removed by hand, a stack that still has resources is reported."""
         self.status.forget(key)
+        namespace, _, name = key.partition("/")
+        try:
+            revoke_agent(self._api_client, namespace, name)
+        except Exception as exc:  # noqa: BLE001 - the API server may be away: try again
+            LOG.warning("%s: could not revoke the facts agent's identity (%s); retrying", key, exc)
+            return Outcome.retry()
         if key in self._released:  # we destroyed its stack and let it go
             self._released.discard(key)
             return Outcome.done()
-        namespace, _, name = key.partition("/")
         stack = stack_name(namespace, name)
         try:
             applied = self.engine.applied(stack)
