@@ -1,6 +1,6 @@
-"""`pulumi up` here installs the CRDs and runs the service (components/controlplane.py), and, when the
-HubConfig asks for it, the shared ingress's central proxy (components/ingress.py) whose routes the
-service then keeps current."""
+"""`pulumi up` here installs the CRDs and runs the service (components/controlplane.py) and the registry API
+(components/registry.py), and, when the HubConfig asks for it, the shared ingress's central proxy
+(components/ingress.py) whose routes the service then keeps current."""
 import os
 import sys
 
@@ -14,6 +14,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from automation.adapters.files import load_hub  # noqa: E402
 from components.controlplane import ControlPlane, ControlPlaneArgs  # noqa: E402
 from components.ingress import CentralProxy, CentralProxyArgs  # noqa: E402
+from components.registry import RegistryApi, RegistryApiArgs  # noqa: E402
+from stacks.install import API_RULES  # noqa: E402
 from stacks.crds import crd_manifests  # noqa: E402
 from stacks.names import SHARED_INGRESS_CONFIGMAP  # noqa: E402
 
@@ -29,6 +31,19 @@ plane = ControlPlane(
     provider,
 )
 pulumi.export("namespace", namespace)
+
+# The registry API (docs/registry.md): its own Deployment; `registry: false` leaves it out.
+if config.get_bool("registry") is not False:
+    registry_name = "clusternet-registry"
+    registry = RegistryApi(
+        registry_name,
+        RegistryApiArgs(image=image, rules=API_RULES, namespace=namespace,
+                        public_url=config.get("registryPublicUrl") or f"http://{registry_name}.{namespace}.svc",
+                        facts_db_secret=config.get("registryFactsDbSecret") or None),
+        provider,
+        opts=pulumi.ResourceOptions(depends_on=[plane]),
+    )
+    pulumi.export("registryService", registry.service.metadata.name)
 
 hub_file = config.get("hub")  # the HubConfig YAML this deployment serves (also applied to the cluster)
 hubs = [load_hub(hub_file)] if hub_file else []

@@ -162,3 +162,54 @@ def test_every_path_the_service_writes_is_a_volume(backend, state):
     assert set(mounts) == {"/var/lib/clusternet", env["PULUMI_HOME"], "/tmp"}
     assert state in mounts[container["args"][container["args"].index("--state-dir") + 1]]
     assert "emptyDir" in mounts[env["PULUMI_HOME"]] and "emptyDir" in mounts["/tmp"]
+
+
+# --------------------------------------------------------------------------- the registry API (components/registry.py)
+
+def deploy_registry(**kw):
+    from components.registry import RegistryApi, RegistryApiArgs
+    from stacks.install import API_RULES
+
+    def build():
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        RegistryApi("clusternet-registry", RegistryApiArgs(image="registry.example.com/clusternet:1", rules=API_RULES,
+                                                           **kw), provider)
+    return record(build, stack="deploy")
+
+
+def test_the_registry_api_gets_exactly_its_documented_rights():
+    from stacks.install import API_RULES
+    plan = deploy_registry()
+    [role] = plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+    assert role.inputs["rules"] == [dict(rule) for rule in API_RULES]
+    [binding] = plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "clusternet-registry",
+                                           "namespace": "clusternet-system"}]
+    verbs = {verb for rule in API_RULES for verb in rule["verbs"]}
+    assert not verbs & {"*", "escalate", "bind", "update", "watch"}
+    assert not any("secrets" in rule["resources"] for rule in API_RULES)
+
+
+def test_the_registry_keeps_sqlite_on_a_volume_with_one_replica():
+    plan = deploy_registry()
+    spec = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    pod = spec["template"]["spec"]
+    [container] = pod["containers"]
+    args = container["args"]
+    assert args[:4] == ["python", "-m", "automation", "api"]
+    assert args[args.index("--facts-db") + 1] == "sqlite:////var/lib/clusternet-registry/facts.db"
+    assert {"name": "facts", "mountPath": "/var/lib/clusternet-registry"} in container["volumeMounts"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert plan.one("kubernetes:core/v1:PersistentVolumeClaim").inputs["spec"]["accessModes"] == ["ReadWriteOnce"]
+
+
+def test_the_registry_on_postgresql_takes_its_url_from_a_secret_and_runs_two_replicas():
+    plan = deploy_registry(facts_db_secret="registry-db")
+    spec = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]
+    assert spec["replicas"] == 2
+    [container] = spec["template"]["spec"]["containers"]
+    assert "--facts-db" not in container["args"]  # the URL holds a password: never in the pod's args
+    assert container["env"] == [{"name": "CLUSTERNET_FACTS_DB",
+                                 "valueFrom": {"secretKeyRef": {"name": "registry-db", "key": "url"}}}]
+    assert plan.of_type("kubernetes:core/v1:PersistentVolumeClaim") == []

@@ -1,0 +1,123 @@
+"""The registry API inside the hub cluster: its own Deployment beside the service (docs/registry.md).
+
+    RegistryApi (clusternet:deploy:RegistryApi)
+    ├── ServiceAccount, ClusterRole(+Binding)  exactly the API's own rights (stacks.install.API_RULES)
+    ├── PersistentVolumeClaim                  the SQLite facts history (not made with --facts-db postgresql://)
+    ├── Deployment                             `python -m automation api`, probes on /healthz; read-only root
+    │                                          filesystem: writable are only the facts volume and /tmp
+    └── Service                                port 80 → the API (put an Ingress or a load balancer in front)
+
+Everything else the API does, it does as the caller's own token, so Kubernetes RBAC decides.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+FACTS_DIR = "/var/lib/clusternet-registry"  # the SQLite file's volume
+
+
+@dataclass(frozen=True)
+class RegistryApiArgs:
+    image: str
+    rules: Sequence[Mapping[str, Any]]  # the API ServiceAccount's ClusterRole (stacks.install.API_RULES)
+    namespace: str = "clusternet-system"
+    public_url: str = "http://clusternet-registry.clusternet-system.svc"  # what agents dial (--public-url)
+    # None: SQLite on a volume, one replica (ReadWriteOnce). "postgresql://...": shared history, several replicas.
+    facts_db: str | None = None
+    facts_db_secret: str | None = None  # a Secret whose key `url` holds the postgresql:// URL (with its password)
+    replicas: int = 2  # with facts_db only; SQLite means 1
+    facts_size: str = "1Gi"
+    facts_retention: int = 1000
+    api_args: Sequence[str] = ()  # extra `python -m automation api` flags
+    port: int = 8080
+    resources: Mapping[str, Any] = field(
+        default_factory=lambda: {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}})
+
+    @property
+    def shared_history(self) -> bool:
+        return self.facts_db is not None or self.facts_db_secret is not None
+
+    @property
+    def replica_count(self) -> int:
+        return self.replicas if self.shared_history else 1
+
+
+class RegistryApi(pulumi.ComponentResource):
+    def __init__(self, name: str, args: RegistryApiArgs, provider: k8s.Provider,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("clusternet:deploy:RegistryApi", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+        ns = args.namespace
+        labels = {"app.kubernetes.io/name": "clusternet-registry", "app.kubernetes.io/instance": name}
+        meta = {"name": name, "namespace": ns, "labels": labels}
+
+        account = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=meta, opts=child)
+        role = k8s.rbac.v1.ClusterRole(f"{name}-cr", metadata={"name": name, "labels": labels},
+                                       rules=[dict(rule) for rule in args.rules], opts=child)
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-crb", metadata={"name": name, "labels": labels},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata.name},
+            subjects=[{"kind": "ServiceAccount", "name": name, "namespace": ns}], opts=child)
+
+        # A PostgreSQL URL carries a password: from a Secret, through the flag's environment variable, never in args.
+        env: list[dict[str, Any]] = []
+        facts_db: list[str] = []
+        if args.facts_db_secret is not None:
+            env.append({"name": "CLUSTERNET_FACTS_DB",
+                        "valueFrom": {"secretKeyRef": {"name": args.facts_db_secret, "key": "url"}}})
+        else:
+            facts_db = ["--facts-db", args.facts_db or f"sqlite:///{FACTS_DIR}/facts.db"]
+        volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+        mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+        if not args.shared_history:
+            k8s.core.v1.PersistentVolumeClaim(
+                f"{name}-facts", metadata={**meta, "name": f"{name}-facts"},
+                spec={"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": args.facts_size}}},
+                opts=child)
+            volumes.append({"name": "facts", "persistentVolumeClaim": {"claimName": f"{name}-facts"}})
+            mounts.append({"name": "facts", "mountPath": FACTS_DIR})
+
+        probe = lambda path: {"httpGet": {"path": path, "port": "http"}, "periodSeconds": 10}  # noqa: E731
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deploy",
+            metadata=meta,
+            spec={
+                "replicas": args.replica_count,
+                "strategy": {"type": "RollingUpdate" if args.shared_history else "Recreate"},
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": account.metadata.name,
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
+                        "containers": [{
+                            "name": "registry",
+                            "image": args.image,
+                            "args": ["python", "-m", "automation", "api", "--bind", f"0.0.0.0:{args.port}",
+                                     *facts_db, "--facts-retention", str(args.facts_retention),
+                                     "--public-url", args.public_url, "--agent-image", args.image,
+                                     *args.api_args],
+                            "env": env,
+                            "ports": [{"name": "http", "containerPort": args.port}],
+                            "livenessProbe": probe("/healthz"),
+                            "readinessProbe": probe("/healthz"),
+                            "resources": dict(args.resources),
+                            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                                "capabilities": {"drop": ["ALL"]}},
+                            "volumeMounts": mounts,
+                        }],
+                        "volumes": volumes,
+                    },
+                },
+            },
+            opts=child,
+        )
+        self.service = k8s.core.v1.Service(
+            f"{name}-svc", metadata=meta,
+            spec={"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+            opts=child)
+        self.register_outputs({"deployment": self.deployment.metadata.name, "service": self.service.metadata.name})
