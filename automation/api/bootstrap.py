@@ -35,7 +35,7 @@ from pydantic import Field, ValidationError
 
 from automation.adapters.agent import grant_agent
 from automation.api.app import LOG, Registry, caller, registry
-from automation.api.kube import CONFLICT_ATTEMPTS, custom, namespace_of
+from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
 from automation.api.models import ERRORS, Problem, View
 from automation.api.ratelimit import RateLimiter, client_address
 from automation.api.tenants import ClusterId, TenantId
@@ -49,7 +49,7 @@ from stacks.resolve import shared_ingress_inputs
 
 Caller = Annotated[client.ApiClient, Depends(caller)]
 Reg = Annotated[Registry, Depends(registry)]
-RESOURCE, SUBRESOURCE = BOOTSTRAP_SUBRESOURCE.split("/")  # "clusters", "bootstraptoken"
+SUBRESOURCE = BOOTSTRAP_SUBRESOURCE.split("/")[1]  # "bootstraptoken"
 TOKEN_BYTES = 32  # 256 bits of randomness: secrets.token_urlsafe gives 43 characters
 MAX_TOKEN = 256  # anything longer is not one of ours (and is not hashed)
 DENIED = "this bootstrap token is not valid: it is unknown, expired or used already; ask for a new one"
@@ -77,17 +77,6 @@ def now() -> datetime:
 
 def rfc3339(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def authorize_issue(api: client.ApiClient, namespace: str, cluster: str) -> None:
-    """403 unless the caller may `create` clusters/bootstraptoken of this Cluster (asked of Kubernetes as them)."""
-    review = client.AuthorizationV1Api(api).create_self_subject_access_review({
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-        "spec": {"resourceAttributes": {"group": GROUP, "resource": RESOURCE, "subresource": SUBRESOURCE,
-                                        "verb": "create", "namespace": namespace, "name": cluster}}})
-    if not review.status.allowed:
-        raise HTTPException(403, f"you may not issue a bootstrap token for Cluster {namespace}/{cluster}: that "
-                                 f"needs the right to create {BOOTSTRAP_SUBRESOURCE} in {GROUP} for it")
 
 
 def _label(own: client.CustomObjectsApi, namespace: str, cluster: str, digest: str, current: Mapping) -> None:
@@ -182,15 +171,10 @@ def router() -> APIRouter:
     @r.post("/tenants/{tenant}/clusters/{cluster}/bootstrap-token", response_model=IssuedToken, status_code=201,
             responses=ERRORS, summary="Issue or reset a cluster's one-time bootstrap token")
     def issue(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
-        namespace = namespace_of(reg, tenant)
-        authorize_issue(api, namespace, cluster)
+        namespace = namespace_of(reg, tenant, api)
+        authorize(api, SUBRESOURCE, namespace, cluster, "issue a bootstrap token for")
         own = custom(reg.own)
-        try:
-            doc = own.get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
-        except ApiException as exc:
-            if exc.status == 404:
-                raise HTTPException(404, f"cluster {cluster} not found in tenant {tenant}") from None
-            raise
+        doc = own_cluster(reg, namespace, tenant, cluster)
         valid_until = rfc3339(now() + timedelta(seconds=seconds((doc.get("spec") or {}).get("tokenLifetime")
                                                                 or "24h")))
         token = secrets.token_urlsafe(TOKEN_BYTES)

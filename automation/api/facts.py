@@ -23,23 +23,14 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.api.app import LOG, Registry, caller, registry
-from automation.api.kube import CONFLICT_ATTEMPTS, custom, may, namespace_of
+from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
 from automation.api.models import ERRORS, FactsHistory, FactsPush, FactsView
 from automation.api.tenants import ClusterId, TenantId
 from stacks.names import FACTS_SUBRESOURCE, GROUP, VERSION
 
 Caller = Annotated[client.ApiClient, Depends(caller)]
 Reg = Annotated[Registry, Depends(registry)]
-RESOURCE, SUBRESOURCE = FACTS_SUBRESOURCE.split("/")  # "clusters", "facts"
-
-
-def authorize_push(api: client.ApiClient, namespace: str, cluster: str) -> None:
-    """403 unless the caller may `create` clusters/facts of this Cluster (asked of Kubernetes as the caller)."""
-    allowed, reason = may(api, "create", RESOURCE, namespace=namespace, name=cluster, subresource=SUBRESOURCE)
-    if not allowed:
-        why = f" ({reason})" if reason else ""
-        raise HTTPException(403, f"you may not push facts to Cluster {namespace}/{cluster}: that needs the right to "
-                                 f"create {FACTS_SUBRESOURCE} in {GROUP} for it{why}")
+SUBRESOURCE = FACTS_SUBRESOURCE.split("/")[1]  # "facts"
 
 
 def _moment(text: Any) -> datetime | None:
@@ -99,14 +90,9 @@ def router() -> APIRouter:
     def push(tenant: TenantId, cluster: ClusterId, body: FactsPush, api: Caller, reg: Reg) -> JSONResponse:
         store = _store(reg)
         namespace = namespace_of(reg, tenant, api)
-        authorize_push(api, namespace, cluster)
+        authorize(api, SUBRESOURCE, namespace, cluster, "push facts to")
         own = custom(reg.own)
-        try:
-            current = own.get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
-        except ApiException as exc:
-            if exc.status == 404:
-                raise HTTPException(404, f"cluster {cluster} not found in tenant {tenant}") from None
-            raise
+        current = own_cluster(reg, namespace, tenant, cluster)
         version = store.push(namespace, cluster, dict(body.facts))
         try:
             mirror(own, current, version)

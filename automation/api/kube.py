@@ -46,6 +46,26 @@ def may(api: client.ApiClient, verb: str, resource: str, *, namespace: str | Non
     return bool(review.status.allowed), review.status.reason or ""
 
 
+def authorize(api: client.ApiClient, subresource: str, namespace: str, cluster: str, doing: str) -> None:
+    """403 unless the caller may `create` the virtual subresource `clusters/<subresource>` of this Cluster
+    (stacks.names FACTS_SUBRESOURCE, BOOTSTRAP_SUBRESOURCE): the one check behind pushing facts and issuing
+    bootstrap tokens, asked of Kubernetes as the caller."""
+    allowed, why = may(api, "create", "clusters", namespace=namespace, name=cluster, subresource=subresource)
+    if not allowed:
+        raise HTTPException(403, f"you may not {doing} Cluster {namespace}/{cluster}: that needs the right to create "
+                                 f"clusters/{subresource} in {GROUP} for it{f' ({why})' if why else ''}")
+
+
+def own_cluster(reg: Registry, namespace: str, tenant: str, cluster: str) -> dict[str, Any]:
+    """The Cluster, read with the API's own client (after `authorize`): 404 when there is none."""
+    try:
+        return custom(reg.own).get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise HTTPException(404, f"cluster {cluster} not found in tenant {tenant}") from None
+        raise
+
+
 def namespace_of(reg: Registry, tenant: str, api: client.ApiClient | None = None) -> str:
     """The namespace that holds a tenant's clusters, from its Tenant read with the API's own client.
 
