@@ -25,7 +25,8 @@ class RegistryApiArgs:
     image: str
     rules: Sequence[Mapping[str, Any]]  # the API ServiceAccount's ClusterRole (stacks.install.API_RULES)
     namespace: str = "clusternet-system"
-    public_url: str = "http://clusternet-registry.clusternet-system.svc"  # what agents dial (--public-url)
+    # What agents dial (--public-url). None: the Service's in-cluster address, http://<name>.<namespace>.svc.
+    public_url: str | None = None
     # None: SQLite on a volume, one replica (ReadWriteOnce). "postgresql://...": shared history, several replicas.
     facts_db: str | None = None
     facts_db_secret: str | None = None  # a Secret whose key `url` holds the postgresql:// URL (with its password)
@@ -54,6 +55,7 @@ class RegistryApi(pulumi.ComponentResource):
         ns = args.namespace
         labels = {"app.kubernetes.io/name": "clusternet-registry", "app.kubernetes.io/instance": name}
         meta = {"name": name, "namespace": ns, "labels": labels}
+        public_url = args.public_url or f"http://{name}.{ns}.svc"  # the Service below has the component's name
 
         account = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=meta, opts=child)
         role = k8s.rbac.v1.ClusterRole(f"{name}-cr", metadata={"name": name, "labels": labels},
@@ -99,7 +101,7 @@ class RegistryApi(pulumi.ComponentResource):
                             "image": args.image,
                             "args": ["python", "-m", "automation", "api", "--bind", f"0.0.0.0:{args.port}",
                                      *facts_db, "--facts-retention", str(args.facts_retention),
-                                     "--public-url", args.public_url, "--agent-image", args.image,
+                                     "--public-url", public_url, "--agent-image", args.image,
                                      *args.api_args],
                             "env": env,
                             "ports": [{"name": "http", "containerPort": args.port}],

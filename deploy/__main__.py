@@ -38,7 +38,7 @@ if config.get_bool("registry") is not False:
     registry = RegistryApi(
         registry_name,
         RegistryApiArgs(image=image, rules=API_RULES, namespace=namespace,
-                        public_url=config.get("registryPublicUrl") or f"http://{registry_name}.{namespace}.svc",
+                        public_url=config.get("registryPublicUrl") or None,
                         facts_db_secret=config.get("registryFactsDbSecret") or None),
         provider,
         opts=pulumi.ResourceOptions(depends_on=[plane]),

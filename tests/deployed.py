@@ -2,12 +2,14 @@
 kubelet would run it, in a bubblewrap sandbox built from the Dockerfile and the rendered Deployment.
 
     render()      deploy/__main__.py under Pulumi's mock runtime: every object's inputs as `pulumi up` sends them
+    render_component()  one of deploy/'s components (components/) the same way, built by the caller
     apply()       the CRDs (from the ConfigGroup), then everything else by server-side apply, as pulumi-kubernetes
     pod_of()      the Deployment's pod: a name like `<deployment>-<rs hash>-<pod hash>`, its spec
     kubelet_env() image ENV < service links < envFrom < env (fieldRef, secretKeyRef resolved), like the kubelet
     sandbox()     bwrap argv: uid/gid 65532, a read-only root with the image's files at the Dockerfile's paths,
                   writable only the pod's volumes, the service account token at its usual path, own pid and uts
                   namespaces (the container's process is pid 1), the host's network (the apiserver is on loopback)
+    running()     all of the kubelet's part together: the container started in its sandbox and ready, stopped after
 
 Stand-ins for what the image holds: the venv's python for the image's, .tools/bin (pulumi) bound at
 /usr/local/bin where the image puts the CLI. The repository itself is hidden inside the sandbox: the service
@@ -28,9 +30,10 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pulumi
 from kubernetes import client, dynamic
@@ -70,6 +73,15 @@ def render(config: Mapping[str, str]) -> StackPlan:
         pulumi.runtime.set_all_config({f"clusternet-deploy:{k}": v for k, v in config.items()})
         runpy.run_path(str(ROOT / "deploy" / "__main__.py"))
     return record(build, stack="live", project="clusternet-deploy")
+
+
+def render_component(build: Callable[[Any], Any]) -> StackPlan:
+    """`build(provider)` under the mock runtime, as deploy/__main__.py builds its components (one Kubernetes
+    provider for all): for a test that deploys a component on its own, with arguments of its choosing."""
+    def program() -> None:
+        import pulumi_kubernetes as k8s
+        build(k8s.Provider("k8s", kubeconfig="{}"))
+    return record(program, stack="live", project="clusternet-deploy")
 
 
 def objects(plan: StackPlan) -> list[dict]:
@@ -357,3 +369,42 @@ class Container:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
+
+
+@contextlib.contextmanager
+def running(pod: Pod, image: Image, core: client.CoreV1Api, apiserver_port: int, ca_file: str, where: Path,
+            ready_within: float = 60) -> Iterator[tuple[Container, dict[str, Path]]]:
+    """The pod's container, started as the kubelet would and ready (its readinessProbe, an httpGet, answers 200);
+    stopped after (SIGTERM, then SIGKILL after terminationGracePeriodSeconds). Yields it and the host directories
+    of its volumes; `container.stopped` is (exit status, seconds) afterwards."""
+    env = kubelet_env(pod, core, image, apiserver_port)
+    volumes = volume_dirs(pod, where / "volumes")
+    tokens = service_account_dir(core, pod, ca_file, where / "serviceaccount")
+    argv = sandbox(pod, image, volumes, tokens, str(shutil.which("bwrap")))
+    box = Container([*argv, *process_argv(pod, image, env)], env, where / "log")
+    try:
+        probe = pod.container["readinessProbe"]["httpGet"]
+        url = f"http://127.0.0.1:{pod.port(probe['port'])}{probe['path']}"
+        _wait(lambda: answers(url) or box.proc.poll() is not None, ready_within, f"{url} (the readiness probe)")
+        assert box.proc.poll() is None, box.tail()
+        yield box, volumes
+    finally:
+        box.stopped = box.stop(pod.spec.get("terminationGracePeriodSeconds", 30))
+        _wait(lambda: box.in_namespace() == [], 5, "no process of the container left")
+
+
+def answers(url: str) -> bool:
+    """Does `url` answer 200 (what an httpGet probe counts as success, near enough)?"""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def _wait(predicate: Callable[[], Any], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)

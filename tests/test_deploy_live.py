@@ -13,7 +13,6 @@ import dataclasses
 import json
 import shutil
 import subprocess
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -88,28 +87,8 @@ def live(objs) -> Iterator[Live]:
 def running(live: Live, pod: deployed.Pod, img: Image, where: Path) -> Iterator[tuple[deployed.Container, dict]]:
     """The pod's container, started as the kubelet would and ready; stopped (SIGTERM, then the grace period) after.
     Yields it and the host directories of its volumes; `container.stopped` is (exit status, seconds) afterwards."""
-    env = deployed.kubelet_env(pod, live.core, img, live.port)
-    volumes = deployed.volume_dirs(pod, where / "volumes")
-    tokens = deployed.service_account_dir(live.core, pod, live.ca_file, where / "serviceaccount")
-    argv = deployed.sandbox(pod, img, volumes, tokens, str(shutil.which("bwrap")))
-    box = deployed.Container([*argv, *deployed.process_argv(pod, img, env)], env, where / "log")
-    try:
-        probe = pod.container["readinessProbe"]["httpGet"]
-        url = f"http://127.0.0.1:{pod.port(probe['port'])}{probe['path']}"
-        wait_until(lambda: ok(url) or box.proc.poll() is not None, 60, what=f"{url} (the readiness probe)")
-        assert box.proc.poll() is None, box.tail()
-        yield box, volumes
-    finally:
-        box.stopped = box.stop(pod.spec.get("terminationGracePeriodSeconds", 30))
-        wait_until(lambda: box.in_namespace() == [], 5, what="no process of the container left")
-
-
-def ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False
+    with deployed.running(pod, img, live.core, live.port, live.ca_file, where) as started:
+        yield started
 
 
 def backend_stacks(state: Path, home: Path) -> list[str]:
