@@ -34,9 +34,8 @@ pulumi.export("namespace", namespace)
 
 # The registry API (docs/registry.md): its own Deployment; `registry: false` leaves it out.
 if config.get_bool("registry") is not False:
-    registry_name = "clusternet-registry"
     registry = RegistryApi(
-        registry_name,
+        "clusternet-registry",
         RegistryApiArgs(image=image, rules=API_RULES, namespace=namespace,
                         public_url=config.get("registryPublicUrl") or None,
                         facts_db_secret=config.get("registryFactsDbSecret") or None),

@@ -9,7 +9,10 @@ the history (`GET .../facts/history?since=`) would grow the object without bound
   holds the write lock from the first read: pushes from many threads are serialised, never conflict.
 - PostgreSQL (`postgresql://...`, run through psycopg 3) serves several replicas. Two pushes to one cluster
   may read the same latest version; the unique key lets only one insert it, the other gets an
-  IntegrityError, rolls back and tries again (PUSH_ATTEMPTS times, with a short random pause).
+  IntegrityError, rolls back and tries again (PUSH_ATTEMPTS times, with a short random pause). That alone
+  is correct but unfair under load (a writer that keeps losing runs out of attempts), so a push first
+  takes a transaction-scoped advisory lock on its cluster: pushes to one cluster queue up, as on SQLite,
+  and the retry stays as the backstop the unique key makes safe.
 
 Versions count 1, 2, 3... per (namespace, cluster), continue across restarts, and each version's time is
 strictly later than the previous one's (max(now, previous + 1 microsecond)), so times never go backwards
@@ -23,16 +26,17 @@ that entry is a change from {} too: it lists all of its facts as set.
 """
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import (JSON, Column, DateTime, Integer, MetaData, String, Table, and_, create_engine, delete,
-                        event, insert, select)
+from sqlalchemy import (JSON, Column, DateTime, Index, Integer, MetaData, String, Table, and_, create_engine, delete,
+                        event, func, insert, select)
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from stacks.model import Facts
 from stacks.registry import facts_change
@@ -50,9 +54,10 @@ TABLE = Table(
     Column("version", Integer, primary_key=True, autoincrement=False),
     Column("time", DateTime(timezone=True), nullable=False),
     Column("facts", JSON, nullable=False),
+    # The primary key's index serves latest(), the retention delete and history() without since=;
+    # this one takes history(since=...) straight to the first newer version.
+    Index("clusternet_facts_history", "namespace", "cluster", "time"),
 )
-# The primary key's index (namespace, cluster, version) serves latest(), history() and the retention delete;
-# `since=` is a time, monotonic with the version, so it narrows the same range.
 
 
 class FactsVersion(NamedTuple):
@@ -104,6 +109,16 @@ def _checked(facts: dict[str, str]) -> dict[str, str]:
                          f"{reasons}") from None
 
 
+def _queue_behind_other_pushes(connection: Connection, namespace: str, cluster: str) -> None:
+    """PostgreSQL: hold the cluster's advisory lock until the transaction ends (SQLite: BEGIN IMMEDIATE did).
+
+    The key is 64 bits of a hash of the cluster's name; a collision only makes two clusters queue together.
+    """
+    if connection.dialect.name == "postgresql":
+        digest = hashlib.sha256(f"clusternet-facts/{namespace}/{cluster}".encode()).digest()
+        connection.execute(select(func.pg_advisory_xact_lock(int.from_bytes(digest[:8], "big", signed=True))))
+
+
 def _key(namespace: str, cluster: str) -> Any:
     for what, name in (("namespace", namespace), ("cluster", cluster)):
         if not isinstance(name, str) or not 0 < len(name) <= NAME_CHARS:
@@ -120,7 +135,10 @@ class FactsStore:
         self.retention = retention
         self._engine = _engine(url)
         self._writer = self._engine.execution_options(clusternet_write=True)
-        _METADATA.create_all(self._engine)
+        try:
+            _METADATA.create_all(self._engine)
+        except (IntegrityError, ProgrammingError):  # another replica created the table at the same moment
+            _METADATA.create_all(self._engine)
 
     def push(self, namespace: str, cluster: str, facts: dict[str, str]) -> FactsVersion:
         """Store `facts` as the cluster's next version, trim the history to `retention`, return the version."""
@@ -137,6 +155,7 @@ class FactsStore:
 
     def _push(self, connection: Connection, where: Any, namespace: str, cluster: str,
               facts: dict[str, str]) -> FactsVersion:
+        _queue_behind_other_pushes(connection, namespace, cluster)
         previous = connection.execute(
             select(TABLE.c.version, TABLE.c.time).where(where).order_by(TABLE.c.version.desc()).limit(1)).first()
         now = datetime.now(timezone.utc)
