@@ -28,7 +28,7 @@ from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from automation.api.models import ClusterView, TenantView
 from stacks.names import GROUP, TENANT_ANNOTATION, TENANT_LABEL, VERSION
 from tests.envtest import EnvTest
-from tests.registry_rbac import delete_tenant, service_account_token
+from tests.registry_rbac import delete_tenant, service_account_token, undo_all
 
 RBAC = "rbac.authorization.k8s.io"
 ROUTERS = (tenants.router, facts.router)
@@ -171,12 +171,7 @@ class Fleet:
         calls += [lambda ns=ns, n=n: core.delete_namespaced_service_account(n, ns) for ns, n in self.roles]
         calls += [lambda n=n: delete_tenant(self.kube, n) for n in self.tenants]
         calls += [lambda n=n: core.delete_namespace(n) for n in self.namespaces]
-        for call in calls:
-            try:
-                call()
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+        undo_all(calls)
 
 
 @pytest.fixture

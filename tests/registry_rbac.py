@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -72,6 +72,16 @@ def _wait_for_policies(api_client: client.ApiClient, timeout: float = 30.0) -> N
     finally:
         custom.patch_cluster_custom_object_status(GROUP, VERSION, "tenants", name, {"status": {"clusters": 0}})
         delete_tenant(api_client, name)
+
+
+def undo_all(calls: Iterable[Callable[[], Any]]) -> None:
+    """Run each clean-up call; what is gone already (404) is fine, any other error is raised."""
+    for call in calls:
+        try:
+            call()
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
 
 def delete_tenant(api_client: client.ApiClient, name: str) -> None:

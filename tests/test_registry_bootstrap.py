@@ -36,7 +36,7 @@ from stacks.names import (API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP, TENANT_ANNO
 from stacks.registry import token_hash, token_label
 from tests.envtest import EnvTest, kube_apiserver  # noqa: F401 - the fixture
 from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, sa_subject, service_account_token,
-                                 unbind_cluster_role)
+                                 unbind_cluster_role, undo_all)
 
 SUFFIX = uuid.uuid4().hex[:6]
 HUB = f"hub-{SUFFIX}"  # the HubConfig the API reads for the shared ingress (unique: the server is shared)
@@ -167,12 +167,7 @@ class Made:
         calls += [lambda n=n: objects.delete_cluster_custom_object(GROUP, VERSION, "hubconfigs", n) for n in self.hubs]
         calls += [lambda n=n: delete_tenant(self.admin, n) for n in self.tenants]
         calls += [lambda n=n: core.delete_namespace(n) for n in self.tenants]
-        for call in calls:
-            try:
-                call()
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+        undo_all(calls)
 
 
 @pytest.fixture

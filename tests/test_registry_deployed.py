@@ -21,7 +21,6 @@ from typing import Any, Callable, Iterator
 import httpx
 import pytest
 from kubernetes import client, dynamic
-from kubernetes.client.rest import ApiException
 
 from automation.adapters.agent import revoke_agent
 from components.registry import FACTS_DIR, RegistryApi, RegistryApiArgs
@@ -30,7 +29,7 @@ from stacks.names import GROUP, TENANT_ANNOTATION, TENANT_LABEL, VERSION, agent_
 from tests import deployed
 from tests.dockerfile import image
 from tests.envtest import EnvTest, free_port, kube_apiserver  # noqa: F401 - the fixture
-from tests.registry_rbac import delete_tenant
+from tests.registry_rbac import delete_tenant, undo_all
 from tests.service_env import wait_until
 
 MISSING = deployed.missing()
@@ -131,12 +130,7 @@ class Made:
         self.undo.append(call)
 
     def cleanup(self) -> None:
-        for call in reversed(self.undo):
-            try:
-                call()
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+        undo_all(reversed(self.undo))
 
 
 @pytest.fixture
