@@ -5,10 +5,14 @@ the Deployment rendered under the mock runtime (components/controlplane.py).
 """
 from __future__ import annotations
 
+import re
+import sys
+from importlib import metadata
 from pathlib import Path
 
 import grimp
 import pytest
+from packaging.requirements import Requirement
 
 from tests.dockerfile import DOCKERFILE, Image, image, instructions, parse
 from tests.test_controlplane import deploy
@@ -47,6 +51,54 @@ def test_the_image_copies_every_local_package_the_service_imports():
     assert {"automation", "stacks", "components"} <= needed
     assert not needed & {"tests", "doubles", "bench", "deploy"}  # test and install code stays out of the image
     assert missing_from(image(), needed) == []
+
+
+def third_party_imports(package: str) -> set[str]:
+    """The top-level third-party modules that `package` and the local packages it uses import (no stdlib)."""
+    local = local_imports(package)
+    graph = grimp.build_graph(*sorted(local), include_external_packages=True, cache_dir=None)
+    upstream = {m.split(".")[0] for m in graph.find_upstream_modules(package, as_package=True)}
+    return {name for name in upstream - local if name not in sys.stdlib_module_names}
+
+
+def _name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", Requirement(requirement).name).lower()
+
+
+def installed_by(requirements: Path) -> set[str]:
+    """The distributions `pip install -r requirements` puts in the image: those it names and, transitively,
+    what they require (markers evaluated here, extras left out unless named)."""
+    wanted = [line.split("#")[0].strip() for line in requirements.read_text().splitlines()]
+    todo = [Requirement(line) for line in wanted if line and not line.startswith("-")]
+    found: set[str] = set()
+    while todo:
+        requirement = todo.pop()
+        name = _name(str(requirement))
+        if name in found:
+            continue
+        found.add(name)
+        for extra in (None, *requirement.extras):
+            for dependency in metadata.requires(requirement.name) or []:
+                marker = Requirement(dependency).marker
+                if marker is None or marker.evaluate({"extra": extra or ""}):
+                    todo.append(Requirement(dependency))
+    return found
+
+
+def test_the_image_installs_every_third_party_package_the_service_imports():
+    """The image installs requirements.txt only (requirements-dev.txt is the tests'): a module the service, the
+    registry API or the agent imports from a test-only package makes every `python -m automation` fail there."""
+    distributions = metadata.packages_distributions()
+    installed = installed_by(ROOT / "requirements.txt")
+    imported = third_party_imports("automation")
+    assert {"kubernetes", "pulumi", "fastapi"} <= imported
+    assert sorted(m for m in imported if not {_name(d) for d in distributions.get(m, [m])} & installed) == []
+
+
+def test_a_test_only_package_is_not_counted_as_installed():
+    assert "httpx" in third_party_imports("automation")  # the agent's HTTP client
+    assert "moto" not in installed_by(ROOT / "requirements.txt")  # requirements-dev.txt's only
+    assert {"boto3", "botocore", "urllib3"} <= installed_by(ROOT / "requirements.txt")  # named, and required
 
 
 def test_a_missing_copy_line_is_caught():
