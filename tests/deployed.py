@@ -43,6 +43,7 @@ from automation.adapters.plan import StackPlan, record
 from tests.dockerfile import DOCKERFILE, Image
 from tests.dockerfile import image as image_of
 from tests.envtest import TOOLS_BIN, install_crds
+from tests.service_env import wait_until
 
 ROOT = DOCKERFILE.parent
 VENV_BIN = (ROOT / ".venv" / "bin").resolve()  # resolved: the repository is hidden in the sandbox
@@ -385,12 +386,13 @@ def running(pod: Pod, image: Image, core: client.CoreV1Api, apiserver_port: int,
     try:
         probe = pod.container["readinessProbe"]["httpGet"]
         url = f"http://127.0.0.1:{pod.port(probe['port'])}{probe['path']}"
-        _wait(lambda: answers(url) or box.proc.poll() is not None, ready_within, f"{url} (the readiness probe)")
+        wait_until(lambda: answers(url) or box.proc.poll() is not None, ready_within,
+                   what=f"{url} (the readiness probe)")
         assert box.proc.poll() is None, box.tail()
         yield box, volumes
     finally:
         box.stopped = box.stop(pod.spec.get("terminationGracePeriodSeconds", 30))
-        _wait(lambda: box.in_namespace() == [], 5, "no process of the container left")
+        wait_until(lambda: box.in_namespace() == [], 5, what="no process of the container left")
 
 
 def answers(url: str) -> bool:
@@ -400,11 +402,3 @@ def answers(url: str) -> bool:
             return answer.status == 200
     except OSError:
         return False
-
-
-def _wait(predicate: Callable[[], Any], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
