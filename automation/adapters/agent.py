@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 from kubernetes import client
@@ -52,7 +51,7 @@ def request_token(core: client.CoreV1Api, namespace: str, name: str, seconds: in
     raw = core.create_namespaced_service_account_token(name, namespace, {"spec": {"expirationSeconds": seconds}},
                                                        _preload_content=False)
     status = json.loads(raw.data)["status"]
-    return status["token"], rfc3339(status["expirationTimestamp"])
+    return status["token"], status["expirationTimestamp"]  # a metav1.Time: RFC 3339 in UTC ("...Z") already
 
 
 def revoke_agent(api_client: client.ApiClient, namespace: str, cluster: str) -> None:
@@ -62,14 +61,6 @@ def revoke_agent(api_client: client.ApiClient, namespace: str, cluster: str) -> 
     for delete in (rbac.delete_namespaced_role_binding, rbac.delete_namespaced_role,
                    core.delete_namespaced_service_account):
         _ignore_missing(lambda: delete(name, namespace))
-
-
-def rfc3339(moment: datetime | str) -> str:
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _fresh(create: Callable[[], Any], delete: Callable[[], Any]) -> None:

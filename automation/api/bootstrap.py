@@ -24,7 +24,7 @@ from __future__ import annotations
 import hmac
 import math
 import secrets
-from datetime import datetime, timedelta, timezone
+import time
 from typing import Annotated, Any, Mapping
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
@@ -34,6 +34,7 @@ from kubernetes.client.rest import ApiException
 from pydantic import Field, ValidationError
 
 from automation.adapters.agent import grant_agent
+from automation.adapters.status import parse_time, rfc3339
 from automation.api.app import LOG, Registry, caller, registry
 from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
 from automation.api.models import ERRORS, Problem, View
@@ -71,14 +72,6 @@ class InstallView(View):
     manifests: list[dict[str, Any]] = Field(description="Kubernetes objects to apply to the cluster, in order")
 
 
-def now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _label(own: client.CustomObjectsApi, namespace: str, cluster: str, digest: str, current: Mapping) -> None:
     """Label the Cluster with the hash's prefix, but only while status holds this hash: of two concurrent
     resets, the label always ends up matching the one whose hash the status kept (the other gets 409)."""
@@ -112,13 +105,8 @@ def _find(own: client.CustomObjectsApi, digest: str) -> dict[str, Any] | None:
 
 def _redeemable(doc: Mapping[str, Any]) -> bool:
     held = (doc.get("status") or {}).get("bootstrapToken") or {}
-    try:
-        until = datetime.fromisoformat(str(held.get("validUntil")).replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    if until.tzinfo is None:
-        until = until.replace(tzinfo=timezone.utc)
-    return held.get("used") is False and now() < until
+    until = parse_time(held.get("validUntil"))
+    return held.get("used") is False and until is not None and time.time() < until
 
 
 def _mark_used(own: client.CustomObjectsApi, namespace: str, name: str, digest: str) -> bool:
@@ -175,8 +163,7 @@ def router() -> APIRouter:
         authorize(api, SUBRESOURCE, namespace, cluster, "issue a bootstrap token for")
         own = custom(reg.own)
         doc = own_cluster(reg, namespace, tenant, cluster)
-        valid_until = rfc3339(now() + timedelta(seconds=seconds((doc.get("spec") or {}).get("tokenLifetime")
-                                                                or "24h")))
+        valid_until = rfc3339(time.time() + seconds((doc.get("spec") or {}).get("tokenLifetime") or "24h"))
         token = secrets.token_urlsafe(TOKEN_BYTES)
         digest = token_hash(token)
         written = own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", cluster, {
