@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from typing import Callable, Literal, Mapping
+from typing import Literal, Mapping
 
 from pydantic import Field, model_validator
 
@@ -89,22 +89,16 @@ poetry pond queen rain recipe resonance rice river salad scene sea shadow shape 
 sound star sun sunset surf term thunder tooth tree truth union unit violet voice water waterfall wave wildflower
 wind wood""".split())
 ID_PREFIXES = {"Tenant": "t-", "Cluster": "c-"}
-ID_ATTEMPTS = 10
+ID_ATTEMPTS = 10  # generated names a create tries before it gives up (the API server says which are taken)
 
 
-def new_id(kind: Literal["Tenant", "Cluster"], taken: Callable[[str], bool],
-           rng: random.Random | None = None) -> str:
-    """`t-`/`c-` + adjective-noun-digits (DNS-safe, at most 30 characters), not `taken`.
+def new_id(kind: Literal["Tenant", "Cluster"], rng: random.Random | None = None) -> str:
+    """`t-`/`c-` + adjective-noun-six digits: DNS-safe, at most 30 characters, ~10^10 of them.
 
-    93 adjectives x 111 nouns x 10^6 is ~10^10 names; `taken` is asked each time, and after ID_ATTEMPTS
-    collisions in a row something is wrong, so it raises instead of looping.
-    """
+    Not checked here: the caller creates under it and the API server's AlreadyExists is the collision check
+    (automation.api.kube.create_named draws again, up to ID_ATTEMPTS times)."""
     rng = rng or random.SystemRandom()
-    for _ in range(ID_ATTEMPTS):
-        candidate = f"{ID_PREFIXES[kind]}{rng.choice(ADJECTIVES)}-{rng.choice(NOUNS)}-{rng.randrange(10**6):06d}"
-        if not taken(candidate):
-            return candidate
-    raise RuntimeError(f"no free {kind} name after {ID_ATTEMPTS} tries")
+    return f"{ID_PREFIXES[kind]}{rng.choice(ADJECTIVES)}-{rng.choice(NOUNS)}-{rng.randrange(10**6):06d}"
 
 
 # --------------------------------------------------------------------------- bootstrap tokens and durations

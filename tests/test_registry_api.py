@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 from openapi_spec_validator import validate
 
-from automation.api import listing
+from automation.api import listing, serve
 from automation.api.app import create_app
 from stacks.names import BOOTSTRAP_TOKEN_LABEL, GROUP, VERSION
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
@@ -109,7 +109,7 @@ def test_a_taken_generated_name_is_retried(registry_api, fleet, monkeypatch):
     taken, _ = fleet.tenant()
     fresh = f"t-fresh-name-{uuid.uuid4().int % 10**6:06d}"
     names = iter([taken, fresh])
-    monkeypatch.setattr("automation.api.kube.new_id", lambda kind, taken_: next(names))
+    monkeypatch.setattr("automation.api.kube.new_id", lambda kind: next(names))
     made = registry_api.ok("POST", "/tenants", json={}, status=201)
     fleet.tenants.append(made["id"])
     assert made["id"] == fresh
@@ -333,8 +333,8 @@ def test_the_openapi_document_is_valid_and_lists_every_route(registry_api):
 
 
 def test_the_full_application_serves_every_resource_module(registry_api):
-    """create_app() without routers includes every module's router (the bootstrap routes too)."""
-    app = create_app(registry_api.reg)
+    """The API command's routers include every module's (the bootstrap routes too)."""
+    app = create_app(registry_api.reg, routers=serve.ROUTERS)
     paths = {route.path for route in api_routes(app.routes)}
     mine = {route.path for make in ROUTERS for route in make().routes}
     assert mine <= paths and any(path.startswith("/install") for path in paths)

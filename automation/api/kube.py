@@ -107,7 +107,7 @@ def create_named(create: Callable[[str], dict[str, Any]], given: str | None,
         return create(given)
     for _ in range(ID_ATTEMPTS):
         try:
-            return create(new_id(kind, lambda _: False))
+            return create(new_id(kind))
         except ApiException as exc:
             if exc.status != 409 or reason(exc) != "AlreadyExists":
                 raise
