@@ -4,22 +4,23 @@
                  401 if no token          (RBAC alone decides; its 401/403 are passed through)
 
 Routes live beside this module, one file per resource: tenants.py (tenants and clusters), facts.py (dynamic
-facts and their history), bootstrap.py (bootstrap tokens and the install endpoint). Only the install
-endpoint and the bootstrap-token bookkeeping use the API's own ServiceAccount (`Registry.own`), for the few
-rights listed in docs/registry.md; everything else runs as the caller.
+facts and their history), bootstrap.py (bootstrap tokens and the install endpoint); serve.py hands them to
+create_app. The API's own ServiceAccount (`Registry.own`, the rights listed in docs/registry.md) is used only
+where the caller's token cannot be: a tenant's namespace, the cluster a token or a fact push is for (after
+the caller's access was checked), status.bootstrapToken and status.facts, and the install endpoint, which
+has no caller; everything else runs as the caller.
 """
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from fastapi import Depends, FastAPI, HTTPException, Request, Security
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -79,9 +80,6 @@ class ClientCache:
                 self._clients.popitem(last=False)  # in-flight requests keep their reference
         return made
 
-    def __len__(self) -> int:
-        return len(self._clients)
-
 
 @dataclass
 class Registry:
@@ -135,8 +133,9 @@ def kube_error(exc: ApiException) -> HTTPException:
     return HTTPException(exc.status or 502, message)
 
 
-def create_app(reg: Registry, *, routers: tuple[Callable[[], Any], ...] | None = None) -> FastAPI:
-    """The application. `routers` are functions returning APIRouters (default: every resource module)."""
+def create_app(reg: Registry, *, routers: Iterable[Callable[[], APIRouter]]) -> FastAPI:
+    """The application with these routes (functions returning APIRouters; automation.api.serve.ROUTERS: every
+    resource module's, which import this module, so they are handed in rather than imported here)."""
     app = FastAPI(
         separate_input_output_schemas=False,  # one schema per model (ClusterSpec, not -Input and -Output)
         title="clusternet registry",
@@ -172,17 +171,6 @@ def create_app(reg: Registry, *, routers: tuple[Callable[[], Any], ...] | None =
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    if routers is None:
-        routers = default_routers()
     for make in routers:
         app.include_router(make())
     return app
-
-
-ROUTE_MODULES = ("automation.api.tenants", "automation.api.facts", "automation.api.bootstrap")
-
-
-def default_routers() -> tuple[Callable[[], Any], ...]:
-    """Every resource module's router. Found by name: the route modules import this one (Registry, caller), so
-    importing them back here would be a cycle (.importlinter's acyclic contract)."""
-    return tuple(importlib.import_module(name).router for name in ROUTE_MODULES)

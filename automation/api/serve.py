@@ -22,12 +22,14 @@ import uvicorn
 
 from automation.adapters.facts import FactsStore
 from automation.adapters.kubeconfig import kube_client
+from automation.api import bootstrap, facts, tenants
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from stacks.names import parse_host_port
 
 LOG = logging.getLogger("clusternet.api")
 DEFAULT_BIND = "127.0.0.1:8080"  # deploy/ binds 0.0.0.0:8080 in the pod
 FACTS_FILE = "registry-facts.db"
+ROUTERS = (tenants.router, facts.router, bootstrap.router)  # every resource module's routes
 _SECRET = re.compile(r"(?i)((?:[?&;]|\b)token=|bearer\s+)[^\s&\"';]+")
 
 
@@ -166,7 +168,7 @@ def api_command(args: argparse.Namespace) -> int:
     reg = Registry(settings=settings, own=own, callers=ClientCache(own.configuration, settings.token_cache),
                    facts=store)
     server = uvicorn.Server(uvicorn.Config(
-        create_app(reg), host=host, port=port, workers=1, log_config=None, access_log=True, server_header=False,
+        create_app(reg, routers=ROUTERS), host=host, port=port, workers=1, log_config=None, access_log=True, server_header=False,
         proxy_headers=False, timeout_graceful_shutdown=20))
     # uvicorn re-raises the signal that stopped it once it has shut down; a handler of ours makes that a no-op,
     # so a SIGTERM ends in a clean exit (0) after the graceful shutdown.
