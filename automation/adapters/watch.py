@@ -236,3 +236,13 @@ def sources(api_client: client.ApiClient, *, hub_name: str, role_map_name: str, 
 def informers(stores: Mapping[str, Store], srcs: Mapping[str, Source], **options: Any) -> list[Informer]:
     """One Informer per source, into the store of the same name (the service's Cache.stores())."""
     return [Informer(src, stores[name], **options) for name, src in srcs.items()]
+
+
+def wait_synced(informers: list[Informer], stop: threading.Event, *, poll: float = 0.2) -> bool:
+    """Block until every informer has listed once (True), or until `stop` is set (False): what a consumer of
+    their caches waits for, so nothing is judged against a half-filled cache."""
+    for informer in informers:
+        while not informer.synced.wait(poll):
+            if stop.is_set():
+                return False
+    return not stop.is_set()

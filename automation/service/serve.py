@@ -36,7 +36,7 @@ from automation.adapters.preflight import Preflight
 from automation.adapters.pool import WorkerPool
 from automation.adapters.pulumi_engine import PulumiSettings
 from automation.adapters.status import EventRecorder, StatusWriter, state_of
-from automation.adapters.watch import Informer, informers, sources
+from automation.adapters.watch import Informer, informers, sources, wait_synced
 from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
 from automation.service.mapper import Desired, Mapper, Resolution
@@ -319,11 +319,7 @@ class Pipeline:
         threading.Thread(target=self._start_when_synced, name="pipeline-start", daemon=True).start()
 
     def _start_when_synced(self) -> None:
-        for informer in self.informers:
-            while not informer.synced.wait(0.2):
-                if self._stopped.is_set():
-                    return
-        if self._stopped.is_set():
+        if not wait_synced(self.informers, self._stopped):
             return
         if self.census is not None:  # placed with the counts from the first resolution on
             self.census.count_once()

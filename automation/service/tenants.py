@@ -37,7 +37,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from automation.adapters.loop import Loop
-from automation.adapters.watch import DictStore, Informer, Raw, Source, object_key
+from automation.adapters.watch import DictStore, Informer, Raw, Source, object_key, wait_synced
 from automation.service.queue import Outcome, WorkQueue, Workers
 from stacks.admission import (MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, adoption_refusal, admins_rolebinding,
                               namespace_metadata, released_metadata, tenant_of)
@@ -168,11 +168,7 @@ class TenantController:
         threading.Thread(target=self._start_when_synced, name="tenants-start", daemon=True).start()
 
     def _start_when_synced(self) -> None:
-        for informer in self.informers:
-            while not informer.synced.wait(0.2):
-                if self._stopped.is_set():
-                    return
-        if not self._stopped.is_set():
+        if wait_synced(self.informers, self._stopped):
             self.workers.start()
             self.resync.start()
             LOG.info("tenant controller synced: %d tenants", len(self.tenants.keys()))
