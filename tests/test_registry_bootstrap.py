@@ -27,6 +27,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.agent import grant_agent, revoke_agent
 from automation.adapters.facts import FactsStore
+from automation.adapters.status import parse_time
 from automation.api import bootstrap, facts
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from automation.cli.agent import Agent, AgentError, renewal_due, token_times
@@ -35,6 +36,7 @@ from stacks.names import (API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP, TENANT_ANNO
                           agent_name)
 from stacks.registry import token_hash, token_label
 from tests.envtest import EnvTest, kube_apiserver  # noqa: F401 - the fixture
+from tests.service_env import wait_until
 from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, sa_subject, service_account_token,
                                  unbind_cluster_role, undo_all)
 
@@ -286,7 +288,8 @@ def test_an_unknown_or_expired_token_is_refused_alike(made):
     tenant, namespace = made.tenant()
     cluster = made.cluster(namespace, {"tokenLifetime": "1s"})
     token = made.token(tenant, cluster)
-    time.sleep(1.5)
+    valid_until = parse_time(made.read(namespace, cluster)["status"]["bootstrapToken"]["validUntil"])
+    wait_until(lambda: time.time() > valid_until, 5, what="the token's validUntil to pass")
     denied(made.install(token))  # expired
     assert made.read(namespace, cluster)["status"]["bootstrapToken"]["used"] is False  # refused, not used up
     denied(made.install("not-a-token"))
