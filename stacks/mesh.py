@@ -39,13 +39,18 @@ both CIDRs, or the numbers) and left out of the mesh; the others go on.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from stacks import accounts
 from stacks.errors import FieldError, InvalidSpec
 from stacks.targets import AwsTarget, Frozen
-from stacks.model import Cluster, HubConfig, MeshGroup, MeshRule
+from stacks.model import Cluster, HubConfig, MeshGroup, MeshRule, Topology
+from stacks.names import MANAGED_BY, MANAGED_BY_TAG
+from stacks.transit import (TRANSIT_TAG, GroupState, MeshStatus, Phase, TransitAttachment, TransitGroupInputs,
+                            TransitInputs, TransitMember, TransitRegionInputs, TransitRemote, next_state, phase_of,
+                            transit_stack, wanted_topology)
 from stacks.names import JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.tenancy import namespace_of
 
@@ -67,6 +72,7 @@ class MeshMember(Frozen):
     route_table_ids: tuple[str, ...]
     security_group_ids: tuple[str, ...] = ()  # node security groups ("nodes" mode)
     dedicated_security_group: str | None = None  # the group's name ("dedicated" mode)
+    transit_gateway_id: str | None = None  # the gateway of its region, once the transit stack has made it
 
 
 class MeshPair(Frozen):
@@ -83,6 +89,11 @@ class MeshShare(Frozen):
     member: MeshMember
     rules: tuple[MeshRule, ...]  # never empty: all traffic from peer CIDRs by default
     pairs: tuple[MeshPair, ...] = ()  # sorted by name
+    # The group's phase (stacks.transit.phase_of): whether the pairs' VPC peerings exist, and where every
+    # pair route points. A route keeps its resource when its target moves, so the move is one in-place update.
+    peerings: bool = True
+    routes_via: Topology = "peering"
+    attachment: TransitAttachment | None = None  # this member's attachment (Transit Gateway phases)
 
 
 # --- the whole mesh -----------------------------------------------------------------
@@ -100,6 +111,15 @@ class GroupView:
     members: tuple[str, ...]  # admitted, in join order
     pairs: tuple[PairView, ...]
     rejected: tuple[str, ...] = ()
+    state: GroupState = GroupState(topology="peering")  # what its stacks are built for now
+    wanted: Topology = "peering"  # where it is heading (spec, or auto's choice)
+    transit_stack: str | None = None  # the transit stack of its network account (Transit Gateway phases)
+    network_account: str | None = None
+    note: str = ""  # why it is not where it is heading yet
+
+    @property
+    def phase(self) -> Phase:
+        return phase_of(self.state)
 
 
 @dataclass(frozen=True)
@@ -109,9 +129,14 @@ class MeshPlan:
     groups: Mapping[str, GroupView]
     stamps: Mapping[str, dict]  # join stamps the service should write, in this order: key → status.meshJoin
     unstamp: tuple[str, ...] = ()  # clusters holding a stamp of a group they are no longer in
+    transit: Mapping[str, TransitInputs] = field(default_factory=dict)  # transit stack → its inputs
 
     def share(self, key: str) -> MeshShare | None:
         return self.shares.get(key)
+
+    def states(self) -> dict[str, GroupState]:
+        """HubConfig status.mesh.groups as it should read: group key → state."""
+        return {key: view.state for key, view in self.groups.items()}
 
 
 # --- membership and order ---------------------------------------------------------------
@@ -180,12 +205,28 @@ class _Candidate:
 Targets = Mapping[str, "AwsTarget | InvalidSpec"]  # cluster key -> where it lives, or why it cannot be placed
 
 
-def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets) -> MeshPlan:
+@dataclass
+class _Network:
+    """One network account's gateways as the groups planned so far use them (the per-gateway quotas)."""
+
+    groups: set[str] = field(default_factory=set)
+    asn: int | None = None
+    asn_group: str = ""
+    attachments: Counter = field(default_factory=Counter)  # region -> VPC attachments
+    routes: Counter = field(default_factory=Counter)  # region -> routes across the gateway's route tables
+    peerings: Counter = field(default_factory=Counter)  # region -> peering attachments
+
+
+def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets, status: MeshStatus | None = None,
+              roles: Mapping[str, str] | None = None) -> MeshPlan:
     """Every group, its admitted members in join order, every pair and its owner, and each stack's share.
 
     `targets` are the clusters' resolved accounts and regions (stacks.resolve.fleet_targets): a cluster
-    whose target is refused cannot be peered with and is left out (resolve reports why).
+    whose target is refused cannot be peered with and is left out (resolve reports why). `status`: what
+    the service recorded (each group's state, the transit stacks' outputs, the members' attachments).
+    `roles`: the merged role map, for network accounts other than the hub's.
     """
+    status = status or MeshStatus.empty()
     by_group: dict[str, list[Cluster]] = {}
     names: dict[str, str] = {}  # group key -> the label value G
     unstamp: list[str] = []
@@ -207,12 +248,14 @@ def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets) -> 
     shares: dict[str, MeshShare] = {}
     groups: dict[str, GroupView] = {}
     stamps: dict[str, dict] = {}
+    networks: dict[str, _Network] = {}
+    admitted_by_group: dict[str, list[_Candidate]] = {}
     for key in sorted(by_group):
         group = names[key]
         members = sorted(by_group[key], key=lambda c: join_key(c, group))
-        view, group_shares, group_errors = _plan_group(hub, key, group, members, targets)
+        view, admitted, group_errors = _plan_group(hub, key, group, members, targets, status, networks, roles)
         groups[key] = view
-        shares.update(group_shares)
+        admitted_by_group[key] = admitted
         errors.update(group_errors)
         stamped = [s for c in members if (s := join_stamp(c, group)) is not None]
         nxt = max(stamped, default=0) + 1
@@ -221,49 +264,96 @@ def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets) -> 
             if join_stamp(by_key[member], group) is None:
                 stamps[member] = {"group": group, "order": nxt}
                 nxt += 1
-    return MeshPlan(shares=shares, errors=errors, groups=groups, stamps=stamps, unstamp=tuple(unstamp))
+        shares.update(_shares(hub, view, group, admitted, status))
+    transit = _transit_inputs(hub, groups, admitted_by_group, networks, status, roles)
+    return MeshPlan(shares=shares, errors=errors, groups=groups, stamps=stamps, unstamp=tuple(unstamp),
+                    transit=transit)
 
 
-def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], targets: Targets):
+def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], targets: Targets,
+                status: MeshStatus, networks: dict[str, _Network], roles: Mapping[str, str] | None):
     config = hub.spec.mesh.groups.get(group, MeshGroup())
-    limits = hub.spec.mesh
-    rules = group_rules(config)
     dedicated = config.security_group == "dedicated"
+    reachable = [(c, t) for c in members if isinstance(t := targets.get(c.key), AwsTarget)]
+    # (a cluster whose target is refused cannot be peered with: resolve() reports why)
+
+    recorded = status.groups.get(key)
+    existed = any(join_stamp(c, group) is not None for c, _ in reachable)
+    heading = (recorded.migrating_to or recorded.topology) if recorded is not None else None
+    wanted = wanted_topology(config, len(reachable), heading)
+    state = next_state(recorded, wanted, existed=existed)
+    note = ""
+    starting = state.migrating_to == "transitGateway" and (recorded is None or recorded.migrating_to is None)
+    if starting:  # a migration to a gateway starts only when every member can attach: nobody is dropped
+        missing = [c.key for c, _ in reachable if not c.spec.network.transit_subnets]
+        if missing:
+            state = recorded or GroupState(topology="peering")
+            note = (f"stays on {state.topology}: a Transit Gateway needs spec.network.transitSubnets on every "
+                    f"member, and {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} list none")
+    phase = phase_of(state)
+    network = config.transit_gateway.account_id or hub.spec.account_id
+    tstack = transit_stack(network) if phase.attachments else None
+    net = networks.setdefault(network, _Network()) if phase.attachments else None
+    network_problem = _network_problem(hub, group, network, config, net, roles) if net is not None else None
+    if net is not None and network_problem is None:
+        net.groups.add(key)
 
     admitted: list[_Candidate] = []
     rejected: list[str] = []
     errors: dict[str, InvalidSpec] = {}
-    for cluster in members:
-        target = targets.get(cluster.key)
-        if not isinstance(target, AwsTarget):
-            continue  # not reachable: resolve() reports why; it cannot be peered with
-        candidate = _candidate(cluster, target, dedicated)
-        problems = _own_problems(candidate, group, dedicated) or _fit_problems(candidate, group, admitted, limits)
+    regions: set[str] = set()
+    for cluster, target in reachable:
+        gateway = status.gateway(tstack, target.region) if tstack is not None else None
+        candidate = _candidate(cluster, target, dedicated, gateway.transit_gateway_id if gateway else None)
+        problems = (network_problem and InvalidSpec.one(cluster.ref, f"metadata.labels[{MESH_LABEL}]",
+                                                        network_problem, condition="MeshLimitExceeded")) \
+            or _own_problems(candidate, group, dedicated, phase, config) \
+            or _fit_problems(candidate, group, admitted, hub, config, phase) \
+            or (net is not None and _gateway_problems(candidate, group, network, net, regions, len(admitted), hub))
         if problems:
             errors[cluster.key] = problems
             rejected.append(cluster.key)
         else:
             admitted.append(candidate)
+            regions.add(target.region)
 
+    pairs = [PairView(name=pair_name(owner.member.stack, earlier.member.stack), owner=owner.member.key,
+                      peer=earlier.member.key)
+             for i, owner in enumerate(admitted) for earlier in admitted[:i]]
+    view = GroupView(name=key, members=tuple(c.member.key for c in admitted),
+                     pairs=tuple(sorted(pairs, key=lambda p: p.name)), rejected=tuple(rejected), state=state,
+                     wanted=wanted, transit_stack=tstack, network_account=network if tstack else None, note=note)
+    return view, admitted, errors
+
+
+def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[_Candidate],
+            status: MeshStatus) -> dict[str, MeshShare]:
+    config = hub.spec.mesh.groups.get(group, MeshGroup())
+    phase = view.phase
     shares: dict[str, MeshShare] = {}
-    pairs: list[PairView] = []
     for i, owner in enumerate(admitted):
         session = accounts.session_name("mesh", owner.cluster)
         owned = []
         for earlier in admitted[:i]:
-            name = pair_name(owner.member.stack, earlier.member.stack)
             peer = earlier.member.model_copy(update={"target": earlier.member.target.model_copy(
                 update={"session_name": session})})
-            owned.append(MeshPair(name=name, peer=peer))
-            pairs.append(PairView(name=name, owner=owner.member.key, peer=earlier.member.key))
+            owned.append(MeshPair(name=pair_name(owner.member.stack, earlier.member.stack), peer=peer))
+        attachment = None
+        if phase.attachments and owner.member.transit_gateway_id is not None:
+            attachment = TransitAttachment(
+                transit_stack=view.transit_stack,
+                transit_gateway_id=owner.member.transit_gateway_id,
+                subnet_ids=tuple(s.subnet_id for s in sorted(owner.cluster.spec.network.transit_subnets,
+                                                              key=lambda s: s.availability_zone)),
+                summary_cidrs=tuple(config.summary_cidrs))
         shares[owner.member.key] = MeshShare(
-            group=group, member=owner.member, rules=rules, pairs=tuple(sorted(owned, key=lambda p: p.name)))
-    view = GroupView(name=key, members=tuple(c.member.key for c in admitted),
-                     pairs=tuple(sorted(pairs, key=lambda p: p.name)), rejected=tuple(rejected))
-    return view, shares, errors
+            group=group, member=owner.member, rules=group_rules(config),
+            pairs=tuple(sorted(owned, key=lambda p: p.name)),
+            peerings=phase.peerings, routes_via=phase.routes_via, attachment=attachment)
+    return shares
 
 
-def _candidate(cluster: Cluster, target: AwsTarget, dedicated: bool) -> _Candidate:
+def _candidate(cluster: Cluster, target: AwsTarget, dedicated: bool, gateway: str | None) -> _Candidate:
     net = cluster.spec.network
     stack = cluster.stack
     member = MeshMember(
@@ -275,31 +365,46 @@ def _candidate(cluster: Cluster, target: AwsTarget, dedicated: bool) -> _Candida
         route_table_ids=tuple(sorted(set(net.route_table_ids))),
         security_group_ids=() if dedicated else tuple(sorted(set(net.node_security_group_ids))),
         dedicated_security_group=dedicated_group_name(stack) if dedicated else None,
+        transit_gateway_id=gateway,
     )
     return _Candidate(cluster, member, ipaddress.ip_network(net.cidr))
 
 
-def _own_problems(c: _Candidate, group: str, dedicated: bool) -> InvalidSpec | None:
+def _own_problems(c: _Candidate, group: str, dedicated: bool, phase: Phase, config: MeshGroup) -> InvalidSpec | None:
     errors = []
+    ref = c.cluster.ref
     if not c.member.route_table_ids:
-        errors.append(FieldError(c.cluster.ref, "spec.network.routeTableIDs",
+        errors.append(FieldError(ref, "spec.network.routeTableIDs",
                                  f"mesh group {group} needs at least one route table to route to its peers"))
     if not dedicated and not c.cluster.spec.network.node_security_group_ids:
         errors.append(FieldError(
-            c.cluster.ref, "spec.network.nodeSecurityGroupIDs",
+            ref, "spec.network.nodeSecurityGroupIDs",
             f"mesh group {group} admits peers on the node security groups (securityGroup: nodes) and this "
             f"cluster lists none; list them, or set HubConfig spec.mesh.groups.{group}.securityGroup: dedicated"))
+    if phase.attachments:
+        if not c.cluster.spec.network.transit_subnets:
+            errors.append(FieldError(
+                ref, "spec.network.transitSubnets",
+                f"mesh group {group} uses a Transit Gateway, which attaches a VPC through one subnet per "
+                f"availability zone; list them"))
+        summaries = [ipaddress.ip_network(cidr) for cidr in config.summary_cidrs]
+        if summaries and not any(c.net.subnet_of(s) for s in summaries):
+            errors.append(FieldError(
+                ref, "spec.network.cidr",
+                f"CIDR {c.member.cidr} is in none of mesh group {group}'s summaryCIDRs "
+                f"({', '.join(config.summary_cidrs)}): its peers would have no route to it"))
     return InvalidSpec(errors, "MeshInvalid") if errors else None
 
 
-def _fit_problems(c: _Candidate, group: str, admitted: list[_Candidate], limits) -> InvalidSpec | None:
+def _fit_problems(c: _Candidate, group: str, admitted: list[_Candidate], hub: HubConfig, config: MeshGroup,
+                  phase: Phase) -> InvalidSpec | None:
     ref = c.cluster.ref
     for other in admitted:
         if c.net.overlaps(other.net):
             return InvalidSpec.one(
                 ref, "spec.network.cidr",
                 f"CIDR {c.member.cidr} of {ref} overlaps CIDR {other.member.cidr} of {other.cluster.ref}, "
-                f"an earlier member of mesh group {group}; peered VPCs need disjoint CIDRs",
+                f"an earlier member of mesh group {group}; connected VPCs need disjoint CIDRs",
                 condition="MeshCIDROverlap")
         if c.member.vpc_id == other.member.vpc_id:
             return InvalidSpec.one(
@@ -307,20 +412,175 @@ def _fit_problems(c: _Candidate, group: str, admitted: list[_Candidate], limits)
                 f"VPC {c.member.vpc_id} is also the VPC of {other.cluster.ref}, an earlier member of mesh group "
                 f"{group}; a VPC cannot peer with itself", condition="MeshInvalid")
     peers = len(admitted)
+    mesh = hub.spec.mesh
+    # Joining gives the joiner and every earlier member `peers` of each: the tightest account decides.
+    accounts_in = sorted({c.member.target.account_id, *(o.member.target.account_id for o in admitted)})
+
+    def limit(name: str) -> tuple[int, str]:
+        value, account = min((mesh.quota(a, name), a) for a in accounts_in)
+        where = f"accountQuotas[{account}]" if account in mesh.account_quotas and \
+            getattr(mesh.account_quotas[account], name) is not None else f"spec.mesh.{_camel(name)}"
+        return value, where
+
+    summary = tuple(config.summary_cidrs)
+    pair_routes = phase.routes_via == "peering" or not summary
+    routes = (peers if pair_routes else 0) + (len(summary) if phase.attachments and summary else 0)
+    rules = peers * len(group_rules(config))
     over = []
-    if peers > limits.peerings_per_vpc:
-        over.append(f"{peers} VPC peerings on its VPC (HubConfig spec.mesh.peeringsPerVPC is "
-                    f"{limits.peerings_per_vpc}; AWS allows at most 125)")
-    if peers > limits.routes_per_table:
-        over.append(f"{peers} mesh routes in each of its route tables (HubConfig spec.mesh.routesPerTable is "
-                    f"{limits.routes_per_table}; AWS allows at most 1000)")
+    if phase.peerings:
+        most, where = limit("peerings_per_vpc")
+        if peers > most:
+            over.append(f"{peers} VPC peerings on its VPC (HubConfig {where} is {most}; AWS allows at most 125)")
+    most, where = limit("routes_per_table")
+    if routes > most:
+        hint = "; declare summaryCIDRs to route the whole group with one route per table" \
+            if phase.attachments and not summary else ""
+        over.append(f"{routes} mesh routes in each of its route tables (HubConfig {where} is {most}; AWS allows "
+                    f"at most 1000){hint}")
+    most, where = limit("rules_per_security_group")
+    if rules > most:
+        over.append(f"{rules} mesh rules on each of its security groups ({peers} peers x {len(group_rules(config))} "
+                    f"rules; HubConfig {where} is {most}; AWS allows at most 1000)")
     if over:
         return InvalidSpec.one(
             ref, f"metadata.labels[{MESH_LABEL}]",
-            f"mesh group {group} already has {peers} members; joining would need {' and '.join(over)}. "
-            f"Raise the AWS quota and HubConfig spec.mesh, split the group, or connect this many VPCs "
-            f"through a Transit Gateway instead of peering", condition="MeshLimitExceeded")
+            f"mesh group {group}{_label_unless_peering(phase)} already has {peers} members; joining would need "
+            f"{' and '.join(over)}. Raise the AWS quota and HubConfig spec.mesh (or accountQuotas), or split the "
+            f"group{'' if phase.attachments else ', or connect it through a Transit Gateway (topology)'}",
+            condition="MeshLimitExceeded")
     return None
+
+
+def _gateway_problems(c: _Candidate, group: str, network: str, net: _Network, regions: set[str], peers: int,
+                      hub: HubConfig) -> InvalidSpec | None:
+    """The per-gateway quotas of the network account, with this member added; counts it in when it fits."""
+    mesh = hub.spec.mesh
+    region = c.member.target.region
+    new_region = region not in regions
+    touched = regions | {region}
+    # Routes: each region's group table holds every member CIDR (propagated here, static elsewhere).
+    added_routes = {r: 1 for r in touched}
+    if new_region:
+        added_routes[region] = peers + 1
+    added_peerings = {r: 1 for r in regions} if new_region else {}
+    if new_region:
+        added_peerings[region] = len(regions)
+    over = []
+    limit = mesh.quota(network, "attachments_per_transit_gateway")
+    if net.attachments[region] + 1 > limit:
+        over.append(f"{net.attachments[region] + 1} attachments on the gateway of account {network} in {region} "
+                    f"(attachmentsPerTransitGateway is {limit})")
+    limit = mesh.quota(network, "routes_per_transit_gateway")
+    for r, n in sorted(added_routes.items()):
+        if net.routes[r] + n > limit:
+            over.append(f"{net.routes[r] + n} routes across the route tables of the gateway of account {network} in "
+                        f"{r} (routesPerTransitGateway is {limit})")
+    limit = mesh.quota(network, "peering_attachments_per_transit_gateway")
+    for r, n in sorted(added_peerings.items()):
+        if net.peerings[r] + n > limit:
+            over.append(f"{net.peerings[r] + n} peering attachments on the gateway of account {network} in {r} "
+                        f"(peeringAttachmentsPerTransitGateway is {limit})")
+    if over:
+        return InvalidSpec.one(
+            c.cluster.ref, f"metadata.labels[{MESH_LABEL}]",
+            f"mesh group {group} connects through a Transit Gateway and joining would need {' and '.join(over)}; "
+            f"raise the AWS quota and HubConfig spec.mesh (or accountQuotas[{network}]), or give the group "
+            f"another network account (transitGateway.accountID)", condition="MeshLimitExceeded")
+    net.attachments[region] += 1
+    for r, n in added_routes.items():
+        net.routes[r] += n
+    for r, n in added_peerings.items():
+        net.peerings[r] += n
+    return None
+
+
+def _network_problem(hub: HubConfig, group: str, network: str, config: MeshGroup, net: _Network,
+                     roles: Mapping[str, str] | None) -> str | None:
+    """Why the group cannot use its network account's gateways at all, or None."""
+    if network != hub.spec.account_id and not (roles or hub.spec.role_account_map).get(network):
+        return (f"mesh group {group}'s Transit Gateways live in account {network} (transitGateway.accountID), "
+                f"which has no role in the role map")
+    if net.asn is not None and net.asn != config.transit_gateway.asn:
+        return (f"mesh group {group} asks for ASN {config.transit_gateway.asn} on account {network}'s gateways, which "
+                f"group {net.asn_group} already set to {net.asn}; groups sharing a network account share its gateways")
+    limit = hub.spec.mesh.quota(network, "route_tables_per_transit_gateway")
+    if len(net.groups) + 1 > limit:
+        return (f"account {network}'s gateways already serve {len(net.groups)} groups, one route table each "
+                f"(routeTablesPerTransitGateway is {limit}); give mesh group {group} another network account")
+    if net.asn is None:
+        net.asn, net.asn_group = config.transit_gateway.asn, group
+    return None
+
+
+def _transit_inputs(hub: HubConfig, groups: Mapping[str, GroupView], admitted: Mapping[str, list[_Candidate]],
+                    networks: Mapping[str, _Network], status: MeshStatus,
+                    roles: Mapping[str, str] | None) -> dict[str, TransitInputs]:
+    """One transit stack per network account that a group in a Transit Gateway phase uses."""
+    by_network: dict[str, list[str]] = {}
+    for key, view in sorted(groups.items()):
+        if view.transit_stack is not None and view.members:
+            by_network.setdefault(view.network_account, []).append(key)
+    out: dict[str, TransitInputs] = {}
+    for network, keys in sorted(by_network.items()):
+        stack = transit_stack(network)
+        base = _network_target(hub, network, roles)
+        regions = sorted({c.member.target.region for k in keys for c in admitted[k]})
+        region_inputs = []
+        for region in regions:
+            members: dict[str, AwsTarget] = {}
+            group_inputs = []
+            for key in keys:
+                here = [c for c in admitted[key] if c.member.target.region == region]
+                elsewhere: dict[str, list[str]] = {}
+                for c in admitted[key]:
+                    if c.member.target.region != region:
+                        elsewhere.setdefault(c.member.target.region, []).append(c.member.cidr)
+                if not here and not elsewhere:
+                    continue
+                for c in here:
+                    if c.member.target.account_id != network:
+                        members.setdefault(c.member.target.account_id, c.member.target.model_copy(
+                            update={"session_name": accounts.session_name("transit")}))
+                attachments = tuple(
+                    TransitMember(cluster=c.member.key, account_id=c.member.target.account_id, cidr=c.member.cidr,
+                                  attachment_id=status.attachments[c.member.key],
+                                  accept=c.member.target.account_id != network)
+                    for c in sorted(here, key=lambda c: c.member.key) if c.member.key in status.attachments)
+                remotes = tuple(TransitRemote(region=r, cidrs=tuple(sorted(cidrs)))
+                                for r, cidrs in sorted(elsewhere.items()))
+                if here:
+                    group_inputs.append(TransitGroupInputs(group=key, attachments=attachments, remotes=remotes))
+            region_inputs.append(TransitRegionInputs(
+                region=region, network=base.in_region(region),
+                members=tuple(t for _, t in sorted(members.items())), groups=tuple(group_inputs)))
+        out[stack] = TransitInputs(
+            stack=stack, account_id=network, asn=networks[network].asn or 64512,
+            organization=hub.spec.mesh.organization,
+            tags={MANAGED_BY_TAG: MANAGED_BY, TRANSIT_TAG: stack}, regions=tuple(region_inputs))
+    return out
+
+
+def _network_target(hub: HubConfig, network: str, roles: Mapping[str, str] | None) -> AwsTarget:
+    hub_target = accounts.hub_target(hub)
+    if network == hub.spec.account_id:
+        return hub_target.model_copy(update={"session_name": accounts.session_name("transit")})
+    return AwsTarget(account_id=network, region=hub.spec.region, role_arn=(roles or hub.spec.role_account_map).get(network),
+                     session_name=accounts.session_name("transit"), external_id=hub.spec.credentials.external_id)
+
+
+def phase_label(phase: Phase) -> str:
+    if phase.peerings and phase.attachments:
+        return f"migrating, routes via {phase.routes_via}"
+    return "peering" if phase.peerings else "Transit Gateway"
+
+
+def _label_unless_peering(phase: Phase) -> str:
+    return "" if phase.peerings and not phase.attachments else f" ({phase_label(phase)})"
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.upper() if part == "vpc" else part.title() for part in rest)
 
 
 def rule_label(rule: MeshRule) -> str:

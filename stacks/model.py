@@ -194,6 +194,23 @@ class MeshRule(Spec):
         return self
 
 
+class TransitGatewayRef(Spec):
+    """Where a group's Transit Gateways live: one per member region, in this (network) account."""
+
+    account_id: AccountID | None = Field(None, alias="accountID")  # None: the hub account
+    # Amazon side ASN of the gateways: a private ASN (16- or 32-bit range). Groups on one account share them.
+    asn: int = Field(64512, ge=64512, le=4294967294)
+
+    @model_validator(mode="after")
+    def _private_asn(self) -> "TransitGatewayRef":
+        if 65534 < self.asn < 4200000000:
+            raise ValueError(f"asn {self.asn} is not a private ASN (64512-65534 or 4200000000-4294967294)")
+        return self
+
+
+Topology = Literal["peering", "transitGateway"]
+
+
 class MeshGroup(Spec):
     # Empty: all traffic from peer CIDRs (the design's default).
     rules: list[MeshRule] = Field(default_factory=list, max_length=60)  # AWS: 60 inbound rules per group
@@ -203,14 +220,63 @@ class MeshGroup(Spec):
     # in every namespace). Set: one group spanning exactly these namespaces; a cluster of any other
     # namespace with the label is refused (NotInMeshGroup).
     namespaces: list[NamespaceName] | None = Field(None, max_length=1000)
+    # How members reach each other (stacks.transit): VPC peerings, a Transit Gateway, or peering below
+    # autoThreshold members and a Transit Gateway from there on (back to peering below autoPeeringBelow).
+    topology: Literal["peering", "transitGateway", "auto"] = "peering"
+    auto_threshold: int = Field(40, ge=2, le=5000)
+    auto_peering_below: int | None = Field(None, ge=1, le=5000)  # default: three quarters of autoThreshold
+    transit_gateway: TransitGatewayRef = Field(default_factory=TransitGatewayRef)
+    # Transit Gateway mode: each member routes only these to the gateway (one route per table, whatever the
+    # group's size) instead of one route per other member. Each must contain every member CIDR.
+    summary_cidrs: list[SourceCidr] = Field(default_factory=list, alias="summaryCIDRs", max_length=50)
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> "MeshGroup":
+        if self.auto_peering_below is not None and self.auto_peering_below >= self.auto_threshold:
+            raise ValueError(f"autoPeeringBelow {self.auto_peering_below} must be below autoThreshold "
+                             f"{self.auto_threshold}, or the group would switch back and forth")
+        return self
+
+    @property
+    def peering_below(self) -> int:
+        return self.auto_peering_below if self.auto_peering_below is not None else self.auto_threshold * 3 // 4
+
+
+class MeshQuotas(Spec):
+    """One account's raised AWS quotas (HubConfig spec.mesh.accountQuotas); unset fields: spec.mesh's."""
+
+    peerings_per_vpc: int | None = Field(None, ge=1, le=125, alias="peeringsPerVPC")
+    routes_per_table: int | None = Field(None, ge=1, le=1000)
+    rules_per_security_group: int | None = Field(None, ge=1, le=1000)
+    attachments_per_transit_gateway: int | None = Field(None, ge=1, le=10000)
+    route_tables_per_transit_gateway: int | None = Field(None, ge=1, le=1000)
+    routes_per_transit_gateway: int | None = Field(None, ge=1, le=100000)
+    peering_attachments_per_transit_gateway: int | None = Field(None, ge=1, le=500)
+    transit_gateways_per_vpc: int | None = Field(None, ge=1, le=20, alias="transitGatewaysPerVPC")
 
 
 class HubMesh(Spec):
     groups: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")], MeshGroup] = \
         Field(default_factory=dict, max_length=1000)
-    # AWS default quotas; raise them here once AWS has raised them for you.
+    # AWS default quotas; raise them here (or per account, accountQuotas) once AWS has raised them for you.
     peerings_per_vpc: int = Field(50, ge=1, le=125, alias="peeringsPerVPC")
     routes_per_table: int = Field(50, ge=1, le=1000)
+    rules_per_security_group: int = Field(60, ge=1, le=1000)  # inbound rules
+    attachments_per_transit_gateway: int = Field(5000, ge=1, le=10000)
+    route_tables_per_transit_gateway: int = Field(20, ge=1, le=1000)
+    routes_per_transit_gateway: int = Field(10000, ge=1, le=100000)  # across its route tables
+    peering_attachments_per_transit_gateway: int = Field(50, ge=1, le=500)
+    transit_gateways_per_vpc: int = Field(5, ge=1, le=20, alias="transitGatewaysPerVPC")
+    account_quotas: dict[AccountID, MeshQuotas] = Field(default_factory=dict, max_length=10000)
+    # Member accounts and the network account are in one AWS Organization with RAM sharing enabled: the
+    # gateways are shared without invitations. Otherwise each member account accepts the share.
+    organization: bool = False
+
+    def quota(self, account: str, name: str) -> int:
+        """The quota `name` (a field of MeshQuotas) for `account`: its override, else spec.mesh's."""
+        override = self.account_quotas.get(account)
+        value = getattr(override, name) if override is not None else None
+        return value if value is not None else getattr(self, name)
 
 
 # Minimum HAProxy version of each wire mode: the receiving fetch and the sending keyword.
@@ -285,6 +351,17 @@ class Network(Spec):
     route_table_ids: list[RouteTableID] = Field(default_factory=list, alias="routeTableIDs", max_length=200)
     node_security_group_ids: list[SecurityGroupID] = Field(default_factory=list, alias="nodeSecurityGroupIDs",
                                                            max_length=16)
+    # Transit Gateway mode: the subnets its attachment uses, at most one per availability zone.
+    transit_subnets: list[Subnet] = Field(default_factory=list, alias="transitSubnets", max_length=32)
+
+    @model_validator(mode="after")
+    def _one_subnet_per_zone(self) -> "Network":
+        zones = [s.availability_zone for s in self.transit_subnets]
+        twice = sorted({z for z in zones if zones.count(z) > 1})
+        if twice:
+            raise ValueError(f"transitSubnets: a Transit Gateway attachment takes one subnet per availability zone; "
+                             f"{', '.join(twice)} has more than one")
+        return self
 
 
 class ClusterPrivateLink(Spec):

@@ -19,6 +19,7 @@ from stacks.ingress import Route, claim_ids, ingress_error, route_of
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh import MeshPlan, MeshShare, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
+from stacks.transit import MeshStatus
 from stacks.names import CLUSTER_TAG, MANAGED_BY, MANAGED_BY_TAG, TENANT_TAG, stack_name_error
 from stacks.placement import Want, place_endpoints
 from stacks.targets import AwsTarget
@@ -37,6 +38,9 @@ class Fleet:
     # endpoint VPC → interface endpoints there that clusternet did not make (the service's census counts
     # them; the offline plan knows of none). They use up the same per-VPC quota.
     foreign_endpoints: Mapping[str, int] = field(default_factory=dict)
+    # What the service recorded of the mesh: each group's state and the transit stacks' outputs (HubConfig
+    # status.mesh), each member's attachment (its status). The offline plan reads the hub file's status.
+    mesh_status: MeshStatus = field(default_factory=MeshStatus.empty)
 
     def owners(self) -> Owners:
         return Owners.of(self.hub, self.clusters, self.namespaces)
@@ -194,7 +198,7 @@ def resolve_all(fleet: Fleet) -> Resolved:
         if c.spec.private_link.enabled and isinstance(target := targets[c.key], AwsTarget)
     ]
     placed = place_endpoints(hub, wants, fleet.placements, fleet.foreign_endpoints)
-    mesh = plan_mesh(hub, fleet.clusters, targets)
+    mesh = plan_mesh(hub, fleet.clusters, targets, fleet.mesh_status, accounts.merged_role_map(hub, fleet.role_map))
 
     result: dict[str, StackInputs | InvalidSpec] = {}
     for cluster in fleet.clusters:

@@ -1,0 +1,299 @@
+"""A mesh group over a Transit Gateway: topology, migration, the transit stack's inputs and its quotas. Pure.
+
+Topology (HubConfig spec.mesh.groups.G.topology)
+    peering | transitGateway | auto. `auto` is a Transit Gateway from autoThreshold members on and peering
+    below autoPeeringBelow; in between the group keeps what it has (hysteresis), so it never flaps.
+
+State (HubConfig status.mesh.groups[<group key>], written by the service)
+    What the group's stacks are built for now: `topology`, and during a migration `migratingTo` and `step`.
+    A migration X -> Y never leaves a member without a route to a peer:
+
+        step      connections   routes via
+        attach    X and Y       X            Y is built beside X (attachments, or peerings)
+        routes    X and Y       Y            every route's target moves to Y: the same Route resource,
+                                             updated in place (EC2 ReplaceRoute), so there is no gap
+        (done)    Y             Y            X is removed
+
+    The service advances a step when every stack of the group has applied it (`advance`). Turning back
+    during `attach` drops Y; during `routes` it is a migration Y -> X at `attach`.
+
+Ownership (so a join costs two stack runs: the joiner's and the transit stack)
+    One transit stack per network account, named `_tgw_<account>` (a Kubernetes name cannot hold `_`, so it
+    never collides with a cluster's stack), owns each region's gateway, its RAM share and the share's
+    acceptance, each group's route table with its members' associations and propagations, the peering
+    attachments between regions and their static routes. Groups naming the same network account share
+    its gateways; each has its own route table, so two groups on one gateway never see each other.
+    A member's stack owns its VPC attachment and, with summaryCIDRs, its routes to them. Routes per pair
+    and security-group rules stay with the pair's owner (stacks.mesh), as in peering mode.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+from pydantic import ValidationError
+
+from stacks.model import MeshGroup, Topology
+from stacks.targets import AwsTarget, Frozen
+
+TRANSIT_STACK_PREFIX = "_tgw_"
+TRANSIT_TAG = "clusternet.io/transit"  # on every resource of a transit stack: its name
+MTU = {"peering": 9001, "transitGateway": 8500}  # bytes, within a region (docs/mesh.md)
+Step = Literal["attach", "routes"]
+
+
+def transit_stack(account: str) -> str:
+    """The transit stack of a network account: '_' is not allowed in a Kubernetes name."""
+    return f"{TRANSIT_STACK_PREFIX}{account}"
+
+
+def is_transit_stack(key: str) -> bool:
+    return key.startswith(TRANSIT_STACK_PREFIX)
+
+
+# --- state and migration ---------------------------------------------------------------
+
+class GroupState(Frozen):
+    """HubConfig status.mesh.groups[<group key>]: what the group's stacks are built for."""
+
+    topology: Topology
+    migrating_to: Topology | None = None
+    step: Step | None = None
+
+    def to_status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"topology": self.topology}
+        if self.migrating_to is not None:
+            out.update(migratingTo=self.migrating_to, step=self.step)
+        return out
+
+    @classmethod
+    def from_status(cls, raw: Any) -> "GroupState | None":
+        if not isinstance(raw, Mapping):
+            return None
+        try:
+            return cls(topology=raw.get("topology"), migrating_to=raw.get("migratingTo"), step=raw.get("step"))
+        except ValidationError:
+            return None
+
+    def describe(self) -> str:
+        if self.migrating_to is None:
+            return self.topology
+        return f"{self.topology} -> {self.migrating_to} (step {self.step})"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """What every stack of a group builds in a state."""
+
+    peerings: bool  # VPC peerings exist
+    attachments: bool  # Transit Gateway attachments exist (and, with summaryCIDRs, routes to them)
+    routes_via: Topology  # the target of every route to a peer CIDR
+
+
+def phase_of(state: GroupState) -> Phase:
+    if state.migrating_to is None:
+        peering = state.topology == "peering"
+        return Phase(peerings=peering, attachments=not peering, routes_via=state.topology)
+    routes = state.migrating_to if state.step == "routes" else state.topology
+    return Phase(peerings=True, attachments=True, routes_via=routes)
+
+
+def wanted_topology(config: MeshGroup, members: int, current: Topology | None) -> Topology:
+    """The topology a group of `members` should have; `auto` keeps `current` between its two thresholds."""
+    if config.topology != "auto":
+        return config.topology
+    if members >= config.auto_threshold:
+        return "transitGateway"
+    if members < config.peering_below:
+        return "peering"
+    return current or "peering"
+
+
+def next_state(recorded: GroupState | None, wanted: Topology, *, existed: bool) -> GroupState:
+    """The state to build now. `existed`: the group has members from before (join stamps) though no state was
+    recorded; such a group is on peering, the only topology there was."""
+    if recorded is None:
+        if not existed:
+            return GroupState(topology=wanted)
+        recorded = GroupState(topology="peering")
+    if recorded.migrating_to is None:
+        if recorded.topology == wanted:
+            return recorded
+        return GroupState(topology=recorded.topology, migrating_to=wanted, step="attach")
+    if recorded.migrating_to == wanted:
+        return recorded
+    if recorded.step == "attach":  # turned back before any route moved: drop what was being built
+        return GroupState(topology=recorded.topology)
+    return GroupState(topology=recorded.migrating_to, migrating_to=wanted, step="attach")
+
+
+def advance(state: GroupState) -> GroupState:
+    """The next state, once every stack of the group has applied `state`."""
+    if state.step == "attach":
+        return state.model_copy(update={"step": "routes"})
+    if state.step == "routes":
+        return GroupState(topology=state.migrating_to)
+    return state
+
+
+def migration_steps(start: Topology, end: Topology) -> list[GroupState]:
+    """Every state from `start` to `end`, both included (one state when they are the same)."""
+    states = [GroupState(topology=start)]
+    while states[-1].topology != end or states[-1].migrating_to is not None:
+        current = states[-1]
+        states.append(next_state(current, end, existed=True) if current.migrating_to is None else advance(current))
+    return states
+
+
+# --- what the transit stack made (HubConfig status.mesh.transit[<stack>].outputs) ---------------
+
+class TransitRegionOutputs(Frozen):
+    transit_gateway_id: str
+    route_tables: dict[str, str] = {}  # group key -> its route table in this gateway
+
+
+class TransitOutputs(Frozen):
+    regions: dict[str, TransitRegionOutputs] = {}
+
+    @classmethod
+    def from_stack(cls, outputs: Mapping[str, Any]) -> "TransitOutputs":
+        """From the transit stack's outputs (components.transit: {"regions": {region: {...}}})."""
+        regions = {}
+        for region, raw in ((outputs.get("regions") or {}) if isinstance(outputs, Mapping) else {}).items():
+            if isinstance(raw, Mapping) and isinstance(raw.get("transitGatewayId"), str):
+                tables = raw.get("routeTables") if isinstance(raw.get("routeTables"), Mapping) else {}
+                regions[region] = TransitRegionOutputs(
+                    transit_gateway_id=raw["transitGatewayId"],
+                    route_tables={k: v for k, v in tables.items() if isinstance(v, str)})
+        return cls(regions=regions)
+
+    def to_status(self) -> dict[str, Any]:
+        return {"regions": {r: {"transitGatewayId": o.transit_gateway_id, "routeTables": dict(o.route_tables)}
+                            for r, o in sorted(self.regions.items())}}
+
+    @classmethod
+    def from_status(cls, raw: Any) -> "TransitOutputs":
+        return cls.from_stack(raw if isinstance(raw, Mapping) else {})
+
+
+@dataclass(frozen=True)
+class MeshStatus:
+    """What resolve reads of HubConfig status.mesh and of the members' status: the service writes both."""
+
+    groups: Mapping[str, GroupState]  # group key -> state
+    transit: Mapping[str, TransitOutputs]  # transit stack -> its outputs
+    attachments: Mapping[str, str]  # cluster key -> its VPC attachment ID (status.outputs.transitAttachment)
+
+    @classmethod
+    def empty(cls) -> "MeshStatus":
+        return cls({}, {}, {})
+
+    @classmethod
+    def from_hub_status(cls, status: Any, attachments: Mapping[str, str] | None = None) -> "MeshStatus":
+        mesh = (status or {}).get("mesh") if isinstance(status, Mapping) else None
+        mesh = mesh if isinstance(mesh, Mapping) else {}
+        groups = {k: s for k, v in (mesh.get("groups") or {}).items() if (s := GroupState.from_status(v))}
+        transit = {k: TransitOutputs.from_status((v or {}).get("outputs"))
+                   for k, v in (mesh.get("transit") or {}).items() if isinstance(v, Mapping)}
+        return cls(groups, transit, dict(attachments or {}))
+
+    def gateway(self, stack: str, region: str) -> TransitRegionOutputs | None:
+        outputs = self.transit.get(stack)
+        return outputs.regions.get(region) if outputs is not None else None
+
+
+# --- a member's side ------------------------------------------------------------------------
+
+class TransitAttachment(Frozen):
+    """A member's VPC attachment to its region's gateway (part of its MeshShare)."""
+
+    transit_stack: str
+    transit_gateway_id: str  # from HubConfig status.mesh.transit: the transit stack has made it
+    subnet_ids: tuple[str, ...]  # spec.network.transitSubnets: one per availability zone
+    summary_cidrs: tuple[str, ...] = ()  # routes from each of the member's route tables to these, via the gateway
+
+
+# --- the transit stack's inputs ------------------------------------------------------------
+
+class TransitMember(Frozen):
+    """A member's attachment as the transit stack sees it (known once the member's stack has made it)."""
+
+    cluster: str  # namespace/name
+    account_id: str
+    cidr: str
+    attachment_id: str
+    accept: bool  # another account, outside an Organization: the network account accepts the attachment
+
+
+class TransitRemote(Frozen):
+    """The group's members in another region: reached over a peering attachment of the group's own."""
+
+    region: str
+    cidrs: tuple[str, ...]  # static routes in this region's group route table, to the peering attachment
+
+
+class TransitGroupInputs(Frozen):
+    group: str  # group key
+    attachments: tuple[TransitMember, ...] = ()  # members in this region whose attachment exists
+    remotes: tuple[TransitRemote, ...] = ()  # sorted by region
+
+
+class TransitRegionInputs(Frozen):
+    """One region's gateway. Between two regions, each group spanning both has a peering attachment of its
+    own, requested by the earlier region (sorted) and accepted in the later one, associated with the group's
+    route table on both sides: groups stay apart across regions too."""
+
+    region: str
+    network: AwsTarget  # the network account in this region
+    members: tuple[AwsTarget, ...] = ()  # member accounts here (not the network's): the share's principals
+    groups: tuple[TransitGroupInputs, ...] = ()  # sorted by group key
+
+
+class TransitInputs(Frozen):
+    """One transit stack: everything shared by the groups of one network account."""
+
+    kind: Literal["transit"] = "transit"
+    stack: str
+    account_id: str  # the network account
+    asn: int
+    organization: bool
+    tags: dict[str, str]
+    regions: tuple[TransitRegionInputs, ...]
+
+    # -- the same surface as StackInputs, for the engine and the plan
+    generation: None = None
+
+    @property
+    def key(self) -> str:
+        return self.stack
+
+    @property
+    def name(self) -> str:
+        return self.stack
+
+    @property
+    def namespace(self) -> str:
+        return ""
+
+    def to_config(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_config(cls, raw: str) -> "TransitInputs":
+        return cls.model_validate_json(raw)
+
+    def digest(self) -> str:
+        canonical = json.dumps(json.loads(self.to_config()), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+    def describe(self) -> dict[str, Any]:
+        return {"clusternet:transit": self.stack, "clusternet:account": self.account_id}
+
+    def targets(self) -> list[AwsTarget]:
+        seen: dict[str, AwsTarget] = {}
+        for region in self.regions:
+            for target in (region.network, *region.members):
+                seen.setdefault(target.key, target)
+        return list(seen.values())
