@@ -9,6 +9,8 @@ Prints one JSON object:
   restart_noop_runs         engine runs when the service restarts over --clusters applied clusters (must be 0)
   burst_runs                runs caused by --burst updates to one cluster within one second (target <= 2)
   mesh_join_runs            runs when one cluster joins a mesh group of --mesh (stacks.mesh promises 1)
+  tgw_join_runs             runs when one cluster joins a Transit Gateway group of --mesh with summaryCIDRs: its own
+                            stack and the transit stack's (docs/mesh.md); _no_summary: the same without them
   fanout_wall_ratio         --fanout new clusters, --workers workers, --run-ms runs: wall time from service
                             start to the last run's end / (ceil(fanout / workers) * run time) (target <= 1.2)
   event_to_run_ms_p50/p99   a spec change (client PATCH sent) to its engine run starting
@@ -70,7 +72,7 @@ def api_client(url: str) -> client.ApiClient:
 
 # --------------------------------------------------------------------------- the fleet
 
-def hub_doc(clusters: int) -> dict:
+def hub_doc(clusters: int, group: dict | None = None) -> dict:
     per_region = math.ceil(clusters / 50) + 1  # room for every cluster in either region, and one more
     inventory = [
         {"region": region, "vpcID": f"vpc-0hub{r}{i:03d}", "cidr": f"10.{200 + r}.{i}.0/24",
@@ -85,11 +87,11 @@ def hub_doc(clusters: int) -> dict:
                  "endpointVPCInventory": inventory,
                  "associatedVPCs": [{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "10.0.0.0/16"}],
                  # The mesh scenario's group spans every team (a group is namespace-local unless listed).
-                 "mesh": {"groups": {"payments": {"namespaces": [f"team-{k}" for k in range(10)]}}}},
+                 "mesh": {"groups": {"payments": {"namespaces": [f"team-{k}" for k in range(10)], **(group or {})}}}},
     }
 
 
-def cluster_doc(n: int, namespace: str, *, mesh: str | None = None) -> dict:
+def cluster_doc(n: int, namespace: str, *, mesh: str | None = None, transit: bool = False) -> dict:
     meta: dict[str, Any] = {"name": f"c{n:04d}", "namespace": namespace}
     if mesh:
         meta["labels"] = {"clusternet.io/mesh": mesh}
@@ -99,7 +101,9 @@ def cluster_doc(n: int, namespace: str, *, mesh: str | None = None) -> dict:
         "spec": {"accountID": ACCOUNTS[n % 2], "region": REGIONS[n % 2] if not mesh else "us-east-1",
                  "infraID": f"c{n:04d}-x7k2p", "apiURL": f"https://api.c{n:04d}.example.com:6443",
                  "network": {"vpcID": f"vpc-0c{n:04d}", "cidr": f"10.{n // 256}.{n % 256}.0/24",
-                             "routeTableIDs": [f"rtb-0c{n:04d}"], "nodeSecurityGroupIDs": [f"sg-0c{n:04d}"]},
+                             "routeTableIDs": [f"rtb-0c{n:04d}"], "nodeSecurityGroupIDs": [f"sg-0c{n:04d}"],
+                             **({"transitSubnets": [{"subnetID": f"subnet-0t{n:04d}", "availabilityZone": "us-east-1a"}]}
+                                if transit else {})},
                  "privateLink": {"enabled": True}},
     }
 
@@ -109,14 +113,15 @@ def namespace_of(n: int) -> str:
 
 
 def populate(api: client.ApiClient, count: int, *, first: int = 0, mesh: str | None = None,
-             hub: bool = True) -> None:
+             hub: bool = True, group: dict | None = None) -> None:
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     if hub:
         for ns in {namespace_of(n) for n in range(first, first + count)} | {SYSTEM}:
             owner = {OWNER_ACCOUNT_ANNOTATION: ACCOUNTS[int(ns.rsplit("-", 1)[1]) % 2]} if ns != SYSTEM else {}
             core.create_namespace({"metadata": {"name": ns, "annotations": owner}})
-        custom.create_cluster_custom_object(GROUP, VERSION, "hubconfigs", hub_doc(count))
-    docs = [cluster_doc(n, namespace_of(n), mesh=mesh) for n in range(first, first + count)]
+        custom.create_cluster_custom_object(GROUP, VERSION, "hubconfigs", hub_doc(count, group))
+    transit = bool(group and group.get("topology") == "transitGateway")
+    docs = [cluster_doc(n, namespace_of(n), mesh=mesh, transit=transit) for n in range(first, first + count)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda d: custom.create_namespaced_custom_object(
             GROUP, VERSION, d["metadata"]["namespace"], "clusters", d), docs))
@@ -248,6 +253,29 @@ def mesh_join(members: int) -> dict[str, float]:
     return {"mesh_join_runs": engine.count() - before, "mesh_join_promised": 1, "mesh_group_size": members}
 
 
+def tgw_join(members: int, summary: bool) -> dict[str, float]:
+    """A Transit Gateway group of `members` settles (the transit stack, every attachment associated); one joins."""
+    group = {"topology": "transitGateway", "summaryCIDRs": ["10.0.0.0/8"] if summary else []}
+    with api_server() as url:
+        api = api_client(url)
+        populate(api, members, mesh="payments", group=group)
+        engine = RecordingEngine()
+        svc = service(api, engine, 8)
+        svc.start()
+        try:
+            wait(lambda: engine.count("up") >= members, 120, "the group")
+            quiet(svc, engine, 1.0)
+            before = engine.count()
+            populate(api, 1, first=members, mesh="payments", hub=False, group=group)
+            wait(lambda: engine.count() > before, 60, "the joiner's run")
+            quiet(svc, engine, 1.5)
+        finally:
+            svc.stop()
+    stacks = {c.stack for c in engine.calls[before:]}
+    key = "tgw_join_runs" if summary else "tgw_join_runs_no_summary"
+    return {key: engine.count() - before, f"{key}_stacks": len(stacks), "tgw_group_size": members}
+
+
 def fanout(clusters: int, workers: int, run_ms: float, samples: int) -> dict[str, float]:
     with api_server() as url:
         api = api_client(url)
@@ -307,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--run-ms", type=float, default=100.0, help="how long the engine double takes per run")
     parser.add_argument("--samples", type=int, default=50, help="edits timed for event_to_run")
-    parser.add_argument("--only", choices=["restart", "burst", "mesh", "fanout"], action="append",
+    parser.add_argument("--only", choices=["restart", "burst", "mesh", "tgw", "fanout"], action="append",
                         help="run only these scenarios (repeatable)")
     parser.add_argument("--restart-child", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -315,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         restart_child(args.restart_child, args.clusters, args.workers)
         return 0
 
-    chosen = set(args.only or ["restart", "burst", "mesh", "fanout"])
+    chosen = set(args.only or ["restart", "burst", "mesh", "tgw", "fanout"])
     result: dict[str, Any] = {"clusters": args.clusters, "workers": args.workers, "run_ms": args.run_ms}
     if "restart" in chosen:
         result.update(restart(args.clusters, args.workers))
@@ -323,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
         result.update(burst(args.burst, args.run_ms))
     if "mesh" in chosen:
         result.update(mesh_join(args.mesh))
+    if "tgw" in chosen:
+        result.update(tgw_join(args.mesh, summary=True))
+        result.update(tgw_join(args.mesh, summary=False))
     if "fanout" in chosen:
         result.update(fanout(args.fanout, args.workers, args.run_ms, args.samples))
     print(json.dumps(result))

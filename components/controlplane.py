@@ -68,6 +68,8 @@ CLUSTER_RULES = [
     {"apiGroups": [GROUP], "resources": ["clusters"], "verbs": ["get", "list", "watch", "update", "patch"]},
     {"apiGroups": [GROUP], "resources": ["clusters/status"], "verbs": ["get", "update", "patch"]},
     {"apiGroups": [GROUP], "resources": ["hubconfigs"], "verbs": ["get", "list", "watch"]},
+    # status.mesh: each mesh group's state and the transit stacks' outputs (automation/service/transit.py).
+    {"apiGroups": [GROUP], "resources": ["hubconfigs/status"], "verbs": ["get", "patch"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     # A Cluster gone: its facts agent's ServiceAccount (so its tokens), Role and RoleBinding go too.

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from automation.adapters.engine import EngineError, RunCancelled, RunResult, StackLocked
 from stacks.inputs import StackInputs
+from stacks.transit import TransitInputs
 
 
 def utc_now() -> str:
@@ -42,9 +43,16 @@ class _Fault:
     error: Callable[[], EngineError]
 
 
-def fake_outputs(inputs: StackInputs) -> dict[str, Any]:
+def fake_outputs(inputs: StackInputs | TransitInputs) -> dict[str, Any]:
     """Outputs shaped like components.program's, derived from the inputs."""
+    if isinstance(inputs, TransitInputs):  # a transit stack: a gateway and a route table per group, per region
+        return {"transit": inputs.stack, "inputsDigest": inputs.digest(), "regions": {
+            r.region: {"transitGatewayId": f"tgw-{inputs.account_id}-{r.region}",
+                       "routeTables": {g.group: f"tgw-rtb-{g.group.replace('/', '-')}-{r.region}" for g in r.groups}}
+            for r in inputs.regions}}
     outputs: dict[str, Any] = {"cluster": inputs.key, "inputsDigest": inputs.digest()}
+    if inputs.mesh is not None and inputs.mesh.attachment is not None:
+        outputs["mesh"] = {"transitAttachment": f"tgw-attach-{inputs.stack}"}
     link = inputs.private_link
     if link is not None:
         outputs["privateLink"] = {

@@ -98,7 +98,7 @@ def _emulator_class():
 
 RESOURCES = {
     f"{API_VERSION}/clusters": dict(kind="Cluster", namespaced=True, subresources={"status"}),
-    f"{API_VERSION}/hubconfigs": dict(kind="HubConfig", namespaced=False),
+    f"{API_VERSION}/hubconfigs": dict(kind="HubConfig", namespaced=False, subresources={"status"}),
     f"{API_VERSION}/tenants": dict(kind="Tenant", namespaced=False, subresources={"status"}),
     f"v1/{_NAMESPACES}": dict(kind="Namespace", namespaced=False),
     "v1/configmaps": dict(kind="ConfigMap", namespaced=True),

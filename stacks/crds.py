@@ -28,7 +28,7 @@ from stacks import model
 from stacks.model import ClusterSpec, HubConfigSpec
 from stacks.registry import TenantSpec, TenantStatus
 from stacks.names import GROUP, VERSION, LABEL_MAX, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
-from stacks.status import ClusterStatus
+from stacks.status import ClusterStatus, HubStatus
 
 
 # Validators of stacks.model whose rule can be written as a schema keyword.
@@ -227,9 +227,9 @@ def tenant_crd() -> dict[str, Any]:
 
 
 def hubconfig_crd() -> dict[str, Any]:
-    schema = _resource_schema(HubConfigSpec, None,
+    schema = _resource_schema(HubConfigSpec, HubStatus,
                               "The hub account, its endpoint VPCs, role map and mesh settings (cluster-scoped).")
-    return _crd("HubConfig", "hubconfigs", "Cluster", schema, short=["cnhub"], columns=HUB_COLUMNS, status=False)
+    return _crd("HubConfig", "hubconfigs", "Cluster", schema, short=["cnhub"], columns=HUB_COLUMNS, status=True)
 
 
 def crd_manifests() -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from stacks.mesh import MeshShare
+from stacks.transit import TransitInputs
 from stacks.model import AssociatedVPC, EndpointVPC
 from stacks.targets import AwsTarget, Frozen
 
@@ -86,6 +87,13 @@ class StackInputs(Frozen):
             "clusternet:account": self.cluster.account_id,
             "clusternet:region": self.cluster.region,
         }
+
+
+def inputs_from_config(raw: str) -> "StackInputs | TransitInputs":
+    """A stack's inputs from its config JSON: a cluster's, or a transit stack's (`"kind": "transit"`)."""
+    if json.loads(raw).get("kind") == "transit":
+        return TransitInputs.from_config(raw)
+    return StackInputs.from_config(raw)
 
 
 @dataclass(frozen=True)

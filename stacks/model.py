@@ -198,14 +198,9 @@ class TransitGatewayRef(Spec):
     """Where a group's Transit Gateways live: one per member region, in this (network) account."""
 
     account_id: AccountID | None = Field(None, alias="accountID")  # None: the hub account
-    # Amazon side ASN of the gateways: a private ASN (16- or 32-bit range). Groups on one account share them.
-    asn: int = Field(64512, ge=64512, le=4294967294)
-
-    @model_validator(mode="after")
-    def _private_asn(self) -> "TransitGatewayRef":
-        if 65534 < self.asn < 4200000000:
-            raise ValueError(f"asn {self.asn} is not a private ASN (64512-65534 or 4200000000-4294967294)")
-        return self
+    # Amazon side ASN of the gateways: a 16-bit private ASN (the API server stores int32, too small for the
+    # 32-bit private range). Groups on one network account share its gateways, so they must agree on it.
+    asn: int = Field(64512, ge=64512, le=65534)
 
 
 Topology = Literal["peering", "transitGateway"]

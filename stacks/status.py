@@ -96,6 +96,8 @@ class StackOutputs(StatusModel):
     zone_id: Short | None = Field(None, alias="zoneID")
     infra_id: Short | None = Field(None, alias="infraID")  # the install the PrivateLink was built for
     peerings: list[Peering] = Field(default_factory=list, max_length=1000)  # the mesh peerings this stack owns
+    # Its VPC attachment to its mesh group's Transit Gateway: the transit stack associates it (stacks.transit).
+    transit_attachment: Short | None = None
 
 
 class FactsStatus(StatusModel):
@@ -138,3 +140,41 @@ class ClusterStatus(StatusModel):
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
+
+
+# --- HubConfig.status: the mesh's shared state (stacks.transit), written by the service's leader ------------
+
+class GroupStatus(StatusModel):
+    """A mesh group's state: what its stacks are built for (stacks.transit.GroupState), and a word on it."""
+
+    topology: Literal["peering", "transitGateway"]
+    migrating_to: Literal["peering", "transitGateway"] | None = None
+    step: Literal["attach", "routes"] | None = None
+    members: int = Field(0, ge=0)
+    message: str | None = Field(None, max_length=4096)  # why it is not where its spec says yet
+
+
+class TransitRegionStatus(StatusModel):
+    transit_gateway_id: Short
+    route_tables: dict[str, Short] = Field(default_factory=dict, max_length=1000)  # group key -> route table
+
+
+class TransitOutputsStatus(StatusModel):
+    regions: dict[str, TransitRegionStatus] = Field(default_factory=dict, max_length=40)
+
+
+class TransitStatus(StatusModel):
+    """A transit stack (one per network account, `_tgw_<account>`): its last run and the outputs members read."""
+
+    inputs_hash: str | None = Field(None, max_length=64)
+    last_update: LastUpdate | None = None
+    outputs: TransitOutputsStatus | None = None
+
+
+class MeshHubStatus(StatusModel):
+    groups: dict[str, GroupStatus] = Field(default_factory=dict, max_length=10000)
+    transit: dict[str, TransitStatus] = Field(default_factory=dict, max_length=1000)
+
+
+class HubStatus(StatusModel):
+    mesh: MeshHubStatus | None = None

@@ -37,7 +37,7 @@ from typing import Any, Mapping
 from automation.adapters import proctree
 from automation.adapters.engine import EngineError, RunCancelled, RunLimits, RunResult, StackLocked
 from automation.adapters.pulumi_engine import PulumiSettings
-from stacks.inputs import StackInputs
+from stacks.inputs import StackInputs, inputs_from_config
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class WorkerPool:
 
     def applied(self, stack: str) -> StackInputs | None:
         reply = self._call("applied", stack, {"stack": stack})
-        return StackInputs.from_config(reply["inputs"]) if reply else None
+        return inputs_from_config(reply["inputs"]) if reply else None
 
     def cancel(self, grace: float) -> None:
         with self._cond:

@@ -63,7 +63,7 @@ from pulumi.automation.errors import (
 from automation.adapters import proctree
 from automation.adapters.engine import EngineError, RunCancelled, RunLimits, RunResult, StackLocked
 from components.program import INPUTS_OUTPUT, program
-from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs
+from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, inputs_from_config
 
 log = logging.getLogger(__name__)
 
@@ -683,7 +683,7 @@ def _parse_inputs(stack: str, raw: Any) -> StackInputs | None:
     """A history entry's clusternet:inputs; None (and a warning) when today's model rejects it."""
     value = raw.get("value") if isinstance(raw, Mapping) else getattr(raw, "value", raw)
     try:
-        return StackInputs.from_config(value)
+        return inputs_from_config(value)
     except ValueError as err:  # pydantic's ValidationError: inputs written by an older model
         log.warning("stack %s: the last applied inputs no longer parse (%s); treating them as unknown",
                     stack, str(err).splitlines()[0])

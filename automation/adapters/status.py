@@ -117,6 +117,7 @@ def outputs_from(stack_outputs: dict[str, Any]) -> StackOutputs:
         zone_id=link.get("zoneId"),
         infra_id=link.get("infraID"),
         peerings=peerings,
+        transit_attachment=mesh.get("transitAttachment") if isinstance(mesh.get("transitAttachment"), str) else None,
     )
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from automation.adapters import proctree
 from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings, load_program
-from stacks.inputs import StackInputs
+from stacks.inputs import inputs_from_config
 
 
 def _die(*_: Any) -> None:
@@ -83,10 +83,10 @@ def main(argv: list[str]) -> int:
     engine = PulumiEngine(PulumiSettings.from_json(setup["settings"]),
                           program_factory=load_program(setup["program"], setup.get("program_options") or {}))
     ops: dict[str, Callable[[dict], Any]] = {
-        "up": lambda a: engine.up(StackInputs.from_config(a["inputs"]), message=a["message"],
+        "up": lambda a: engine.up(inputs_from_config(a["inputs"]), message=a["message"],
                                   refresh=bool(a.get("refresh"))),
         "destroy": lambda a: engine.destroy(a["stack"], message=a["message"]),
-        "preview": lambda a: engine.preview(StackInputs.from_config(a["inputs"])),
+        "preview": lambda a: engine.preview(inputs_from_config(a["inputs"])),
         "recover": lambda a: engine.recover(a["stack"]),
         "applied": lambda a: engine.applied(a["stack"]),
         "ping": lambda a: {"pid": os.getpid()},

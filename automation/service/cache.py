@@ -14,6 +14,7 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.model import Cluster, HubConfig, parse, resolved_part
 from stacks.names import ANNOTATION_PREFIX
 from stacks.resolve import Fleet
+from stacks.transit import MeshStatus
 from stacks.status import HUB_NOT_FOUND
 
 
@@ -25,6 +26,7 @@ class ClusterEntry:
     parsed: Cluster | InvalidSpec
     inputs: bytes  # a hash of stacks.model.resolved_part of the object: a change here may change StackInputs
     placement: str | None  # the endpoint VPC the status says the stack uses
+    attachment: str | None = None  # its Transit Gateway attachment, as its status says (the transit stack reads it)
 
 
 def _fingerprint(part: Raw) -> bytes:
@@ -34,6 +36,12 @@ def _fingerprint(part: Raw) -> bytes:
 def _placement_of(raw: Raw) -> str | None:
     outputs = (raw.get("status") or {}).get("outputs") or {}
     return outputs.get("endpointVPC") if isinstance(outputs, dict) else None
+
+
+def _attachment_of(raw: Raw) -> str | None:
+    outputs = (raw.get("status") or {}).get("outputs") or {}
+    value = outputs.get("transitAttachment") if isinstance(outputs, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _parse_cluster(part: Raw) -> Cluster | InvalidSpec:
@@ -59,6 +67,7 @@ class Cache:
         self._lock = threading.Condition()
         self.clusters: dict[str, ClusterEntry] = {}
         self.hub: HubConfig | InvalidSpec | None = None
+        self.hub_status: Raw = {}  # HubConfig status: the mesh's recorded state (stacks.transit), ours to write
         self.namespaces: dict[str, dict[str, str]] = {}
         self.role_map: Mapping[str, str] = {}
         self.foreign_endpoints: Mapping[str, int] = {}  # the endpoint census (automation/service/census.py)
@@ -103,9 +112,9 @@ class Cache:
                 part = resolved_part(raw)
                 inputs = _fingerprint(part)
                 parsed = old.parsed if old is not None and old.inputs == inputs else _parse_cluster(part)
-                entry = ClusterEntry(raw, parsed, inputs, _placement_of(raw))
+                entry = ClusterEntry(raw, parsed, inputs, _placement_of(raw), _attachment_of(raw))
                 self.clusters[key] = entry
-                if old is None or old.inputs != inputs:
+                if old is None or old.inputs != inputs or old.attachment != entry.attachment:
                     self.inputs_version += 1
                 if (old.placement if old else None) != entry.placement:
                     self.placement_version += 1
@@ -118,6 +127,7 @@ class Cache:
         with self._lock:
             if kind == "DELETED":
                 self.hub = None
+                self.hub_status = {}
             else:
                 try:
                     hub = parse({k: v for k, v in raw.items() if k != "status"})
@@ -125,6 +135,7 @@ class Cache:
                         f"HubConfig {self.hub_name}", "kind", "not a HubConfig")
                 except InvalidSpec as exc:
                     self.hub = exc
+                self.hub_status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
             self.inputs_version += 1
             self._changed()
 
@@ -187,6 +198,7 @@ class Cache:
         with self._lock:
             entries = list(self.clusters.items())
             hub, namespaces, role_map = self.hub, dict(self.namespaces), dict(self.role_map)
+            hub_status = self.hub_status
             foreign = dict(self.foreign_endpoints)
             versions = (self.inputs_version, self.placement_version)
         invalid: dict[str, InvalidSpec] = {}
@@ -197,6 +209,7 @@ class Cache:
             return versions[0], versions[1], None, invalid, {}
         valid = []
         placements: dict[str, str] = {}
+        attachments: dict[str, str] = {}
         for key, entry in entries:
             if isinstance(entry.parsed, InvalidSpec):
                 invalid[key] = entry.parsed
@@ -204,8 +217,11 @@ class Cache:
                 valid.append(entry.parsed)
                 if entry.placement:
                     placements[key] = entry.placement
+                if entry.attachment:
+                    attachments[key] = entry.attachment
         fleet = Fleet(hub=hub, clusters=tuple(valid), namespaces=namespaces, role_map=role_map,
-                      placements=placements, foreign_endpoints=foreign)
+                      placements=placements, foreign_endpoints=foreign,
+                      mesh_status=MeshStatus.from_hub_status(hub_status, attachments))
         return versions[0], versions[1], fleet, invalid, placements
 
     def placements(self) -> tuple[int, dict[str, str]]:

@@ -17,7 +17,9 @@ from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.model import Cluster
 from stacks.ingress import Route
+from stacks.mesh import MeshPlan
 from stacks.resolve import Fleet, resolve_all
+from stacks.transit import TransitInputs
 from stacks.names import JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 
 LOG = logging.getLogger("clusternet.mapper")
@@ -36,6 +38,12 @@ class Resolution:
     fleet: Fleet | None = None  # what was resolved (valid clusters only); None without a valid hub
     stamps_version: int = 0
     routes: tuple[Route, ...] = ()  # the shared ingress's routes (stacks.resolve.resolve_all)
+    mesh: MeshPlan | None = None  # the mesh plan: its groups' states and the transit stacks' inputs
+
+    @property
+    def transit(self) -> Mapping[str, TransitInputs]:
+        """Transit stack -> its inputs (stacks.transit): the stacks the service owns besides the clusters'."""
+        return self.mesh.transit if self.mesh is not None else {}
 
 
 _UNSET: Any = object()
@@ -127,16 +135,18 @@ class Desired:
             stamps: Mapping[str, dict] = {}
             unstamp: frozenset[str] = frozenset()
             routes: tuple[Route, ...] = ()
+            mesh: MeshPlan | None = None
             if fleet is not None:
                 fleet = dataclasses.replace(fleet, clusters=self.stamps.overlay(fleet.clusters))
                 everything = resolve_all(fleet)
                 resolved.update(everything.inputs)
                 routes = everything.routes
                 stamps, unstamp = everything.mesh.stamps, frozenset(everything.mesh.unstamp)
+                mesh = everything.mesh
             self.resolves += 1
             self._current = Resolution(inputs_version, placement_version, resolved,
                                        {k: _digest(v) for k, v in resolved.items()}, stamps, unstamp, fleet,
-                                       stamps_version, routes)
+                                       stamps_version, routes, mesh)
             return self._current
 
     def mesh_join(self, key: str, current: dict | None) -> dict | None:
@@ -164,19 +174,24 @@ class Mapper(Loop):
 
     `triage(key, raw, desired)` (the reconciler's) says, for a cluster seen for the
     first time, when it needs a reconcile: 0 now, N seconds (the drift check), None never.
-    `observers` are called with each new Resolution (e.g. the shared ingress ConfigMap sync).
+    `observers` are called with each new Resolution (e.g. the shared ingress ConfigMap sync); `watchers` on every
+    pass, with the current one (the mesh's group states follow the clusters' statuses, which resolve never reads).
+    Transit stacks (stacks.transit) are keys too: queued when their inputs change, appear or go.
     A new value of the reconcile-request annotation queues the key at once and `reset`s its backoff.
     """
 
     def __init__(self, cache: Cache, desired: Desired, *, add: Callable[[str], None],
                  add_after: Callable[[str, float], None], triage: Triage,
                  observers: Iterable[Callable[[Resolution], None]] = (),
+                 watchers: Iterable[Callable[[Resolution], None]] = (),
                  reset: Callable[[str], None] = lambda key: None):
         super().__init__("mapper")
         self.cache, self.desired = cache, desired
         self.add, self.add_after, self.triage, self.reset = add, add_after, triage, reset
         self.observers = tuple(observers)
+        self.watchers = tuple(watchers)
         self._seen: dict[str, tuple] = {}
+        self._seen_transit: dict[str, str | None] = {}  # transit stack -> digest last queued for (None: to go)
         self._resolution: Resolution | None = None
         self.enqueued = 0
         self.mapped_revision = -1  # the cache revision the last pass saw (a later one: changes not mapped yet)
@@ -239,6 +254,25 @@ class Mapper(Loop):
                 self._enqueue(key)
             else:
                 self.add_after(key, due)
+        self._map_transit(resolution)
+        for watch in self.watchers:
+            try:
+                watch(resolution)
+            except Exception:  # noqa: BLE001 - a watcher must not stop the mapping
+                LOG.exception("watcher %r failed", watch)
+
+    def _map_transit(self, resolution: Resolution) -> None:
+        """Queue each transit stack whose inputs changed, and each one recorded but no longer wanted."""
+        recorded = set(((self.cache.hub_status.get("mesh") or {}).get("transit") or {}))
+        for stack in sorted(set(resolution.transit) | recorded | set(self._seen_transit)):
+            wanted = resolution.transit.get(stack)
+            digest = wanted.digest() if wanted is not None else None
+            if digest is None and stack not in recorded:
+                self._seen_transit.pop(stack, None)
+                continue
+            if self._seen_transit.get(stack, "") != digest:
+                self._seen_transit[stack] = digest
+                self._enqueue(stack)
 
     def _enqueue(self, key: str) -> None:
         self.enqueued += 1

@@ -238,9 +238,9 @@ class Reconciler:
                 note = (f"new install (infraID {old_link.infra_id} -> {desired.private_link.infra_id}): "
                         "removing the old install's PrivateLink first")
                 self.events.event(raw, "Normal", "NewInstall", note)
-                self._run("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
+                self.run_engine("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
                                                          message=f"{why}; {note}"))
-            result = self._run("up", lambda: self.engine.up(desired, message=why, refresh=refresh))
+            result = self.run_engine("up", lambda: self.engine.up(desired, message=why, refresh=refresh))
         except StackLocked as exc:
             return self._locked(raw, running, status, str(exc))
         except Failure as exc:
@@ -282,7 +282,7 @@ class Reconciler:
                 applied = self.engine.applied(stack)
                 if applied is not None:
                     self.audit(applied, "destroy")
-            result = self._run("destroy", lambda: self.engine.destroy(stack, message=why))
+            result = self.run_engine("destroy", lambda: self.engine.destroy(stack, message=why))
         except StackLocked as exc:
             return self._locked(raw, running, status, str(exc))
         except Failure as exc:
@@ -356,7 +356,7 @@ class Reconciler:
         """`preview` with refresh (no update, no history entry): DriftDetected says what the cloud changed; with
         --drift-policy correct an `up` with refresh puts it back, with report the condition only tells."""
         try:
-            result = self._run("preview", lambda: self.engine.preview(desired))
+            result = self.run_engine("preview", lambda: self.engine.preview(desired))
         except StackLocked:
             return Outcome.done(self.options.lock_retry)
         except EngineError as exc:
@@ -417,7 +417,7 @@ class Reconciler:
         if not stuck and (last is None or last.result != "Running"):
             return status
         try:
-            result = self._run("recover", lambda: self.engine.recover(stack))
+            result = self.run_engine("recover", lambda: self.engine.recover(stack))
         except EngineError as exc:
             LOG.warning("%s: recovering the stack failed: %s", stack, exc)
             self.events.event(raw, "Warning", "RecoveryFailed", str(exc))
@@ -507,7 +507,7 @@ class Reconciler:
         with self._halt_lock:
             return self._active
 
-    def _run(self, operation: str, call: Callable[[], RunResult]) -> RunResult:
+    def run_engine(self, operation: str, call: Callable[[], RunResult]) -> RunResult:
         started = time.monotonic()
         result = "error"
         try:

@@ -40,16 +40,18 @@ from automation.adapters.watch import Informer, informers, sources, wait_synced
 from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
 from automation.service.mapper import Desired, Mapper, Resolution
-from automation.service.queue import WorkQueue, Workers
+from automation.service.queue import Outcome, WorkQueue, Workers
 from automation.service.reconcile import Audit, Guard, ReconcileOptions, Reconciler
 from automation.service.server import Metrics, ProbeServer
 from automation.service.tenants import TenantController
+from automation.service.transit import HubStatus, MeshStates, TransitReconciler
 from stacks.accounts import hub_target
 from stacks.guards import check_move
 from stacks.model import HubConfig
 from stacks.names import ROLE_MAP_CONFIGMAP
 from stacks.rolemap import from_configmap
 from stacks.status import DRIFT_CONDITION
+from stacks.transit import is_transit_stack
 
 LOG = logging.getLogger("clusternet.service")
 
@@ -293,14 +295,19 @@ class Pipeline:
             options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry,
                                      options.stalled_recheck, options.drift_policy),
             guards=guards, audit=audit, metrics=metrics)
+        # The mesh's shared state (automation/service/transit.py): transit stacks are queue keys of their own.
+        hub_status = HubStatus(api_client, options.hub_name)
+        self.transit = TransitReconciler(desired=self.desired, engine=engine, hub_status=hub_status,
+                                         run_engine=self.reconciler.run_engine, lock_retry=options.lock_retry)
+        self.mesh_states = MeshStates(self.cache, hub_status)
         self.mapper = Mapper(self.cache, self.desired, add=self.queue.add, add_after=self.queue.add_after,
                              triage=self.reconciler.triage, observers=[shared_ingress_sync(api_client)],
-                             reset=self.queue.forget)
+                             watchers=[self.mesh_states], reset=self.queue.forget)
         self.informers: list[Informer] = informers(
             self.cache.stores(), sources(api_client, hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                                 role_map_namespace=options.namespace, watch_namespace=options.watch_namespace),
             timeout_seconds=options.watch_timeout, on_restart=metrics.watch_restarted)
-        self.workers = Workers(self.queue, self.reconciler, options.workers)
+        self.workers = Workers(self.queue, self.reconcile, options.workers)
         self.census = EndpointCensus(self.cache, census, interval=options.endpoint_census_interval) \
             if census is not None and options.endpoint_census_interval > 0 else None
         self.tenants = TenantController(
@@ -309,6 +316,10 @@ class Pipeline:
         metrics.track_queue(lambda: self.queue.depth, lambda: self.queue.in_flight, lambda: self.queue.scheduled)
         metrics.track_clusters(self.cluster_counts)
         self._stopped = threading.Event()
+
+    def reconcile(self, key: str) -> Outcome:
+        """A queue key: a transit stack's (`_tgw_<account>`) or a cluster's (namespace/name)."""
+        return self.transit(key) if is_transit_stack(key) else self.reconciler(key)
 
     def start(self) -> None:
         if self.tenants is not None:
