@@ -20,7 +20,8 @@ def hub(**spec: Any) -> HubConfig:
 
 
 def cluster(i: int, name: str, namespace: str, *, account: str, vpc: str, route_tables: list[str],
-            security_group: str, metadata: dict | None = None, **spec: Any) -> Cluster:
+            security_group: str, metadata: dict | None = None, transit_subnets: list[dict] | None = None,
+            **spec: Any) -> Cluster:
     """Cluster number i: its CIDR is 10.(i/256).(i%256).0/24, so no two of a fleet overlap."""
     return parse({
         "apiVersion": API_VERSION, "kind": "Cluster",
@@ -28,7 +29,8 @@ def cluster(i: int, name: str, namespace: str, *, account: str, vpc: str, route_
         "spec": {"accountID": account, "region": REGIONS[(i // 2) % 2], "infraID": f"{name}-abcde",
                  "apiURL": f"https://api.{name}.example.com:6443",
                  "network": {"vpcID": vpc, "cidr": f"10.{i // 256}.{i % 256}.0/24", "routeTableIDs": route_tables,
-                             "nodeSecurityGroupIDs": [security_group]}, **spec},
+                             "nodeSecurityGroupIDs": [security_group], "transitSubnets": transit_subnets or []},
+                 **spec},
     })
 
 

@@ -48,9 +48,9 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.targets import AwsTarget, Frozen
 from stacks.model import Cluster, HubConfig, MeshGroup, MeshRule, Topology
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
-from stacks.transit import (TRANSIT_TAG, GroupState, MeshStatus, Phase, TransitAttachment, TransitGroupInputs,
-                            TransitInputs, TransitMember, TransitRegionInputs, TransitRemote, next_state, phase_of,
-                            transit_stack, wanted_topology)
+from stacks.transit import (MTU, TRANSIT_TAG, GroupState, MeshStatus, Phase, TransitAttachment, TransitGroupInputs,
+                            TransitInputs, TransitMember, TransitRegionInputs, TransitRemote, migration_steps,
+                            next_state, phase_of, transit_stack, wanted_topology)
 from stacks.names import JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.tenancy import namespace_of
 
@@ -581,6 +581,32 @@ def _label_unless_peering(phase: Phase) -> str:
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.upper() if part == "vpc" else part.title() for part in rest)
+
+
+def summary(plan: MeshPlan, hub: HubConfig) -> dict[str, dict]:
+    """Each group as the plan's summary shows it: where it is, where it is heading and the steps still ahead."""
+    out: dict[str, dict] = {}
+    for key, view in sorted(plan.groups.items()):
+        state = view.state
+        config = hub.spec.mesh.groups.get(key.rsplit("/", 1)[-1], MeshGroup())
+        entry: dict = {"members": len(view.members), "rejected": len(view.rejected), "state": state.describe(),
+                       "wanted": view.wanted}
+        if state.migrating_to is not None or view.wanted != state.topology:
+            steps = migration_steps(state.topology, state.migrating_to or view.wanted)
+            at = steps.index(state) if state in steps else 0
+            entry["migration"] = [s.describe() for s in steps[at:]]
+            entry["mtu"] = (f"{MTU[state.topology]} -> {MTU[state.migrating_to or view.wanted]} bytes within a "
+                            f"region (the Transit Gateway carries 8500)")
+        if config.topology == "auto":
+            entry["auto"] = (f"transitGateway from {config.auto_threshold} members, peering below "
+                             f"{config.peering_below}")
+        if view.transit_stack is not None:
+            entry["transitStack"] = view.transit_stack
+            entry["routesPerTable"] = len(config.summary_cidrs) if config.summary_cidrs else max(0, len(view.members) - 1)
+        if view.note:
+            entry["note"] = view.note
+        out[key] = entry
+    return out
 
 
 def rule_label(rule: MeshRule) -> str:

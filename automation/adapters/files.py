@@ -18,6 +18,7 @@ import yaml
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model import Cluster, HubConfig, Namespace, parse
 from stacks.resolve import Fleet
+from stacks.transit import MeshStatus
 
 MAX_FILE_BYTES = 1 << 20  # 1 MiB, about a Kubernetes object's own limit (etcd's request size)
 MAX_DEPTH = 64  # nesting of mappings and lists in one document
@@ -222,4 +223,5 @@ def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | No
     if dupes:
         raise InvalidSpec.one(clusters_path, "metadata", f"clusters defined more than once: {', '.join(dupes)}")
     namespaces = {o.metadata.name: dict(o.metadata.annotations) for o in objects if isinstance(o, Namespace)}
-    return Fleet(hub=hub, clusters=clusters, namespaces=namespaces)
+    # The hub file's status.mesh, when it has one (a copy of the live HubConfig): the groups' recorded states.
+    return Fleet(hub=hub, clusters=clusters, namespaces=namespaces, mesh_status=MeshStatus.from_hub_status(hub.status))

@@ -4,6 +4,7 @@ Nothing here talks to AWS; lookups get deterministic stand-ins (automation.adapt
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -14,6 +15,8 @@ from pulumi.runtime.mocks import MockMonitor
 from automation.adapters.standins import StandIns, provider_location
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
+from stacks.resolve import Fleet, Resolved, resolve_all
+from stacks.transit import TransitInputs, TransitOutputs
 from components.program import program
 
 
@@ -156,13 +159,35 @@ def record(build: Callable[[], Any], *, stack: str, cluster: str = "", standins:
     return StackPlan(stack, cluster, resources, _plain(outputs))
 
 
-def plan_stack(inputs: StackInputs, standins: StandIns | None = None) -> StackPlan:
+def plan_stack(inputs: StackInputs | TransitInputs, standins: StandIns | None = None) -> StackPlan:
     """Run program(inputs) under the mock runtime; return every registration and the stack outputs."""
     return record(lambda: program(inputs), stack=inputs.stack, cluster=inputs.key, standins=standins)
 
 
 def plan_all(all_inputs: Iterable[StackInputs], standins: StandIns | None = None) -> list[StackPlan]:
     return [plan_stack(inputs, standins) for inputs in all_inputs]
+
+
+def plan_fleet(fleet: Fleet, earlier: list | None = None,
+               standins: StandIns | None = None) -> tuple[Resolved, list[StackPlan]]:
+    """Every stack of a fleet, as the service converges on it: a transit stack first (its members read its
+    gateways' IDs), then the clusters' stacks, then the transit stack again with their attachments. Raises
+    InvalidSpec with every cluster's errors (and any `earlier` ones) before planning anything."""
+    resolved = resolve_all(fleet)
+    inputs = raise_invalid(resolved.inputs, earlier)
+    transit = dict(resolved.mesh.transit) if resolved.mesh is not None else {}
+    if not transit:
+        return resolved, plan_all(inputs, standins)
+    status = fleet.mesh_status
+    made = {stack: TransitOutputs.from_stack(plan_stack(t, standins).outputs) for stack, t in transit.items()}
+    status = dataclasses.replace(status, transit={**status.transit, **made})
+    resolved = resolve_all(dataclasses.replace(fleet, mesh_status=status))
+    plans = plan_all(raise_invalid(resolved.inputs, earlier), standins)
+    attached = {p.cluster: p.outputs["mesh"]["transitAttachment"] for p in plans
+                if isinstance(p.outputs.get("mesh"), dict) and p.outputs["mesh"].get("transitAttachment")}
+    status = dataclasses.replace(status, attachments={**status.attachments, **attached})
+    resolved = resolve_all(dataclasses.replace(fleet, mesh_status=status))
+    return resolved, [*plans, *(plan_stack(t, standins) for _, t in sorted(resolved.mesh.transit.items()))]
 
 
 def raise_invalid(resolved: dict[str, StackInputs | InvalidSpec], earlier: list | None = None) -> list[StackInputs]:
