@@ -67,12 +67,17 @@ def test_a_tenant_creates_clusters_but_cannot_write_their_status_its_namespace_o
     created = wait_until(lambda: _try(lambda: custom.create_namespaced_custom_object(
         GROUP, VERSION, env.ns, "clusters", cluster_doc("mine", env.ns))), 10, what="RBAC to take effect")
     assert created["metadata"]["name"] == "mine"
-    forged = {"status": {"meshJoin": {"group": "payments", "order": 0}, "outputs": {"endpointVPC": "vpc-0hub2"}}}
+    forged = {"status": {"meshJoin": {"group": "payments", "order": 0},
+                         "outputs": {"endpointVPC": "vpc-0hub2", "transitAttachment": "tgw-attach-0theirs"}}}
+    # The hub's status.mesh feeds every member's gateway and each group's migration step: the service's alone.
+    forged_hub = {"status": {"mesh": {"transit": {"_tgw_111111111111": {"outputs": {"regions": {
+        "us-east-1": {"transitGatewayId": "tgw-0attacker"}}}}}}}}
     refusals = [
         lambda: custom.patch_namespaced_custom_object_status(GROUP, VERSION, env.ns, "clusters", "mine", forged),
         lambda: core.patch_namespace(env.ns, {"metadata": {"annotations": {OWNER_ANNOTATION: "111111111111"}}}),
         lambda: custom.create_cluster_custom_object(GROUP, VERSION, "hubconfigs", hub_doc()),
         lambda: custom.patch_cluster_custom_object(GROUP, VERSION, "hubconfigs", env.hub_name, {"spec": {}}),
+        lambda: custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubconfigs", env.hub_name, forged_hub),
         lambda: core.read_namespaced_config_map("clusternet-role-account-map", env.system_namespace),
         lambda: custom.create_namespaced_custom_object(GROUP, VERSION, env.system_namespace, "clusters",
                                                        cluster_doc("elsewhere", env.system_namespace)),
