@@ -2,14 +2,18 @@
 
     Mesh (clusternet:mesh:Mesh)                    one per member stack
     ├── SecurityGroup "clusternet-mesh-<stack>"     "dedicated" mode only: this member's own group
+    ├── TransitLink (components.transit)            Transit Gateway phases: this member's attachment
     └── MeshPeering (clusternet:mesh:MeshPeering)  one per pair this stack owns, named from the pair
-        ├── VpcPeeringConnection                    requester: this member's account/region
+        ├── VpcPeeringConnection                    while the group's phase has peerings: requester here
         ├── VpcPeeringConnectionAccepter            the peer's account/region (the peer's provider)
-        ├── Route ×(route tables of both members)  to the other member's CIDR through this peering
+        ├── Route ×(route tables of both members)  to the other member's CIDR, via the peering or via the
+        │                                           gateway of the table's region (`routes_via`); none
+        │                                           via a gateway with summaryCIDRs (TransitLink's cover it)
         └── SecurityGroupIngressRule ×(groups × rules of both members)  from the other member's CIDR only
 
-Routes and rules depend on the peering and the accepter, so `pulumi destroy` (or the pair leaving
-the share) removes them first, then the accepter, then the peering.
+A route keeps its name whichever its target, so moving a group between topologies updates each route's
+target in place (no moment without a route). In peering phases routes and rules depend on the peering and
+the accepter, so `pulumi destroy` (or the pair leaving the share) removes them first.
 """
 from __future__ import annotations
 
@@ -20,8 +24,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components.providers import invoke_opts
+from components.transit import TransitLink
 from stacks.mesh import MeshMember, MeshPair, MeshShare, rule_label
-from stacks.model import MeshRule
 
 
 @dataclass(frozen=True)
@@ -38,33 +42,26 @@ def _side(member: MeshMember) -> dict[str, Any]:
 class MeshPeering(pulumi.ComponentResource):
     """One pair: the peering, its acceptance, and both members' routes and ingress rules."""
 
-    def __init__(self, name: str, *, group: str, owner: MeshMember, pair: MeshPair, rules: Sequence[MeshRule],
+    def __init__(self, name: str, *, share: MeshShare, pair: MeshPair,
                  owner_groups: Sequence[tuple[str, pulumi.Input[str]]], providers: tuple[aws.Provider, aws.Provider],
                  opts: pulumi.ResourceOptions | None = None):
+        # The type says "peering" for the URNs' sake: existing stacks keep every resource when a group moves.
         super().__init__("clusternet:mesh:MeshPeering", name, None, opts)
+        group, owner, rules = share.group, share.member, share.rules
         peer = pair.peer
         own_provider, peer_provider = providers
         tags = {"Name": pair.name, "clusternet.io/mesh-group": group}
-
-        self.peering = aws.ec2.VpcPeeringConnection(
-            name,
-            vpc_id=owner.vpc_id,
-            peer_vpc_id=peer.vpc_id,
-            peer_owner_id=peer.target.account_id,
-            peer_region=peer.target.region,
-            tags={**tags, "clusternet.io/side": "requester"},
-            opts=pulumi.ResourceOptions(parent=self, provider=own_provider),
-        )
-        self.accepter = aws.ec2.VpcPeeringConnectionAccepter(
-            f"{name}-accept",
-            vpc_peering_connection_id=self.peering.id,
-            auto_accept=True,
-            tags={**tags, "clusternet.io/side": "accepter"},
-            opts=pulumi.ResourceOptions(parent=self, provider=peer_provider),
-        )
-        # Through the accepter's output: nothing routes over a peering that is not accepted yet.
-        link = self.accepter.vpc_peering_connection_id
-        after = [self.peering, self.accepter]
+        self.peering: aws.ec2.VpcPeeringConnection | None = None
+        self.accepter: aws.ec2.VpcPeeringConnectionAccepter | None = None
+        after: list[pulumi.Resource] = []
+        link: pulumi.Input[str] | None = None
+        if share.peerings:
+            link = self._peer(name, owner, peer, tags, own_provider, peer_provider)
+            after = [self.peering, self.accepter]
+        # Where the pair's routes point: the peering, or each side's regional gateway (None: no pair routes).
+        via_gateway = share.routes_via == "transitGateway"
+        if via_gateway and share.attachment is not None and share.attachment.summary_cidrs:
+            via_gateway = None  # the members' summary routes (TransitLink) carry the pair
 
         self.routes: list[dict[str, Any]] = []
         self.ingress: list[dict[str, Any]] = []
@@ -74,16 +71,22 @@ class MeshPeering(pulumi.ComponentResource):
             (peer, owner, peer_provider, peer_groups),
         ):
             child = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after)
-            for table in member.route_table_ids:
+            target: tuple[str, str, pulumi.Input[str]] | None = None  # (argument, output key, ID)
+            if via_gateway is False and link is not None:
+                target = ("vpc_peering_connection_id", "peeringId", link)
+            elif via_gateway and member.transit_gateway_id is not None:  # unknown: the transit stack has not run
+                target = ("transit_gateway_id", "transitGatewayId", member.transit_gateway_id)
+            for table in member.route_table_ids if target is not None else ():
+                argument, key, value = target
                 aws.ec2.Route(
                     f"{name}-{table}",
                     route_table_id=table,
                     destination_cidr_block=other.cidr,
-                    vpc_peering_connection_id=link,
                     opts=child,
+                    **{argument: value},
                 )
                 self.routes.append({"cluster": member.key, "routeTableId": table, "destination": other.cidr,
-                                    "peeringId": link})
+                                    key: value})
             for label, group_id in groups:
                 for rule in rules:
                     ports = {} if rule.protocol == "-1" else {"from_port": rule.from_port, "to_port": rule.to_port}
@@ -105,14 +108,36 @@ class MeshPeering(pulumi.ComponentResource):
 
         self.outputs = {
             "name": pair.name,
-            "id": self.peering.id,
-            "state": self.accepter.accept_status,
+            "id": self.peering.id if self.peering is not None else None,
+            "state": self.accepter.accept_status if self.accepter is not None else None,
             "requester": _side(owner),
             "accepter": _side(peer),
             "routes": self.routes,
             "ingress": self.ingress,
         }
         self.register_outputs(self.outputs)
+
+    def _peer(self, name: str, owner: MeshMember, peer: MeshMember, tags: dict[str, str],
+              own_provider: aws.Provider, peer_provider: aws.Provider) -> pulumi.Output[str]:
+        """The peering and its acceptance; routes go through the accepter's output (an accepted peering)."""
+        self.peering = aws.ec2.VpcPeeringConnection(
+            name,
+            vpc_id=owner.vpc_id,
+            peer_vpc_id=peer.vpc_id,
+            peer_owner_id=peer.target.account_id,
+            peer_region=peer.target.region,
+            tags={**tags, "clusternet.io/side": "requester"},
+            opts=pulumi.ResourceOptions(parent=self, provider=own_provider),
+        )
+        self.accepter = aws.ec2.VpcPeeringConnectionAccepter(
+            f"{name}-accept",
+            vpc_peering_connection_id=self.peering.id,
+            auto_accept=True,
+            tags={**tags, "clusternet.io/side": "accepter"},
+            opts=pulumi.ResourceOptions(parent=self, provider=peer_provider),
+        )
+        # Through the accepter's output: nothing routes over a peering that is not accepted yet.
+        return self.accepter.vpc_peering_connection_id
 
     def _peer_groups(self, peer: MeshMember, provider: aws.Provider) -> list[tuple[str, pulumi.Input[str]]]:
         if peer.dedicated_security_group is None:
@@ -147,23 +172,27 @@ class Mesh(pulumi.ComponentResource):
         self.peerings = [
             MeshPeering(
                 f"mesh-{pair.name}",
-                group=share.group,
-                owner=member,
+                share=share,
                 pair=pair,
-                rules=share.rules,
                 owner_groups=own_groups,
                 providers=(providers.own, providers.peers[pair.peer.key]),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for pair in share.pairs
         ]
+        self.transit: TransitLink | None = None
+        if share.attachment is not None:
+            self.transit = TransitLink(f"{name}-tgw", group=share.group, member=member, attachment=share.attachment,
+                                       provider=providers.own, opts=pulumi.ResourceOptions(parent=self))
         self.outputs = {
             "group": share.group,
             "member": member.key,
             # This member and the peers whose pairs this stack owns; the whole group is stacks.mesh.plan_mesh.
             "members": [_side(member), *(_side(pair.peer) for pair in share.pairs)],
             "securityGroupId": self.security_group.id if self.security_group is not None else None,
-            "peerings": [p.outputs for p in self.peerings],
-            "routes": [route for p in self.peerings for route in p.routes],
+            "peerings": [p.outputs for p in self.peerings if p.peering is not None],
+            "routes": [*(route for p in self.peerings for route in p.routes),
+                       *(self.transit.routes if self.transit is not None else ())],
+            "transitAttachment": self.transit.attachment.id if self.transit is not None else None,
         }
         self.register_outputs(self.outputs)

@@ -13,7 +13,9 @@ from stacks.haproxy import guest_manifests
 from components.mesh import Mesh, MeshProviders
 from components.privatelink import PrivateLink, PrivateLinkProviders
 from components.providers import Providers
-from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, stack_targets
+from components.transit import TransitNetwork
+from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, inputs_from_config, stack_targets
+from stacks.transit import TransitInputs
 
 
 # The stack output holding the inputs the stack was built from (StackInputs.to_config()), for people and for
@@ -23,8 +25,10 @@ from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, stack_targets
 INPUTS_OUTPUT = "inputs"
 
 
-def program(inputs: StackInputs) -> dict[str, Any]:
-    """Register the cluster's resources; return the stack outputs (the caller exports them)."""
+def program(inputs: StackInputs | TransitInputs) -> dict[str, Any]:
+    """Register the stack's resources; return the stack outputs (the caller exports them)."""
+    if isinstance(inputs, TransitInputs):
+        return transit_program(inputs)
     providers = Providers(inputs.tags)
     outputs: dict[str, Any] = {"cluster": inputs.key, "inputsDigest": inputs.digest(), INPUTS_OUTPUT: inputs.to_config()}
 
@@ -59,9 +63,17 @@ def program(inputs: StackInputs) -> dict[str, Any]:
     return outputs
 
 
+def transit_program(inputs: TransitInputs) -> dict[str, Any]:
+    """A network account's transit stack (stacks.transit): its gateways, shares, group tables and peerings."""
+    providers = Providers(inputs.tags)
+    network = TransitNetwork(inputs.stack, inputs, providers.aws)
+    return {"transit": inputs.stack, "inputsDigest": inputs.digest(), INPUTS_OUTPUT: inputs.to_config(),
+            "regions": network.outputs["regions"]}
+
+
 def run_from_config() -> None:
     """What `pulumi up` runs: read the serialised inputs from stack config, build, export."""
     config = pulumi.Config("clusternet")
-    inputs = StackInputs.from_config(config.require(INPUTS_CONFIG_KEY))  # what the engine and `inputs` write
+    inputs = inputs_from_config(config.require(INPUTS_CONFIG_KEY))  # what the engine and `inputs` write
     for name, value in program(inputs).items():
         pulumi.export(name, value)

@@ -124,6 +124,21 @@ def _prefixed(prefix):
     return make
 
 
+def _gateway(name, inputs, account, region, _):
+    gid = f"tgw-{_h(name, account)}"
+    return gid, {"arn": f"arn:aws:ec2:{region}:{account}:transit-gateway/{gid}", "ownerId": account}
+
+
+def _share(name, inputs, account, region, _):
+    arn = f"arn:aws:ram:{region}:{account}:resource-share/{_h(name, account, n=32)}"
+    return arn, {"arn": arn}
+
+
+def _attachment_accepter(name, inputs, account, region, _):
+    # An accepter's ID is the attachment it accepts.
+    return inputs.get("transitGatewayAttachmentId") or f"tgw-attach-{_h(name, account)}", {}
+
+
 _COMPUTED = {
     "aws:ec2/vpcEndpointService:VpcEndpointService": _endpoint_service,
     "aws:ec2/vpcEndpoint:VpcEndpoint": _endpoint,
@@ -133,4 +148,11 @@ _COMPUTED = {
     "aws:ec2/route:Route": _prefixed("r"),
     "aws:ec2/securityGroup:SecurityGroup": _prefixed("sg"),
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": _prefixed("sgr"),
+    "aws:ec2transitgateway/transitGateway:TransitGateway": _gateway,
+    "aws:ec2transitgateway/routeTable:RouteTable": _prefixed("tgw-rtb"),
+    "aws:ec2transitgateway/vpcAttachment:VpcAttachment": _prefixed("tgw-attach"),
+    "aws:ec2transitgateway/peeringAttachment:PeeringAttachment": _prefixed("tgw-attach"),
+    "aws:ec2transitgateway/vpcAttachmentAccepter:VpcAttachmentAccepter": _attachment_accepter,
+    "aws:ec2transitgateway/peeringAttachmentAccepter:PeeringAttachmentAccepter": _attachment_accepter,
+    "aws:ram/resourceShare:ResourceShare": _share,
 }
