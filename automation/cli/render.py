@@ -4,6 +4,22 @@ from __future__ import annotations
 from automation.adapters.plan import StackPlan
 
 
+def render_summary(mesh: dict[str, dict]) -> str:
+    """The mesh groups first (stacks.mesh.summary): where each is, and the steps still ahead of it."""
+    if not mesh:
+        return ""
+    lines = ["mesh groups"]
+    for key, group in mesh.items():
+        lines.append(f"  {key}: {group['state']}, {group['members']} members"
+                     + (f", {group['rejected']} left out" if group["rejected"] else ""))
+        for step in group.get("migration", [])[1:]:
+            lines.append(f"    next: {step}")
+        for field in ("auto", "transitStack", "routesPerTable", "mtu", "note"):
+            if field in group:
+                lines.append(f"    {field}: {group[field]}")
+    return "\n".join(lines) + "\n\n"
+
+
 def render_tree(plans: list[StackPlan]) -> str:
     lines: list[str] = []
     for plan in plans:
