@@ -319,3 +319,22 @@ def test_every_step_of_a_migration_keeps_a_route_to_every_peer_cidr(start, end, 
         resolved = plan(h, clusters, status_with_gateways({"core": state}, attachments))
         assert resolved.mesh.groups["core"].state == state
         _covered(_routes(resolved, clusters), clusters)
+
+
+def test_the_plan_summary_shows_a_switch_and_its_steps_before_it_happens():
+    from stacks.mesh import summary
+
+    h = hub(mesh={"groups": {"core": {"topology": "auto", "autoThreshold": 4}}})
+    peering = MeshStatus({"core": GroupState(topology="peering")}, {}, {})
+    three = [tgw_member(i, stamp=i + 1) for i in range(3)]
+    before = summary(plan(h, three, peering).mesh, h)["core"]
+    assert before["state"] == "peering" and "migration" not in before
+    assert before["auto"] == "transitGateway from 4 members, peering below 3"
+    after = summary(plan(h, [*three, tgw_member(3)], peering).mesh, h)["core"]
+    assert after["state"] == "peering -> transitGateway (step attach)" and after["wanted"] == TGW
+    assert after["migration"] == ["peering -> transitGateway (step attach)", "peering -> transitGateway (step routes)",
+                                  "transitGateway"]
+    assert after["mtu"].startswith("9001 -> 8500 bytes")
+    blocked = summary(plan(h, [*three, member(3)], peering).mesh, h)["core"]  # one member cannot attach
+    assert blocked["state"] == "peering" and blocked["migration"][-1] == "transitGateway"
+    assert "globex/c03" in blocked["note"]
