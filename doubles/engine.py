@@ -152,7 +152,7 @@ class RecordingEngine:
             # Like PulumiEngine.preview: `drifted` names what would change ("name (type)"); here one resource
             # stands for what the cloud changed (self.drifted), another for changed inputs.
             drifted = sorted(([f"{inputs.stack} (test:Drifted)"] if cloud_changed else [])
-                             + ([f"{inputs.stack} (test:Inputs)"] if applied is not None and applied != inputs else []))
+                             + ([f"{inputs.stack} (test:Inputs)"] if applied is not None and applied.digest() != inputs.digest() else []))
             return self._end(call, RunResult("preview", same, "no changes" if same else "drift",
                                              changes={} if same else {"update": 1}, drifted=drifted))
         except EngineError:

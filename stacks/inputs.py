@@ -64,7 +64,8 @@ class StackInputs(Frozen):
         return f"{self.namespace}/{self.name}"
 
     def to_config(self) -> str:
-        return self.model_dump_json(exclude={"generation"})
+        # Neither the generation nor the mesh limits change what the stack builds (a no-op edit must not run).
+        return self.model_dump_json(exclude={"generation": True, "mesh": {"limits"}})
 
     @classmethod
     def from_config(cls, raw: str) -> "StackInputs":

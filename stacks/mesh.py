@@ -82,6 +82,18 @@ class MeshPair(Frozen):
     peer: MeshMember
 
 
+class MeshLimits(Frozen):
+    """What the preflight counts against for this member's VPC (its account's quotas) and what the mesh puts
+    there. Outside the digest (StackInputs.to_config): a quota edit changes no stack."""
+
+    routes_per_table: int
+    rules_per_security_group: int
+    transit_gateways_per_vpc: int
+    mesh_routes: int  # routes the whole group puts in each of its route tables
+    mesh_rules: int  # rules the whole group puts on each of its security groups
+    group_cidrs: tuple[str, ...] = ()  # every member CIDR and summary: routes to these are the mesh's own
+
+
 class MeshShare(Frozen):
     """One stack's share of the mesh: part of its StackInputs, so its digest moves only when this changes."""
 
@@ -94,6 +106,7 @@ class MeshShare(Frozen):
     peerings: bool = True
     routes_via: Topology = "peering"
     attachment: TransitAttachment | None = None  # this member's attachment (Transit Gateway phases)
+    limits: MeshLimits | None = None  # for the preflight's look-ups; not part of the digest
 
 
 # --- the whole mesh -----------------------------------------------------------------
@@ -329,7 +342,9 @@ def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], ta
 def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[_Candidate],
             status: MeshStatus) -> dict[str, MeshShare]:
     config = hub.spec.mesh.groups.get(group, MeshGroup())
+    mesh = hub.spec.mesh
     phase = view.phase
+    cidrs = tuple(sorted({c.member.cidr for c in admitted} | set(config.summary_cidrs)))
     shares: dict[str, MeshShare] = {}
     for i, owner in enumerate(admitted):
         session = accounts.session_name("mesh", owner.cluster)
@@ -346,10 +361,18 @@ def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[_Candida
                 subnet_ids=tuple(s.subnet_id for s in sorted(owner.cluster.spec.network.transit_subnets,
                                                               key=lambda s: s.availability_zone)),
                 summary_cidrs=tuple(config.summary_cidrs))
+        account = owner.member.target.account_id
         shares[owner.member.key] = MeshShare(
             group=group, member=owner.member, rules=group_rules(config),
             pairs=tuple(sorted(owned, key=lambda p: p.name)),
-            peerings=phase.peerings, routes_via=phase.routes_via, attachment=attachment)
+            peerings=phase.peerings, routes_via=phase.routes_via, attachment=attachment,
+            limits=MeshLimits(
+                routes_per_table=mesh.quota(account, "routes_per_table"),
+                rules_per_security_group=mesh.quota(account, "rules_per_security_group"),
+                transit_gateways_per_vpc=mesh.quota(account, "transit_gateways_per_vpc"),
+                mesh_routes=_mesh_routes(len(admitted) - 1, phase, tuple(config.summary_cidrs)),
+                mesh_rules=(len(admitted) - 1) * len(group_rules(config)),
+                group_cidrs=cidrs))
     return shares
 
 
@@ -422,9 +445,8 @@ def _fit_problems(c: _Candidate, group: str, admitted: list[_Candidate], hub: Hu
             getattr(mesh.account_quotas[account], name) is not None else f"spec.mesh.{_camel(name)}"
         return value, where
 
+    routes = _mesh_routes(peers, phase, tuple(config.summary_cidrs))
     summary = tuple(config.summary_cidrs)
-    pair_routes = phase.routes_via == "peering" or not summary
-    routes = (peers if pair_routes else 0) + (len(summary) if phase.attachments and summary else 0)
     rules = peers * len(group_rules(config))
     over = []
     if phase.peerings:
@@ -449,6 +471,12 @@ def _fit_problems(c: _Candidate, group: str, admitted: list[_Candidate], hub: Hu
             f"group{'' if phase.attachments else ', or connect it through a Transit Gateway (topology)'}",
             condition="MeshLimitExceeded")
     return None
+
+
+def _mesh_routes(peers: int, phase: Phase, summary: tuple[str, ...]) -> int:
+    """Routes the group puts in each member table: one per peer (unless summaries carry them), one per summary."""
+    pair_routes = phase.routes_via == "peering" or not summary
+    return (peers if pair_routes else 0) + (len(summary) if phase.attachments and summary else 0)
 
 
 def _gateway_problems(c: _Candidate, group: str, network: str, net: _Network, regions: set[str], peers: int,
