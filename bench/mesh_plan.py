@@ -79,10 +79,9 @@ def main() -> None:
     inputs = raise_invalid(resolve_fleet(fleet))
     resolved = time.perf_counter()
     if args.topology == "transitGateway":
-        _, plans = plan_fleet(fleet)
-        members = [p for p in plans if not p.stack.startswith("_")]
+        settled, plans = plan_fleet(fleet)  # the members' inputs once the transit stack has made the gateways
         t0 = time.perf_counter()
-        plan_stack(next(i for i in inputs if i.key == members[-1].cluster))
+        plan_stack(settled.inputs[inputs[-1].key])  # the last member is the latest joiner
         joiner_seconds = time.perf_counter() - t0
     else:
         plans, joiner_seconds = [], 0.0

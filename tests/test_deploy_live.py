@@ -21,7 +21,7 @@ import yaml
 from kubernetes import client
 
 from stacks.haproxy import MAP_FILE
-from stacks.names import FINALIZER, SHARED_INGRESS_CONFIGMAP
+from stacks.names import FINALIZER, GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL, SHARED_INGRESS_CONFIGMAP, VERSION
 from tests import deployed
 from tests.dockerfile import Image, image
 from tests.envtest import free_port, start_envtest, tools_env
@@ -184,3 +184,28 @@ def test_the_sandbox_shows_the_reported_bug_a_read_only_pulumi_home(live, tmp_pa
     live.kube.patch("prod-2", {"metadata": {"finalizers": None}})  # no stack was made: nothing to destroy
     live.kube.delete("prod-2")
     assert failed["status"] == "False" and "read-only file system" in failed["message"], failed
+
+
+def test_the_deployed_service_records_each_mesh_groups_state_in_the_hubconfig_status(live, tmp_path):
+    """deploy/'s ClusterRole lets the service patch hubconfigs/status (status.mesh), and nothing more is needed."""
+    pod = deployed.pod_of(deployed.one(live.objs, "Deployment", "clusternet"))
+    kube = live.kube
+    mesh = {"labels": {MESH_LABEL: "core"}, "annotations": {MESH_ENABLED_ANNOTATION: "true"},
+            "privateLink": {"enabled": False}}
+
+    def group() -> Any:
+        hub = kube.custom.get_cluster_custom_object(GROUP, VERSION, "hubconfigs", kube.hub_name)
+        return ((hub.get("status") or {}).get("mesh") or {}).get("groups", {}).get("acme/core")
+
+    with running(live, pod, image(), tmp_path) as (box, _):
+        for i in range(2):
+            kube.create(f"mesh-{i}", network={"vpcID": f"vpc-0m{i}", "cidr": f"10.{i}.0.0/16",
+                                               "routeTableIDs": [f"rtb-0m{i}"], "nodeSecurityGroupIDs": [f"sg-0m{i}"]},
+                        **mesh)
+        assert wait_until(group, 60, what="the group's state in the hub's status") == {"topology": "peering",
+                                                                                         "members": 2}, box.tail()
+        for i in range(2):
+            kube.delete(f"mesh-{i}")
+        wait_until(lambda: group() is None, 120, what="the group's state gone with its last member")
+    log = box.log.read_text(errors="replace")  # (the members' pre-flight meets the AWS tripwire: not this test's)
+    assert "Forbidden" not in log, log[-8000:]
