@@ -10,7 +10,6 @@ preflight read the same list, so what they check is what the program uses.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -18,7 +17,7 @@ from typing import Any, Literal
 from stacks.mesh import MeshShare
 from stacks.transit import TransitInputs
 from stacks.model import AssociatedVPC, EndpointVPC
-from stacks.targets import AwsTarget, Frozen
+from stacks.targets import AwsTarget, Frozen, config_digest
 
 INPUTS_CONFIG_KEY = "inputs"  # stack config key (clusternet:inputs) that holds the JSON
 
@@ -73,8 +72,7 @@ class StackInputs(Frozen):
 
     def digest(self) -> str:
         """A stable hash of what the stack should look like."""
-        canonical = json.dumps(json.loads(self.to_config()), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+        return config_digest(self.to_config())
 
     def __hash__(self) -> int:  # dict fields make the default hash impossible
         return hash(self.digest())

@@ -1,7 +1,16 @@
 """Where a stack's resources live and how to get there: one AwsTarget, one aws.Provider."""
 from __future__ import annotations
 
+import hashlib
+import json
+
 from pydantic import BaseModel, ConfigDict
+
+
+def config_digest(config: str) -> str:
+    """A stable hash of a stack's config JSON (key order and spacing do not count): what it should look like."""
+    canonical = json.dumps(json.loads(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
 class Frozen(BaseModel):

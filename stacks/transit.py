@@ -28,15 +28,13 @@ Ownership (so a join costs two stack runs: the joiner's and the transit stack)
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from pydantic import ValidationError
 
 from stacks.model import MeshGroup, Topology
-from stacks.targets import AwsTarget, Frozen
+from stacks.targets import AwsTarget, Frozen, config_digest
 
 TRANSIT_STACK_PREFIX = "_tgw_"
 TRANSIT_TAG = "clusternet.io/transit"  # on every resource of a transit stack: its name
@@ -285,8 +283,8 @@ class TransitInputs(Frozen):
         return cls.model_validate_json(raw)
 
     def digest(self) -> str:
-        canonical = json.dumps(json.loads(self.to_config()), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+        """A stable hash of what the stack should look like."""
+        return config_digest(self.to_config())
 
     def describe(self) -> dict[str, Any]:
         return {"clusternet:transit": self.stack, "clusternet:account": self.account_id}
