@@ -32,9 +32,15 @@ Cost in stack runs (group of N members, the joiner/leaver included)
     From 1 (the last joiner) to N (the first); (N + 1) / 2 on average.
 
 Validation, in join order, so an existing member is never blocked by a newcomer's mistake: a member
-whose CIDR overlaps an earlier member's, or that would push a VPC past `HubConfig spec.mesh`
-peeringsPerVPC / routesPerTable, is rejected (an InvalidSpec on that cluster naming both clusters and
-both CIDRs, or the numbers) and left out of the mesh; the others go on.
+whose CIDR overlaps an earlier member's, or that would push a VPC past `HubConfig spec.mesh` (or its
+account's accountQuotas) peeringsPerVPC / routesPerTable / rulesPerSecurityGroup, or a gateway past its
+quotas, is rejected (an InvalidSpec on that cluster naming both clusters and both CIDRs, or the numbers)
+and left out of the mesh; the others go on.
+
+Topology (stacks.transit): a group is built for its recorded state (peering, a Transit Gateway, or a step
+of a migration between them); the share says whether the pairs' peerings exist, where their routes point
+and whether the member attaches. Pair ownership, routes per pair and rules are the same in every topology,
+so a join costs the joiner's stack (+ the transit stack's, with a gateway) and a move changes targets only.
 """
 from __future__ import annotations
 
