@@ -26,6 +26,12 @@ class InvalidSpec(ValueError):
         self.reason = reason
         super().__init__("\n".join(str(e) for e in self.errors))
 
+    def __eq__(self, other: object) -> bool:  # a value: the same errors for the same reason
+        return isinstance(other, InvalidSpec) and (self.errors, self.reason) == (other.errors, other.reason)
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.errors), self.reason))
+
     @classmethod
     def one(cls, obj: str, field: str, reason: str, *, condition: str = "InvalidSpec") -> "InvalidSpec":
         return cls([FieldError(obj, field, reason)], condition)

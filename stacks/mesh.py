@@ -204,6 +204,34 @@ def group_key(cluster: Cluster, group: str, hub: HubConfig) -> str | InvalidSpec
         f"spec.mesh.groups.{group}.namespaces), and {namespace} is not one of them", condition=NOT_IN_MESH_GROUP)
 
 
+def membership(cluster: Cluster, hub: HubConfig) -> tuple[str | InvalidSpec | None, bool]:
+    """(the key of the group the cluster is in, the refusal of the one it asks for, or None; whether it holds a
+    join stamp of a group it is not in, which must go)."""
+    group = group_of(cluster)
+    key = group_key(cluster, group, hub) if group is not None else None
+    stamp = (cluster.status or {}).get(JOIN_STATUS_KEY)
+    stale = bool(stamp) and (not isinstance(key, str) or join_stamp(cluster, group) is None)
+    return key, stale
+
+
+def mesh_view(cluster: Cluster) -> tuple:
+    """Everything plan_mesh reads of a cluster besides its target (its key, name and namespace are fixed): two
+    versions with equal views plan alike."""
+    meta = cluster.metadata
+    return (meta.labels.get(MESH_LABEL), meta.annotations.get(MESH_ENABLED_ANNOTATION), bool(meta.deletion_timestamp),
+            meta.creation_timestamp, (cluster.status or {}).get(JOIN_STATUS_KEY), cluster.spec.network)
+
+
+def coupling(hub: HubConfig, key: str, status: MeshStatus) -> str:
+    """Groups that plan_mesh plans together: those that may use a Transit Gateway share their network account's
+    gateways (route tables, ASN, per-gateway quotas, one transit stack); a peering group stands alone."""
+    config = hub.spec.mesh.groups.get(key.rsplit("/", 1)[-1], MeshGroup())
+    recorded = status.groups.get(key)
+    gateway = config.topology != "peering" or (
+        recorded is not None and "transitGateway" in (recorded.topology, recorded.migrating_to))
+    return f"network:{config.transit_gateway.account_id or hub.spec.account_id}" if gateway else f"group:{key}"
+
+
 def dedicated_group_name(stack: str) -> str:
     return f"clusternet-mesh-{stack}"
 
@@ -251,17 +279,13 @@ def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets, sta
     unstamp: list[str] = []
     errors: dict[str, InvalidSpec] = {}
     for cluster in clusters:
-        group = group_of(cluster)
-        if group is not None:
-            key = group_key(cluster, group, hub)
-            if isinstance(key, InvalidSpec):
-                errors[cluster.key] = key
-                group = None
-            else:
-                by_group.setdefault(key, []).append(cluster)
-                names[key] = group
-        stamp = (cluster.status or {}).get(JOIN_STATUS_KEY)
-        if stamp and (group is None or join_stamp(cluster, group) is None):
+        key, stale = membership(cluster, hub)
+        if isinstance(key, InvalidSpec):
+            errors[cluster.key] = key
+        elif key is not None:
+            by_group.setdefault(key, []).append(cluster)
+            names[key] = group_of(cluster)
+        if stale:
             unstamp.append(cluster.key)
 
     shares: dict[str, MeshShare] = {}

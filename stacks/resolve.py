@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from stacks import accounts, names
-from stacks.errors import InvalidSpec
+from stacks.errors import FieldError, InvalidSpec
 from stacks.ingress import Route, claim_ids, ingress_error, route_of
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh import MeshPlan, MeshShare, plan_mesh
@@ -186,63 +186,83 @@ def resolve_all(fleet: Fleet) -> Resolved:
     fleet: API hosts and shared-ingress IDs are unique (the younger claimant is refused), endpoints are
     placed, the mesh is planned. A cluster refused for any of these gets every reason at once and never
     blocks the others. A cluster is routed exactly when it is refused for nothing but its mesh.
+    (stacks.incremental keeps this answer up to date one change at a time, with the same steps.)
     """
     # Registered-only clusters (no AWS part) get no stack and claim nothing: they are not in the answer.
     fleet = replace(fleet, clusters=tuple(c for c in fleet.clusters if c.spec.provisioned))
     hub = fleet.hub
     owners = fleet.owners()
     targets = fleet_targets(fleet, owners)
-    wants = [
-        Want(c.key, c.ref, target.region, c.metadata.creation_timestamp or "")
-        for c in fleet.clusters
-        if c.spec.private_link.enabled and isinstance(target := targets[c.key], AwsTarget)
-    ]
+    wants = [w for c in fleet.clusters if (w := want_of(c, targets[c.key])) is not None]
     placed = place_endpoints(hub, wants, fleet.placements, fleet.foreign_endpoints)
     mesh = plan_mesh(hub, fleet.clusters, targets, fleet.mesh_status, accounts.merged_role_map(hub, fleet.role_map))
-
+    # Names claimed twice: the younger claimant is refused. A refused cluster takes nothing.
+    host_refusals = claim_hosts(c for c in fleet.clusters if claims_host(targets[c.key]))
+    _, id_refusals = claim_ids(c for c in fleet.clusters if claims_id(c, hub, owners, targets[c.key]))
     result: dict[str, StackInputs | InvalidSpec] = {}
+    guests: dict[str, SharedIngressInputs] = {}
+    unrouted: dict[str, InvalidSpec] = {}
     for cluster in fleet.clusters:
-        vpc = placed.get(cluster.key)
-        target = targets[cluster.key]
-        if isinstance(target, InvalidSpec):
-            result[cluster.key] = target
-        elif isinstance(vpc, InvalidSpec):
-            result[cluster.key] = vpc
-        else:
-            try:
-                result[cluster.key] = resolve(
-                    cluster,
-                    hub,
-                    ns_annotations=owners.annotations(namespace_of(cluster)),
-                    role_map=fleet.role_map,
-                    endpoint_vpc=vpc,
-                    mesh=mesh.share(cluster.key),
-                    target=target,
-                )
-            except InvalidSpec as exc:
-                result[cluster.key] = exc
-    # Names claimed twice: the younger claimant is refused. Only admitted clusters claim API hosts, and
-    # only those whose own shared-ingress checks pass claim IDs: a refused cluster takes nothing.
-    admitted = [c for c in fleet.clusters if isinstance(targets[c.key], AwsTarget)]
-    _, taken = claim_ids(c for c in admitted if c.spec.shared_ingress.enabled
-                         and ingress_error(c, hub, owners.annotations(namespace_of(c))) is None)
-    _merge(result, [*claim_hosts(admitted).items(), *((key, InvalidSpec([err])) for key, err in taken.items())])
-    opted_in = [c for c in fleet.clusters if c.spec.shared_ingress.enabled]
-    # Routed: resolved before the mesh's refusals are merged in.
-    guests = {c.key: inputs.shared_ingress for c in opted_in
-              if isinstance(inputs := result[c.key], StackInputs) and inputs.shared_ingress is not None}
-    routes = tuple(sorted((route_of(c) for c in opted_in if c.key in guests), key=lambda route: route.cluster_id))
-    _merge(result, mesh.errors.items())
-    unrouted = {c.key: problem for c in opted_in
-                if c.key not in guests and isinstance(problem := result[c.key], InvalidSpec)}
+        key = cluster.key
+        base = base_inputs(cluster, hub, owners, fleet.role_map, targets[key], placed.get(key), mesh.share(key))
+        value, guest = finish(cluster, base, host_refusals.get(key), id_refusals.get(key), mesh.errors.get(key))
+        result[key] = value
+        if guest is not None:
+            guests[key] = guest
+        elif cluster.spec.shared_ingress.enabled and isinstance(value, InvalidSpec):
+            unrouted[key] = value
+    routes = tuple(sorted((route_of(c) for c in fleet.clusters if c.key in guests), key=lambda route: route.cluster_id))
     return Resolved(result, routes, guests, unrouted, mesh)
 
 
-def _merge(result: dict[str, StackInputs | InvalidSpec], problems) -> None:
-    for key, problem in problems:
-        earlier = result[key]
-        if isinstance(earlier, InvalidSpec):  # an error already reported is not repeated
-            fresh = [err for err in problem.errors if err not in earlier.errors]
-            result[key] = InvalidSpec([*earlier.errors, *fresh], earlier.reason)
-        else:
-            result[key] = problem
+# --- the steps of resolve_all, one cluster at a time (stacks.incremental runs them too) ---------------------
+
+def want_of(cluster: Cluster, target: AwsTarget | InvalidSpec) -> Want | None:
+    """What the cluster asks of endpoint placement: an admitted cluster with PrivateLink, in its region."""
+    if cluster.spec.private_link.enabled and isinstance(target, AwsTarget):
+        return Want(cluster.key, cluster.ref, target.region, cluster.metadata.creation_timestamp or "")
+    return None
+
+
+def claims_host(target: AwsTarget | InvalidSpec) -> bool:
+    """Only admitted clusters claim an API host."""
+    return isinstance(target, AwsTarget)
+
+
+def claims_id(cluster: Cluster, hub: HubConfig, owners: Owners, target: AwsTarget | InvalidSpec) -> bool:
+    """Only admitted, opted-in clusters whose own shared-ingress checks pass claim a shared-ingress ID."""
+    return isinstance(target, AwsTarget) and cluster.spec.shared_ingress.enabled \
+        and ingress_error(cluster, hub, owners.annotations(namespace_of(cluster))) is None
+
+
+def base_inputs(cluster: Cluster, hub: HubConfig, owners: Owners, role_map: Mapping[str, str] | None,
+                target: AwsTarget | InvalidSpec, vpc: EndpointVPC | InvalidSpec | None,
+                share: MeshShare | None) -> StackInputs | InvalidSpec:
+    """The cluster's inputs before the fleet-wide refusals (names claimed twice, the mesh's) are merged in."""
+    if isinstance(target, InvalidSpec):
+        return target
+    if isinstance(vpc, InvalidSpec):
+        return vpc
+    try:
+        return resolve(cluster, hub, ns_annotations=owners.annotations(namespace_of(cluster)), role_map=role_map,
+                       endpoint_vpc=vpc, mesh=share, target=target)
+    except InvalidSpec as exc:
+        return exc
+
+
+def finish(cluster: Cluster, base: StackInputs | InvalidSpec, host: InvalidSpec | None, taken: FieldError | None,
+           mesh: InvalidSpec | None) -> tuple[StackInputs | InvalidSpec, SharedIngressInputs | None]:
+    """The cluster's answer, and its node-side proxy's inputs when it is routed: refused for nothing but its
+    mesh (a mesh problem lies between peers: it stalls the stack, never the route)."""
+    value = _merged(_merged(base, host), InvalidSpec([taken]) if taken is not None else None)
+    guest = value.shared_ingress if isinstance(value, StackInputs) and cluster.spec.shared_ingress.enabled else None
+    return _merged(value, mesh), guest
+
+
+def _merged(earlier: StackInputs | InvalidSpec, problem: InvalidSpec | None) -> StackInputs | InvalidSpec:
+    if problem is None:
+        return earlier
+    if isinstance(earlier, InvalidSpec):  # an error already reported is not repeated
+        fresh = [err for err in problem.errors if err not in earlier.errors]
+        return InvalidSpec([*earlier.errors, *fresh], earlier.reason)
+    return problem

@@ -68,16 +68,8 @@ class Owners:
     @classmethod
     def of(cls, hub: HubConfig, clusters: Iterable[Cluster],
            namespaces: Mapping[str, Mapping[str, str]]) -> "Owners":
-        owned = frozenset(a for ann in namespaces.values() if (a := ann.get(OWNER_ACCOUNT_ANNOTATION)))
-        claims: dict[str, str] = {}
-        if hub.spec.tenancy.unowned_namespaces == "FirstClaim":
-            for cluster in sorted(clusters, key=_age):
-                namespace, account = namespace_of(cluster), cluster.spec.account_id
-                if OWNER_ACCOUNT_ANNOTATION in namespaces.get(namespace, {}):
-                    continue
-                if account != hub.spec.account_id and account not in owned:
-                    claims.setdefault(account, namespace)
-        return cls(hub, namespaces, owned, claims)
+        owned = owned_accounts(namespaces)
+        return cls(hub, namespaces, owned, first_claims(hub, clusters, namespaces, owned))
 
     def annotations(self, namespace: str) -> Mapping[str, str]:
         return self.namespaces.get(namespace, {})
@@ -123,6 +115,27 @@ class Owners:
                 "spec.tenancy.unownedNamespaces: FirstClaim gives an unowned account to its first claimant)",
                 condition=ACCOUNT_NOT_OWNED)
         return wanted
+
+
+def owned_accounts(namespaces: Mapping[str, Mapping[str, str]]) -> frozenset[str]:
+    """The accounts some namespace's owner annotation names."""
+    return frozenset(a for ann in namespaces.values() if (a := ann.get(OWNER_ACCOUNT_ANNOTATION)))
+
+
+def first_claims(hub: HubConfig, clusters: Iterable[Cluster], namespaces: Mapping[str, Mapping[str, str]],
+                 owned: frozenset[str]) -> dict[str, str]:
+    """FirstClaim: account -> the unowned namespace whose oldest cluster names it first. An account's claim
+    depends only on the clusters naming it, so a caller may pass just those (stacks.incremental does)."""
+    claims: dict[str, str] = {}
+    if hub.spec.tenancy.unowned_namespaces != "FirstClaim":
+        return claims
+    for cluster in sorted(clusters, key=_age):
+        namespace, account = namespace_of(cluster), cluster.spec.account_id
+        if OWNER_ACCOUNT_ANNOTATION in namespaces.get(namespace, {}):
+            continue
+        if account != hub.spec.account_id and account not in owned:
+            claims.setdefault(account, namespace)
+    return claims
 
 
 # --------------------------------------------------------------------------- tenant

@@ -1,0 +1,399 @@
+"""resolve_all's answer kept up to date one change at a time, at a cost that does not grow with the fleet. Pure.
+
+The service sees one change at a time. Re-resolving a 10,000-cluster fleet for each (1.6 s) would make every
+event's cost grow with the fleet, so `FleetResolver` keeps every intermediate answer of
+stacks.resolve.resolve_all, indexed by what couples clusters, and re-runs each step only over the clusters a
+change can affect, with the same functions resolve_all calls:
+
+  step           couples the clusters sharing ...                  re-run for a cluster whose ... changed
+  accounts       an account (FirstClaim only: the first claimant)  account, namespace, age
+  placement      a region's endpoint VPCs                          region, PrivateLink, age, recorded VPC, admission
+  mesh           a group (a network account's groups, once any     stacks.mesh.mesh_view, account, region,
+                 may use a Transit Gateway: stacks.mesh.coupling)  attachment
+  API hosts      a host                                            host, admission
+  ingress IDs    an ID                                             ID, opt-in, admission
+  the rest       nothing: the cluster alone                        anything above, or its own fields
+
+A Namespace's change re-resolves its clusters (and everything, when it changes which accounts are owned); the
+HubConfig, the role map and the endpoint census start over. tests/test_incremental.py checks the answer equals
+resolve_all's after random sequences of changes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Hashable, Iterable, Mapping, TypeVar
+
+from stacks import accounts
+from stacks.errors import FieldError, InvalidSpec
+from stacks.ingress import Route, claim_ids, route_of
+from stacks.inputs import SharedIngressInputs, StackInputs
+from stacks.mesh import GroupView, MeshPlan, MeshShare, coupling, membership, mesh_view, plan_mesh
+from stacks.model import Cluster, EndpointVPC, HubConfig
+from stacks.placement import Want, place_endpoints
+from stacks.resolve import Fleet, Resolved, admit, base_inputs, claims_host, claims_id, finish, want_of
+from stacks.targets import AwsTarget
+from stacks.tenancy import Owners, api_host, claim_hosts, first_claims, namespace_of, owned_accounts
+from stacks.transit import GroupState, MeshStatus, TransitInputs, TransitOutputs
+
+K = TypeVar("K", bound=Hashable)
+Target = AwsTarget | InvalidSpec
+Value = StackInputs | InvalidSpec
+
+
+@dataclass(frozen=True)
+class _Entry:
+    cluster: Cluster
+    placement: str | None  # the endpoint VPC its status says the stack uses
+    attachment: str | None  # its Transit Gateway attachment, as its status says
+
+
+class _Index:
+    """Partition key -> the cluster keys in it, and each cluster's key (None: in none)."""
+
+    def __init__(self) -> None:
+        self.members: dict[Hashable, set[str]] = {}
+        self.of: dict[str, Hashable] = {}
+
+    def move(self, key: str, part: Hashable | None) -> tuple[Hashable | None, Hashable | None]:
+        """Put `key` in `part`; (the part it left, the part it joined), or (None, None) when it stays."""
+        old = self.of.get(key)
+        if old == part:
+            return None, None
+        if old is not None:
+            self.members[old].discard(key)
+            if not self.members[old]:
+                del self.members[old]
+            del self.of[key]
+        if part is not None:
+            self.members.setdefault(part, set()).add(key)
+            self.of[key] = part
+        return old, part
+
+
+class FleetResolver:
+    """resolve_all(fleet), maintained: `put`/`remove` clusters, change the shared objects, then `resolve()`."""
+
+    def __init__(self, hub: HubConfig, *, namespaces: Mapping[str, Mapping[str, str]] | None = None,
+                 role_map: Mapping[str, str] | None = None, foreign_endpoints: Mapping[str, int] | None = None,
+                 mesh_status: MeshStatus | None = None):
+        status = mesh_status or MeshStatus.empty()
+        self._hub = hub
+        self._namespaces: dict[str, Mapping[str, str]] = dict(namespaces or {})
+        self._role_map = role_map
+        self._foreign = dict(foreign_endpoints or {})
+        self._groups: Mapping[str, GroupState] = status.groups
+        self._transit_outputs: Mapping[str, TransitOutputs] = status.transit
+        self._entries: dict[str, _Entry] = {}
+        self._dirty: set[str] = set()  # cluster keys to look at again
+        # The answer, kept across a restart so that resolve() reports only what changed.
+        self._final: dict[str, Value] = {}
+        self._guests: dict[str, SharedIngressInputs] = {}
+        self._unrouted: dict[str, InvalidSpec] = {}
+        self._route_of: dict[str, Route] = {}
+        self._routes: tuple[Route, ...] = ()
+        self._routes_stale = False
+        self._restart()
+
+    @classmethod
+    def of(cls, fleet: Fleet) -> "FleetResolver":
+        """A resolver holding `fleet`: its first resolve() is resolve_all(fleet)."""
+        resolver = cls(fleet.hub, namespaces=fleet.namespaces, role_map=fleet.role_map,
+                       foreign_endpoints=fleet.foreign_endpoints, mesh_status=fleet.mesh_status)
+        for cluster in fleet.clusters:
+            resolver.put(cluster, fleet.placements.get(cluster.key), fleet.mesh_status.attachments.get(cluster.key))
+        return resolver
+
+    # -- changes
+    def put(self, cluster: Cluster, placement: str | None = None, attachment: str | None = None) -> None:
+        """A cluster as it is now (its recorded endpoint VPC and attachment from its status)."""
+        key = cluster.key
+        if not cluster.spec.provisioned:  # registered only: no stack, claims nothing
+            self.remove(key)
+            return
+        entry = _Entry(cluster, placement, attachment)
+        if self._entries.get(key) != entry:
+            self._entries[key] = entry
+            self._dirty.add(key)
+
+    def remove(self, key: str) -> None:
+        if self._entries.pop(key, None) is not None:
+            self._dirty.add(key)
+
+    def set_namespace(self, name: str, annotations: Mapping[str, str] | None) -> None:
+        old = self._namespaces.get(name)
+        if annotations is None:
+            self._namespaces.pop(name, None)
+        else:
+            self._namespaces[name] = dict(annotations)
+        if (old or {}) == (annotations or {}):
+            return
+        if owned_accounts(self._namespaces) != self._owned:
+            self._restart()  # another namespace's clusters may now use (or no longer use) an account
+        else:
+            self._dirty |= self._by_namespace.members.get(name, set())
+
+    def set_hub(self, hub: HubConfig) -> None:
+        if hub != self._hub:
+            self._hub = hub
+            self._restart()
+
+    def set_role_map(self, role_map: Mapping[str, str] | None) -> None:
+        if dict(role_map or {}) != dict(self._role_map or {}):
+            self._role_map = role_map
+            self._restart()
+
+    def set_foreign_endpoints(self, counts: Mapping[str, int]) -> None:
+        if dict(counts) != self._foreign:
+            self._foreign = dict(counts)
+            self._restart()
+
+    def set_mesh_status(self, groups: Mapping[str, GroupState], transit: Mapping[str, TransitOutputs]) -> None:
+        """HubConfig status.mesh: the groups' recorded states and the transit stacks' outputs."""
+        if dict(groups) == dict(self._groups) and dict(transit) == dict(self._transit_outputs):
+            return
+        self._groups, self._transit_outputs = groups, transit
+        self._mesh_stale = True  # which groups couple, their states and gateways: every unit is planned again
+
+    # -- the answer
+    def resolve(self) -> tuple[Resolved, frozenset[str]]:
+        """The fleet resolved, and the keys whose answer changed (appeared, went or differs) since the last call."""
+        dirty, self._dirty = self._dirty, set()
+        touched = self._admit(dirty)
+        placed = self._place(dirty | touched)
+        meshed = self._mesh(dirty | touched)
+        based = self._base(dirty | touched | placed | meshed)
+        named = self._names(dirty | touched)
+        changed = self._finish(dirty | touched | placed | meshed | based | named)
+        if self._routes_stale:
+            self._routes = tuple(sorted(self._route_of.values(), key=lambda route: route.cluster_id))
+            self._routes_stale = False
+        mesh = MeshPlan(shares=dict(self._shares), errors={**self._membership_errors, **self._mesh_errors},
+                        groups=dict(self._views),
+                        stamps=dict(self._stamps), unstamp=tuple(self._unstamp), transit=dict(self._transit))
+        resolved = Resolved(dict(self._final), self._routes, dict(self._guests), dict(self._unrouted), mesh)
+        return resolved, frozenset(changed)
+
+    @property
+    def recorded_groups(self) -> Mapping[str, GroupState]:
+        """HubConfig status.mesh.groups as last given (set_mesh_status)."""
+        return self._groups
+
+    # -- the steps
+    def _restart(self) -> None:
+        """Forget every intermediate answer: the next resolve() recomputes all of them (and compares)."""
+        self._owned = owned_accounts(self._namespaces)
+        self._roles = accounts.merged_role_map(self._hub, self._role_map)
+        self._by_namespace = _Index()
+        self._by_account = _Index()
+        self._claims: dict[str, str] = {}
+        self._targets: dict[str, Target] = {}
+        self._by_region = _Index()
+        self._wants: dict[str, tuple[Want, str | None]] = {}
+        self._placed: dict[str, EndpointVPC | InvalidSpec] = {}
+        self._by_unit = _Index()
+        self._views_of: dict[str, tuple] = {}  # key -> what the mesh read of it
+        self._unit_plans: dict[Hashable, MeshPlan] = {}
+        self._membership_errors: dict[str, InvalidSpec] = {}
+        self._unstamp: dict[str, None] = {}  # an ordered set
+        self._shares: dict[str, MeshShare] = {}
+        self._mesh_errors: dict[str, InvalidSpec] = {}
+        self._views: dict[str, GroupView] = {}
+        self._stamps: dict[str, dict] = {}
+        self._transit: dict[str, TransitInputs] = {}
+        self._mesh_stale = False
+        self._base_values: dict[str, Value] = {}
+        self._by_host = _Index()
+        self._host_refusals: dict[str, InvalidSpec] = {}
+        self._by_id = _Index()
+        self._id_refusals: dict[str, FieldError] = {}
+        self._dirty |= set(self._entries)
+
+    def _owners(self) -> Owners:
+        return Owners(self._hub, self._namespaces, self._owned, self._claims)
+
+    def _admit(self, dirty: set[str]) -> set[str]:
+        """Targets of the dirty clusters and of those whose account's first claimant changed; the keys whose
+        target changed."""
+        accounts_touched: set[Hashable] = set()
+        for key in dirty:
+            entry = self._entries.get(key)
+            self._by_namespace.move(key, namespace_of(entry.cluster) if entry else None)
+            accounts_touched.update(self._by_account.move(key, entry.cluster.spec.account_id if entry else None))
+            if entry is not None:
+                accounts_touched.add(entry.cluster.spec.account_id)  # its namespace or age may have changed
+        readmit = set(dirty)
+        if self._hub.spec.tenancy.unowned_namespaces != "FirstClaim":
+            accounts_touched = set()  # no claims: an account couples nobody
+        for account in accounts_touched - {None}:
+            members = [self._entries[k].cluster for k in self._by_account.members.get(account, ())]
+            claim = first_claims(self._hub, members, self._namespaces, self._owned).get(account)
+            if claim != self._claims.get(account):
+                _set(self._claims, account, claim)
+                readmit |= self._by_account.members.get(account, set())
+        owners = self._owners()
+        changed = set()
+        for key in readmit:
+            entry = self._entries.get(key)
+            target: Target | None = None
+            if entry is not None:
+                try:
+                    target = admit(entry.cluster, owners, self._roles)
+                except InvalidSpec as exc:
+                    target = exc
+            if _set(self._targets, key, target):
+                changed.add(key)
+        return changed
+
+    def _place(self, keys: set[str]) -> set[str]:
+        """Re-place every region a cluster's want (or recorded VPC) entered or left; the keys whose VPC changed."""
+        regions: set[Hashable] = set()
+        for key in keys:
+            entry = self._entries.get(key)
+            want = want_of(entry.cluster, self._targets[key]) if entry is not None else None
+            wanted = (want, entry.placement) if want is not None else None
+            if self._wants.get(key) != wanted:
+                old = self._wants.get(key)
+                _set(self._wants, key, wanted)
+                regions.update(r for r in (old and old[0].region, want and want.region) if r)
+                self._by_region.move(key, want.region if want else None)
+        changed = set()
+        for region in regions:
+            members = self._by_region.members.get(region, set())
+            was = {k: self._placed.get(k) for k in members}
+            placed = place_endpoints(self._hub, [self._wants[k][0] for k in members],
+                                     {k: p for k in members if (p := self._wants[k][1])}, self._foreign)
+            changed |= {k for k in members if placed.get(k) != was[k]}
+            self._placed.update(placed)
+        for key in keys:  # left every region
+            if key not in self._by_region.of and self._placed.pop(key, None) is not None:
+                changed.add(key)
+        return changed
+
+    def _mesh(self, keys: set[str]) -> set[str]:
+        """Re-plan every mesh unit (stacks.mesh.coupling) a cluster's view entered or left; the keys whose share,
+        stamp or mesh refusal changed."""
+        stale, self._mesh_stale = self._mesh_stale, False
+        if stale:
+            keys = keys | set(self._views_of)
+        units: set[Hashable] = set(self._unit_plans) if stale else set()
+        changed: set[str] = set()
+        for key in keys:
+            entry = self._entries.get(key)
+            group, unstamp = membership(entry.cluster, self._hub) if entry is not None else (None, False)
+            view = (mesh_view(entry.cluster), self._targets[key], entry.attachment) \
+                if entry is not None and (group is not None or unstamp) else None  # else the mesh does not see it
+            if not _set(self._views_of, key, view) and not stale:
+                continue
+            if _set(self._membership_errors, key, group if isinstance(group, InvalidSpec) else None):
+                changed.add(key)
+            if unstamp != (key in self._unstamp):
+                if unstamp:
+                    self._unstamp[key] = None
+                else:
+                    del self._unstamp[key]
+                changed.add(key)
+            unit = coupling(self._hub, group, self._status_for(())) if isinstance(group, str) else None
+            units.update(u for u in (*self._by_unit.move(key, unit), unit) if u is not None)
+        return changed | self._plan_units(units)
+
+    def _status_for(self, keys: Iterable[str]) -> MeshStatus:
+        return MeshStatus(self._groups, self._transit_outputs,
+                          {k: a for k in keys if (a := self._entries[k].attachment)})
+
+    def _plan_units(self, units: set[Hashable]) -> set[str]:
+        """Plan the units again: every old plan's part of the mesh goes first, then every new plan's comes in (a
+        group may move between units); the keys whose share, stamp or refusal differ."""
+        per_key = (self._shares, self._mesh_errors, self._stamps)
+        named = (self._views, self._transit)
+        keys: set[str] = set()
+        before: dict[str, tuple] = {}
+        for unit in units:
+            old = self._unit_plans.pop(unit, None)
+            if old is None:
+                continue
+            for key in {*old.shares, *old.errors, *old.stamps}:
+                before[key] = tuple(part.get(key) for part in per_key)
+                for part in per_key:
+                    part.pop(key, None)
+            for part, names in zip(named, (old.groups, old.transit)):
+                for name in names:
+                    part.pop(name, None)
+            keys |= before.keys()
+        for unit in units:
+            members = self._by_unit.members.get(unit)
+            if not members:
+                continue
+            clusters = [self._entries[k].cluster for k in sorted(members)]
+            new = plan_mesh(self._hub, clusters, self._targets, self._status_for(members), self._roles)
+            self._unit_plans[unit] = new
+            for part, values in zip((*per_key, *named), (new.shares, new.errors, new.stamps, new.groups, new.transit)):
+                part.update(values)
+            keys |= {*new.shares, *new.errors, *new.stamps}
+        return {k for k in keys if before.get(k, (None, None, None)) != tuple(part.get(k) for part in per_key)}
+
+    def _base(self, keys: set[str]) -> set[str]:
+        owners = self._owners()
+        changed = set()
+        for key in keys:
+            entry = self._entries.get(key)
+            value = base_inputs(entry.cluster, self._hub, owners, self._role_map, self._targets[key],
+                                self._placed.get(key), self._shares.get(key)) if entry is not None else None
+            if _set(self._base_values, key, value):
+                changed.add(key)
+        return changed
+
+    def _names(self, keys: set[str]) -> set[str]:
+        """API hosts and shared-ingress IDs claimed twice: re-claim every name a cluster took or gave up."""
+        owners = self._owners()
+        hosts: set[Hashable] = set()
+        ids: set[Hashable] = set()
+        for key in keys:
+            entry = self._entries.get(key)
+            target = self._targets.get(key)
+            host = api_host(entry.cluster).lower() if entry is not None and claims_host(target) else None
+            hosts.update((*self._by_host.move(key, host), host))  # its age may have changed too
+            cluster_id = entry.cluster.spec.shared_ingress.id_for(entry.cluster.metadata.name) \
+                if entry is not None and claims_id(entry.cluster, self._hub, owners, target) else None
+            ids.update((*self._by_id.move(key, cluster_id), cluster_id))
+        changed = self._reclaim(keys, hosts - {None}, self._by_host, self._host_refusals, claim_hosts)
+        changed |= self._reclaim(keys, ids - {None}, self._by_id, self._id_refusals, lambda cs: claim_ids(cs)[1])
+        return changed
+
+    def _reclaim(self, keys: set[str], names: set[Hashable], index: _Index, refusals: dict,
+                 claim: Callable[[list[Cluster]], Mapping[str, object]]) -> set[str]:
+        """Claim each name again among its claimants; `keys` that claim nothing now are refused nothing."""
+        changed = {k for k in keys if k not in index.of and _set(refusals, k, None)}
+        for name in names:
+            members = index.members.get(name, set())
+            refused = claim([self._entries[k].cluster for k in members])
+            changed |= {k for k in members if _set(refusals, k, refused.get(k))}
+        return changed
+
+    def _finish(self, keys: set[str]) -> set[str]:
+        changed = set()
+        for key in keys:
+            entry = self._entries.get(key)
+            value: Value | None = None
+            guest = None
+            if entry is not None:
+                value, guest = finish(entry.cluster, self._base_values[key], self._host_refusals.get(key),
+                                      self._id_refusals.get(key), self._mesh_errors.get(key)
+                                      or self._membership_errors.get(key))
+            if _set(self._final, key, value):
+                changed.add(key)
+            _set(self._guests, key, guest)
+            if _set(self._route_of, key, route_of(entry.cluster) if guest is not None else None):
+                self._routes_stale = True
+            opted_in = entry is not None and entry.cluster.spec.shared_ingress.enabled
+            _set(self._unrouted, key, value if opted_in and guest is None and isinstance(value, InvalidSpec) else None)
+        return changed
+
+
+def _set(mapping: dict[K, object], key: K, value: object) -> bool:
+    """mapping[key] = value (None: absent); True when that changed it."""
+    old = mapping.get(key)
+    if value is None:
+        mapping.pop(key, None)
+    else:
+        mapping[key] = value
+    return old != value
