@@ -70,9 +70,11 @@ def fake_outputs(inputs: StackInputs | TransitInputs) -> dict[str, Any]:
 class RecordingEngine:
     """An in-memory Engine that records what it was asked to do."""
 
-    def __init__(self, run_seconds: float = 0.0, *, on_start: Callable[[Call], None] | None = None):
+    def __init__(self, run_seconds: float = 0.0, *, on_start: Callable[[Call], None] | None = None,
+                 on_end: Callable[[Call], None] | None = None):
         self.run_seconds = run_seconds
         self.on_start = on_start
+        self.on_end = on_end
         self.calls: list[Call] = []
         self.stacks: dict[str, StackInputs] = {}  # what `up` last applied, per stack
         self.drifted: set[str] = set()
@@ -81,6 +83,7 @@ class RecordingEngine:
         self._faults: list[_Fault] = []
         self._lock = threading.Lock()
         self._running: Counter = Counter()
+        self._running_total = 0  # sum(self._running.values()), kept: a run's cost must not grow with the fleet
         self.max_concurrent_per_stack = 0
         self.max_concurrent = 0
         self._cancelled = threading.Event()  # set by cancel(): runs in flight stop with RunCancelled
@@ -174,13 +177,13 @@ class RecordingEngine:
         """Runs in flight (sleeping or at a gate) stop at once with RunCancelled; later runs start as usual."""
         with self._lock:
             self.cancels.append(grace)
-            running = sum(self._running.values())
+            running = self._running_total
         self._cancelled.set()
         deadline = time.monotonic() + 5
         while running and time.monotonic() < deadline:
             time.sleep(0.01)
             with self._lock:
-                running = sum(self._running.values())
+                running = self._running_total
         self._cancelled.clear()
 
     # -- internals
@@ -190,8 +193,9 @@ class RecordingEngine:
         with self._lock:
             self.calls.append(call)
             self._running[stack] += 1
+            self._running_total += 1
             self.max_concurrent_per_stack = max(self.max_concurrent_per_stack, self._running[stack])
-            self.max_concurrent = max(self.max_concurrent, sum(self._running.values()))
+            self.max_concurrent = max(self.max_concurrent, self._running_total)
         if self.on_start is not None:
             self.on_start(call)
         return call
@@ -217,6 +221,9 @@ class RecordingEngine:
         call.ok = result.ok if result is not None else False
         with self._lock:
             self._running[call.stack] -= 1
+            self._running_total -= 1
+        if self.on_end is not None:
+            self.on_end(call)
         if result is not None:
             result.started = result.started or utc_now()
             result.ended = utc_now()

@@ -137,4 +137,4 @@ def test_the_census_hands_changed_counts_to_the_cache_and_keeps_the_last_ones_wh
     answers.append(refused)
     assert census.count_once() is False and census.failures == 1
     assert cache.foreign_endpoints == {"vpc-0hub1": 3} and cache.inputs_version == version + 1
-    assert cache.snapshot()[2].foreign_endpoints == {"vpc-0hub1": 3}  # what resolve_all is given
+    assert cache.shared().foreign_endpoints == {"vpc-0hub1": 3}  # what resolve_all is given

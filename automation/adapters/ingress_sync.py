@@ -36,15 +36,22 @@ class IngressSync:
         self._core = client.CoreV1Api(api_client)
         self._name = name
         self._written: dict[str, str] | None = None
+        self._rendered_from: tuple[object, object] | None = None  # the (hub, routes) objects last rendered
 
     def sync(self, hub: HubConfig | None, routes: Iterable[Route]) -> bool:
-        """Write the ConfigMap when its content changes; True when it wrote."""
+        """Write the ConfigMap when its content changes; True when it wrote. The very objects rendered last time
+        (the resolver keeps its routes tuple until a route changes): nothing to render, so an event costs no
+        render of every route."""
+        if self._rendered_from is not None and self._rendered_from[0] is hub and self._rendered_from[1] is routes:
+            return False
         if hub is None or hub.spec.shared_ingress is None:
+            self._rendered_from = (hub, routes)
             return False
         files, dropped = central_files(hub, routes)
         for line in dropped:
             LOG.error("shared ingress: %s", line)
         if files == self._written:
+            self._rendered_from = (hub, routes)
             return False
         namespace = hub.spec.shared_ingress.namespace
         try:
@@ -59,4 +66,5 @@ class IngressSync:
             LOG.info("shared ingress: %s/%s now routes %d clusters", namespace, self._name,
                      len([line for line in files[MAP_FILE].splitlines() if line and not line.startswith("#")]))
         self._written = files
+        self._rendered_from = (hub, routes)  # the ConfigMap holds them: nothing to do until they change
         return current != files

@@ -13,8 +13,6 @@ from automation.adapters.watch import DictStore, Raw, Store, object_key
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model import Cluster, HubConfig, parse, resolved_part
 from stacks.names import ANNOTATION_PREFIX
-from stacks.resolve import Fleet
-from stacks.transit import MeshStatus
 from stacks.status import HUB_NOT_FOUND
 
 
@@ -72,9 +70,12 @@ class Cache:
         self.role_map: Mapping[str, str] = {}
         self.foreign_endpoints: Mapping[str, int] = {}  # the endpoint census (automation/service/census.py)
         self.inputs_version = 0  # bumps when anything resolve() reads changes
-        self.placement_version = 0  # bumps when a recorded endpoint VPC changes
         self.revision = 0  # bumps on every change (status included)
         self.touched: set[str] = set()  # cluster keys changed since the mapper last looked
+        # What resolve() reads and has changed since Desired last drained it (automation/service/mapper.py).
+        self._changed_clusters: set[str] = set()  # parsed Cluster, recorded VPC or attachment (or gone)
+        self._changed_namespaces: set[str] = set()  # clusternet annotations
+        self._changed_shared = True  # the HubConfig (spec or status), the role map or the endpoint census
         self._hub_store = DictStore(self.on_hub)
         self._namespace_store = DictStore(self.on_namespace)
         self._configmap_store = DictStore(self.on_configmap)
@@ -106,8 +107,7 @@ class Cache:
                     return
                 del self.clusters[key]
                 self.inputs_version += 1
-                if old.placement is not None:
-                    self.placement_version += 1
+                self._changed_clusters.add(key)
             else:
                 part = resolved_part(raw)
                 inputs = _fingerprint(part)
@@ -116,8 +116,9 @@ class Cache:
                 self.clusters[key] = entry
                 if old is None or old.inputs != inputs or old.attachment != entry.attachment:
                     self.inputs_version += 1
-                if (old.placement if old else None) != entry.placement:
-                    self.placement_version += 1
+                if old is None or (old.inputs, old.placement, old.attachment) != \
+                        (inputs, entry.placement, entry.attachment):
+                    self._changed_clusters.add(key)
             self.touched.add(key)
             self._changed()
 
@@ -137,6 +138,7 @@ class Cache:
                     self.hub = exc
                 self.hub_status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
             self.inputs_version += 1
+            self._changed_shared = True
             self._changed()
 
     def on_namespace(self, kind: str, raw: Raw) -> None:
@@ -151,6 +153,7 @@ class Cache:
                 self.namespaces[name] = annotations
             if (old or {}) != (annotations if kind != "DELETED" else {}):
                 self.inputs_version += 1
+                self._changed_namespaces.add(name)
                 self._changed()
 
     def on_configmap(self, kind: str, raw: Raw) -> None:
@@ -163,6 +166,7 @@ class Cache:
             if entries != self.role_map:
                 self.role_map = entries
                 self.inputs_version += 1
+                self._changed_shared = True
                 self._changed()
 
     def set_foreign_endpoints(self, counts: Mapping[str, int]) -> None:
@@ -172,6 +176,7 @@ class Cache:
             if counts != self.foreign_endpoints:
                 self.foreign_endpoints = counts
                 self.inputs_version += 1
+                self._changed_shared = True
                 self._changed()
 
     def _changed(self) -> None:
@@ -193,43 +198,46 @@ class Cache:
         with self._lock:
             return dict(self.clusters)
 
-    def snapshot(self) -> tuple[int, int, Fleet | None, dict[str, InvalidSpec], dict[str, str]]:
-        """(inputs_version, placement_version, fleet of the valid clusters, invalid ones, placements)."""
+    def entry(self, key: str) -> ClusterEntry | None:
         with self._lock:
-            entries = list(self.clusters.items())
-            hub, namespaces, role_map = self.hub, dict(self.namespaces), dict(self.role_map)
-            hub_status = self.hub_status
-            foreign = dict(self.foreign_endpoints)
-            versions = (self.inputs_version, self.placement_version)
-        invalid: dict[str, InvalidSpec] = {}
-        if hub is None or isinstance(hub, InvalidSpec):
-            for key, entry in entries:
-                invalid[key] = entry.parsed if isinstance(entry.parsed, InvalidSpec) else _hub_problem(
-                    self.hub_name, key, hub)
-            return versions[0], versions[1], None, invalid, {}
-        valid = []
-        placements: dict[str, str] = {}
-        attachments: dict[str, str] = {}
-        for key, entry in entries:
-            if isinstance(entry.parsed, InvalidSpec):
-                invalid[key] = entry.parsed
-            else:
-                valid.append(entry.parsed)
-                if entry.placement:
-                    placements[key] = entry.placement
-                if entry.attachment:
-                    attachments[key] = entry.attachment
-        fleet = Fleet(hub=hub, clusters=tuple(valid), namespaces=namespaces, role_map=role_map,
-                      placements=placements, foreign_endpoints=foreign,
-                      mesh_status=MeshStatus.from_hub_status(hub_status, attachments))
-        return versions[0], versions[1], fleet, invalid, placements
+            return self.clusters.get(key)
 
-    def placements(self) -> tuple[int, dict[str, str]]:
+    def drain(self) -> Delta:
+        """What resolve() reads and has changed since the last drain (the first: the hub and everything since)."""
         with self._lock:
-            return self.placement_version, {k: e.placement for k, e in self.clusters.items() if e.placement}
+            delta = Delta(frozenset(self._changed_clusters), frozenset(self._changed_namespaces),
+                          self._changed_shared)
+            self._changed_clusters, self._changed_namespaces, self._changed_shared = set(), set(), False
+            return delta
+
+    def shared(self) -> Shared:
+        """The objects every cluster's resolution reads, as they are now."""
+        with self._lock:
+            return Shared(self.hub, self.hub_status, dict(self.role_map), dict(self.foreign_endpoints),
+                          {name: dict(annotations) for name, annotations in self.namespaces.items()})
 
 
-def _hub_problem(hub_name: str, key: str, hub: InvalidSpec | None) -> InvalidSpec:
+@dataclass(frozen=True)
+class Delta:
+    """Changes Desired has not seen: cluster keys and namespace names to read again; whether `Shared` changed."""
+    clusters: frozenset[str]
+    namespaces: frozenset[str]
+    shared: bool
+
+    def __bool__(self) -> bool:
+        return bool(self.clusters or self.namespaces or self.shared)
+
+
+@dataclass(frozen=True)
+class Shared:
+    hub: HubConfig | InvalidSpec | None
+    hub_status: Raw
+    role_map: Mapping[str, str]
+    foreign_endpoints: Mapping[str, int]
+    namespaces: Mapping[str, Mapping[str, str]]
+
+
+def hub_problem(hub_name: str, key: str, hub: InvalidSpec | None) -> InvalidSpec:
     if hub is None:
         return InvalidSpec.one(f"Cluster {key}", "(hub)",
                                f"HubConfig {hub_name} does not exist; create it, or start the service with "

@@ -1,25 +1,24 @@
-"""From the cache to cluster keys: resolve_all() over the cache, memoised per input version
-(Desired), mesh join stamps handed out in plan order (JoinStamps), and the Mapper, which enqueues
+"""From the cache to cluster keys: resolve_all() over the cache, kept up to date change by change
+(Desired, on stacks.incremental), mesh join stamps handed out in plan order (JoinStamps), and the Mapper, which enqueues
 exactly the clusters whose StackInputs.digest() (or deletion, generation, validity) changed."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from automation.service.cache import Cache
+from automation.service.cache import Cache, Shared, hub_problem
 from automation.adapters.loop import Loop
 from automation.adapters.watch import Raw
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
-from stacks.model import Cluster
+from stacks.incremental import FleetResolver
+from stacks.model import Cluster, HubConfig
 from stacks.ingress import Route
 from stacks.mesh import MeshPlan
-from stacks.resolve import Fleet, resolve_all
-from stacks.transit import TransitInputs
+from stacks.transit import GroupState, MeshStatus, TransitInputs
 from stacks.names import JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 
 LOG = logging.getLogger("clusternet.mapper")
@@ -29,14 +28,13 @@ LOG = logging.getLogger("clusternet.mapper")
 
 @dataclass(frozen=True)
 class Resolution:
-    inputs_version: int
-    placement_version: int
+    serial: int  # bumps with every new answer
     inputs: Mapping[str, StackInputs | InvalidSpec]
     digests: Mapping[str, str]  # key -> digest, or "invalid:<reason>:<message>"
     stamps: Mapping[str, dict] = field(default_factory=dict)  # mesh join stamps to hand out: key -> meshJoin
     unstamp: frozenset[str] = frozenset()  # clusters whose meshJoin is stale and must go
-    fleet: Fleet | None = None  # what was resolved (valid clusters only); None without a valid hub
-    stamps_version: int = 0
+    hub: HubConfig | None = None  # the HubConfig resolved against; None: none valid (every cluster is refused)
+    recorded_groups: Mapping[str, GroupState] = field(default_factory=dict)  # HubConfig status.mesh.groups read
     routes: tuple[Route, ...] = ()  # the shared ingress's routes (stacks.resolve.resolve_all)
     mesh: MeshPlan | None = None  # the mesh plan: its groups' states and the transit stacks' inputs
 
@@ -60,6 +58,7 @@ class JoinStamps:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._stamps: dict[str, dict | None] = {}  # key -> status.meshJoin (None: take it away)
+        self._changed: set[str] = set()  # keys whose stamp changed since Desired last drained them
         self.version = 0
 
     def get(self, key: str, default: Any = _UNSET) -> Any:
@@ -69,35 +68,39 @@ class JoinStamps:
     def take(self, stamps: Mapping[str, dict], unstamp: Iterable[str]) -> bool:
         """Adopt a plan's new stamps and removals; True when anything changed."""
         with self._lock:
-            changed = False
+            changed = set()
             for key, stamp in stamps.items():  # in plan order
                 if self._stamps.get(key) is None:
                     self._stamps[key] = dict(stamp)
-                    changed = True
+                    changed.add(key)
             for key in unstamp:
                 if key not in self._stamps or self._stamps[key] is not None:
                     self._stamps[key] = None
-                    changed = True
+                    changed.add(key)
             if changed:
                 self.version += 1
-            return changed
+                self._changed |= changed
+            return bool(changed)
 
     def forget(self, key: str) -> None:
         with self._lock:
             if self._stamps.pop(key, _UNSET) is not _UNSET:
                 self.version += 1
+                self._changed.add(key)
 
-    def overlay(self, clusters: Iterable[Cluster]) -> tuple[Cluster, ...]:
+    def drain(self) -> set[str]:
+        """The keys whose stamp changed since the last drain."""
         with self._lock:
-            stamps = dict(self._stamps)
-        out = []
-        for cluster in clusters:
-            wanted = stamps.get(cluster.key, _UNSET)
-            have = (cluster.status or {}).get(JOIN_STATUS_KEY)
-            if wanted is not _UNSET and wanted != have:
-                cluster = cluster.model_copy(update={"status": {JOIN_STATUS_KEY: wanted} if wanted else None})
-            out.append(cluster)
-        return tuple(out)
+            changed, self._changed = self._changed, set()
+            return changed
+
+    def overlay(self, cluster: Cluster) -> Cluster:
+        """The cluster as resolve() must see it: with the stamp handed out, whatever the watch has caught up with."""
+        wanted = self.get(cluster.key)
+        have = (cluster.status or {}).get(JOIN_STATUS_KEY)
+        if wanted is not _UNSET and wanted != have:
+            cluster = cluster.model_copy(update={"status": {JOIN_STATUS_KEY: wanted} if wanted else None})
+        return cluster
 
 
 def _digest(value: StackInputs | InvalidSpec) -> str:
@@ -105,49 +108,107 @@ def _digest(value: StackInputs | InvalidSpec) -> str:
 
 
 class Desired:
-    """resolve_all() over the cache, recomputed only when something it reads has changed.
+    """resolve_all() over the cache, kept up to date one change at a time (stacks.incremental.FleetResolver).
 
-    A recorded endpoint VPC equal to the one resolve already chose changes nothing, so a
-    status write never costs a re-resolve.
+    `get()` reads only what changed since the last call (Cache.drain, JoinStamps.drain), so an event costs what
+    it couples, not the fleet; `take_changed()` hands the mapper the keys whose answer moved.
     """
 
     def __init__(self, cache: Cache, stamps: JoinStamps | None = None):
         self.cache = cache
         self.stamps = stamps or JoinStamps()
         self._lock = threading.Lock()
+        self._resolver: FleetResolver | None = None  # None while no valid HubConfig
+        self._hub: HubConfig | None = None
+        self._hub_as_cached: HubConfig | InvalidSpec | None = None
+        self._namespaces: set[str] = set()  # the names the resolver was given
+        self._invalid: dict[str, InvalidSpec] = {}  # refused before resolve: unparseable, or no valid hub
+        self._digests: dict[str, str] = {}
+        self._changed: set[str] = set()  # keys whose answer moved since the mapper last took them
         self._current: Resolution | None = None
         self.resolves = 0
 
     def get(self) -> Resolution:
         with self._lock:
-            current = self._current
-            if current is not None and current.inputs_version == self.cache.inputs_version \
-                    and current.stamps_version == self.stamps.version:
-                if current.placement_version == self.cache.placement_version:
-                    return current
-                version, placements = self.cache.placements()
-                if all(_placed_at(current.inputs.get(k)) == vpc for k, vpc in placements.items()):
-                    self._current = dataclasses.replace(current, placement_version=version)
-                    return self._current
-            stamps_version = self.stamps.version
-            inputs_version, placement_version, fleet, invalid, _ = self.cache.snapshot()
-            resolved: dict[str, StackInputs | InvalidSpec] = dict(invalid)
-            stamps: Mapping[str, dict] = {}
-            unstamp: frozenset[str] = frozenset()
-            routes: tuple[Route, ...] = ()
-            mesh: MeshPlan | None = None
-            if fleet is not None:
-                fleet = dataclasses.replace(fleet, clusters=self.stamps.overlay(fleet.clusters))
-                everything = resolve_all(fleet)
-                resolved.update(everything.inputs)
-                routes = everything.routes
-                stamps, unstamp = everything.mesh.stamps, frozenset(everything.mesh.unstamp)
-                mesh = everything.mesh
+            delta = self.cache.drain()
+            keys = set(delta.clusters) | self.stamps.drain()
+            if self._current is not None and not delta and not keys:
+                return self._current
+            if delta.shared:
+                keys |= self._take_shared(self.cache.shared())
+            elif self._resolver is not None:
+                namespaces = self.cache.shared().namespaces if delta.namespaces else {}
+                for name in delta.namespaces:
+                    self._resolver.set_namespace(name, namespaces.get(name))
+                self._namespaces = (self._namespaces - delta.namespaces) | (delta.namespaces & set(namespaces))
+            moved = {key for key in keys if self._put(key)}
+            resolved, changed = self._resolver.resolve() if self._resolver is not None else (None, frozenset())
+            moved |= changed
+            inputs: dict[str, StackInputs | InvalidSpec] = {**(resolved.inputs if resolved else {}), **self._invalid}
+            for key in moved:
+                value = inputs.get(key)
+                if value is None:
+                    self._digests.pop(key, None)
+                else:
+                    self._digests[key] = _digest(value)
+            self._changed |= moved
             self.resolves += 1
-            self._current = Resolution(inputs_version, placement_version, resolved,
-                                       {k: _digest(v) for k, v in resolved.items()}, stamps, unstamp, fleet,
-                                       stamps_version, routes, mesh)
+            mesh = resolved.mesh if resolved is not None else None
+            self._current = Resolution(
+                self.resolves, inputs, dict(self._digests), mesh.stamps if mesh else {},
+                frozenset(mesh.unstamp) if mesh else frozenset(), self._hub,
+                self._resolver.recorded_groups if self._resolver is not None else {},
+                resolved.routes if resolved is not None else (), mesh)
             return self._current
+
+    def take_changed(self) -> set[str]:
+        """The keys whose desired inputs (or refusal) moved since the last call: the mapper looks at these."""
+        with self._lock:
+            changed, self._changed = self._changed, set()
+            return changed
+
+    def _take_shared(self, shared: Shared) -> set[str]:
+        """Hand the resolver the shared objects; the keys to read again (all: when the hub became or stopped being
+        valid)."""
+        hub = shared.hub if isinstance(shared.hub, HubConfig) else None
+        status = MeshStatus.from_hub_status(shared.hub_status)
+        everyone = set(self.cache.keys()) | set(self._digests) if (hub is None) != (self._hub is None) else set()
+        if hub is None:
+            self._resolver = None
+            everyone |= set(self._invalid)  # the hub's problem changed: every refusal says so
+        elif self._resolver is None:
+            self._resolver = FleetResolver(hub, namespaces=shared.namespaces, role_map=shared.role_map,
+                                           foreign_endpoints=shared.foreign_endpoints, mesh_status=status)
+        else:
+            self._resolver.set_hub(hub)
+            self._resolver.set_role_map(shared.role_map)
+            self._resolver.set_foreign_endpoints(shared.foreign_endpoints)
+            self._resolver.set_mesh_status(status.groups, status.transit)
+            for name in set(shared.namespaces) | set(self._namespaces):
+                self._resolver.set_namespace(name, shared.namespaces.get(name))
+        self._hub, self._hub_as_cached = hub, shared.hub
+        self._namespaces = set(shared.namespaces)
+        return everyone
+
+    def _put(self, key: str) -> bool:
+        """Hand the resolver the cluster as cached now; True when its refusal before resolve moved."""
+        entry = self.cache.entry(key)
+        refused: InvalidSpec | None = None
+        if entry is not None and isinstance(entry.parsed, InvalidSpec):
+            refused = entry.parsed
+        elif entry is not None and self._resolver is None:
+            refused = hub_problem(self.cache.hub_name, key, self._hub_as_cached)
+        if self._resolver is not None:
+            if entry is None or refused is not None:
+                self._resolver.remove(key)
+            else:
+                self._resolver.put(self.stamps.overlay(entry.parsed), entry.placement, entry.attachment)
+        old = self._invalid.get(key)
+        if refused is None:
+            self._invalid.pop(key, None)
+        else:
+            self._invalid[key] = refused
+        return old != refused
 
     def mesh_join(self, key: str, current: dict | None) -> dict | None:
         """The status.meshJoin the cluster should carry: the stamp handed out, else what it has."""
@@ -156,12 +217,6 @@ class Desired:
 
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
         return self.get().inputs.get(key)
-
-
-def _placed_at(value: StackInputs | InvalidSpec | None) -> str | None:
-    if isinstance(value, StackInputs) and value.private_link is not None:
-        return value.private_link.endpoint_vpc.vpc_id
-    return None
 
 
 # --------------------------------------------------------------------------- mapper
@@ -211,12 +266,8 @@ class Mapper(Loop):
         resolution = self.desired.get()
         if self.desired.stamps.take(resolution.stamps, resolution.unstamp):
             resolution = self.desired.get()  # the same plan, now seeing the stamps it handed out
-        entries = self.cache.entries()
-        if resolution is not self._resolution and (
-                self._resolution is None or resolution.digests != self._resolution.digests):
-            keys: Iterable[str] = set(entries) | set(self._seen)  # the fleet's inputs moved: look at all
-        else:
-            keys = touched
+        # The changed objects, and the clusters whose desired inputs moved because of them: never the whole fleet.
+        keys = touched | self.desired.take_changed()
         if resolution is not self._resolution:
             for observe in self.observers:
                 try:
@@ -224,8 +275,8 @@ class Mapper(Loop):
                 except Exception:  # noqa: BLE001 - an observer must not stop the mapping
                     LOG.exception("observer %r failed", observe)
         self._resolution = resolution
-        for key in keys:
-            entry = entries.get(key)
+        for key in sorted(keys):
+            entry = self.cache.entry(key)
             if entry is None:
                 self.desired.stamps.forget(key)
                 if self._seen.pop(key, None) is not None:

@@ -170,7 +170,7 @@ def role_map_entries(raw: Mapping[str, Any] | None) -> Mapping[str, str]:
 def shared_ingress_sync(api_client: client.ApiClient) -> Callable[[Resolution], None]:
     """Keeps the central proxy's ConfigMap in step with the Clusters (automation.adapters.ingress_sync)."""
     sync = IngressSync(api_client)
-    return lambda resolution: sync.sync(resolution.fleet.hub, resolution.routes) if resolution.fleet else None
+    return lambda resolution: sync.sync(resolution.hub, resolution.routes)
 
 
 def default_guards() -> list[Guard]:

@@ -145,9 +145,9 @@ class MeshStates:
 
     def __call__(self, resolution: Resolution) -> None:
         mesh = resolution.mesh
-        if mesh is None or resolution.fleet is None:
+        if mesh is None or resolution.hub is None:
             return
-        recorded = resolution.fleet.mesh_status.groups
+        recorded = resolution.recorded_groups
         raw_groups = (self.cache.hub_status.get("mesh") or {}).get("groups") or {}
         patch: dict[str, Any] = {}
         for key, view in mesh.groups.items():
