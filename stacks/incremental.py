@@ -173,6 +173,11 @@ class FleetResolver:
         resolved = Resolved(dict(self._final), self._routes, dict(self._guests), dict(self._unrouted), mesh)
         return resolved, frozenset(changed)
 
+    def endpoint_vpc(self, key: str) -> str | None:
+        """The endpoint VPC the last resolve() placed the cluster in (None: not placed)."""
+        placed = self._placed.get(key)
+        return placed.vpc_id if isinstance(placed, EndpointVPC) else None
+
     @property
     def recorded_groups(self) -> Mapping[str, GroupState]:
         """HubConfig status.mesh.groups as last given (set_mesh_status)."""

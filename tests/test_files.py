@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from automation.cli import main
-from automation.adapters.files import MAX_FILE_BYTES, load_fleet
+from automation.adapters import files
+from automation.adapters.files import LOADERS, MAX_FILE_BYTES, load_fleet
 from stacks.errors import InvalidSpec
 from tests.factories import cluster_doc, hub_doc, namespace_doc
 
@@ -57,8 +58,19 @@ BAD = {
 }
 
 
+@pytest.fixture(params=LOADERS, ids=lambda loader: loader.__name__)
+def loader(request, monkeypatch) -> type:
+    """Each loader files.py may use: libyaml's parser under the measuring composer, and the pure-Python one."""
+    monkeypatch.setattr(files, "LOADERS", (request.param,))
+    return request.param
+
+
+def test_libyaml_parses_where_pyyaml_has_it():
+    assert LOADERS[0].__name__ == ("_BoundedCLoader" if yaml.__with_libyaml__ else "_BoundedLoader")
+
+
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_a_bad_file_is_refused_naming_it(capsys, fleet_dir, case):
+def test_a_bad_file_is_refused_naming_it(capsys, fleet_dir, case, loader):
     content, reason = BAD[case]
     bad = fleet_dir / "clusters" / "bad.yaml"
     bad.write_bytes(content)
@@ -74,7 +86,7 @@ BOMBS = {  # 10**10 values once expanded; the merge keys' copies used to hang Py
 
 
 @pytest.mark.parametrize("kind", sorted(BOMBS))
-def test_an_alias_bomb_is_refused_at_once(capsys, fleet_dir, kind):
+def test_an_alias_bomb_is_refused_at_once(capsys, fleet_dir, kind, loader):
     bomb = fleet_dir / "clusters" / "bomb.yaml"
     bomb.write_text("\n".join(BOMBS[kind]) + "\n")
     started = time.monotonic()
@@ -178,3 +190,13 @@ def test_well_formed_yaml_of_the_wrong_shape_is_refused_not_a_traceback(capsys, 
     bad.write_bytes(content)
     code, err = plan(capsys, fleet_dir)
     assert code == 2 and expected in err and f"({bad})" in err, err
+
+
+def test_both_loaders_read_every_example_alike():
+    """The fast loader is a drop-in: each bundled file loads to the same objects as with the pure-Python one."""
+    paths = sorted(Path("examples").rglob("*.yaml"))
+    assert paths
+    for path in paths:
+        text = path.read_text()
+        assert [list(yaml.load_all(text, Loader=loader)) for loader in LOADERS] == \
+            [list(yaml.load_all(text, Loader=LOADERS[-1]))] * len(LOADERS), path

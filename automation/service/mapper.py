@@ -124,6 +124,7 @@ class Desired:
         self._namespaces: set[str] = set()  # the names the resolver was given
         self._invalid: dict[str, InvalidSpec] = {}  # refused before resolve: unparseable, or no valid hub
         self._digests: dict[str, str] = {}
+        self._decided: dict[str, str] = {}  # key -> the endpoint VPC placed in, kept (see _pin)
         self._changed: set[str] = set()  # keys whose answer moved since the mapper last took them
         self._current: Resolution | None = None
         self.resolves = 0
@@ -143,6 +144,9 @@ class Desired:
                 self._namespaces = (self._namespaces - delta.namespaces) | (delta.namespaces & set(namespaces))
             moved = {key for key in keys if self._put(key)}
             resolved, changed = self._resolver.resolve() if self._resolver is not None else (None, frozenset())
+            if self._resolver is not None and self._pin(keys | changed):
+                resolved, more = self._resolver.resolve()  # the same placements, now pinned
+                changed |= more
             moved |= changed
             inputs: dict[str, StackInputs | InvalidSpec] = {**(resolved.inputs if resolved else {}), **self._invalid}
             for key in moved:
@@ -190,6 +194,24 @@ class Desired:
         self._namespaces = set(shared.namespaces)
         return everyone
 
+    def _pin(self, keys: Iterable[str]) -> bool:
+        """Keep each endpoint VPC decided from now on, as if the status recorded it already; True when any is new.
+
+        Placement fills a region's VPCs in age order around the ones recorded, so a record arriving after a run
+        could move a younger cluster that is not recorded yet, whose run then records the other VPC, and so on.
+        A placement decided once, and given back as existing, never moves another."""
+        assert self._resolver is not None
+        pinned = False
+        for key in keys:
+            vpc = self._resolver.endpoint_vpc(key)
+            if vpc is None:
+                self._decided.pop(key, None)
+            elif self._decided.get(key) != vpc:
+                self._decided[key] = vpc
+                self._put(key)
+                pinned = True
+        return pinned
+
     def _put(self, key: str) -> bool:
         """Hand the resolver the cluster as cached now; True when its refusal before resolve moved."""
         entry = self.cache.entry(key)
@@ -202,7 +224,8 @@ class Desired:
             if entry is None or refused is not None:
                 self._resolver.remove(key)
             else:
-                self._resolver.put(self.stamps.overlay(entry.parsed), entry.placement, entry.attachment)
+                self._resolver.put(self.stamps.overlay(entry.parsed), self._decided.get(key) or entry.placement,
+                                   entry.attachment)
         old = self._invalid.get(key)
         if refused is None:
             self._invalid.pop(key, None)
