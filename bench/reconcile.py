@@ -51,7 +51,7 @@ SYSTEM = "clusternet-system"
 def api_server() -> Iterator[str]:
     """A MockKubeAPI in a child process; yields its URL."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "doubles"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "doubles", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, env=env)
     try:
         url = proc.stdout.readline().strip()

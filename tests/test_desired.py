@@ -53,8 +53,8 @@ def _vpc(desired: Desired, key: str) -> str:
 def _setup(clusters: int, **hub_spec) -> tuple[Cache, Desired, list[dict]]:
     cache = _cache()
     cache.on_hub("ADDED", hub_doc(**hub_spec))
-    for name, annotations in NAMESPACES.items():
-        cache.on_namespace("ADDED", {"metadata": {"name": name, "annotations": annotations}})
+    for name, owned in NAMESPACES.items():
+        cache.on_namespace("ADDED", {"metadata": {"name": name, "annotations": owned}})
     docs = [_cluster(n) for n in range(clusters)]
     for doc in docs:
         cache.apply("ADDED", doc)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Generator, Iterable, Protocol, TypeVar
 
 import pulumi
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.mocks import MockMonitor
 
 from automation.adapters.standins import StandIns, provider_location
-from stacks.errors import InvalidSpec
+from stacks.errors import FieldError, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.resolve import Fleet, Resolved, resolve_all
 from stacks.transit import TransitInputs, TransitOutputs
@@ -168,26 +168,91 @@ def plan_all(all_inputs: Iterable[StackInputs], standins: StandIns | None = None
     return [plan_stack(inputs, standins) for inputs in all_inputs]
 
 
-def plan_fleet(fleet: Fleet, earlier: list | None = None,
-               standins: StandIns | None = None) -> tuple[Resolved, list[StackPlan]]:
-    """Every stack of a fleet, as the service converges on it: a transit stack first (its members read its
-    gateways' IDs), then the clusters' stacks, then the transit stack again with their attachments. Raises
-    InvalidSpec with every cluster's errors (and any `earlier` ones) before planning anything."""
+class Planned(Protocol):
+    """What converge() reads of a planned stack (a StackPlan, or automation.adapters.plan_pool.Planned)."""
+    stack: str
+    cluster: str
+    outputs: dict[str, Any]
+
+
+P = TypeVar("P", bound=Planned)
+PlanMany = Callable[[list[StackInputs | TransitInputs]], Iterable[P]]
+
+
+def converge(fleet: Fleet, plan_many: PlanMany, earlier: list | None = None,
+             only: Iterable[str] | None = None) -> Generator[P, None, Resolved]:
+    """Every stack of a fleet, as the service converges on it, yielded as `plan_many` plans them: a transit stack
+    first (its members read its gateways' IDs; not yielded), then the clusters' stacks, then the transit stack
+    again with their attachments. Returns the last resolution. Raises InvalidSpec with every cluster's errors (and
+    any `earlier` ones) before planning anything.
+
+    `only`: these cluster keys' stacks alone (and the transit stacks their inputs read, not yielded)."""
+    wanted = _selected(fleet, only)
     resolved = resolve_all(fleet)
-    inputs = raise_invalid(resolved.inputs, earlier)
+    inputs = raise_invalid(wanted(resolved.inputs), earlier)
     transit = dict(resolved.mesh.transit) if resolved.mesh is not None else {}
     if not transit:
-        return resolved, plan_all(inputs, standins)
+        yield from plan_many(inputs)
+        return resolved
     status = fleet.mesh_status
-    made = {stack: TransitOutputs.from_stack(plan_stack(t, standins).outputs) for stack, t in transit.items()}
+    made = {p.stack: TransitOutputs.from_stack(p.outputs) for p in plan_many(list(transit.values()))}
     status = dataclasses.replace(status, transit={**status.transit, **made})
     resolved = resolve_all(dataclasses.replace(fleet, mesh_status=status))
-    plans = plan_all(raise_invalid(resolved.inputs, earlier), standins)
-    attached = {p.cluster: p.outputs["mesh"]["transitAttachment"] for p in plans
-                if isinstance(p.outputs.get("mesh"), dict) and p.outputs["mesh"].get("transitAttachment")}
+    attached: dict[str, str] = {}
+    for plan in plan_many(raise_invalid(wanted(resolved.inputs), earlier)):
+        mesh = plan.outputs.get("mesh")
+        if isinstance(mesh, dict) and mesh.get("transitAttachment"):
+            attached[plan.cluster] = mesh["transitAttachment"]
+        yield plan
+    if only is not None:
+        return resolved
     status = dataclasses.replace(status, attachments={**status.attachments, **attached})
     resolved = resolve_all(dataclasses.replace(fleet, mesh_status=status))
-    return resolved, [*plans, *(plan_stack(t, standins) for _, t in sorted(resolved.mesh.transit.items()))]
+    yield from plan_many([t for _, t in sorted(resolved.mesh.transit.items())])
+    return resolved
+
+
+def _selected(fleet: Fleet, only: Iterable[str] | None) -> Callable[[dict], dict]:
+    """A filter of resolved inputs down to `only` (every key must be a cluster of the fleet)."""
+    if only is None:
+        return lambda resolved: resolved
+    keys = list(dict.fromkeys(only))
+    known = {cluster.key for cluster in fleet.clusters}
+    missing = [key for key in keys if key not in known]
+    if missing:
+        raise InvalidSpec([FieldError("--cluster", "(key)", f"no cluster {key} in the fleet (namespace/name)")
+                           for key in missing])
+
+    def wanted(resolved: dict) -> dict:
+        unplanned = [key for key in keys if key not in resolved]
+        if unplanned:
+            raise InvalidSpec([FieldError("--cluster", "(key)", f"cluster {key} has no stack (not provisioned)")
+                               for key in unplanned])
+        return {key: resolved[key] for key in keys}
+
+    return wanted
+
+
+def plan_fleet(fleet: Fleet, earlier: list | None = None,
+               standins: StandIns | None = None) -> tuple[Resolved, list[StackPlan]]:
+    """converge(), planned in this process and kept: every StackPlan, in order, and the last resolution."""
+    plans: list[StackPlan] = []
+    resolved = drain(converge(fleet, lambda inputs: (plan_stack(i, standins) for i in inputs), earlier),
+                     plans.append)
+    return resolved, plans
+
+
+R = TypeVar("R")
+
+
+def drain(stream: Generator[P, None, R], each: Callable[[P], Any]) -> R:
+    """Hand every item of `stream` to `each`; the generator's return value."""
+    while True:
+        try:
+            item = next(stream)
+        except StopIteration as stop:
+            return stop.value
+        each(item)
 
 
 def raise_invalid(resolved: dict[str, StackInputs | InvalidSpec], earlier: list | None = None) -> list[StackInputs]:

@@ -7,7 +7,8 @@
 A worker sends back the rendered text and the stack's outputs (which the next pass of the fleet's plan reads),
 never the plan itself, so the parent holds one stack at a time whatever the fleet's size. Workers come from a
 fork server that has imported Pulumi once (`forkserver`), so they hold no copy of the parent's fleet. With one
-job nothing is started: the same functions run in this process, so the output is byte-identical to a serial run.
+job (or a handful of stacks) nothing is started: the same functions run in this process. Either way the output is
+the same bytes.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from stacks.transit import TransitInputs
 
 Render = Callable[[StackPlan], str]
 CHUNK = 4  # stacks per task: fewer round trips, and a worker never idles long at the end
+SERIAL_BELOW = 64  # fewer stacks than this: starting workers (about 1 s) costs more than they save
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class PlanPool:
 
     def map(self, inputs: Iterable[StackInputs | TransitInputs]) -> Iterator[Planned]:
         tasks = [(one, self.render) for one in inputs]
-        if self.jobs == 1 or len(tasks) <= 1:
+        if self.jobs == 1 or len(tasks) < SERIAL_BELOW:
             yield from map(plan_one, tasks)
             return
         if self._pool is None:

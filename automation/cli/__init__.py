@@ -2,41 +2,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from automation.adapters.files import load_fleet
-from automation.adapters.plan import PlanError, plan_fleet, raise_invalid
+from automation.adapters.plan import PlanError
 from automation.api.serve import add_api_command
 from automation.cli import agent, iam
-from automation.cli.picture import render_dot, render_mermaid
-from automation.cli.render import render_summary, render_tree
+from automation.cli.plan import add_plan_command
 from automation.service.serve import add_serve_command
 from stacks.errors import FieldError, InvalidSpec
-from stacks.mesh import summary
 from stacks.haproxy import (CONFIG_FILE, GUEST_FOLDER, MAP_FILE, CentralSettings, dropped_lines, guest_files,
                             rendered_by_us, render_central)
 from stacks.resolve import resolve_all, resolve_fleet
-
-
-def _plan(args: argparse.Namespace) -> int:
-    invalid: list = []
-    fleet = load_fleet(args.hub, args.clusters, invalid)
-    if args.format in ("dot", "mermaid"):  # the mesh only: no stack is planned
-        resolved = resolve_all(fleet)
-        raise_invalid(resolved.inputs, invalid)
-        draw = render_dot if args.format == "dot" else render_mermaid
-        sys.stdout.write(draw(resolved.mesh))
-        return 0
-    resolved, plans = plan_fleet(fleet, invalid)
-    mesh = summary(resolved.mesh, fleet.hub) if resolved.mesh is not None else {}
-    if args.format == "json":
-        json.dump({"mesh": mesh, "stacks": [p.to_json() for p in plans]}, sys.stdout, indent=2, sort_keys=False)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(render_summary(mesh) + render_tree(plans))
-    return 0
 
 
 def _inputs(args: argparse.Namespace) -> int:
@@ -120,12 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m automation", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    plan = sub.add_parser("plan", help="print what `pulumi up` would create for each cluster, with no cloud account")
-    plan.add_argument("--hub", required=True, help="the HubConfig YAML file")
-    plan.add_argument("--clusters", required=True, help="a Cluster YAML file or a folder of them (Namespaces too)")
-    plan.add_argument("--format", choices=["json", "tree", "dot", "mermaid"], default="tree",
-                      help="tree or json: every stack's resources; dot or mermaid: a picture of each mesh group")
-    plan.set_defaults(func=_plan)
+    add_plan_command(sub)
 
     inputs = sub.add_parser("inputs", help="print one cluster's StackInputs JSON (the stack config clusternet:inputs)")
     inputs.add_argument("--hub", required=True)

@@ -1,11 +1,13 @@
 """Human-readable views of a plan."""
 from __future__ import annotations
 
+import json
+
 from automation.adapters.plan import StackPlan
 
 
 def render_summary(mesh: dict[str, dict]) -> str:
-    """The mesh groups first (stacks.mesh.summary): where each is, and the steps still ahead of it."""
+    """The mesh groups (stacks.mesh.summary): where each is, and the steps still ahead of it."""
     if not mesh:
         return ""
     lines = ["mesh groups"]
@@ -21,23 +23,31 @@ def render_summary(mesh: dict[str, dict]) -> str:
 
 
 def render_tree(plans: list[StackPlan]) -> str:
-    lines: list[str] = []
-    for plan in plans:
-        lines.append(f"stack {plan.stack}  (cluster {plan.cluster}, {len(plan.resources)} resources)")
-        children: dict[str | None, list] = {}
-        for res in plan.resources:
-            children.setdefault(res.parent, []).append(res)
-        known = {r.urn for r in plan.resources}
-        roots = [r for r in plan.resources if r.parent not in known]
+    return "".join(render_stack(plan) for plan in plans)
 
-        def walk(res, prefix: str, last: bool) -> None:
-            where = f"  [{res.account} {res.region}]" if res.account else ""
-            lines.append(f"{prefix}{'└── ' if last else '├── '}{res.type} {res.name}{where}")
-            kids = children.get(res.urn, [])
-            for i, kid in enumerate(kids):
-                walk(kid, prefix + ("    " if last else "│   "), i == len(kids) - 1)
 
-        for i, root in enumerate(roots):
-            walk(root, "", i == len(roots) - 1)
-        lines.append("")
-    return "\n".join(lines)
+def render_stack(plan: StackPlan) -> str:
+    """One stack's resources as a tree, and a blank line."""
+    lines: list[str] = [f"stack {plan.stack}  (cluster {plan.cluster}, {len(plan.resources)} resources)"]
+    children: dict[str | None, list] = {}
+    for res in plan.resources:
+        children.setdefault(res.parent, []).append(res)
+    known = {r.urn for r in plan.resources}
+    roots = [r for r in plan.resources if r.parent not in known]
+
+    def walk(res, prefix: str, last: bool) -> None:
+        where = f"  [{res.account} {res.region}]" if res.account else ""
+        lines.append(f"{prefix}{'└── ' if last else '├── '}{res.type} {res.name}{where}")
+        kids = children.get(res.urn, [])
+        for i, kid in enumerate(kids):
+            walk(kid, prefix + ("    " if last else "│   "), i == len(kids) - 1)
+
+    for i, root in enumerate(roots):
+        walk(root, "", i == len(roots) - 1)
+    return "\n".join(lines) + "\n\n"
+
+
+def stack_json(plan: StackPlan) -> str:
+    """One stack as it appears in the plan's JSON document (automation.cli.plan.JsonDocument): indented for its
+    place in the "stacks" list, so the streamed document reads as json.dump(indent=2) of the whole."""
+    return "    " + json.dumps(plan.to_json(), indent=2).replace("\n", "\n    ")

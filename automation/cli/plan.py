@@ -1,0 +1,99 @@
+"""`python -m automation plan`: what `pulumi up` would create for each cluster, with no cloud account.
+
+    load_fleet ──► converge (resolve; transit, clusters, transit) ──► PlanPool (--jobs processes) ──► stdout
+                                                                         each stack written as it comes
+
+Stacks are written one by one as they are planned (in the order a serial run plans them, so the output is the
+same bytes whatever --jobs), and the mesh summary last. Progress goes to stderr when it is a terminal.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from automation.adapters.files import load_fleet
+from automation.adapters.plan import converge, drain, raise_invalid
+from automation.adapters.plan_pool import Planned, PlanPool, default_jobs
+from automation.adapters.progress import Progress
+from automation.cli.picture import render_dot, render_mermaid
+from automation.cli.render import render_stack, render_summary, stack_json
+from stacks.mesh import summary
+from stacks.resolve import resolve_all
+
+
+class JsonDocument:
+    """{"stacks": [...], "mesh": {...}} written a stack at a time, byte for byte as json.dump(indent=2) of it."""
+
+    def __init__(self, out: TextIO):
+        self.out = out
+        self.count = 0
+
+    def stack(self, planned: Planned) -> None:
+        self.out.write(("{\n  \"stacks\": [\n" if self.count == 0 else ",\n") + planned.text)
+        self.count += 1
+
+    def end(self, mesh: dict[str, Any]) -> None:
+        closing = "{\n  \"stacks\": []," if self.count == 0 else "\n  ],"
+        self.out.write(closing + "\n  \"mesh\": " + json.dumps(mesh, indent=2).replace("\n", "\n  ") + "\n}\n")
+
+
+class TreeDocument:
+    """Each stack's tree, then the mesh groups."""
+
+    def __init__(self, out: TextIO):
+        self.out = out
+
+    def stack(self, planned: Planned) -> None:
+        self.out.write(planned.text)
+
+    def end(self, mesh: dict[str, Any]) -> None:
+        self.out.write(render_summary(mesh))
+
+
+def run(args: argparse.Namespace) -> int:
+    invalid: list = []
+    fleet = load_fleet(args.hub, args.clusters, invalid)
+    if args.format in ("dot", "mermaid"):  # the mesh only: no stack is planned
+        resolved = resolve_all(fleet)
+        raise_invalid(resolved.inputs, invalid)
+        draw = render_dot if args.format == "dot" else render_mermaid
+        sys.stdout.write(draw(resolved.mesh))
+        return 0
+    document = JsonDocument(sys.stdout) if args.format == "json" else TreeDocument(sys.stdout)
+    render = stack_json if args.format == "json" else render_stack
+    with PlanPool(args.jobs, render) as pool, Progress("planned", "stacks") as progress:
+
+        def plan_many(inputs: list) -> Any:
+            progress.expect(len(inputs))
+            for planned in pool.map(inputs):
+                progress.advance()
+                yield planned
+
+        resolved = drain(converge(fleet, plan_many, invalid, only=args.cluster), document.stack)
+    document.end(summary(resolved.mesh, fleet.hub) if resolved.mesh is not None else {})
+    return 0
+
+
+def add_plan_command(subparsers: Any) -> None:
+    plan = subparsers.add_parser("plan", help="print what `pulumi up` would create for each cluster, "
+                                              "with no cloud account")
+    plan.add_argument("--hub", required=True, help="the HubConfig YAML file")
+    plan.add_argument("--clusters", required=True, help="a Cluster YAML file or a folder of them (Namespaces too)")
+    plan.add_argument("--format", choices=["json", "tree", "dot", "mermaid"], default="tree",
+                      help="tree or json: every stack's resources; dot or mermaid: a picture of each mesh group")
+    plan.add_argument("--cluster", action="append", metavar="NAMESPACE/NAME",
+                      help="plan only this cluster's stack (repeatable); the whole fleet is still read, since "
+                           "a cluster's inputs depend on the others (claims, placement, its mesh group)")
+    plan.add_argument("--jobs", type=_jobs, default=default_jobs(), metavar="N",
+                      help="processes planning stacks side by side (default: the cores this process may use, "
+                           f"{default_jobs()} here); the output is the same whatever N")
+    plan.set_defaults(func=run)
+
+
+def _jobs(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
