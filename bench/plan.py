@@ -1,55 +1,187 @@
-"""How long the offline plan takes: `python -m bench.plan --clusters 100` (or `--examples`).
+"""How long the offline plan takes, as a user runs it: `python -m bench.plan --clusters 10000`.
 
-Generates a fleet across two accounts and two regions (or reads the bundled
-examples), resolves it and runs every stack program under the mock runtime.
-Prints one JSON object.
+Writes a folder of N Cluster files (one per cluster, as a GitOps repository holds them; Namespaces beside them)
+across two accounts and two regions, then times `python -m automation plan --format json` over it as a
+subprocess, its JSON going to a file. Prints one JSON object:
+
+  plan_s, ms_per_stack      the whole command: reading the files, resolving, planning every stack, writing JSON
+  bound_s                   stacks x the mock runtime's serial cost per stack (bound_ms_per_stack: planned in this
+                            process over --sample stacks) / jobs: what planning alone costs on these cores
+  plan_over_bound           plan_s / bound_s
+  peak_rss_mb               the largest sum, sampled every 0.1 s, of the resident memory of the command and every
+                            process under it (workers, the fork server): shared pages count once per process
+  peak_pss_mb               the same sum in proportional set size (shared pages split between their processes)
+  json_mb                   the output's size
+  one_cluster_s             `plan --cluster NS/NAME` of one cluster out of the same folder (--one)
+  serial_identical          the output of --jobs 1 is the same bytes (--check-serial; a second, serial run)
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
 import time
+from pathlib import Path
+from typing import Any
 
-from automation.adapters.files import load_fleet
-from automation.adapters.plan import plan_all, raise_invalid
+import yaml
+
+from automation.adapters.plan import plan_stack, raise_invalid
+from automation.adapters.plan_pool import default_jobs
+from automation.adapters.proctree import descendants
 from bench import fleets
+from stacks.model import parse
+from stacks.names import API_VERSION
 from stacks.resolve import Fleet, resolve_fleet
 
-def generated_fleet(n: int) -> Fleet:
+TENANTS = 7
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def hub_doc(n: int) -> dict[str, Any]:
     inventory = [
         {"region": region, "vpcID": f"vpc-0hub{r}{i}", "cidr": f"10.{100 + r * 10 + i}.0.0/16",
          "subnets": [{"subnetID": f"subnet-0{r}{i}{z}", "availabilityZone": f"{region}{z}"} for z in "abc"]}
         for r, region in enumerate(fleets.REGIONS) for i in range(max(1, -(-n // (2 * 40))))
     ]
-    hub = fleets.hub(endpointVPCInventory=inventory,
-                     associatedVPCs=[{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "10.0.0.0/16"}])
-    clusters = tuple(
-        fleets.cluster(i, f"c{i:04d}", f"tenant-{i % 7}", account=fleets.ACCOUNTS[i % 7 % 2], vpc=f"vpc-0c{i:04d}",
-                       route_tables=[f"rtb-0{i:04d}"], security_group=f"sg-0{i:04d}", privateLink={"enabled": True})
-        for i in range(n)
-    )
-    return Fleet(hub=hub, clusters=clusters, namespaces=fleets.owners(7))
+    return {"apiVersion": API_VERSION, "kind": "HubConfig", "metadata": {"name": "bench"},
+            "spec": {"accountID": "111111111111", "region": "us-east-1",
+                     "credentials": {"roleARN": "arn:aws:iam::111111111111:role/clusternet-hub"},
+                     "roleAccountMap": {a: f"arn:aws:iam::{a}:role/clusternet" for a in fleets.ACCOUNTS},
+                     "privateLink": {"endpointsPerVPC": 50},
+                     "endpointVPCInventory": inventory,
+                     "associatedVPCs": [{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "10.0.0.0/16"}]}}
+
+
+def cluster_doc(i: int) -> dict[str, Any]:
+    name = f"c{i:05d}"
+    return {"apiVersion": API_VERSION, "kind": "Cluster",
+            "metadata": {"name": name, "namespace": f"tenant-{i % TENANTS}"},
+            "spec": {"accountID": fleets.ACCOUNTS[i % TENANTS % 2], "region": fleets.REGIONS[(i // 2) % 2],
+                     "infraID": f"{name}-abcde", "apiURL": f"https://api.{name}.example.com:6443",
+                     "network": {"vpcID": f"vpc-0c{i:05d}", "cidr": f"10.{i // 256}.{i % 256}.0/24",
+                                 "routeTableIDs": [f"rtb-0{i:05d}"], "nodeSecurityGroupIDs": [f"sg-0{i:05d}"]},
+                     "privateLink": {"enabled": True}}}
+
+
+def write_fleet(root: Path, n: int) -> tuple[Path, Path]:
+    """hub.yaml and clusters/ (one file per cluster, namespaces.yaml beside them) under `root`."""
+    hub = root / "hub.yaml"
+    hub.write_text(yaml.dump(hub_doc(n), Dumper=DUMPER))
+    folder = root / "clusters"
+    folder.mkdir()
+    namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "annotations": annotations}}
+                  for name, annotations in fleets.owners(TENANTS).items()]
+    (folder / "namespaces.yaml").write_text(yaml.dump_all(namespaces, Dumper=DUMPER))
+    for i in range(n):
+        (folder / f"c{i:05d}.yaml").write_text(yaml.dump(cluster_doc(i), Dumper=DUMPER))
+    return hub, folder
+
+
+def generated_fleet(n: int) -> Fleet:
+    """The same fleet, parsed in memory (no files)."""
+    return Fleet(hub=parse(hub_doc(n)), clusters=tuple(parse(cluster_doc(i)) for i in range(n)),
+                 namespaces=fleets.owners(TENANTS))
+
+
+def serial_ms_per_stack(n: int, sample: int) -> float:
+    """The mock runtime's cost of one stack, planned in this process (after one to warm up)."""
+    inputs = raise_invalid(resolve_fleet(generated_fleet(min(n, sample + 1))))
+    plan_stack(inputs[0])
+    started = time.perf_counter()
+    for one in inputs[1:]:
+        plan_stack(one)
+    return (time.perf_counter() - started) * 1000 / max(1, len(inputs) - 1)
+
+
+class TreeMemory:
+    """The peak, over samples every 0.1 s, of the summed RSS and PSS of a process and all under it."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.peak_rss = self.peak_pss = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            rss = pss = 0.0
+            for pid in [self.pid, *descendants(self.pid)]:
+                try:
+                    with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+                        fields = {line.split(":")[0]: int(line.split()[1]) for line in fh if line.endswith("kB\n")}
+                except OSError:
+                    continue
+                rss += fields.get("Rss", 0) / 1024
+                pss += fields.get("Pss", 0) / 1024
+            self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_plan(hub: Path, folder: Path, out: Path, *args: str) -> tuple[float, TreeMemory]:
+    command = [sys.executable, "-m", "automation", "plan", "--hub", str(hub), "--clusters", str(folder),
+               "--format", "json", *args]
+    started = time.monotonic()
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.PIPE)
+        memory = TreeMemory(proc.pid)
+        _, err = proc.communicate()
+    memory.stop()
+    if proc.returncode != 0:
+        raise RuntimeError(f"plan failed ({proc.returncode}): {err.decode()[-2000:]}")
+    return time.monotonic() - started, memory
+
+
+def digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--clusters", type=int, default=100, help="generated clusters (ignored with --examples)")
-    parser.add_argument("--examples", action="store_true", help="plan the bundled examples/ instead")
+    parser = argparse.ArgumentParser(prog="python -m bench.plan", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clusters", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=default_jobs())
+    parser.add_argument("--sample", type=int, default=40, help="stacks planned in-process for the bound")
+    parser.add_argument("--one", action="store_true", help="also time `plan --cluster` of one cluster")
+    parser.add_argument("--check-serial", action="store_true", help="also run --jobs 1 and compare the bytes")
     args = parser.parse_args()
 
-    started = time.perf_counter()
-    fleet = load_fleet("examples/hub.yaml", "examples/clusters") if args.examples else generated_fleet(args.clusters)
-    inputs = raise_invalid(resolve_fleet(fleet))
-    resolved = time.perf_counter()
-    plans = plan_all(inputs)
-    done = time.perf_counter()
-    print(json.dumps({
-        "clusters": len(inputs),
-        "resources": sum(len(p.resources) for p in plans),
-        "resolve_seconds": round(resolved - started, 3),
-        "plan_seconds": round(done - resolved, 3),
-        "ms_per_stack": round(1000 * (done - resolved) / max(1, len(plans)), 1),
-    }))
+    result: dict[str, Any] = {"clusters": args.clusters, "jobs": args.jobs}
+    with tempfile.TemporaryDirectory(prefix="clusternet-bench-plan-") as tmp:
+        root = Path(tmp)
+        hub, folder = write_fleet(root, args.clusters)
+        out = root / "plan.json"
+        wall, memory = run_plan(hub, folder, out, "--jobs", str(args.jobs))
+        bound_ms = serial_ms_per_stack(args.clusters, args.sample)
+        bound = args.clusters * bound_ms / 1000 / args.jobs
+        result.update({"plan_s": round(wall, 1), "ms_per_stack": round(wall * 1000 / args.clusters, 1),
+                       "bound_ms_per_stack": round(bound_ms, 1), "bound_s": round(bound, 1),
+                       "plan_over_bound": round(wall / bound, 2),
+                       "peak_rss_mb": round(memory.peak_rss), "peak_pss_mb": round(memory.peak_pss),
+                       "json_mb": round(os.path.getsize(out) / 1e6, 1)})
+        if args.one:
+            one = root / "one.json"
+            wall_one, _ = run_plan(hub, folder, one, "--cluster", f"tenant-{(args.clusters // 2) % TENANTS}/"
+                                                                  f"c{args.clusters // 2:05d}")
+            result["one_cluster_s"] = round(wall_one, 2)
+        if args.check_serial:
+            serial = root / "serial.json"
+            run_plan(hub, folder, serial, "--jobs", "1")
+            result["serial_identical"] = digest(serial) == digest(out)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

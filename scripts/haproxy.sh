@@ -26,6 +26,7 @@ SUITE=trixie
 NEED_MAJOR=2 NEED_MINOR=9
 
 say() { printf '[tools] haproxy: %s\n' "$*"; }
+. "$ROOT/scripts/progress.sh"  # ticking: how long the build has been going, on a terminal
 die() { printf '[tools] ERROR: haproxy: %s\n' "$*" >&2; exit 1; }
 mkdir -p "$BIN" "$CACHE/bin" "$CACHE/logs"
 T0=$(date +%s)
@@ -118,7 +119,7 @@ t=$(date +%s)
 tar -xf "$WORK/$orig" -C "$WORK"
 src=$(find "$WORK" -maxdepth 1 -type d -name "haproxy-$VERSION*" | head -n 1)
 [ -n "$src" ] || die "the tarball has no haproxy-$VERSION folder"
-make -C "$src" -j"$(nproc)" TARGET=linux-glibc >>"$LOG" 2>&1 || { tail -n 30 "$LOG" >&2; die "build failed (log: $LOG)"; }
+ticking "haproxy $VERSION" make -C "$src" -j"$(nproc)" TARGET=linux-glibc >>"$LOG" 2>&1 || { tail -n 30 "$LOG" >&2; die "build failed (log: $LOG)"; }
 out="$CACHE/bin/haproxy-$VERSION"
 install -m 0755 "$src/haproxy" "$out.tmp" && mv -f "$out.tmp" "$out"
 new_enough "$(version_of "$out")" || die "the built $out does not run or reports $(version_of "$out")"

@@ -41,6 +41,7 @@ die() { printf '[tools] ERROR: %s\n' "$*" >&2; exit 1; }
 elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
 
 mkdir -p "$BIN" "$CACHE/bin" "$CACHE/logs"
+. "$ROOT/scripts/progress.sh"  # ticking: how long a build has been going, on a terminal
 
 # place SRC NAME: put SRC at .tools/bin/NAME (hard link, else copy).
 place() {
@@ -75,7 +76,8 @@ gobuild() {
     fi
     command -v go >/dev/null || die "$name $ver: no 'go' toolchain on PATH; install Go >= 1.26 (https://go.dev/dl) or put $name $ver on PATH"
     say "$name $ver: building $pkg (log: $log) ..."
-    if ! (cd "$ROOT/tools/$moddir" && go build -o "$out.tmp" -ldflags="-s -w $ldx" "$pkg") >"$log" 2>&1; then
+    if ! ticking "$name $ver" sh -c 'cd "$1" && go build -o "$2" -ldflags="$3" "$4"' _ \
+            "$ROOT/tools/$moddir" "$out.tmp" "-s -w $ldx" "$pkg" >"$log" 2>&1; then
         tail -n 30 "$log" >&2
         die "$name $ver: build failed (full log: $log)"
     fi

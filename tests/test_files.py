@@ -58,10 +58,12 @@ BAD = {
 }
 
 
-@pytest.fixture(params=LOADERS, ids=lambda loader: loader.__name__)
-def loader(request, monkeypatch) -> type:
-    """Each loader files.py may use: libyaml's parser under the measuring composer, and the pure-Python one."""
-    monkeypatch.setattr(files, "LOADERS", (request.param,))
+@pytest.fixture(params=["as shipped", *LOADERS], ids=lambda loader: getattr(loader, "__name__", loader))
+def loader(request, monkeypatch) -> type | str:
+    """Each way files.py may read: as shipped (libyaml end to end for the files its events show to be plain,
+    else libyaml's parser under the measuring composer), and each measuring loader alone."""
+    if request.param != "as shipped":
+        monkeypatch.setattr(files, "LOADERS", (request.param,))
     return request.param
 
 

@@ -156,6 +156,9 @@ if yaml.__with_libyaml__:
             Composer.__init__(self)
             self._start_measuring()
 
+    class _PlainCLoader(yaml.CSafeLoader):
+        """libyaml end to end (its composer too): only for text `_plain` has walked (shallow, no aliases)."""
+
     LOADERS: tuple[type, ...] = (_BoundedCLoader, _BoundedLoader)
 else:  # pragma: no cover - PyYAML without libyaml
     LOADERS = (_BoundedLoader,)
@@ -173,15 +176,43 @@ def _bounded_number(kind: str):
     return construct
 
 
-for _loader in LOADERS:
+for _loader in (*LOADERS, *([_PlainCLoader] if yaml.__with_libyaml__ else [])):
     for _kind in ("int", "float"):
         _loader.add_constructor(f"tag:yaml.org,2002:{_kind}", _bounded_number(_kind))
 
 
+_OPENS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_CLOSES = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+
+def _plain(text: str) -> bool:
+    """True when libyaml may compose `text` itself: its events (cheap: libyaml's parser keeps a stack of its own)
+    show no alias, nesting within MAX_DEPTH and at most MAX_NODES values. Anything else, a parse error included,
+    goes through the measuring composer, which says what is wrong."""
+    depth = values = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                return False
+            if isinstance(event, _OPENS):
+                depth += 1
+                values += 1
+                if depth > MAX_DEPTH:
+                    return False
+            elif isinstance(event, _CLOSES):
+                depth -= 1
+            elif isinstance(event, yaml.ScalarEvent):
+                values += 1
+    except yaml.YAMLError:
+        return False
+    return values <= MAX_NODES
+
+
 def _documents(path: str) -> list[dict]:
     text = _read_text(path)
+    fast = LOADERS[0] is not LOADERS[-1] and _plain(text)  # libyaml here, and not told to use one loader only
     try:
-        docs = [d for d in yaml.load_all(text, Loader=LOADERS[0]) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_PlainCLoader if fast else LOADERS[0]) if d is not None]
     except yaml.YAMLError as exc:
         raise _BadFile(f"not valid YAML: {exc}") from None
     except RecursionError:  # not expected past _BoundedLoader's depth bound; kept as a last guard
