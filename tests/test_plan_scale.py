@@ -119,3 +119,15 @@ def test_a_long_build_shows_how_long_it_has_been_going_on_a_terminal_and_nothing
     with open(log, "w") as sink:
         _bash_with_stderr(sink.fileno(), "ticking 'pulumi v3' sleep 1 >/dev/null 2>&1")
     assert log.read_text() == ""
+
+
+def test_every_urn_is_the_stacks_own_whatever_ran_before_in_this_process(capsys):
+    """URNs name the stack and the project, as the engine's would: not what an earlier Pulumi program in the same
+    process left in Pulumi's context variables (the suite's in-process Automation API runs did, and a serial plan
+    after them wrote their stack's name into every URN)."""
+    code, out, err = plan(capsys, *FLEETS["transit gateway"], "--format", "json")
+    assert code == 0, err
+    for stack in json.loads(out)["stacks"]:
+        prefix = f"urn:pulumi:{stack['stack']}::clusternet::"
+        assert all(r["urn"].startswith(prefix) and (r["parent"] or prefix).startswith(prefix)
+                   for r in stack["resources"]), stack["stack"]

@@ -92,10 +92,19 @@ def _root_cause(exc: BaseException) -> str:
 class RecordingMonitor(MockMonitor):
     """The mock monitor, keeping each registration as the engine would receive it."""
 
-    def __init__(self, mocks: StandIns):
+    def __init__(self, mocks: StandIns, *, project: str, stack: str):
         super().__init__(mocks)
         self.standins = mocks
+        self.project, self.stack = project, stack
         self.registered: list[Registered] = []
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """The URN the engine gives the resource in this stack. MockMonitor reads the project and stack from
+        Pulumi's context variables, which the thread registering the resource may not share (it answers what
+        an earlier program in this process left there): a plan must not depend on what ran before it."""
+        if parent:
+            type_ = parent.split("::")[2].split("$")[-1] + "$" + type_
+        return f"urn:pulumi:{self.stack}::{self.project}::{type_}::{name}"
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
@@ -142,7 +151,7 @@ def record(build: Callable[[], Any], *, stack: str, cluster: str = "", standins:
            project: str = "clusternet") -> StackPlan:
     """Run `build()` under the mock runtime as stack `stack`; return every registration and what it returned."""
     standins = standins or StandIns()
-    monitor = RecordingMonitor(standins)
+    monitor = RecordingMonitor(standins, project=project, stack=stack)
     settings.ROOT.set(None)  # set_mocks keeps an earlier stack's root resource otherwise
     pulumi.runtime.set_mocks(standins, project=project, stack=stack, preview=False, monitor=monitor)
     outputs: dict[str, Any] = {}
