@@ -6,6 +6,7 @@ import io
 import json
 import os
 import pty
+import re
 import subprocess
 
 import pytest
@@ -114,7 +115,7 @@ def test_a_long_build_shows_how_long_it_has_been_going_on_a_terminal_and_nothing
     os.close(follower)
     shown = os.read(leader, 4096).decode()
     os.close(leader)
-    assert "[tools] pulumi v3: building, 0m00s" in shown and shown.endswith("\r\033[K")
+    assert re.search(r"\[tools\] pulumi v3: building, 0m0[0-2]s", shown) and shown.endswith("\r\033[K"), shown
     log = tmp_path / "stderr"
     with open(log, "w") as sink:
         _bash_with_stderr(sink.fileno(), "ticking 'pulumi v3' sleep 1 >/dev/null 2>&1")
