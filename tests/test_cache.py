@@ -1,7 +1,8 @@
 """The service's Cache: the one store of the watched objects, and what counts as a change of a cluster's inputs.
 
-stacks.model.resolved_part decides both what the cache parses and what bumps `inputs_version`, so a field
-outside it can neither reach resolve() nor cost a re-resolve; these tests hold the two to each other.
+stacks.model.resolved_part decides both what the cache parses and what it hands Desired as changed
+(`Cache.drain`), so a field outside it can neither reach resolve() nor cost a re-resolve; these tests hold the two
+to each other.
 """
 from __future__ import annotations
 
@@ -55,14 +56,14 @@ READ = {
 
 
 @pytest.mark.parametrize("field", sorted(NOT_READ) + sorted(READ))
-def test_exactly_the_changes_resolve_reads_bump_the_inputs_version(field):
+def test_exactly_the_changes_resolve_reads_are_drained_as_changes(field):
     cache, raw = _cache(), _raw()
     cache.apply("ADDED", raw)
-    before = cache.inputs_version
+    cache.drain()
     changed = copy.deepcopy(raw)
     {**NOT_READ, **READ}[field](changed)
     cache.apply("MODIFIED", changed)
-    assert cache.inputs_version == before + (field in READ)
+    assert cache.drain().clusters == ({"acme/prod-1"} if field in READ else set())
     assert cache.get("acme/prod-1") == changed  # the one copy, as it is now
 
 
@@ -123,18 +124,18 @@ def test_the_census_hands_changed_counts_to_the_cache_and_keeps_the_last_ones_wh
                             interval=60)
     assert census.count_once() is False  # no hub yet: nothing to count
     cache.stores()["hubconfigs"].apply("ADDED", {**hub_doc(), "metadata": {"name": "default"}})
-    version = cache.inputs_version
+    cache.drain()
 
     answers.append({"vpc-0hub1": 3, "vpc-0hubeu": 0})
     assert census.count_once() and cache.foreign_endpoints == {"vpc-0hub1": 3}
-    assert cache.inputs_version == version + 1
+    assert cache.drain().shared
     answers.append({"vpc-0hub1": 3})  # the same answer: no re-resolve
-    assert census.count_once() and cache.inputs_version == version + 1
+    assert census.count_once() and not cache.drain()
 
     def refused():
         raise LookupFailed("counting VPC endpoints failed: AccessDenied", reason="AccessDenied")
 
     answers.append(refused)
     assert census.count_once() is False and census.failures == 1
-    assert cache.foreign_endpoints == {"vpc-0hub1": 3} and cache.inputs_version == version + 1
+    assert cache.foreign_endpoints == {"vpc-0hub1": 3} and not cache.drain()
     assert cache.shared().foreign_endpoints == {"vpc-0hub1": 3}  # what resolve_all is given

@@ -173,18 +173,14 @@ def plan_stack(inputs: StackInputs | TransitInputs, standins: StandIns | None = 
     return record(lambda: program(inputs), stack=inputs.stack, cluster=inputs.key, standins=standins)
 
 
-def plan_all(all_inputs: Iterable[StackInputs], standins: StandIns | None = None) -> list[StackPlan]:
-    return [plan_stack(inputs, standins) for inputs in all_inputs]
-
-
-class Planned(Protocol):
+class PlannedStack(Protocol):
     """What converge() reads of a planned stack (a StackPlan, or automation.adapters.plan_pool.Planned)."""
     stack: str
     cluster: str
     outputs: dict[str, Any]
 
 
-P = TypeVar("P", bound=Planned)
+P = TypeVar("P", bound=PlannedStack)
 PlanMany = Callable[[list[StackInputs | TransitInputs]], Iterable[P]]
 
 

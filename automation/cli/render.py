@@ -22,10 +22,6 @@ def render_summary(mesh: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def render_tree(plans: list[StackPlan]) -> str:
-    return "".join(render_stack(plan) for plan in plans)
-
-
 def render_stack(plan: StackPlan) -> str:
     """One stack's resources as a tree, and a blank line."""
     lines: list[str] = [f"stack {plan.stack}  (cluster {plan.cluster}, {len(plan.resources)} resources)"]

@@ -69,7 +69,6 @@ class Cache:
         self.namespaces: dict[str, dict[str, str]] = {}
         self.role_map: Mapping[str, str] = {}
         self.foreign_endpoints: Mapping[str, int] = {}  # the endpoint census (automation/service/census.py)
-        self.inputs_version = 0  # bumps when anything resolve() reads changes
         self.revision = 0  # bumps on every change (status included)
         self.touched: set[str] = set()  # cluster keys changed since the mapper last looked
         # What resolve() reads and has changed since Desired last drained it (automation/service/mapper.py).
@@ -106,7 +105,6 @@ class Cache:
                 if old is None:
                     return
                 del self.clusters[key]
-                self.inputs_version += 1
                 self._changed_clusters.add(key)
             else:
                 part = resolved_part(raw)
@@ -114,8 +112,6 @@ class Cache:
                 parsed = old.parsed if old is not None and old.inputs == inputs else _parse_cluster(part)
                 entry = ClusterEntry(raw, parsed, inputs, _placement_of(raw), _attachment_of(raw))
                 self.clusters[key] = entry
-                if old is None or old.inputs != inputs or old.attachment != entry.attachment:
-                    self.inputs_version += 1
                 if old is None or (old.inputs, old.placement, old.attachment) != \
                         (inputs, entry.placement, entry.attachment):
                     self._changed_clusters.add(key)
@@ -137,7 +133,6 @@ class Cache:
                 except InvalidSpec as exc:
                     self.hub = exc
                 self.hub_status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
-            self.inputs_version += 1
             self._changed_shared = True
             self._changed()
 
@@ -152,7 +147,6 @@ class Cache:
             else:
                 self.namespaces[name] = annotations
             if (old or {}) != (annotations if kind != "DELETED" else {}):
-                self.inputs_version += 1
                 self._changed_namespaces.add(name)
                 self._changed()
 
@@ -165,7 +159,6 @@ class Cache:
         with self._lock:
             if entries != self.role_map:
                 self.role_map = entries
-                self.inputs_version += 1
                 self._changed_shared = True
                 self._changed()
 
@@ -175,7 +168,6 @@ class Cache:
         with self._lock:
             if counts != self.foreign_endpoints:
                 self.foreign_endpoints = counts
-                self.inputs_version += 1
                 self._changed_shared = True
                 self._changed()
 

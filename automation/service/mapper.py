@@ -28,7 +28,6 @@ LOG = logging.getLogger("clusternet.mapper")
 
 @dataclass(frozen=True)
 class Resolution:
-    serial: int  # bumps with every new answer
     inputs: Mapping[str, StackInputs | InvalidSpec]
     digests: Mapping[str, str]  # key -> digest, or "invalid:<reason>:<message>"
     stamps: Mapping[str, dict] = field(default_factory=dict)  # mesh join stamps to hand out: key -> meshJoin
@@ -59,7 +58,6 @@ class JoinStamps:
         self._lock = threading.Lock()
         self._stamps: dict[str, dict | None] = {}  # key -> status.meshJoin (None: take it away)
         self._changed: set[str] = set()  # keys whose stamp changed since Desired last drained them
-        self.version = 0
 
     def get(self, key: str, default: Any = _UNSET) -> Any:
         with self._lock:
@@ -77,15 +75,12 @@ class JoinStamps:
                 if key not in self._stamps or self._stamps[key] is not None:
                     self._stamps[key] = None
                     changed.add(key)
-            if changed:
-                self.version += 1
-                self._changed |= changed
+            self._changed |= changed
             return bool(changed)
 
     def forget(self, key: str) -> None:
         with self._lock:
             if self._stamps.pop(key, _UNSET) is not _UNSET:
-                self.version += 1
                 self._changed.add(key)
 
     def drain(self) -> set[str]:
@@ -159,7 +154,7 @@ class Desired:
             self.resolves += 1
             mesh = resolved.mesh if resolved is not None else None
             self._current = Resolution(
-                self.resolves, inputs, dict(self._digests), mesh.stamps if mesh else {},
+                inputs, dict(self._digests), mesh.stamps if mesh else {},
                 frozenset(mesh.unstamp) if mesh else frozenset(), self._hub,
                 self._resolver.recorded_groups if self._resolver is not None else {},
                 resolved.routes if resolved is not None else (), mesh)
