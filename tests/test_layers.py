@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCTION = ("stacks", "components", "automation", "deploy")
+PRODUCTION = ("stacks", "components", "automation", "policy", "deploy")
 LINT = Path(sys.executable).with_name("lint-imports")
 
 
@@ -25,12 +25,14 @@ def test_the_tree_keeps_every_contract():
 
 
 def test_a_violation_of_each_kind_fails_the_check(tmp_path):
-    for folder in ("stacks", "components", "automation", "doubles", "bench"):
+    for folder in ("stacks", "components", "automation", "policy", "doubles", "bench"):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
     (tmp_path / "stacks" / "leak.py").write_text("import boto3\n")  # the pure layer calls AWS
     (tmp_path / "automation" / "adapters" / "upward.py").write_text(  # an adapter reaches into the service
         "from automation.service import serve\n")
+    (tmp_path / "policy" / "rules.py").write_text(  # a rule reaches for the SDK: no longer a plain function
+        (ROOT / "policy" / "rules.py").read_text() + "\nimport pulumi\n")
     (tmp_path / "stacks" / "cycle_a.py").write_text("from stacks import cycle_b\n")
     (tmp_path / "stacks" / "cycle_b.py").write_text("def f():\n    from stacks import cycle_a\n")
     result = _lint(tmp_path)
@@ -38,6 +40,7 @@ def test_a_violation_of_each_kind_fails_the_check(tmp_path):
     out = result.stdout
     assert "stacks.leak -> boto3" in out
     assert "automation.adapters.upward -> automation.service" in out
+    assert "policy.rules -> pulumi" in out
     assert "No cycles are allowed in stacks" in out
 
 

@@ -33,6 +33,7 @@ class Registered:
     account: str | None = None
     region: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    id: str = ""  # the ID the stand-ins gave it (policy rules match a route's peering by it)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -130,6 +131,7 @@ class RecordingMonitor(MockMonitor):
                 "ignoreChanges": list(request.ignoreChanges),
                 "replaceOnChanges": list(request.replaceOnChanges),
             },
+            id=response.id,
         ))
         return response
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from automation.adapters.plan import StackPlan, plan_stack
+from automation.adapters.policy import plan_violations
+from policy.rules import Setting, Violation
 from stacks.inputs import StackInputs
 from stacks.transit import TransitInputs
 
@@ -34,12 +36,17 @@ class Planned:
     text: str
     outputs: dict[str, Any]
     resources: int
+    violations: tuple[Violation, ...] = ()  # the policy pack's rules over this stack's resources
 
 
-def plan_one(task: tuple[StackInputs | TransitInputs, Render]) -> Planned:
-    inputs, render = task
+Task = tuple[StackInputs | TransitInputs, Render, Mapping[str, Setting] | None]
+
+
+def plan_one(task: Task) -> Planned:
+    inputs, render, rules = task
     plan = plan_stack(inputs)
-    return Planned(plan.stack, plan.cluster, render(plan), plan.outputs, len(plan.resources))
+    violations = tuple(plan_violations(inputs, plan, rules)) if rules is not None else ()
+    return Planned(plan.stack, plan.cluster, render(plan), plan.outputs, len(plan.resources), violations)
 
 
 def default_jobs() -> int:
@@ -48,11 +55,13 @@ def default_jobs() -> int:
 
 
 class PlanPool:
-    """`map(inputs)`: each stack planned and rendered, in input order; `jobs` worker processes (1: in this one)."""
+    """`map(inputs)`: each stack planned and rendered (and checked against the policy `rules`, unless None), in input
+    order; `jobs` worker processes (1: in this one)."""
 
-    def __init__(self, jobs: int, render: Render):
+    def __init__(self, jobs: int, render: Render, rules: Mapping[str, Setting] | None = None):
         self.jobs = max(1, jobs)
         self.render = render
+        self.rules = rules
         self._pool: Any = None
 
     def __enter__(self) -> "PlanPool":
@@ -65,7 +74,7 @@ class PlanPool:
             self._pool = None
 
     def map(self, inputs: Iterable[StackInputs | TransitInputs]) -> Iterator[Planned]:
-        tasks = [(one, self.render) for one in inputs]
+        tasks = [(one, self.render, self.rules) for one in inputs]
         if self.jobs == 1 or len(tasks) < SERIAL_BELOW:
             yield from map(plan_one, tasks)
             return

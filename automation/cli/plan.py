@@ -2,9 +2,14 @@
 
     load_fleet ──► converge (resolve; transit, clusters, transit) ──► PlanPool (--jobs processes) ──► stdout
                                                                          each stack written as it comes
+                                                  policy.rules over each stack's resources ──► stderr, exit 3
+                                                  and over the whole plan (check_fleet)
 
 Stacks are written one by one as they are planned (in the order a serial run plans them, so the output is the
 same bytes whatever --jobs), and the mesh summary last. Progress goes to stderr when it is a terminal.
+The policy pack's rules (--policy, --policy-config) run over every stack's recorded resources in the worker that
+planned it, and the rules that span stacks over the whole plan; each violation is printed on stderr with its rule,
+URN and reason, and a mandatory one makes the plan exit 3 (after the whole plan is written).
 """
 from __future__ import annotations
 
@@ -16,11 +21,16 @@ from typing import Any, TextIO
 from automation.adapters.files import load_fleet
 from automation.adapters.plan import converge, drain, raise_invalid
 from automation.adapters.plan_pool import Planned, PlanPool, default_jobs
+from automation.adapters.policy import POLICY_LEVELS, PolicySettings, fleet_violations
 from automation.adapters.progress import Progress
 from automation.cli.picture import render_dot, render_mermaid
 from automation.cli.render import render_stack, render_summary, stack_json
+from policy.rules import Violation
+from stacks.errors import InvalidSpec
 from stacks.mesh import summary
 from stacks.resolve import resolve_all
+
+POLICY_FAILED = 3  # exit status: a mandatory rule of the policy pack is broken
 
 
 class JsonDocument:
@@ -53,6 +63,11 @@ class TreeDocument:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        policy = PolicySettings.load(args.policy, args.policy_config)
+    except ValueError as err:
+        raise InvalidSpec.one("--policy-config", "(file)", str(err)) from None
+    rules = policy.rules() if policy.enabled else None
     invalid: list = []
     fleet = load_fleet(args.hub, args.clusters, invalid)
     if args.format in ("dot", "mermaid"):  # the mesh only: no stack is planned
@@ -63,7 +78,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     document = JsonDocument(sys.stdout) if args.format == "json" else TreeDocument(sys.stdout)
     render = stack_json if args.format == "json" else render_stack
-    with PlanPool(args.jobs, render) as pool, Progress("planned", "stacks") as progress:
+    violations: list[Violation] = []
+
+    def write(planned: Planned) -> None:
+        violations.extend(planned.violations)
+        document.stack(planned)
+
+    with PlanPool(args.jobs, render, rules) as pool, Progress("planned", "stacks") as progress:
 
         def plan_many(inputs: list) -> Any:
             progress.expect(len(inputs))
@@ -71,8 +92,22 @@ def run(args: argparse.Namespace) -> int:
                 progress.advance()
                 yield planned
 
-        resolved = drain(converge(fleet, plan_many, invalid, only=args.cluster), document.stack)
+        resolved = drain(converge(fleet, plan_many, invalid, only=args.cluster), write)
     document.end(summary(resolved.mesh, fleet.hub) if resolved.mesh is not None else {})
+    if rules is not None:
+        violations += fleet_violations(resolved.inputs.values(), rules)
+    return report(violations)
+
+
+def report(violations: list[Violation]) -> int:
+    """Each violation on stderr; exit 3 when one of them is mandatory."""
+    for violation in violations:
+        print(f"policy: {violation}", file=sys.stderr)
+    mandatory = sorted({v.rule for v in violations if v.level == "mandatory"})
+    if mandatory:
+        print(f"error: the plan breaks {len(mandatory)} mandatory policy rule(s): {', '.join(mandatory)}",
+              file=sys.stderr)
+        return POLICY_FAILED
     return 0
 
 
@@ -89,6 +124,13 @@ def add_plan_command(subparsers: Any) -> None:
     plan.add_argument("--jobs", type=_jobs, default=default_jobs(), metavar="N",
                       help="processes planning stacks side by side (default: the cores this process may use, "
                            f"{default_jobs()} here); the output is the same whatever N")
+    plan.add_argument("--policy", choices=POLICY_LEVELS, default="mandatory",
+                      help="the policy pack's rules over every stack (policy/, docs/security.md): mandatory (default: "
+                           "each rule at its own level; a mandatory violation exits 3), advisory (printed, never "
+                           "fails) or off")
+    plan.add_argument("--policy-config", metavar="FILE",
+                      help="the pack's config, as `pulumi --policy-pack-config` takes it: {\"all\": level, "
+                           "\"<rule>\": level or {\"enforcementLevel\": level, ...}}")
     plan.set_defaults(func=run)
 
 
