@@ -19,6 +19,9 @@ COPY Pulumi.yaml __main__.py ./
 COPY stacks stacks
 COPY components components
 COPY automation automation
+# The policy pack every update runs (CLUSTERNET_POLICY), and the script the CLI starts it with.
+COPY policy policy
+COPY scripts/pulumi-analyzer-policy-python /usr/local/bin/
 # PULUMI_HOME (workspace settings, plugin cache) must be writable: the Deployment mounts an emptyDir there
 # (components/controlplane.py PULUMI_HOME) and sets the same variable.
 # USER: uid 65532 has no /etc/passwd entry, and the pulumi CLI (Go's user.Current, which names a stack lock's

@@ -47,6 +47,9 @@ class ControlPlaneArgs:
     run_timeout: float = 1800.0  # --run-timeout: seconds one Pulumi run may take before it is cancelled
     cancel_grace: float = 60.0  # --cancel-grace: seconds a cancelled run gets before its process tree is killed
     metrics_port: int = 8080
+    # CLUSTERNET_POLICY: the policy pack on every update, "mandatory" (each rule at its level), "advisory", or "off"
+    # (the emergency switch: `pulumi config set policy off` on the deploy stack, then `pulumi up`).
+    policy: str = "mandatory"
     resources: Mapping[str, Any] = field(
         default_factory=lambda: {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
     )
@@ -189,6 +192,7 @@ class ControlPlane(pulumi.ComponentResource):
                                 # recover() may clear it once stale (pod hostnames: <name>-<rs hash>-<pod hash>).
                                 {"name": "CLUSTERNET_LOCK_HOSTS", "value": f"{name}-[a-z0-9]+-[a-z0-9]+"},
                                 {"name": "PULUMI_HOME", "value": PULUMI_HOME},
+                                {"name": "CLUSTERNET_POLICY", "value": args.policy},
                             ],
                             "envFrom": [{"secretRef": {"name": args.passphrase_secret}}],
                             "ports": [{"name": "metrics", "containerPort": args.metrics_port}],

@@ -27,7 +27,8 @@ provider = k8s.Provider("k8s", kubeconfig=config.get("kubeconfig") or None)
 plane = ControlPlane(
     "clusternet",
     ControlPlaneArgs(image=image, crds=crd_manifests(), namespace=namespace, backend_url=config.get("backend") or None,
-                     metrics_port=config.get_int("metricsPort") or 8080),
+                     metrics_port=config.get_int("metricsPort") or 8080,
+                     policy=config.get("policy") or "mandatory"),
     provider,
 )
 pulumi.export("namespace", namespace)

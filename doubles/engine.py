@@ -91,8 +91,11 @@ class RecordingEngine:
 
     # -- configuring faults
     def fail(self, operation: str, stack: str | None = None, *, times: int = 1,
-             message: str = "simulated failure", reason: str | None = None) -> None:
-        self._faults.append(_Fault(operation, stack, times, lambda: EngineError(message, reason=reason)))
+             message: str = "simulated failure", reason: str | None = None,
+             error: type[EngineError] = EngineError) -> None:
+        """The next `times` runs raise `error` (PolicyViolation: the policy pack refused the run, as
+        PulumiEngine raises it)."""
+        self._faults.append(_Fault(operation, stack, times, lambda: error(message, reason=reason)))
 
     def lock(self, stack: str | None = None, *, times: int = 1, message: str = "the stack is locked") -> None:
         """The next `times` runs raise StackLocked (another update holds the stack)."""

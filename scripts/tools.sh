@@ -110,12 +110,13 @@ else
     say "pulumi python helpers: no 'go' on PATH to fetch them; dynamic providers need pulumi-resource-pulumi-python on PATH"
 fi
 [ -n "$sdkdir" ] && for f in "$sdkdir/python/dist/pulumi-resource-pulumi-python" \
-         "$sdkdir/python/dist/pulumi-analyzer-policy-python" \
          "$sdkdir/python/cmd/pulumi-language-python-exec"; do
     [ -f "$f" ] || continue
     rm -f "$BIN/$(basename "$f")"
     install -m 0755 "$f" "$BIN/$(basename "$f")"
 done
+# The policy packs' starter (policy/): no longer in the SDK's source, so ours (the same two lines it used to be).
+install -m 0755 "$ROOT/scripts/pulumi-analyzer-policy-python" "$BIN/pulumi-analyzer-policy-python"
 say "pulumi python helpers: $(cd "$BIN" && ls pulumi-*python* 2>/dev/null | grep -v '^pulumi-language-python$' | paste -sd' ' -) [$(elapsed "$t")]"
 
 # --- pulumi-language-python (optional) ----------------------------------------

@@ -84,6 +84,7 @@ def test_file_backend_gets_a_volume_and_one_replica():
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert re.fullmatch(env["CLUSTERNET_LOCK_HOSTS"], "clusternet-7d9f8b6c5d-x2x4q")
+    assert env["CLUSTERNET_POLICY"] == "mandatory"  # the policy pack on every update, unless switched off
     assert plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
 
 

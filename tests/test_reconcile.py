@@ -11,6 +11,7 @@ import pytest
 
 from stacks.guards import check_move
 from stacks.names import DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP, VERSION
+from automation.adapters.engine import PolicyViolation
 from doubles import RecordingEngine
 from tests.service_env import on_kmock, quiet, wait_until
 
@@ -194,6 +195,24 @@ def test_a_failed_update_is_retried_with_backoff_until_it_succeeds(env):
     assert [c.ok for c in ups] == [False, False, True]
     assert ups[1].started - ups[0].ended >= 0.2  # first retry: 0.4 s, jittered down to half at most
     assert ups[2].started - ups[1].ended >= 0.4  # second: 0.8 s (the cap)
+
+
+def test_a_policy_violation_stalls_the_cluster_naming_the_rule_and_is_not_retried(env):
+    engine = RecordingEngine()
+    engine.fail("up", "acme.prod-1", times=5, error=PolicyViolation,
+                message="up acme.prod-1: the policy pack refused it: endpoint-service-one-hub-principal "
+                        "(aws:ec2/vpcEndpointService:VpcEndpointService: acme.prod-1-svc): principal '*' is a wildcard")
+    env.create("prod-1")
+    with env.running(engine, backoff_base=0.05, backoff_cap=0.1, stalled_recheck=60) as service:
+        status = wait_until(lambda: (lambda s: s if s.get("lastUpdate", {}).get("result") == "Failed" else None)(
+            env.get("prod-1").get("status") or {}), what="the refused update")
+        quiet(service)
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert (conds["Stalled"]["status"], conds["Stalled"]["reason"]) == ("True", "PolicyViolation")
+    assert conds["Reconciling"]["status"] == "False"
+    assert "endpoint-service-one-hub-principal" in conds["Stalled"]["message"]
+    assert len(engine.runs("up")) == 1  # no backoff loop: looked at again after --stalled-recheck only
+    assert ("Warning", "PolicyViolation") in [(t, r) for t, r, _ in env.events(name="prod-1")]
 
 
 def test_a_locked_stack_is_requeued_not_failed(env):

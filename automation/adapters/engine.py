@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from stacks.errors import Failure
+from stacks.errors import Failure, NeedsAttention
 from stacks.inputs import StackInputs
 
 Operation = Literal["up", "destroy", "preview", "recover"]
@@ -71,6 +71,14 @@ class RunCancelled(EngineError):
     the Lease. The stack may be locked by it; the next run recovers the lock (reconcile._recover_if_killed)."""
 
     reason = "RunCancelled"
+
+
+class PolicyViolation(EngineError, NeedsAttention):
+    """A mandatory rule of the policy pack refused the run (policy/, docs/security.md). The message names the rules.
+    Not retried with backoff: the cluster is Stalled until its inputs, the pack or CLUSTERNET_POLICY change (looked
+    at again every --stalled-recheck)."""
+
+    reason = "PolicyViolation"
 
 
 class Engine(Protocol):

@@ -27,6 +27,11 @@ removes the lock when it is a stale lock of this service (see ``LockOwner`` and
 ``PulumiSettings.own_hosts``), clears pending operations (export, edit, import)
 and refreshes. A lock held by a live process or by someone else is never touched.
 
+Policy (``PulumiSettings.policy``, CLUSTERNET_POLICY): every ``up`` and ``preview`` runs the policy pack in
+policy/ (``--policy-pack``, with the rules' levels in ``--policy-pack-config``); a mandatory violation fails the
+run with PolicyViolation, naming the rules, which the service reports as Stalled (NeedsAttention), not as a
+failure to retry. ``off`` is the emergency switch: no pack at all.
+
 Never fork after importing this module (the Automation API runs gRPC threads);
 the CLI is started with subprocess (fork+exec), which is fine.
 """
@@ -61,9 +66,11 @@ from pulumi.automation.errors import (
 )
 
 from automation.adapters import proctree
-from automation.adapters.engine import EngineError, RunCancelled, RunLimits, RunResult, StackLocked
+from automation.adapters.engine import EngineError, PolicyViolation, RunCancelled, RunLimits, RunResult, StackLocked
+from automation.adapters.policy import PACK_DIR, PolicySettings
 from components.program import INPUTS_OUTPUT, program
 from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, inputs_from_config
+from stacks.targets import config_digest
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +108,11 @@ class PulumiSettings:
     # A lock of this service on another host (or a Cloud update of ours) older than this is stale: longer than
     # any run may take (RunLimits.stale_lock_after, which the worker pool checks).
     stale_lock_after_s: float = RunLimits().stale_lock_after
+    # The policy pack on every up and preview: mandatory (each rule at its own level), advisory, or off (the
+    # emergency switch); policy_config: a pack config file in Pulumi's format; policy_pack: the pack's folder.
+    policy: str = "mandatory"
+    policy_config: str | None = None
+    policy_pack: str = str(PACK_DIR)
 
     @property
     def backend(self) -> str:
@@ -113,7 +125,8 @@ class PulumiSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, limits: RunLimits = RunLimits()) -> "PulumiSettings":
         """CLUSTERNET_STATE_DIR, PULUMI_BACKEND_URL, CLUSTERNET_PULUMI_ORG, PULUMI_HOME,
-        CLUSTERNET_SECRETS_PROVIDER, CLUSTERNET_LOCK_HOSTS, CLUSTERNET_STALE_LOCK_SECONDS."""
+        CLUSTERNET_SECRETS_PROVIDER, CLUSTERNET_LOCK_HOSTS, CLUSTERNET_STALE_LOCK_SECONDS, CLUSTERNET_POLICY,
+        CLUSTERNET_POLICY_CONFIG, CLUSTERNET_POLICY_PACK."""
         env = os.environ if environ is None else environ
         home = env.get("PULUMI_HOME")
         return cls(
@@ -124,6 +137,9 @@ class PulumiSettings:
             secrets_provider=env.get("CLUSTERNET_SECRETS_PROVIDER") or None,
             own_hosts=env.get("CLUSTERNET_LOCK_HOSTS") or None,
             stale_lock_after_s=float(env.get("CLUSTERNET_STALE_LOCK_SECONDS") or limits.stale_lock_after),
+            policy=env.get("CLUSTERNET_POLICY") or "mandatory",
+            policy_config=env.get("CLUSTERNET_POLICY_CONFIG") or None,
+            policy_pack=env.get("CLUSTERNET_POLICY_PACK") or str(PACK_DIR),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -150,6 +166,15 @@ class PulumiSettings:
                 )
         if self.own_hosts is not None:
             re.compile(self.own_hosts)
+        try:
+            self.policy_settings()
+        except ValueError as err:
+            raise ValueError(f"CLUSTERNET_POLICY / CLUSTERNET_POLICY_CONFIG: {err}") from None
+        if self.policy != "off" and not (Path(self.policy_pack) / "PulumiPolicy.yaml").is_file():
+            raise ValueError(f"policy_pack {self.policy_pack}: no PulumiPolicy.yaml there (CLUSTERNET_POLICY_PACK)")
+
+    def policy_settings(self) -> PolicySettings:
+        return PolicySettings.load(self.policy, self.policy_config)
 
 
 def load_program(ref: str, options: Mapping[str, Any] | None = None) -> ProgramFactory:
@@ -259,6 +284,24 @@ def readable_error(err: BaseException, limit: int = 600) -> str:
     return message if len(message) <= limit else message[: limit - 1] + "…"
 
 
+_POLICY_LINE = re.compile(r"\[(?P<level>mandatory|advisory)\]\s+(?P<rule>[A-Za-z0-9_.-]+)[ \t]*(?:\((?P<what>[^)\n]*)\))?[ \t]*\n"
+                          r"(?P<message>(?:[ \t]+(?!- \[)\S.*\n?)+)?")  # its indented lines, to the next rule
+
+
+def policy_violations(output: str, limit: int = 600, *, level: str = "mandatory") -> str:
+    """The violations of `level` in the CLI's output, "rule (type: name): message; ...", or "" when there are none."""
+    found: list[str] = []
+    for m in _POLICY_LINE.finditer(_ANSI.sub("", output)):
+        if m["level"] != level:
+            continue
+        message = " ".join((m["message"] or "").split())
+        line = m["rule"] + (f" ({m['what'].strip()})" if m["what"] else "") + (f": {message}" if message else "")
+        if line not in found:
+            found.append(line)
+    text = "; ".join(found)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -335,6 +378,7 @@ class PulumiEngine:
             **self.settings.env,
         }
         self._tags_supported = True
+        self._policy = self._policy_args()
         self._cancelled_at = float("-inf")  # time.monotonic() of the last cancel()
         self._local = threading.local()  # .started: when this thread's run began
 
@@ -347,9 +391,13 @@ class PulumiEngine:
         with self._stack(inputs.stack, inputs, create=True) as (ws, stack):
             self._write_settings(ws, stack, inputs)
             result = self._call(stack, "up", lambda: stack.up(message=_message(message), color="never",
-                                                               refresh=refresh or None))
+                                                               refresh=refresh or None, **self._policy))
             self._mark_applied(stack, inputs)
         notes = []
+        advisory = policy_violations(result.stdout, level="advisory")
+        if advisory:
+            notes.append(f"policy (advisory): {advisory}")
+            log.warning("stack %s: advisory policy violations: %s", inputs.stack, advisory)
         if "pending operations from previous deployment" in result.stdout:
             notes.append("warning: the stack had pending operations from an interrupted run (call recover)")
         return RunResult(
@@ -392,7 +440,8 @@ class PulumiEngine:
         with self._stack(inputs.stack, inputs, create=False) as (_, st):
             if st is None:
                 return RunResult("preview", False, f"no stack {inputs.stack} yet: everything would be created", started=started, ended=_now())
-            result = self._call(st, "preview", lambda: st.preview(refresh=True, color="never", on_event=changed.on_event))
+            result = self._call(st, "preview", lambda: st.preview(refresh=True, color="never", on_event=changed.on_event,
+                                                                  **self._policy))
         changes = {str(getattr(k, "value", k)): int(v) for k, v in (result.change_summary or {}).items()}
         drift = {k: v for k, v in changes.items() if k not in _NO_CHANGE_OPS and v}
         drifted = changed.names()
@@ -556,8 +605,25 @@ class PulumiEngine:
             with self._guard:
                 self._running.discard(name)
 
+    def _policy_args(self) -> dict[str, list[str]]:
+        """`--policy-pack` and `--policy-pack-config` for up and preview (none when the policy is off). The config
+        holds every rule's level, `advisory` applied, written once into the state dir (the root filesystem of the
+        service's pod is read-only)."""
+        policy = self.settings.policy_settings()
+        if not policy.enabled:
+            return {}
+        config = json.dumps(policy.engine_config(), indent=2, sort_keys=True)
+        path = Path(self.settings.state_dir).resolve() / "policy" / f"config-{config_digest(config)}.json"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(config)
+            partial.replace(path)  # worker processes write the same bytes: the last rename wins, whole
+        return {"policy_packs": [str(Path(self.settings.policy_pack).resolve())], "policy_pack_configs": [str(path)]}
+
     def _call(self, stack: Any, op: str, fn: Callable[[], Any], *, reason: str = "UpdateFailed", locked: bool = True) -> Any:
-        """Run one CLI call; its failure becomes StackLocked (unless `locked` is False) or EngineError."""
+        """Run one CLI call; its failure becomes StackLocked (unless `locked` is False), PolicyViolation (a mandatory
+        rule of the policy pack refused it) or EngineError."""
         try:
             return fn()
         except ConcurrentUpdateError as err:
@@ -567,6 +633,9 @@ class PulumiEngine:
         except CommandError as err:
             if self._cancelled_at >= getattr(self._local, "started", float("inf")):
                 raise RunCancelled(f"{op} {stack.name}: cancelled: {readable_error(err)}") from None
+            refused = policy_violations(str(err))
+            if refused:
+                raise PolicyViolation(f"{op} {stack.name}: the policy pack refused it: {refused}") from None
             raise EngineError(f"{op} {stack.name}: {readable_error(err)}", reason=reason) from None
 
     def _lock_text(self, err: ConcurrentUpdateError) -> str:
