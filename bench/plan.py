@@ -157,14 +157,16 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=40, help="stacks planned in-process for the bound")
     parser.add_argument("--one", action="store_true", help="also time `plan --cluster` of one cluster")
     parser.add_argument("--check-serial", action="store_true", help="also run --jobs 1 and compare the bytes")
+    parser.add_argument("--policy", choices=("off", "advisory", "mandatory"), default="mandatory",
+                        help="the policy pack's rules over every stack (the plan's --policy)")
     args = parser.parse_args()
 
-    result: dict[str, Any] = {"clusters": args.clusters, "jobs": args.jobs}
+    result: dict[str, Any] = {"clusters": args.clusters, "jobs": args.jobs, "policy": args.policy}
     with tempfile.TemporaryDirectory(prefix="clusternet-bench-plan-") as tmp:
         root = Path(tmp)
         hub, folder = write_fleet(root, args.clusters)
         out = root / "plan.json"
-        wall, memory = run_plan(hub, folder, out, "--jobs", str(args.jobs))
+        wall, memory = run_plan(hub, folder, out, "--jobs", str(args.jobs), "--policy", args.policy)
         bound_ms = serial_ms_per_stack(args.clusters, args.sample)
         bound = args.clusters * bound_ms / 1000 / args.jobs
         result.update({"plan_s": round(wall, 1), "ms_per_stack": round(wall * 1000 / args.clusters, 1),
