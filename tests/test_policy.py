@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
 
 from automation.adapters.files import load_fleet
 from automation.adapters.plan import plan_fleet
@@ -313,3 +314,21 @@ def test_the_security_doc_lists_exactly_the_packs_rules():
     section = text.split("## Guarantees the policy pack checks", 1)[1].split("\n## ", 1)[0]
     rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| `")]
     assert [(name.strip().strip("`"), scope.strip()) for name, scope in rows] == [(r.name, r.scope) for r in RULES]
+
+
+def test_a_rule_that_needs_a_value_unknown_at_preview_says_so_and_the_others_run(mesh):
+    """In the pack, props are pulumi_policy's proxy: reading a value the engine does not know yet raises, and the
+    pack reports the rule as not run at preview (it runs at up). The route rule needs the peerings' IDs; the
+    resource rules read only what a preview knows."""
+    planned = next(p for p in mesh.values() if p.of_kind(PEERING))
+    previewed = [dataclasses.replace(r, props=unknown_checking_proxy(
+        {**r.props, **{k: UNKNOWN_STRING_VALUE for k in ("id", "vpcPeeringConnectionId") if k in r.props}}))
+        for r in planned.resources]
+    for rule in RULES:
+        if rule.scope == "stack" and rule.preview != "runs at preview":
+            with pytest.raises(UnknownValueError):
+                list(rule.check(planned.context, previewed, rule.defaults()))
+        elif rule.scope == "stack":
+            assert list(rule.check(planned.context, previewed, rule.defaults())) == []
+        else:
+            assert [reason for r in previewed for reason in rule.check(planned.context, r, rule.defaults())] == []
