@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Put the real test engines into .tools/bin: the Pulumi CLI (+ Python helper
-# scripts), kube-apiserver, etcd, and an HAProxy >= 2.9 (scripts/haproxy.sh).
+# scripts), kube-apiserver, kube-controller-manager (garbage collection and
+# ResourceQuota usage in the envtest harness), etcd, and an HAProxy >= 2.9
+# (scripts/haproxy.sh).
 #
 # Release binaries cannot be downloaded here, so each one is built from its Go
 # module (tools/pulumi/go.mod, tools/kube/go.mod pin the versions). A binary
@@ -135,17 +137,28 @@ else
 fi
 
 # --- kube-apiserver -----------------------------------------------------------
+kmaj=${KUBE_VERSION#v}; kmin=${kmaj#*.}; kmin=${kmin%%.*}; kmaj=${kmaj%%.*}
+kld=""
+for vp in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    kld="$kld -X $vp.gitVersion=$KUBE_VERSION -X $vp.gitMajor=$kmaj -X $vp.gitMinor=$kmin -X $vp.gitTreeState=clean"
+done
 t=$(date +%s)
 if p=$(on_path kube-apiserver --version "Kubernetes $KUBE_VERSION"); then
     ln -sf "$p" "$BIN/kube-apiserver"
     say "kube-apiserver: using $p [$(elapsed "$t")]"
 else
-    kmaj=${KUBE_VERSION#v}; kmin=${kmaj#*.}; kmin=${kmin%%.*}; kmaj=${kmaj%%.*}
-    kld=""
-    for vp in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-        kld="$kld -X $vp.gitVersion=$KUBE_VERSION -X $vp.gitMajor=$kmaj -X $vp.gitMinor=$kmin -X $vp.gitTreeState=clean"
-    done
     gobuild kube-apiserver "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-apiserver "$kld"
+fi
+
+# --- kube-controller-manager ---------------------------------------------------
+# The same module and version as kube-apiserver: the envtest harness runs its garbage collector (an agent's
+# objects owned by their Cluster go when it goes) and its ResourceQuota controller (usage of a tenant's quota).
+t=$(date +%s)
+if p=$(on_path kube-controller-manager --version "Kubernetes $KUBE_VERSION"); then
+    ln -sf "$p" "$BIN/kube-controller-manager"
+    say "kube-controller-manager: using $p [$(elapsed "$t")]"
+else
+    gobuild kube-controller-manager "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-controller-manager "$kld"
 fi
 
 # --- etcd ---------------------------------------------------------------------
@@ -163,6 +176,7 @@ bash "$ROOT/scripts/haproxy.sh" || die "haproxy: see above"
 # --- check --------------------------------------------------------------------
 "$BIN/pulumi" version >/dev/null 2>&1 || die "pulumi in $BIN does not run"
 "$BIN/kube-apiserver" --version >/dev/null 2>&1 || die "kube-apiserver in $BIN does not run"
+"$BIN/kube-controller-manager" --version >/dev/null 2>&1 || die "kube-controller-manager in $BIN does not run"
 "$BIN/etcd" --version >/dev/null 2>&1 || die "etcd in $BIN does not run"
 "$BIN/haproxy" -v >/dev/null 2>&1 || die "haproxy in $BIN does not run"
 say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p'), $("$BIN/haproxy" -v | head -n 1 | cut -d' ' -f1-3) [total $(elapsed "$T0")]"

@@ -7,7 +7,8 @@ import pytest
 pytest_plugins = ["tests.moto_server", "tests.pulumi_live_programs"]
 
 # Fixtures that start a real engine built by scripts/tools.sh (kube-apiserver + etcd, the pulumi CLI).
-REAL_ENGINE_FIXTURES = {"kube_apiserver", "kube_apiserver_nocache", "kube_apiserver_alone", "pulumi_cli"}
+REAL_ENGINE_FIXTURES = {"kube_apiserver", "kube_apiserver_nocache", "kube_apiserver_alone", "kube_apiserver_gc",
+                        "pulumi_cli"}
 
 
 def pytest_collection_modifyitems(items):

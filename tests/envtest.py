@@ -11,6 +11,10 @@ Fixtures (session-scoped, started on first use, torn down at the end):
 * ``kube_apiserver_nocache``  - the same with ``--watch-cache=false``: watches go
   straight to etcd, so ``env.compact()`` makes an old resourceVersion answer
   ``410 Gone`` at once.
+* ``kube_apiserver_gc``       - the default flags plus a real kube-controller-manager
+  running the garbage collector (ownerReferences are honoured: an object whose
+  owner's uid is gone is deleted) and the ResourceQuota controller (a quota's
+  ``status.used`` is computed, ``count/<plural>.<group>`` included).
 
 Both yield an :class:`EnvTest` (``.host``, ``.token``, ``.ca_file``,
 ``.configuration()``, ``.api_client()``, ``.compact()``, ``.etcd_url``).
@@ -154,6 +158,8 @@ class EnvTest:
         self.etcd_log = etcd_log
         self.etcd_proc: Optional[subprocess.Popen] = None
         self.apiserver_proc: Optional[subprocess.Popen] = None
+        self.controller_manager_proc: Optional[subprocess.Popen] = None
+        self.controller_manager_log = workdir / "kube-controller-manager.log"
 
     # -- clients
     def configuration(self, token: Optional[str] = None):
@@ -229,6 +235,7 @@ class EnvTest:
 
     # -- lifecycle
     def stop(self) -> None:
+        _stop(self.controller_manager_proc)
         _stop(self.apiserver_proc)
         _stop(self.etcd_proc)
 
@@ -261,6 +268,7 @@ def start_envtest(*, watch_cache: bool = True,
                   etcd_compaction_interval: str = "0",
                   extra_apiserver_args: Sequence[str] = (),
                   crds: Optional[Iterable[dict]] = None,
+                  controller_manager: bool = False,
                   ready_timeout: float = 90) -> Iterator[EnvTest]:
     """Start etcd + kube-apiserver on 127.0.0.1 with free ports in a temp dir.
 
@@ -268,9 +276,12 @@ def start_envtest(*, watch_cache: bool = True,
     :meth:`EnvTest.compact`). ``etcd_compaction_interval`` is the apiserver's own
     periodic compaction (``"0"``: off, so only explicit ``compact()`` calls
     compact; e.g. ``"5s"`` for a short window). ``crds`` are installed and waited
-    for before the server is handed over. Skips when a binary is missing.
+    for before the server is handed over. ``controller_manager=True`` then starts
+    kube-controller-manager with the garbage collector and the ResourceQuota
+    controller only (after the CRDs, so both see them at their first discovery).
+    Skips when a binary is missing.
     """
-    bins = require_binaries("etcd", "kube-apiserver")
+    bins = require_binaries("etcd", "kube-apiserver", *(["kube-controller-manager"] if controller_manager else []))
     workdir = Path(tempfile.mkdtemp(prefix="clusternet-envtest-"))
     env: Optional[EnvTest] = None
     try:
@@ -329,6 +340,8 @@ def start_envtest(*, watch_cache: bool = True,
         if crd_list:
             with env.api_client() as api:
                 install_crds(api, crd_list)
+        if controller_manager:
+            _start_controller_manager(env, bins["kube-controller-manager"])
         yield env
     finally:
         if env is not None:
@@ -337,6 +350,30 @@ def start_envtest(*, watch_cache: bool = True,
             sys.stderr.write(f"envtest: kept {workdir}\n")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _start_controller_manager(env: EnvTest, binary: str) -> None:
+    """kube-controller-manager against ``env``: garbage collection and ResourceQuota usage, nothing else.
+
+    No serving port (``--secure-port=0``), no leader election, the admin's kubeconfig. Both controllers
+    rediscover resources every 30 s; the CRDs installed before it starts are seen at once. Raises with the
+    log's tail when it exits within its first seconds.
+    """
+    with open(env.controller_manager_log, "wb") as log:
+        env.controller_manager_proc = subprocess.Popen([
+            binary, f"--kubeconfig={env.kubeconfig()}",
+            "--controllers=garbage-collector-controller,resourcequota-controller",
+            "--secure-port=0", "--leader-elect=false", "--use-service-account-credentials=false",
+            "--concurrent-gc-syncs=5", "--concurrent-resource-quota-syncs=5",
+            "--resource-quota-sync-period=10s", "--v=1",
+        ], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cwd=env.workdir, start_new_session=True)
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        if env.controller_manager_proc.poll() is not None:
+            raise RuntimeError(f"kube-controller-manager exited with {env.controller_manager_proc.returncode}:\n"
+                               f"{_tail(env.controller_manager_log)}")
+        time.sleep(0.1)
 
 
 # --------------------------------------------------------------------------- CRDs
@@ -444,6 +481,13 @@ def kube_apiserver() -> Iterator[EnvTest]:
 def kube_apiserver_nocache() -> Iterator[EnvTest]:
     """Like ``kube_apiserver`` with ``--watch-cache=false``, for ``410 Gone`` tests."""
     with shared_envtest("nocache", watch_cache=False, crds=project_crds()) as env:
+        yield env
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver_gc() -> Iterator[EnvTest]:
+    """etcd + kube-apiserver + kube-controller-manager (garbage collector, ResourceQuota), the project's CRDs."""
+    with shared_envtest("gc", crds=project_crds(), controller_manager=True) as env:
         yield env
 
 
