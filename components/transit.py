@@ -28,10 +28,10 @@ import pulumi
 import pulumi_aws as aws
 
 from stacks.mesh import MeshMember
-from stacks.transit import TRANSIT_TAG, TransitAttachment, TransitInputs, TransitMember, TransitRegionInputs
+from stacks.transit import (GROUP_TAG, TRANSIT_TAG, TransitAttachment, TransitInputs, TransitMember,
+                            TransitRegionInputs)
 from stacks.targets import AwsTarget
 
-GROUP_TAG = "clusternet.io/mesh-group"
 ProviderFor = Callable[[AwsTarget], aws.Provider]  # components.providers.Providers.aws: one per (account, region)
 
 

@@ -38,6 +38,7 @@ from stacks.targets import AwsTarget, Frozen, config_digest
 
 TRANSIT_STACK_PREFIX = "_tgw_"
 TRANSIT_TAG = "clusternet.io/transit"  # on every resource of a transit stack: its name
+GROUP_TAG = "clusternet.io/mesh-group"  # on a group's route tables and peering attachments: its key (policy reads it)
 MTU = {"peering": 9001, "transitGateway": 8500}  # bytes, within a region (docs/mesh.md)
 Step = Literal["attach", "routes"]
 
