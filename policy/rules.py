@@ -205,11 +205,12 @@ def principal_account(principal: str) -> str | None:
 
 
 def endpoint_service_principal(ctx: Context, r: Resource, _config: Config) -> Iterator[str]:
-    if r.kind == ENDPOINT_PRINCIPAL:  # a principal added beside the service's own list: the same one or none
+    if r.kind == ENDPOINT_PRINCIPAL:  # beside the service's own list: the hub's principal again, or nothing
+        # (the message names no service ID: it is unknown at preview, where this rule runs)
         problem = _principal_problem(ctx, str(r.props.get("principalArn") or ""))
         if problem:
-            yield (f"{problem}: a principal allowed on endpoint service {r.props.get('vpcEndpointServiceId')} "
-                   f"apart from its allowedPrincipals may only be the hub's own")
+            yield (f"{problem}: a principal allowed on an endpoint service beside its allowedPrincipals must be the "
+                   f"hub's")
         return
     if r.kind != ENDPOINT_SERVICE:
         return

@@ -18,6 +18,8 @@ from automation.cli import main
 from policy.rules import (API_SIDE, ENDPOINT_PRINCIPAL, NACL_RULE, PEERING, RAM_PRINCIPAL, ROUTE, RULES, SG_EGRESS,
                           SG_INGRESS, SG_RULE, TGW_PEERING, TGW_ROUTE, Context, Member, Resource, Violation,
                           check_fleet, check_stack, settings)
+from tests.test_transit import elsewhere, tgw_member
+from tests.test_transit_components import TRANSIT, hub, plans_of
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 ENDPOINT = "aws:ec2/vpcEndpointService:VpcEndpointService"
@@ -130,8 +132,8 @@ def test_a_principal_allowed_beside_the_endpoint_service_is_the_hubs_own(link, p
     [(rule, reason)] = the_pack(planned, extra(planned, service, ENDPOINT_PRINCIPAL, "more", {
         "principalArn": principal, "vpcEndpointServiceId": service.props["id"]}))
     assert rule == "endpoint-service-one-hub-principal"
-    assert reason == (f"{says}: a principal allowed on endpoint service {service.props['id']} apart from its "
-                      f"allowedPrincipals may only be the hub's own")
+    assert reason == (f"{says}: a principal allowed on an endpoint service beside its allowedPrincipals must be the "
+                      f"hub's")
     assert the_pack(planned, extra(planned, service, ENDPOINT_PRINCIPAL, "more", {
         "principalArn": HUB_PRINCIPAL, "vpcEndpointServiceId": service.props["id"]})) == []
 
@@ -410,6 +412,25 @@ def test_a_tgw_route_targets_an_attachment_of_its_group_in_a_table_of_its_group(
         lambda r: r is peer, destinationCidrBlock="10.64.0.0/12"))
     assert "peering attachment" in violation.reason and "inside no CIDR of its members in other regions" in \
         violation.reason
+
+
+def test_a_route_in_one_groups_table_never_reaches_another_groups_member_on_the_same_gateway():
+    """Two groups sharing a network account's gateway have a table each: a route in core's table through an edge
+    member's attachment, to that member's own CIDR, would join the groups, and is refused."""
+    clusters = [tgw_member(0), tgw_member(1), elsewhere(tgw_member(4, group="edge", cidr="10.4.0.0/16"), "us-east-1"),
+                elsewhere(tgw_member(5, group="edge", cidr="10.5.0.0/16"), "us-east-1")]
+    resolved, plans = plans_of(hub(mesh={"groups": {"core": {"topology": "transitGateway"},
+                                                    "edge": {"topology": "transitGateway"}}}), clusters)
+    planned = Planned(Context.of(resolved.mesh.transit[TRANSIT]), resources_of(plans[TRANSIT]))
+    assert check_stack(planned.context, planned.resources) == []
+    core, edge = (planned.context.tgw_groups[g] for g in ("core", "edge"))
+    edge_attachment, (_, edge_cidr) = next(iter(edge.attachments.items()))
+    route = next(r for r in planned.of_kind(TGW_ROUTE) if r.props["transitGatewayAttachmentId"] in core.attachments)
+    [violation] = planned.check("tgw-routes-in-their-group", planned.changed(
+        lambda r: r is route, transitGatewayAttachmentId=edge_attachment, destinationCidrBlock=edge_cidr))
+    assert violation.reason == (f"the route to {edge_cidr} in mesh group core's table targets attachment "
+                                f"{edge_attachment}, which is neither a member's attachment of that group nor its "
+                                f"peering attachment")
 
 
 # --- settings and the plan command ------------------------------------------------------

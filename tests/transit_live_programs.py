@@ -1,4 +1,4 @@
-"""A transit stack's gateway tables as dynamic resources, for the live upgrade test (tests/test_transit_upgrade_live.py).
+"""A transit stack's gateway tables as dynamic resources, for the live upgrade test (test_transit_upgrade_live.py).
 
 The stand-ins carry the names, types (module and name, so the policy pack checks them as the AWS types) and props of
 what components.transit.TransitNetwork registers for the members' routing, taken from its mock-runtime plan. Their
