@@ -99,7 +99,8 @@ class TgwGroup:
     """A mesh group in a transit stack: what its route tables may route, and to which attachment."""
     group: str
     attachments: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # member attachment -> (cluster, CIDR)
-    remote_cidrs: tuple[str, ...] = ()  # its members' CIDRs in other regions: routed to its peering attachments
+    remotes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # a table's region -> the group's CIDRs in
+    # other regions, which that table routes to the group's peering attachments
 
 
 @dataclass(frozen=True)
@@ -157,13 +158,13 @@ def _replace(context: Context, **changes: Any) -> Context:
 
 def _tgw_groups(inputs: TransitInputs) -> dict[str, TgwGroup]:
     attachments: dict[str, dict[str, tuple[str, str]]] = {}
-    remotes: dict[str, set[str]] = {}
+    remotes: dict[str, dict[str, tuple[str, ...]]] = {}
     for region in inputs.regions:
         for group in region.groups:
             attachments.setdefault(group.group, {}).update(
                 {m.attachment_id: (m.cluster, m.cidr) for m in group.attachments})
-            remotes.setdefault(group.group, set()).update(c for r in group.remotes for c in r.cidrs)
-    return {g: TgwGroup(g, attachments[g], tuple(sorted(remotes[g]))) for g in sorted(attachments)}
+            remotes.setdefault(group.group, {})[region.region] = tuple(sorted(c for r in group.remotes for c in r.cidrs))
+    return {g: TgwGroup(g, attachments[g], remotes[g]) for g in sorted(attachments)}
 
 
 @dataclass(frozen=True)
@@ -526,10 +527,12 @@ def tgw_routes(ctx: Context, resources: Sequence[Resource], _config: Config) -> 
                 yield r.urn, (f"the route to {dest} targets {cluster}'s attachment {attachment}, whose declared CIDR "
                               f"is {cidr}: a member's attachment is routed only its own CIDR")
         elif peerings.get(attachment) == group.group:
-            if not _within(dest, group.remote_cidrs):
+            region = r.provider.props.get("region") if r.provider is not None else None
+            remote = group.remotes.get(str(region), ())
+            if not _within(dest, remote):
                 yield r.urn, (f"the route to {dest} targets mesh group {group.group}'s peering attachment "
-                              f"{attachment}, but is inside no CIDR of its members in other regions "
-                              f"({', '.join(group.remote_cidrs) or 'none'})")
+                              f"{attachment}, but is inside no CIDR of its members outside {region} "
+                              f"({', '.join(remote) or 'none'})")
         else:
             yield r.urn, (f"the route to {dest} in mesh group {group.group}'s table targets attachment {attachment}, "
                           f"which is neither a member's attachment of that group nor its peering attachment")
