@@ -9,7 +9,8 @@
         ├── ram.ResourceShareAccepter ×member account        outside an Organization, the member's provider
         └── per group: RouteTable
             ├── VpcAttachmentAccepter ×member of another account
-            ├── RouteTableAssociation + RouteTablePropagation ×member attachment: its group's table only
+            ├── RouteTableAssociation ×member attachment: its group's table only
+            ├── Route ×member attachment: its declared CIDR only, to its attachment (static: never propagated)
             └── to each later region of the group: PeeringAttachment (here) + PeeringAttachmentAccepter
                 (there), associated with the group's table on both sides, static Routes both ways
 
@@ -27,16 +28,21 @@ import pulumi
 import pulumi_aws as aws
 
 from stacks.mesh import MeshMember
-from stacks.transit import TRANSIT_TAG, TransitAttachment, TransitInputs, TransitRegionInputs
+from stacks.transit import (GROUP_TAG, TRANSIT_TAG, TransitAttachment, TransitInputs, TransitMember,
+                            TransitRegionInputs)
 from stacks.targets import AwsTarget
 
-GROUP_TAG = "clusternet.io/mesh-group"
 ProviderFor = Callable[[AwsTarget], aws.Provider]  # components.providers.Providers.aws: one per (account, region)
 
 
 def _slug(group: str) -> str:
     """A group key as a resource-name fragment: 'acme/payments' -> 'acme-payments'."""
     return group.replace("/", "-")
+
+
+def member_route_name(table: str, member: TransitMember) -> str:
+    """The static route to a member's declared CIDR in its group's table (named after the table's resource)."""
+    return f"{table}-{member.cluster.replace('/', '.')}-to-{member.cidr}"
 
 
 class TransitNetwork(pulumi.ComponentResource):
@@ -117,8 +123,11 @@ class TransitNetwork(pulumi.ComponentResource):
                 aws.ec2transitgateway.RouteTableAssociation(
                     f"{slug}-{member.cluster.replace('/', '.')}", transit_gateway_attachment_id=member.attachment_id,
                     transit_gateway_route_table_id=table.id, opts=member_opts)
-                aws.ec2transitgateway.RouteTablePropagation(
-                    f"{slug}-{member.cluster.replace('/', '.')}-propagate",
+                # A static route to exactly the declared CIDR, never a propagation: a propagation advertises every
+                # CIDR the VPC has, undeclared secondary ones included (issue 31). A different type and name from
+                # the propagation it replaces, so an update creates it before it deletes the propagation.
+                aws.ec2transitgateway.Route(
+                    member_route_name(slug, member), destination_cidr_block=member.cidr,
                     transit_gateway_attachment_id=member.attachment_id, transit_gateway_route_table_id=table.id,
                     opts=member_opts)
         return {"transitGatewayId": gateway.id, "transitGatewayArn": gateway.arn, "shareArn": share.arn,

@@ -23,12 +23,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
 
 from stacks.inputs import StackInputs, stack_targets
-from stacks.transit import TransitInputs
+from stacks.transit import GROUP_TAG, TransitInputs
 
 Level = Literal["mandatory", "advisory", "disabled"]
 LEVELS: tuple[Level, ...] = ("mandatory", "advisory", "disabled")
 
 ENDPOINT_SERVICE = "aws:ec2/vpcEndpointService:VpcEndpointService"
+ENDPOINT_PRINCIPAL = "aws:ec2/vpcEndpointServiceAllowedPrinciple:VpcEndpointServiceAllowedPrinciple"
+NACL_RULE = "aws:ec2/networkAclRule:NetworkAclRule"
+NACL_INLINE = ("aws:ec2/networkAcl:NetworkAcl", "aws:ec2/defaultNetworkAcl:DefaultNetworkAcl")
+RAM_PRINCIPAL = "aws:ram/principalAssociation:PrincipalAssociation"
+TGW_ROUTE = "aws:ec2transitgateway/route:Route"
+TGW_TABLE = "aws:ec2transitgateway/routeTable:RouteTable"
+TGW_PEERING = ("aws:ec2transitgateway/peeringAttachment:PeeringAttachment",
+               "aws:ec2transitgateway/peeringAttachmentAccepter:PeeringAttachmentAccepter")
 ROUTE = "aws:ec2/route:Route"
 PEERING = "aws:ec2/vpcPeeringConnection:VpcPeeringConnection"
 AWS_PROVIDER = "pulumi:providers:aws"
@@ -87,11 +95,21 @@ class Member:
 
 
 @dataclass(frozen=True)
+class TgwGroup:
+    """A mesh group in a transit stack: what its route tables may route, and to which attachment."""
+    group: str
+    attachments: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # member attachment -> (cluster, CIDR)
+    remotes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # a table's region -> the group's CIDRs in
+    # other regions, which that table routes to the group's peering attachments
+
+
+@dataclass(frozen=True)
 class Context:
     """What a stack's inputs allow."""
     stack: str
     accounts: Mapping[str, str] = field(default_factory=dict)  # account -> what the stack uses it for
     hub_account: str | None = None
+    hub_principal: str | None = None  # the endpoint service's one principal (None: the hub's role, looked up)
     api_port: int | None = None
     api_cidrs: tuple[str, ...] = ()  # the endpoint VPC's and the associated VPCs' CIDRs
     lookup_vpcs: tuple[str, ...] = ()  # associated VPCs whose CIDR the program looks up
@@ -100,12 +118,16 @@ class Context:
     routes_via: str = "peering"
     summary_cidrs: tuple[str, ...] = ()
     summary_gateway: str | None = None
+    share_principals: tuple[str, ...] = ()  # the accounts a RAM share may name: a transit stack's member accounts
+    tgw_groups: Mapping[str, TgwGroup] = field(default_factory=dict)  # group key -> what its tables may route
 
     @classmethod
     def of(cls, inputs: StackInputs | TransitInputs) -> "Context":
         if isinstance(inputs, TransitInputs):
             return cls(inputs.stack, {t.account_id: "a member or network account of the transit stack"
-                                      for t in inputs.targets()})
+                                      for t in inputs.targets()},
+                       share_principals=tuple(sorted({m.account_id for r in inputs.regions for m in r.members})),
+                       tgw_groups=_tgw_groups(inputs))
         targets = stack_targets(inputs)
         accounts = {inputs.cluster.account_id: "the cluster's own account"}
         if targets.endpoint_hub is not None or targets.hub_by_region:
@@ -115,7 +137,7 @@ class Context:
         link, share = inputs.private_link, inputs.mesh
         context = cls(inputs.stack, accounts, hub_account=inputs.hub.account_id)
         if link is not None:
-            context = _replace(context, api_port=link.api_port,
+            context = _replace(context, api_port=link.api_port, hub_principal=link.allowed_principal,
                                api_cidrs=(link.endpoint_vpc.cidr, *(v.cidr for v in link.associated_vpcs if v.cidr)),
                                lookup_vpcs=tuple(v.vpc_id for v in link.associated_vpcs if v.cidr is None))
         if share is not None:
@@ -132,6 +154,17 @@ class Context:
 
 def _replace(context: Context, **changes: Any) -> Context:
     return Context(**{**context.__dict__, **changes})
+
+
+def _tgw_groups(inputs: TransitInputs) -> dict[str, TgwGroup]:
+    attachments: dict[str, dict[str, tuple[str, str]]] = {}
+    remotes: dict[str, dict[str, tuple[str, ...]]] = {}
+    for region in inputs.regions:
+        for group in region.groups:
+            attachments.setdefault(group.group, {}).update(
+                {m.attachment_id: (m.cluster, m.cidr) for m in group.attachments})
+            remotes.setdefault(group.group, {})[region.region] = tuple(sorted(c for r in group.remotes for c in r.cidrs))
+    return {g: TgwGroup(g, attachments[g], remotes[g]) for g in sorted(attachments)}
 
 
 @dataclass(frozen=True)
@@ -173,21 +206,34 @@ def principal_account(principal: str) -> str | None:
 
 
 def endpoint_service_principal(ctx: Context, r: Resource, _config: Config) -> Iterator[str]:
+    if r.kind == ENDPOINT_PRINCIPAL:  # beside the service's own list: the hub's principal again, or nothing
+        # (the message names no service ID: it is unknown at preview, where this rule runs)
+        problem = _principal_problem(ctx, str(r.props.get("principalArn") or ""))
+        if problem:
+            yield (f"{problem}: a principal allowed on an endpoint service beside its allowedPrincipals must be the "
+                   f"hub's")
+        return
     if r.kind != ENDPOINT_SERVICE:
         return
     principals = list(r.props.get("allowedPrincipals") or [])
     problems = []
     if len(principals) != 1:
         problems.append(f"allowedPrincipals holds {len(principals)} principals, not exactly one")
-    for principal in principals:
-        if "*" in str(principal):
-            problems.append(f"principal {principal!r} is a wildcard")
-        elif principal_account(str(principal)) != ctx.hub_account:
-            problems.append(f"principal {principal!r} is not in the hub account {ctx.hub_account}")
+    problems += [p for p in (_principal_problem(ctx, str(principal)) for principal in principals) if p]
     if problems and not r.props.get("acceptanceRequired"):
         problems.append("and acceptanceRequired is false, so such a principal connects without approval")
     if problems:
         yield "; ".join(problems)
+
+
+def _principal_problem(ctx: Context, principal: str) -> str | None:
+    if "*" in principal:
+        return f"principal {principal!r} is a wildcard"
+    if principal_account(principal) != ctx.hub_account:
+        return f"principal {principal!r} is not in the hub account {ctx.hub_account}"
+    if ctx.hub_principal is not None and principal != ctx.hub_principal:
+        return f"principal {principal!r} is not the hub's principal {ctx.hub_principal}"
+    return None
 
 
 # --- security-group rules, every way AWS writes them ----------------------------------
@@ -255,6 +301,31 @@ def no_world_cidr(_ctx: Context, r: Resource, config: Config) -> Iterator[str]:
             elif net.prefixlen < shortest:
                 yield (f"{rule.direction} {cidr} admits everyone" if net.prefixlen == 0 else
                        f"{rule.direction} {cidr} is broader than /{shortest} (minPrefixLength)")
+
+
+def nacl_entries(r: Resource) -> list[tuple[str, str, str]]:
+    """A network ACL's entries that allow traffic, every way AWS writes them: (direction, CIDR, rule number)."""
+    p, kind = r.props, r.kind
+    if kind == NACL_RULE:
+        entries = [("egress" if p.get("egress") else "ingress", p.get("ruleAction"), p.get("ruleNumber"), p)]
+    elif kind in NACL_INLINE:
+        entries = [(direction, e.get("action"), e.get("ruleNo"), e)
+                   for direction in ("ingress", "egress") for e in p.get(direction) or []]
+    else:
+        return []
+    return [(direction, str(cidr), str(number)) for direction, action, number, e in entries
+            if str(action).lower() != "deny" for cidr in (e.get("cidrBlock"), e.get("ipv6CidrBlock")) if cidr]
+
+
+def no_world_nacl(_ctx: Context, r: Resource, config: Config) -> Iterator[str]:
+    shortest = int(config.get("minPrefixLength", 1))
+    for direction, cidr, number in nacl_entries(r):
+        net = _network(cidr)
+        if net is None:
+            yield f"{direction} rule {number}: {cidr!r} is not a CIDR"
+        elif net.prefixlen < shortest:
+            yield (f"{direction} rule {number} allows {cidr}: everyone" if net.prefixlen == 0 else
+                   f"{direction} rule {number} allows {cidr}, broader than /{shortest} (minPrefixLength)")
 
 
 def mesh_ingress_from_members(ctx: Context, r: Resource, _config: Config) -> Iterator[str]:
@@ -424,19 +495,70 @@ def overlaps(cidrs: Mapping[str, str], group: str | None) -> Iterator[str]:
                 yield f"mesh group {group}: {a} ({cidrs[a]}) and {b} ({cidrs[b]}) overlap"
 
 
+# --- a transit stack: its RAM share and its gateways' route tables -------------------------
+
+def ram_principals(ctx: Context, r: Resource, _config: Config) -> Iterator[str]:
+    if r.kind != RAM_PRINCIPAL:
+        return
+    principal = str(r.props.get("principal") or "")
+    if principal not in ctx.share_principals:
+        allowed = ", ".join(ctx.share_principals) or "none: it is not a transit stack with members in other accounts"
+        yield (f"the share names principal {principal!r}, which is not a member account of stack {ctx.stack} "
+               f"(it may name {allowed})")
+
+
+def tgw_routes(ctx: Context, resources: Sequence[Resource], _config: Config) -> Iterator[tuple[str | None, str]]:
+    routes = [r for r in resources if r.kind == TGW_ROUTE]
+    if not routes:
+        return
+    tables = {str(r.props.get("id")): _group_tag(r) for r in resources if r.kind == TGW_TABLE}
+    peerings = {str(r.props.get("id")): _group_tag(r) for r in resources if r.kind in TGW_PEERING}
+    for r in routes:
+        table, dest = str(r.props.get("transitGatewayRouteTableId")), str(r.props.get("destinationCidrBlock") or "")
+        attachment = str(r.props.get("transitGatewayAttachmentId") or "")
+        group = ctx.tgw_groups.get(tables.get(table) or "")
+        if group is None:
+            yield r.urn, f"route table {table} is not the route table of a mesh group of stack {ctx.stack}"
+        elif r.props.get("blackhole") or not attachment:
+            yield r.urn, f"the route to {dest} in mesh group {group.group}'s table has no attachment"
+        elif attachment in group.attachments:
+            cluster, cidr = group.attachments[attachment]
+            if not _within(dest, [cidr]):
+                yield r.urn, (f"the route to {dest} targets {cluster}'s attachment {attachment}, whose declared CIDR "
+                              f"is {cidr}: a member's attachment is routed only its own CIDR")
+        elif peerings.get(attachment) == group.group:
+            region = r.provider.props.get("region") if r.provider is not None else None
+            remote = group.remotes.get(str(region), ())
+            if not _within(dest, remote):
+                yield r.urn, (f"the route to {dest} targets mesh group {group.group}'s peering attachment "
+                              f"{attachment}, but is inside no CIDR of its members outside {region} "
+                              f"({', '.join(remote) or 'none'})")
+        else:
+            yield r.urn, (f"the route to {dest} in mesh group {group.group}'s table targets attachment {attachment}, "
+                          f"which is neither a member's attachment of that group nor its peering attachment")
+
+
+def _group_tag(r: Resource) -> str | None:
+    tags = r.props.get("tags") or {}
+    return tags.get(GROUP_TAG) if isinstance(tags, Mapping) else None
+
+
 # --- the rules ------------------------------------------------------------------
 
 _AT_UP = "needs the peerings' IDs, which the engine knows once they exist: at preview it says so and runs at up"
+_TGW_AT_UP = ("needs the route tables' and peering attachments' IDs, which the engine knows once they exist: at "
+              "preview it says so and runs at up")
+_MIN_PREFIX = {"minPrefixLength": {"type": "integer", "minimum": 1, "maximum": 128, "default": 1,
+                                   "description": "refuse CIDRs with a shorter prefix than this (1: only /0)"}}
 
 RULES: tuple[Rule, ...] = (
     Rule("endpoint-service-one-hub-principal",
-         "An endpoint service allows exactly one principal, no wildcard, in the hub account; acceptanceRequired is "
-         "false only when that holds.", "resource", endpoint_service_principal),
+         "An endpoint service allows exactly one principal, no wildcard: the hub's (in the hub account); "
+         "acceptanceRequired is false only when that holds; a VpcEndpointServiceAllowedPrinciple names the hub's "
+         "principal too.", "resource", endpoint_service_principal),
     Rule("no-world-open-rule",
          "No security-group rule (SecurityGroupRule, SecurityGroupIngressRule/EgressRule, a group's inline rules) "
-         "has 0.0.0.0/0 or ::/0.", "resource", no_world_cidr,
-         config={"minPrefixLength": {"type": "integer", "minimum": 1, "maximum": 128, "default": 1,
-                                     "description": "refuse CIDRs with a shorter prefix than this (1: only /0)"}}),
+         "has 0.0.0.0/0 or ::/0.", "resource", no_world_cidr, config=_MIN_PREFIX),
     Rule("mesh-ingress-from-members",
          "An ingress rule outside the API endpoint admits only CIDRs of the stack's mesh group.", "resource",
          mesh_ingress_from_members),
@@ -455,6 +577,16 @@ RULES: tuple[Rule, ...] = (
     Rule("member-cidrs-disjoint",
          "No two member CIDRs of a mesh group overlap (over one stack's pairs in the pack, over the whole fleet "
          "in the plan).", "stack", cidrs_disjoint),
+    Rule("no-world-open-nacl",
+         "No network ACL entry (NetworkAclRule, a NetworkAcl's or the default ACL's inline ingress/egress) allows "
+         "0.0.0.0/0 or ::/0.", "resource", no_world_nacl, config=_MIN_PREFIX),
+    Rule("ram-principals-member-accounts",
+         "A RAM share names only the member accounts of its transit stack (no other stack shares anything).",
+         "resource", ram_principals),
+    Rule("tgw-routes-in-their-group",
+         "Every Transit Gateway route is in a mesh group's table, to a member's declared CIDR through that member's "
+         "attachment, or to the group's CIDRs in another region through the group's own peering attachment.",
+         "stack", tgw_routes, preview=_TGW_AT_UP),
 )
 BY_NAME = {rule.name: rule for rule in RULES}
 

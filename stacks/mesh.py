@@ -516,7 +516,7 @@ def _gateway_problems(c: _Candidate, group: str, network: str, net: _Network, re
     region = c.member.target.region
     new_region = region not in regions
     touched = regions | {region}
-    # Routes: each region's group table holds every member CIDR (propagated here, static elsewhere).
+    # Routes: each region's group table holds every member CIDR (static routes, here and elsewhere).
     added_routes = {r: 1 for r in touched}
     if new_region:
         added_routes[region] = peers + 1

@@ -20,7 +20,7 @@ State (HubConfig status.mesh.groups[<group key>], written by the service)
 Ownership (so a join costs two stack runs: the joiner's and the transit stack)
     One transit stack per network account, named `_tgw_<account>` (a Kubernetes name cannot hold `_`, so it
     never collides with a cluster's stack), owns each region's gateway, its RAM share and the share's
-    acceptance, each group's route table with its members' associations and propagations, the peering
+    acceptance, each group's route table with its members' associations and static routes, the peering
     attachments between regions and their static routes. Groups naming the same network account share
     its gateways; each has its own route table, so two groups on one gateway never see each other.
     A member's stack owns its VPC attachment and, with summaryCIDRs, its routes to them. Routes per pair
@@ -38,6 +38,7 @@ from stacks.targets import AwsTarget, Frozen, config_digest
 
 TRANSIT_STACK_PREFIX = "_tgw_"
 TRANSIT_TAG = "clusternet.io/transit"  # on every resource of a transit stack: its name
+GROUP_TAG = "clusternet.io/mesh-group"  # on a group's route tables and peering attachments: its key (policy reads it)
 MTU = {"peering": 9001, "transitGateway": 8500}  # bytes, within a region (docs/mesh.md)
 Step = Literal["attach", "routes"]
 

@@ -15,8 +15,11 @@ from automation.adapters.files import load_fleet
 from automation.adapters.plan import plan_fleet
 from automation.adapters.policy import PolicySettings, resources_of
 from automation.cli import main
-from policy.rules import (API_SIDE, PEERING, ROUTE, RULES, SG_EGRESS, SG_INGRESS, SG_RULE, Context, Member, Resource,
-                          Violation, check_fleet, check_stack, settings)
+from policy.rules import (API_SIDE, ENDPOINT_PRINCIPAL, NACL_RULE, PEERING, RAM_PRINCIPAL, ROUTE, RULES, SG_EGRESS,
+                          SG_INGRESS, SG_RULE, TGW_PEERING, TGW_ROUTE, Context, Member, Resource, Violation,
+                          check_fleet, check_stack, settings)
+from tests.test_transit import elsewhere, tgw_member
+from tests.test_transit_components import TRANSIT, hub, plans_of
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 ENDPOINT = "aws:ec2/vpcEndpointService:VpcEndpointService"
@@ -76,7 +79,7 @@ def test_every_rule_passes_on_what_the_program_builds_and_had_something_to_check
         for planned in stacks.values():
             assert check_stack(planned.context, planned.resources) == [], planned.context.stack
     kinds = {r.kind for stacks in (link, mesh, transit) for p in stacks.values() for r in p.resources}
-    assert {ENDPOINT, ROUTE, PEERING, SG_INGRESS, "pulumi:providers:aws"} <= kinds
+    assert {ENDPOINT, ROUTE, PEERING, SG_INGRESS, "pulumi:providers:aws", RAM_PRINCIPAL, TGW_ROUTE} <= kinds
     assert any(r.props.get("transitGatewayId") for p in transit.values() for r in p.of_kind(ROUTE))
 
 
@@ -96,6 +99,86 @@ def test_an_endpoint_service_allows_one_principal_of_the_hub_account(link, princ
     assert says in violation.reason
     assert "acceptanceRequired is false" in violation.reason
     assert violation.urn.endswith(planned.of_kind(ENDPOINT)[0].name)
+
+
+def extra(planned: Planned, like: Resource, type_: str, name: str, props: dict[str, Any]) -> list[Resource]:
+    """The stack's resources and one more of `type_`, made by the same provider as `like`."""
+    added = Resource(like.urn.rsplit("::", 1)[0].replace(like.type, type_) + f"::{name}", type_, name, props,
+                     like.provider)
+    return [*planned.resources, added]
+
+
+def the_pack(planned: Planned, resources: list[Resource]) -> list[tuple[str, str]]:
+    """Every rule at its default level, as the engine runs the pack: (rule, reason) of each violation."""
+    return [(v.rule, v.reason) for v in check_stack(planned.context, resources)]
+
+
+HUB_PRINCIPAL = "arn:aws:iam::111111111111:role/clusternet-hub"  # examples/hub.yaml
+
+
+@pytest.mark.parametrize("principal, says", [
+    ("*", "principal '*' is a wildcard"),
+    ("arn:aws:iam::999999999999:root", "principal 'arn:aws:iam::999999999999:root' is not in the hub account "
+                                       "111111111111"),
+    ("arn:aws:iam::111111111111:role/intern", "principal 'arn:aws:iam::111111111111:role/intern' is not the hub's "
+                                              f"principal {HUB_PRINCIPAL}"),
+])
+def test_a_principal_allowed_beside_the_endpoint_service_is_the_hubs_own(link, principal, says):
+    """Attack (issue 31): a VpcEndpointServiceAllowedPrinciple with '*' passed the pack, which read only the
+    service's allowedPrincipals."""
+    planned = with_kind(link, ENDPOINT)
+    service = planned.of_kind(ENDPOINT)[0]
+    assert service.props["allowedPrincipals"] == [HUB_PRINCIPAL] and planned.context.hub_principal == HUB_PRINCIPAL
+    [(rule, reason)] = the_pack(planned, extra(planned, service, ENDPOINT_PRINCIPAL, "more", {
+        "principalArn": principal, "vpcEndpointServiceId": service.props["id"]}))
+    assert rule == "endpoint-service-one-hub-principal"
+    assert reason == (f"{says}: a principal allowed on an endpoint service beside its allowedPrincipals must be the "
+                      f"hub's")
+    assert the_pack(planned, extra(planned, service, ENDPOINT_PRINCIPAL, "more", {
+        "principalArn": HUB_PRINCIPAL, "vpcEndpointServiceId": service.props["id"]})) == []
+
+
+def test_the_services_own_principal_is_the_hubs_principal_not_any_of_its_account(link):
+    planned = with_kind(link, ENDPOINT)
+    [violation] = planned.check("endpoint-service-one-hub-principal", planned.changed(
+        lambda r: r.kind == ENDPOINT, allowedPrincipals=["arn:aws:iam::111111111111:role/intern"]))
+    assert f"principal 'arn:aws:iam::111111111111:role/intern' is not the hub's principal {HUB_PRINCIPAL}" in \
+        violation.reason
+
+
+# --- network ACLs ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("type_, props, says", [
+    (NACL_RULE, {"cidrBlock": "0.0.0.0/0", "egress": False, "ruleAction": "allow", "ruleNumber": 100,
+                 "protocol": "-1"}, "ingress rule 100 allows 0.0.0.0/0: everyone"),
+    (NACL_RULE, {"ipv6CidrBlock": "::/0", "egress": True, "ruleAction": "allow", "ruleNumber": 7, "protocol": "6"},
+     "egress rule 7 allows ::/0: everyone"),
+    ("aws:ec2/networkAcl:NetworkAcl", {"ingress": [{"cidrBlock": "10.0.0.0/16", "action": "allow", "ruleNo": 1},
+                                                   {"cidrBlock": "0.0.0.0/0", "action": "allow", "ruleNo": 2}]},
+     "ingress rule 2 allows 0.0.0.0/0: everyone"),
+    ("aws:ec2/defaultNetworkAcl:DefaultNetworkAcl", {"egress": [{"ipv6CidrBlock": "::/0", "action": "allow",
+                                                                 "ruleNo": 5}]}, "egress rule 5 allows ::/0"),
+    (NACL_RULE, {"cidrBlock": "anywhere", "ruleAction": "allow", "ruleNumber": 9}, "ingress rule 9: 'anywhere' is not"),
+])
+def test_no_network_acl_entry_in_any_form_allows_the_world(mesh, type_, props, says):
+    """Attack (issue 31): a NACL open to 0.0.0.0/0 passed the pack, which read security groups only."""
+    planned = with_kind(mesh, SG_INGRESS)
+    like = next(r for r in planned.of_kind(SG_INGRESS))
+    [(rule, reason)] = the_pack(planned, extra(planned, like, type_, "acl", props))
+    assert rule == "no-world-open-nacl" and says in reason
+
+
+def test_a_network_acl_may_deny_the_world_and_allow_its_own_ranges(mesh):
+    planned = with_kind(mesh, SG_INGRESS)
+    like = next(r for r in planned.of_kind(SG_INGRESS))
+    closed = {"ingress": [{"cidrBlock": "0.0.0.0/0", "action": "deny", "ruleNo": 32766},
+                          {"cidrBlock": "10.0.0.0/16", "action": "allow", "ruleNo": 100}],
+              "egress": [{"ipv6CidrBlock": "::/0", "action": "DENY", "ruleNo": 1}]}
+    assert the_pack(planned, extra(planned, like, "aws:ec2/networkAcl:NetworkAcl", "acl", closed)) == []
+    broad = extra(planned, like, NACL_RULE, "acl", {"cidrBlock": "10.0.0.0/4", "ruleAction": "allow", "ruleNumber": 3})
+    assert planned.check("no-world-open-nacl", broad) == []
+    [violation] = planned.check("no-world-open-nacl", broad, minPrefixLength=8)
+    assert violation.reason == "ingress rule 3 allows 10.0.0.0/4, broader than /8 (minPrefixLength)"
 
 
 # --- security-group rules --------------------------------------------------------------
@@ -245,6 +328,116 @@ def test_a_transit_stack_may_use_its_network_and_member_accounts(transit):
     assert set(planned.context.accounts) >= {stack.removeprefix("_tgw_")}
 
 
+# --- a transit stack's RAM share and Transit Gateway routes ------------------------------------
+
+def transit_stack(transit: dict[str, Planned]) -> Planned:
+    return transit[next(k for k in transit if k.startswith("_tgw_"))]
+
+
+@pytest.mark.parametrize("principal", ["999999999999", "arn:aws:organizations::999999999999:organization/o-x",
+                                       "444444444444"])
+def test_a_ram_share_names_only_the_transit_stacks_member_accounts(transit, principal):
+    """Attack (issue 31): a RAM share to a stranger account passed the pack. The network account (444...) is not a
+    principal either: it owns the share."""
+    planned = transit_stack(transit)
+    members = planned.context.share_principals
+    assert members == ("222222222222", "333333333333")
+    assert sorted({r.props["principal"] for r in planned.of_kind(RAM_PRINCIPAL)}) == list(members)
+    association = planned.of_kind(RAM_PRINCIPAL)[0]
+    [(rule, reason)] = the_pack(planned, planned.changed(lambda r: r is association, principal=principal))
+    assert rule == "ram-principals-member-accounts"
+    assert reason == (f"the share names principal {principal!r}, which is not a member account of stack "
+                      f"{planned.context.stack} (it may name 222222222222, 333333333333)")
+
+
+def test_a_cluster_stack_shares_nothing(link):
+    planned = with_kind(link, ENDPOINT)
+    service = planned.of_kind(ENDPOINT)[0]
+    [(rule, reason)] = the_pack(planned, extra(planned, service, RAM_PRINCIPAL, "share", {
+        "principal": planned.context.hub_account, "resourceShareArn": "arn:aws:ram:us-east-1:1:resource-share/x"}))
+    assert rule == "ram-principals-member-accounts"
+    assert reason.endswith("(it may name none: it is not a transit stack with members in other accounts)")
+
+
+def tgw_routes(planned: Planned) -> tuple[list[Resource], list[Resource]]:
+    """The transit stack's routes to member attachments, and to peering attachments."""
+    peerings = {r.props["id"] for r in planned.resources if r.kind in TGW_PEERING}
+    routes = planned.of_kind(TGW_ROUTE)
+    return ([r for r in routes if r.props["transitGatewayAttachmentId"] not in peerings],
+            [r for r in routes if r.props["transitGatewayAttachmentId"] in peerings])
+
+
+def test_a_tgw_route_goes_to_its_members_declared_cidr_through_its_attachment(transit):
+    """Attack (issue 31): a Transit Gateway route to 0.0.0.0/0 passed the pack."""
+    planned = transit_stack(transit)
+    members, peered = tgw_routes(planned)
+    assert members and peered
+    route, other = members[0], next(r for r in members if r.props["transitGatewayAttachmentId"] !=
+                                    members[0].props["transitGatewayAttachmentId"])
+    attachment = route.props["transitGatewayAttachmentId"]
+    cluster, cidr = planned.context.tgw_groups["core"].attachments[attachment]
+    [(rule, reason)] = the_pack(planned, planned.changed(lambda r: r is route, destinationCidrBlock="0.0.0.0/0"))
+    assert rule == "tgw-routes-in-their-group"
+    assert reason == (f"the route to 0.0.0.0/0 targets {cluster}'s attachment {attachment}, whose declared CIDR is "
+                      f"{cidr}: a member's attachment is routed only its own CIDR")
+    # another member's CIDR through this member's attachment: the hijack a propagation allowed
+    [violation] = planned.check("tgw-routes-in-their-group", planned.changed(
+        lambda r: r is route, destinationCidrBlock=other.props["destinationCidrBlock"]))
+    assert f"the route to {other.props['destinationCidrBlock']} targets {cluster}'s attachment" in violation.reason
+    # inside its own CIDR is fine (it is still the member's own range)
+    inside = str(next(ipaddress.ip_network(cidr).subnets(new_prefix=24)))
+    assert planned.check("tgw-routes-in-their-group", planned.changed(lambda r: r is route,
+                                                                      destinationCidrBlock=inside)) == []
+
+
+def test_a_tgw_route_targets_an_attachment_of_its_group_in_a_table_of_its_group(transit):
+    planned = transit_stack(transit)
+    members, peered = tgw_routes(planned)
+    route = members[0]
+    [violation] = planned.check("tgw-routes-in-their-group", planned.changed(
+        lambda r: r is route, transitGatewayAttachmentId="tgw-attach-0stranger"))
+    assert violation.urn == route.urn
+    assert violation.reason.endswith("targets attachment tgw-attach-0stranger, which is neither a member's attachment "
+                                     "of that group nor its peering attachment")
+    [violation] = planned.check("tgw-routes-in-their-group", planned.changed(
+        lambda r: r is route, transitGatewayRouteTableId="tgw-rtb-0other"))
+    assert violation.reason == ("route table tgw-rtb-0other is not the route table of a mesh group of stack "
+                                f"{planned.context.stack}")
+    [violation] = planned.check("tgw-routes-in-their-group", planned.changed(
+        lambda r: r is route, transitGatewayAttachmentId=None, blackhole=True))
+    assert "has no attachment" in violation.reason
+    # a peering attachment carries the group's CIDRs in other regions, nothing else: not a summary, not a CIDR of
+    # a member in the table's own region (which would send its traffic away and back)
+    peer = peered[0]
+    region = peer.provider.props["region"]
+    local = next(cidr for a, (_, cidr) in planned.context.tgw_groups["core"].attachments.items()
+                 if a in {r.props["transitGatewayAttachmentId"] for r in members if r.provider.props["region"] == region})
+    for dest in ("10.64.0.0/12", local):
+        [violation] = planned.check("tgw-routes-in-their-group", planned.changed(
+            lambda r: r is peer, destinationCidrBlock=dest))
+        assert f"the route to {dest} targets mesh group core's peering attachment" in violation.reason
+        assert f"but is inside no CIDR of its members outside {region}" in violation.reason
+
+
+def test_a_route_in_one_groups_table_never_reaches_another_groups_member_on_the_same_gateway():
+    """Two groups sharing a network account's gateway have a table each: a route in core's table through an edge
+    member's attachment, to that member's own CIDR, would join the groups, and is refused."""
+    clusters = [tgw_member(0), tgw_member(1), elsewhere(tgw_member(4, group="edge", cidr="10.4.0.0/16"), "us-east-1"),
+                elsewhere(tgw_member(5, group="edge", cidr="10.5.0.0/16"), "us-east-1")]
+    resolved, plans = plans_of(hub(mesh={"groups": {"core": {"topology": "transitGateway"},
+                                                    "edge": {"topology": "transitGateway"}}}), clusters)
+    planned = Planned(Context.of(resolved.mesh.transit[TRANSIT]), resources_of(plans[TRANSIT]))
+    assert check_stack(planned.context, planned.resources) == []
+    core, edge = (planned.context.tgw_groups[g] for g in ("core", "edge"))
+    edge_attachment, (_, edge_cidr) = next(iter(edge.attachments.items()))
+    route = next(r for r in planned.of_kind(TGW_ROUTE) if r.props["transitGatewayAttachmentId"] in core.attachments)
+    [violation] = planned.check("tgw-routes-in-their-group", planned.changed(
+        lambda r: r is route, transitGatewayAttachmentId=edge_attachment, destinationCidrBlock=edge_cidr))
+    assert violation.reason == (f"the route to {edge_cidr} in mesh group core's table targets attachment "
+                                f"{edge_attachment}, which is neither a member's attachment of that group nor its "
+                                f"peering attachment")
+
+
 # --- settings and the plan command ------------------------------------------------------
 
 def test_levels_and_config_follow_pulumis_pack_config_format():
@@ -263,7 +456,7 @@ def test_levels_and_config_follow_pulumis_pack_config_format():
 
 
 def test_every_rule_is_named_described_and_runs_at_preview_or_says_why_not():
-    assert len({r.name for r in RULES}) == len(RULES) == 8
+    assert len({r.name for r in RULES}) == len(RULES) == 11
     for rule in RULES:
         assert rule.description and rule.scope in ("resource", "stack")
         assert rule.preview == "runs at preview" or "at up" in rule.preview
@@ -316,19 +509,22 @@ def test_the_security_doc_lists_exactly_the_packs_rules():
     assert [(name.strip().strip("`"), scope.strip()) for name, scope in rows] == [(r.name, r.scope) for r in RULES]
 
 
-def test_a_rule_that_needs_a_value_unknown_at_preview_says_so_and_the_others_run(mesh):
+def test_a_rule_that_needs_a_value_unknown_at_preview_says_so_and_the_others_run(mesh, transit):
     """In the pack, props are pulumi_policy's proxy: reading a value the engine does not know yet raises, and the
-    pack reports the rule as not run at preview (it runs at up). The route rule needs the peerings' IDs; the
-    resource rules read only what a preview knows."""
-    planned = next(p for p in mesh.values() if p.of_kind(PEERING))
-    previewed = [dataclasses.replace(r, props=unknown_checking_proxy(
-        {**r.props, **{k: UNKNOWN_STRING_VALUE for k in ("id", "vpcPeeringConnectionId") if k in r.props}}))
-        for r in planned.resources]
-    for rule in RULES:
-        if rule.scope == "stack" and rule.preview != "runs at preview":
-            with pytest.raises(UnknownValueError):
-                list(rule.check(planned.context, previewed, rule.defaults()))
-        elif rule.scope == "stack":
-            assert list(rule.check(planned.context, previewed, rule.defaults())) == []
-        else:
-            assert [reason for r in previewed for reason in rule.check(planned.context, r, rule.defaults())] == []
+    pack reports the rule as not run at preview (it runs at up). The route rules need the peerings' and the route
+    tables' IDs; the resource rules read only what a preview knows."""
+    unknown = ("id", "vpcPeeringConnectionId", "transitGatewayRouteTableId")
+    raised: dict[str, int] = {rule.name: 0 for rule in RULES}
+    for planned in (next(p for p in mesh.values() if p.of_kind(PEERING)), transit_stack(transit)):
+        previewed = [dataclasses.replace(r, props=unknown_checking_proxy(
+            {**r.props, **{k: UNKNOWN_STRING_VALUE for k in unknown if k in r.props}})) for r in planned.resources]
+        for rule in RULES:
+            if rule.scope == "stack":
+                try:
+                    assert list(rule.check(planned.context, previewed, rule.defaults())) == []
+                except UnknownValueError:
+                    raised[rule.name] += 1
+            else:
+                assert [reason for r in previewed for reason in rule.check(planned.context, r, rule.defaults())] == []
+    # each rule that says it runs at up cannot run on the stack it is about; the others run on every stack
+    assert {name for name, n in raised.items() if n} == {r.name for r in RULES if r.preview != "runs at preview"}

@@ -74,7 +74,7 @@ def test_inside_an_organization_nobody_accepts_a_share():
     assert all(s.inputs["allowExternalPrincipals"] is False for s in plans[TRANSIT].of_type(SHARE))
 
 
-def test_each_member_attaches_in_its_own_account_and_the_network_accepts_associates_and_propagates_it(four):
+def test_each_member_attaches_in_its_own_account_and_the_network_accepts_associates_and_routes_it(four):
     clusters, plans = four
     transit = plans[TRANSIT]
     attachment_ids = {}
@@ -86,12 +86,56 @@ def test_each_member_attaches_in_its_own_account_and_the_network_accepts_associa
         assert attachment.inputs["transitGatewayDefaultRouteTableAssociation"] is False
         attachment_ids[c.key] = plans[c.stack].outputs["mesh"]["transitAttachment"]
     tables = {t.urn: t for t in transit.of_type(TABLE)}
-    for kind in (ATTACH_ACCEPT, ASSOC, PROPAGATE):
+    for kind in (ATTACH_ACCEPT, ASSOC, STATIC):
         members = [r for r in transit.of_type(kind) if r.inputs["transitGatewayAttachmentId"].startswith("tgw-attach")
                    and r.inputs["transitGatewayAttachmentId"] in attachment_ids.values()]
         assert len(members) == 4, kind
         assert all(r.account == HUB_ACCOUNT for r in members)
     assert len(tables) == 2  # one group, two regions
+
+
+def _member_routes(plans, clusters):
+    """The transit stack's static routes to member attachments: attachment ID -> [(table, destination, route)]."""
+    attachments = {plans[c.stack].outputs["mesh"]["transitAttachment"] for c in clusters}
+    out = {}
+    for r in plans[TRANSIT].of_type(STATIC):
+        if r.inputs["transitGatewayAttachmentId"] in attachments:
+            out.setdefault(r.inputs["transitGatewayAttachmentId"], []).append(
+                (r.inputs["transitGatewayRouteTableId"], r.inputs["destinationCidrBlock"], r))
+    return out
+
+
+def test_a_members_attachment_is_routed_by_its_declared_cidr_only_never_propagated(four):
+    """Attack (issue 31): a propagation advertises every CIDR the member's VPC has, an undeclared secondary CIDR
+    inside another tenant's or the hub's range included. The group's table holds one static route per member, to
+    exactly its declared CIDR, through its own attachment, in its region's table of its group."""
+    clusters, plans = four
+    transit = plans[TRANSIT]
+    assert transit.of_type(PROPAGATE) == []
+    tables = transit.outputs["regions"]
+    routes = _member_routes(plans, clusters)
+    for c in clusters:
+        attachment = plans[c.stack].outputs["mesh"]["transitAttachment"]
+        [(table, destination, route)] = routes[attachment]
+        assert (table, destination) == (tables[c.spec.region]["routeTables"]["core"], c.spec.network.cidr)
+        assert where(route) == (HUB_ACCOUNT, c.spec.region)
+        assert route.name == f"{TRANSIT}-{c.spec.region}-core-{c.key.replace('/', '.')}-to-{c.spec.network.cidr}"
+    assert len(routes) == len(clusters)
+
+
+def test_the_static_route_replaces_the_propagation_without_a_gap(four):
+    """The upgrade order (docs/mesh.md): the static route has another type and name than the propagation it
+    replaces, so one update creates it (Pulumi registers new resources as the program runs) and deletes the
+    propagation after (removed resources go at the end of the update); a static route wins over a propagated one
+    for the same prefix, so the declared CIDR is routed throughout. Nothing in it deletes before it creates, and it
+    waits for the acceptance of another account's attachment (a route to an unaccepted attachment fails)."""
+    clusters, plans = four
+    transit = plans[TRANSIT]
+    accepters = {a.inputs["transitGatewayAttachmentId"]: a.urn for a in transit.of_type(ATTACH_ACCEPT)}
+    for attachment, [(_, _, route)] in _member_routes(plans, clusters).items():
+        assert route.options["deleteBeforeReplace"] is False and not route.options["replaceOnChanges"]
+        assert route.type != PROPAGATE and not route.name.endswith("-propagate")
+        assert accepters[attachment] in route.dependencies
 
 
 def test_regions_are_joined_by_the_groups_own_peering_with_static_routes_both_ways(four):
@@ -101,7 +145,9 @@ def test_regions_are_joined_by_the_groups_own_peering_with_static_routes_both_wa
     [accepter] = transit.of_type(PEER_ACCEPT)
     assert where(peering) == (HUB_ACCOUNT, "eu-west-1") and peering.inputs["peerRegion"] == "us-east-1"
     assert where(accepter) == (HUB_ACCOUNT, "us-east-1")
-    statics = sorted((r.region, r.inputs["destinationCidrBlock"]) for r in transit.of_type(STATIC))
+    peerings = {peering.id, accepter.id}  # the stand-in IDs the routes name
+    statics = sorted((r.region, r.inputs["destinationCidrBlock"]) for r in transit.of_type(STATIC)
+                     if r.inputs["transitGatewayAttachmentId"] in peerings)
     by_region = {c.spec.region: [] for c in clusters}
     for c in clusters:
         by_region[c.spec.region].append(c.spec.network.cidr)
@@ -124,7 +170,7 @@ def test_two_groups_on_one_gateway_have_a_route_table_each_and_see_only_their_ow
     assert table_of["core"] != table_of["edge"]
     attachment_group = {plans[c.stack].outputs["mesh"]["transitAttachment"]: c.metadata.labels["clusternet.io/mesh"]
                         for c in clusters}
-    for kind in (ASSOC, PROPAGATE):
+    for kind in (ASSOC, STATIC):
         found = transit.of_type(kind)
         assert len(found) == 4
         for res in found:
