@@ -88,6 +88,21 @@ class MeshPair(Frozen):
     peer: MeshMember
 
 
+class HubCidr(Frozen):
+    """A CIDR the hub owns, and where the HubConfig says so."""
+
+    owner: str  # "HubConfig default spec.associatedVPCs[0] (VPC vpc-0mgmt)"
+    cidr: str
+
+
+class HubVpc(Frozen):
+    """A VPC of the hub account (endpoint inventory or associated): every CIDR block it has is the hub's."""
+
+    owner: str
+    region: str
+    vpc_id: str
+
+
 class MeshLimits(Frozen):
     """What the preflight counts against for this member's VPC (its account's quotas) and what the mesh puts
     there. Outside the digest (StackInputs.to_config): a quota edit changes no stack."""
@@ -98,6 +113,8 @@ class MeshLimits(Frozen):
     mesh_routes: int  # routes the whole group puts in each of its route tables
     mesh_rules: int  # rules the whole group puts on each of its security groups
     group_cidrs: tuple[str, ...] = ()  # every member CIDR and summary: routes to these are the mesh's own
+    member_cidrs: tuple[str, ...] = ()  # the group's memberCIDRs: routes inside them are the members' range
+    hub_vpcs: tuple[HubVpc, ...] = ()  # the hub's VPCs, whose real CIDR blocks the preflight looks up
 
 
 class MeshShare(Frozen):
@@ -240,6 +257,108 @@ def group_rules(config: MeshGroup) -> tuple[MeshRule, ...]:
     return tuple(config.rules) or (ALL_TRAFFIC,)
 
 
+# --- the hub's CIDRs: no member may declare one -------------------------------------------------
+
+def hub_vpcs(hub: HubConfig) -> tuple[HubVpc, ...]:
+    """The hub's VPCs (endpoint inventory, then associated), each named where the HubConfig lists it."""
+    inventory = (HubVpc(owner=f"{hub.ref} spec.endpointVPCInventory[{i}] (VPC {v.vpc_id})", region=v.region,
+                        vpc_id=v.vpc_id) for i, v in enumerate(hub.spec.endpoint_vpc_inventory))
+    associated = (HubVpc(owner=f"{hub.ref} spec.associatedVPCs[{i}] (VPC {v.vpc_id})", region=v.region,
+                         vpc_id=v.vpc_id) for i, v in enumerate(hub.spec.associated_vpcs))
+    return (*inventory, *associated)
+
+
+def hub_cidrs(hub: HubConfig, looked_up: Mapping[str, Iterable[str]] | None = None) -> tuple[HubCidr, ...]:
+    """Every CIDR the hub owns: its endpoint VPCs', its associated VPCs' (as declared, and every block the
+    service looked up in the hub account: `looked_up`, VPC ID -> CIDR blocks), and spec.mesh.reservedCIDRs.
+    A member's route to any of them would take the hub's (or another tenant's) traffic to the member."""
+    out = [HubCidr(owner=f"{hub.ref} spec.endpointVPCInventory[{i}] (VPC {v.vpc_id})", cidr=v.cidr)
+           for i, v in enumerate(hub.spec.endpoint_vpc_inventory)]
+    out += [HubCidr(owner=f"{hub.ref} spec.associatedVPCs[{i}] (VPC {v.vpc_id})", cidr=v.cidr)
+            for i, v in enumerate(hub.spec.associated_vpcs) if v.cidr is not None]
+    out += [HubCidr(owner=f"{hub.ref} spec.mesh.reservedCIDRs[{i}]", cidr=cidr)
+            for i, cidr in enumerate(hub.spec.mesh.reserved_cidrs)]
+    return (*out, *looked_up_cidrs(hub_vpcs(hub), looked_up or {}))
+
+
+def looked_up_cidrs(vpcs: Iterable[HubVpc], looked_up: Mapping[str, Iterable[str]]) -> tuple[HubCidr, ...]:
+    """The CIDR blocks the hub account says its VPCs have, secondary ones included."""
+    return tuple(HubCidr(owner=f"{vpc.owner}, a CIDR block of the VPC in the hub account", cidr=cidr)
+                 for vpc in vpcs for cidr in sorted(set(looked_up.get(vpc.vpc_id, ()))))
+
+
+def hub_overlap(ref: str, cidr: str, owned: Iterable[HubCidr], group: str) -> InvalidSpec | None:
+    """The refusal of a member CIDR that overlaps a CIDR of the hub's, naming both objects and both CIDRs."""
+    net = ipaddress.ip_network(cidr)
+    for hub_cidr in owned:
+        if net.overlaps(ipaddress.ip_network(hub_cidr.cidr)):
+            return InvalidSpec.one(
+                ref, "spec.network.cidr",
+                f"CIDR {cidr} of {ref} overlaps CIDR {hub_cidr.cidr} of {hub_cidr.owner}, which the hub owns; "
+                f"mesh group {group} would route it to this cluster in its peers' route tables, taking the hub's "
+                f"traffic. Declare the VPC's own CIDR", condition="MeshCIDROverlap")
+    return None
+
+
+# --- the routes a stack writes, and the routes they must not beat -------------------------------
+
+class PlannedRoute(Frozen):
+    """A pair route this stack writes: in `table` of `member`'s VPC, to `cidr` (the other member's)."""
+
+    member: str  # the cluster key whose route table it is
+    table: str
+    cidr: str
+    pair: str
+    to: str  # the cluster key the route leads to
+
+
+def pair_routes(share: MeshShare) -> tuple[PlannedRoute, ...]:
+    """Every pair route of the share, in both members' tables (components.mesh.MeshPeering writes them); none
+    when the group's summary routes carry the pairs."""
+    if share.routes_via == "transitGateway" and share.attachment is not None and share.attachment.summary_cidrs:
+        return ()
+    owner = share.member
+    out = []
+    for pair in share.pairs:
+        for member, other in ((owner, pair.peer), (pair.peer, owner)):
+            out += [PlannedRoute(member=member.key, table=table, cidr=other.cidr, pair=pair.name, to=other.key)
+                    for table in member.route_table_ids]
+    return tuple(out)
+
+
+class FoundRoute(Frozen):
+    """A route already in a route table (DescribeRouteTables)."""
+
+    cidr: str
+    target: str  # "local", "tgw-...", "pcx-...", "vgw-...", ...
+
+
+def route_hijacks(share: MeshShare, found: Mapping[str, Iterable[FoundRoute]]) -> list[str]:
+    """Each pair route that would be strictly more specific than a route already in its table that is not the
+    mesh's: longest prefix wins, so the pair route would take that route's traffic for its range.
+
+    Not counted: `local` routes, the default route (0.0.0.0/0: every route beats it, as intended), routes to the
+    group's member CIDRs and summaries (the mesh's own), and routes inside the group's memberCIDRs (the range the
+    hub administrator gave the members). `found`: route table -> its routes.
+    """
+    limits = share.limits
+    own = set(limits.group_cidrs) if limits is not None else set()
+    ranges = [ipaddress.ip_network(c) for c in (limits.member_cidrs if limits is not None else ())]
+    out = []
+    for route in pair_routes(share):
+        mine = ipaddress.ip_network(route.cidr)
+        for there in found.get(route.table, ()):
+            theirs = ipaddress.ip_network(there.cidr)
+            if there.target == "local" or theirs.prefixlen == 0 or there.cidr in own \
+                    or any(theirs.subnet_of(r) for r in ranges):
+                continue
+            if mine.prefixlen > theirs.prefixlen and mine.subnet_of(theirs):
+                out.append(f"route table {route.table} of Cluster {route.member} has {there.cidr} -> {there.target}, "
+                           f"and mesh pair {route.pair} would add {route.cidr} (to Cluster {route.to}), which is "
+                           f"more specific: {there.cidr} -> {there.target} would lose {route.cidr}'s traffic")
+    return out
+
+
 # --- planning -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -345,11 +464,13 @@ def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], ta
     rejected: list[str] = []
     errors: dict[str, InvalidSpec] = {}
     regions: set[str] = set()
+    owned = hub_cidrs(hub)
     for cluster, target in reachable:
         gateway = status.gateway(tstack, target.region) if tstack is not None else None
         candidate = _candidate(cluster, target, dedicated, gateway.transit_gateway_id if gateway else None)
         problems = (network_problem and InvalidSpec.one(cluster.ref, f"metadata.labels[{MESH_LABEL}]",
                                                         network_problem, condition="MeshLimitExceeded")) \
+            or _cidr_problems(candidate, group, config, owned) \
             or _own_problems(candidate, group, dedicated, phase, config) \
             or _fit_problems(candidate, group, admitted, hub, config, phase) \
             or (net is not None and _gateway_problems(candidate, group, network, net, regions, len(admitted), hub))
@@ -375,6 +496,7 @@ def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[_Candida
     mesh = hub.spec.mesh
     phase = view.phase
     cidrs = tuple(sorted({c.member.cidr for c in admitted} | set(config.summary_cidrs)))
+    vpcs = hub_vpcs(hub)
     shares: dict[str, MeshShare] = {}
     for i, owner in enumerate(admitted):
         session = accounts.session_name("mesh", owner.cluster)
@@ -402,7 +524,7 @@ def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[_Candida
                 transit_gateways_per_vpc=mesh.quota(account, "transit_gateways_per_vpc"),
                 mesh_routes=_mesh_routes(len(admitted) - 1, phase, tuple(config.summary_cidrs)),
                 mesh_rules=(len(admitted) - 1) * len(group_rules(config)),
-                group_cidrs=cidrs))
+                group_cidrs=cidrs, member_cidrs=tuple(config.member_cidrs), hub_vpcs=vpcs))
     return shares
 
 
@@ -421,6 +543,22 @@ def _candidate(cluster: Cluster, target: AwsTarget, dedicated: bool, gateway: st
         transit_gateway_id=gateway,
     )
     return _Candidate(cluster, member, ipaddress.ip_network(net.cidr))
+
+
+def _cidr_problems(c: _Candidate, group: str, config: MeshGroup, owned: tuple[HubCidr, ...]) -> InvalidSpec | None:
+    """A member CIDR must not be the hub's, and must lie in the group's memberCIDRs when it has any: checked
+    before the other members', so a CIDR the hub owns never takes a place in the group."""
+    refused = hub_overlap(c.cluster.ref, c.member.cidr, owned, group)
+    if refused is not None:
+        return refused
+    ranges = [ipaddress.ip_network(cidr) for cidr in config.member_cidrs]
+    if ranges and not any(c.net.subnet_of(r) for r in ranges):
+        return InvalidSpec.one(
+            c.cluster.ref, "spec.network.cidr",
+            f"CIDR {c.member.cidr} of {c.cluster.ref} is in none of mesh group {group}'s memberCIDRs "
+            f"({', '.join(config.member_cidrs)}), the ranges the hub administrator lets its members declare",
+            condition="MeshCIDRNotAllowed")
+    return None
 
 
 def _own_problems(c: _Candidate, group: str, dedicated: bool, phase: Phase, config: MeshGroup) -> InvalidSpec | None:
