@@ -300,6 +300,18 @@ def hub_overlap(ref: str, cidr: str, owned: Iterable[HubCidr], group: str) -> In
     return None
 
 
+def vpc_cidr_problem(member: MeshMember, blocks: tuple[str, ...] | None) -> str | None:
+    """Why the member's declared CIDR is not its VPC's (`blocks`: what the member's account says the VPC has;
+    None: no such VPC), or None. Its peers route exactly the declared range to it."""
+    where = f"VPC {member.vpc_id} in account {member.target.account_id} ({member.target.region})"
+    if blocks is None:
+        return f"there is no {where}"
+    if ipaddress.ip_network(member.cidr) not in {ipaddress.ip_network(b) for b in blocks}:
+        return (f"CIDR {member.cidr} is not a CIDR block of {where}, which has {', '.join(blocks)}; a member "
+                f"declares one of its VPC's own CIDR blocks, since its peers route exactly that range to it")
+    return None
+
+
 # --- the routes a stack writes, and the routes they must not beat -------------------------------
 
 class PlannedRoute(Frozen):
