@@ -32,7 +32,9 @@ Cost in stack runs (group of N members, the joiner/leaver included)
     From 1 (the last joiner) to N (the first); (N + 1) / 2 on average.
 
 Validation, in join order, so an existing member is never blocked by a newcomer's mistake: a member
-whose CIDR overlaps an earlier member's, or that would push a VPC past `HubConfig spec.mesh` (or its
+whose CIDR overlaps a CIDR the hub owns (`hub_cidrs`: its endpoint and associated VPCs, spec.mesh.reservedCIDRs;
+checked first, so it never takes a place) or lies outside its group's memberCIDRs, whose CIDR overlaps an
+earlier member's, or that would push a VPC past `HubConfig spec.mesh` (or its
 account's accountQuotas) peeringsPerVPC / routesPerTable / rulesPerSecurityGroup, or a gateway past its
 quotas, is rejected (an InvalidSpec on that cluster naming both clusters and both CIDRs, or the numbers)
 and left out of the mesh; the others go on.

@@ -395,3 +395,40 @@ def test_undeclaring_a_spanning_group_keeps_every_same_namespace_peering_as_it_i
         before = {p.name: p for p in spanning.shares[key].pairs}
         assert all(before[p.name] == p for p in share.pairs)  # each kept pair has the same inputs
     assert local.stamps == {}  # nobody is re-stamped
+
+
+# --- the pre-flight's route rule (automation.adapters.mesh_cidrs reads the tables; stacks.mesh decides) -------
+
+def test_a_pair_route_beats_only_a_wider_route_that_is_not_the_meshs():
+    from stacks.mesh import FoundRoute, pair_routes, route_hijacks
+
+    h = hub(mesh={"groups": {"core": {"memberCIDRs": ["10.0.0.0/12"]}}})
+    clusters = [member(1, cidr="10.1.0.0/16"), member(2, cidr="10.40.9.0/24")]  # c02 joins last: owns the pair
+    assert plan_mesh(h, clusters).errors["acme/c02"].reason == "MeshCIDRNotAllowed"  # outside memberCIDRs
+    share = plan_mesh(hub(), clusters).shares["acme/c02"]
+    routes = pair_routes(share)
+    assert {(r.member, r.table, r.cidr) for r in routes} == {
+        ("globex/c01", "rtb-001a", "10.40.9.0/24"), ("globex/c01", "rtb-001b", "10.40.9.0/24"),
+        ("acme/c02", "rtb-002a", "10.1.0.0/16")}
+
+    def found(*routes):
+        return {"rtb-001b": tuple(FoundRoute(cidr=c, target=t) for c, t in routes)}
+
+    assert route_hijacks(share, found(("10.40.0.0/16", "vgw-1")))  # wider, someone else's: it would lose
+    assert route_hijacks(share, found(("10.0.0.0/8", "tgw-corp")))
+    for harmless in (("0.0.0.0/0", "igw-1"),  # the default route: beaten by design
+                     ("10.40.9.0/24", "vgw-1"),  # the same prefix: AWS refuses the duplicate, nothing is taken
+                     ("10.40.9.0/28", "vgw-1"),  # narrower: it keeps winning its range
+                     ("10.40.0.0/16", "local"),
+                     ("10.1.0.0/16", "pcx-1"),  # the mesh's own (a member CIDR)
+                     ("192.168.0.0/16", "vgw-1")):  # elsewhere
+        assert route_hijacks(share, found(harmless)) == [], harmless
+    # Inside memberCIDRs: the range the administrator gave the members.
+    ranged = share.model_copy(update={"limits": share.limits.model_copy(update={"member_cidrs": ("10.40.0.0/16",)})})
+    assert route_hijacks(ranged, found(("10.40.0.0/16", "vgw-1"))) == []
+    # With summary routes on a Transit Gateway there are no pair routes to beat (the summaries are the hub's).
+    from stacks.transit import TransitAttachment
+    summarised = share.model_copy(update={"routes_via": "transitGateway", "attachment": TransitAttachment(
+        transit_stack="_tgw_111111111111", transit_gateway_id="tgw-0", subnet_ids=("subnet-0a",),
+        summary_cidrs=("10.0.0.0/8",))})
+    assert pair_routes(summarised) == () and route_hijacks(summarised, found(("10.40.0.0/16", "vgw-1"))) == []
