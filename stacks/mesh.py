@@ -47,7 +47,9 @@ so a join costs the joiner's stack (+ the transit stack's, with a gateway) and a
 from __future__ import annotations
 
 import ipaddress
+from bisect import bisect_right
 from collections import Counter
+from itertools import accumulate
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -289,16 +291,36 @@ def looked_up_cidrs(vpcs: Iterable[HubVpc], looked_up: Mapping[str, Iterable[str
                  for vpc in vpcs for cidr in sorted(set(looked_up.get(vpc.vpc_id, ()))))
 
 
-def hub_overlap(ref: str, cidr: str, owned: Iterable[HubCidr], group: str) -> InvalidSpec | None:
+class HubCidrs:
+    """The hub's CIDRs as address intervals sorted by start: which one a member CIDR overlaps, in O(log n)
+    (a fleet's members against an inventory of hundreds of VPCs)."""
+
+    def __init__(self, cidrs: Iterable[HubCidr]):
+        spans = sorted((int(net.network_address), int(net.broadcast_address), i, c)
+                       for i, c in enumerate(cidrs) for net in (ipaddress.ip_network(c.cidr),))
+        self._starts = [start for start, _, _, _ in spans]
+        self._ends = [end for _, end, _, _ in spans]
+        self._reach = list(accumulate(self._ends, max))  # the highest address any of the first k reaches
+        self._cidrs = [c for _, _, _, c in spans]
+
+    def overlapping(self, net: ipaddress.IPv4Network) -> HubCidr | None:
+        first, last = int(net.network_address), int(net.broadcast_address)
+        below = bisect_right(self._starts, last)  # these start at or before the member's last address
+        if below == 0 or self._reach[below - 1] < first:
+            return None
+        return next(c for c, end in zip(self._cidrs[:below], self._ends[:below]) if end >= first)
+
+
+def hub_overlap(ref: str, cidr: str, owned: HubCidrs | Iterable[HubCidr], group: str) -> InvalidSpec | None:
     """The refusal of a member CIDR that overlaps a CIDR of the hub's, naming both objects and both CIDRs."""
-    net = ipaddress.ip_network(cidr)
-    for hub_cidr in owned:
-        if net.overlaps(ipaddress.ip_network(hub_cidr.cidr)):
-            return InvalidSpec.one(
-                ref, "spec.network.cidr",
-                f"CIDR {cidr} of {ref} overlaps CIDR {hub_cidr.cidr} of {hub_cidr.owner}, which the hub owns; "
-                f"mesh group {group} would route it to this cluster in its peers' route tables, taking the hub's "
-                f"traffic. Declare the VPC's own CIDR", condition="MeshCIDROverlap")
+    owned = owned if isinstance(owned, HubCidrs) else HubCidrs(owned)
+    hub_cidr = owned.overlapping(ipaddress.ip_network(cidr))
+    if hub_cidr is not None:
+        return InvalidSpec.one(
+            ref, "spec.network.cidr",
+            f"CIDR {cidr} of {ref} overlaps CIDR {hub_cidr.cidr} of {hub_cidr.owner}, which the hub owns; "
+            f"mesh group {group} would route it to this cluster in its peers' route tables, taking the hub's "
+            f"traffic. Declare the VPC's own CIDR", condition="MeshCIDROverlap")
     return None
 
 
@@ -426,10 +448,12 @@ def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets, sta
     stamps: dict[str, dict] = {}
     networks: dict[str, _Network] = {}
     admitted_by_group: dict[str, list[_Candidate]] = {}
+    owned, vpcs = HubCidrs(hub_cidrs(hub)), hub_vpcs(hub)  # once: every group checks against the same hub
     for key in sorted(by_group):
         group = names[key]
         members = sorted(by_group[key], key=lambda c: join_key(c, group))
-        view, admitted, group_errors = _plan_group(hub, key, group, members, targets, status, networks, roles)
+        view, admitted, group_errors = _plan_group(hub, key, group, members, targets, status, networks, roles,
+                                                   owned)
         groups[key] = view
         admitted_by_group[key] = admitted
         errors.update(group_errors)
@@ -440,14 +464,15 @@ def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets, sta
             if join_stamp(by_key[member], group) is None:
                 stamps[member] = {"group": group, "order": nxt}
                 nxt += 1
-        shares.update(_shares(hub, view, group, admitted, status))
+        shares.update(_shares(hub, view, group, admitted, status, vpcs))
     transit = _transit_inputs(hub, groups, admitted_by_group, networks, status, roles)
     return MeshPlan(shares=shares, errors=errors, groups=groups, stamps=stamps, unstamp=tuple(unstamp),
                     transit=transit)
 
 
 def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], targets: Targets,
-                status: MeshStatus, networks: dict[str, _Network], roles: Mapping[str, str] | None):
+                status: MeshStatus, networks: dict[str, _Network], roles: Mapping[str, str] | None,
+                owned: HubCidrs):
     config = hub.spec.mesh.groups.get(group, MeshGroup())
     dedicated = config.security_group == "dedicated"
     reachable = [(c, t) for c in members if isinstance(t := targets.get(c.key), AwsTarget)]
@@ -478,7 +503,6 @@ def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], ta
     rejected: list[str] = []
     errors: dict[str, InvalidSpec] = {}
     regions: set[str] = set()
-    owned = hub_cidrs(hub)
     for cluster, target in reachable:
         gateway = status.gateway(tstack, target.region) if tstack is not None else None
         candidate = _candidate(cluster, target, dedicated, gateway.transit_gateway_id if gateway else None)
@@ -505,12 +529,11 @@ def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], ta
 
 
 def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[_Candidate],
-            status: MeshStatus) -> dict[str, MeshShare]:
+            status: MeshStatus, vpcs: tuple[HubVpc, ...]) -> dict[str, MeshShare]:
     config = hub.spec.mesh.groups.get(group, MeshGroup())
     mesh = hub.spec.mesh
     phase = view.phase
     cidrs = tuple(sorted({c.member.cidr for c in admitted} | set(config.summary_cidrs)))
-    vpcs = hub_vpcs(hub)
     shares: dict[str, MeshShare] = {}
     for i, owner in enumerate(admitted):
         session = accounts.session_name("mesh", owner.cluster)
@@ -559,7 +582,7 @@ def _candidate(cluster: Cluster, target: AwsTarget, dedicated: bool, gateway: st
     return _Candidate(cluster, member, ipaddress.ip_network(net.cidr))
 
 
-def _cidr_problems(c: _Candidate, group: str, config: MeshGroup, owned: tuple[HubCidr, ...]) -> InvalidSpec | None:
+def _cidr_problems(c: _Candidate, group: str, config: MeshGroup, owned: HubCidrs) -> InvalidSpec | None:
     """A member CIDR must not be the hub's, and must lie in the group's memberCIDRs when it has any: checked
     before the other members', so a CIDR the hub owns never takes a place in the group."""
     refused = hub_overlap(c.cluster.ref, c.member.cidr, owned, group)

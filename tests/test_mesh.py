@@ -432,3 +432,27 @@ def test_a_pair_route_beats_only_a_wider_route_that_is_not_the_meshs():
         transit_stack="_tgw_111111111111", transit_gateway_id="tgw-0", subnet_ids=("subnet-0a",),
         summary_cidrs=("10.0.0.0/8",))})
     assert pair_routes(summarised) == () and route_hijacks(summarised, found(("10.40.0.0/16", "vgw-1"))) == []
+
+
+def test_the_hub_cidr_index_finds_exactly_the_overlaps_a_scan_finds():
+    import ipaddress
+    import random
+
+    from stacks.mesh import HubCidr, HubCidrs
+
+    rng = random.Random(31)
+
+    def cidr():
+        prefix = rng.choice((8, 12, 16, 20, 24, 28))
+        net = ipaddress.ip_network(f"10.{rng.randrange(4)}.{rng.randrange(256)}.{rng.randrange(256)}/{prefix}",
+                                   strict=False)
+        return str(net)
+
+    for _ in range(200):
+        owned = [HubCidr(owner=f"o{i}", cidr=cidr()) for i in range(rng.randrange(0, 12))]
+        index = HubCidrs(owned)
+        for _ in range(20):
+            net = ipaddress.ip_network(cidr())
+            scan = [c for c in owned if net.overlaps(ipaddress.ip_network(c.cidr))]
+            found = index.overlapping(net)
+            assert (found is None) == (not scan) and (found is None or found in scan), (net, owned, found)
