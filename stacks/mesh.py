@@ -32,7 +32,9 @@ Cost in stack runs (group of N members, the joiner/leaver included)
     From 1 (the last joiner) to N (the first); (N + 1) / 2 on average.
 
 Validation, in join order, so an existing member is never blocked by a newcomer's mistake: a member
-whose CIDR overlaps an earlier member's, or that would push a VPC past `HubConfig spec.mesh` (or its
+whose CIDR overlaps a CIDR the hub owns (`hub_cidrs`: its endpoint and associated VPCs, spec.mesh.reservedCIDRs;
+checked first, so it never takes a place) or lies outside its group's memberCIDRs, whose CIDR overlaps an
+earlier member's, or that would push a VPC past `HubConfig spec.mesh` (or its
 account's accountQuotas) peeringsPerVPC / routesPerTable / rulesPerSecurityGroup, or a gateway past its
 quotas, is rejected (an InvalidSpec on that cluster naming both clusters and both CIDRs, or the numbers)
 and left out of the mesh; the others go on.
@@ -45,7 +47,9 @@ so a join costs the joiner's stack (+ the transit stack's, with a gateway) and a
 from __future__ import annotations
 
 import ipaddress
+from bisect import bisect_right
 from collections import Counter
+from itertools import accumulate
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -88,6 +92,21 @@ class MeshPair(Frozen):
     peer: MeshMember
 
 
+class HubCidr(Frozen):
+    """A CIDR the hub owns, and where the HubConfig says so."""
+
+    owner: str  # "HubConfig default spec.associatedVPCs[0] (VPC vpc-0mgmt)"
+    cidr: str
+
+
+class HubVpc(Frozen):
+    """A VPC of the hub account (endpoint inventory or associated): every CIDR block it has is the hub's."""
+
+    owner: str
+    region: str
+    vpc_id: str
+
+
 class MeshLimits(Frozen):
     """What the preflight counts against for this member's VPC (its account's quotas) and what the mesh puts
     there. Outside the digest (StackInputs.to_config): a quota edit changes no stack."""
@@ -98,6 +117,8 @@ class MeshLimits(Frozen):
     mesh_routes: int  # routes the whole group puts in each of its route tables
     mesh_rules: int  # rules the whole group puts on each of its security groups
     group_cidrs: tuple[str, ...] = ()  # every member CIDR and summary: routes to these are the mesh's own
+    member_cidrs: tuple[str, ...] = ()  # the group's memberCIDRs: routes inside them are the members' range
+    hub_vpcs: tuple[HubVpc, ...] = ()  # the hub's VPCs, whose real CIDR blocks the preflight looks up
 
 
 class MeshShare(Frozen):
@@ -240,6 +261,140 @@ def group_rules(config: MeshGroup) -> tuple[MeshRule, ...]:
     return tuple(config.rules) or (ALL_TRAFFIC,)
 
 
+# --- the hub's CIDRs: no member may declare one -------------------------------------------------
+
+def hub_vpcs(hub: HubConfig) -> tuple[HubVpc, ...]:
+    """The hub's VPCs (endpoint inventory, then associated), each named where the HubConfig lists it."""
+    inventory = (HubVpc(owner=f"{hub.ref} spec.endpointVPCInventory[{i}] (VPC {v.vpc_id})", region=v.region,
+                        vpc_id=v.vpc_id) for i, v in enumerate(hub.spec.endpoint_vpc_inventory))
+    associated = (HubVpc(owner=f"{hub.ref} spec.associatedVPCs[{i}] (VPC {v.vpc_id})", region=v.region,
+                         vpc_id=v.vpc_id) for i, v in enumerate(hub.spec.associated_vpcs))
+    return (*inventory, *associated)
+
+
+def hub_cidrs(hub: HubConfig, looked_up: Mapping[str, Iterable[str]] | None = None) -> tuple[HubCidr, ...]:
+    """Every CIDR the hub owns: its endpoint VPCs', its associated VPCs' (as declared, and every block the
+    service looked up in the hub account: `looked_up`, VPC ID -> CIDR blocks), and spec.mesh.reservedCIDRs.
+    A member's route to any of them would take the hub's (or another tenant's) traffic to the member."""
+    out = [HubCidr(owner=f"{hub.ref} spec.endpointVPCInventory[{i}] (VPC {v.vpc_id})", cidr=v.cidr)
+           for i, v in enumerate(hub.spec.endpoint_vpc_inventory)]
+    out += [HubCidr(owner=f"{hub.ref} spec.associatedVPCs[{i}] (VPC {v.vpc_id})", cidr=v.cidr)
+            for i, v in enumerate(hub.spec.associated_vpcs) if v.cidr is not None]
+    out += [HubCidr(owner=f"{hub.ref} spec.mesh.reservedCIDRs[{i}]", cidr=cidr)
+            for i, cidr in enumerate(hub.spec.mesh.reserved_cidrs)]
+    return (*out, *looked_up_cidrs(hub_vpcs(hub), looked_up or {}))
+
+
+def looked_up_cidrs(vpcs: Iterable[HubVpc], looked_up: Mapping[str, Iterable[str]]) -> tuple[HubCidr, ...]:
+    """The CIDR blocks the hub account says its VPCs have, secondary ones included."""
+    return tuple(HubCidr(owner=f"{vpc.owner}, a CIDR block of the VPC in the hub account", cidr=cidr)
+                 for vpc in vpcs for cidr in sorted(set(looked_up.get(vpc.vpc_id, ()))))
+
+
+class HubCidrs:
+    """The hub's CIDRs as address intervals sorted by start: which one a member CIDR overlaps, in O(log n)
+    (a fleet's members against an inventory of hundreds of VPCs)."""
+
+    def __init__(self, cidrs: Iterable[HubCidr]):
+        spans = sorted((int(net.network_address), int(net.broadcast_address), i, c)
+                       for i, c in enumerate(cidrs) for net in (ipaddress.ip_network(c.cidr),))
+        self._starts = [start for start, _, _, _ in spans]
+        self._ends = [end for _, end, _, _ in spans]
+        self._reach = list(accumulate(self._ends, max))  # the highest address any of the first k reaches
+        self._cidrs = [c for _, _, _, c in spans]
+
+    def overlapping(self, net: ipaddress.IPv4Network) -> HubCidr | None:
+        first, last = int(net.network_address), int(net.broadcast_address)
+        below = bisect_right(self._starts, last)  # these start at or before the member's last address
+        if below == 0 or self._reach[below - 1] < first:
+            return None
+        return next(c for c, end in zip(self._cidrs[:below], self._ends[:below]) if end >= first)
+
+
+def hub_overlap(ref: str, cidr: str, owned: HubCidrs | Iterable[HubCidr], group: str) -> InvalidSpec | None:
+    """The refusal of a member CIDR that overlaps a CIDR of the hub's, naming both objects and both CIDRs."""
+    owned = owned if isinstance(owned, HubCidrs) else HubCidrs(owned)
+    hub_cidr = owned.overlapping(ipaddress.ip_network(cidr))
+    if hub_cidr is not None:
+        return InvalidSpec.one(
+            ref, "spec.network.cidr",
+            f"CIDR {cidr} of {ref} overlaps CIDR {hub_cidr.cidr} of {hub_cidr.owner}, which the hub owns; "
+            f"mesh group {group} would route it to this cluster in its peers' route tables, taking the hub's "
+            f"traffic. Declare the VPC's own CIDR", condition="MeshCIDROverlap")
+    return None
+
+
+def vpc_cidr_problem(member: MeshMember, blocks: tuple[str, ...] | None) -> str | None:
+    """Why the member's declared CIDR is not its VPC's (`blocks`: what the member's account says the VPC has;
+    None: no such VPC), or None. Its peers route exactly the declared range to it."""
+    where = f"VPC {member.vpc_id} in account {member.target.account_id} ({member.target.region})"
+    if blocks is None:
+        return f"there is no {where}"
+    if ipaddress.ip_network(member.cidr) not in {ipaddress.ip_network(b) for b in blocks}:
+        return (f"CIDR {member.cidr} is not a CIDR block of {where}, which has {', '.join(blocks)}; a member "
+                f"declares one of its VPC's own CIDR blocks, since its peers route exactly that range to it")
+    return None
+
+
+# --- the routes a stack writes, and the routes they must not beat -------------------------------
+
+class PlannedRoute(Frozen):
+    """A pair route this stack writes: in `table` of `member`'s VPC, to `cidr` (the other member's)."""
+
+    member: str  # the cluster key whose route table it is
+    table: str
+    cidr: str
+    pair: str
+    to: str  # the cluster key the route leads to
+
+
+def pair_routes(share: MeshShare) -> tuple[PlannedRoute, ...]:
+    """Every pair route of the share, in both members' tables (components.mesh.MeshPeering writes them); none
+    when the group's summary routes carry the pairs."""
+    if share.routes_via == "transitGateway" and share.attachment is not None and share.attachment.summary_cidrs:
+        return ()
+    owner = share.member
+    out = []
+    for pair in share.pairs:
+        for member, other in ((owner, pair.peer), (pair.peer, owner)):
+            out += [PlannedRoute(member=member.key, table=table, cidr=other.cidr, pair=pair.name, to=other.key)
+                    for table in member.route_table_ids]
+    return tuple(out)
+
+
+class FoundRoute(Frozen):
+    """A route already in a route table (DescribeRouteTables)."""
+
+    cidr: str
+    target: str  # "local", "tgw-...", "pcx-...", "vgw-...", ...
+
+
+def route_hijacks(share: MeshShare, found: Mapping[str, Iterable[FoundRoute]]) -> list[str]:
+    """Each pair route that would be strictly more specific than a route already in its table that is not the
+    mesh's: longest prefix wins, so the pair route would take that route's traffic for its range.
+
+    Not counted: `local` routes, the default route (0.0.0.0/0: every route beats it, as intended), routes to the
+    group's member CIDRs and summaries (the mesh's own), and routes inside the group's memberCIDRs (the range the
+    hub administrator gave the members). `found`: route table -> its routes.
+    """
+    limits = share.limits
+    own = set(limits.group_cidrs) if limits is not None else set()
+    ranges = [ipaddress.ip_network(c) for c in (limits.member_cidrs if limits is not None else ())]
+    out = []
+    for route in pair_routes(share):
+        mine = ipaddress.ip_network(route.cidr)
+        for there in found.get(route.table, ()):
+            theirs = ipaddress.ip_network(there.cidr)
+            if there.target == "local" or theirs.prefixlen == 0 or there.cidr in own \
+                    or any(theirs.subnet_of(r) for r in ranges):
+                continue
+            if mine.prefixlen > theirs.prefixlen and mine.subnet_of(theirs):
+                out.append(f"route table {route.table} of Cluster {route.member} has {there.cidr} -> {there.target}, "
+                           f"and mesh pair {route.pair} would add {route.cidr} (to Cluster {route.to}), which is "
+                           f"more specific: {there.cidr} -> {there.target} would lose {route.cidr}'s traffic")
+    return out
+
+
 # --- planning -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -293,10 +448,12 @@ def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets, sta
     stamps: dict[str, dict] = {}
     networks: dict[str, _Network] = {}
     admitted_by_group: dict[str, list[_Candidate]] = {}
+    owned, vpcs = HubCidrs(hub_cidrs(hub)), hub_vpcs(hub)  # once: every group checks against the same hub
     for key in sorted(by_group):
         group = names[key]
         members = sorted(by_group[key], key=lambda c: join_key(c, group))
-        view, admitted, group_errors = _plan_group(hub, key, group, members, targets, status, networks, roles)
+        view, admitted, group_errors = _plan_group(hub, key, group, members, targets, status, networks, roles,
+                                                   owned)
         groups[key] = view
         admitted_by_group[key] = admitted
         errors.update(group_errors)
@@ -307,14 +464,15 @@ def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets, sta
             if join_stamp(by_key[member], group) is None:
                 stamps[member] = {"group": group, "order": nxt}
                 nxt += 1
-        shares.update(_shares(hub, view, group, admitted, status))
+        shares.update(_shares(hub, view, group, admitted, status, vpcs))
     transit = _transit_inputs(hub, groups, admitted_by_group, networks, status, roles)
     return MeshPlan(shares=shares, errors=errors, groups=groups, stamps=stamps, unstamp=tuple(unstamp),
                     transit=transit)
 
 
 def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], targets: Targets,
-                status: MeshStatus, networks: dict[str, _Network], roles: Mapping[str, str] | None):
+                status: MeshStatus, networks: dict[str, _Network], roles: Mapping[str, str] | None,
+                owned: HubCidrs):
     config = hub.spec.mesh.groups.get(group, MeshGroup())
     dedicated = config.security_group == "dedicated"
     reachable = [(c, t) for c in members if isinstance(t := targets.get(c.key), AwsTarget)]
@@ -350,6 +508,7 @@ def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], ta
         candidate = _candidate(cluster, target, dedicated, gateway.transit_gateway_id if gateway else None)
         problems = (network_problem and InvalidSpec.one(cluster.ref, f"metadata.labels[{MESH_LABEL}]",
                                                         network_problem, condition="MeshLimitExceeded")) \
+            or _cidr_problems(candidate, group, config, owned) \
             or _own_problems(candidate, group, dedicated, phase, config) \
             or _fit_problems(candidate, group, admitted, hub, config, phase) \
             or (net is not None and _gateway_problems(candidate, group, network, net, regions, len(admitted), hub))
@@ -370,7 +529,7 @@ def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], ta
 
 
 def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[_Candidate],
-            status: MeshStatus) -> dict[str, MeshShare]:
+            status: MeshStatus, vpcs: tuple[HubVpc, ...]) -> dict[str, MeshShare]:
     config = hub.spec.mesh.groups.get(group, MeshGroup())
     mesh = hub.spec.mesh
     phase = view.phase
@@ -402,7 +561,7 @@ def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[_Candida
                 transit_gateways_per_vpc=mesh.quota(account, "transit_gateways_per_vpc"),
                 mesh_routes=_mesh_routes(len(admitted) - 1, phase, tuple(config.summary_cidrs)),
                 mesh_rules=(len(admitted) - 1) * len(group_rules(config)),
-                group_cidrs=cidrs))
+                group_cidrs=cidrs, member_cidrs=tuple(config.member_cidrs), hub_vpcs=vpcs))
     return shares
 
 
@@ -421,6 +580,22 @@ def _candidate(cluster: Cluster, target: AwsTarget, dedicated: bool, gateway: st
         transit_gateway_id=gateway,
     )
     return _Candidate(cluster, member, ipaddress.ip_network(net.cidr))
+
+
+def _cidr_problems(c: _Candidate, group: str, config: MeshGroup, owned: HubCidrs) -> InvalidSpec | None:
+    """A member CIDR must not be the hub's, and must lie in the group's memberCIDRs when it has any: checked
+    before the other members', so a CIDR the hub owns never takes a place in the group."""
+    refused = hub_overlap(c.cluster.ref, c.member.cidr, owned, group)
+    if refused is not None:
+        return refused
+    ranges = [ipaddress.ip_network(cidr) for cidr in config.member_cidrs]
+    if ranges and not any(c.net.subnet_of(r) for r in ranges):
+        return InvalidSpec.one(
+            c.cluster.ref, "spec.network.cidr",
+            f"CIDR {c.member.cidr} of {c.cluster.ref} is in none of mesh group {group}'s memberCIDRs "
+            f"({', '.join(config.member_cidrs)}), the ranges the hub administrator lets its members declare",
+            condition="MeshCIDRNotAllowed")
+    return None
 
 
 def _own_problems(c: _Candidate, group: str, dedicated: bool, phase: Phase, config: MeshGroup) -> InvalidSpec | None:

@@ -224,6 +224,8 @@ class MeshGroup(Spec):
     # Transit Gateway mode: each member routes only these to the gateway (one route per table, whatever the
     # group's size) instead of one route per other member. Each must contain every member CIDR.
     summary_cidrs: list[SourceCidr] = Field(default_factory=list, alias="summaryCIDRs", max_length=50)
+    # The ranges a member's spec.network.cidr must lie in (empty: any CIDR that is not the hub's).
+    member_cidrs: list[SourceCidr] = Field(default_factory=list, alias="memberCIDRs", max_length=50)
 
     @model_validator(mode="after")
     def _hysteresis(self) -> "MeshGroup":
@@ -266,6 +268,9 @@ class HubMesh(Spec):
     # Member accounts and the network account are in one AWS Organization with RAM sharing enabled: the
     # gateways are shared without invitations. Otherwise each member account accepts the share.
     organization: bool = False
+    # Ranges the hub owns besides its endpoint and associated VPCs (on-premises, shared services): no member
+    # CIDR may overlap them, as none may overlap those VPCs' (stacks.mesh.hub_cidrs).
+    reserved_cidrs: list[SourceCidr] = Field(default_factory=list, alias="reservedCIDRs", max_length=1000)
 
     def quota(self, account: str, name: str) -> int:
         """The quota `name` (a field of MeshQuotas) for `account`: its override, else spec.mesh's."""

@@ -18,6 +18,7 @@ from automation.adapters import lookups
 from automation.adapters.aws import AccountAccessDenied, AwsSessions
 from automation.adapters.lookups import LookupFailed
 from stacks.accounts import hub_target
+from stacks.mesh import FoundRoute, HubVpc
 from stacks.model import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 
@@ -256,6 +257,9 @@ def test_assume_role_refusal_is_account_access_denied_with_a_reason(moto):
 def test_lookups_succeed_with_exactly_the_generated_policies(moto):
     _nlb(moto, CLUSTER_ACCOUNT, "prod-1-x7k2p-int")
     hub_vpc, subnet = _vpc_with_subnet(_setup_session(moto, HUB_ACCOUNT), moto, "10.100.0.0/16", "us-east-1a")
+    ec2 = _setup_session(moto, CLUSTER_ACCOUNT).client("ec2", endpoint_url=moto.url)
+    vpc = ec2.create_vpc(CidrBlock="10.7.0.0/16")["Vpc"]["VpcId"]
+    table = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
     sessions = _enforced(moto)
     inputs = resolve_one(cluster(infraID="prod-1-x7k2p"), hub())
 
@@ -263,7 +267,13 @@ def test_lookups_succeed_with_exactly_the_generated_policies(moto):
     inventory = [EndpointVPC(region=REGION, vpc_id=hub_vpc, cidr="10.100.0.0/16",
                              subnets=[{"subnetID": subnet, "availabilityZone": "us-east-1a"}])]
     assert lookups.foreign_endpoint_counts(sessions, inputs.hub, inventory) == {hub_vpc: 0}
-    assert set(lookups.all_lookups()) == {"find_nlb", "foreign_endpoint_counts"}, "each is exercised here"
+    hub_vpcs = [HubVpc(owner="HubConfig default spec.associatedVPCs[0]", region=REGION, vpc_id=hub_vpc)]
+    assert lookups.hub_vpc_cidrs(sessions, inputs.hub, hub_vpcs) == {hub_vpc: ("10.100.0.0/16",)}
+    assert lookups.vpc_cidrs(sessions, inputs.cluster, vpc) == ("10.7.0.0/16",)
+    assert lookups.routes_in(sessions, inputs.cluster, [table]) == {table: (FoundRoute(cidr="10.7.0.0/16",
+                                                                                       target="local"),)}
+    assert set(lookups.all_lookups()) == {"find_nlb", "foreign_endpoint_counts", "hub_vpc_cidrs", "vpc_cidrs",
+                                          "routes_in"}, "each is exercised here"
 
 
 def test_a_policy_missing_the_lookups_action_is_refused(moto):

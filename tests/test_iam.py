@@ -89,7 +89,7 @@ def test_every_direct_lookup_declares_its_actions():
     takes_sessions = {name for name, fn in inspect.getmembers(lookups, inspect.isfunction)
                       if fn.__module__ == lookups.__name__ and "sessions" in inspect.signature(fn).parameters}
     assert takes_sessions == set(lookups.all_lookups())
-    assert takes_sessions == {"find_nlb", "foreign_endpoint_counts"}
+    assert takes_sessions == {"find_nlb", "foreign_endpoint_counts", "hub_vpc_cidrs", "vpc_cidrs", "routes_in"}
 
 
 def test_policies_split_actions_by_role():

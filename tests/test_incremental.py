@@ -186,7 +186,7 @@ def test_a_resolver_made_of_a_fleet_answers_as_resolve_all():
     for n, (namespace, name) in enumerate(KEYS):
         doc = cluster_doc(name, namespace, labels={MESH_LABEL: "core"}, annotations={MESH_ENABLED_ANNOTATION: "true"},
                           accountID=ACCOUNTS[namespace == "globex"],
-                          network={"vpcID": f"vpc-0{name}", "cidr": f"10.{n}.0.0/16", "routeTableIDs": [f"rtb-{n}"],
+                          network={"vpcID": f"vpc-0{name}", "cidr": f"10.{n + 1}.0.0/16", "routeTableIDs": [f"rtb-{n}"],
                                    "nodeSecurityGroupIDs": [f"sg-{n}"]})
         world.apply(("put", (parse(doc), None, None)))
     fleet = world.fleet()

@@ -49,7 +49,19 @@ def hub(**spec):
     mesh = spec.pop("mesh", {})
     configured = mesh.get("groups", {})
     groups = {g: {"namespaces": SPANNING, **configured.get(g, {})} for g in ("core", "edge", *configured)}
-    return factories.hub(mesh={**mesh, "groups": groups}, **spec)
+    return local_hub(mesh={**mesh, "groups": groups}, **spec)
+
+
+def local_hub(**spec):
+    """factories.hub with its VPCs out of the members' way (10.<i>.0.0/16, tests.test_transit's 10.100-103): no
+    member may overlap the hub's CIDRs."""
+    if "endpointVPCInventory" not in spec:
+        inventory = factories.hub_doc()["spec"]["endpointVPCInventory"]
+        for vpc, cidr in zip(inventory, ("172.17.0.0/16", "172.18.0.0/16")):
+            vpc["cidr"] = cidr
+        spec["endpointVPCInventory"] = inventory
+    spec.setdefault("associatedVPCs", [{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "172.16.0.0/16"}])
+    return factories.hub(**spec)
 
 
 def plan_mesh(h, clusters, **kw):
@@ -236,6 +248,57 @@ def test_resolve_fleet_puts_the_overlap_on_the_cluster_and_keeps_the_others_runn
     assert "acme/c00" in str(resolved["globex/c01"])
 
 
+@pytest.mark.parametrize("cidr, where, hub_cidr", [
+    ("172.17.4.0/24", "HubConfig default spec.endpointVPCInventory[0] (VPC vpc-0hub1)", "172.17.0.0/16"),
+    ("172.16.9.0/24", "HubConfig default spec.associatedVPCs[0] (VPC vpc-0mgmt)", "172.16.0.0/16"),
+    ("192.168.0.0/16", "HubConfig default spec.mesh.reservedCIDRs[1]", "192.168.128.0/20"),
+])
+def test_a_member_cidr_overlapping_a_hub_cidr_is_refused_before_it_takes_a_place(cidr, where, hub_cidr):
+    """A tenant declaring the hub's range would own pair routes to it in other tenants' tables (issue 31, 1)."""
+    h = hub(mesh={"reservedCIDRs": ["198.18.0.0/15", "192.168.128.0/20"]})
+    # The hostile member joins first; the honest one after it overlaps it, and still gets in.
+    clusters = [member(0, cidr=cidr, created="2024-01-01T00:00:00Z"), member(1), member(2, cidr=cidr)]
+    plan = plan_mesh(h, clusters)
+    err = plan.errors["acme/c00"]
+    assert err.reason == "MeshCIDROverlap"
+    [e] = err.errors
+    assert (e.obj, e.field) == ("Cluster acme/c00", "spec.network.cidr")
+    assert f"CIDR {cidr} of Cluster acme/c00 overlaps CIDR {hub_cidr} of {where}, which the hub owns" in e.reason
+    assert plan.groups["core"].members == ("globex/c01",)
+    assert plan.errors["acme/c02"].reason == "MeshCIDROverlap"  # the same rule, whoever joins
+    assert all(s.member.cidr != cidr and all(p.peer.cidr != cidr for p in s.pairs) for s in plan.shares.values())
+
+
+def test_member_cidrs_bound_what_a_member_may_declare():
+    h = hub(mesh={"groups": {"core": {"memberCIDRs": ["10.0.0.0/14", "10.8.0.0/16"]}}})
+    plan = plan_mesh(h, [member(i) for i in range(5)] + [member(8, cidr="10.8.4.0/24")])
+    assert plan.groups["core"].members == ("acme/c00", "globex/c01", "acme/c02", "globex/c03", "acme/c08")
+    err = plan.errors["acme/c04"]
+    assert err.reason == "MeshCIDRNotAllowed" and err.errors[0].field == "spec.network.cidr"
+    assert "CIDR 10.4.0.0/16 of Cluster acme/c04 is in none of mesh group core's memberCIDRs " \
+           "(10.0.0.0/14, 10.8.0.0/16)" in str(err)
+    share = plan.shares["acme/c08"]
+    assert share.limits.member_cidrs == ("10.0.0.0/14", "10.8.0.0/16")
+    assert [v.vpc_id for v in share.limits.hub_vpcs] == ["vpc-0hub1", "vpc-0hubeu", "vpc-0mgmt"]
+
+
+def test_an_associated_vpc_without_a_cidr_is_checked_with_the_blocks_looked_up_for_it():
+    from stacks.mesh import HubCidr, hub_cidrs, hub_overlap
+
+    h = hub(associatedVPCs=[{"region": "eu-west-1", "vpcID": "vpc-0mgmteu"}])
+    declared = hub_cidrs(h)
+    assert [c.cidr for c in declared] == ["172.17.0.0/16", "172.18.0.0/16"]  # nothing declared for vpc-0mgmteu
+    looked = hub_cidrs(h, {"vpc-0mgmteu": ["10.20.0.0/16", "100.64.0.0/16"]})
+    assert looked[-2:] == (
+        HubCidr(owner="HubConfig default spec.associatedVPCs[0] (VPC vpc-0mgmteu), a CIDR block of the VPC in the "
+                      "hub account", cidr="10.20.0.0/16"),
+        HubCidr(owner="HubConfig default spec.associatedVPCs[0] (VPC vpc-0mgmteu), a CIDR block of the VPC in the "
+                      "hub account", cidr="100.64.0.0/16"))
+    assert hub_overlap("Cluster acme/c20", "10.20.0.0/16", declared, "core") is None
+    refused = hub_overlap("Cluster acme/c20", "10.20.0.0/16", looked, "core")
+    assert refused.reason == "MeshCIDROverlap" and "vpc-0mgmteu" in str(refused)
+
+
 @pytest.mark.parametrize("limit, field, text", [
     ({"peeringsPerVPC": 3}, "peeringsPerVPC", "4 VPC peerings on its VPC (HubConfig spec.mesh.peeringsPerVPC is 3"),
     ({"routesPerTable": 3}, "routesPerTable", "4 mesh routes in each of its route tables "
@@ -302,7 +365,7 @@ def test_stacks_modules_import_in_any_order(first):
 # --- tenancy: groups are namespace-local unless the hub spans them ---------------------------
 
 def test_the_same_label_in_two_namespaces_makes_two_groups_that_never_peer():
-    plan = plan_mesh(factories.hub(), group(4))  # no declaration: acme/core and globex/core
+    plan = plan_mesh(local_hub(), group(4))  # no declaration: acme/core and globex/core
     assert plan.groups["acme/core"].members == ("acme/c00", "acme/c02")
     assert plan.groups["globex/core"].members == ("globex/c01", "globex/c03")
     for share in plan.shares.values():
@@ -310,7 +373,7 @@ def test_the_same_label_in_two_namespaces_makes_two_groups_that_never_peer():
 
 
 def test_a_namespace_the_hub_did_not_list_is_refused_naming_the_group():
-    h = factories.hub(mesh={"groups": {"core": {"namespaces": ["acme"]}}})
+    h = local_hub(mesh={"groups": {"core": {"namespaces": ["acme"]}}})
     plan = plan_mesh(h, group(3))
     assert plan.groups["core"].members == ("acme/c00", "acme/c02")
     err = plan.errors["globex/c01"]
@@ -324,7 +387,7 @@ def test_undeclaring_a_spanning_group_keeps_every_same_namespace_peering_as_it_i
     spanning = plan_mesh(hub(), clusters)
     clusters = stamped(clusters, spanning)  # the service recorded the join order under the spanning group
     spanning = plan_mesh(hub(), clusters)
-    local = plan_mesh(factories.hub(), clusters)
+    local = plan_mesh(local_hub(), clusters)
     same_ns = {name: owner for name, owner in owned(spanning).items()
                if len({side.split(".")[0] for side in name.split("+")}) == 1}
     assert same_ns and {n: o for n, o in owned(local).items()} == same_ns  # same names, same owners
@@ -332,3 +395,64 @@ def test_undeclaring_a_spanning_group_keeps_every_same_namespace_peering_as_it_i
         before = {p.name: p for p in spanning.shares[key].pairs}
         assert all(before[p.name] == p for p in share.pairs)  # each kept pair has the same inputs
     assert local.stamps == {}  # nobody is re-stamped
+
+
+# --- the pre-flight's route rule (automation.adapters.mesh_cidrs reads the tables; stacks.mesh decides) -------
+
+def test_a_pair_route_beats_only_a_wider_route_that_is_not_the_meshs():
+    from stacks.mesh import FoundRoute, pair_routes, route_hijacks
+
+    h = hub(mesh={"groups": {"core": {"memberCIDRs": ["10.0.0.0/12"]}}})
+    clusters = [member(1, cidr="10.1.0.0/16"), member(2, cidr="10.40.9.0/24")]  # c02 joins last: owns the pair
+    assert plan_mesh(h, clusters).errors["acme/c02"].reason == "MeshCIDRNotAllowed"  # outside memberCIDRs
+    share = plan_mesh(hub(), clusters).shares["acme/c02"]
+    routes = pair_routes(share)
+    assert {(r.member, r.table, r.cidr) for r in routes} == {
+        ("globex/c01", "rtb-001a", "10.40.9.0/24"), ("globex/c01", "rtb-001b", "10.40.9.0/24"),
+        ("acme/c02", "rtb-002a", "10.1.0.0/16")}
+
+    def found(*routes):
+        return {"rtb-001b": tuple(FoundRoute(cidr=c, target=t) for c, t in routes)}
+
+    assert route_hijacks(share, found(("10.40.0.0/16", "vgw-1")))  # wider, someone else's: it would lose
+    assert route_hijacks(share, found(("10.0.0.0/8", "tgw-corp")))
+    for harmless in (("0.0.0.0/0", "igw-1"),  # the default route: beaten by design
+                     ("10.40.9.0/24", "vgw-1"),  # the same prefix: AWS refuses the duplicate, nothing is taken
+                     ("10.40.9.0/28", "vgw-1"),  # narrower: it keeps winning its range
+                     ("10.40.0.0/16", "local"),
+                     ("10.1.0.0/16", "pcx-1"),  # the mesh's own (a member CIDR)
+                     ("192.168.0.0/16", "vgw-1")):  # elsewhere
+        assert route_hijacks(share, found(harmless)) == [], harmless
+    # Inside memberCIDRs: the range the administrator gave the members.
+    ranged = share.model_copy(update={"limits": share.limits.model_copy(update={"member_cidrs": ("10.40.0.0/16",)})})
+    assert route_hijacks(ranged, found(("10.40.0.0/16", "vgw-1"))) == []
+    # With summary routes on a Transit Gateway there are no pair routes to beat (the summaries are the hub's).
+    from stacks.transit import TransitAttachment
+    summarised = share.model_copy(update={"routes_via": "transitGateway", "attachment": TransitAttachment(
+        transit_stack="_tgw_111111111111", transit_gateway_id="tgw-0", subnet_ids=("subnet-0a",),
+        summary_cidrs=("10.0.0.0/8",))})
+    assert pair_routes(summarised) == () and route_hijacks(summarised, found(("10.40.0.0/16", "vgw-1"))) == []
+
+
+def test_the_hub_cidr_index_finds_exactly_the_overlaps_a_scan_finds():
+    import ipaddress
+    import random
+
+    from stacks.mesh import HubCidr, HubCidrs
+
+    rng = random.Random(31)
+
+    def cidr():
+        prefix = rng.choice((8, 12, 16, 20, 24, 28))
+        net = ipaddress.ip_network(f"10.{rng.randrange(4)}.{rng.randrange(256)}.{rng.randrange(256)}/{prefix}",
+                                   strict=False)
+        return str(net)
+
+    for _ in range(200):
+        owned = [HubCidr(owner=f"o{i}", cidr=cidr()) for i in range(rng.randrange(0, 12))]
+        index = HubCidrs(owned)
+        for _ in range(20):
+            net = ipaddress.ip_network(cidr())
+            scan = [c for c in owned if net.overlaps(ipaddress.ip_network(c.cidr))]
+            found = index.overlapping(net)
+            assert (found is None) == (not scan) and (found is None or found in scan), (net, owned, found)

@@ -71,3 +71,52 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
     stderr = proc.stderr.read().decode()
     assert proc.wait() == 141
     assert "Traceback" not in stderr
+
+
+def test_a_member_cidr_inside_the_hubs_management_vpc_is_refused_naming_the_member_and_the_hub_cidr(tmp_path):
+    """The route hijack (issue 31, item 1): in a group the hub declared across acme and globex, globex declares
+    10.0.9.0/24, inside the hub's associated management VPC 10.0.0.0/16. Admitted, its stack would write
+    10.0.9.0/24 -> pcx into acme's route tables, more specific than acme's route to the hub: it would win."""
+    hub_doc = yaml.safe_load(open("examples/hub.yaml"))
+    hub_doc["spec"]["mesh"] = {"groups": {"core": {"namespaces": ["acme", "globex"]}}}
+    (tmp_path / "hub.yaml").write_text(yaml.safe_dump(hub_doc))
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    (clusters / "ns.yaml").write_text(yaml.safe_dump_all([namespace_doc("acme"), namespace_doc("globex")]))
+    mesh = {"labels": {"clusternet.io/mesh": "core"}, "annotations": {"clusternet.io/mesh-enabled": "true"}}
+    (clusters / "victim.yaml").write_text(yaml.safe_dump(cluster_doc("victim", "acme", privateLink={"enabled": False},
+                                                                     **mesh)))
+    evil = cluster_doc("evil", "globex", accountID="333333333333", privateLink={"enabled": False}, **mesh,
+                       network={"vpcID": "vpc-0e1", "cidr": "10.0.9.0/24", "routeTableIDs": ["rtb-0e1"],
+                                "nodeSecurityGroupIDs": ["sg-0e1"]})
+    (clusters / "evil.yaml").write_text(yaml.safe_dump(evil))
+    done = run("plan", "--hub", str(tmp_path / "hub.yaml"), "--clusters", str(clusters), "--format", "json")
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert "Cluster globex/evil: spec.network.cidr: CIDR 10.0.9.0/24 of Cluster globex/evil overlaps CIDR " \
+           "10.0.0.0/16 of HubConfig default spec.associatedVPCs[0] (VPC vpc-0mgmt)" in done.stderr
+    assert "Cluster acme/victim" not in done.stderr  # the victim is not blamed
+
+
+def test_reserved_cidrs_and_member_cidrs_refuse_a_member_in_the_plan(tmp_path):
+    hub_doc = yaml.safe_load(open("examples/hub.yaml"))
+    hub_doc["spec"]["mesh"] = {"reservedCIDRs": ["192.168.0.0/16"],
+                               "groups": {"core": {"namespaces": ["acme", "globex"], "memberCIDRs": ["10.0.0.0/8"]}}}
+    (tmp_path / "hub.yaml").write_text(yaml.safe_dump(hub_doc))
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    (clusters / "ns.yaml").write_text(yaml.safe_dump_all([namespace_doc("acme"), namespace_doc("globex")]))
+    mesh = {"labels": {"clusternet.io/mesh": "core"}, "annotations": {"clusternet.io/mesh-enabled": "true"}}
+    onprem = cluster_doc("onprem", "globex", accountID="333333333333", privateLink={"enabled": False}, **mesh,
+                         network={"vpcID": "vpc-0e1", "cidr": "192.168.4.0/24", "routeTableIDs": ["rtb-0e1"],
+                                  "nodeSecurityGroupIDs": ["sg-0e1"]})
+    outside = cluster_doc("outside", "acme", privateLink={"enabled": False}, **mesh,
+                          network={"vpcID": "vpc-0o1", "cidr": "172.20.0.0/16", "routeTableIDs": ["rtb-0o1"],
+                                   "nodeSecurityGroupIDs": ["sg-0o1"]})
+    (clusters / "c.yaml").write_text(yaml.safe_dump_all([onprem, outside]))
+    done = run("plan", "--hub", str(tmp_path / "hub.yaml"), "--clusters", str(clusters), "--format", "json")
+    assert done.returncode == 2, done.stderr
+    assert "Cluster globex/onprem: spec.network.cidr: CIDR 192.168.4.0/24 of Cluster globex/onprem overlaps CIDR " \
+           "192.168.0.0/16 of HubConfig default spec.mesh.reservedCIDRs[0]" in done.stderr
+    assert "Cluster acme/outside: spec.network.cidr: CIDR 172.20.0.0/16 of Cluster acme/outside is in none of mesh " \
+           "group core's memberCIDRs (10.0.0.0/8)" in done.stderr

@@ -48,3 +48,141 @@ def test_in_the_pipeline_nothing_runs_until_the_installer_has_made_the_nlb(moto,
             _nlb(moto, CLUSTER_ACCOUNT, "prod-1-x7k2p-int")  # the installer gets there
             wait_until(lambda: env.ready("prod-1"), what="Ready")
     assert [c.operation for c in engine.calls] == ["up"]
+
+
+# --- the mesh's CIDR pre-flight: what a member declares against what its account and the hub's say ---------
+
+from automation.adapters.mesh_cidrs import MeshCidrPreflight  # noqa: E402
+from stacks.errors import InvalidSpec  # noqa: E402
+from stacks.resolve import resolve_all  # noqa: E402
+from tests.factories import HUB_ACCOUNT, fleet  # noqa: E402
+from tests.test_aws_sessions import _setup_session  # noqa: E402
+from tests.test_mesh import hub as mesh_hub, member  # noqa: E402
+
+ATTACKER_ACCOUNT = "333333333333"
+
+
+def _vpc(moto, account: str, cidr: str, *secondary: str) -> tuple[object, str, str]:
+    """A VPC with CIDR blocks `cidr` and `secondary`, and a route table: (its ec2 client, VPC ID, table ID)."""
+    ec2 = _setup_session(moto, account).client("ec2", endpoint_url=moto.url)
+    vpc = ec2.create_vpc(CidrBlock=cidr)["Vpc"]["VpcId"]
+    for block in secondary:
+        ec2.associate_vpc_cidr_block(VpcId=vpc, CidrBlock=block)
+    table = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    return ec2, vpc, table
+
+
+def _mesh_inputs(victim: tuple, attacker: tuple, *, attacker_cidr: str, **hub_spec):
+    """acme/c00 (the victim, first in group core) and globex/c01 (joins after it, so its stack owns the pair
+    and writes attacker_cidr into the victim's route table): globex/c01's inputs."""
+    _, victim_vpc, victim_table = victim
+    _, attacker_vpc, attacker_table = attacker
+    clusters = [member(0, vpcID=victim_vpc, routeTableIDs=[victim_table], cidr="10.1.0.0/16"),
+                member(1, vpcID=attacker_vpc, routeTableIDs=[attacker_table], cidr=attacker_cidr)]
+    resolved = resolve_all(fleet(mesh_hub(**hub_spec), clusters))
+    inputs = resolved.inputs["globex/c01"]
+    assert not isinstance(inputs, InvalidSpec), inputs  # the plan admits it: only the cloud can tell
+    return inputs
+
+
+def test_a_member_cidr_its_vpc_does_not_have_is_refused_before_anything_runs(moto, sessions):  # noqa: F811
+    victim = _vpc(moto, CLUSTER_ACCOUNT, "10.1.0.0/16")
+    attacker = _vpc(moto, ATTACKER_ACCOUNT, "10.50.0.0/16")
+    desired = _mesh_inputs(victim, attacker, attacker_cidr="10.7.0.0/16")  # declared, but not its VPC's
+    with pytest.raises(NeedsAttention) as caught:
+        MeshCidrPreflight(sessions)(None, desired)
+    assert caught.value.reason == "MeshCIDRNotInVPC"
+    assert str(caught.value) == (
+        f"Cluster globex/c01: spec.network.cidr: CIDR 10.7.0.0/16 is not a CIDR block of VPC {attacker[1]} in account "
+        f"{ATTACKER_ACCOUNT} (us-east-1), which has 10.50.0.0/16; a member declares one of its VPC's own CIDR "
+        f"blocks, since its peers route exactly that range to it")
+
+
+def test_a_secondary_cidr_block_of_the_vpc_may_be_declared(moto, sessions):  # noqa: F811
+    victim = _vpc(moto, CLUSTER_ACCOUNT, "10.1.0.0/16")
+    attacker = _vpc(moto, ATTACKER_ACCOUNT, "10.50.0.0/16", "10.51.0.0/16")
+    assert MeshCidrPreflight(sessions)(None, _mesh_inputs(victim, attacker, attacker_cidr="10.51.0.0/16")) is None
+
+
+def test_a_peer_whose_vpc_lacks_its_cidr_stalls_the_owner_of_the_pair(moto, sessions):  # noqa: F811
+    victim = _vpc(moto, CLUSTER_ACCOUNT, "10.2.0.0/16")  # acme/c00 declares 10.1.0.0/16, its VPC is 10.2.0.0/16
+    attacker = _vpc(moto, ATTACKER_ACCOUNT, "10.50.0.0/16")
+    with pytest.raises(NeedsAttention) as caught:
+        MeshCidrPreflight(sessions)(None, _mesh_inputs(victim, attacker, attacker_cidr="10.50.0.0/16"))
+    assert caught.value.reason == "MeshCIDRNotInVPC"
+    assert str(caught.value).startswith("Cluster globex/c01: metadata.labels[clusternet.io/mesh]: its peer Cluster "
+                                        "acme/c00 in mesh group core declares what AWS does not say: CIDR 10.1.0.0/16 "
+                                        f"is not a CIDR block of VPC {victim[1]} in account {CLUSTER_ACCOUNT}")
+
+
+def test_a_cidr_block_the_hub_account_says_its_associated_vpc_has_is_the_hubs(moto, sessions):  # noqa: F811
+    """The associated VPC is declared without a CIDR (looked up), and its secondary block is what the member
+    declares: the form knows neither, the hub account knows both."""
+    _, mgmt, _ = _vpc(moto, HUB_ACCOUNT, "10.20.0.0/16", "10.21.0.0/16")
+    victim = _vpc(moto, CLUSTER_ACCOUNT, "10.1.0.0/16")
+    attacker = _vpc(moto, ATTACKER_ACCOUNT, "10.21.0.0/16")
+    desired = _mesh_inputs(victim, attacker, attacker_cidr="10.21.0.0/16",
+                           associatedVPCs=[{"region": "us-east-1", "vpcID": mgmt}])
+    with pytest.raises(InvalidSpec) as caught:
+        MeshCidrPreflight(sessions)(None, desired)
+    assert caught.value.reason == "MeshCIDROverlap"
+    [error] = caught.value.errors
+    assert (error.obj, error.field) == ("Cluster globex/c01", "spec.network.cidr")
+    assert error.reason.startswith(
+        f"CIDR 10.21.0.0/16 of Cluster globex/c01 overlaps CIDR 10.21.0.0/16 of HubConfig default "
+        f"spec.associatedVPCs[0] (VPC {mgmt}), a CIDR block of the VPC in the hub account, which the hub owns")
+
+
+def test_a_pair_route_more_specific_than_a_route_in_the_peers_table_stalls_naming_both_routes(moto, sessions):  # noqa: F811
+    """The hijack: acme routes its on-premises 10.40.0.0/16 through its VPN gateway; globex declares 10.40.9.0/24
+    (its VPC's real CIDR, in nobody's declaration) and its stack would write 10.40.9.0/24 -> pcx into acme's
+    table: the longer prefix wins, acme's traffic for 10.40.9.0/24 would go to globex."""
+    victim = _vpc(moto, CLUSTER_ACCOUNT, "10.1.0.0/16")
+    ec2, _, table = victim
+    vgw = ec2.create_vpn_gateway(Type="ipsec.1")["VpnGateway"]["VpnGatewayId"]
+    ec2.attach_vpn_gateway(VpnGatewayId=vgw, VpcId=victim[1])
+    ec2.create_route(RouteTableId=table, DestinationCidrBlock="10.40.0.0/16", GatewayId=vgw)
+    ec2.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=vgw)  # beaten by design
+    attacker = _vpc(moto, ATTACKER_ACCOUNT, "10.40.9.0/24")
+    desired = _mesh_inputs(victim, attacker, attacker_cidr="10.40.9.0/24")
+    with pytest.raises(NeedsAttention) as caught:
+        MeshCidrPreflight(sessions)(None, desired)
+    assert caught.value.reason == "MeshRouteHijack"
+    message = str(caught.value)
+    assert message.startswith(
+        f"Cluster globex/c01: spec.network.cidr: route table {table} of Cluster acme/c00 has 10.40.0.0/16 -> {vgw}, "
+        f"and mesh pair acme.c00+globex.c01 would add 10.40.9.0/24 (to Cluster globex/c01), which is more "
+        f"specific: 10.40.0.0/16 -> {vgw} would lose 10.40.9.0/24's traffic")
+    assert "0.0.0.0/0" not in message
+    # The hub administrator may give the members that range: then a member route inside it is expected.
+    covered = _mesh_inputs(victim, attacker, attacker_cidr="10.40.9.0/24",
+                           mesh={"groups": {"core": {"memberCIDRs": ["10.0.0.0/8"]}}})
+    assert MeshCidrPreflight(sessions)(None, covered) is None
+
+
+def test_in_the_pipeline_a_hijacking_joiner_stalls_and_nothing_runs(moto, sessions):  # noqa: F811
+    victim = _vpc(moto, CLUSTER_ACCOUNT, "10.1.0.0/16")
+    ec2, _, table = victim
+    vgw = ec2.create_vpn_gateway(Type="ipsec.1")["VpnGateway"]["VpnGatewayId"]
+    ec2.attach_vpn_gateway(VpnGatewayId=vgw, VpcId=victim[1])
+    ec2.create_route(RouteTableId=table, DestinationCidrBlock="10.40.0.0/16", GatewayId=vgw)
+    _, attacker_vpc, attacker_table = _vpc(moto, ATTACKER_ACCOUNT, "10.40.9.0/24")
+    engine = RecordingEngine()
+    mesh = {"labels": {"clusternet.io/mesh": "core"}, "annotations": {"clusternet.io/mesh-enabled": "true"}}
+    with MockKubeAPI() as api:
+        env = ServiceEnv(client.ApiClient(api.configuration()))
+        env.namespace("acme")
+        env.namespace("globex", owner=ATTACKER_ACCOUNT)
+        env.hub(mesh={"groups": {"core": {"namespaces": ["acme", "globex"]}}})
+        env.create("victim", "acme", privateLink={"enabled": False}, **mesh,
+                   network={"vpcID": victim[1], "cidr": "10.1.0.0/16", "routeTableIDs": [table],
+                            "nodeSecurityGroupIDs": ["sg-0v"]})
+        with env.running(engine, guards=[MeshCidrPreflight(sessions)], backoff_base=0.2, backoff_cap=0.5):
+            wait_until(lambda: env.ready("victim", "acme"), what="the victim Ready")
+            env.create("evil", "globex", accountID=ATTACKER_ACCOUNT, privateLink={"enabled": False}, **mesh,
+                       network={"vpcID": attacker_vpc, "cidr": "10.40.9.0/24", "routeTableIDs": [attacker_table],
+                                "nodeSecurityGroupIDs": ["sg-0e"]})
+            wait_until(lambda: env.reason("evil", "globex") == "MeshRouteHijack", what="MeshRouteHijack")
+            assert f"route table {table} of Cluster acme/victim has 10.40.0.0/16 -> {vgw}" in \
+                env.condition("evil", namespace="globex")["message"]
+    assert [(c.operation, c.stack) for c in engine.calls] == [("up", "acme.victim")]  # the joiner never ran

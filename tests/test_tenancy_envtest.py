@@ -173,6 +173,36 @@ def test_every_attack_stalls_the_attacker_and_the_victim_is_untouched(env):
             assert (now["inputsHash"], now["lastUpdate"]) == (status["inputsHash"], status["lastUpdate"])
 
 
+def test_a_mesh_member_declaring_the_hubs_cidr_is_refused_and_its_peer_keeps_its_routes(env):
+    """The route hijack (issue 31, item 1) through the real API server: in a group the hub spans across acme and
+    globex, globex declares 10.0.9.0/24, inside the hub's management VPC 10.0.0.0/16, and another member
+    192.168.7.0/24, inside a range the hub reserved. Both are Stalled naming both CIDRs; neither runs, and
+    acme's member owns no pair with them."""
+    evil = f"evil-{env.suffix}"
+    env.namespace(evil, owner="333333333333")
+    env.patch_hub({"spec": {"mesh": {"reservedCIDRs": ["192.168.0.0/16"],
+                                     "groups": {"payments": {"namespaces": [env.ns, evil]}}}}})
+    engine = RecordingEngine()
+    mesh_cluster(env, "pay-1", env.ns, "10.1.0.0/16")
+    with env.running(engine) as service:
+        wait_until(lambda: env.ready("pay-1"), 30, what="the victim's member")
+        before = env.get("pay-1")["status"]
+        mesh_cluster(env, "hijack", evil, "10.0.9.0/24", accountID="333333333333")
+        mesh_cluster(env, "onprem", evil, "192.168.7.0/24", accountID="333333333333")
+        for name, cidr, owner in (("hijack", "10.0.9.0/24", f"HubConfig {env.hub_name} spec.associatedVPCs[0] "
+                                                             f"(VPC vpc-0mgmt)"),
+                                  ("onprem", "192.168.7.0/24", f"HubConfig {env.hub_name} spec.mesh.reservedCIDRs[0]")):
+            wait_until(lambda: env.reason(name, evil) == "MeshCIDROverlap", 20, what=f"{evil}/{name} MeshCIDROverlap")
+            message = env.condition(name, "Stalled", evil)["message"]
+            assert f"Cluster {evil}/{name}: spec.network.cidr: CIDR {cidr} of Cluster {evil}/{name} overlaps CIDR " \
+                   f"{'10.0.0.0/16' if name == 'hijack' else '192.168.0.0/16'} of {owner}" in message
+        settle(env, service)
+        assert [c.stack for c in engine.calls] == [f"{env.ns}.pay-1"]  # the refused members ran nothing
+        assert engine.stacks[f"{env.ns}.pay-1"].mesh.pairs == ()
+        now = env.get("pay-1")["status"]
+        assert (now["inputsHash"], now["lastUpdate"]) == (before["inputsHash"], before["lastUpdate"])
+
+
 def test_the_service_routes_exactly_the_clusters_it_would_run_and_reports_the_others_on_their_own(env):
     """The shared proxy's ConfigMap holds the routes stacks.resolve.resolve_all gives (as `ingress render`):
     refused clusters are not routed and say why on their own conditions; a mesh overlap keeps its route."""

@@ -28,7 +28,7 @@ def member_doc(env: ServiceEnv, i: int) -> dict:
     return cluster_doc(
         f"m{i}", env.ns, labels={MESH_LABEL: "core"}, annotations={MESH_ENABLED_ANNOTATION: "true"},
         privateLink={"enabled": False},
-        network={"vpcID": f"vpc-0m{i}", "cidr": f"10.{i}.0.0/16", "routeTableIDs": [f"rtb-0m{i}"],
+        network={"vpcID": f"vpc-0m{i}", "cidr": f"10.{i + 1}.0.0/16", "routeTableIDs": [f"rtb-0m{i}"],
                  "nodeSecurityGroupIDs": [f"sg-0m{i}"],
                  "transitSubnets": [{"subnetID": f"subnet-0m{i}", "availabilityZone": "us-east-1a"}]})
 

@@ -15,6 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from automation.adapters.aws import AwsError, AwsSessions, transient
 from stacks.inputs import AwsTarget, StackInputs
 from stacks.errors import NeedsAttention
+from stacks.mesh import FoundRoute, HubVpc
 from stacks.model import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 
@@ -148,6 +149,75 @@ def foreign_endpoint_counts(sessions: AwsSessions, hub: AwsTarget, inventory: It
         except (ClientError, BotoCoreError) as exc:
             raise _refused(exc, f"counting VPC endpoints of {', '.join(vpc_ids)}", target) from None
     return counts
+
+
+# --- a mesh member's VPC, the hub's VPCs and the route tables a pair writes into ------------------------
+
+_ROUTE_TARGETS = ("GatewayId", "TransitGatewayId", "VpcPeeringConnectionId", "NatGatewayId", "NetworkInterfaceId",
+                  "InstanceId", "LocalGatewayId", "CarrierGatewayId", "EgressOnlyInternetGatewayId", "CoreNetworkArn")
+
+
+def _blocks(vpc: dict) -> tuple[str, ...]:
+    """A VPC's associated IPv4 CIDR blocks (the primary and every secondary; none being added or removed)."""
+    blocks = {a["CidrBlock"] for a in vpc.get("CidrBlockAssociationSet") or []
+              if (a.get("CidrBlockState") or {}).get("State") == "associated"}
+    return tuple(sorted(blocks or {vpc["CidrBlock"]}))
+
+
+@needs("cluster", "ec2:DescribeVpcs")
+def vpc_cidrs(sessions: AwsSessions, target: AwsTarget, vpc_id: str, *, operation: str = "vpc-cidrs",
+              cluster: str | None = None, namespace: str | None = None) -> tuple[str, ...] | None:
+    """The CIDR blocks VPC `vpc_id` has in the target's account and region, or None when it has no such VPC."""
+    client = sessions.client(target, "ec2", operation=operation, cluster=cluster, namespace=namespace)
+    try:
+        found = client.describe_vpcs(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["Vpcs"]
+    except (ClientError, BotoCoreError) as exc:
+        raise _refused(exc, f"looking up VPC {vpc_id}", target) from None
+    return _blocks(found[0]) if found else None
+
+
+@needs("hub", "ec2:DescribeVpcs")
+def hub_vpc_cidrs(sessions: AwsSessions, hub: AwsTarget, vpcs: Iterable[HubVpc], *,
+                  operation: str = "hub-vpc-cidrs") -> dict[str, tuple[str, ...]]:
+    """VPC ID -> the CIDR blocks the hub account says each of its VPCs has (secondary ones included, and the
+    ones of an associated VPC declared without a CIDR). One call per region."""
+    by_region: dict[str, set[str]] = {}
+    for vpc in vpcs:
+        by_region.setdefault(vpc.region, set()).add(vpc.vpc_id)
+    out: dict[str, tuple[str, ...]] = {}
+    for region, vpc_ids in sorted(by_region.items()):
+        target = hub.in_region(region)
+        client = sessions.client(target, "ec2", operation=operation)
+        try:
+            for page in client.get_paginator("describe_vpcs").paginate(
+                    Filters=[{"Name": "vpc-id", "Values": sorted(vpc_ids)}]):
+                out.update({vpc["VpcId"]: _blocks(vpc) for vpc in page.get("Vpcs", [])})
+        except (ClientError, BotoCoreError) as exc:
+            raise _refused(exc, f"looking up the CIDR blocks of {', '.join(sorted(vpc_ids))}", target) from None
+    return out
+
+
+@needs("cluster", "ec2:DescribeRouteTables")
+def routes_in(sessions: AwsSessions, target: AwsTarget, tables: Iterable[str], *, operation: str = "route-tables",
+              cluster: str | None = None, namespace: str | None = None) -> dict[str, tuple[FoundRoute, ...]]:
+    """Route table -> its IPv4 routes (destination and target), for the tables that exist in the target's
+    account and region."""
+    wanted = sorted(set(tables))
+    if not wanted:
+        return {}
+    client = sessions.client(target, "ec2", operation=operation, cluster=cluster, namespace=namespace)
+    out: dict[str, tuple[FoundRoute, ...]] = {}
+    try:
+        for page in client.get_paginator("describe_route_tables").paginate(
+                Filters=[{"Name": "route-table-id", "Values": wanted}]):
+            for table in page.get("RouteTables", []):
+                out[table["RouteTableId"]] = tuple(
+                    FoundRoute(cidr=r["DestinationCidrBlock"],
+                               target=next((r[k] for k in _ROUTE_TARGETS if r.get(k)), "?"))
+                    for r in table.get("Routes", []) if r.get("DestinationCidrBlock"))
+    except (ClientError, BotoCoreError) as exc:
+        raise _refused(exc, f"reading route tables {', '.join(wanted)}", target) from None
+    return out
 
 
 def all_lookups() -> dict[str, Needs]:

@@ -32,6 +32,7 @@ from automation.adapters.engine import Engine, RunLimits
 from automation.adapters.ingress_sync import IngressSync
 from automation.adapters.leader import LeaderElector, default_identity
 from automation.adapters.lookups import foreign_endpoint_counts
+from automation.adapters.mesh_cidrs import MeshCidrPreflight
 from automation.adapters.mesh_quotas import MeshQuotaPreflight
 from automation.adapters.preflight import Preflight
 from automation.adapters.pool import WorkerPool
@@ -462,8 +463,9 @@ def serve_command(args: Any) -> int:
         os._exit(1)
 
     sessions = AwsSessions.from_env()
-    # Reach every account, find the NLB; then count what is already in a mesh member's VPC against its quotas.
-    guards = [*default_guards(), Preflight(sessions), MeshQuotaPreflight(sessions)]
+    # Reach every account, find the NLB; then count what is already in a mesh member's VPC against its quotas;
+    # then check its CIDR against its VPC's and the hub's, and its pair routes against the routes already there.
+    guards = [*default_guards(), Preflight(sessions), MeshQuotaPreflight(sessions), MeshCidrPreflight(sessions)]
 
     def census(hub: HubConfig) -> Mapping[str, int]:
         return foreign_endpoint_counts(sessions, hub_target(hub), hub.spec.endpoint_vpc_inventory)

@@ -1,0 +1,83 @@
+"""The mesh's CIDR pre-flight: what a member declares against what AWS says, before its stack runs.
+
+The planner (stacks.mesh) refuses a member CIDR that overlaps a CIDR the HubConfig declares as the hub's. The
+form is not the cloud, so before a member's stack runs this reads, through the accounts' own sessions:
+
+- the member's VPC (DescribeVpcs in its account) and each owned pair's peer's VPC (in the peer's account): the
+  declared CIDR must be one of the VPC's CIDR blocks, or its peers would route a range the VPC does not have
+  to it (Stalled, MeshCIDRNotInVPC, looked at again every --stalled-recheck);
+- the hub's VPCs (DescribeVpcs in the hub account): every CIDR block they have, secondary ones and those of an
+  associated VPC declared without a CIDR included; a member CIDR overlapping one is refused as the planner
+  refuses a declared one (InvalidSpec, MeshCIDROverlap, naming both objects and both CIDRs);
+- the route tables the stack's pair routes go into, the member's and each peer's (DescribeRouteTables in each
+  account): a pair route strictly more specific than a route already there that is not the mesh's would take
+  that route's traffic (longest prefix wins), so the cluster is Stalled (MeshRouteHijack) naming the table,
+  both routes and the one that would lose (stacks.mesh.route_hijacks decides).
+
+Nothing runs while any of these holds; refusing never touches the stack.
+"""
+from __future__ import annotations
+
+from automation.adapters.aws import AwsSessions
+from automation.adapters.lookups import hub_vpc_cidrs, routes_in, vpc_cidrs
+from stacks.errors import FieldError, NeedsAttention
+from stacks.inputs import StackInputs
+from stacks.names import MESH_LABEL
+from stacks.mesh import MeshShare, hub_overlap, looked_up_cidrs, pair_routes, route_hijacks, vpc_cidr_problem
+
+
+class MeshCidrPreflight:
+    """A reconcile guard (automation.service.reconcile.Guard) for a member of a mesh group."""
+
+    def __init__(self, sessions: AwsSessions):
+        self.sessions = sessions
+
+    def __call__(self, applied: StackInputs | None, desired: StackInputs) -> None:
+        share = desired.mesh
+        if share is None or share.limits is None:
+            return
+        self._vpcs(desired, share)
+        self._hub(desired, share)
+        self._routes(desired, share)
+
+    def _vpcs(self, desired: StackInputs, share: MeshShare) -> None:
+        ref = f"Cluster {desired.key}"
+        for member in (share.member, *(pair.peer for pair in share.pairs)):
+            blocks = vpc_cidrs(self.sessions, member.target, member.vpc_id, operation="mesh-cidrs",
+                               cluster=desired.name, namespace=desired.namespace)
+            problem = vpc_cidr_problem(member, blocks)
+            if problem is None:
+                continue
+            if member.key == share.member.key:
+                raise NeedsAttention(str(FieldError(ref, "spec.network.cidr", problem)), reason="MeshCIDRNotInVPC")
+            raise NeedsAttention(str(FieldError(
+                ref, f"metadata.labels[{MESH_LABEL}]",
+                f"its peer Cluster {member.key} in mesh group {share.group} declares what AWS does not say: "
+                f"{problem}; no pair route to it is written until it does")), reason="MeshCIDRNotInVPC")
+
+    def _hub(self, desired: StackInputs, share: MeshShare) -> None:
+        vpcs = share.limits.hub_vpcs
+        if not vpcs:
+            return
+        found = hub_vpc_cidrs(self.sessions, desired.hub, vpcs, operation="mesh-cidrs")
+        refused = hub_overlap(f"Cluster {desired.key}", share.member.cidr, looked_up_cidrs(vpcs, found), share.group)
+        if refused is not None:
+            raise refused
+
+    def _routes(self, desired: StackInputs, share: MeshShare) -> None:
+        planned = pair_routes(share)
+        if not planned:
+            return
+        targets = {share.member.key: share.member.target, **{p.peer.key: p.peer.target for p in share.pairs}}
+        found = {}
+        for key, target in targets.items():
+            tables = {route.table for route in planned if route.member == key}
+            found.update(routes_in(self.sessions, target, tables, operation="mesh-routes", cluster=desired.name,
+                                   namespace=desired.namespace))
+        hijacks = route_hijacks(share, found)
+        if hijacks:
+            raise NeedsAttention(
+                f"Cluster {desired.key}: spec.network.cidr: " + "; ".join(hijacks)
+                + ". Nothing ran: a mesh route never takes traffic from a route that is not the mesh's (declare "
+                  "another CIDR, remove the route, or have the hub administrator cover its range with "
+                  f"HubConfig spec.mesh.groups.{share.group}.memberCIDRs)", reason="MeshRouteHijack")
