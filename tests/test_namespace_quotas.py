@@ -122,9 +122,11 @@ def answers(fleet: Fleet) -> dict[str, str]:
     resolved = resolve_all(fleet)
     incremental, _ = FleetResolver.of(fleet).resolve()
     assert incremental.inputs == resolved.inputs
-    return {key.split("/")[1]: (value.reason if isinstance(value, InvalidSpec) else value.private_link.endpoint_vpc.vpc_id
-                                if isinstance(value, StackInputs) and value.private_link else "ok")
-            for key, value in resolved.inputs.items()}
+    def fate(value) -> str:
+        if isinstance(value, InvalidSpec):
+            return value.reason
+        return value.private_link.endpoint_vpc.vpc_id if value.private_link else "ok"
+    return {key.split("/")[1]: fate(value) for key, value in resolved.inputs.items()}
 
 
 def test_a_cap_lowered_below_what_exists_keeps_every_slot_held_and_refuses_the_youngest_waiting():
