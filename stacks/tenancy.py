@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.model import Cluster, HubConfig, backend_rule
+from stacks.model import INT32_MAX, Cluster, HubConfig, backend_rule
 from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, ALLOWED_DOMAINS_ANNOTATION, MAX_CLUSTERS_ANNOTATION,
                           MAX_ENDPOINTS_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, TAG_VALUE_MAX, TENANT_ANNOTATION,
                           hostname_error, parse_api_url, under)
@@ -263,9 +263,9 @@ def namespace_caps(hub: HubConfig, namespace: str, annotations: Mapping[str, str
     for what, annotation, attribute, alias in _CAPS:
         raw = annotations.get(annotation)
         if raw is not None:
-            if not _COUNT.fullmatch(raw.strip()) or int(raw) > 2**31 - 1:
+            if not _COUNT.fullmatch(raw.strip()) or int(raw) > INT32_MAX:
                 raise InvalidSpec.one(f"Namespace {namespace}", f"metadata.annotations[{annotation}]",
-                                      f"{raw[:64]!r} is not a whole number of {what} (0 to {2**31 - 1})",
+                                      f"{raw[:64]!r} is not a whole number of {what} (0 to {INT32_MAX})",
                                       condition=INVALID_NAMESPACE)
             caps[what] = Cap(int(raw), f"annotation {annotation} of Namespace {namespace}")
         elif (limit := getattr(hub.spec.tenancy, attribute)) is not None:
