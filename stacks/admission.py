@@ -5,10 +5,11 @@ makes of a Tenant: which namespace it may take, how it is marked, who administer
 Two rules the API server enforces itself, so they hold whoever writes a Tenant (kubectl, the registry API,
 a controller) and do not depend on the service running:
 
-- ownership: a Tenant's account, default region and namespace (stacks.registry.OWNERSHIP_FIELDS) decide which
-  AWS account its clusters may use and which namespace its admins get. Setting or changing any of them needs
-  `update` on the virtual subresource `tenants/ownership`, which only cluster administrators hold; otherwise a
-  tenant could squat another's account or namespace through the registry.
+- ownership: a Tenant's account, default region, namespace and quota (stacks.registry.OWNERSHIP_FIELDS) decide
+  which AWS account its clusters may use, which namespace its admins get and how many clusters it may hold.
+  Setting or changing any of them needs `update` on the virtual subresource `tenants/ownership`, which only
+  cluster administrators hold; otherwise a tenant could squat another's account or namespace through the
+  registry, or raise its own quota.
 - deletion: a Tenant whose status counts Clusters cannot be deleted. The service keeps `status.clusters`
   (automation/service/tenants.py) and a finalizer backs the rule up for the moments the count lags.
 
@@ -22,7 +23,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from stacks.names import (BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
+from stacks.names import (API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
                           OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE)
 from stacks.registry import OWNERSHIP_FIELDS, Tenant
 
@@ -64,7 +65,8 @@ def tenant_controller_rules() -> list[Rule]:
 
     It grants tenant admins the ClusterRole above through RoleBindings, so it needs `bind` on that one role and
     not its rights (nor `escalate`). It reads Namespaces one at a time (get), creates a tenant's, and patches
-    labels and annotations on the ones it adopts; it never deletes one. It counts Clusters from a watch.
+    labels and annotations on the ones it adopts; it never deletes one. It counts Clusters from a watch, and
+    writes each tenant namespace's ResourceQuota (tenant_quota).
     `tenants/finalizers` matters where the OwnerReferencesPermissionEnforcement plugin is on.
     """
     return [
@@ -72,6 +74,7 @@ def tenant_controller_rules() -> list[Rule]:
         {"apiGroups": [GROUP], "resources": ["tenants/status", "tenants/finalizers"], "verbs": ["update", "patch"]},
         {"apiGroups": [GROUP], "resources": ["clusters"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create", "patch"]},
+        {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get", "create", "update", "patch", "delete"]},
         {"apiGroups": [RBAC_GROUP], "resources": ["rolebindings"],
          "verbs": ["get", "create", "update", "patch", "delete"]},
         {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "resourceNames": [TENANT_ADMIN_CLUSTERROLE],
@@ -88,10 +91,15 @@ def _tenants(*operations: str) -> dict[str, Any]:
 
 
 def _changed(field: str) -> str:
-    """CEL: ['field'] when spec.<field> is set on create, or set, changed or removed on update; else []."""
-    new = f"object.?spec.?{field}.orValue('')"
-    old = f"(request.operation == 'CREATE' ? '' : oldObject.?spec.?{field}.orValue(''))"
+    """CEL: ['field'] when spec.<field> (a path: quota.maxClusters) is set on create, or set, changed or removed on
+    update; else []. Unset reads as '' (a string field) or -1 (a number, which CEL will not compare to '')."""
+    path, empty = ".?".join(field.split(".")), "-1" if field in _NUMBERS else "''"
+    new = f"object.?spec.?{path}.orValue({empty})"
+    old = f"(request.operation == 'CREATE' ? {empty} : oldObject.?spec.?{path}.orValue({empty}))"
     return f"({new} != {old} ? ['{field}'] : [])"
+
+
+_NUMBERS = ("quota.maxClusters",)
 
 
 def tenant_ownership_policy() -> Manifest:
@@ -203,6 +211,45 @@ def adoption_refusal(tenant: Tenant, namespace: Mapping[str, Any] | None) -> str
             f"spec.namespace or by annotating it {TENANT_ANNOTATION}={name}")
 
 
+# Condition reasons of a refused Tenant (its status.conditions: Stalled; nothing is applied).
+HUB_ACCOUNT = "HubAccount"
+HUB_ACCOUNT_UNKNOWN = "HubAccountUnknown"
+OWNER_ACCOUNT_DIFFERS = "OwnerAccountDiffers"
+NOT_ADOPTED = "NamespaceNotAdopted"
+
+
+def tenant_refusal(tenant: Tenant, namespace: Mapping[str, Any] | None, hub_account: str | None
+                   ) -> tuple[str, str] | None:
+    """Why the controller applies nothing of `tenant` (reason, message), or None when it may: the one rule of what
+    a Tenant may take. Never silently:
+
+    - the hub account as a tenant's owner account: its clusters would run in, and its namespace could reach, the
+      hub's own account (only the hub administrator annotates a namespace with it). Unknown (no valid HubConfig):
+      a Tenant that names an account waits, since it cannot be told apart;
+    - adopting a namespace whose owner account (clusternet.io/owner-account-id, the hub administrator's) is not
+      the Tenant's: the annotation would be rewritten and every cluster there would move or be refused;
+    - and what adoption_refusal refuses.
+    """
+    account = tenant.spec.account_id
+    if account is not None and hub_account is None:
+        return HUB_ACCOUNT_UNKNOWN, (f"spec.accountID {account} cannot be checked against the hub account yet "
+                                     "(no valid HubConfig): nothing is applied until it can")
+    if account is not None and account == hub_account:
+        return HUB_ACCOUNT, (f"spec.accountID {account} is the hub account: a Tenant never owns it (the hub "
+                             f"administrator may annotate a namespace {OWNER_ACCOUNT_ANNOTATION}={account} by hand)")
+    refusal = adoption_refusal(tenant, namespace)
+    if refusal is not None:
+        return NOT_ADOPTED, refusal
+    meta = (namespace or {}).get("metadata") or {}
+    owner = (meta.get("annotations") or {}).get(OWNER_ACCOUNT_ANNOTATION)
+    adopting = namespace is not None and (meta.get("labels") or {}).get(TENANT_LABEL) != tenant.metadata.name
+    if adopting and account is not None and owner is not None and owner != account:
+        return OWNER_ACCOUNT_DIFFERS, (
+            f"namespace {tenant.namespace} is owned by account {owner} ({OWNER_ACCOUNT_ANNOTATION}) and the Tenant "
+            f"says {account}: not adopted, nothing changed; a cluster administrator makes them agree")
+    return None
+
+
 def namespace_metadata(tenant: Tenant) -> dict[str, dict[str, str]]:
     """The labels and annotations the tenant's namespace carries: the tenant's name, its owner account and
     default region when the Tenant sets them (when it does not, what the namespace has stays)."""
@@ -235,4 +282,25 @@ def admins_rolebinding(tenant: Tenant) -> Manifest | None:
                      "labels": {TENANT_LABEL: tenant.metadata.name}},
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": TENANT_ADMIN_CLUSTERROLE},
         "subjects": subjects,
+    }
+
+
+TENANT_QUOTA = "clusternet-tenant-quota"  # the ResourceQuota in each tenant's namespace
+CLUSTER_COUNT = f"count/clusters.{GROUP}"  # object count quota of Clusters (registered-only ones too)
+
+
+def tenant_quota(tenant: Tenant, uid: str) -> Manifest | None:
+    """The ResourceQuota the tenant's namespace carries from spec.quota, owned by the Tenant (uid: its
+    metadata.uid), so it goes with it; None when the Tenant sets no quota (then there is none). The API server
+    refuses a Cluster beyond it, whoever creates it; kube-controller-manager keeps its usage."""
+    limit = tenant.spec.quota.max_clusters if tenant.spec.quota is not None else None
+    if limit is None:
+        return None
+    return {
+        "apiVersion": "v1", "kind": "ResourceQuota",
+        "metadata": {"name": TENANT_QUOTA, "namespace": tenant.namespace,
+                     "labels": {TENANT_LABEL: tenant.metadata.name},
+                     "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Tenant", "name": tenant.metadata.name,
+                                          "uid": uid, "controller": True}]},
+        "spec": {"hard": {CLUSTER_COUNT: str(limit)}},
     }

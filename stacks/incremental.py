@@ -7,6 +7,7 @@ change can affect, with the same functions resolve_all calls:
 
   step           couples the clusters sharing ...                  re-run for a cluster whose ... changed
   accounts       an account (FirstClaim only: the first claimant)  account, namespace, age
+  caps           a namespace (only while it has a cap)             admission, PrivateLink, age, stack, recorded VPC
   placement      a region's endpoint VPCs                          region, PrivateLink, age, recorded VPC, admission
   mesh           a group (a network account's groups, once any     stacks.mesh.mesh_view, account, region,
                  may use a Transit Gateway: stacks.mesh.coupling)  attachment
@@ -30,9 +31,11 @@ from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.mesh import GroupView, MeshPlan, MeshShare, coupling, membership, mesh_view, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
 from stacks.placement import Want, place_endpoints
-from stacks.resolve import Fleet, Resolved, admit, base_inputs, claims_host, claims_id, finish, want_of
+from stacks.resolve import (Fleet, Resolved, admit, base_inputs, claims_host, claims_id, finish, quotas, seat_of,
+                            want_of)
 from stacks.targets import AwsTarget
-from stacks.tenancy import Owners, api_host, claim_hosts, first_claims, namespace_of, owned_accounts
+from stacks.tenancy import (Owners, api_host, claim_hosts, first_claims, namespace_caps, namespace_of,
+                            owned_accounts)
 from stacks.transit import GroupState, MeshStatus, TransitInputs, TransitOutputs
 
 K = TypeVar("K", bound=Hashable)
@@ -45,6 +48,7 @@ class _Entry:
     cluster: Cluster
     placement: str | None  # the endpoint VPC its status says the stack uses
     attachment: str | None  # its Transit Gateway attachment, as its status says
+    stack: bool = False  # its stack exists, as its status says (status.stack): it keeps its slot under a cap
 
 
 class _Index:
@@ -100,17 +104,19 @@ class FleetResolver:
         resolver = cls(fleet.hub, namespaces=fleet.namespaces, role_map=fleet.role_map,
                        foreign_endpoints=fleet.foreign_endpoints, mesh_status=fleet.mesh_status)
         for cluster in fleet.clusters:
-            resolver.put(cluster, fleet.placements.get(cluster.key), fleet.mesh_status.attachments.get(cluster.key))
+            resolver.put(cluster, fleet.placements.get(cluster.key), fleet.mesh_status.attachments.get(cluster.key),
+                         cluster.key in fleet.stacks)
         return resolver
 
     # -- changes
-    def put(self, cluster: Cluster, placement: str | None = None, attachment: str | None = None) -> None:
-        """A cluster as it is now (its recorded endpoint VPC and attachment from its status)."""
+    def put(self, cluster: Cluster, placement: str | None = None, attachment: str | None = None,
+            stack: bool = False) -> None:
+        """A cluster as it is now (its recorded endpoint VPC, attachment and stack from its status)."""
         key = cluster.key
         if not cluster.spec.provisioned:  # registered only: no stack, claims nothing
             self.remove(key)
             return
-        entry = _Entry(cluster, placement, attachment)
+        entry = _Entry(cluster, placement, attachment, stack)
         if self._entries.get(key) != entry:
             self._entries[key] = entry
             self._dirty.add(key)
@@ -191,6 +197,7 @@ class FleetResolver:
         self._by_namespace = _Index()
         self._by_account = _Index()
         self._claims: dict[str, str] = {}
+        self._admitted: dict[str, Target] = {}  # admit's answer, before the namespace's caps
         self._targets: dict[str, Target] = {}
         self._by_region = _Index()
         self._wants: dict[str, tuple[Want, str | None]] = {}
@@ -220,9 +227,12 @@ class FleetResolver:
         """Targets of the dirty clusters and of those whose account's first claimant changed; the keys whose
         target changed."""
         accounts_touched: set[Hashable] = set()
+        namespaces: set[Hashable] = set()
         for key in dirty:
             entry = self._entries.get(key)
-            self._by_namespace.move(key, namespace_of(entry.cluster) if entry else None)
+            namespaces.update(self._by_namespace.move(key, namespace_of(entry.cluster) if entry else None))
+            if entry is not None:
+                namespaces.add(namespace_of(entry.cluster))  # its age, stack or PrivateLink may have changed
             accounts_touched.update(self._by_account.move(key, entry.cluster.spec.account_id if entry else None))
             if entry is not None:
                 accounts_touched.add(entry.cluster.spec.account_id)  # its namespace or age may have changed
@@ -236,7 +246,6 @@ class FleetResolver:
                 _set(self._claims, account, claim)
                 readmit |= self._by_account.members.get(account, set())
         owners = self._owners()
-        changed = set()
         for key in readmit:
             entry = self._entries.get(key)
             target: Target | None = None
@@ -245,9 +254,29 @@ class FleetResolver:
                     target = admit(entry.cluster, owners, self._roles)
                 except InvalidSpec as exc:
                     target = exc
-            if _set(self._targets, key, target):
-                changed.add(key)
-        return changed
+                namespaces.add(namespace_of(entry.cluster))
+            _set(self._admitted, key, target)
+        return self._caps(readmit, namespaces - {None})
+
+    def _caps(self, readmit: set[str], namespaces: set[Hashable]) -> set[str]:
+        """The namespaces' caps over their admitted clusters (each namespace with a cap is judged whole; one
+        without passes the readmitted ones through); the keys whose target changed."""
+        final: dict[str, Target | None] = {key: self._admitted.get(key) for key in readmit}
+        for namespace in namespaces:
+            name = str(namespace)
+            annotations = self._namespaces.get(name, {})
+            try:
+                capped = bool(namespace_caps(self._hub, name, annotations))
+            except InvalidSpec:
+                capped = False  # admit refused every cluster of the namespace
+            if not capped:
+                continue
+            members = self._by_namespace.members.get(namespace, set())
+            seats = [seat_of(e.cluster, self._admitted[k], e.stack, e.placement)
+                     for k in members if (e := self._entries[k]) is not None]
+            refused = quotas(self._hub, name, annotations, seats)
+            final.update({k: refused.get(k) or self._admitted.get(k) for k in members})
+        return {key for key, target in final.items() if _set(self._targets, key, target)}
 
     def _place(self, keys: set[str]) -> set[str]:
         """Re-place every region a cluster's want (or recorded VPC) entered or left; the keys whose VPC changed."""

@@ -325,6 +325,11 @@ class Tenancy(Spec):
     unowned_namespaces: Literal["Refuse", "FirstClaim"] = "Refuse"
     # No cluster's API host may be equal to or under these (besides the domains AWS owns, always refused).
     reserved_domains: list[Domain] = Field(default_factory=list, max_length=1000)
+    # Per-namespace caps (stacks.tenancy.quota_refusals; unset: none): clusters with a stack, and PrivateLink
+    # endpoints. A Namespace's annotations clusternet.io/max-clusters and clusternet.io/max-endpoints override
+    # them. Over its cap a cluster is refused (QuotaExceeded) and takes no slot; a stack that exists keeps its own.
+    max_clusters_per_namespace: int | None = Field(None, ge=0, le=INT32_MAX)
+    max_endpoints_per_namespace: int | None = Field(None, ge=0, le=INT32_MAX)
 
 
 class HubConfigSpec(Spec):

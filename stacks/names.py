@@ -32,6 +32,9 @@ DEFAULT_REGION_ANNOTATION = f"{GROUP}/default-region"
 TENANT_ANNOTATION = f"{GROUP}/tenant"
 ALLOWED_DOMAINS_ANNOTATION = f"{GROUP}/allowed-domains"  # comma-separated
 ALLOWED_BACKENDS_ANNOTATION = f"{GROUP}/allowed-backends"  # comma-separated CIDR blocks and domains
+# Per-namespace caps (stacks.tenancy.quota_refusals), overriding HubConfig spec.tenancy.max*PerNamespace
+MAX_CLUSTERS_ANNOTATION = f"{GROUP}/max-clusters"
+MAX_ENDPOINTS_ANNOTATION = f"{GROUP}/max-endpoints"
 # Cluster metadata
 REGION_ANNOTATION = f"{GROUP}/region"
 MESH_LABEL = f"{GROUP}/mesh"

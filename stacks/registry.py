@@ -17,7 +17,8 @@ from typing import Literal, Mapping
 
 from pydantic import Field, model_validator
 
-from stacks.model import AccountID, DisplayName, Facts, NamespaceName, Region, Resource, Spec
+from stacks.model import INT32_MAX, AccountID, DisplayName, Facts, NamespaceName, Region, Resource, Spec
+from stacks.status import Condition
 from stacks.names import BOOTSTRAP_LABEL_CHARS
 
 # --------------------------------------------------------------------------- Tenant
@@ -37,6 +38,13 @@ class Subject(Spec):
         return self
 
 
+class TenantQuota(Spec):
+    """What the tenant's namespace may hold, enforced by the API server itself: the controller writes it as a
+    ResourceQuota there (stacks.admission.tenant_quota), owned by the Tenant. Unset: no quota."""
+
+    max_clusters: int | None = Field(None, ge=0, le=INT32_MAX)  # Cluster objects, registered-only ones too
+
+
 class TenantSpec(Spec):
     display_name: DisplayName | None = None
     # The ownership fields: only a cluster administrator may set or change them (the admission policy
@@ -46,9 +54,11 @@ class TenantSpec(Spec):
     namespace: NamespaceName | None = None  # adopt this existing namespace (default: the Tenant's name)
     facts: Facts = Field(default_factory=dict)
     admins: list[Subject] = Field(default_factory=list, max_length=100)
+    quota: TenantQuota | None = None  # an ownership field too: a tenant must not raise its own quota
 
 
-OWNERSHIP_FIELDS = ("accountID", "defaultRegion", "namespace")  # TenantSpec's aliases the policy guards
+# TenantSpec's aliases (paths) the policy guards
+OWNERSHIP_FIELDS = ("accountID", "defaultRegion", "namespace", "quota.maxClusters")
 
 
 class Tenant(Resource):
@@ -72,6 +82,8 @@ class TenantStatus(Spec):
     namespace: NamespaceName | None = None
     clusters: int | None = Field(None, ge=0)  # Clusters in the namespace: a Tenant with any cannot be deleted
     message: str | None = Field(None, max_length=1024)
+    # While the controller refuses the Tenant (nothing applied): Stalled, its reason and message. Absent otherwise.
+    conditions: list[Condition] | None = Field(None, max_length=8)
 
 
 # --------------------------------------------------------------------------- generated names

@@ -23,7 +23,8 @@ from stacks.transit import MeshStatus
 from stacks.names import CLUSTER_TAG, MANAGED_BY, MANAGED_BY_TAG, TENANT_TAG, stack_name_error
 from stacks.placement import Want, place_endpoints
 from stacks.targets import AwsTarget
-from stacks.tenancy import Owners, claim_hosts, host_errors, namespace_of, tenant_of
+from stacks.tenancy import (Owners, Seat, claim_hosts, host_errors, namespace_caps, namespace_of, quota_refusals,
+                            tenant_of)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class Fleet:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # namespace → annotations
     role_map: Mapping[str, str] | None = None  # the role-map ConfigMap's entries
     placements: Mapping[str, str] = field(default_factory=dict)  # cluster key → endpoint VPC already in use
+    # Cluster keys whose stack exists (status.stack recorded; the offline plan knows of none): under its
+    # namespace's cap a cluster with a stack keeps its slot (stacks.tenancy.quota_refusals).
+    stacks: frozenset[str] = frozenset()
     # endpoint VPC → interface endpoints there that clusternet did not make (the service's census counts
     # them; the offline plan knows of none). They use up the same per-VPC quota.
     foreign_endpoints: Mapping[str, int] = field(default_factory=dict)
@@ -95,6 +99,7 @@ def admit(cluster: Cluster, owners: Owners, roles: Mapping[str, str]) -> AwsTarg
         raise InvalidSpec.one(cluster.ref, "metadata.name", problem)
     namespace = namespace_of(cluster)
     tenant_of(namespace, owners.annotations(namespace))  # the tenant tag must be one AWS accepts
+    namespace_caps(owners.hub, namespace, owners.annotations(namespace))  # its caps must be numbers
     refused = host_errors(cluster, owners.hub, owners.annotations(namespace))
     if refused is not None:
         raise refused
@@ -149,7 +154,8 @@ def _placed(hub: HubConfig, cluster: Cluster, region: str) -> EndpointVPC:
 
 
 def fleet_targets(fleet: Fleet, owners: Owners | None = None) -> dict[str, AwsTarget | InvalidSpec]:
-    """`admit` for every cluster: its account, region and role, or why its namespace may not have them."""
+    """`admit` for every cluster: its account, region and role, or why its namespace may not have them; then its
+    namespace's caps (stacks.tenancy.quota_refusals), whose refusal is an admission refusal too."""
     owners = owners or fleet.owners()
     roles = accounts.merged_role_map(fleet.hub, fleet.role_map)
     targets: dict[str, AwsTarget | InvalidSpec] = {}
@@ -158,7 +164,27 @@ def fleet_targets(fleet: Fleet, owners: Owners | None = None) -> dict[str, AwsTa
             targets[cluster.key] = admit(cluster, owners, roles)
         except InvalidSpec as exc:
             targets[cluster.key] = exc
+    by_namespace: dict[str, list[Seat]] = {}
+    for cluster in fleet.clusters:
+        seat = seat_of(cluster, targets[cluster.key], cluster.key in fleet.stacks, fleet.placements.get(cluster.key))
+        by_namespace.setdefault(namespace_of(cluster), []).append(seat)
+    for namespace, seats in by_namespace.items():
+        targets.update(quotas(fleet.hub, namespace, owners.annotations(namespace), seats))
     return targets
+
+
+def seat_of(cluster: Cluster, target: AwsTarget | InvalidSpec, stack: bool, placement: str | None) -> Seat:
+    """The cluster as its namespace's caps see it: admitted or not, asking for an endpoint, holding what."""
+    return Seat(cluster, isinstance(target, AwsTarget), cluster.spec.private_link.enabled, stack, bool(placement))
+
+
+def quotas(hub: HubConfig, namespace: str, annotations: Mapping[str, str], seats: list[Seat]) -> dict[str, InvalidSpec]:
+    """The namespace's clusters refused by its caps: over a cap, a cluster is refused like at admission and
+    takes nothing from the fleet (no endpoint placement, mesh pair, API host or shared-ingress ID)."""
+    try:
+        return quota_refusals(hub, namespace, annotations, seats)
+    except InvalidSpec:  # a cap that is not a number: `admit` refused every cluster of the namespace already
+        return {}
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,13 @@ Backends (`allowed_backends`; the rule is stacks.ingress.backend_error)
 
 Tenant (`tenant_of`)
     The tenant tag comes from the namespace (its clusternet.io/tenant annotation, else its name).
+
+Quotas (`quota_refusals`)
+    A namespace may hold at most so many clusters with a stack and so many PrivateLink endpoints: the HubConfig's
+    spec.tenancy.maxClustersPerNamespace and maxEndpointsPerNamespace, or the namespace's annotations
+    clusternet.io/max-clusters and clusternet.io/max-endpoints. What already exists keeps its slot (a stack, a
+    recorded endpoint VPC), then the other admitted clusters take the slots left, oldest first; the rest are
+    refused (QuotaExceeded) and take none, so a namespace can never use up a slot another namespace was promised.
 """
 from __future__ import annotations
 
@@ -28,10 +35,11 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from stacks.errors import InvalidSpec
-from stacks.model import Cluster, HubConfig, backend_rule
-from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, ALLOWED_DOMAINS_ANNOTATION, OWNER_ACCOUNT_ANNOTATION,
-                          TAG_VALUE_MAX, TENANT_ANNOTATION, hostname_error, parse_api_url, under)
+from stacks.errors import FieldError, InvalidSpec
+from stacks.model import INT32_MAX, Cluster, HubConfig, backend_rule
+from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, ALLOWED_DOMAINS_ANNOTATION, MAX_CLUSTERS_ANNOTATION,
+                          MAX_ENDPOINTS_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, TAG_VALUE_MAX, TENANT_ANNOTATION,
+                          hostname_error, parse_api_url, under)
 
 # Condition reasons of the refusals here.
 NAMESPACE_NOT_OWNED = "NamespaceNotOwned"
@@ -40,6 +48,7 @@ ACCOUNT_NOT_OWNED = "AccountNotOwned"
 INVALID_NAMESPACE = "InvalidNamespaceAnnotation"
 HOST_TAKEN = "APIHostTaken"
 DOMAIN_NOT_ALLOWED = "DomainNotAllowed"
+QUOTA_EXCEEDED = "QuotaExceeded"
 
 _ACCOUNT_ID = re.compile(r"\d{12}")
 _TAG_VALUE = re.compile(r"[\w .:/=+\-@]+")  # what AWS accepts in a tag value
@@ -221,3 +230,75 @@ def claim_hosts(clusters: Iterable[Cluster]) -> dict[str, InvalidSpec]:
                 "across the fleet", condition=HOST_TAKEN)
     return refused
 
+
+
+# --------------------------------------------------------------------------- quotas
+
+_COUNT = re.compile(r"\d{1,10}")
+_CAPS = (("clusters", MAX_CLUSTERS_ANNOTATION, "max_clusters_per_namespace", "maxClustersPerNamespace"),
+         ("endpoints", MAX_ENDPOINTS_ANNOTATION, "max_endpoints_per_namespace", "maxEndpointsPerNamespace"))
+
+
+@dataclass(frozen=True)
+class Cap:
+    limit: int
+    source: str  # where it comes from, for the refusal: the annotation or the HubConfig field
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One cluster of a namespace, as its caps see it."""
+
+    cluster: Cluster
+    admitted: bool  # passed `admit` (only an admitted cluster takes a new slot)
+    endpoint: bool  # asks for a PrivateLink endpoint
+    stack: bool  # its stack exists (status.stack): it holds a cluster slot, whatever happens to it now
+    placed: bool  # its status records an endpoint VPC: it holds an endpoint slot (and a cluster slot)
+
+
+def namespace_caps(hub: HubConfig, namespace: str, annotations: Mapping[str, str]) -> dict[str, Cap]:
+    """The namespace's caps by what they count ("clusters", "endpoints"); absent: no cap. An annotation that is
+    not a whole number is refused (InvalidSpec naming the Namespace)."""
+    caps: dict[str, Cap] = {}
+    for what, annotation, attribute, alias in _CAPS:
+        raw = annotations.get(annotation)
+        if raw is not None:
+            if not _COUNT.fullmatch(raw.strip()) or int(raw) > INT32_MAX:
+                raise InvalidSpec.one(f"Namespace {namespace}", f"metadata.annotations[{annotation}]",
+                                      f"{raw[:64]!r} is not a whole number of {what} (0 to {INT32_MAX})",
+                                      condition=INVALID_NAMESPACE)
+            caps[what] = Cap(int(raw), f"annotation {annotation} of Namespace {namespace}")
+        elif (limit := getattr(hub.spec.tenancy, attribute)) is not None:
+            caps[what] = Cap(limit, f"HubConfig {hub.metadata.name} spec.tenancy.{alias}")
+    return caps
+
+
+def quota_refusals(hub: HubConfig, namespace: str, annotations: Mapping[str, str],
+                   seats: Iterable[Seat]) -> dict[str, InvalidSpec]:
+    """By cluster key, a refusal (QuotaExceeded) for every admitted cluster of `namespace` that would take a slot
+    beyond one of its caps. Every seat of the namespace is given, refused at admission or not: what exists holds
+    its slot either way (refusing never destroys it). The rest take the slots left, oldest first; one that cannot
+    have every slot it needs takes none. The one rule of the caps: stacks.resolve and stacks.incremental call it."""
+    caps = namespace_caps(hub, namespace, annotations)
+    if not caps:
+        return {}
+    seats = list(seats)
+    used = {"clusters": sum(1 for s in seats if s.stack or s.placed), "endpoints": sum(1 for s in seats if s.placed)}
+    refused: dict[str, InvalidSpec] = {}
+    for seat in sorted((s for s in seats if s.admitted), key=lambda s: _age(s.cluster)):
+        needs = {"clusters": not (seat.stack or seat.placed), "endpoints": seat.endpoint and not seat.placed}
+        over = [what for what, needed in needs.items() if needed and what in caps and used[what] >= caps[what].limit]
+        if over:
+            refused[seat.cluster.key] = InvalidSpec([FieldError(
+                seat.cluster.ref, "metadata.namespace" if what == "clusters" else "spec.privateLink.enabled",
+                f"namespace {namespace} already uses {used[what]} of its {caps[what].limit} {_NOUN[what]} "
+                f"({caps[what].source}): existing stacks keep theirs and older clusters come first; this cluster "
+                "takes none until one is freed or the hub administrator raises the cap") for what in over],
+                QUOTA_EXCEEDED)
+            continue
+        for what, needed in needs.items():
+            used[what] += needed
+    return refused
+
+
+_NOUN = {"clusters": "cluster slots", "endpoints": "PrivateLink endpoint slots"}

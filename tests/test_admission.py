@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from stacks.admission import (TENANT_ADMIN_CLUSTERROLE, adoption_refusal, admins_rolebinding, admission_manifests,
-                              namespace_metadata, tenant_admin_clusterrole, tenant_controller_rules, tenant_of)
+                              namespace_metadata, tenant_admin_clusterrole, tenant_controller_rules, tenant_of,
+                              tenant_quota, tenant_refusal)
 from stacks.names import (BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE,
                           OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL)
 
@@ -35,6 +36,37 @@ def ns(name: str, labels=None, annotations=None, **meta):
 def test_which_namespace_a_tenant_may_take(namespace, spec, refused):
     why = adoption_refusal(tenant(**spec), namespace)
     assert (why is None) if refused is None else (refused in why)
+
+
+HUB = "111111111111"
+OWNED = {OWNER_ACCOUNT_ANNOTATION: "222222222222"}
+
+
+@pytest.mark.parametrize("namespace, spec, hub, reason", [
+    (None, {"accountID": HUB}, HUB, "HubAccount"),  # never the hub account, not even for a new namespace
+    (ns("t-one", {TENANT_LABEL: "t-one"}, OWNED), {"accountID": HUB}, HUB, "HubAccount"),
+    (None, {"accountID": "222222222222"}, None, "HubAccountUnknown"),  # cannot be told apart yet: waits
+    (None, {}, None, None),  # no account: nothing to check
+    (ns("legacy", annotations=OWNED), {"namespace": "legacy", "accountID": "444444444444"}, HUB,
+     "OwnerAccountDiffers"),
+    (ns("t-one", annotations={**OWNED, TENANT_ANNOTATION: "t-one"}), {"accountID": "444444444444"}, HUB,
+     "OwnerAccountDiffers"),
+    (ns("legacy", annotations=OWNED), {"namespace": "legacy", "accountID": "222222222222"}, HUB, None),  # agree
+    (ns("legacy", annotations=OWNED), {"namespace": "legacy"}, HUB, None),  # the Tenant sets none: kept
+    (ns("t-one", {TENANT_LABEL: "t-one"}, OWNED), {"accountID": "444444444444"}, HUB, None),  # its own: follows
+    (ns("t-one"), {"accountID": "222222222222"}, HUB, "NamespaceNotAdopted"),
+])
+def test_what_a_tenant_may_never_take_is_refused_with_a_reason(namespace, spec, hub, reason):
+    refusal = tenant_refusal(tenant(**spec), namespace, hub)
+    assert (refusal is None) if reason is None else (refusal[0] == reason and refusal[1])
+
+
+def test_the_tenant_quota_is_a_resourcequota_owned_by_the_tenant():
+    assert tenant_quota(tenant(), "uid-1") is None
+    made = tenant_quota(tenant(quota={"maxClusters": 5}, namespace="legacy"), "uid-1")
+    assert made["metadata"]["namespace"] == "legacy" and made["spec"]["hard"] == {"count/clusters.clusternet.io": "5"}
+    assert made["metadata"]["ownerReferences"] == [{"apiVersion": "clusternet.io/v1alpha1", "kind": "Tenant",
+                                                    "name": "t-one", "uid": "uid-1", "controller": True}]
 
 
 def test_the_namespace_carries_the_account_and_region_only_when_the_tenant_sets_them():

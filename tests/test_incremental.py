@@ -3,7 +3,8 @@
 A small universe where every coupling bites: clusters sharing accounts (FirstClaim), regions (a VPC inventory
 one endpoint short), API hosts, shared-ingress IDs, mesh groups (peering, a Transit Gateway with its recorded
 state and gateways, auto with a threshold of 2), overlapping CIDRs and one VPC twice; namespaces that own,
-conflict or own nothing; role maps, endpoint census counts and HubConfig statuses that come and go.
+conflict, own nothing or cap their clusters and endpoints; stacks that exist; role maps, endpoint census counts
+and HubConfig statuses that come and go.
 """
 from __future__ import annotations
 
@@ -33,13 +34,19 @@ HUBS = [
     hub(privateLink={"endpointsPerVPC": 1}, tenancy={"unownedNamespaces": "FirstClaim"},
         mesh={"peeringsPerVPC": 1, "groups": {"core": {"namespaces": ["acme", "free"], "topology": "auto",
                                                        "autoThreshold": 3}}}),
+    hub(sharedIngress=INGRESS, privateLink={"endpointsPerVPC": 2}, mesh={"groups": {"core": {}}},
+        tenancy={"unownedNamespaces": "FirstClaim", "maxClustersPerNamespace": 1, "maxEndpointsPerNamespace": 1}),
 ]
 NAMESPACES = {
     "acme": [{OWNER_ANNOTATION: "222222222222"}, {OWNER_ANNOTATION: "222222222222",
-                                                  "clusternet.io/allowed-domains": "a.example.com"}, None],
-    "globex": [{OWNER_ANNOTATION: "333333333333"}, {OWNER_ANNOTATION: "222222222222"}, {"clusternet.io/tenant": "g"}],
-    "free": [None, {"clusternet.io/tenant": "free-tenant"}, {OWNER_ANNOTATION: "444444444444"}],
-    "open": [None, {"clusternet.io/allowed-domains": "b.example.com"}, {"clusternet.io/tenant": "o"}],
+                                                  "clusternet.io/allowed-domains": "a.example.com"}, None,
+             {OWNER_ANNOTATION: "222222222222", "clusternet.io/max-endpoints": "1"}],
+    "globex": [{OWNER_ANNOTATION: "333333333333"}, {OWNER_ANNOTATION: "222222222222"}, {"clusternet.io/tenant": "g"},
+               {OWNER_ANNOTATION: "333333333333", "clusternet.io/max-clusters": "0"}],
+    "free": [None, {"clusternet.io/tenant": "free-tenant"}, {OWNER_ANNOTATION: "444444444444"},
+             {"clusternet.io/max-endpoints": "many"}],
+    "open": [None, {"clusternet.io/allowed-domains": "b.example.com"}, {"clusternet.io/tenant": "o"},
+             {"clusternet.io/max-clusters": "1", "clusternet.io/max-endpoints": "2"}],
 }
 ROLE_MAPS = [{"444444444444": "arn:aws:iam::444444444444:role/clusternet"}, None]
 FOREIGN = [{}, {"vpc-0hub1": 1}]
@@ -52,7 +59,7 @@ STATUSES = [({}, {}),
 
 
 @st.composite
-def clusters(draw, key: tuple[str, str] | None = None) -> tuple[Cluster, str | None, str | None]:
+def clusters(draw, key: tuple[str, str] | None = None) -> tuple[Cluster, str | None, str | None, bool]:
     namespace, name = key or draw(st.sampled_from(KEYS))
     group = draw(st.sampled_from([None, "core", "edge"]))
     labels = {MESH_LABEL: group} if group else {}
@@ -86,13 +93,13 @@ def clusters(draw, key: tuple[str, str] | None = None) -> tuple[Cluster, str | N
         doc["status"] = {JOIN_STATUS_KEY: stamp}
     placement = draw(st.sampled_from([None, "vpc-0hub1", "vpc-0hubeu", "vpc-0gone"]))
     attachment = draw(st.sampled_from([None, f"tgw-attach-{name}"]))
-    return parse(doc), placement, attachment
+    return parse(doc), placement, attachment, draw(st.booleans())  # the last: its stack exists
 
 
 CHANGES = st.one_of(
     st.tuples(st.just("put"), clusters()),
     st.tuples(st.just("remove"), st.sampled_from(KEYS)),
-    st.tuples(st.just("namespace"), st.sampled_from(sorted(NAMESPACES)), st.integers(0, 2)),
+    st.tuples(st.just("namespace"), st.sampled_from(sorted(NAMESPACES)), st.integers(0, 3)),
     st.tuples(st.just("hub"), st.integers(0, len(HUBS) - 1)),
     st.tuples(st.just("roles"), st.integers(0, len(ROLE_MAPS) - 1)),
     st.tuples(st.just("foreign"), st.integers(0, len(FOREIGN) - 1)),
@@ -109,15 +116,15 @@ class World:
         self.roles: dict | None = ROLE_MAPS[0]
         self.foreign: dict = {}
         self.status = STATUSES[0]
-        self.clusters: dict[str, tuple[Cluster, str | None, str | None]] = {}
+        self.clusters: dict[str, tuple[Cluster, str | None, str | None, bool]] = {}
         self.resolver = FleetResolver(self.hub, namespaces=self.namespaces, role_map=self.roles)
 
     def apply(self, change: tuple) -> None:
         kind, *args = change
         if kind == "put":
-            cluster, placement, attachment = args[0]
+            cluster, placement, attachment, stack = args[0]
             self.clusters[cluster.key] = args[0]
-            self.resolver.put(cluster, placement, attachment)
+            self.resolver.put(cluster, placement, attachment, stack)
         elif kind == "remove":
             key = "/".join(args[0])
             self.clusters.pop(key, None)
@@ -145,10 +152,11 @@ class World:
 
     def fleet(self) -> Fleet:
         entries = list(self.clusters.values())
-        return Fleet(hub=self.hub, clusters=tuple(c for c, _, _ in entries), namespaces=dict(self.namespaces),
+        return Fleet(hub=self.hub, clusters=tuple(c for c, *_ in entries), namespaces=dict(self.namespaces),
                      role_map=self.roles, foreign_endpoints=self.foreign,
-                     placements={c.key: p for c, p, _ in entries if p},
-                     mesh_status=MeshStatus(self.status[0], self.status[1], {c.key: a for c, _, a in entries if a}))
+                     placements={c.key: p for c, p, *_ in entries if p},
+                     stacks=frozenset(c.key for c, *_, stack in entries if stack),
+                     mesh_status=MeshStatus(self.status[0], self.status[1], {c.key: a for c, _, a, _ in entries if a}))
 
 
 def assert_same(got: Resolved, want: Resolved) -> None:
@@ -188,7 +196,7 @@ def test_a_resolver_made_of_a_fleet_answers_as_resolve_all():
                           accountID=ACCOUNTS[namespace == "globex"],
                           network={"vpcID": f"vpc-0{name}", "cidr": f"10.{n + 1}.0.0/16", "routeTableIDs": [f"rtb-{n}"],
                                    "nodeSecurityGroupIDs": [f"sg-{n}"]})
-        world.apply(("put", (parse(doc), None, None)))
+        world.apply(("put", (parse(doc), None, None, False)))
     fleet = world.fleet()
     got, changed = FleetResolver.of(fleet).resolve()
     want = resolve_all(fleet)

@@ -23,6 +23,7 @@ from automation.adapters.backoff import Backoff
 from automation.service.tenants import TenantController
 from stacks.names import GROUP, VERSION, agent_name
 from tests.envtest import TENANT_USER, free_port, kube_apiserver_alone  # noqa: F401 - the fixture
+from tests.factories import HUB_ACCOUNT
 from tests.registry_rbac import install_registry_rules
 from tests.service_env import wait_until
 
@@ -54,7 +55,7 @@ def world(kube_apiserver_alone, tmp_path):
     admin = env.api_client()
     install_registry_rules(admin)
     custom, core = client.CustomObjectsApi(admin), client.CoreV1Api(admin)
-    controller = TenantController(admin, backoff=Backoff(0.05, 0.5), watch_timeout=30)
+    controller = TenantController(admin, hub_account=lambda: HUB_ACCOUNT, backoff=Backoff(0.05, 0.5), watch_timeout=30)
     controller.start()
     # The tenant alice is refused on: `other`, with a cluster of its own.
     custom.create_cluster_custom_object(GROUP, VERSION, "tenants", {
@@ -120,6 +121,6 @@ def test_the_documented_curl_walkthrough_runs_end_to_end(world):
     assert cluster["status"]["facts"]["facts"]["nodes"] == "3"
     assert core.read_namespaced_service_account(agent_name("prod-1"), "acme")  # its hub identity
     namespace = core.read_namespace("acme")
-    assert namespace.metadata.annotations["clusternet.io/owner-account-id"] == "111111111111"
+    assert namespace.metadata.annotations["clusternet.io/owner-account-id"] == "222222222222"
     assert '"version":1' in done.stdout.replace(" ", "")  # the history alice read
     assert f'"name": "{TENANT_USER}"' in walkthrough()  # $ALICE is the admin the walkthrough names

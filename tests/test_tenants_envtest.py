@@ -22,6 +22,7 @@ from stacks.admission import TENANT_ADMIN_CLUSTERROLE, TENANT_ADMINS_ROLEBINDING
 from stacks.names import (DEFAULT_REGION_ANNOTATION, GROUP, OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION,
                           TENANT_FINALIZER, TENANT_LABEL, VERSION)
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
+from tests.factories import HUB_ACCOUNT
 from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, install_registry_rules, sa_subject,
                                  service_account_token, unbind_cluster_role)
 from tests.service_env import ServiceEnv, wait_until
@@ -64,7 +65,8 @@ class Tenants:
 
     # -- the controller, as the least-privileged ServiceAccount
     def start(self) -> TenantController:
-        self.controller = TenantController(self.world.controller, backoff=Backoff(0.05, 0.5), watch_timeout=30)
+        self.controller = TenantController(self.world.controller, hub_account=lambda: HUB_ACCOUNT,
+                                           backoff=Backoff(0.05, 0.5), watch_timeout=30)
         self.controller.start()
         wait_until(lambda: all(self.controller.synced().values()), WAIT, what="the tenant controller to sync")
         return self.controller
@@ -303,6 +305,58 @@ def test_a_namespace_merely_named_like_the_tenant_is_not_adopted(world, tenants)
     wait_until(lambda: tenants.status(name).get("namespace") == name and "message" not in tenants.status(name),
                WAIT, what="the adoption")
     assert tenants.binding(name) is not None
+
+
+def _stalled(tenants, name: str) -> dict | None:
+    return next((c for c in tenants.status(name).get("conditions") or [] if c["type"] == "Stalled"), None)
+
+
+def test_a_tenant_given_the_hub_account_is_refused_and_nothing_is_applied(world, tenants):
+    """The new-user walkthrough's finding: a Tenant naming the hub account adopted a namespace and rewrote its owner
+    account from 222222222222 to the hub's, and its clusters flipped to AccountMismatch. Now nothing is applied."""
+    tenants.start()
+    name = tenants.name()
+    tenants.namespace(name, annotations={OWNER_ACCOUNT_ANNOTATION: "222222222222", TENANT_ANNOTATION: name})
+    tenants.create(name, accountID=HUB_ACCOUNT, admins=[alice(world)])
+    stalled = wait_until(lambda: _stalled(tenants, name), WAIT, what="the refusal")
+    assert stalled["status"] == "True" and stalled["reason"] == "HubAccount"
+    assert f"spec.accountID {HUB_ACCOUNT} is the hub account" in stalled["message"]
+    assert tenants.status(name)["message"] == stalled["message"] and "namespace" not in tenants.status(name)
+    meta = tenants.read_namespace(name)
+    assert meta["annotations"][OWNER_ACCOUNT_ANNOTATION] == "222222222222"
+    assert TENANT_LABEL not in (meta.get("labels") or {})
+    assert tenants.binding(name) is None
+    assert TENANT_FINALIZER not in (tenants.get(name)["metadata"].get("finalizers") or [])
+    # Nor a namespace of its own.
+    fresh = tenants.name()
+    tenants.create(fresh, accountID=HUB_ACCOUNT)
+    wait_until(lambda: (_stalled(tenants, fresh) or {}).get("reason") == "HubAccount", WAIT, what="the refusal")
+    assert tenants.read_namespace(fresh) is None
+
+
+def test_adopting_a_namespace_owned_by_another_account_is_refused_until_they_agree(world, tenants):
+    tenants.start()
+    name = tenants.name()
+    tenants.namespace(name, annotations={OWNER_ACCOUNT_ANNOTATION: "222222222222", TENANT_ANNOTATION: name})
+    tenants.create(name, accountID="444444444444", admins=[alice(world)])
+    stalled = wait_until(lambda: _stalled(tenants, name), WAIT, what="the refusal")
+    assert stalled["reason"] == "OwnerAccountDiffers"
+    assert f"namespace {name} is owned by account 222222222222" in stalled["message"] and "444444444444" in \
+        stalled["message"]
+    meta = tenants.read_namespace(name)
+    assert meta["annotations"][OWNER_ACCOUNT_ANNOTATION] == "222222222222"
+    assert TENANT_LABEL not in (meta.get("labels") or {})
+    assert tenants.binding(name) is None
+
+    # A cluster administrator makes them agree: adopted, and the condition goes.
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"accountID": "222222222222"}})
+    wait_until(lambda: tenants.status(name).get("namespace") == name and _stalled(tenants, name) is None, WAIT,
+               what="the adoption")
+    assert tenants.read_namespace(name)["labels"][TENANT_LABEL] == name and tenants.binding(name) is not None
+    # Once its own, a cluster administrator's change of the Tenant's account is carried to the namespace.
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"accountID": "444444444444"}})
+    wait_until(lambda: tenants.read_namespace(name)["annotations"][OWNER_ACCOUNT_ANNOTATION] == "444444444444", WAIT,
+               what="the new owner account")
 
 
 def test_a_tenant_moved_to_another_namespace_lets_the_old_one_go_once_it_holds_no_clusters(world, tenants):

@@ -25,6 +25,7 @@ class ClusterEntry:
     inputs: bytes  # a hash of stacks.model.resolved_part of the object: a change here may change StackInputs
     placement: str | None  # the endpoint VPC the status says the stack uses
     attachment: str | None = None  # its Transit Gateway attachment, as its status says (the transit stack reads it)
+    stack: bool = False  # its stack exists (status.stack, written as its first run starts): it keeps its slot
 
 
 def _fingerprint(part: Raw) -> bytes:
@@ -40,6 +41,12 @@ def _attachment_of(raw: Raw) -> str | None:
     outputs = (raw.get("status") or {}).get("outputs") or {}
     value = outputs.get("transitAttachment") if isinstance(outputs, dict) else None
     return value if isinstance(value, str) else None
+
+
+def _stack_of(raw: Raw) -> bool:
+    """Whether the status says the cluster's stack exists: the service writes status.stack as a run starts (a
+    tenant cannot write the status, stacks.admission.tenant_admin_clusterrole)."""
+    return bool((raw.get("status") or {}).get("stack"))
 
 
 def _parse_cluster(part: Raw) -> Cluster | InvalidSpec:
@@ -72,7 +79,7 @@ class Cache:
         self.revision = 0  # bumps on every change (status included)
         self.touched: set[str] = set()  # cluster keys changed since the mapper last looked
         # What resolve() reads and has changed since Desired last drained it (automation/service/mapper.py).
-        self._changed_clusters: set[str] = set()  # parsed Cluster, recorded VPC or attachment (or gone)
+        self._changed_clusters: set[str] = set()  # parsed Cluster, recorded VPC, attachment or stack (or gone)
         self._changed_namespaces: set[str] = set()  # clusternet annotations
         self._changed_shared = True  # the HubConfig (spec or status), the role map or the endpoint census
         self._hub_store = DictStore(self.on_hub)
@@ -110,10 +117,10 @@ class Cache:
                 part = resolved_part(raw)
                 inputs = _fingerprint(part)
                 parsed = old.parsed if old is not None and old.inputs == inputs else _parse_cluster(part)
-                entry = ClusterEntry(raw, parsed, inputs, _placement_of(raw), _attachment_of(raw))
+                entry = ClusterEntry(raw, parsed, inputs, _placement_of(raw), _attachment_of(raw), _stack_of(raw))
                 self.clusters[key] = entry
-                if old is None or (old.inputs, old.placement, old.attachment) != \
-                        (inputs, entry.placement, entry.attachment):
+                if old is None or (old.inputs, old.placement, old.attachment, old.stack) != \
+                        (inputs, entry.placement, entry.attachment, entry.stack):
                     self._changed_clusters.add(key)
             self.touched.add(key)
             self._changed()

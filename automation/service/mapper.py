@@ -220,7 +220,7 @@ class Desired:
                 self._resolver.remove(key)
             else:
                 self._resolver.put(self.stamps.overlay(entry.parsed), self._decided.get(key) or entry.placement,
-                                   entry.attachment)
+                                   entry.attachment, entry.stack)
         old = self._invalid.get(key)
         if refused is None:
             self._invalid.pop(key, None)

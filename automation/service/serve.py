@@ -313,11 +313,16 @@ class Pipeline:
         self.census = EndpointCensus(self.cache, census, interval=options.endpoint_census_interval) \
             if census is not None and options.endpoint_census_interval > 0 else None
         self.tenants = TenantController(
-            api_client, backoff=Backoff(options.backoff_base, options.backoff_cap), watch_timeout=options.watch_timeout,
+            api_client, hub_account=self._hub_account, backoff=Backoff(options.backoff_base, options.backoff_cap), watch_timeout=options.watch_timeout,
             on_restart=metrics.watch_restarted) if options.tenants else None
         metrics.track_queue(lambda: self.queue.depth, lambda: self.queue.in_flight, lambda: self.queue.scheduled)
         metrics.track_clusters(self.cluster_counts)
         self._stopped = threading.Event()
+
+    def _hub_account(self) -> str | None:
+        """The hub account, as the valid HubConfig in the cache says (None: none valid yet)."""
+        hub = self.cache.hub
+        return hub.spec.account_id if isinstance(hub, HubConfig) else None
 
     def reconcile(self, key: str) -> Outcome:
         """A queue key: a transit stack's (`_tgw_<account>`) or a cluster's (namespace/name)."""

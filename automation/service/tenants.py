@@ -12,6 +12,8 @@ What it makes of a Tenant is decided in stacks.admission; here it is read from a
   allows it; labelled and annotated with the tenant, and with its owner account and default region when set;
 - the RoleBinding `clusternet-tenant-admins` there: spec.admins get the ClusterRole clusternet-tenant-admin
   (none when there are no admins);
+- the ResourceQuota `clusternet-tenant-quota` there from spec.quota (stacks.admission.tenant_quota), owned by the
+  Tenant: the API server itself refuses a Cluster beyond it (none when the Tenant sets no quota);
 - status (the status subresource): namespace, clusters (how many Clusters the namespace holds, which the
   deletion policy reads) and message (why nothing was made, or what a deletion waits for).
 
@@ -22,13 +24,16 @@ and the finalizer is removed. The namespace itself is kept: it may hold what the
 (A Cluster created in the instant between the last count and the finalizer's removal outlives its Tenant in
 that kept namespace: nothing is lost, and its stack still follows the namespace's annotations.)
 
-An invalid Tenant, or one whose namespace belongs to someone else, gets a status.message and nothing else.
+An invalid Tenant, or one stacks.admission.tenant_refusal refuses (the hub account as its account, a namespace
+that belongs to someone else or is owned by another account), gets a status.message (and, when refused, a
+Stalled condition naming the reason) and nothing else.
 API errors are logged and the Tenant retried with backoff (the work queue's).
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from typing import Any, Callable, Mapping
 
@@ -37,10 +42,12 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from automation.adapters.loop import Loop
+from automation.adapters.status import rfc3339
 from automation.adapters.watch import DictStore, Informer, Raw, Source, object_key, wait_synced
 from automation.service.queue import Outcome, WorkQueue, Workers
-from stacks.admission import (MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, adoption_refusal, admins_rolebinding,
-                              namespace_metadata, released_metadata, tenant_of)
+from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, TENANT_QUOTA,
+                              admins_rolebinding, namespace_metadata, released_metadata, tenant_of, tenant_quota,
+                              tenant_refusal)
 from stacks.names import GROUP, TENANT_FINALIZER, TENANT_LABEL, VERSION
 from stacks.registry import Tenant
 
@@ -139,10 +146,13 @@ class Resync(Loop):
 class TenantController:
     """Watches Tenants and Clusters and reconciles one Tenant at a time (see the module docstring)."""
 
-    def __init__(self, api_client: client.ApiClient, *, backoff: Backoff = Backoff(1.0, 60.0),
-                 resync: float = 300.0, watch_timeout: int = 300,
-                 on_restart: Callable[[str, str], None] | None = None):
+    def __init__(self, api_client: client.ApiClient, *, hub_account: Callable[[], str | None],
+                 backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0, watch_timeout: int = 300,
+                 on_restart: Callable[[str, str], None] | None = None, request_timeout: float = 30.0):
+        """`hub_account`: the valid HubConfig's spec.accountID, None while there is none (the service's cache)."""
         self.api_client = api_client
+        self.hub_account = hub_account
+        self.request_timeout = request_timeout
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
         self.rbac = client.RbacAuthorizationV1Api(api_client)
@@ -226,17 +236,19 @@ class TenantController:
                                           f"holds {held} cluster(s): delete or move them first")
                 return Outcome.done()
         current = self._read_namespace(namespace)
-        refusal = adoption_refusal(tenant, current)
+        refusal = tenant_refusal(tenant, current, self.hub_account())
         if refusal is not None:
-            self._status(raw, message=refusal)
-            return Outcome.done()
+            self._status(raw, message=refusal[1], conditions=[_stalled(*refusal, raw)])
+            # Looked at again soon: the HubConfig (at once while it is unknown) or the namespace may change.
+            return Outcome.done(2.0 if refusal[0] == HUB_ACCOUNT_UNKNOWN else min(30.0, self.resync.interval))
 
         raw = self._add_finalizer(raw)
         if previous and previous != namespace:
             self._release(name, previous)
         self._ensure_namespace(tenant, current)
         self._ensure_admins(tenant)
-        self._status(raw, namespace=namespace, clusters=self.clusters.count(namespace), message=None)
+        self._ensure_quota(tenant, raw["metadata"]["uid"])
+        self._status(raw, namespace=namespace, clusters=self.clusters.count(namespace), message=None, conditions=None)
         return Outcome.done()
 
     def _finalize(self, raw: Raw) -> Outcome:
@@ -314,6 +326,40 @@ class TenantController:
                              "resourceVersion": have["metadata"]["resourceVersion"]},
                 "subjects": wanted["subjects"]})
 
+    def _ensure_quota(self, tenant: Tenant, uid: str) -> None:
+        wanted = tenant_quota(tenant, uid)
+        namespace = tenant.namespace
+        try:
+            current = self.core.read_namespaced_resource_quota(TENANT_QUOTA, namespace,
+                                                               _request_timeout=self.request_timeout)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            current = None
+        if wanted is None:
+            if current is not None:
+                self._delete_quota(namespace)
+            return
+        if current is None:
+            self.core.create_namespaced_resource_quota(namespace, wanted, _request_timeout=self.request_timeout)
+            LOG.info("Tenant %s: quota %s in namespace %s", tenant.metadata.name, wanted["spec"]["hard"], namespace)
+            return
+        have = self.api_client.sanitize_for_serialization(current)
+        if (have.get("spec") or {}).get("hard") != wanted["spec"]["hard"] or \
+                have["metadata"].get("ownerReferences") != wanted["metadata"]["ownerReferences"]:
+            self.core.patch_namespaced_resource_quota(TENANT_QUOTA, namespace, {
+                "metadata": {"labels": wanted["metadata"]["labels"],
+                             "ownerReferences": wanted["metadata"]["ownerReferences"],
+                             "resourceVersion": have["metadata"]["resourceVersion"]},
+                "spec": {"hard": wanted["spec"]["hard"]}}, _request_timeout=self.request_timeout)
+
+    def _delete_quota(self, namespace: str) -> None:
+        try:
+            self.core.delete_namespaced_resource_quota(TENANT_QUOTA, namespace, _request_timeout=self.request_timeout)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
     def _delete_rolebinding(self, namespace: str) -> None:
         try:
             self.rbac.delete_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace)
@@ -326,6 +372,7 @@ class TenantController:
         if not self._labelled(name, self._read_namespace(namespace)):
             return  # not ours (never was, or another Tenant's now): leave it alone
         self._delete_rolebinding(namespace)
+        self._delete_quota(namespace)
         self.core.patch_namespace(namespace, {"metadata": released_metadata()})
 
     @staticmethod
@@ -362,6 +409,15 @@ class TenantController:
             LOG.info("Tenant %s: %s", raw["metadata"]["name"], fields["message"])
         self.custom.patch_cluster_custom_object_status(GROUP, VERSION, TENANTS, raw["metadata"]["name"],
                                                        {"status": fields})
+
+
+def _stalled(reason: str, message: str, raw: Raw) -> dict[str, Any]:
+    """The Stalled condition of a refused Tenant (kstatus; Ready is absent while it is refused)."""
+    old = next((c for c in ((raw.get("status") or {}).get("conditions") or []) if c.get("type") == "Stalled"), {})
+    now = old.get("lastTransitionTime") if old.get("reason") == reason else None
+    return {"type": "Stalled", "status": "True", "reason": reason, "message": message[:MESSAGE_MAX],
+            "lastTransitionTime": now or rfc3339(time.time()),
+            "observedGeneration": (raw.get("metadata") or {}).get("generation")}
 
 
 def _subjects(subjects: list[Mapping[str, Any]] | None) -> list[tuple]:
