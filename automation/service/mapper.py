@@ -94,7 +94,9 @@ class JoinStamps:
         wanted = self.get(cluster.key)
         have = (cluster.status or {}).get(JOIN_STATUS_KEY)
         if wanted is not _UNSET and wanted != have:
-            cluster = cluster.model_copy(update={"status": {JOIN_STATUS_KEY: wanted} if wanted else None})
+            rest = {k: v for k, v in (cluster.status or {}).items() if k != JOIN_STATUS_KEY}  # sharedIngress stays
+            status = {**rest, JOIN_STATUS_KEY: wanted} if wanted else rest
+            cluster = cluster.model_copy(update={"status": status or None})
         return cluster
 
 
