@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 
 from stacks.guards import check_move
-from stacks.names import DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP, VERSION
+from stacks.names import CLUSTER_ID_PREFIXES_ANNOTATION, DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP, VERSION
 from automation.adapters.engine import PolicyViolation
 from doubles import RecordingEngine
+from tests.factories import INGRESS
 from tests.service_env import on_kmock, quiet, wait_until
 
 
@@ -376,3 +377,33 @@ def test_a_cluster_leaving_a_mesh_runs_exactly_the_stacks_whose_share_changed(en
     assert ran == ["acme.m2", "acme.m3", "acme.m4"]  # 1 + (N - k): m1's share did not change
     assert engine.stacks["acme.m2"].mesh is None
     assert [p.peer.key for p in engine.stacks["acme.m4"].mesh.pairs] == ["acme/m1", "acme/m3"]
+
+
+def test_the_routed_shared_ingress_id_is_recorded_once_and_kept_when_the_hubs_rule_changes(env):
+    """Issue 31 item 4: the ID a cluster is routed on is recorded in status.sharedIngress.clusterID, and resolve()
+    routes it on that ID from then on: here the hub administrator takes back the prefix its clusterID used."""
+    env.patch_hub({"spec": {"sharedIngress": INGRESS}})
+    env.namespace("acme", {CLUSTER_ID_PREFIXES_ANNOTATION: "edge-"})
+    engine = RecordingEngine()
+    env.create("prod-1", sharedIngress={"enabled": True, "backend": "10.0.1.10:6443"})
+    env.create("edge", sharedIngress={"enabled": True, "backend": "10.0.1.11:6443", "clusterID": "edge-1"},
+               apiURL="https://api.edge.example.com:6443")
+    with env.running(engine) as service:
+        wait_until(lambda: env.ready("prod-1") and env.ready("edge"))
+        wait_until(lambda: all("sharedIngress" in env.get(n)["status"] for n in ("prod-1", "edge")),
+                   what="the routed IDs to be recorded")
+        assert env.get("prod-1")["status"]["sharedIngress"] == {"clusterID": "acme.prod-1"}
+        assert env.get("edge")["status"]["sharedIngress"] == {"clusterID": "edge-1"}
+        env.namespace("acme", {CLUSTER_ID_PREFIXES_ANNOTATION: ""})  # no longer granted: new IDs may not use it
+        env.create("edge-2", sharedIngress={"enabled": True, "backend": "10.0.1.12:6443", "clusterID": "edge-2"},
+                   apiURL="https://api.edge-2.example.com:6443")
+        wait_until(lambda: stalled(env.get("edge-2")), what="the new cluster to be refused")
+        quiet(service)
+    assert "does not start with a prefix namespace acme may use" in stalled(env.get("edge-2"))
+    assert engine.stacks["acme.edge"].shared_ingress.cluster_id == "edge-1"  # routed as before
+    assert env.ready("edge") and engine.count("up", "acme.edge") == 1
+
+
+def stalled(obj: dict) -> str | None:
+    found = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Stalled"), {})
+    return found.get("message") if found.get("status") == "True" else None

@@ -13,7 +13,7 @@ from automation.service.cache import Cache, Shared, hub_problem
 from automation.adapters.loop import Loop
 from automation.adapters.watch import Raw
 from stacks.errors import InvalidSpec
-from stacks.inputs import StackInputs
+from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.incremental import FleetResolver
 from stacks.model import Cluster, HubConfig
 from stacks.ingress import Route
@@ -36,6 +36,7 @@ class Resolution:
     recorded_groups: Mapping[str, GroupState] = field(default_factory=dict)  # HubConfig status.mesh.groups read
     routes: tuple[Route, ...] = ()  # the shared ingress's routes (stacks.resolve.resolve_all)
     mesh: MeshPlan | None = None  # the mesh plan: its groups' states and the transit stacks' inputs
+    guests: Mapping[str, SharedIngressInputs] = field(default_factory=dict)  # routed clusters' node proxies
 
     @property
     def transit(self) -> Mapping[str, TransitInputs]:
@@ -159,7 +160,7 @@ class Desired:
                 inputs, dict(self._digests), mesh.stamps if mesh else {},
                 frozenset(mesh.unstamp) if mesh else frozenset(), self._hub,
                 self._resolver.recorded_groups if self._resolver is not None else {},
-                resolved.routes if resolved is not None else (), mesh)
+                resolved.routes if resolved is not None else (), mesh, resolved.guests if resolved is not None else {})
             return self._current
 
     def take_changed(self) -> set[str]:
@@ -234,6 +235,12 @@ class Desired:
         """The status.meshJoin the cluster should carry: the stamp handed out, else what it has."""
         wanted = self.stamps.get(key)
         return current if wanted is _UNSET else wanted
+
+    def routed_id(self, key: str, current: str | None) -> str | None:
+        """The status.sharedIngress.clusterID the cluster should carry: the ID it is routed on now, else what it has
+        (a record is never taken away: the cluster is routed on it again when it comes back)."""
+        guest = self.get().guests.get(key)
+        return guest.cluster_id if guest is not None else current
 
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
         return self.get().inputs.get(key)
