@@ -10,7 +10,12 @@ from __future__ import annotations
 import pytest
 
 from stacks.guards import check_move
-from stacks.names import CLUSTER_ID_PREFIXES_ANNOTATION, DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP, VERSION
+from automation.adapters.ingress_sync import central_files
+from stacks.haproxy import published_routes
+from stacks.ingress import Route
+from stacks.model import parse
+from stacks.names import (CLUSTER_ID_PREFIXES_ANNOTATION, DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP,
+                          SHARED_INGRESS_CONFIGMAP, VERSION)
 from automation.adapters.engine import PolicyViolation
 from doubles import RecordingEngine
 from tests.factories import INGRESS
@@ -407,3 +412,31 @@ def test_the_routed_shared_ingress_id_is_recorded_once_and_kept_when_the_hubs_ru
 def stalled(obj: dict) -> str | None:
     found = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Stalled"), {})
     return found.get("message") if found.get("status") == "True" else None
+
+
+def test_an_upgrade_keeps_the_bare_ids_the_shared_ingress_routed_before_ids_were_recorded(env):
+    """Clusters routed by the service before this one recorded IDs have no status.sharedIngress: the routes the
+    ConfigMap publishes at start are their record, so their node proxies (sending the bare name) keep working."""
+    env.patch_hub({"spec": {"sharedIngress": INGRESS}})
+    env.create("prod-1", sharedIngress={"enabled": True, "backend": "10.0.1.10:6443"})
+    hub = parse(env.custom.get_cluster_custom_object(GROUP, VERSION, "hubconfigs", "default"))
+    files, _ = central_files(hub, [Route("prod-1", "10.0.1.10:6443", cluster="acme/prod-1")])  # the old rule's
+    namespace = hub.spec.shared_ingress.namespace
+    env.namespace(namespace, owner=None)
+    env.core.create_namespaced_config_map(namespace, {"metadata": {"name": SHARED_INGRESS_CONFIGMAP}, "data": files})
+    engine = RecordingEngine()
+    with env.running(engine) as service:
+        wait_until(lambda: env.ready("prod-1"))
+        env.create("prod-2", sharedIngress={"enabled": True, "backend": "10.0.1.11:6443"},
+                   apiURL="https://api.prod-2.example.com:6443")
+        wait_until(lambda: env.ready("prod-2"))
+        wait_until(lambda: "sharedIngress" in env.get("prod-1")["status"], what="the bare ID to be recorded")
+        wait_until(lambda: len(published(env, namespace)) == 2, what="the new route to be published")
+        quiet(service)
+    assert env.get("prod-1")["status"]["sharedIngress"] == {"clusterID": "prod-1"}
+    assert engine.stacks["acme.prod-1"].shared_ingress.cluster_id == "prod-1"
+    assert published(env, namespace) == {"acme/prod-1": "prod-1", "acme/prod-2": "acme.prod-2"}  # new: qualified
+
+
+def published(env, namespace: str) -> dict[str, str]:
+    return published_routes(env.core.read_namespaced_config_map(SHARED_INGRESS_CONFIGMAP, namespace).data or {})

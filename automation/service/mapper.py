@@ -16,10 +16,10 @@ from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.incremental import FleetResolver
 from stacks.model import Cluster, HubConfig
-from stacks.ingress import Route
+from stacks.ingress import Route, recorded_id
 from stacks.mesh import MeshPlan
 from stacks.transit import GroupState, MeshStatus, TransitInputs
-from stacks.names import JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
+from stacks.names import INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 
 LOG = logging.getLogger("clusternet.mapper")
 
@@ -126,6 +126,14 @@ class Desired:
         self._changed: set[str] = set()  # keys whose answer moved since the mapper last took them
         self._current: Resolution | None = None
         self.resolves = 0
+        self._published: dict[str, str] = {}  # see seed_routes
+
+    def seed_routes(self, published: Mapping[str, str]) -> None:
+        """The routes the shared-ingress ConfigMap held when this service started (cluster -> ID): a cluster routed
+        there whose status records no ID yet (routed before IDs were recorded: the upgrade) is resolved as if it
+        recorded that one, and the reconciler records it. So a node proxy installed before keeps working."""
+        with self._lock:
+            self._published = dict(published)
 
     def get(self) -> Resolution:
         with self._lock:
@@ -222,8 +230,11 @@ class Desired:
             if entry is None or refused is not None:
                 self._resolver.remove(key)
             else:
-                self._resolver.put(self.stamps.overlay(entry.parsed), self._decided.get(key) or entry.placement,
-                                   entry.attachment)
+                cluster = self.stamps.overlay(entry.parsed)
+                if key in self._published and recorded_id(cluster) is None:
+                    cluster = cluster.model_copy(update={"status": {
+                        **(cluster.status or {}), INGRESS_STATUS_KEY: {"clusterID": self._published[key]}}})
+                self._resolver.put(cluster, self._decided.get(key) or entry.placement, entry.attachment)
         old = self._invalid.get(key)
         if refused is None:
             self._invalid.pop(key, None)
