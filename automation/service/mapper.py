@@ -325,8 +325,10 @@ class Mapper(Loop):
             # (a failed run waits for its backoff).
             join = (entry.raw.get("status") or {}).get(JOIN_STATUS_KEY)
             request = (meta.get("annotations") or {}).get(RECONCILE_REQUEST_ANNOTATION)
+            guest = resolution.guests.get(key)  # routed on a new ID: the reconciler records it
             fingerprint = (resolution.digests.get(key), meta.get("generation"), bool(meta.get("deletionTimestamp")),
-                           json.dumps(self.desired.mesh_join(key, join), sort_keys=True), request, meta.get("uid"))
+                           json.dumps(self.desired.mesh_join(key, join), sort_keys=True),
+                           guest.cluster_id if guest is not None else None, request, meta.get("uid"))
             previous = self._seen.get(key)
             self._seen[key] = fingerprint
             if previous == fingerprint:
