@@ -147,7 +147,7 @@ def test_an_injected_backend_never_adds_a_section_and_the_proxy_runs_nothing(tmp
     assert code == 2
     written = (tmp_path / "out" / "central" / "haproxy.cfg").read_text()
     assert sections(written) == ["global", "defaults", "frontend", "frontend", "backend", "backend"]
-    assert "cluster_victim" in written and "evil" not in written and "pwn" not in written
+    assert "cluster_acme.victim" in written and "evil" not in written and "pwn" not in written
     assert sorted(p.name for p in (tmp_path / "out" / "guest").iterdir()) == ["victim"]
 
     # Past the model (a Route built by hand): the renderer drops it; HAProxy, started as the central proxy
