@@ -70,10 +70,17 @@ def cluster_id_of(cluster: Cluster) -> str:
 def id_prefixes(cluster: Cluster, annotations: Mapping[str, str]) -> tuple[str, ...]:
     """The prefixes an explicit clusterID of the cluster may start with: "<namespace>." (a namespace name has no
     '.', so no other namespace's IDs start so), and those the hub administrator lists in the namespace's
-    clusternet.io/cluster-id-prefixes annotation."""
+    clusternet.io/cluster-id-prefixes annotation. A granted prefix covers only IDs without a '.': every default
+    ID has one, so no grant reaches another namespace's defaults (acme granted "edge-" cannot take edge-x.prod)."""
     namespace = namespace_of(cluster)
     granted = (part.strip() for part in (annotations.get(CLUSTER_ID_PREFIXES_ANNOTATION) or "").split(","))
     return (f"{namespace}.", *(prefix for prefix in granted if prefix))
+
+
+def _allowed(cluster_id: str, namespace: str, prefixes: tuple[str, ...]) -> bool:
+    if cluster_id.startswith(f"{namespace}."):
+        return True
+    return "." not in cluster_id and any(cluster_id.startswith(prefix) for prefix in prefixes)
 
 
 def _format_error(cluster: Cluster) -> FieldError | None:
@@ -102,11 +109,11 @@ def id_error(cluster: Cluster, annotations: Mapping[str, str] | None = None) -> 
     if explicit is None:
         return None
     allowed = id_prefixes(cluster, annotations or {})
-    if not any(explicit.startswith(prefix) for prefix in allowed):
+    if not _allowed(explicit, namespace_of(cluster), allowed):
         return InvalidSpec.one(cluster.ref, field, f"{explicit!r} does not start with a prefix namespace "
                                f"{namespace_of(cluster)} may use ({', '.join(map(repr, allowed))}; the hub "
-                               f"administrator grants others in annotation {CLUSTER_ID_PREFIXES_ANNOTATION})",
-                               condition=ID_NOT_ALLOWED)
+                               f"administrator grants others in annotation {CLUSTER_ID_PREFIXES_ANNOTATION}, "
+                               "for IDs without a '.')", condition=ID_NOT_ALLOWED)
     return None
 
 

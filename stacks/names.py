@@ -115,12 +115,17 @@ def cluster_key(namespace: str | None, name: str) -> str:
 def default_cluster_id(namespace: str | None, name: str) -> str:
     """A new cluster's shared-ingress ID when it sets none: "<namespace>.<name>". A namespace name has no '.', so
     the part before the first '.' names the namespace and no two namespaces' IDs meet. Longer than 63
-    characters: cut, and ended with '-' and a hash of namespace/name, so it stays unique."""
-    full = f"{namespace or 'default'}.{name}"
+    characters: cut, and ended with a hash of namespace/name, so it stays unique; it always keeps a '.' (an
+    explicit ID without one never meets a default: stacks.ingress.id_error)."""
+    namespace = namespace or "default"
+    full = f"{namespace}.{name}"
     if len(full) <= CLUSTER_ID_MAX:
         return full
     digest = hashlib.sha256(cluster_key(namespace, name).encode()).hexdigest()[:_ID_HASH]
-    return f"{full[:CLUSTER_ID_MAX - _ID_HASH - 1]}-{digest}"
+    keep = CLUSTER_ID_MAX - _ID_HASH - 1
+    if len(namespace) < keep:  # the namespace and its '.' stay whole
+        return f"{full[:keep]}-{digest}"
+    return f"{namespace[:keep - 1]}.{digest}"
 
 
 def stack_name(namespace: str | None, name: str) -> str:

@@ -379,6 +379,9 @@ def test_the_hub_administrator_grants_a_namespace_more_prefixes_in_an_annotation
                                          namespaces=namespaces))
     assert [(r.cluster_id, r.cluster) for r in result.routes] == [("edge-1", "acme/prod-1")]
     assert result.unrouted["globex/prod-1"].reason == ID_NOT_ALLOWED  # acme's grant is not globex's
+    # A grant never reaches another namespace's defaults (they all have a '.'): edge-x/prod's is edge-x.prod.
+    result = resolve_all(squatting_fleet(acme_ingress={"clusterID": "edge-x.prod"}, namespaces=namespaces))
+    assert "'edge-x.prod' does not start with a prefix namespace acme may use" in str(result.unrouted["acme/prod-1"])
 
 
 def test_a_routed_id_is_kept_when_the_rule_changes_and_wins_over_an_older_claimant():
@@ -409,6 +412,6 @@ def test_a_routed_id_never_changes_a_different_clusterid_is_refused_and_the_reco
 def test_default_ids_of_two_namespaces_never_meet():
     # With "-" as the separator, acme/prod-1 and a namespace acme-prod's cluster 1 would both be acme-prod-1.
     assert default_cluster_id("acme", "prod-1") != default_cluster_id("acme-prod", "1")
-    long_ns = "n" * 63
-    one, two = default_cluster_id(long_ns, "a"), default_cluster_id(long_ns, "b")
-    assert len(one) == len(two) == 63 and one != two and CLUSTER_ID.fullmatch(one)
+    for namespace in ("n" * 63, "n" * 45, "n" * 20):
+        one, two = default_cluster_id(namespace, "a" * 60), default_cluster_id(namespace, "a" * 59 + "b")
+        assert len(one) <= 63 and one != two and CLUSTER_ID.fullmatch(one) and "." in one
