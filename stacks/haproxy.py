@@ -43,6 +43,7 @@ GUEST_FOLDER = "guest"  # `ingress render` writes guest/<cluster>/haproxy.cfg
 _HEADER = "# Rendered by clusternet (stacks.haproxy). Do not edit: re-render.\n"
 _MAP_PATH = re.compile(r"/[-A-Za-z0-9._/]+")  # absolute; nothing HAProxy's argument parser would split on
 _BACKEND_LINE = re.compile(r"backend (\S+)")
+_CLUSTER_COMMENT = "# Cluster "  # in a central backend's section: which cluster it is (published_routes reads it)
 # Anything that would end an HAProxy word, line or section, or start a comment.
 _UNSAFE = re.compile(r"[\s#\x00-\x1f\x7f-\x9f\u2028\u2029\\\"']")
 
@@ -247,7 +248,7 @@ def _server(name: str, address: str, by_name: bool, extra: str = "") -> str:
 def _central_backend(route: Route, backend: str, by_name: bool) -> str:
     lines = [f"backend {backend_name(route)}\n"]
     if route.cluster:
-        lines.append(f"    # Cluster {route.cluster}\n")
+        lines.append(f"    {_CLUSTER_COMMENT}{route.cluster}\n")
     if route.allowed_source_cidrs:
         nets = sorted({ipaddress.ip_network(c, strict=False) for c in route.allowed_source_cidrs},
                       key=lambda n: (n.version, n.network_address.packed, n.prefixlen))
@@ -290,6 +291,25 @@ def split_backends(config: str) -> tuple[str, dict[str, str]]:
         current.append(line)
     tidy = lambda lines: "".join(lines).rstrip("\n") + "\n"  # noqa: E731 (the last section has no blank line after it)
     return tidy(fixed), {name: tidy(lines) for name, lines in backends.items()}
+
+
+def published_routes(files: Mapping[str, str]) -> dict[str, str]:
+    """Cluster (namespace/name) -> the ID the central proxy routes to it, read from the central files as
+    `render_for_proxy` wrote them (the shared-ingress ConfigMap's data): an ID counts when the map sends it to a
+    backend whose section names the cluster. What the proxy routes, not what anyone asked for."""
+    routes = parse_map(files.get(MAP_FILE) or "")
+    _, backends = split_backends(files.get(CONFIG_FILE) or "")
+    published: dict[str, str] = {}
+    for cluster_id, backend in routes.items():
+        section = backends.get(backend)
+        if backend != BACKEND_PREFIX + cluster_id or section is None:
+            continue
+        for line in section.splitlines()[1:]:
+            comment = line.strip()
+            if comment.startswith(_CLUSTER_COMMENT):
+                published[comment[len(_CLUSTER_COMMENT):].strip()] = cluster_id
+                break
+    return published
 
 
 # --- guest ---------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Callable, Hashable, Iterable, Mapping, TypeVar
 
 from stacks import accounts
 from stacks.errors import FieldError, InvalidSpec
-from stacks.ingress import Route, claim_ids, route_of
+from stacks.ingress import Route, claim_ids, cluster_id_of, route_of
 from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.mesh import GroupView, MeshPlan, MeshShare, coupling, membership, mesh_view, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
@@ -386,7 +386,7 @@ class FleetResolver:
             target = self._targets.get(key)
             host = api_host(entry.cluster).lower() if entry is not None and claims_host(target) else None
             hosts.update((*self._by_host.move(key, host), host))  # its age may have changed too
-            cluster_id = entry.cluster.spec.shared_ingress.id_for(entry.cluster.metadata.name) \
+            cluster_id = cluster_id_of(entry.cluster) \
                 if entry is not None and claims_id(entry.cluster, self._hub, owners, target) else None
             ids.update((*self._by_id.move(key, cluster_id), cluster_id))
         changed = self._reclaim(keys, hosts - {None}, self._by_host, self._host_refusals, claim_hosts)

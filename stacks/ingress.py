@@ -3,7 +3,9 @@
 One function owns each rule, and `stacks.resolve.resolve_all` applies them for the plan, the service and
 `ingress render` alike (docs/shared-ingress.md, docs/security.md):
 
-- `id_error`, `claim_ids`: the cluster ID is a safe map key, and one cluster's (the oldest claimant's);
+- `cluster_id_of`, `id_error`, `claim_ids`: the cluster ID is the one recorded when it was first routed, else a
+  clusterID its namespace may use, else "<namespace>.<name>"; a safe map key; one cluster's (the routed one's,
+  else the oldest claimant's);
 - `backend_error`: the central proxy dials the backend only where the hub administrator allows
   (HubConfig spec.sharedIngress.allowedBackends, narrowed by the namespace's clusternet.io/allowed-backends)
   and never at itself, loopback, link-local metadata or the management cluster's API server;
@@ -17,12 +19,14 @@ from typing import Iterable, Mapping
 
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model import Cluster, HubConfig
-from stacks.names import ALLOWED_BACKENDS_ANNOTATION, CLUSTER_ID, Host, parse_host_port, under
+from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, CLUSTER_ID, CLUSTER_ID_PREFIXES_ANNOTATION, INGRESS_STATUS_KEY,
+                          Host, default_cluster_id, parse_host_port, under)
 from stacks.tenancy import allowed_backends, namespace_of
 
 
 BACKEND_NOT_ALLOWED = "BackendNotAllowed"  # condition reason
 NO_SHARED_INGRESS = "NoSharedIngress"
+ID_NOT_ALLOWED = "ClusterIDNotAllowed"
 
 # AWS's IPv6 link-local services (instance metadata fd00:ec2::254, DNS ::253, time ::123): not link-local
 # to Python, as dangerous as 169.254.169.254.
@@ -41,15 +45,46 @@ class Route:
 
 def route_of(cluster: Cluster) -> Route:
     spec = cluster.spec.shared_ingress
-    return Route(cluster_id=spec.id_for(cluster.metadata.name), backend=spec.backend or "", cluster=cluster.key,
+    return Route(cluster_id=cluster_id_of(cluster), backend=spec.backend or "", cluster=cluster.key,
                  allowed_source_cidrs=tuple(spec.allowed_source_cidrs))
 
 
 # --------------------------------------------------------------------------- IDs
 
-def id_error(cluster: Cluster) -> FieldError | None:
-    """Why the cluster's shared-ingress ID (its clusterID, else its name) cannot be used, or None."""
-    cluster_id = cluster.spec.shared_ingress.id_for(cluster.metadata.name)
+def recorded_id(cluster: Cluster) -> str | None:
+    """The ID the cluster was routed on, as the service recorded it in status.sharedIngress.clusterID (or None).
+    Only the service writes a Cluster's status (tenants have no clusters/status), so it is a fact, like
+    status.outputs.endpointVPC: once routed, a cluster keeps its ID whatever the rules below become."""
+    record = (cluster.status or {}).get(INGRESS_STATUS_KEY)
+    value = record.get("clusterID") if isinstance(record, Mapping) else None
+    return value if isinstance(value, str) and CLUSTER_ID.fullmatch(value) else None
+
+
+def cluster_id_of(cluster: Cluster) -> str:
+    """The ID the guest sends and the central proxy routes on: the one recorded when it was first routed, else
+    spec.sharedIngress.clusterID, else "<namespace>.<name>" (stacks.names.default_cluster_id)."""
+    return recorded_id(cluster) or cluster.spec.shared_ingress.cluster_id \
+        or default_cluster_id(namespace_of(cluster), cluster.metadata.name)
+
+
+def id_prefixes(cluster: Cluster, annotations: Mapping[str, str]) -> tuple[str, ...]:
+    """The prefixes an explicit clusterID of the cluster may start with: "<namespace>." (a namespace name has no
+    '.', so no other namespace's IDs start so), and those the hub administrator lists in the namespace's
+    clusternet.io/cluster-id-prefixes annotation. A granted prefix covers only IDs without a '.': every default
+    ID has one, so no grant reaches another namespace's defaults (acme granted "edge-" cannot take edge-x.prod)."""
+    namespace = namespace_of(cluster)
+    granted = (part.strip() for part in (annotations.get(CLUSTER_ID_PREFIXES_ANNOTATION) or "").split(","))
+    return (f"{namespace}.", *(prefix for prefix in granted if prefix))
+
+
+def _allowed(cluster_id: str, namespace: str, prefixes: tuple[str, ...]) -> bool:
+    if cluster_id.startswith(f"{namespace}."):
+        return True
+    return "." not in cluster_id and any(cluster_id.startswith(prefix) for prefix in prefixes)
+
+
+def _format_error(cluster: Cluster) -> FieldError | None:
+    cluster_id = cluster_id_of(cluster)
     if CLUSTER_ID.fullmatch(cluster_id):
         return None
     return FieldError(cluster.ref, "spec.sharedIngress.clusterID",
@@ -57,24 +92,49 @@ def id_error(cluster: Cluster) -> FieldError | None:
                       "set clusterID")
 
 
+def id_error(cluster: Cluster, annotations: Mapping[str, str] | None = None) -> InvalidSpec | None:
+    """Why the cluster may not be routed on its ID, or None: not a valid ID; an explicit clusterID outside what
+    its namespace may use (`id_prefixes`); or, once routed, a clusterID other than the recorded one."""
+    field = "spec.sharedIngress.clusterID"
+    malformed = _format_error(cluster)
+    if malformed is not None:
+        return InvalidSpec([malformed])
+    explicit, recorded = cluster.spec.shared_ingress.cluster_id, recorded_id(cluster)
+    if recorded is not None:
+        if explicit is not None and explicit != recorded:
+            return InvalidSpec.one(cluster.ref, field, f"{explicit!r} is not the ID {recorded!r} the cluster is "
+                                   "routed on (status.sharedIngress.clusterID); a routed ID never changes, because "
+                                   "the nodes' proxies send it: set it back or remove it", condition=ID_NOT_ALLOWED)
+        return None
+    if explicit is None:
+        return None
+    allowed = id_prefixes(cluster, annotations or {})
+    if not _allowed(explicit, namespace_of(cluster), allowed):
+        return InvalidSpec.one(cluster.ref, field, f"{explicit!r} does not start with a prefix namespace "
+                               f"{namespace_of(cluster)} may use ({', '.join(map(repr, allowed))}; the hub "
+                               f"administrator grants others in annotation {CLUSTER_ID_PREFIXES_ANNOTATION}, "
+                               "for IDs without a '.')", condition=ID_NOT_ALLOWED)
+    return None
+
+
 def claim_ids(clusters: Iterable[Cluster]) -> tuple[dict[str, Cluster], dict[str, FieldError]]:
-    """Each ID of the clusters that opted in → the cluster that owns it (the oldest claimant),
-    and, by cluster key, an error for every cluster whose ID is invalid or already taken."""
+    """Each ID of the opted-in clusters → the cluster that owns it, and, by cluster key, an error for every cluster
+    whose ID is invalid or already taken. The owner is the one routed on it already (recorded), else the oldest
+    claimant: a routed ID is never taken away. (Callers pass clusters `ingress_error` let through.)"""
     claims: dict[str, list[Cluster]] = {}
     errors: dict[str, FieldError] = {}
     for cluster in clusters:
         spec = cluster.spec.shared_ingress
         if not spec.enabled:
             continue
-        invalid = id_error(cluster)
-        if invalid is not None:
-            errors[cluster.key] = invalid
+        malformed = _format_error(cluster)
+        if malformed is not None:
+            errors[cluster.key] = malformed
             continue
-        cluster_id = spec.id_for(cluster.metadata.name)
-        claims.setdefault(cluster_id, []).append(cluster)
+        claims.setdefault(cluster_id_of(cluster), []).append(cluster)
     owners: dict[str, Cluster] = {}
     for cluster_id, claimants in sorted(claims.items()):
-        claimants.sort(key=lambda c: (c.metadata.creation_timestamp or "", c.key))
+        claimants.sort(key=lambda c: (recorded_id(c) != cluster_id, c.metadata.creation_timestamp or "", c.key))
         owners[cluster_id] = claimants[0]
         for other in claimants[1:]:
             errors[other.key] = FieldError(other.ref, "spec.sharedIngress.clusterID",
@@ -184,7 +244,7 @@ def ingress_error(cluster: Cluster, hub: HubConfig, annotations: Mapping[str, st
         return InvalidSpec.one(cluster.ref, "spec.sharedIngress.enabled",
                                f"{hub.ref} has no spec.sharedIngress.address for the cluster's proxy to dial",
                                condition=NO_SHARED_INGRESS)
-    invalid = id_error(cluster)
+    invalid = id_error(cluster, annotations)
     if invalid is not None:
-        return InvalidSpec([invalid])
+        return invalid
     return backend_error(cluster, hub, annotations)

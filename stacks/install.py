@@ -30,7 +30,7 @@ import yaml
 from stacks.haproxy import guest_manifests
 from stacks.inputs import SharedIngressInputs
 from stacks.model import Cluster
-from stacks.names import GROUP, agent_name
+from stacks.names import GROUP, SHARED_INGRESS_CONFIGMAP, agent_name
 
 RBAC = "rbac.authorization.k8s.io"
 AGENT_NAMESPACE = "clusternet-agent"  # in the guest cluster
@@ -50,6 +50,8 @@ API_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [GROUP], "resources": ["tenants"], "verbs": ["get", "list"]},  # tenant <-> namespace
     {"apiGroups": [GROUP], "resources": ["hubconfigs"], "verbs": ["get"]},  # the shared ingress's address
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},  # tenant and allowed-backends annotations
+    # the routes the service publishes: an install gets its node proxy's config only for a cluster routed to it
+    {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [SHARED_INGRESS_CONFIGMAP], "verbs": ["get"]},
     # the agent's ServiceAccount (deleting it revokes every token it was given)
     {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["create", "delete"]},
     # the agent's first token; held cluster-wide also to grant an agent its own rotation

@@ -15,8 +15,8 @@ from pydantic.alias_generators import to_camel
 
 from stacks.errors import FieldError, InvalidSpec
 from stacks.names import (API_VERSION, CLUSTER_ID, CLUSTER_ID_MAX, LABEL_MAX, PRINCIPAL_ARN, ROLE_ARN,
-                          JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION, cluster_key, hostname_error, parse_api_url,
-                          parse_host_port, stack_name)
+                          INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION, cluster_key, hostname_error,
+                          parse_api_url, parse_host_port, stack_name)
 
 # Commercial, GovCloud and China partitions. A region outside this list is a typo
 # far more often than a region launched since this list was written.
@@ -375,16 +375,13 @@ class ClusterPrivateLink(Spec):
 
 class ClusterSharedIngress(Spec):
     enabled: bool = False
+    # The ID the guest sends: stacks.ingress.cluster_id_of (default "<namespace>.<name>"; the hub's rule).
     cluster_id: str | None = Field(None, alias="clusterID", pattern=f"^{CLUSTER_ID.pattern}$",
                                       max_length=CLUSTER_ID_MAX)
     backend: HostPort | None = None  # the API server inside the management cluster
     proxy_bind: HostPort = "172.31.0.1:6443"
     # Matched against the client address carried in the PROXY header (the guest's pods and nodes).
     allowed_source_cidrs: list[SourceCidr] = Field(default_factory=list, alias="allowedSourceCIDRs", max_length=100)
-
-    def id_for(self, cluster_name: str) -> str:
-        """The ID the guest sends and the central proxy routes on: clusterID, else the cluster's name."""
-        return self.cluster_id or cluster_name
 
     @model_validator(mode="after")
     def _backend(self) -> "ClusterSharedIngress":
@@ -527,9 +524,10 @@ def resolved_part(doc: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(annotations, Mapping) and RECONCILE_REQUEST_ANNOTATION in annotations:  # a request, not an input
         part["metadata"]["annotations"] = {k: v for k, v in annotations.items() if k != RECONCILE_REQUEST_ANNOTATION}
     status = doc.get("status")
-    join = status.get(JOIN_STATUS_KEY) if isinstance(status, Mapping) else None
-    if join:
-        part["status"] = {JOIN_STATUS_KEY: join}
+    kept = {key: status[key] for key in (JOIN_STATUS_KEY, INGRESS_STATUS_KEY)
+            if isinstance(status, Mapping) and status.get(key)}
+    if kept:
+        part["status"] = kept
     return part
 
 

@@ -16,6 +16,7 @@ Every name and pattern that more than one layer uses lives here, and only here:
 """
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import re
 
@@ -42,7 +43,12 @@ MESH_ENABLED_ANNOTATION = f"{GROUP}/mesh-enabled"
 # Any new value: reconcile now (an `up` with refresh) and reset the backoff; status.lastHandledReconcileRequest
 # says which value was handled. Not an input: resolve() never sees it (stacks.model.resolved_part drops it).
 RECONCILE_REQUEST_ANNOTATION = f"{GROUP}/reconcile-request"
-JOIN_STATUS_KEY = "meshJoin"  # status.meshJoin: the one status field resolve() reads
+JOIN_STATUS_KEY = "meshJoin"  # status.meshJoin: a status field resolve() reads
+# status.sharedIngress.clusterID: the shared-ingress ID the cluster was routed on, recorded once (resolve() reads it)
+INGRESS_STATUS_KEY = "sharedIngress"
+# Comma-separated prefixes the hub administrator lets a namespace's explicit shared-ingress IDs start with
+# (besides "<namespace>.", which is always the namespace's own).
+CLUSTER_ID_PREFIXES_ANNOTATION = f"{GROUP}/cluster-id-prefixes"
 
 # The registry (docs/registry.md). A Tenant is materialised as a Namespace of its name (or the one it adopts),
 # labelled and annotated with TENANT_ANNOTATION = the Tenant's name.
@@ -72,6 +78,7 @@ PRINCIPAL_ARN = re.compile(rf"{PARTITION}:iam::\d{{12}}:(root|(role|user)/[\w+=,
 # A shared-ingress cluster ID: safe as an HAProxy map key, backend name and log-format text.
 CLUSTER_ID = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
 CLUSTER_ID_MAX = 63
+_ID_HASH = 16  # hex digits of the hash that ends a shortened default ID (64 bits: no one finds a collision)
 
 # --------------------------------------------------------------------------- limits
 STACK_NAME_MAX = 100  # Pulumi stack names: [A-Za-z0-9_.-], at most 100 characters
@@ -106,6 +113,22 @@ def agent_name(cluster: str) -> str:
 
 def cluster_key(namespace: str | None, name: str) -> str:
     return f"{namespace or 'default'}/{name}"
+
+
+def default_cluster_id(namespace: str | None, name: str) -> str:
+    """A new cluster's shared-ingress ID when it sets none: "<namespace>.<name>". A namespace name has no '.', so
+    the part before the first '.' names the namespace and no two namespaces' IDs meet. Longer than 63
+    characters: cut, and ended with a hash of namespace/name, so it stays unique; it always keeps a '.' (an
+    explicit ID without one never meets a default: stacks.ingress.id_error)."""
+    namespace = namespace or "default"
+    full = f"{namespace}.{name}"
+    if len(full) <= CLUSTER_ID_MAX:
+        return full
+    digest = hashlib.sha256(cluster_key(namespace, name).encode()).hexdigest()[:_ID_HASH]
+    keep = CLUSTER_ID_MAX - _ID_HASH - 1
+    if len(namespace) < keep:  # the namespace and its '.' stay whole
+        return f"{full[:keep]}-{digest}"
+    return f"{namespace[:keep - 1]}.{digest}"
 
 
 def stack_name(namespace: str | None, name: str) -> str:

@@ -15,7 +15,7 @@ from typing import Mapping
 
 from stacks import accounts, names
 from stacks.errors import FieldError, InvalidSpec
-from stacks.ingress import Route, claim_ids, ingress_error, route_of
+from stacks.ingress import Route, claim_ids, cluster_id_of, ingress_error, route_of
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh import MeshPlan, MeshShare, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
@@ -137,7 +137,7 @@ def shared_ingress_inputs(cluster: Cluster, hub: HubConfig,
     central = hub.spec.shared_ingress
     assert central is not None and central.address is not None  # ingress_error checked both
     return SharedIngressInputs(
-        cluster_id=mine.id_for(cluster.metadata.name),
+        cluster_id=cluster_id_of(cluster),
         central_address=central.address,
         proxy_bind=mine.proxy_bind,
         wire_mode=central.wire_mode,

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from stacks.names import CLUSTER_ID, CLUSTER_ID_MAX
+
 CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")  # kstatus: exactly one story at a time
 DRIFT_CONDITION = "DriftDetected"  # beside them: True while the last drift check found the cloud changed
 
@@ -86,6 +88,13 @@ class MeshJoin(StatusModel):
     order: int = Field(ge=0)
 
 
+class SharedIngressStatus(StatusModel):
+    """The shared-ingress ID the cluster was routed on: recorded once, then resolve() routes it on this ID whatever
+    the rules become (stacks.ingress.cluster_id_of), so the node proxies already installed keep working."""
+
+    cluster_id: str = Field(alias="clusterID", pattern=f"^{CLUSTER_ID.pattern}$", max_length=CLUSTER_ID_MAX)
+
+
 class StackOutputs(StatusModel):
     """The stack outputs people and other stacks look for."""
 
@@ -133,6 +142,7 @@ class ClusterStatus(StatusModel):
     last_recovery: Recovery | None = None
     outputs: StackOutputs | None = None
     mesh_join: MeshJoin | None = None
+    shared_ingress: SharedIngressStatus | None = None  # status.sharedIngress: the routed ID (resolve() reads it)
     # The value of the annotation clusternet.io/reconcile-request the service last acted on.
     last_handled_reconcile_request: str | None = Field(None, max_length=256)
     facts: FactsStatus | None = None  # the registry's (REGISTRY_STATUS_FIELDS)

@@ -1,7 +1,8 @@
 """Incremental resolution (stacks.incremental) equals a full resolve_all after any sequence of changes.
 
 A small universe where every coupling bites: clusters sharing accounts (FirstClaim), regions (a VPC inventory
-one endpoint short), API hosts, shared-ingress IDs, mesh groups (peering, a Transit Gateway with its recorded
+one endpoint short), API hosts, shared-ingress IDs (explicit, recorded when routed, prefixes granted or not),
+mesh groups (peering, a Transit Gateway with its recorded
 state and gateways, auto with a threshold of 2), overlapping CIDRs and one VPC twice; namespaces that own,
 conflict, own nothing or cap their clusters and endpoints; stacks that exist; role maps, endpoint census counts
 and HubConfig statuses that come and go.
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 
 from stacks.incremental import FleetResolver
 from stacks.model import Cluster, parse
-from stacks.names import JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION, MESH_LABEL
+from stacks.names import (CLUSTER_ID_PREFIXES_ANNOTATION, INGRESS_STATUS_KEY, JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION,
+                          MESH_LABEL)
 from stacks.resolve import Fleet, Resolved, resolve_all
 from stacks.transit import GroupState, MeshStatus, TransitOutputs, TransitRegionOutputs, transit_stack
 from tests.factories import HUB_ACCOUNT, INGRESS, OWNER_ANNOTATION, cluster_doc, hub
@@ -38,10 +40,11 @@ HUBS = [
         tenancy={"unownedNamespaces": "FirstClaim", "maxClustersPerNamespace": 1, "maxEndpointsPerNamespace": 1}),
 ]
 NAMESPACES = {
-    "acme": [{OWNER_ANNOTATION: "222222222222"}, {OWNER_ANNOTATION: "222222222222",
-                                                  "clusternet.io/allowed-domains": "a.example.com"}, None,
+    "acme": [{OWNER_ANNOTATION: "222222222222", CLUSTER_ID_PREFIXES_ANNOTATION: "x"},
+             {OWNER_ANNOTATION: "222222222222", "clusternet.io/allowed-domains": "a.example.com"}, None,
              {OWNER_ANNOTATION: "222222222222", "clusternet.io/max-endpoints": "1"}],
-    "globex": [{OWNER_ANNOTATION: "333333333333"}, {OWNER_ANNOTATION: "222222222222"}, {"clusternet.io/tenant": "g"},
+    "globex": [{OWNER_ANNOTATION: "333333333333", CLUSTER_ID_PREFIXES_ANNOTATION: "x,y"},
+               {OWNER_ANNOTATION: "222222222222"}, {"clusternet.io/tenant": "g"},
                {OWNER_ANNOTATION: "333333333333", "clusternet.io/max-clusters": "0"}],
     "free": [None, {"clusternet.io/tenant": "free-tenant"}, {OWNER_ANNOTATION: "444444444444"},
              {"clusternet.io/max-endpoints": "many"}],
@@ -78,7 +81,7 @@ def clusters(draw, key: tuple[str, str] | None = None) -> tuple[Cluster, str | N
                         [[], [{"subnetID": f"subnet-{name}", "availabilityZone": "us-east-1a"}]]))},
     }
     if draw(st.booleans()):
-        spec["sharedIngress"] = {"enabled": True, "clusterID": draw(st.sampled_from([None, "x", "y"])),
+        spec["sharedIngress"] = {"enabled": True, "clusterID": draw(st.sampled_from([None, "x", "y", f"{namespace}.c0"])),
                                  "backend": draw(st.sampled_from(["10.1.2.3:6443", "169.254.169.254:80"]))}
     doc = cluster_doc(name, namespace, labels=labels, annotations=annotations, **spec)
     if draw(st.integers(0, 9)) == 0:
@@ -89,8 +92,9 @@ def clusters(draw, key: tuple[str, str] | None = None) -> tuple[Cluster, str | N
         meta["deletionTimestamp"] = "2025-02-01T00:00:00Z"
     stamp = draw(st.sampled_from([None, {"group": "core", "order": 1}, {"group": "core", "order": 2},
                                   {"group": "edge", "order": 1}]))
-    if stamp:
-        doc["status"] = {JOIN_STATUS_KEY: stamp}
+    routed = draw(st.sampled_from([None, "x", "acme.c0", f"{namespace}.{name}"]))  # status.sharedIngress: recorded
+    doc["status"] = {**({JOIN_STATUS_KEY: stamp} if stamp else {}),
+                     **({INGRESS_STATUS_KEY: {"clusterID": routed}} if routed else {})} or None
     placement = draw(st.sampled_from([None, "vpc-0hub1", "vpc-0hubeu", "vpc-0gone"]))
     attachment = draw(st.sampled_from([None, f"tgw-attach-{name}"]))
     return parse(doc), placement, attachment, draw(st.booleans())  # the last: its stack exists

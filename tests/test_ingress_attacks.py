@@ -17,10 +17,11 @@ from stacks.haproxy import CentralSettings, render_central, render_guest
 from automation.adapters.haproxy import MasterCLI, parse_show_proc
 from stacks.crds import cluster_crd, hubconfig_crd
 from stacks.errors import InvalidSpec
-from stacks.ingress import BACKEND_NOT_ALLOWED, Route
+from stacks.ingress import BACKEND_NOT_ALLOWED, ID_NOT_ALLOWED, Route
 from stacks.inputs import SharedIngressInputs
-from stacks.model import parse
-from stacks.names import ALLOWED_BACKENDS_ANNOTATION, BIND_PATTERN, HOST_PORT_PATTERN, MESH_ENABLED_ANNOTATION, MESH_LABEL
+from stacks.model import parse, resolved_part
+from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, BIND_PATTERN, CLUSTER_ID, CLUSTER_ID_PREFIXES_ANNOTATION,
+                          HOST_PORT_PATTERN, MESH_ENABLED_ANNOTATION, MESH_LABEL, default_cluster_id)
 from stacks.resolve import resolve_all
 from tests.factories import INGRESS, NAMESPACES, cluster, cluster_doc, fleet, hub, hub_doc, namespace_doc, owned
 from tests.envtest import free_port
@@ -146,7 +147,7 @@ def test_an_injected_backend_never_adds_a_section_and_the_proxy_runs_nothing(tmp
     assert code == 2
     written = (tmp_path / "out" / "central" / "haproxy.cfg").read_text()
     assert sections(written) == ["global", "defaults", "frontend", "frontend", "backend", "backend"]
-    assert "cluster_victim" in written and "evil" not in written and "pwn" not in written
+    assert "cluster_acme.victim" in written and "evil" not in written and "pwn" not in written
     assert sorted(p.name for p in (tmp_path / "out" / "guest").iterdir()) == ["victim"]
 
     # Past the model (a Route built by hand): the renderer drops it; HAProxy, started as the central proxy
@@ -286,16 +287,16 @@ def test_exactly_the_clusters_whose_ingress_account_and_namespace_checks_pass_ar
         "acme/mismatch": "AccountMismatch", "acme/nowhere": "NoEndpointVPC", "acme/metadata": BACKEND_NOT_ALLOWED}
     # The mesh overlap stalls mesh-b's stack, not its route: the problem lies between peers.
     assert isinstance(result.inputs["acme/mesh-b"], InvalidSpec) and "overlap" in str(result.inputs["acme/mesh-b"])
-    assert result.inputs["acme/good"].shared_ingress.cluster_id == "good"
+    assert result.inputs["acme/good"].shared_ingress.cluster_id == "acme.good"  # namespace-qualified
 
 
 def test_a_refused_cluster_claims_no_id_so_it_cannot_take_one_from_a_younger_good_cluster():
-    old = opted_in("old", "169.254.169.254:80", ingress={"clusterID": "shared"})
+    old = opted_in("old", "169.254.169.254:80", ingress={"clusterID": "acme.shared"})
     old["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
-    young = opted_in("young", ingress={"clusterID": "shared"})
+    young = opted_in("young", ingress={"clusterID": "acme.shared"})
     young["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
     result = resolve_all(fleet(hub(sharedIngress=INGRESS), [parse(old), parse(young)]))
-    assert [(r.cluster_id, r.cluster) for r in result.routes] == [("shared", "acme/young")]
+    assert [(r.cluster_id, r.cluster) for r in result.routes] == [("acme.shared", "acme/young")]
 
 
 def test_ingress_render_routes_the_same_clusters_and_lists_the_others(tmp_path, capsys):
@@ -311,7 +312,7 @@ def test_ingress_render_routes_the_same_clusters_and_lists_the_others(tmp_path, 
     assert code == 2
     routes = dict(line.split() for line in (tmp_path / "out/central/clusters.map").read_text().splitlines()
                   if not line.startswith("#"))
-    assert set(routes) == {"good", "mesh-a", "mesh-b"}
+    assert set(routes) == {"acme.good", "acme.mesh-a", "acme.mesh-b"}
     assert sorted(p.name for p in (tmp_path / "out/guest").iterdir()) == ["good", "mesh-a", "mesh-b"]
     for name in ("mismatch", "nowhere", "metadata", "broken"):
         assert f"Cluster acme/{name}" in err
@@ -337,3 +338,80 @@ def test_re_rendering_removes_the_guest_folders_of_clusters_no_longer_routed_and
     assert sorted(p.name for p in (tmp_path / "out" / "guest").iterdir()) == ["a", "b", "mine"]
     assert sorted(p.name for p in (tmp_path / "out" / "guest" / "b").iterdir()) == ["haproxy.cfg", "notes.txt"]
     assert f"removed {tmp_path / 'out' / 'guest' / 'c'}" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- 5. ID squatting (issue 31, item 4)
+
+def squatting_fleet(*, acme_ingress=None, globex_ingress=None, namespaces=None, acme_status=None):
+    """globex/prod-1 created first, acme/prod-1 second, both opted in."""
+    globex = opted_in("prod-1", "10.0.2.20:6443", namespace="globex", accountID="333333333333",
+                      apiURL="https://api.prod-1.globex.example.com:6443", ingress=globex_ingress or {})
+    globex["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    acme = opted_in("prod-1", "10.0.1.10:6443", ingress=acme_ingress or {})
+    acme["metadata"]["creationTimestamp"] = "2026-02-01T00:00:00Z"
+    if acme_status:
+        acme["status"] = acme_status
+    return fleet(hub(sharedIngress=INGRESS), [parse(globex), parse(acme)], namespaces=namespaces)
+
+
+def test_a_tenant_cannot_take_another_namespaces_cluster_id_by_creating_its_cluster_first():
+    result = resolve_all(squatting_fleet())
+    assert {r.cluster_id: (r.cluster, r.backend) for r in result.routes} == {
+        "globex.prod-1": ("globex/prod-1", "10.0.2.20:6443"), "acme.prod-1": ("acme/prod-1", "10.0.1.10:6443")}
+    assert not result.unrouted
+
+
+@pytest.mark.parametrize("squat", ["acme.prod-1", "prod-1", "acme-prod-1"])
+def test_an_explicit_id_outside_the_namespaces_prefix_is_refused_naming_field_and_rule(squat):
+    result = resolve_all(squatting_fleet(globex_ingress={"clusterID": squat}))
+    [route] = result.routes
+    assert (route.cluster_id, route.cluster, route.backend) == ("acme.prod-1", "acme/prod-1", "10.0.1.10:6443")
+    refused = result.unrouted["globex/prod-1"]
+    assert refused.reason == ID_NOT_ALLOWED
+    assert f"Cluster globex/prod-1: spec.sharedIngress.clusterID: {squat!r} does not start with a prefix " \
+           "namespace globex may use ('globex.'" in str(refused)
+    assert CLUSTER_ID_PREFIXES_ANNOTATION in str(refused)
+
+
+def test_the_hub_administrator_grants_a_namespace_more_prefixes_in_an_annotation():
+    namespaces = {**NAMESPACES, "acme": owned("222222222222", **{CLUSTER_ID_PREFIXES_ANNOTATION: "edge-, shop-"})}
+    result = resolve_all(squatting_fleet(acme_ingress={"clusterID": "edge-1"}, globex_ingress={"clusterID": "shop-1"},
+                                         namespaces=namespaces))
+    assert [(r.cluster_id, r.cluster) for r in result.routes] == [("edge-1", "acme/prod-1")]
+    assert result.unrouted["globex/prod-1"].reason == ID_NOT_ALLOWED  # acme's grant is not globex's
+    # A grant never reaches another namespace's defaults (they all have a '.'): edge-x/prod's is edge-x.prod.
+    result = resolve_all(squatting_fleet(acme_ingress={"clusterID": "edge-x.prod"}, namespaces=namespaces))
+    assert "'edge-x.prod' does not start with a prefix namespace acme may use" in str(result.unrouted["acme/prod-1"])
+
+
+def test_a_routed_id_is_kept_when_the_rule_changes_and_wins_over_an_older_claimant():
+    # Routed before the upgrade on its bare name: recorded, so it keeps it though the default is now acme.prod-1.
+    recorded = {"sharedIngress": {"clusterID": "prod-1"}}
+    result = resolve_all(squatting_fleet(acme_status=recorded))
+    assert {r.cluster_id: r.cluster for r in result.routes} == {"prod-1": "acme/prod-1",
+                                                                "globex.prod-1": "globex/prod-1"}
+    # The older globex cluster may be granted the prefix, and ask for that ID: the routed cluster keeps it.
+    namespaces = {**NAMESPACES, "globex": owned("333333333333", **{CLUSTER_ID_PREFIXES_ANNOTATION: "prod"})}
+    result = resolve_all(squatting_fleet(acme_status=recorded, globex_ingress={"clusterID": "prod-1"},
+                                         namespaces=namespaces))
+    assert [(r.cluster_id, r.cluster) for r in result.routes] == [("prod-1", "acme/prod-1")]
+    assert "ID 'prod-1' is already used by Cluster acme/prod-1" in str(result.unrouted["globex/prod-1"])
+
+
+def test_a_routed_id_never_changes_a_different_clusterid_is_refused_and_the_record_is_kept():
+    result = resolve_all(squatting_fleet(acme_status={"sharedIngress": {"clusterID": "acme.prod-1"}},
+                                         acme_ingress={"clusterID": "acme.other"}))
+    refused = result.unrouted["acme/prod-1"]
+    assert refused.reason == ID_NOT_ALLOWED and "is not the ID 'acme.prod-1' the cluster is routed on" in str(refused)
+    # The record is a fact resolve() reads, as the service and the offline plan see the object.
+    doc = opted_in()
+    doc["status"] = {"sharedIngress": {"clusterID": "prod-1"}, "conditions": []}
+    assert resolved_part(doc)["status"] == {"sharedIngress": {"clusterID": "prod-1"}}
+
+
+def test_default_ids_of_two_namespaces_never_meet():
+    # With "-" as the separator, acme/prod-1 and a namespace acme-prod's cluster 1 would both be acme-prod-1.
+    assert default_cluster_id("acme", "prod-1") != default_cluster_id("acme-prod", "1")
+    for namespace in ("n" * 63, "n" * 45, "n" * 20):
+        one, two = default_cluster_id(namespace, "a" * 60), default_cluster_id(namespace, "a" * 59 + "b")
+        assert len(one) <= 63 and one != two and CLUSTER_ID.fullmatch(one) and "." in one

@@ -157,7 +157,7 @@ def test_resolve_fills_the_guest_inputs_from_hub_and_cluster():
     inputs = resolve_one(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443"}),
                      hub(sharedIngress=INGRESS))
     assert inputs.shared_ingress == SharedIngressInputs(
-        cluster_id="prod-1", central_address="lb.example.com:6443", proxy_bind="172.31.0.1:6443")
+        cluster_id="acme.prod-1", central_address="lb.example.com:6443", proxy_bind="172.31.0.1:6443")
     assert resolve_one(cluster(), hub()).shared_ingress is None
 
 
@@ -169,11 +169,11 @@ def test_resolve_refuses_an_opted_in_cluster_when_the_hub_has_no_address():
 
 
 def test_the_stack_outputs_the_guest_manifests_and_creates_no_resource_for_them():
-    with_ingress = resolve_one(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443", "clusterID": "p1"}),
+    with_ingress = resolve_one(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443", "clusterID": "acme.p1"}),
                            hub(sharedIngress=INGRESS))
     plan, plain = plan_stack(with_ingress), plan_stack(resolve_one(cluster(), hub()))
     assert plan.outputs["sharedIngress"] == guest_manifests(with_ingress.shared_ingress)
-    assert plan.outputs["sharedIngress"]["clusterID"] == "p1"
+    assert plan.outputs["sharedIngress"]["clusterID"] == "acme.p1"
     assert "sharedIngress" not in plain.outputs
     assert [r.type for r in plan.resources] == [r.type for r in plain.resources]
 
@@ -186,7 +186,7 @@ def _write_fleet(folder, *, duplicate=False):
     os.makedirs(os.path.join(folder, "clusters"))
     docs = [cluster_doc("prod-1", sharedIngress={"enabled": True, "backend": "10.0.1.10:6443"}),
             cluster_doc("prod-2", sharedIngress={"enabled": True, "backend": "10.0.2.10:6443",
-                                                 "clusterID": "prod-1" if duplicate else "prod-2"}),
+                                                 "clusterID": "acme.prod-1" if duplicate else "acme.prod-2"}),
             cluster_doc("prod-3"), namespace_doc("acme")]
     with open(os.path.join(folder, "clusters", "all.yaml"), "w") as fh:
         yaml.safe_dump_all(docs, fh)
@@ -211,7 +211,7 @@ def test_cli_writes_central_and_guest_configs_identically_on_every_run(tmp_path,
                            "guest/prod-1/haproxy.cfg", "guest/prod-2/haproxy.cfg"]
     assert one == _tree(tmp_path / "one")
     assert f"map({tmp_path / 'one' / 'central' / 'clusters.map'})".encode() in one["central/haproxy.cfg"]
-    assert b"unique-id-format prod-2" in one["guest/prod-2/haproxy.cfg"]
+    assert b"unique-id-format acme.prod-2" in one["guest/prod-2/haproxy.cfg"]
 
     assert main(args + ["--out", str(tmp_path / "two"), "--map-dir", "/usr/local/etc/haproxy"]) == 0
     assert b"map(/usr/local/etc/haproxy/clusters.map)" in _tree(tmp_path / "two")["central/haproxy.cfg"]
@@ -222,7 +222,7 @@ def test_cli_writes_the_good_routes_and_exits_2_listing_a_contested_cluster_id(t
     code = main(["ingress", "render", "--hub", str(tmp_path / "hub.yaml"), "--clusters", str(tmp_path / "clusters"),
                  "--out", str(tmp_path / "out")])
     assert code == 2
-    assert "spec.sharedIngress.clusterID: ID 'prod-1' is already used by Cluster acme/prod-1" in capsys.readouterr().err
+    assert "spec.sharedIngress.clusterID: ID 'acme.prod-1' is already used by Cluster acme/prod-1" in capsys.readouterr().err
     out = _tree(tmp_path / "out")
     assert sorted(out) == ["central/clusters.map", "central/haproxy.cfg", "guest/prod-1/haproxy.cfg"]
     assert b"10.0.1.10:6443" in out["central/haproxy.cfg"] and b"10.0.2.10" not in out["central/haproxy.cfg"]

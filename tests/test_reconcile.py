@@ -10,9 +10,15 @@ from __future__ import annotations
 import pytest
 
 from stacks.guards import check_move
-from stacks.names import DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP, VERSION
+from automation.adapters.ingress_sync import central_files
+from stacks.haproxy import published_routes
+from stacks.ingress import Route
+from stacks.model import parse
+from stacks.names import (CLUSTER_ID_PREFIXES_ANNOTATION, DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP,
+                          SHARED_INGRESS_CONFIGMAP, VERSION)
 from automation.adapters.engine import PolicyViolation
 from doubles import RecordingEngine
+from tests.factories import INGRESS
 from tests.service_env import on_kmock, quiet, wait_until
 
 
@@ -376,3 +382,61 @@ def test_a_cluster_leaving_a_mesh_runs_exactly_the_stacks_whose_share_changed(en
     assert ran == ["acme.m2", "acme.m3", "acme.m4"]  # 1 + (N - k): m1's share did not change
     assert engine.stacks["acme.m2"].mesh is None
     assert [p.peer.key for p in engine.stacks["acme.m4"].mesh.pairs] == ["acme/m1", "acme/m3"]
+
+
+def test_the_routed_shared_ingress_id_is_recorded_once_and_kept_when_the_hubs_rule_changes(env):
+    """Issue 31 item 4: the ID a cluster is routed on is recorded in status.sharedIngress.clusterID, and resolve()
+    routes it on that ID from then on: here the hub administrator takes back the prefix its clusterID used."""
+    env.patch_hub({"spec": {"sharedIngress": INGRESS}})
+    env.namespace("acme", {CLUSTER_ID_PREFIXES_ANNOTATION: "edge-"})
+    engine = RecordingEngine()
+    env.create("prod-1", sharedIngress={"enabled": True, "backend": "10.0.1.10:6443"})
+    env.create("edge", sharedIngress={"enabled": True, "backend": "10.0.1.11:6443", "clusterID": "edge-1"},
+               apiURL="https://api.edge.example.com:6443")
+    with env.running(engine) as service:
+        wait_until(lambda: env.ready("prod-1") and env.ready("edge"))
+        wait_until(lambda: all("sharedIngress" in env.get(n)["status"] for n in ("prod-1", "edge")),
+                   what="the routed IDs to be recorded")
+        assert env.get("prod-1")["status"]["sharedIngress"] == {"clusterID": "acme.prod-1"}
+        assert env.get("edge")["status"]["sharedIngress"] == {"clusterID": "edge-1"}
+        env.namespace("acme", {CLUSTER_ID_PREFIXES_ANNOTATION: ""})  # no longer granted: new IDs may not use it
+        env.create("edge-2", sharedIngress={"enabled": True, "backend": "10.0.1.12:6443", "clusterID": "edge-2"},
+                   apiURL="https://api.edge-2.example.com:6443")
+        wait_until(lambda: stalled(env.get("edge-2")), what="the new cluster to be refused")
+        quiet(service)
+    assert "does not start with a prefix namespace acme may use" in stalled(env.get("edge-2"))
+    assert engine.stacks["acme.edge"].shared_ingress.cluster_id == "edge-1"  # routed as before
+    assert env.ready("edge") and engine.count("up", "acme.edge") == 1
+
+
+def stalled(obj: dict) -> str | None:
+    found = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Stalled"), {})
+    return found.get("message") if found.get("status") == "True" else None
+
+
+def test_an_upgrade_keeps_the_bare_ids_the_shared_ingress_routed_before_ids_were_recorded(env):
+    """Clusters routed by the service before this one recorded IDs have no status.sharedIngress: the routes the
+    ConfigMap publishes at start are their record, so their node proxies (sending the bare name) keep working."""
+    env.patch_hub({"spec": {"sharedIngress": INGRESS}})
+    env.create("prod-1", sharedIngress={"enabled": True, "backend": "10.0.1.10:6443"})
+    hub = parse(env.custom.get_cluster_custom_object(GROUP, VERSION, "hubconfigs", "default"))
+    files, _ = central_files(hub, [Route("prod-1", "10.0.1.10:6443", cluster="acme/prod-1")])  # the old rule's
+    namespace = hub.spec.shared_ingress.namespace
+    env.namespace(namespace, owner=None)
+    env.core.create_namespaced_config_map(namespace, {"metadata": {"name": SHARED_INGRESS_CONFIGMAP}, "data": files})
+    engine = RecordingEngine()
+    with env.running(engine) as service:
+        wait_until(lambda: env.ready("prod-1"))
+        env.create("prod-2", sharedIngress={"enabled": True, "backend": "10.0.1.11:6443"},
+                   apiURL="https://api.prod-2.example.com:6443")
+        wait_until(lambda: env.ready("prod-2"))
+        wait_until(lambda: "sharedIngress" in env.get("prod-1")["status"], what="the bare ID to be recorded")
+        wait_until(lambda: len(published(env, namespace)) == 2, what="the new route to be published")
+        quiet(service)
+    assert env.get("prod-1")["status"]["sharedIngress"] == {"clusterID": "prod-1"}
+    assert engine.stacks["acme.prod-1"].shared_ingress.cluster_id == "prod-1"
+    assert published(env, namespace) == {"acme/prod-1": "prod-1", "acme/prod-2": "acme.prod-2"}  # new: qualified
+
+
+def published(env, namespace: str) -> dict[str, str]:
+    return published_routes(env.core.read_namespaced_config_map(SHARED_INGRESS_CONFIGMAP, namespace).data or {})

@@ -27,15 +27,20 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.agent import grant_agent, revoke_agent
 from automation.adapters.facts import FactsStore
+from automation.adapters.ingress_sync import IngressSync
 from automation.adapters.status import parse_time
 from automation.api import bootstrap, facts
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from automation.cli.agent import Agent, AgentError, renewal_due, token_times
 from stacks.install import AGENT, AGENT_NAMESPACE, API_RULES
-from stacks.names import (API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP, TENANT_ANNOTATION, TENANT_LABEL, VERSION,
-                          agent_name)
+from stacks.names import (API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP, SHARED_INGRESS_CONFIGMAP, TENANT_ANNOTATION,
+                          TENANT_LABEL, VERSION, agent_name)
+from stacks.haproxy import CONFIG_FILE, MAP_FILE, parse_map, published_routes, split_backends
+from stacks.model import parse
 from stacks.registry import token_hash, token_label
+from stacks.resolve import Fleet, resolve_all
 from tests.envtest import EnvTest, kube_apiserver  # noqa: F401 - the fixture
+from tests.factories import cluster_doc, hub_doc
 from tests.service_env import wait_until
 from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, sa_subject, service_account_token,
                                  unbind_cluster_role, undo_all)
@@ -133,8 +138,8 @@ class Made:
             "name": name, "labels": {TENANT_LABEL: name}, "annotations": {TENANT_ANNOTATION: name}}})
         return name, name
 
-    def cluster(self, namespace: str, spec: dict | None = None) -> str:
-        name = f"c-boot-{uuid.uuid4().hex[:8]}"
+    def cluster(self, namespace: str, spec: dict | None = None, name: str | None = None) -> str:
+        name = name or f"c-boot-{uuid.uuid4().hex[:8]}"
         custom(self.admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
             "apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": name}, "spec": spec or {}})
         self.clusters.append((namespace, name))
@@ -490,18 +495,120 @@ def test_installs_are_rate_limited_per_client_address(kube_apiserver, own):
         assert install("198.51.100.1, 203.0.113.7").status_code == 429
 
 
-def test_a_shared_ingress_cluster_gets_its_node_proxy_config(made):
-    made.hub({"accountID": "111111111111", "region": "us-east-1",
-              "sharedIngress": {"address": "ingress.example.com:6443", "allowedBackends": ["10.0.0.0/8"]}})
+# --------------------------------------------------------------------------- the shared ingress
+
+@dataclass
+class Ingress:
+    """A hub with a shared ingress whose central proxy lives in `namespace` (unique: the server is shared)."""
+
+    made: Made
+    namespace: str
+
+    @property
+    def hub(self) -> dict:
+        return hub_doc(sharedIngress={"address": "ingress.example.com:6443", "allowedBackends": ["10.0.0.0/8"],
+                                      "namespace": self.namespace}, tenancy={"unownedNamespaces": "FirstClaim"})
+
+
+@pytest.fixture
+def ingress(made, admin) -> Iterator[Ingress]:
+    """A hub with a shared ingress, and its (empty) ConfigMap, as deploy/ makes them."""
+    core = client.CoreV1Api(admin)
+    found = Ingress(made, f"ingress-{uuid.uuid4().hex[:8]}")
+    core.create_namespace({"metadata": {"name": found.namespace}})
+    core.create_namespaced_config_map(found.namespace, {"metadata": {"name": SHARED_INGRESS_CONFIGMAP}, "data": {}})
+    made.hub(found.hub["spec"])
+    yield found
+    core.delete_namespace(found.namespace)
+
+
+def ingress_cluster(made: Made, namespace: str, name: str, account: str, backend: str, **ingress: str) -> str:
+    spec = cluster_doc(name, namespace, accountID=account, apiURL=f"https://api.{name}.{namespace}.example.com:6443",
+                       sharedIngress={"enabled": True, "backend": backend, **ingress})["spec"]
+    return made.cluster(namespace, spec, name=name)
+
+
+def publish(ingress: Ingress) -> dict[str, str]:
+    """What the service does with each resolution (automation.service.serve.shared_ingress_sync): resolve the
+    fleet and write its routes into the shared-ingress ConfigMap. The routes as published: cluster -> ID."""
+    made = ingress.made
+    core = client.CoreV1Api(made.admin)
+    namespaces = {ns: core.read_namespace(ns).metadata.annotations or {} for ns, _ in made.clusters}
+    hub = parse(ingress.hub)
+    clusters = tuple(parse(made.read(ns, name)) for ns, name in made.clusters)
+    routes = resolve_all(Fleet(hub=hub, clusters=clusters, namespaces=namespaces)).routes
+    IngressSync(made.admin).sync(hub, routes)
+    return published_routes(central_data(ingress))
+
+
+def central_data(ingress: Ingress) -> dict[str, str]:
+    core = client.CoreV1Api(ingress.made.admin)
+    return core.read_namespaced_config_map(SHARED_INGRESS_CONFIGMAP, ingress.namespace).data or {}
+
+
+def central_backend(ingress: Ingress, cluster_id: str) -> str:
+    """Where the published central proxy sends this ID: its backend's server address."""
+    data = central_data(ingress)
+    backend = parse_map(data[MAP_FILE]).get(cluster_id)
+    assert backend is not None, f"the central proxy does not route {cluster_id!r}"
+    section = split_backends(data[CONFIG_FILE])[1][backend]
+    return next(line.split()[2] for line in section.splitlines() if line.strip().startswith("server "))
+
+
+def test_a_tenant_never_gets_a_node_proxy_config_that_the_central_proxy_routes_to_another_tenant(ingress):
+    """Issue 31 item 4: globex/prod-1 created first took the fleet-global ID prod-1; acme/prod-1, refused, was
+    still handed a node proxy sending prod-1, which the central proxy routes to globex's API server."""
+    made = ingress.made
+    globex, globex_ns = made.tenant()
+    acme, acme_ns = made.tenant()
+    ingress_cluster(made, globex_ns, "prod-1", "333333333333", "10.2.2.2:6443")
+    time.sleep(1.1)  # creationTimestamp has seconds: globex's is older
+    ingress_cluster(made, acme_ns, "prod-1", "222222222222", "10.1.1.1:6443")
+    published = publish(ingress)
+
+    for tenant, namespace, backend in ((acme, acme_ns, "10.1.1.1:6443"), (globex, globex_ns, "10.2.2.2:6443")):
+        response = made.install(made.token(tenant, "prod-1"))
+        if response.status_code == 409:  # not routed: no config at all, and the reason
+            assert "not routed" in response.json()["detail"]
+            continue
+        assert response.status_code == 200, response.text
+        config = manifest(response.json(), "ConfigMap")["data"]["haproxy.cfg"]
+        [sent] = [line.split()[1] for line in config.splitlines() if line.strip().startswith("unique-id-format")]
+        assert central_backend(ingress, sent) == backend, f"{namespace}/prod-1's nodes would reach another cluster's API"
+        assert published[f"{namespace}/prod-1"] == sent == f"{namespace}.prod-1"
+
+
+def test_the_install_answers_409_for_a_cluster_the_service_does_not_route(ingress, admin):
+    made = ingress.made
     tenant, namespace = made.tenant()
-    cluster = made.cluster(namespace, {"sharedIngress": {"enabled": True, "backend": "10.1.2.3:6443",
-                                                         "clusterID": f"id-{SUFFIX}"}})
+    routed = ingress_cluster(made, namespace, "prod-1", "222222222222", "10.1.1.1:6443")
+    publish(ingress)
+    waiting = ingress_cluster(made, namespace, "prod-2", "222222222222", "10.1.1.2:6443")
+    token = made.token(tenant, waiting)
+    response = made.install(token)  # valid on its own, but not routed (yet): the service has not published it
+    assert response.status_code == 409 and "not routed by the shared ingress" in response.json()["detail"]
+    assert made.read(namespace, waiting)["status"]["bootstrapToken"]["used"] is False  # not used up
+    # The service refused it: the install says why, as the cluster's Stalled condition does.
+    custom(admin).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", waiting, {"status": {
+        "conditions": [{"type": "Stalled", "status": "True", "reason": "InvalidSpec", "message": "the reason"}]}})
+    response = made.install(token)
+    assert response.status_code == 409 and "InvalidSpec: the reason" in response.json()["detail"]
+    publish(ingress)
+    assert made.install(token).status_code == 200
+    assert made.install(made.token(tenant, routed)).status_code == 200
+
+
+def test_a_shared_ingress_cluster_gets_its_node_proxy_config(ingress):
+    made = ingress.made
+    tenant, namespace = made.tenant()
+    cluster = ingress_cluster(made, namespace, "c-1", "222222222222", "10.1.2.3:6443", clusterID=f"{namespace}.id")
+    publish(ingress)
     response = made.install(made.token(tenant, cluster))
     assert response.status_code == 200, response.text
     config_map = manifest(response.json(), "ConfigMap")
     assert config_map["metadata"]["namespace"] == "kube-system"
     config = config_map["data"]["haproxy.cfg"]
-    assert f"unique-id-format id-{SUFFIX}" in config and "ingress.example.com:6443" in config
+    assert f"unique-id-format {namespace}.id" in config and "ingress.example.com:6443" in config
 
     refused = made.cluster(namespace, {"sharedIngress": {"enabled": True, "backend": "192.168.7.7:6443"}})
     token = made.token(tenant, refused)

@@ -97,20 +97,21 @@ def test_one_bad_cluster_does_not_block_the_others():
 
 def test_a_shared_ingress_id_claimed_twice_refuses_the_younger_cluster_only():
     ingress = INGRESS
-    opt_in = {"enabled": True, "clusterID": "shared", "backend": "kas.c.svc:6443"}
+    opt_in = {"enabled": True, "clusterID": "acme.shared", "backend": "kas.c.svc:6443"}
     old = cluster("old", sharedIngress=opt_in)
     old = old.model_copy(update={"metadata": old.metadata.model_copy(update={"creation_timestamp": "2026-01-01T00:00:00Z"})})
     young = cluster("young", sharedIngress=opt_in)
     young = young.model_copy(update={"metadata": young.metadata.model_copy(update={"creation_timestamp": "2026-06-01T00:00:00Z"})})
     result = resolve_fleet(fleet(hub(sharedIngress=ingress), (young, old)))
-    assert result["acme/old"].shared_ingress.cluster_id == "shared"
+    assert result["acme/old"].shared_ingress.cluster_id == "acme.shared"
     assert isinstance(result["acme/young"], InvalidSpec)
-    assert "spec.sharedIngress.clusterID: ID 'shared' is already used by Cluster acme/old" in str(result["acme/young"])
+    assert "spec.sharedIngress.clusterID: ID 'acme.shared' is already used by Cluster acme/old" in str(result["acme/young"])
 
 
-def test_an_unusable_shared_ingress_id_is_reported_once():
-    long_name = cluster("x" * 70, sharedIngress={"enabled": True, "backend": "kas.x.svc:6443"},
-                        apiURL="https://api.x.example.com")
-    result = resolve_fleet(fleet(hub(sharedIngress=INGRESS), (long_name,)))
-    [error] = result[long_name.key].errors
-    assert error.field == "spec.sharedIngress.clusterID" and "at most 63 characters" in error.reason
+def test_a_long_name_gets_a_default_id_cut_to_63_characters_and_kept_unique_by_a_hash():
+    opt_in = {"enabled": True, "backend": "kas.x.svc:6443"}
+    one = cluster("x" * 70, sharedIngress=opt_in, apiURL="https://api.x.example.com")
+    two = cluster("x" * 69 + "y", sharedIngress=opt_in, apiURL="https://api.y.example.com")
+    result = resolve_fleet(fleet(hub(sharedIngress=INGRESS), (one, two)))
+    ids = [result[c.key].shared_ingress.cluster_id for c in (one, two)]
+    assert all(len(i) == 63 and i.startswith("acme.xxx") for i in ids) and ids[0] != ids[1]

@@ -228,7 +228,8 @@ def test_the_service_routes_exactly_the_clusters_it_would_run_and_reports_the_ot
         env.create("self", sharedIngress={"enabled": True, "backend": "lb.example.com:6443"})
         for name, n, cidr in (("mesh-a", 5, "10.60.0.0/16"), ("mesh-b", 6, "10.60.0.0/16")):
             mesh_cluster(env, name, env.ns, cidr, sharedIngress={"enabled": True, "backend": f"10.0.{n}.10:6443"})
-        wait_until(lambda: routes() == {"good", "mesh-a", "mesh-b"}, 30, what=f"the routes (now {routes()})")
+        wait_until(lambda: routes() == {f"{env.ns}.{n}" for n in ("good", "mesh-a", "mesh-b")}, 30,
+                   what=f"the routes (now {routes()})")
         for name, reason in (("mismatch", "AccountMismatch"), ("nowhere", "NoEndpointVPC"),
                              ("metadata", "BackendNotAllowed"), ("self", "BackendNotAllowed")):
             wait_until(lambda: env.reason(name) == reason, 20, what=f"{name} {reason}")
@@ -238,7 +239,7 @@ def test_the_service_routes_exactly_the_clusters_it_would_run_and_reports_the_ot
         assert "overlap" in env.condition("mesh-b", "Stalled")["message"]
 
         env.delete("good")  # the routes follow: the removed cluster is unrouted, the others stay
-        wait_until(lambda: routes() == {"mesh-a", "mesh-b"}, 30, what=f"the routes (now {routes()})")
+        wait_until(lambda: routes() == {f"{env.ns}.mesh-a", f"{env.ns}.mesh-b"}, 30, what=f"the routes (now {routes()})")
         settle(env, service)
     assert sorted(c.stack for c in engine.calls if c.operation == "up") == [f"{env.ns}.good", f"{env.ns}.mesh-a"]
 

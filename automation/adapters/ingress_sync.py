@@ -15,12 +15,13 @@ from typing import Iterable
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from stacks.haproxy import CONFIG_FILE, MAP_FILE, dropped_lines, render_for_proxy
+from stacks.haproxy import CONFIG_FILE, MAP_FILE, dropped_lines, published_routes, render_for_proxy
 from stacks.ingress import Route
 from stacks.model import HubConfig
 from stacks.names import SHARED_INGRESS_CONFIGMAP
 
 LOG = logging.getLogger("clusternet.ingress")
+TIMEOUT = (5, 30)  # (connect, read) seconds
 
 
 def central_files(hub: HubConfig, routes: Iterable[Route]) -> tuple[dict[str, str], list[str]]:
@@ -37,6 +38,20 @@ class IngressSync:
         self._name = name
         self._written: dict[str, str] | None = None
         self._rendered_from: tuple[object, object] | None = None  # the (hub, routes) objects last rendered
+
+    def published(self, hub: HubConfig) -> dict[str, str]:
+        """Cluster (namespace/name) -> the ID the ConfigMap routes to it now (stacks.haproxy.published_routes);
+        empty when the hub has no shared ingress or the ConfigMap is not there."""
+        if hub.spec.shared_ingress is None:
+            return {}
+        try:
+            found = self._core.read_namespaced_config_map(self._name, hub.spec.shared_ingress.namespace,
+                                                          _request_timeout=TIMEOUT)
+        except ApiException as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        return published_routes(found.data or {})
 
     def sync(self, hub: HubConfig | None, routes: Iterable[Route]) -> bool:
         """Write the ConfigMap when its content changes; True when it wrote. The very objects rendered last time

@@ -14,7 +14,10 @@ unknown, expired or used token with one and the same 401 (which one it was is no
 used with one JSON patch of the status subresource that first *tests* used == false and the hash: the API
 server re-applies a patch on a write conflict, tests included, so of any number of concurrent requests with
 one token exactly one succeeds. Then it makes the agent's hub identity (automation.adapters.agent) and
-answers with the manifests the cluster applies (stacks.install).
+answers with the manifests the cluster applies (stacks.install). A shared-ingress cluster gets its node proxy's
+config only when the central proxy routes its ID to it: the routes the service published in the shared-ingress
+ConfigMap say so (else 409, with the reason its Stalled condition gives), so no config ever sends a cluster's
+nodes to another cluster's backend.
 
 The install endpoint is rate-limited per client address (token buckets, ApiSettings.install_rate and
 install_burst). The limit is per replica: with N replicas a client gets N times the rate.
@@ -43,8 +46,9 @@ from automation.api.tenants import ClusterId, TenantId
 from stacks.errors import InvalidSpec
 from stacks.install import install_response
 from stacks.model import Cluster, HubConfig
-from stacks.names import (BOOTSTRAP_SUBRESOURCE, BOOTSTRAP_TOKEN_LABEL, GROUP, TENANT_ANNOTATION, TENANT_LABEL,
-                          VERSION)
+from stacks.haproxy import published_routes
+from stacks.names import (BOOTSTRAP_SUBRESOURCE, BOOTSTRAP_TOKEN_LABEL, GROUP, SHARED_INGRESS_CONFIGMAP,
+                          TENANT_ANNOTATION, TENANT_LABEL, VERSION)
 from stacks.registry import seconds, token_hash, token_label
 from stacks.resolve import shared_ingress_inputs
 
@@ -139,10 +143,37 @@ def _node_proxy(reg: Registry, cluster: Cluster, annotations: Mapping[str, str])
     except ValidationError:
         raise HTTPException(409, f"HubConfig {name} is not valid; its administrator must fix it") from None
     try:
-        return shared_ingress_inputs(cluster, hub, annotations)
+        guest = shared_ingress_inputs(cluster, hub, annotations)
     except InvalidSpec as exc:
         raise HTTPException(409, f"{cluster.ref} cannot use the shared ingress: "
                                  f"{'; '.join(str(err) for err in exc.errors)}") from None
+    routed = _published(reg, hub).get(cluster.key)
+    if routed != guest.cluster_id:  # the central proxy would send its ID elsewhere, or nowhere
+        raise HTTPException(409, f"{cluster.ref} is not routed by the shared ingress (yet): {_why_not(cluster)}")
+    return guest
+
+
+def _published(reg: Registry, hub: HubConfig) -> Mapping[str, str]:
+    """Cluster -> the ID the central proxy routes to it: the routes the service publishes in the shared-ingress
+    ConfigMap (automation.adapters.ingress_sync), read as the proxy reads them. The fleet is never re-resolved
+    here: what the service routes is the only answer."""
+    central = hub.spec.shared_ingress
+    assert central is not None  # shared_ingress_inputs refused a hub without one
+    try:
+        found = client.CoreV1Api(reg.own).read_namespaced_config_map(SHARED_INGRESS_CONFIGMAP, central.namespace)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return {}
+    return published_routes(found.data or {})
+
+
+def _why_not(cluster: Cluster) -> str:
+    """The reason the service gave on the cluster's own Stalled condition, else that it has not routed it yet."""
+    for condition in (cluster.status or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Stalled" and condition.get("status") == "True":
+            return f"{condition.get('reason')}: {condition.get('message')}"
+    return "the service has not published a route for it; ask for a new bootstrap token once it has (see its status)"
 
 
 def _limiter(reg: Registry) -> RateLimiter:

@@ -13,13 +13,13 @@ from automation.service.cache import Cache, Shared, hub_problem
 from automation.adapters.loop import Loop
 from automation.adapters.watch import Raw
 from stacks.errors import InvalidSpec
-from stacks.inputs import StackInputs
+from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.incremental import FleetResolver
 from stacks.model import Cluster, HubConfig
-from stacks.ingress import Route
+from stacks.ingress import Route, recorded_id
 from stacks.mesh import MeshPlan
 from stacks.transit import GroupState, MeshStatus, TransitInputs
-from stacks.names import JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
+from stacks.names import INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 
 LOG = logging.getLogger("clusternet.mapper")
 
@@ -36,6 +36,7 @@ class Resolution:
     recorded_groups: Mapping[str, GroupState] = field(default_factory=dict)  # HubConfig status.mesh.groups read
     routes: tuple[Route, ...] = ()  # the shared ingress's routes (stacks.resolve.resolve_all)
     mesh: MeshPlan | None = None  # the mesh plan: its groups' states and the transit stacks' inputs
+    guests: Mapping[str, SharedIngressInputs] = field(default_factory=dict)  # routed clusters' node proxies
 
     @property
     def transit(self) -> Mapping[str, TransitInputs]:
@@ -94,7 +95,9 @@ class JoinStamps:
         wanted = self.get(cluster.key)
         have = (cluster.status or {}).get(JOIN_STATUS_KEY)
         if wanted is not _UNSET and wanted != have:
-            cluster = cluster.model_copy(update={"status": {JOIN_STATUS_KEY: wanted} if wanted else None})
+            rest = {k: v for k, v in (cluster.status or {}).items() if k != JOIN_STATUS_KEY}  # sharedIngress stays
+            status = {**rest, JOIN_STATUS_KEY: wanted} if wanted else rest
+            cluster = cluster.model_copy(update={"status": status or None})
         return cluster
 
 
@@ -123,6 +126,14 @@ class Desired:
         self._changed: set[str] = set()  # keys whose answer moved since the mapper last took them
         self._current: Resolution | None = None
         self.resolves = 0
+        self._published: dict[str, str] = {}  # see seed_routes
+
+    def seed_routes(self, published: Mapping[str, str]) -> None:
+        """The routes the shared-ingress ConfigMap held when this service started (cluster -> ID): a cluster routed
+        there whose status records no ID yet (routed before IDs were recorded: the upgrade) is resolved as if it
+        recorded that one, and the reconciler records it. So a node proxy installed before keeps working."""
+        with self._lock:
+            self._published = dict(published)
 
     def get(self) -> Resolution:
         with self._lock:
@@ -157,7 +168,7 @@ class Desired:
                 inputs, dict(self._digests), mesh.stamps if mesh else {},
                 frozenset(mesh.unstamp) if mesh else frozenset(), self._hub,
                 self._resolver.recorded_groups if self._resolver is not None else {},
-                resolved.routes if resolved is not None else (), mesh)
+                resolved.routes if resolved is not None else (), mesh, resolved.guests if resolved is not None else {})
             return self._current
 
     def take_changed(self) -> set[str]:
@@ -219,8 +230,12 @@ class Desired:
             if entry is None or refused is not None:
                 self._resolver.remove(key)
             else:
-                self._resolver.put(self.stamps.overlay(entry.parsed), self._decided.get(key) or entry.placement,
-                                   entry.attachment, entry.stack)
+                cluster = self.stamps.overlay(entry.parsed)
+                if key in self._published and recorded_id(cluster) is None:
+                    cluster = cluster.model_copy(update={"status": {
+                        **(cluster.status or {}), INGRESS_STATUS_KEY: {"clusterID": self._published[key]}}})
+                self._resolver.put(cluster, self._decided.get(key) or entry.placement, entry.attachment,
+                                   entry.stack)
         old = self._invalid.get(key)
         if refused is None:
             self._invalid.pop(key, None)
@@ -232,6 +247,12 @@ class Desired:
         """The status.meshJoin the cluster should carry: the stamp handed out, else what it has."""
         wanted = self.stamps.get(key)
         return current if wanted is _UNSET else wanted
+
+    def routed_id(self, key: str, current: str | None) -> str | None:
+        """The status.sharedIngress.clusterID the cluster should carry: the ID it is routed on now, else what it has
+        (a record is never taken away: the cluster is routed on it again when it comes back)."""
+        guest = self.get().guests.get(key)
+        return guest.cluster_id if guest is not None else current
 
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
         return self.get().inputs.get(key)
@@ -305,8 +326,10 @@ class Mapper(Loop):
             # (a failed run waits for its backoff).
             join = (entry.raw.get("status") or {}).get(JOIN_STATUS_KEY)
             request = (meta.get("annotations") or {}).get(RECONCILE_REQUEST_ANNOTATION)
+            guest = resolution.guests.get(key)  # routed on a new ID: the reconciler records it
             fingerprint = (resolution.digests.get(key), meta.get("generation"), bool(meta.get("deletionTimestamp")),
-                           json.dumps(self.desired.mesh_join(key, join), sort_keys=True), request, meta.get("uid"))
+                           json.dumps(self.desired.mesh_join(key, join), sort_keys=True),
+                           guest.cluster_id if guest is not None else None, request, meta.get("uid"))
             previous = self._seen.get(key)
             self._seen[key] = fingerprint
             if previous == fingerprint:

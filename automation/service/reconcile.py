@@ -47,7 +47,7 @@ from stacks import status as reasons
 from stacks.errors import Failure, InvalidSpec, NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.names import FINALIZER, GROUP, RECONCILE_REQUEST_ANNOTATION, VERSION, stack_name
-from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery
+from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus
 
 LOG = logging.getLogger("clusternet.reconcile")
 STUCK_LOCK_RETRIES = 3  # StackLocked this many times in a row: ask the engine to recover a stale lock
@@ -166,7 +166,7 @@ class Reconciler:
             return None
         if status.observed_generation != meta.get("generation") or _requested(raw, status) is not None:
             return 0
-        if self._mesh_join(key, status) != status.mesh_join:
+        if self._mesh_join(key, status) != status.mesh_join or self._routed(key, status) != status.shared_ingress:
             return 0
         if isinstance(desired, InvalidSpec):
             stalled = status.condition("Stalled")
@@ -186,7 +186,8 @@ class Reconciler:
                                 why=f"reconcile requested ({RECONCILE_REQUEST_ANNOTATION}={requested}): up with refresh")
         if up_to_date(status, digest):
             if status.observed_generation != generation or _ready(status) != "True" \
-                    or self._mesh_join(key, status) != status.mesh_join:
+                    or self._mesh_join(key, status) != status.mesh_join \
+                    or self._routed(key, status) != status.shared_ingress:
                 self._write(raw, status, self._ready_status(status, generation, desired, status.last_update))
             due = self._drift_due_in(key, status)
             if due is not None and due <= 0:
@@ -215,6 +216,7 @@ class Reconciler:
         started = self.clock()
         running = status.model_copy(update={
             "observed_generation": generation, "stack": desired.stack, "mesh_join": self._mesh_join(key, status),
+            "shared_ingress": self._routed(key, status),
             "account": desired.cluster.account_id, "region": desired.cluster.region,
             "last_update": LastUpdate(operation="up", result="Running", message=why, start_time=rfc3339(started)),
             "conditions": conditions("progressing", reasons.PROGRESSING, why, generation=generation,
@@ -327,14 +329,17 @@ class Reconciler:
         stalled = status.condition("Stalled")
         now = rfc3339(self.clock())
         join = self._mesh_join(object_key(raw), status)
+        routed = self._routed(object_key(raw), status)
         request = _annotation(raw) or status.last_handled_reconcile_request
         new = status.model_copy(update={
             "observed_generation": generation, "mesh_join": join, "last_handled_reconcile_request": request,
+            "shared_ingress": routed,
             "conditions": conditions("stalled", exc.reason, message, generation=generation,
                                      previous=status.conditions, now=now)})
         if stalled is not None and stalled.status == "True" and stalled.reason == exc.reason \
                 and stalled.message == message and status.observed_generation == generation \
-                and join == status.mesh_join and request == status.last_handled_reconcile_request:
+                and join == status.mesh_join and request == status.last_handled_reconcile_request \
+                and routed == status.shared_ingress:
             return Outcome.done()
         if self._write(raw, status, new):
             self.events.event(raw, "Warning", exc.reason, message)
@@ -481,13 +486,20 @@ class Reconciler:
         wanted = self.desired.mesh_join(key, current)
         return MeshJoin.model_validate(wanted) if wanted else None
 
+    def _routed(self, key: str, status: ClusterStatus) -> SharedIngressStatus | None:
+        """status.sharedIngress: the shared-ingress ID the cluster is routed on, recorded for good (stacks.ingress
+        routes it on this ID from then on, whatever the default or the hub's prefixes become)."""
+        current = status.shared_ingress.cluster_id if status.shared_ingress else None
+        routed = self.desired.routed_id(key, current)
+        return SharedIngressStatus(cluster_id=routed) if routed else None
+
     def _ready_status(self, status: ClusterStatus, generation: int | None, desired: StackInputs,
                       last: LastUpdate | None, *, outputs: dict[str, Any] | None = None,
                       checked: float | None = None) -> ClusterStatus:
         now = rfc3339(self.clock())
         update: dict[str, Any] = {
             "observed_generation": generation, "stack": desired.stack, "inputs_hash": desired.digest(),
-            "mesh_join": self._mesh_join(desired.key, status),
+            "mesh_join": self._mesh_join(desired.key, status), "shared_ingress": self._routed(desired.key, status),
             "account": desired.cluster.account_id, "region": desired.cluster.region, "last_update": last,
             "conditions": conditions("ready", reasons.SUCCEEDED, f"stack {desired.stack} is up to date",
                                      generation=generation, previous=status.conditions, now=now)}

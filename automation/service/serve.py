@@ -288,6 +288,7 @@ class Pipeline:
         self.cache = Cache(hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                            role_map_namespace=options.namespace, parse_role_map=role_map_entries)
         self.desired = Desired(self.cache)
+        self._ingress = IngressSync(api_client)  # reads the published routes once, at start
         self.engine = engine
         self.queue = WorkQueue(Backoff(options.backoff_base, options.backoff_cap), settle=options.settle)
         self.status = StatusWriter(api_client)
@@ -339,12 +340,32 @@ class Pipeline:
     def _start_when_synced(self) -> None:
         if not wait_synced(self.informers, self._stopped):
             return
+        if not self._seed_routes():
+            return
         if self.census is not None:  # placed with the counts from the first resolution on
             self.census.count_once()
             self.census.start()
         self.mapper.start()
         self.workers.start()
         LOG.info("watches synced: %d clusters", len(self.cache.entries()))
+
+    def _seed_routes(self) -> bool:
+        """Before the first resolution: the routes the shared ingress publishes now (Desired.seed_routes), so the
+        clusters routed before their IDs were recorded keep them. Retried until read (False: stopped meanwhile):
+        resolving without them could move a live route."""
+        hub = self.cache.shared().hub
+        if not isinstance(hub, HubConfig):
+            return True
+        attempt = 0
+        while not self._stopped.is_set():
+            try:
+                self.desired.seed_routes(self._ingress.published(hub))
+                return True
+            except Exception as exc:  # noqa: BLE001 - the API server may be away: try again
+                LOG.warning("could not read the shared ingress's published routes (%s); retrying", exc)
+            self._stopped.wait(Backoff(0.5, 10.0).delay(attempt))
+            attempt += 1
+        return False
 
     def halt(self) -> None:
         """Start no more runs (the runs in flight go on)."""
