@@ -1,7 +1,7 @@
 """A Cluster deleted while no service runs: how long until its facts agent is revoked by the garbage collector.
 
-`orphaned_agent(env)` (env: an EnvTest with kube-controller-manager, `kube_apiserver_gc`) makes a namespace and
-a registered Cluster, installs it through the registry API's real install route (one-time bootstrap token),
+`orphaned_agent(env)` (env: an EnvTest with kube-controller-manager, `kube_apiserver_gc`) makes a Tenant, its
+namespace and a registered Cluster, installs it through the registry API's real install route (one-time bootstrap token),
 deletes the Cluster (no service runs: nothing of ours sees the delete), and times:
 
     gc_s       the delete -> the agent's ServiceAccount, Role and RoleBinding all gone (the garbage collector,
@@ -25,6 +25,7 @@ from automation.api import bootstrap
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from stacks.names import API_VERSION, GROUP, TENANT_ANNOTATION, TENANT_LABEL, VERSION, agent_name
 from tests.envtest import EnvTest
+from tests.registry_rbac import delete_tenant
 
 GC_WITHIN = 120.0  # loose: the collector's first pass after a start may wait for its discovery (30 s period)
 
@@ -77,6 +78,8 @@ def orphaned_agent(env: EnvTest, timeout: float = GC_WITHIN) -> Orphaned:
         client.CoreV1Api(admin).create_namespace({"metadata": {
             "name": namespace, "labels": {TENANT_LABEL: namespace}, "annotations": {TENANT_ANNOTATION: namespace}}})
         objects = client.CustomObjectsApi(admin)
+        objects.create_cluster_custom_object(GROUP, VERSION, "tenants", {
+            "apiVersion": API_VERSION, "kind": "Tenant", "metadata": {"name": namespace}, "spec": {}})
         objects.create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
             "apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": cluster}, "spec": {}})
         reg = Registry(settings=ApiSettings(install_rate=1000.0, install_burst=1000, agent_token_seconds=3600),
@@ -97,5 +100,6 @@ def orphaned_agent(env: EnvTest, timeout: float = GC_WITHIN) -> Orphaned:
         gc_s = _until(lambda: agent_gone(admin, namespace, cluster), start, timeout,
                       "the garbage collector to delete the agent's ServiceAccount, Role and RoleBinding")
         refused_s = _until(lambda: token_refused(env, token), start, timeout + 30, "the agent's token to be refused")
+        delete_tenant(admin, namespace)
         client.CoreV1Api(admin).delete_namespace(namespace)
     return Orphaned(namespace, cluster, owners, gc_s, refused_s)
