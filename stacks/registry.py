@@ -147,8 +147,9 @@ def bootstrap_token_seconds(cluster: str, token_lifetime: str | None, hub: HubCo
     wanted = seconds(lifetime)
     limit, where = max_token_lifetime(hub)
     if wanted > limit:
+        allowed = (hub.spec.registry if hub is not None else HubRegistry()).max_token_lifetime
         raise InvalidSpec.one(cluster, "spec.tokenLifetime",
-                              f"{lifetime} is longer than {where} allows; ask for {limit // 3600}h or less")
+                              f"{lifetime} is longer than {where} allows; ask for {allowed} or less")
     if wanted <= 0:
         raise InvalidSpec.one(cluster, "spec.tokenLifetime", f"{lifetime} is no time at all")
     return wanted
