@@ -75,9 +75,10 @@ CLUSTER_RULES = [
     {"apiGroups": [GROUP], "resources": ["hubconfigs/status"], "verbs": ["get", "patch"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-    # A Cluster gone: its facts agent's ServiceAccount (so its tokens), Role and RoleBinding go too.
-    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["delete"]},
-    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["delete"]},
+    # A Cluster gone: its facts agent's ServiceAccount (so its tokens), Role and RoleBinding go too; at start,
+    # agents whose Cluster is gone are revoked and older agents get their Cluster's uid (adapters.agent.sweep_agents).
+    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "list", "patch", "delete"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["get", "patch", "delete"]},
     # Tenants become namespaces with their admins' RoleBinding (automation/service/tenants.py).
     *tenant_controller_rules(),
 ]

@@ -9,17 +9,19 @@ The manifests go to the *guest* cluster, in this order (apply them as listed):
     Namespace clusternet-agent
     ServiceAccount, ClusterRole(+Binding)   the agent reads /version and lists nodes in its own cluster
     Role(+Binding)                          it may rewrite its own Secret (the rotated hub token), nothing else
-    Secret clusternet-agent                 the hub token, the API's URL, tenant, cluster, hub namespace
+    Secret clusternet-agent                 the hub token (rotated through the API), its URL, tenant, cluster,
+                                            hub namespace
     Deployment clusternet-agent             `python -m automation agent`: non-root, read-only root filesystem
     ConfigMap kube-system/clusternet-apiserver-proxy   the shared-ingress node proxy, when the cluster uses it
 
 Two sets of hub-side rights live here as data, so deploy/, the docs and the tests read one list:
 - `API_RULES`: the registry API's own ServiceAccount (a ClusterRole). Everything else the API does, it does as
-  the caller. It holds `create clusters/facts` and `create serviceaccounts/token` only to *grant* them: RBAC
-  lets a client write a Role only with rights it holds itself (no `escalate`, no `bind`).
-- `agent_rules(cluster)`: what an agent's token may do on the hub: push facts for its one Cluster and request
-  a new token for its own ServiceAccount (rotation). Not `clusters/status`: status feeds resolution and
-  belongs to the service.
+  the caller. It holds `create clusters/facts` only to *grant* it: RBAC lets a client write a Role only with
+  rights it holds itself (no `escalate`, no `bind`).
+- `agent_rules(cluster)`: what an agent's token may do on the hub: push facts for its one Cluster. Nothing
+  else: not `clusters/status` (status feeds resolution and belongs to the service), and not
+  `serviceaccounts/token` (a token of any lifetime and audience): the registry API rotates its token
+  (automation.api.agents), with a lifetime the hub administrator caps.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import yaml
 from stacks.haproxy import guest_manifests
 from stacks.inputs import SharedIngressInputs
 from stacks.model import Cluster
-from stacks.names import GROUP, SHARED_INGRESS_CONFIGMAP, agent_name
+from stacks.names import GROUP, SHARED_INGRESS_CONFIGMAP
 
 RBAC = "rbac.authorization.k8s.io"
 AGENT_NAMESPACE = "clusternet-agent"  # in the guest cluster
@@ -52,20 +54,19 @@ API_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},  # tenant and allowed-backends annotations
     # the routes the service publishes: an install gets its node proxy's config only for a cluster routed to it
     {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [SHARED_INGRESS_CONFIGMAP], "verbs": ["get"]},
-    # the agent's ServiceAccount (deleting it revokes every token it was given)
-    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["create", "delete"]},
-    # the agent's first token; held cluster-wide also to grant an agent its own rotation
+    # the agent's ServiceAccount (deleting it revokes every token it was given; get: the Cluster uid it records)
+    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["create", "get", "delete"]},
+    # the agent's first token and each rotation (automation.api.agents): the agent itself may not ask for one
     {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
-    {"apiGroups": [RBAC], "resources": ["roles", "rolebindings"], "verbs": ["create", "delete"]},
+    # get: read before a delete conditional on who owns it (a Cluster deleted during an install)
+    {"apiGroups": [RBAC], "resources": ["roles", "rolebindings"], "verbs": ["create", "get", "delete"]},
 )
 
 
 def agent_rules(cluster: str) -> list[dict[str, Any]]:
-    """The hub Role of a cluster's agent (in the cluster's namespace): push its facts, renew its own token."""
+    """The hub Role of a cluster's agent (in the cluster's namespace): push its facts, nothing else."""
     return [
         {"apiGroups": [GROUP], "resources": ["clusters/facts"], "resourceNames": [cluster], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["serviceaccounts/token"], "resourceNames": [agent_name(cluster)],
-         "verbs": ["create"]},
     ]
 
 
@@ -84,18 +85,13 @@ def node_proxy_config_map(node_proxy: SharedIngressInputs) -> dict[str, Any]:
 
 
 def install_response(cluster: Cluster, *, tenant: str, api_url: str, agent_image: str, agent_token: str,
-                     expires_at: str, hub_url: str | None = None, hub_ca: str | None = None,
-                     node_proxy: SharedIngressInputs | None = None,
+                     expires_at: str, node_proxy: SharedIngressInputs | None = None,
                      interval: int = FACTS_INTERVAL) -> dict[str, Any]:
-    """The install endpoint's answer for `cluster` (metadata.namespace is its hub namespace).
-
-    `hub_url`/`hub_ca`: where the agent reaches the hub's Kubernetes API to renew its token before
-    `expires_at`; without them it cannot renew, and the cluster needs a new bootstrap token then.
-    """
+    """The install endpoint's answer for `cluster` (metadata.namespace is its hub namespace). The agent rotates
+    its token before `expires_at` through the registry API (`api_url`)."""
     namespace, name = cluster.metadata.namespace or "default", cluster.metadata.name
     manifests = agent_manifests(namespace=namespace, cluster=name, tenant=tenant, api_url=api_url,
-                                image=agent_image, token=agent_token, hub_url=hub_url, hub_ca=hub_ca,
-                                interval=interval)
+                                image=agent_image, token=agent_token, interval=interval)
     if node_proxy is not None:
         manifests.append(node_proxy_config_map(node_proxy))
     return {
@@ -109,15 +105,10 @@ def install_response(cluster: Cluster, *, tenant: str, api_url: str, agent_image
 
 
 def agent_manifests(*, namespace: str, cluster: str, tenant: str, api_url: str, image: str, token: str,
-                    hub_url: str | None = None, hub_ca: str | None = None,
                     interval: int = FACTS_INTERVAL) -> list[dict[str, Any]]:
     """The facts agent in the guest cluster: its namespace, guest-side rights, Secret and Deployment."""
     meta = {"name": AGENT, "namespace": AGENT_NAMESPACE, "labels": dict(AGENT_LABELS)}
     secret = {"token": token, "apiURL": api_url, "tenant": tenant, "cluster": cluster, "namespace": namespace}
-    if hub_url:
-        secret["hubURL"] = hub_url
-    if hub_ca:
-        secret["hubCA"] = hub_ca
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": AGENT_NAMESPACE, "labels": dict(AGENT_LABELS)}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
@@ -132,32 +123,26 @@ def agent_manifests(*, namespace: str, cluster: str, tenant: str, api_url: str, 
         {"apiVersion": f"{RBAC}/v1", "kind": "RoleBinding", "metadata": meta,
          "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": AGENT}, "subjects": [_subject()]},
         {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "stringData": secret},
-        agent_deployment(image, interval=interval, rotate=bool(hub_url)),
+        agent_deployment(image, interval=interval),
     ]
 
 
-def agent_deployment(image: str, *, interval: int = FACTS_INTERVAL, rotate: bool = True) -> dict[str, Any]:
+def agent_deployment(image: str, *, interval: int = FACTS_INTERVAL) -> dict[str, Any]:
     """One agent pod (Recreate: never two pushing at once). Its settings come from the Secret."""
 
-    def from_secret(key: str, optional: bool = False) -> dict[str, Any]:
-        ref: dict[str, Any] = {"name": AGENT, "key": key}
-        if optional:
-            ref["optional"] = True
-        return {"valueFrom": {"secretKeyRef": ref}}
+    def from_secret(key: str) -> dict[str, Any]:
+        return {"valueFrom": {"secretKeyRef": {"name": AGENT, "key": key}}}
 
     env = [{"name": "CLUSTERNET_API_URL", **from_secret("apiURL")},
            {"name": "CLUSTERNET_TENANT", **from_secret("tenant")},
            {"name": "CLUSTERNET_CLUSTER", **from_secret("cluster")},
            {"name": "CLUSTERNET_HUB_NAMESPACE", **from_secret("namespace")},
-           {"name": "CLUSTERNET_HUB_URL", **from_secret("hubURL", optional=True)},
            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}]
     args = ["python", "-m", "automation", "agent",
             "--api", "$(CLUSTERNET_API_URL)", "--tenant", "$(CLUSTERNET_TENANT)",
             "--namespace", "$(CLUSTERNET_HUB_NAMESPACE)", "--cluster", "$(CLUSTERNET_CLUSTER)",
             "--token-file", f"{SECRET_MOUNT}/token", "--interval", str(interval),
             "--secret", f"{AGENT_NAMESPACE}/{AGENT}"]
-    if rotate:
-        args += ["--hub-url", "$(CLUSTERNET_HUB_URL)", "--hub-ca-file", f"{SECRET_MOUNT}/hubCA"]
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": AGENT, "namespace": AGENT_NAMESPACE, "labels": dict(AGENT_LABELS)},

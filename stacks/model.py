@@ -345,6 +345,7 @@ class HubConfigSpec(Spec):
     mesh: HubMesh = Field(default_factory=HubMesh)
     shared_ingress: HubSharedIngress | None = None
     tenancy: Tenancy = Field(default_factory=Tenancy)
+    registry: HubRegistry = Field(default_factory=lambda: HubRegistry())
 
 
 # --- Cluster ------------------------------------------------------------------
@@ -396,6 +397,16 @@ FactKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_./]{0,61}[A-Za
 Facts = Annotated[dict[FactKey, Annotated[str, Field(max_length=1024)]], Field(max_length=100)]
 # A duration: hours, minutes and seconds as Go writes them ("24h", "1h30m", "90s"); stacks.registry.seconds.
 Duration = Annotated[str, Field(pattern=r"^([0-9]{1,4}h)?([0-9]{1,6}m)?([0-9]{1,8}s)?$", min_length=2, max_length=24)]
+
+
+class HubRegistry(Spec):
+    """The hub administrator's limits on the registry's credentials (docs/registry.md)."""
+
+    # The longest a bootstrap token (a Cluster's spec.tokenLifetime) or an agent's hub token may live: issuing
+    # one for longer is refused, and the agent's token is capped to it (stacks.registry.token_lifetime).
+    max_token_lifetime: Duration = "168h"
+
+
 # The AWS part of a Cluster: all of it or none. None: registered only (an inventory entry, no stack).
 AWS_FIELDS = ("account_id", "infra_id", "api_url", "network")
 

@@ -61,6 +61,11 @@ BOOTSTRAP_LABEL_CHARS = 40
 FACTS_SUBRESOURCE = "clusters/facts"  # create: push a cluster's dynamic facts through the registry API
 BOOTSTRAP_SUBRESOURCE = "clusters/bootstraptoken"  # create: issue or reset a cluster's bootstrap token
 TENANT_OWNERSHIP_SUBRESOURCE = "tenants/ownership"  # update: set a Tenant's account, region or namespace
+# A cluster's facts agent on the hub (automation.adapters.agent): its ServiceAccount, Role and RoleBinding carry
+# the cluster's name as a label, and the ServiceAccount the uid of the Cluster it was granted for (a later
+# Cluster of the same name has another uid: the registry refuses the old agent then).
+AGENT_CLUSTER_LABEL = f"{GROUP}/cluster"
+AGENT_CLUSTER_UID_ANNOTATION = f"{GROUP}/cluster-uid"
 
 # Tags on every resource clusternet creates (the providers' default tags); the endpoint census tells
 # clusternet's endpoints from other endpoints by the managed-by tag.

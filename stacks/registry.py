@@ -17,7 +17,9 @@ from typing import Literal, Mapping
 
 from pydantic import Field, model_validator
 
-from stacks.model import INT32_MAX, AccountID, DisplayName, Facts, NamespaceName, Region, Resource, Spec
+from stacks.errors import InvalidSpec
+from stacks.model import (INT32_MAX, AccountID, DisplayName, Facts, HubConfig, HubRegistry, NamespaceName, Region,
+                          Resource, Spec)
 from stacks.status import Condition
 from stacks.names import BOOTSTRAP_LABEL_CHARS
 
@@ -135,6 +137,65 @@ def seconds(duration: str) -> int:
         raise ValueError(f"{duration!r} is not a duration such as 24h, 30m or 1h30m")
     hours, minutes, secs = (int(part or 0) for part in found.groups())
     return hours * 3600 + minutes * 60 + secs
+
+
+# --------------------------------------------------------------------------- credential lifetimes
+
+DEFAULT_TOKEN_LIFETIME = "24h"  # a Cluster's spec.tokenLifetime when it gives none (stacks.model.ClusterSpec)
+
+
+def max_token_lifetime(hub: HubConfig | None) -> tuple[int, str]:
+    """(seconds, where the limit comes from): HubConfig spec.registry.maxTokenLifetime, or its default when the
+    hub has no HubConfig."""
+    limit = (hub.spec.registry if hub is not None else HubRegistry()).max_token_lifetime
+    where = f"{hub.ref} spec.registry.maxTokenLifetime" if hub is not None else "the default maxTokenLifetime"
+    return seconds(limit), f"{where} ({limit})"
+
+
+def bootstrap_token_seconds(cluster: str, token_lifetime: str | None, hub: HubConfig | None) -> int:
+    """How long a bootstrap token issued now for `cluster` ("Cluster ns/name") lives: its spec.tokenLifetime.
+    Above the hub's maxTokenLifetime it is refused (InvalidSpec naming both), never silently shortened: the
+    tenant asked for a lifetime the hub does not give."""
+    lifetime = token_lifetime or DEFAULT_TOKEN_LIFETIME
+    wanted = seconds(lifetime)
+    limit, where = max_token_lifetime(hub)
+    if wanted > limit:
+        allowed = (hub.spec.registry if hub is not None else HubRegistry()).max_token_lifetime
+        raise InvalidSpec.one(cluster, "spec.tokenLifetime",
+                              f"{lifetime} is longer than {where} allows; ask for {allowed} or less")
+    if wanted <= 0:
+        raise InvalidSpec.one(cluster, "spec.tokenLifetime", f"{lifetime} is no time at all")
+    return wanted
+
+
+def agent_token_seconds(wanted: int, hub: HubConfig | None) -> int:
+    """The lifetime of an agent's hub token (the first one and every rotation): the API's --agent-token-seconds,
+    capped by the hub's maxTokenLifetime. (The API server asks for 10 minutes at least: a lower limit leaves
+    agents without a token, never with a longer one.)"""
+    return min(wanted, max_token_lifetime(hub)[0])
+
+
+# --------------------------------------------------------------------------- a facts agent's standing
+
+AgentStanding = Literal["current", "adopt", "orphan"]
+
+
+def agent_standing(recorded_uid: str | None, agent_created: str | None, cluster_uid: str | None,
+                   cluster_created: str | None) -> AgentStanding:
+    """Whether a facts agent's hub identity belongs to the Cluster of its name that exists now.
+
+    "current": its ServiceAccount records this Cluster's uid. "orphan": the Cluster is gone, or the uid it
+    records is another's (a later Cluster of the same name): revoke it, and the registry refuses it meanwhile.
+    "adopt": it records none (granted before uids were recorded) and was made after this Cluster was, so it
+    was granted for it: record the uid. Made in the same second or earlier, it may be an earlier Cluster's:
+    an orphan (RFC 3339 times of one format compare as text)."""
+    if cluster_uid is None:
+        return "orphan"
+    if recorded_uid is not None:
+        return "current" if recorded_uid == cluster_uid else "orphan"
+    if agent_created and cluster_created and agent_created > cluster_created:
+        return "adopt"
+    return "orphan"
 
 
 # --------------------------------------------------------------------------- facts history

@@ -48,7 +48,8 @@ def test_rbac_is_least_privilege():
     assert verbs[("", "namespaces")] == {"get", "list", "watch", "create", "patch"}
     deletes = {key for key, v in verbs.items() if "delete" in v}
     assert deletes == {("", "serviceaccounts"), ("rbac.authorization.k8s.io", "roles"),
-                       ("rbac.authorization.k8s.io", "rolebindings")}  # a gone Cluster's agent; a Tenant's admins
+                       ("rbac.authorization.k8s.io", "rolebindings"),  # a gone Cluster's agent; a Tenant's admins
+                       ("", "resourcequotas")}  # a Tenant's quota, when its spec.quota goes
     assert all("*" not in v and "escalate" not in v for v in verbs.values())
     [bind] = [rule for rule in rules if "bind" in rule["verbs"]]
     assert bind["resourceNames"] == ["clusternet-tenant-admin"]

@@ -34,8 +34,8 @@ def test_every_api_setting_has_a_flag_and_flags_become_settings(tmp_path):
     settings = settings_from(args)
     assert settings == ApiSettings(token_cache=7, install_rate=2.5, install_burst=3,
                                    agent_image="registry.example/clusternet:1", public_url="http://127.0.0.1:9090",
-                                   agent_token_seconds=600, trust_forwarded_for=True, hub_name="prod",
-                                   hub_url="https://hub.example:6443", hub_ca="-----BEGIN CERTIFICATE-----\n")
+                                   agent_token_seconds=600, trust_forwarded_for=True, hub_name="prod")
+    # --hub-url and --hub-ca (agents renewed at the hub's Kubernetes API) are still accepted, and change nothing
     assert listen_on(args.bind) == ("0.0.0.0", 9090) and listen_on("[::1]:80") == ("::1", 80)
     assert facts_url(args) == f"sqlite:///{tmp_path}/registry-facts.db"
     defaults = build_parser().parse_args(["api"])

@@ -4,8 +4,10 @@ The API's own client is a ServiceAccount bound to exactly stacks.install.API_RUL
 proves those rights suffice. Proven: a token is redeemed once, expires, is stored only as its hash and never
 logged; concurrent redemptions give exactly one success; a reset invalidates the old token (and a new install
 revokes the previous agent); issuing needs `create clusters/bootstraptoken`; the agent's token may push facts
-for its own cluster and renew itself, nothing else, and dies with its ServiceAccount; the install endpoint is
-rate-limited per address; shared-ingress and PrivateLink clusters get their node proxy config and endpoint.
+for its own cluster, nothing else (not even mint tokens: the registry rotates them), and dies with its
+ServiceAccount; an agent of a deleted Cluster reaches no later Cluster of its name; lifetimes stop at the hub's
+maxTokenLifetime; the install endpoint is rate-limited per address; shared-ingress and PrivateLink clusters get
+their node proxy config and endpoint.
 """
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
@@ -25,16 +26,16 @@ from fastapi.testclient import TestClient
 from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.agent import grant_agent, revoke_agent
+from automation.adapters.agent import AgentGone, grant_agent, revoke_agent
 from automation.adapters.facts import FactsStore
 from automation.adapters.ingress_sync import IngressSync
 from automation.adapters.status import parse_time
-from automation.api import bootstrap, facts
+from automation.api import agents, bootstrap, facts
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from automation.cli.agent import Agent, AgentError, renewal_due, token_times
 from stacks.install import AGENT, AGENT_NAMESPACE, API_RULES
-from stacks.names import (API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP, SHARED_INGRESS_CONFIGMAP, TENANT_ANNOTATION,
-                          TENANT_LABEL, VERSION, agent_name)
+from stacks.names import (AGENT_CLUSTER_UID_ANNOTATION, API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP,
+                          SHARED_INGRESS_CONFIGMAP, TENANT_ANNOTATION, TENANT_LABEL, VERSION, agent_name)
 from stacks.haproxy import CONFIG_FILE, MAP_FILE, parse_map, published_routes, split_backends
 from stacks.model import parse
 from stacks.registry import token_hash, token_label
@@ -98,8 +99,7 @@ def own(kube_apiserver, admin) -> Iterator[client.ApiClient]:
 
 def settings(env: EnvTest, **overrides: Any) -> ApiSettings:
     values: dict[str, Any] = dict(install_rate=1000.0, install_burst=100_000, public_url=PUBLIC_URL,
-                                  agent_image=IMAGE, agent_token_seconds=3600, hub_name=HUB, hub_url=env.host,
-                                  hub_ca=Path(env.ca_file).read_text())
+                                  agent_image=IMAGE, agent_token_seconds=3600, hub_name=HUB)
     values.update(overrides)
     return ApiSettings(**values)
 
@@ -249,9 +249,8 @@ def test_a_token_is_redeemed_once_and_never_stored_or_logged_in_clear(made, capl
                                                       "ClusterRoleBinding", "Role", "RoleBinding", "Secret",
                                                       "Deployment"]  # no shared ingress: no node proxy
     secret = manifest(body, "Secret")["stringData"]
-    assert {k: secret[k] for k in ("apiURL", "tenant", "cluster", "namespace", "hubURL")} == {
-        "apiURL": PUBLIC_URL, "tenant": tenant, "cluster": cluster, "namespace": namespace,
-        "hubURL": made.env.host}
+    assert secret == {"apiURL": PUBLIC_URL, "tenant": tenant, "cluster": cluster, "namespace": namespace,
+                      "token": secret["token"]}  # nothing about the hub's own API: the agent never calls it
     assert secret["token"] != token and token_times(secret["token"]) is not None  # the agent's own hub token
     pod = manifest(body, "Deployment")["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -404,7 +403,7 @@ def _issued(response: httpx.Response) -> httpx.Response:
 
 # --------------------------------------------------------------------------- the agent's hub identity
 
-def test_the_agent_token_may_push_facts_for_its_cluster_and_renew_itself_only(made, kube_apiserver):
+def test_the_agent_token_may_push_facts_for_its_cluster_only_and_mint_no_token(made, kube_apiserver):
     tenant, namespace = made.tenant()
     cluster, other = made.cluster(namespace), made.cluster(namespace)
     body = made.install(made.token(tenant, cluster)).json()
@@ -418,21 +417,22 @@ def test_the_agent_token_may_push_facts_for_its_cluster_and_renew_itself_only(ma
             custom(api).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", cluster,
                                                               {"status": {"facts": {"version": 1}}})
         assert refused.value.status == 403
+        # The finding: it could mint itself 10-year tokens for any audience. No TokenRequest at all now.
+        assert not may(api, "create", "serviceaccounts", namespace, agent_name(cluster), group="",
+                       subresource="token")
         core = client.CoreV1Api(api)
-        renewed = core.create_namespaced_service_account_token(agent_name(cluster), namespace,
-                                                               {"spec": {"expirationSeconds": 600}})
-        assert renewed.status.token  # its own rotation
-        with pytest.raises(ApiException) as refused:
-            core.create_namespaced_service_account_token(agent_name(other), namespace,
-                                                         {"spec": {"expirationSeconds": 600}})
-        assert refused.value.status == 403
+        for target in (cluster, other):
+            with pytest.raises(ApiException) as refused:
+                core.create_namespaced_service_account_token(agent_name(target), namespace, {"spec": {
+                    "expirationSeconds": 10 * 365 * 86400, "audiences": ["https://anything.example"]}})
+            assert refused.value.status == 403
 
 
 def test_deleting_the_agent_revokes_its_token(made, own, kube_apiserver):
     """Proven with the adapter alone, as the API's own ServiceAccount (its delete rights)."""
     tenant, namespace = made.tenant()
     cluster = made.cluster(namespace)
-    token, expiry = grant_agent(own, namespace, cluster, 600)
+    token, expiry = grant_agent(own, namespace, cluster, made.read(namespace, cluster)["metadata"]["uid"], 600)
     assert expiry.endswith("Z")
     with kube_apiserver.api_client(token) as api:
         retry(lambda: _check(may(api, "create", "clusters", namespace, cluster, subresource="facts")))
@@ -454,12 +454,11 @@ def test_the_agent_pushes_facts_and_renews_its_token(made, own, admin, kube_apis
     core = client.CoreV1Api(admin)
     core.create_namespaced_secret(namespace, {"metadata": {"name": AGENT}, "stringData": {"token": token}})
     store = FactsStore(f"sqlite:///{tmp_path / 'facts.db'}")
-    app = make_app(kube_apiserver, own, store=store, routers=(bootstrap.router, facts.router))
+    app = make_app(kube_apiserver, own, store=store, routers=(bootstrap.router, facts.router, agents.router))
     try:
         with TestClient(app) as api:
             agent = Agent(api_url="http://testserver", tenant=tenant, namespace=namespace, cluster=cluster,
-                          token=token, guest=admin, http=api, hub=kube_apiserver.api_client,
-                          secret=(namespace, AGENT))
+                          token=token, guest=admin, http=api, secret=(namespace, AGENT))
             pushed = retry(agent.step)  # RBAC takes a moment to see the agent's new Role
             assert pushed["version"] == 1 and set(pushed["facts"]) == {"kubernetesVersion", "platform", "nodes"}
             assert pushed["facts"]["kubernetesVersion"].startswith("v1.")
@@ -476,6 +475,130 @@ def test_the_agent_pushes_facts_and_renews_its_token(made, own, admin, kube_apis
     finally:
         store.close()
         core.delete_namespaced_secret(AGENT, namespace)
+
+
+# --------------------------------------------------------------------------- the agent outlives nothing
+
+def push(http: TestClient, tenant: str, cluster: str, token: str) -> httpx.Response:
+    return http.post(f"/tenants/{tenant}/clusters/{cluster}/facts", json={"facts": {"nodes": "3"}},
+                     headers=bearer(token))
+
+
+def rotate(http: TestClient, tenant: str, cluster: str, token: str | None) -> httpx.Response:
+    return http.post(f"/tenants/{tenant}/clusters/{cluster}/agent-token", headers=bearer(token))
+
+
+@pytest.fixture
+def full(kube_apiserver, own, tmp_path) -> Iterator[TestClient]:
+    """The install, facts and agent-token routes in one app, the API's own client bound to API_RULES."""
+    store = FactsStore(f"sqlite:///{tmp_path / 'facts.db'}")
+    app = make_app(kube_apiserver, own, store=store, routers=(bootstrap.router, facts.router, agents.router))
+    with TestClient(app) as test_client:
+        yield test_client
+    store.close()
+
+
+def test_an_agent_of_a_deleted_cluster_reaches_no_later_cluster_of_its_name(made, full, admin):
+    """The finding: deleted while no service ran, a Cluster's agent kept its ServiceAccount, and its Role names
+    the cluster by name only, so it pushed facts to (and rotated its token for) a later Cluster of that name."""
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace)
+    body = made.install(made.token(tenant, cluster), http=full).json()
+    token = manifest(body, "Secret")["stringData"]["token"]
+    assert retry(lambda: _status(push(full, tenant, cluster, token), 201)).json()["version"] == 1
+
+    uid = made.read(namespace, cluster)["metadata"]["uid"]
+    account = client.CoreV1Api(admin).read_namespaced_service_account(agent_name(cluster), namespace)
+    assert account.metadata.annotations[AGENT_CLUSTER_UID_ANNOTATION] == uid
+    for meta in (account.metadata,
+                 client.RbacAuthorizationV1Api(admin).read_namespaced_role(agent_name(cluster), namespace).metadata,
+                 client.RbacAuthorizationV1Api(admin).read_namespaced_role_binding(agent_name(cluster),
+                                                                                   namespace).metadata):
+        (owner,) = meta.owner_references
+        assert (owner.kind, owner.name, owner.uid, owner.block_owner_deletion) == ("Cluster", cluster, uid, False)
+
+    # no service and no garbage collector here: the agent's objects stay
+    custom(admin).delete_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
+    custom(admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
+        "apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": cluster}, "spec": {}})
+    refused = push(full, tenant, cluster, token)
+    assert refused.status_code == 403 and "earlier Cluster" in refused.json()["detail"], refused.text
+    assert rotate(full, tenant, cluster, token).status_code == 403
+    assert "facts" not in (made.read(namespace, cluster).get("status") or {})
+
+    again = made.install(made.token(tenant, cluster), http=full).json()  # the new Cluster's own install
+    fresh = manifest(again, "Secret")["stringData"]["token"]
+    assert retry(lambda: _status(push(full, tenant, cluster, fresh), 201)).status_code == 201
+
+
+def _status(response: httpx.Response, code: int) -> httpx.Response:
+    assert response.status_code == code, response.text
+    return response
+
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["deleted", "deleted-and-made-again"])
+def test_a_cluster_deleted_during_its_install_leaves_no_agent(made, own, admin, kube_apiserver, replaced):
+    """Between the install reading the Cluster and granting its agent, the Cluster goes (and maybe a new one
+    of its name comes): the grant reads it again, revokes what it made and fails."""
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace)
+    stale = made.read(namespace, cluster)["metadata"]["uid"]
+    custom(admin).delete_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
+    if replaced:
+        custom(admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
+            "apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": cluster}, "spec": {}})
+    with pytest.raises(AgentGone):
+        grant_agent(own, namespace, cluster, stale, 600)
+    core, rbac = client.CoreV1Api(admin), client.RbacAuthorizationV1Api(admin)
+    for read in (core.read_namespaced_service_account, rbac.read_namespaced_role, rbac.read_namespaced_role_binding):
+        with pytest.raises(ApiException) as gone:
+            read(agent_name(cluster), namespace)
+        assert gone.value.status == 404
+
+
+def test_token_lifetimes_stop_at_the_hubs_maximum(made, kube_apiserver, own):
+    """The finding: tokenLifetime took 6.2 years. HubConfig spec.registry.maxTokenLifetime (default 168h)
+    refuses a longer bootstrap token when it is issued, and caps the agent's token, first and rotated."""
+    tenant, namespace = made.tenant()
+    too_long = made.cluster(namespace, {"tokenLifetime": "9999h999999m99999999s"})
+    refused = made.issue(tenant, too_long)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["detail"] == (
+        f"Cluster {namespace}/{too_long}: spec.tokenLifetime: 9999h999999m99999999s is longer than the default "
+        "maxTokenLifetime (168h) allows; ask for 168h or less")
+    assert "bootstrapToken" not in (made.read(namespace, too_long).get("status") or {})
+
+    made.hub({"accountID": "111111111111", "region": "us-east-1", "registry": {"maxTokenLifetime": "1h"}})
+    two_hours = made.cluster(namespace, {"tokenLifetime": "2h"})
+    refused = made.issue(tenant, two_hours)
+    assert refused.status_code == 409 and f"HubConfig {HUB} spec.registry.maxTokenLifetime (1h)" in \
+        refused.json()["detail"]
+    cluster = made.cluster(namespace, {"tokenLifetime": "1h"})
+    app = make_app(kube_apiserver, own, routers=(bootstrap.router, agents.router), agent_token_seconds=30 * 86400)
+    with TestClient(app) as http:
+        body = made.install(made.token(tenant, cluster), http=http).json()
+        token = manifest(body, "Secret")["stringData"]["token"]
+        issued, expires = token_times(token)
+        assert expires - issued == 3600  # --agent-token-seconds asked for 30 days
+        rotated = retry(lambda: _status(rotate(http, tenant, cluster, token), 201)).json()
+        issued, expires = token_times(rotated["token"])
+        assert expires - issued == 3600 and rotated["expiresAt"].endswith("Z")
+
+
+def test_only_the_agent_itself_rotates_its_token(made, full, kube_apiserver):
+    tenant, namespace = made.tenant()
+    cluster, other = made.cluster(namespace), made.cluster(namespace)
+    token = manifest(made.install(made.token(tenant, cluster), http=full).json(), "Secret")["stringData"]["token"]
+    stranger = manifest(made.install(made.token(tenant, other), http=full).json(), "Secret")["stringData"]["token"]
+    assert rotate(full, tenant, cluster, None).status_code == 401
+    assert rotate(full, tenant, cluster, "not-a-token").status_code == 401
+    for caller in (kube_apiserver.token, stranger):  # the hub's admin is not the agent; nor is another's agent
+        refused = rotate(full, tenant, cluster, caller)
+        assert refused.status_code == 403 and "only the facts agent" in refused.json()["detail"], refused.text
+    rotated = _status(rotate(full, tenant, cluster, token), 201)
+    assert rotated.headers["cache-control"] == "no-store"
+    fresh = rotated.json()["token"]
+    assert fresh != token and retry(lambda: _status(push(full, tenant, cluster, fresh), 201))
 
 
 # --------------------------------------------------------------------------- rate limit, ingress, PrivateLink

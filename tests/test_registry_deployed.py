@@ -4,8 +4,8 @@ would (tests/deployed.py): uid 65532 on a read-only root, writable only the "fac
 and /tmp, the ServiceAccount's TokenRequest token at the in-cluster path.
 
 Then, over HTTP, the path an administrator and an agent take: a Tenant and a registered-only Cluster made through
-the API, a bootstrap token issued and redeemed once, the agent's token from the install answer pushing facts, and
-the history read back. Every step that the API does with its own client (the tenant's namespace, the token's
+the API, a bootstrap token issued and redeemed once, the agent's token from the install answer pushing facts, the
+history read back, and the agent's token rotated through the API. Every step that the API does with its own client (the tenant's namespace, the token's
 bookkeeping, the agent's ServiceAccount, Role and token, status.facts) is done with the deployed rights, so this
 proves API_RULES suffice; the facts are written to the volume, so it proves the read-only root leaves the API
 all it needs. Skips, naming what is missing, without bwrap or the engines.
@@ -212,6 +212,14 @@ def test_the_deployed_registry_registers_bootstraps_and_keeps_the_facts_history(
             GROUP, VERSION, namespace, "clusters", cluster_id)
         assert stored["status"]["facts"]["version"] == 1 and stored["status"]["facts"]["facts"] == facts
         assert (volumes["facts"] / "facts.db").is_file()  # the history is on the claim's volume
+
+        # The agent rotates its token through the API (it holds no serviceaccounts/token right of its own)
+        rotated = expect(http.post(f"/tenants/{tenant_id}/clusters/{cluster_id}/agent-token",
+                                   headers=bearer(agent_token)), 201)
+        secrets_seen.append(rotated["token"])
+        assert rotated["token"] != agent_token
+        expect(http.post(f"/tenants/{tenant_id}/clusters/{cluster_id}/facts", json={"facts": facts},
+                         headers=bearer(rotated["token"])), 201)
 
         gone = expect(http.delete(f"/tenants/{tenant_id}/clusters/{cluster_id}", headers=as_admin), 200)
         assert gone == {"id": cluster_id, "finished": True}

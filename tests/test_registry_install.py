@@ -6,7 +6,7 @@ from stacks.inputs import SharedIngressInputs
 from stacks.install import (AGENT, AGENT_NAMESPACE, API_RULES, agent_rules, install_response,
                             node_proxy_config_map)
 from stacks.model import Cluster
-from stacks.names import GROUP, agent_name
+from stacks.names import GROUP
 
 
 def cluster(**spec) -> Cluster:
@@ -20,11 +20,9 @@ def answer(c: Cluster | None = None, **extra) -> dict:
                             **extra)
 
 
-def test_the_agent_may_push_its_own_facts_and_renew_its_own_token_nothing_else():
+def test_the_agent_may_push_its_own_facts_nothing_else_not_even_mint_tokens():
     assert agent_rules("c1") == [
-        {"apiGroups": [GROUP], "resources": ["clusters/facts"], "resourceNames": ["c1"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["serviceaccounts/token"], "resourceNames": [agent_name("c1")],
-         "verbs": ["create"]}]
+        {"apiGroups": [GROUP], "resources": ["clusters/facts"], "resourceNames": ["c1"], "verbs": ["create"]}]
 
 
 def test_the_api_holds_what_it_grants_and_no_wildcard():
@@ -36,21 +34,18 @@ def test_the_api_holds_what_it_grants_and_no_wildcard():
     assert (GROUP, "clusters/status", "update") not in held and ("", "secrets", "get") not in held
 
 
-def test_without_a_hub_url_the_agent_is_not_told_to_renew():
+def test_the_agent_is_never_told_where_the_hubs_kubernetes_api_is():
+    """It rotates its token through the registry (--api), so it needs no address or CA of the hub's API."""
     body = answer()
     assert body["privateLinkEndpoint"] is None and body["expiresAt"] == "2030-01-01T00:00:00Z"
     secret = next(m for m in body["manifests"] if m["kind"] == "Secret")
     assert secret["metadata"] == {"name": AGENT, "namespace": AGENT_NAMESPACE, "labels": secret["metadata"]["labels"]}
-    assert "hubURL" not in secret["stringData"] and secret["stringData"]["token"] == "agent-token"
-    args = next(m for m in body["manifests"] if m["kind"] == "Deployment")["spec"]["template"]["spec"][
-        "containers"][0]["args"]
-    assert "--hub-url" not in args and "--token-file" in args
-
-    renewing = answer(hub_url="https://hub.example.com:6443", hub_ca="PEM")
-    secret = next(m for m in renewing["manifests"] if m["kind"] == "Secret")["stringData"]
-    assert secret["hubURL"] == "https://hub.example.com:6443" and secret["hubCA"] == "PEM"
-    assert "--hub-url" in next(m for m in renewing["manifests"] if m["kind"] == "Deployment")["spec"]["template"][
-        "spec"]["containers"][0]["args"]
+    assert set(secret["stringData"]) == {"token", "apiURL", "tenant", "cluster", "namespace"}
+    assert secret["stringData"]["token"] == "agent-token"
+    container = next(m for m in body["manifests"] if m["kind"] == "Deployment")["spec"]["template"]["spec"][
+        "containers"][0]
+    assert "--hub-url" not in container["args"] and "--token-file" in container["args"]
+    assert not any(var["name"] == "CLUSTERNET_HUB_URL" for var in container["env"])
 
 
 def test_the_endpoint_is_shown_only_for_a_private_link_cluster():

@@ -42,13 +42,11 @@ class ApiSettings:
     install_burst: int = 10
     agent_image: str = "ghcr.io/clusternet/clusternet:latest"  # the facts agent's image
     public_url: str = "http://127.0.0.1:8080"  # where agents reach this API
-    agent_token_seconds: int = 86400  # lifetime of the agent's ServiceAccount token (it rotates it)
+    # lifetime of the agent's ServiceAccount token (it rotates it through this API), capped by the hub's
+    # maxTokenLifetime (stacks.registry.agent_token_seconds)
+    agent_token_seconds: int = 86400
     trust_forwarded_for: bool = False  # rate-limit by X-Forwarded-For (behind a proxy you run) or the peer
     hub_name: str = "default"  # the HubConfig whose shared ingress install answers use (the service's --hub-name)
-    # Where agents reach the hub's Kubernetes API to renew their token (and its CA, PEM). Unset: agents cannot
-    # renew, and a cluster needs a new bootstrap token once its agent token expires.
-    hub_url: str | None = None
-    hub_ca: str | None = None
 
 
 class ClientCache:

@@ -36,7 +36,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from pydantic import Field, ValidationError
 
-from automation.adapters.agent import grant_agent
+from automation.adapters.agent import AgentGone, grant_agent
 from automation.adapters.status import parse_time, rfc3339
 from automation.api.app import LOG, Registry, caller, registry
 from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
@@ -49,7 +49,7 @@ from stacks.model import Cluster, HubConfig
 from stacks.haproxy import published_routes
 from stacks.names import (BOOTSTRAP_SUBRESOURCE, BOOTSTRAP_TOKEN_LABEL, GROUP, SHARED_INGRESS_CONFIGMAP,
                           TENANT_ANNOTATION, TENANT_LABEL, VERSION)
-from stacks.registry import seconds, token_hash, token_label
+from stacks.registry import agent_token_seconds, bootstrap_token_seconds, token_hash, token_label
 from stacks.resolve import shared_ingress_inputs
 
 Caller = Annotated[client.ApiClient, Depends(caller)]
@@ -128,20 +128,36 @@ def _mark_used(own: client.CustomObjectsApi, namespace: str, name: str, digest: 
     return True
 
 
-def _node_proxy(reg: Registry, cluster: Cluster, annotations: Mapping[str, str]) -> Any:
-    """The shared-ingress node proxy's inputs when the cluster uses the shared ingress (409 when it cannot)."""
-    if not cluster.spec.shared_ingress.enabled:
-        return None
+def hub_config(reg: Registry) -> HubConfig | None:
+    """The HubConfig the API reads (--hub-name), None when there is none; 409 when it does not validate."""
     name = reg.settings.hub_name
     try:
-        hub = HubConfig.model_validate(custom(reg.own).get_cluster_custom_object(GROUP, VERSION, "hubconfigs", name))
+        return HubConfig.model_validate(custom(reg.own).get_cluster_custom_object(GROUP, VERSION, "hubconfigs", name))
     except ApiException as exc:
         if exc.status != 404:
             raise
-        raise HTTPException(409, f"{cluster.ref} uses the shared ingress, but HubConfig {name} does not exist") \
-            from None
+        return None
     except ValidationError:
         raise HTTPException(409, f"HubConfig {name} is not valid; its administrator must fix it") from None
+
+
+def _lifetime(reg: Registry, namespace: str, cluster: str, doc: Mapping[str, Any]) -> int:
+    """Seconds the bootstrap token of this Cluster lives: 409 naming both when its spec.tokenLifetime is longer
+    than the hub's maxTokenLifetime (stacks.registry.bootstrap_token_seconds)."""
+    try:
+        return bootstrap_token_seconds(f"Cluster {namespace}/{cluster}", (doc.get("spec") or {}).get("tokenLifetime"),
+                                       hub_config(reg))
+    except InvalidSpec as exc:
+        raise HTTPException(409, "; ".join(str(err) for err in exc.errors)) from None
+
+
+def _node_proxy(reg: Registry, cluster: Cluster, annotations: Mapping[str, str], hub: HubConfig | None) -> Any:
+    """The shared-ingress node proxy's inputs when the cluster uses the shared ingress (409 when it cannot)."""
+    if not cluster.spec.shared_ingress.enabled:
+        return None
+    if hub is None:
+        raise HTTPException(409, f"{cluster.ref} uses the shared ingress, but HubConfig {reg.settings.hub_name} "
+                                 "does not exist")
     try:
         guest = shared_ingress_inputs(cluster, hub, annotations)
     except InvalidSpec as exc:
@@ -194,7 +210,7 @@ def router() -> APIRouter:
         authorize(api, SUBRESOURCE, namespace, cluster, "issue a bootstrap token for")
         own = custom(reg.own)
         doc = own_cluster(reg, namespace, tenant, cluster)
-        valid_until = rfc3339(time.time() + seconds((doc.get("spec") or {}).get("tokenLifetime") or "24h"))
+        valid_until = rfc3339(time.time() + _lifetime(reg, namespace, cluster, doc))
         token = secrets.token_urlsafe(TOKEN_BYTES)
         digest = token_hash(token)
         written = own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", cluster, {
@@ -232,11 +248,16 @@ def router() -> APIRouter:
         meta = client.CoreV1Api(reg.own).read_namespace(namespace).metadata
         annotations, labels = meta.annotations or {}, meta.labels or {}
         tenant = annotations.get(TENANT_ANNOTATION) or labels.get(TENANT_LABEL) or namespace
-        node_proxy = _node_proxy(reg, cluster, annotations)  # refused before the token is used up
+        hub = hub_config(reg)
+        node_proxy = _node_proxy(reg, cluster, annotations, hub)  # refused before the token is used up
         if not _mark_used(own, namespace, name, digest):
             raise HTTPException(401, DENIED)
         try:
-            agent_token, expires_at = grant_agent(reg.own, namespace, name, reg.settings.agent_token_seconds)
+            agent_token, expires_at = grant_agent(reg.own, namespace, name, doc["metadata"]["uid"],
+                                                  agent_token_seconds(reg.settings.agent_token_seconds, hub))
+        except AgentGone:
+            raise HTTPException(409, f"Cluster {namespace}/{name} was deleted during the install; its agent was "
+                                     "revoked") from None
         except ApiException as exc:
             LOG.error("Cluster %s/%s redeemed its bootstrap token, but making its agent failed: %s %s",
                       namespace, name, exc.status, exc.reason)
@@ -245,8 +266,7 @@ def router() -> APIRouter:
         LOG.info("Cluster %s/%s installed: agent token valid until %s", namespace, name, expires_at)
         body = install_response(cluster, tenant=tenant, api_url=reg.settings.public_url,
                                 agent_image=reg.settings.agent_image, agent_token=agent_token,
-                                expires_at=expires_at, hub_url=reg.settings.hub_url, hub_ca=reg.settings.hub_ca,
-                                node_proxy=node_proxy)
+                                expires_at=expires_at, node_proxy=node_proxy)
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
     return r

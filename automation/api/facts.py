@@ -7,7 +7,8 @@
 Writing status.facts needs `clusters/status`, which feeds resolution and belongs to the service; nobody else
 gets it. So a push is authorised on a virtual subresource instead: a SelfSubjectAccessReview, made as the
 caller, for `create` on `clusters/facts` of that one Cluster (an agent's Role names its cluster in
-resourceNames). Only then does the API write, with its own client: the history, and the latest facts into
+resourceNames); an agent must also be the one granted for the Cluster of that name now, by uid
+(automation.api.agents). Only then does the API write, with its own client: the history, and the latest facts into
 status.facts for kubectl users. Reading facts needs the right to read the Cluster (checked by reading it as the
 caller).
 """
@@ -22,6 +23,7 @@ from fastapi.responses import JSONResponse
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from automation.api.agents import refuse_stale_agent
 from automation.api.app import LOG, Registry, caller, registry
 from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
 from automation.api.models import ERRORS, FactsHistory, FactsPush, FactsView
@@ -93,6 +95,7 @@ def router() -> APIRouter:
         authorize(api, SUBRESOURCE, namespace, cluster, "push facts to")
         own = custom(reg.own)
         current = own_cluster(reg, namespace, tenant, cluster)
+        refuse_stale_agent(reg, api, current)  # the names match; is it this Cluster's agent, by uid?
         version = store.push(namespace, cluster, dict(body.facts))
         try:
             mirror(own, current, version)

@@ -22,14 +22,14 @@ import uvicorn
 
 from automation.adapters.facts import FactsStore
 from automation.adapters.kubeconfig import kube_client
-from automation.api import bootstrap, facts, tenants
+from automation.api import agents, bootstrap, facts, tenants
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from stacks.names import parse_host_port
 
 LOG = logging.getLogger("clusternet.api")
 DEFAULT_BIND = "127.0.0.1:8080"  # deploy/ binds 0.0.0.0:8080 in the pod
 FACTS_FILE = "registry-facts.db"
-ROUTERS = (tenants.router, facts.router, bootstrap.router)  # every resource module's routes
+ROUTERS = (tenants.router, facts.router, bootstrap.router, agents.router)  # every resource module's routes
 _SECRET = re.compile(r"(?i)((?:[?&;]|\b)token=|bearer\s+)[^\s&\"';]+")
 
 
@@ -135,26 +135,20 @@ def add_api_command(subparsers: Any) -> None:
     install.add_argument("--hub-name", default=env("CLUSTERNET_HUB_NAME", defaults.hub_name),
                          help="the HubConfig whose shared ingress install answers use: the service's --hub-name "
                               "(env CLUSTERNET_HUB_NAME)")
-    install.add_argument("--hub-url", default=env("CLUSTERNET_HUB_URL", defaults.hub_url),
-                         help="where agents reach the hub's Kubernetes API to renew their token (unset: they cannot "
-                              "renew, and a cluster needs a new bootstrap token when its agent's token expires; "
-                              "env CLUSTERNET_HUB_URL)")
-    install.add_argument("--hub-ca", default=env("CLUSTERNET_HUB_CA"),
-                         help="a PEM file: the CA of --hub-url, given to agents (env CLUSTERNET_HUB_CA)")
+    # Agents rotate their token through this API now (automation.api.agents), never at the hub's Kubernetes API:
+    # these two are accepted so existing command lines still start, and ignored.
+    install.add_argument("--hub-url", default=None, help=argparse.SUPPRESS)
+    install.add_argument("--hub-ca", default=None, help=argparse.SUPPRESS)
     api.set_defaults(func=api_command)
 
 
 def settings_from(args: argparse.Namespace) -> ApiSettings:
     host, port = listen_on(args.bind)
     public = args.public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    hub_ca = None
-    if args.hub_ca:
-        with open(args.hub_ca, encoding="ascii") as pem:
-            hub_ca = pem.read()
     return ApiSettings(token_cache=args.token_cache, install_rate=args.install_rate,
                        install_burst=args.install_burst, agent_image=args.agent_image, public_url=public,
                        agent_token_seconds=args.agent_token_seconds, trust_forwarded_for=args.trust_forwarded_for,
-                       hub_name=args.hub_name, hub_url=args.hub_url or None, hub_ca=hub_ca)
+                       hub_name=args.hub_name)
 
 
 def api_command(args: argparse.Namespace) -> int:

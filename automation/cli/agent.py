@@ -6,10 +6,13 @@ the Kubernetes version (/version) and the node count, and POSTs them to the regi
     POST {api}/tenants/{tenant}/clusters/{cluster}/facts   Authorization: Bearer <its hub token>
 
 Its hub token (a ServiceAccount token of the hub, stacks.install.agent_rules) expires. Once less than a third
-of its lifetime is left, the agent asks the hub's Kubernetes API (--hub-url) for a new one for its own
-ServiceAccount (a TokenRequest: the only other right it has), and writes it back into its Secret (--secret)
-so a restarted pod starts with a live token. Without --hub-url it cannot renew: the cluster then needs a new
-bootstrap token before the old one expires. Tokens are never logged.
+of its lifetime is left, the agent asks the registry for a new one, with the current one:
+
+    POST {api}/tenants/{tenant}/clusters/{cluster}/agent-token   Authorization: Bearer <its hub token>
+
+(automation.api.agents: the registry chooses the lifetime, capped by the hub administrator, and the audience;
+the agent holds no right to ask the hub's Kubernetes API for tokens), and writes it back into its Secret
+(--secret) so a restarted pod starts with a live token. Tokens are never logged.
 """
 from __future__ import annotations
 
@@ -24,9 +27,6 @@ from typing import Any, Callable
 
 import httpx
 from kubernetes import client, config
-
-from automation.adapters.agent import request_token
-from stacks.names import agent_name
 
 LOG = logging.getLogger("clusternet.agent")
 RENEW_AT = 1 / 3  # renew once less than this share of the token's lifetime is left
@@ -72,27 +72,29 @@ class Agent:
     token: str
     guest: client.ApiClient  # the cluster's own API
     http: httpx.Client
-    hub: Callable[[str], client.ApiClient] | None = None  # a hub client acting as a token; None: no renewal
     secret: tuple[str, str] | None = None  # (namespace, name) of the guest Secret holding the token
     clock: Callable[[], float] = time.time
 
+    def _path(self, tail: str) -> str:
+        return f"{self.api_url.rstrip('/')}/tenants/{self.tenant}/clusters/{self.cluster}/{tail}"
+
     def push(self, facts: dict[str, str]) -> dict[str, Any]:
-        path = f"{self.api_url.rstrip('/')}/tenants/{self.tenant}/clusters/{self.cluster}/facts"
-        response = self.http.post(path, json={"facts": facts}, headers={"Authorization": f"Bearer {self.token}"})
+        response = self.http.post(self._path("facts"), json={"facts": facts},
+                                  headers={"Authorization": f"Bearer {self.token}"})
         if response.status_code != 201:
             raise AgentError(f"the registry refused the facts of {self.namespace}/{self.cluster}: "
                              f"{response.status_code} {_detail(response)}")
         return response.json()
 
     def renew(self) -> str:
-        """A new hub token for the agent's own ServiceAccount, as long-lived as the current one; kept in the
-        guest Secret when there is one."""
-        assert self.hub is not None
-        times = token_times(self.token)
-        lifetime = max(600, times[1] - times[0]) if times else 86400
-        with self.hub(self.token) as hub:
-            self.token, expiry = request_token(client.CoreV1Api(hub), self.namespace, agent_name(self.cluster),
-                                               lifetime)
+        """A new hub token from the registry (its lifetime is the registry's to choose); kept in the guest
+        Secret when there is one."""
+        response = self.http.post(self._path("agent-token"), headers={"Authorization": f"Bearer {self.token}"})
+        if response.status_code != 201:
+            raise AgentError(f"the registry refused to rotate the token of {self.namespace}/{self.cluster}: "
+                             f"{response.status_code} {_detail(response)}")
+        body = response.json()
+        self.token, expiry = body["token"], body["expiresAt"]
         if self.secret is not None:
             namespace, name = self.secret
             client.CoreV1Api(self.guest).patch_namespaced_secret(name, namespace, {"stringData": {"token": self.token}},
@@ -102,7 +104,7 @@ class Agent:
 
     def step(self) -> dict[str, Any]:
         """One round: renew the token when due, then push the facts."""
-        if self.hub is not None and renewal_due(self.token, self.clock()):
+        if renewal_due(self.token, self.clock()):
             self.renew()
         return self.push(gather(self.guest))
 
@@ -112,17 +114,6 @@ def _detail(response: httpx.Response) -> str:
         return str(response.json().get("detail"))[:500]
     except ValueError:
         return response.text[:500]
-
-
-def hub_client_factory(hub_url: str, ca_file: str | None) -> Callable[[str], client.ApiClient]:
-    def make(token: str) -> client.ApiClient:
-        cfg = client.Configuration()
-        cfg.host = hub_url
-        if ca_file and os.path.exists(ca_file):
-            cfg.ssl_ca_cert = ca_file
-        cfg.api_key = {"BearerToken": f"Bearer {token}", "authorization": f"Bearer {token}"}
-        return client.ApiClient(cfg)
-    return make
 
 
 def add_agent_command(subparsers: Any) -> None:
@@ -136,8 +127,9 @@ def add_agent_command(subparsers: Any) -> None:
     agent.add_argument("--namespace", required=True, help="the cluster's namespace on the hub")
     agent.add_argument("--cluster", required=True)
     agent.add_argument("--interval", type=float, default=300, help="seconds between two pushes")
-    agent.add_argument("--hub-url", default=None, help="the hub's Kubernetes API, to renew the token (unset: none)")
-    agent.add_argument("--hub-ca-file", default=None, help="the hub API's CA (PEM); missing: the system's")
+    # Install manifests of earlier versions pass these (renewal at the hub's Kubernetes API): accepted, ignored.
+    agent.add_argument("--hub-url", default=None, help=argparse.SUPPRESS)
+    agent.add_argument("--hub-ca-file", default=None, help=argparse.SUPPRESS)
     agent.add_argument("--secret", default=None, help="namespace/name of the Secret to keep the renewed token in")
     agent.add_argument("--kubeconfig", default=None, help="the cluster's own API (default: in-cluster)")
     agent.add_argument("--once", action="store_true", help="push once and exit")
@@ -155,8 +147,7 @@ def agent_command(args: argparse.Namespace) -> int:
     secret = tuple(args.secret.split("/", 1)) if args.secret and "/" in args.secret else None
     with httpx.Client(timeout=30) as http, client.ApiClient() as guest:
         agent = Agent(api_url=args.api, tenant=args.tenant, namespace=args.namespace, cluster=args.cluster,
-                      token=token, guest=guest, http=http, secret=secret,  # type: ignore[arg-type]
-                      hub=hub_client_factory(args.hub_url, args.hub_ca_file) if args.hub_url else None)
+                      token=token, guest=guest, http=http, secret=secret)  # type: ignore[arg-type]
         while True:
             try:
                 pushed = agent.step()

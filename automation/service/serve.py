@@ -23,8 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+import urllib3
 from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
+from automation.adapters.agent import sweep_agents
 from automation.adapters.audit import audit_stack
 from automation.adapters.aws import AwsSessions
 from automation.adapters.backoff import Backoff
@@ -285,6 +288,7 @@ class Pipeline:
     def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
                  guards: Iterable[Guard], audit: Audit | None, metrics: Metrics, identity: str,
                  census: Count | None = None):
+        self._api_client, self._watch_namespace = api_client, options.watch_namespace
         self.cache = Cache(hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                            role_map_namespace=options.namespace, parse_role_map=role_map_entries)
         self.desired = Desired(self.cache)
@@ -345,6 +349,7 @@ class Pipeline:
         if self.census is not None:  # placed with the counts from the first resolution on
             self.census.count_once()
             self.census.start()
+        self._sweep_agents()
         self.mapper.start()
         self.workers.start()
         LOG.info("watches synced: %d clusters", len(self.cache.entries()))
@@ -366,6 +371,14 @@ class Pipeline:
             self._stopped.wait(Backoff(0.5, 10.0).delay(attempt))
             attempt += 1
         return False
+
+    def _sweep_agents(self) -> None:
+        """Agents whose Cluster went while no service ran: revoked now (the garbage collector does it too, where
+        kube-controller-manager runs); a failure is logged, never fatal (the next term sweeps again)."""
+        try:
+            sweep_agents(self._api_client, self._watch_namespace)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            LOG.warning("could not sweep the facts agents of deleted Clusters: %s", getattr(exc, "reason", exc))
 
     def halt(self) -> None:
         """Start no more runs (the runs in flight go on)."""
