@@ -15,6 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from typing import Any, Awaitable, Callable
+from urllib.parse import parse_qsl
 
 from fastapi import Request
 
@@ -76,39 +77,60 @@ def bearer_key(headers: list[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
+SCAN_PARAMETER = "fact"  # a list filtered by facts scans chunks of the fleet (automation.api.listing)
+SCANS_AT_ONCE = 1  # such lists one caller may have in flight
+
+
+def scans(scope: Scope) -> bool:
+    """Whether the request is a fact-filtered list: the costly kind, of which a caller runs SCANS_AT_ONCE."""
+    query = scope.get("query_string") or b""
+    return SCAN_PARAMETER.encode() in query and \
+        any(name == SCAN_PARAMETER for name, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True))
+
+
 class CallerLimits:
-    """ASGI middleware: per caller (bearer token hash), at most `concurrency` requests at once and `limiter`'s
-    rate; beyond either, 429 with Retry-After, answered on the event loop before the request takes a worker
-    thread. Requests without a bearer token (discovery, health, docs, install, and the 401s) pass untouched:
-    the install endpoint has its own limit per address. Per replica, like RateLimiter."""
+    """ASGI middleware: per caller (bearer token hash), at most `concurrency` requests at once, of which at most
+    SCANS_AT_ONCE fact-filtered lists, and `limiter`'s rate; beyond any, 429 with Retry-After, answered on the
+    event loop before the request takes a worker thread. Requests without a bearer token (discovery, health,
+    docs, install, and the 401s) pass untouched: the install endpoint has its own limit per address. Per
+    replica, like RateLimiter."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], *, limiter: RateLimiter,
                  concurrency: int):
         self.app, self.limiter, self.concurrency = app, limiter, max(1, concurrency)
         self._running: dict[str, int] = {}  # touched only on the event loop: no lock
+        self._scanning: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = bearer_key(scope.get("headers") or []) if scope["type"] == "http" else None
         if key is None:
             await self.app(scope, receive, send)
             return
+        scan = scans(scope)
         if self._running.get(key, 0) >= self.concurrency:
             await _too_many(send, f"too many requests at once with this token (at most {self.concurrency}); "
                                   "retry later", "1")
+            return
+        if scan and self._scanning.get(key, 0) >= SCANS_AT_ONCE:
+            await _too_many(send, f"too many fact-filtered lists at once with this token (at most "
+                                  f"{SCANS_AT_ONCE}); retry later", "1")
             return
         wait = self.limiter.take(key)
         if wait > 0:
             await _too_many(send, "too many requests with this token; retry later", retry_after(wait))
             return
-        self._running[key] = self._running.get(key, 0) + 1
+        counters = (self._running, self._scanning) if scan else (self._running,)
+        for counter in counters:
+            counter[key] = counter.get(key, 0) + 1
         try:
             await self.app(scope, receive, send)
         finally:
-            left = self._running[key] - 1
-            if left:
-                self._running[key] = left
-            else:
-                del self._running[key]
+            for counter in counters:
+                left = counter[key] - 1
+                if left:
+                    counter[key] = left
+                else:
+                    del counter[key]
 
 
 async def _too_many(send: Send, detail: str, retry: str) -> None:
