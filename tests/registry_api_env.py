@@ -75,7 +75,10 @@ class RegistryApi:
 
 def make_registry(env: EnvTest, store: FactsStore | None) -> Registry:
     own = env.api_client()
-    return Registry(settings=ApiSettings(), own=own, callers=ClientCache(env.configuration(), 64), facts=store)
+    # The admin pages through fact-filtered lists in quick succession here; their rate limit has its own tests
+    # (test_registry_api_limits.py).
+    settings = ApiSettings(caller_scan_rate=1000.0, caller_scan_burst=1000)
+    return Registry(settings=settings, own=own, callers=ClientCache(env.configuration(), 64), facts=store)
 
 
 @pytest.fixture(scope="module")

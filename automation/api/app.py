@@ -31,7 +31,6 @@ from kubernetes.client.rest import ApiException
 
 from automation.api.docs import add_docs
 from automation.api.ratelimit import CallerLimits, RateLimiter
-
 from stacks.names import API_VERSION
 
 LOG = logging.getLogger("clusternet.api")
@@ -63,6 +62,10 @@ class ApiSettings:
     caller_concurrency: int = 8
     caller_rate: float = 20.0
     caller_burst: int = 100
+    # Of those, fact-filtered lists (each scans up to listing.MAX_CHUNKS chunks of the fleet): one at a time, and
+    # this many per second with bursts.
+    caller_scan_rate: float = 1.0
+    caller_scan_burst: int = 10
 
 
 class TimedApiClient(client.ApiClient):
@@ -175,7 +178,9 @@ def kube_error(exc: ApiException) -> HTTPException:
     return HTTPException(exc.status or 502, message)
 
 
-FORBIDDEN = "forbidden: you may not do this in this tenant, or there is no such tenant"
+FORBIDDEN = ("forbidden: your token may not do this in this tenant, or there is no such tenant (pushing facts needs "
+             "the right to create clusters/facts in clusternet.io for the cluster, issuing a bootstrap token the "
+             "right to create clusters/bootstraptoken)")
 
 
 def names_tenant(request: Request) -> bool:
@@ -244,5 +249,6 @@ def create_app(reg: Registry, *, routers: Iterable[Callable[[], APIRouter]]) -> 
         app.include_router(make())
     settings = reg.settings
     app.add_middleware(CallerLimits, limiter=RateLimiter(settings.caller_rate, settings.caller_burst),
-                       concurrency=settings.caller_concurrency)
+                       concurrency=settings.caller_concurrency,
+                       scan_limiter=RateLimiter(settings.caller_scan_rate, settings.caller_scan_burst))
     return app

@@ -28,7 +28,7 @@ from fastapi.exceptions import RequestValidationError
 
 TOKEN_PREFIX = "cnf1."  # a fact-filtered list's continue token (Kubernetes' own never starts with it)
 CHUNK = 500  # clusters per Kubernetes list call while filtering by facts (kubectl's chunk size)
-MAX_CHUNKS = 4  # Kubernetes list calls one fact-filtered request makes at most (then a short page)
+MAX_CHUNKS = 2  # Kubernetes list calls one fact-filtered request makes at most (then a short page)
 
 Fetch = Callable[[int, "str | None"], Mapping[str, Any]]  # (limit, continue) -> a Kubernetes list
 

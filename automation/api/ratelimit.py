@@ -8,6 +8,7 @@ are forgotten (least recently used first) once more than `max_keys` are held.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
@@ -77,6 +78,7 @@ def bearer_key(headers: list[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
+TARPIT = 1.0  # seconds a 429 of CallerLimits is held before it is sent (a sleeping coroutine: no worker)
 SCAN_PARAMETER = "fact"  # a list filtered by facts scans chunks of the fleet (automation.api.listing)
 SCANS_AT_ONCE = 1  # such lists one caller may have in flight
 
@@ -89,15 +91,16 @@ def scans(scope: Scope) -> bool:
 
 
 class CallerLimits:
-    """ASGI middleware: per caller (bearer token hash), at most `concurrency` requests at once, of which at most
-    SCANS_AT_ONCE fact-filtered lists, and `limiter`'s rate; beyond any, 429 with Retry-After, answered on the
-    event loop before the request takes a worker thread. Requests without a bearer token (discovery, health,
+    """ASGI middleware: per caller (bearer token hash), at most `concurrency` requests at once and `limiter`'s
+    rate, and of fact-filtered lists at most SCANS_AT_ONCE at once and `scan_limiter`'s rate; beyond any, 429
+    with Retry-After, answered on the event loop before the request takes a worker thread. Requests without a bearer token (discovery, health,
     docs, install, and the 401s) pass untouched: the install endpoint has its own limit per address. Per
     replica, like RateLimiter."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], *, limiter: RateLimiter,
-                 concurrency: int):
+                 concurrency: int, scan_limiter: RateLimiter):
         self.app, self.limiter, self.concurrency = app, limiter, max(1, concurrency)
+        self.scan_limiter = scan_limiter
         self._running: dict[str, int] = {}  # touched only on the event loop: no lock
         self._scanning: dict[str, int] = {}
 
@@ -119,6 +122,11 @@ class CallerLimits:
         if wait > 0:
             await _too_many(send, "too many requests with this token; retry later", retry_after(wait))
             return
+        wait = self.scan_limiter.take(key) if scan else 0.0
+        if wait > 0:
+            await _too_many(send, f"too many fact-filtered lists with this token (at most "
+                                  f"{self.scan_limiter.rate:g} per second); retry later", retry_after(wait))
+            return
         counters = (self._running, self._scanning) if scan else (self._running,)
         for counter in counters:
             counter[key] = counter.get(key, 0) + 1
@@ -134,6 +142,9 @@ class CallerLimits:
 
 
 async def _too_many(send: Send, detail: str, retry: str) -> None:
+    """A 429, sent after TARPIT: a client that retries at once, ignoring Retry-After, still makes one request per
+    connection per TARPIT, instead of a storm of 429s that would keep the event loop from everyone else."""
+    await asyncio.sleep(TARPIT)
     body = json.dumps({"detail": detail}).encode()
     await send({"type": "http.response.start", "status": 429,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),

@@ -120,6 +120,10 @@ def add_api_command(subparsers: Any) -> None:
                          help="requests per second one caller (bearer token) may make, per replica (429 beyond)")
     serving.add_argument("--caller-burst", type=int, default=defaults.caller_burst,
                          help="requests one caller (bearer token) may make at once above --caller-rate, per replica")
+    serving.add_argument("--caller-scan-rate", type=float, default=defaults.caller_scan_rate,
+                         help="fact-filtered lists per second one caller may make (one at a time), per replica")
+    serving.add_argument("--caller-scan-burst", type=int, default=defaults.caller_scan_burst,
+                         help="fact-filtered lists one caller may make in a burst above --caller-scan-rate")
 
     facts = api.add_argument_group("facts history")
     facts.add_argument("--state-dir", default=env("CLUSTERNET_STATE_DIR", "."),
@@ -167,7 +171,8 @@ def settings_from(args: argparse.Namespace) -> ApiSettings:
                        hub_name=args.hub_name, hub_url=args.hub_url or None, hub_ca=hub_ca,
                        kube_connect_timeout=args.kube_connect_timeout, kube_read_timeout=args.kube_read_timeout,
                        caller_concurrency=args.caller_concurrency, caller_rate=args.caller_rate,
-                       caller_burst=args.caller_burst)
+                       caller_burst=args.caller_burst, caller_scan_rate=args.caller_scan_rate,
+                       caller_scan_burst=args.caller_scan_burst)
 
 
 def api_command(args: argparse.Namespace) -> int:
