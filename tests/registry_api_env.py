@@ -75,7 +75,10 @@ class RegistryApi:
 
 def make_registry(env: EnvTest, store: FactsStore | None) -> Registry:
     own = env.api_client()
-    return Registry(settings=ApiSettings(), own=own, callers=ClientCache(env.configuration(), 64), facts=store)
+    # The admin pages through fact-filtered lists in quick succession here; their rate limit has its own tests
+    # (test_registry_api_limits.py).
+    settings = ApiSettings(caller_scan_rate=1000.0, caller_scan_burst=1000)
+    return Registry(settings=settings, own=own, callers=ClientCache(env.configuration(), 64), facts=store)
 
 
 @pytest.fixture(scope="module")
@@ -114,14 +117,18 @@ class Fleet:
     def kube(self) -> client.ApiClient:
         return self.api.reg.own
 
-    def tenant(self, tenant_id: str | None = None, **spec: Any) -> tuple[str, str]:
-        """A Tenant made through the API as the admin, and its namespace (no service runs here to make it)."""
+    def tenant(self, tenant_id: str | None = None, *, granted: bool = True, **spec: Any) -> tuple[str, str]:
+        """A Tenant made through the API as the admin, and its namespace (no service runs here to make it); when
+        `granted`, status.namespace is written as the tenant controller would once it made the namespace."""
         body: dict[str, Any] = {"spec": spec}
         if tenant_id is not None:
             body["id"] = tenant_id
         made = self.api.ok("POST", "/tenants", json=body, status=201)
         self.tenants.append(made["id"])
         self.namespace(made["namespace"], made["id"])
+        if granted:
+            client.CustomObjectsApi(self.kube).patch_cluster_custom_object_status(
+                GROUP, VERSION, "tenants", made["id"], {"status": {"namespace": made["namespace"]}})
         return made["id"], made["namespace"]
 
     def namespace(self, name: str, tenant: str | None = None) -> str:

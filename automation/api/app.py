@@ -12,6 +12,7 @@ has no caller; everything else runs as the caller.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -20,6 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+import urllib3
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -27,6 +29,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from automation.api.docs import add_docs
+from automation.api.ratelimit import CallerLimits, RateLimiter
 from stacks.names import API_VERSION
 
 LOG = logging.getLogger("clusternet.api")
@@ -47,13 +51,48 @@ class ApiSettings:
     agent_token_seconds: int = 86400
     trust_forwarded_for: bool = False  # rate-limit by X-Forwarded-For (behind a proxy you run) or the peer
     hub_name: str = "default"  # the HubConfig whose shared ingress install answers use (the service's --hub-name)
+    # Every Kubernetes call the API makes waits at most this long to connect, and this long for each read of the
+    # answer (TimedApiClient); one that does not answer in time is a 504, and frees its worker thread.
+    kube_connect_timeout: float = 5.0
+    kube_read_timeout: float = 30.0
+    # Per caller (the SHA-256 of its bearer token), every authenticated route: requests at once, and requests per
+    # second with bursts (CallerLimits; 429 with Retry-After beyond either), so one caller cannot take every worker.
+    caller_concurrency: int = 8
+    caller_rate: float = 20.0
+    caller_burst: int = 100
+    # Of those, fact-filtered lists (each scans up to listing.MAX_CHUNKS chunks of the fleet): one at a time, and
+    # this many per second with bursts.
+    caller_scan_rate: float = 1.0
+    caller_scan_burst: int = 10
+
+
+class TimedApiClient(client.ApiClient):
+    """A Kubernetes client whose every request has a (connect, read) timeout, unless the call gives its own, and is
+    made once (no urllib3 retries, which would multiply the wait): the one place the API's calls are bounded."""
+
+    def __init__(self, configuration: client.Configuration, timeout: tuple[float, float]):
+        configuration.retries = False
+        super().__init__(configuration)
+        self.timeout = timeout
+
+    def request(self, method, url, *args: Any, _request_timeout: Any = None, **kwargs: Any):  # noqa: ANN001
+        return super().request(method, url, *args, _request_timeout=_request_timeout or self.timeout, **kwargs)
+
+
+def timed(api: client.ApiClient, timeout: tuple[float, float]) -> TimedApiClient:
+    """`api` itself when it is already timed, else a timed client with a copy of its configuration."""
+    if isinstance(api, TimedApiClient):
+        api.timeout = timeout
+        return api
+    return TimedApiClient(copy.deepcopy(api.configuration), timeout)
 
 
 class ClientCache:
     """A bounded LRU of Kubernetes clients, one per bearer token, keyed by the token's SHA-256."""
 
-    def __init__(self, template: client.Configuration, size: int):
-        self._template, self._size = template, size
+    def __init__(self, template: client.Configuration, size: int,
+                 timeout: tuple[float, float] = (ApiSettings.kube_connect_timeout, ApiSettings.kube_read_timeout)):
+        self._template, self._size, self.timeout = template, size, timeout
         self._clients: OrderedDict[str, client.ApiClient] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -70,7 +109,7 @@ class ClientCache:
                             "cert_file", "key_file"):
                 setattr(configuration, name, value)
         configuration.api_key = {"BearerToken": f"Bearer {token}", "authorization": f"Bearer {token}"}
-        made = client.ApiClient(configuration)
+        made = TimedApiClient(configuration, self.timeout)
         with self._lock:
             made = self._clients.setdefault(key, made)
             self._clients.move_to_end(key)
@@ -88,6 +127,12 @@ class Registry:
     callers: ClientCache
     facts: Any  # automation.adapters.facts.FactsStore
     extra: dict[str, Any] = field(default_factory=dict)  # per-module state (rate limiters), by module
+
+    def __post_init__(self) -> None:
+        """Every client a route can reach is timed (ApiSettings.kube_*_timeout)."""
+        timeout = (self.settings.kube_connect_timeout, self.settings.kube_read_timeout)
+        self.own = timed(self.own, timeout)
+        self.callers.timeout = timeout
 
 
 def registry(request: Request) -> Registry:
@@ -131,10 +176,29 @@ def kube_error(exc: ApiException) -> HTTPException:
     return HTTPException(exc.status or 502, message)
 
 
+FORBIDDEN = ("forbidden: your token may not do this in this tenant, or there is no such tenant (pushing facts needs "
+             "the right to create clusters/facts in clusternet.io for the cluster, issuing a bootstrap token the "
+             "right to create clusters/bootstraptoken)")
+
+
+def names_tenant(request: Request) -> bool:
+    """Whether the request is about one tenant (a path's {tenant} or ?tenant=): its 403 is FORBIDDEN."""
+    return "tenant" in request.path_params or "tenant" in request.query_params
+
+
+def kube_unreachable(exc: urllib3.exceptions.HTTPError) -> HTTPException:
+    """A Kubernetes call that got no answer: 504 when it timed out (TimedApiClient), else 502."""
+    reason = getattr(exc, "reason", None)
+    if isinstance(exc, urllib3.exceptions.TimeoutError) or isinstance(reason, urllib3.exceptions.TimeoutError):
+        return HTTPException(504, "the Kubernetes API did not answer in time; try again later")
+    return HTTPException(502, "the Kubernetes API cannot be reached; try again later")
+
+
 def create_app(reg: Registry, *, routers: Iterable[Callable[[], APIRouter]]) -> FastAPI:
     """The application with these routes (functions returning APIRouters; automation.api.serve.ROUTERS: every
     resource module's, which import this module, so they are handed in rather than imported here)."""
     app = FastAPI(
+        docs_url=None, redoc_url=None, swagger_ui_oauth2_redirect_url=None,  # /docs: automation.api.docs
         separate_input_output_schemas=False,  # one schema per model (ClusterSpec, not -Input and -Output)
         title="clusternet registry",
         version=VERSION,
@@ -147,14 +211,23 @@ def create_app(reg: Registry, *, routers: Iterable[Callable[[], APIRouter]]) -> 
     @app.exception_handler(ApiException)
     def _kubernetes(request: Request, exc: ApiException) -> JSONResponse:
         err = kube_error(exc)
+        if err.status_code == 403 and names_tenant(request):  # Kubernetes' message names the namespace
+            return JSONResponse({"detail": FORBIDDEN}, status_code=403)
+        return JSONResponse({"detail": err.detail}, status_code=err.status_code)
+
+    @app.exception_handler(urllib3.exceptions.HTTPError)
+    def _unreachable(request: Request, exc: urllib3.exceptions.HTTPError) -> JSONResponse:
+        err = kube_unreachable(exc)
+        LOG.warning("%s %s: %s (%s)", request.method, request.url.path, err.detail, type(exc).__name__)
         return JSONResponse({"detail": err.detail}, status_code=err.status_code)
 
     @app.exception_handler(RequestValidationError)
     def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(invalid(exc), status_code=422)
 
+    # Both answer on the event loop (async, no Kubernetes call), never in the worker threads the routes share.
     @app.get("/", tags=["discovery"])
-    def discovery() -> dict[str, Any]:
+    async def discovery() -> dict[str, Any]:
         return {
             "name": "clusternet registry",
             "version": VERSION,
@@ -166,9 +239,14 @@ def create_app(reg: Registry, *, routers: Iterable[Callable[[], APIRouter]]) -> 
         }
 
     @app.get("/healthz", tags=["discovery"])
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    add_docs(app)
     for make in routers:
         app.include_router(make())
+    settings = reg.settings
+    app.add_middleware(CallerLimits, limiter=RateLimiter(settings.caller_rate, settings.caller_burst),
+                       concurrency=settings.caller_concurrency,
+                       scan_limiter=RateLimiter(settings.caller_scan_rate, settings.caller_scan_burst))
     return app

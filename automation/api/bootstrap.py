@@ -35,10 +35,11 @@ from fastapi.responses import JSONResponse
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from pydantic import Field, ValidationError
+import urllib3
 
 from automation.adapters.agent import AgentGone, grant_agent
 from automation.adapters.status import parse_time, rfc3339
-from automation.api.app import LOG, Registry, caller, registry
+from automation.api.app import LOG, Registry, caller, kube_unreachable, registry
 from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
 from automation.api.models import ERRORS, Problem, View
 from automation.api.ratelimit import RateLimiter, client_address
@@ -263,6 +264,13 @@ def router() -> APIRouter:
                       namespace, name, exc.status, exc.reason)
             raise HTTPException(502, f"the token was accepted, but creating the agent's credentials failed "
                                      f"({exc.status} {exc.reason}); ask for a new bootstrap token") from None
+        except urllib3.exceptions.HTTPError as exc:  # no answer in time: the token is spent all the same
+            err = kube_unreachable(exc)
+            LOG.error("Cluster %s/%s redeemed its bootstrap token, but making its agent got no answer: %s",
+                      namespace, name, type(exc).__name__)
+            raise HTTPException(err.status_code, f"the token was accepted, but creating the agent's credentials "
+                                                 f"got no answer ({err.detail}); ask for a new bootstrap token") \
+                from None
         LOG.info("Cluster %s/%s installed: agent token valid until %s", namespace, name, expires_at)
         body = install_response(cluster, tenant=tenant, api_url=reg.settings.public_url,
                                 agent_image=reg.settings.agent_image, agent_token=agent_token,

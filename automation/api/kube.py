@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from pydantic import BaseModel, ValidationError
 
-from automation.api.app import LOG, Registry
+from automation.api.app import FORBIDDEN, LOG, Registry
 from automation.api.models import RESERVED_LABELS, tenant_namespace
 from stacks.names import GROUP, VERSION
 from stacks.registry import ID_ATTEMPTS, new_id
@@ -51,9 +51,10 @@ def authorize(api: client.ApiClient, subresource: str, namespace: str, cluster: 
     (stacks.names FACTS_SUBRESOURCE, BOOTSTRAP_SUBRESOURCE): the one check behind pushing facts and issuing
     bootstrap tokens, asked of Kubernetes as the caller."""
     allowed, why = may(api, "create", "clusters", namespace=namespace, name=cluster, subresource=subresource)
-    if not allowed:
-        raise HTTPException(403, f"you may not {doing} Cluster {namespace}/{cluster}: that needs the right to create "
-                                 f"clusters/{subresource} in {GROUP} for it{f' ({why})' if why else ''}")
+    if not allowed:  # FORBIDDEN, as for a tenant that does not exist: the namespace is not named
+        LOG.info("refused to %s Cluster %s/%s: no right to create clusters/%s%s", doing, namespace, cluster,
+                 subresource, f" ({why})" if why else "")
+        raise HTTPException(403, FORBIDDEN)
 
 
 def own_cluster(reg: Registry, namespace: str, tenant: str, cluster: str) -> dict[str, Any]:
@@ -71,7 +72,8 @@ def namespace_of(reg: Registry, tenant: str, api: client.ApiClient | None = None
 
     Given the caller (`api`), no such Tenant is a 404 only for a caller who could list clusters in the namespace
     it would have: others get the 403 (or, with a bad token, the 401) that an existing tenant would give them,
-    so the answer tells no one which tenants exist."""
+    with the same body (app.FORBIDDEN, which the routes' Kubernetes 403s become too), so the answer tells no one
+    which tenants exist or where."""
     try:
         return tenant_namespace(custom(reg.own).get_cluster_custom_object(GROUP, VERSION, "tenants", tenant))
     except ApiException as exc:
@@ -79,15 +81,17 @@ def namespace_of(reg: Registry, tenant: str, api: client.ApiClient | None = None
             raise
     allowed = True if api is None else may(api, "list", "clusters", namespace=tenant)[0]
     if not allowed:
-        raise HTTPException(403, f"tenant {tenant}: forbidden: you may not list clusters in namespace {tenant}")
+        raise HTTPException(403, FORBIDDEN)
     raise HTTPException(404, f"tenant {tenant} not found")
 
 
 def tenant_index(reg: Registry) -> dict[str, str]:
     """namespace -> Tenant name, for showing which tenant each cluster of a fleet-wide list belongs to.
 
-    Read with the API's own client; when it may not list Tenants, clusters are shown without a tenant rather
-    than the list failing."""
+    A Tenant counts for the namespace the tenant controller granted it (status.namespace), never for the one its
+    spec asks for: whoever may create a Tenant can name any namespace in spec.namespace, and an impostor would
+    then be shown as the owner of another tenant's clusters. Read with the API's own client; when it may not
+    list Tenants, clusters are shown without a tenant rather than the list failing."""
     try:
         tenants = custom(reg.own).list_cluster_custom_object(GROUP, VERSION, "tenants")
     except ApiException as exc:
@@ -96,7 +100,13 @@ def tenant_index(reg: Registry) -> dict[str, str]:
             LOG.warning("cannot list Tenants with the API's own ServiceAccount (%s %s): clusters are shown "
                         "without their tenant", exc.status, exc.reason)
         return {}
-    return {tenant_namespace(doc): doc["metadata"]["name"] for doc in tenants.get("items") or []}
+    index: dict[str, str] = {}
+    for doc in tenants.get("items") or []:
+        status = doc.get("status") if isinstance(doc.get("status"), Mapping) else {}
+        granted = status.get("namespace")
+        if isinstance(granted, str) and granted:
+            index.setdefault(granted, doc["metadata"]["name"])
+    return index
 
 
 def create_named(create: Callable[[str], dict[str, Any]], given: str | None,

@@ -8,6 +8,12 @@ cluster returned. Resuming fetches that chunk again and skips every cluster up t
 has no snapshot token, and a fresh list skipped by key still returns each cluster at most once, because
 Kubernetes lists in key order. The token also carries a fingerprint of the filters, so it cannot be replayed
 with other ones.
+
+A request scans at most MAX_CHUNKS chunks of CHUNK clusters (fewer, larger ones when `limit` is larger than
+CHUNK; always at least one), whatever `limit` asks: when those hold fewer matches, the page is
+short (even empty) and its continue token points at the next chunk. So a filter that matches little costs each
+request a bounded amount of Kubernetes and worker time, and the caller (who follows `continue` until it is
+null, as with any list) pays for the rest in requests, which CallerLimits counts.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from fastapi.exceptions import RequestValidationError
 
 TOKEN_PREFIX = "cnf1."  # a fact-filtered list's continue token (Kubernetes' own never starts with it)
 CHUNK = 500  # clusters per Kubernetes list call while filtering by facts (kubectl's chunk size)
+MAX_CHUNKS = 2  # Kubernetes list calls one fact-filtered request makes at most (then a short page)
 
 Fetch = Callable[[int, "str | None"], Mapping[str, Any]]  # (limit, continue) -> a Kubernetes list
 
@@ -93,7 +100,7 @@ def page(fetch: Fetch, *, limit: int | None, token: str | None, keep: Callable[[
         return Page(list(found.get("items") or []), (found.get("metadata") or {}).get("continue") or None)
     snapshot, after, chunk = _decode(token, filters) if token else (None, "", max(CHUNK, limit or 0))
     items: list[dict[str, Any]] = []
-    while True:
+    for _ in range(max(1, MAX_CHUNKS * CHUNK // chunk)):
         found = fetch(chunk, snapshot)
         chunk_items = list(found.get("items") or [])
         following = (found.get("metadata") or {}).get("continue") or None
@@ -109,3 +116,4 @@ def page(fetch: Fetch, *, limit: int | None, token: str | None, keep: Callable[[
         if following is None:
             return Page(items, None)
         snapshot, after = following, ""
+    return Page(items, _encode(snapshot, "", chunk, filters))  # MAX_CHUNKS scanned: the rest on the next page

@@ -102,6 +102,10 @@ def add_api_command(subparsers: Any) -> None:
     kube.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
     kube.add_argument("--token-cache", type=int, default=defaults.token_cache,
                       help="Kubernetes clients kept, one per caller's token (least recently used go first)")
+    kube.add_argument("--kube-connect-timeout", type=float, default=defaults.kube_connect_timeout,
+                      help="seconds every Kubernetes call waits to connect (then the request answers 504)")
+    kube.add_argument("--kube-read-timeout", type=float, default=defaults.kube_read_timeout,
+                      help="seconds every Kubernetes call waits for each read of its answer (then 504)")
 
     serving = api.add_argument_group("serving")
     serving.add_argument("--bind", default=env("CLUSTERNET_API_BIND", DEFAULT_BIND),
@@ -110,6 +114,16 @@ def add_api_command(subparsers: Any) -> None:
                          help="where agents reach this API, written into their manifests (default: http://<bind>; "
                               "env CLUSTERNET_PUBLIC_URL)")
     serving.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serving.add_argument("--caller-concurrency", type=int, default=defaults.caller_concurrency,
+                         help="requests one caller (bearer token) may have in flight at once, per replica (429 beyond)")
+    serving.add_argument("--caller-rate", type=float, default=defaults.caller_rate,
+                         help="requests per second one caller (bearer token) may make, per replica (429 beyond)")
+    serving.add_argument("--caller-burst", type=int, default=defaults.caller_burst,
+                         help="requests one caller (bearer token) may make at once above --caller-rate, per replica")
+    serving.add_argument("--caller-scan-rate", type=float, default=defaults.caller_scan_rate,
+                         help="fact-filtered lists per second one caller may make (one at a time), per replica")
+    serving.add_argument("--caller-scan-burst", type=int, default=defaults.caller_scan_burst,
+                         help="fact-filtered lists one caller may make in a burst above --caller-scan-rate")
 
     facts = api.add_argument_group("facts history")
     facts.add_argument("--state-dir", default=env("CLUSTERNET_STATE_DIR", "."),
@@ -148,7 +162,11 @@ def settings_from(args: argparse.Namespace) -> ApiSettings:
     return ApiSettings(token_cache=args.token_cache, install_rate=args.install_rate,
                        install_burst=args.install_burst, agent_image=args.agent_image, public_url=public,
                        agent_token_seconds=args.agent_token_seconds, trust_forwarded_for=args.trust_forwarded_for,
-                       hub_name=args.hub_name)
+                       hub_name=args.hub_name,
+                       kube_connect_timeout=args.kube_connect_timeout, kube_read_timeout=args.kube_read_timeout,
+                       caller_concurrency=args.caller_concurrency, caller_rate=args.caller_rate,
+                       caller_burst=args.caller_burst, caller_scan_rate=args.caller_scan_rate,
+                       caller_scan_burst=args.caller_scan_burst)
 
 
 def api_command(args: argparse.Namespace) -> int:
@@ -160,7 +178,7 @@ def api_command(args: argparse.Namespace) -> int:
     store = FactsStore(url, retention=args.facts_retention)
     LOG.info("facts history in %s (keeping %d versions per cluster)", redact_url(url), args.facts_retention)
     reg = Registry(settings=settings, own=own, callers=ClientCache(own.configuration, settings.token_cache),
-                   facts=store)
+                   facts=store)  # times every client (Registry.__post_init__)
     server = uvicorn.Server(uvicorn.Config(
         create_app(reg, routers=ROUTERS), host=host, port=port, workers=1, log_config=None, access_log=True, server_header=False,
         proxy_headers=False, timeout_graceful_shutdown=20))
@@ -172,6 +190,7 @@ def api_command(args: argparse.Namespace) -> int:
         server.run()
     finally:
         store.close()
+        reg.own.close()
         own.close()
     LOG.info("stopped")
     return 0 if server.started else 1
