@@ -6,6 +6,7 @@ through the FastAPI application on the same kube-apiserver.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -240,6 +241,33 @@ def test_a_fact_filtered_list_scans_a_bounded_number_of_chunks(registry_api, fle
         assert pages < 10
     assert found == [made[13]]
     assert len(calls) <= 2 * pages
+
+
+def test_neither_limit_nor_a_forged_continue_token_widens_a_fact_filtered_scan(registry_api, fleet, monkeypatch):
+    """The scan's bound is clusters (MAX_CHUNKS * CHUNK), not calls: a large ?limit= or a continue token whose
+    chunk size was rewritten (it is only base64) still fetches at most that many clusters per request."""
+    monkeypatch.setattr(listing, "CHUNK", 3)
+    monkeypatch.setattr(listing, "MAX_CHUNKS", 2)
+    tenant, namespace = fleet.tenant()
+    for i in range(14):
+        fleet.cluster(tenant, namespace, id=f"c-{fleet.suffix}-{i:02d}", spec={"facts": {"tier": "lead"}})
+    calls: list[int] = []
+    original = client.CustomObjectsApi.list_namespaced_custom_object
+
+    def counted(self, *args, **kwargs):
+        calls.append(kwargs.get("limit"))
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(client.CustomObjectsApi, "list_namespaced_custom_object", counted)
+
+    first = registry_api.ok("GET", f"/tenants/{tenant}/clusters?fact=tier%3Dgold&limit=10000")
+    assert first["items"] == [] and first["continue"] and sum(calls) <= 6, calls
+    body = first["continue"][len(listing.TOKEN_PREFIX):]
+    decoded = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    forged = listing.TOKEN_PREFIX + base64.urlsafe_b64encode(
+        json.dumps({**decoded, "n": 10_000}).encode()).decode().rstrip("=")
+    calls.clear()
+    again = registry_api.ok("GET", f"/tenants/{tenant}/clusters?fact=tier%3Dgold&continue={forged}")
+    assert again["items"] == [] and sum(calls) <= 6, calls
 
 
 # --------------------------------------------------------------------------- item 7: one 403 body
