@@ -21,7 +21,7 @@ from kubernetes import client
 from pydantic import Field
 
 from automation.adapters.agent import TIMEOUT, recorded_uid, request_token
-from automation.api.app import LOG, Registry, caller, registry
+from automation.api.app import FORBIDDEN, LOG, Registry, caller, registry
 from automation.api.bootstrap import hub_config
 from automation.api.kube import namespace_of, own_cluster
 from automation.api.models import ERRORS, View
@@ -76,7 +76,7 @@ def router() -> APIRouter:
     def rotate(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
         namespace = namespace_of(reg, tenant, api)
         if not is_agent(caller_name(api), namespace, cluster):
-            raise HTTPException(403, f"only the facts agent of Cluster {namespace}/{cluster} may rotate its token")
+            raise HTTPException(403, FORBIDDEN)  # the one 403 body: names no namespace, tells no tenant exists
         current = own_cluster(reg, namespace, tenant, cluster)
         _same_cluster(reg, namespace, cluster, current)
         lifetime = agent_token_seconds(reg.settings.agent_token_seconds, hub_config(reg))
