@@ -1,10 +1,10 @@
 """How long until a Cluster deleted while no service runs loses its facts agent: `python -m bench.agent_gc`.
 
-A real etcd, kube-apiserver and kube-controller-manager (garbage collector; tests/envtest.py). Each run installs
+A real etcd, kube-apiserver and kube-controller-manager (garbage collector; doubles/envtest.py). Each run installs
 a Cluster through the registry's install route, deletes the Cluster with no service running, and times the
 garbage collector deleting the agent's ServiceAccount, Role and RoleBinding (their ownerReference to the
 Cluster's uid) and the API server refusing the agent's token (its authentication cache: up to 10 s more).
-The scenario is tests/agent_orphans.py's `orphaned_agent`, which tests/test_registry_revoke.py runs once.
+The scenario is doubles/agent_orphans.py's `orphaned_agent`, which tests/test_registry_revoke.py runs once.
 
 Prints one JSON object: gc_s and refused_s (min, median, max over --runs), and the first run's apart, since
 it includes the collector's first discovery after its start.
@@ -15,8 +15,8 @@ import argparse
 import json
 import statistics
 
-from tests.agent_orphans import orphaned_agent
-from tests.envtest import missing_binaries, project_crds, start_envtest
+from doubles.agent_orphans import orphaned_agent
+from doubles.envtest import missing_binaries, project_crds, start_envtest
 
 
 def spread(values: list[float]) -> dict[str, float]:

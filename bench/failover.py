@@ -1,7 +1,7 @@
 """Failover when the leader's API connection stalls: `python -m bench.failover [--runs 3]`.
 
 Two replicas of the service (automation.service.serve.Service) against a real kube-apiserver
-(tests/envtest.py), sharing one engine double (doubles.RecordingEngine) so that runs of one stack by both
+(doubles/envtest.py), sharing one engine double (doubles.RecordingEngine) so that runs of one stack by both
 replicas would show as overlapping. Replica A leads and talks to the API server through a TCP proxy
 (tests/stall_proxy.py); while A's `up` of a Cluster is in flight, the proxy stops forwarding without closing
 anything (issue #13). Replica B, directly connected, takes over and runs the stack.
@@ -23,7 +23,7 @@ import json
 import statistics
 from typing import Any
 
-from tests.envtest import EnvTest, missing_binaries, project_crds, start_envtest
+from doubles.envtest import EnvTest, missing_binaries, project_crds, start_envtest
 from tests.failover import DEPLOYED, FAST, failover
 
 def spread(values: list[float | None]) -> dict[str, float | None]:

@@ -1,6 +1,6 @@
 """The registry API's figures (docs/registry.md): `python -m bench.registry [--clusters 1000] [--installs 200]`.
 
-Against a real kube-apiserver (tests/envtest.py) and the real `python -m automation api` process:
+Against a real kube-apiserver (doubles/envtest.py) and the real `python -m automation api` process:
 
   list_p50_ms / list_p99_ms        GET /clusters over the whole fleet (--clusters Clusters in 10 tenants),
                                    one page of 100 (`?limit=100`) and every cluster at once (`?limit=1000`)
@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.envtest import EnvTest, free_port, missing_binaries, project_crds, start_envtest
+from doubles.envtest import EnvTest, free_port, missing_binaries, project_crds, start_envtest
 
 ROOT = Path(__file__).resolve().parent.parent
 TENANTS = 10

@@ -1,6 +1,6 @@
 """One tenant's list flood against another's list (#31, item 6): `python -m bench.registry_flood`.
 
-Against a real kube-apiserver (bench/hub.py) and the real `python -m automation api` process, started with its
+Against a real kube-apiserver (doubles/envtest.py) and the real `python -m automation api` process, started with its
 default flags (so the same command measures any version of the API):
 
   victim_alone_p50_ms / _p99_ms   tenant A lists its --victim-clusters clusters (GET /tenants/A/clusters),
@@ -36,7 +36,7 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.hub import Hub, free_port, local_hub, missing
+from doubles.envtest import EnvTest, free_port, missing_binaries, project_crds, start_envtest
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUP, VERSION = "clusternet.io", "v1alpha1"
@@ -53,9 +53,9 @@ def _get(url: str, token: str, timeout: float = 120) -> int:
         return exc.code
 
 
-def _tenant(hub: Hub, name: str, clusters: int) -> str:
+def _tenant(hub: EnvTest, name: str, clusters: int) -> str:
     """Tenant `name`, its namespace and clusters, and the token of a ServiceAccount that may get and list them."""
-    with hub.client() as api:
+    with hub.api_client() as api:
         core, objects, rbac = client.CoreV1Api(api), client.CustomObjectsApi(api), client.RbacAuthorizationV1Api(api)
         core.create_namespace({"metadata": {"name": name}})
         objects.create_cluster_custom_object(GROUP, VERSION, "tenants", {
@@ -79,13 +79,13 @@ def _tenant(hub: Hub, name: str, clusters: int) -> str:
         return made.status.token
 
 
-def _start_api(hub: Hub, workdir: Path) -> tuple[subprocess.Popen, str]:
+def _start_api(hub: EnvTest, workdir: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("KUBERNETES_SERVICE_HOST", "CLUSTERNET_FACTS_DB", "KUBECONFIG"):
         env.pop(name, None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "automation", "api", "--kubeconfig", str(hub.kubeconfig),
+        [sys.executable, "-m", "automation", "api", "--kubeconfig", str(hub.kubeconfig()),
          "--bind", f"127.0.0.1:{port}", "--state-dir", str(workdir), "--log-level", "WARNING"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(workdir / "api.log", "wb"),
         start_new_session=True)
@@ -129,7 +129,7 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
             round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 1))
 
 
-def measure(hub: Hub, *, victim_clusters: int, attacker_clusters: int, flooders: int, samples: int,
+def measure(hub: EnvTest, *, victim_clusters: int, attacker_clusters: int, flooders: int, samples: int,
             pause: float) -> dict[str, Any]:
     victim = _tenant(hub, "t-victim", victim_clusters)
     attacker = _tenant(hub, "t-attacker", attacker_clusters)
@@ -187,10 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=200, help="victim lists per phase")
     parser.add_argument("--pause", type=float, default=0.05, help="seconds between two victim lists")
     args = parser.parse_args(argv)
-    absent = missing()
+    absent = missing_binaries("etcd", "kube-apiserver")
     if absent:
         parser.error(f"{', '.join(absent)} not found in .tools/bin or on PATH (scripts/tools.sh builds them)")
-    with local_hub() as hub:
+    with start_envtest(crds=project_crds()) as hub:
         print(json.dumps(measure(hub, victim_clusters=args.victim_clusters, attacker_clusters=args.attacker_clusters,
                                  flooders=args.flooders, samples=args.samples, pause=args.pause), indent=2))
     return 0

@@ -3,6 +3,9 @@
 
 - doubles.engine.RecordingEngine: the Engine protocol in memory (automation.adapters.engine).
 - doubles.kube.MockKubeAPI, CuttableProxy: a Kubernetes API over real HTTP, and a proxy a test can cut.
+- doubles.envtest: the real thing, not a double: etcd + kube-apiserver (+ kube-controller-manager) on loopback,
+  the harness tests/ (its fixtures: tests/envtest.py) and bench/ share; doubles.agent_orphans: the scenario
+  of an agent whose Cluster went while no service ran.
 """
 from doubles.engine import RecordingEngine, fake_outputs
 from doubles.kube import CuttableProxy, MockKubeAPI

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from doubles.envtest import delete_tenant  # noqa: F401 - the tests' helper, shared with bench/
 from stacks.admission import admission_manifests, tenant_admin_clusterrole
 from stacks.names import GROUP, VERSION
 
@@ -82,18 +83,6 @@ def undo_all(calls: Iterable[Callable[[], Any]]) -> None:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-
-
-def delete_tenant(api_client: client.ApiClient, name: str) -> None:
-    """Delete a Tenant for good: zero its count, drop its finalizers (no controller may be running), delete it."""
-    custom = client.CustomObjectsApi(api_client)
-    try:
-        custom.patch_cluster_custom_object_status(GROUP, VERSION, "tenants", name, {"status": {"clusters": 0}})
-        custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"metadata": {"finalizers": None}})
-        custom.delete_cluster_custom_object(GROUP, VERSION, "tenants", name)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
 
 
 def service_account_token(api_client: client.ApiClient, namespace: str, name: str) -> str:

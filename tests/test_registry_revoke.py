@@ -14,7 +14,7 @@ from kubernetes.client.rest import ApiException
 from automation.adapters.agent import MANAGED_LABELS, grant_agent
 from doubles.engine import RecordingEngine
 from stacks.names import AGENT_CLUSTER_LABEL, AGENT_CLUSTER_UID_ANNOTATION, GROUP, VERSION, agent_name
-from tests.agent_orphans import GC_WITHIN, orphaned_agent
+from doubles.agent_orphans import GC_WITHIN, orphaned_agent
 from tests.envtest import kube_apiserver, kube_apiserver_gc  # noqa: F401 - the fixtures
 from tests.service_env import ServiceEnv, wait_until
 

@@ -24,8 +24,7 @@ from kubernetes.client.rest import ApiException
 from automation.api import bootstrap
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from stacks.names import API_VERSION, GROUP, TENANT_ANNOTATION, TENANT_LABEL, VERSION, agent_name
-from tests.envtest import EnvTest
-from tests.registry_rbac import delete_tenant
+from doubles.envtest import EnvTest, delete_tenant
 
 GC_WITHIN = 120.0  # loose: the collector's first pass after a start may wait for its discovery (30 s period)
 
