@@ -105,10 +105,11 @@ def test_a_stalled_kubernetes_api_is_a_504_and_healthz_never_waits(kube_apiserve
             proxy.stall()
             paths = ["/tenants?limit=1", "/clusters?limit=1", "/tenants/t-stalled/clusters",
                      "/tenants/t-stalled/clusters/c-x/facts", "/tenants/t-stalled"] * 12  # 60 > 40 workers
-            started = time.monotonic()
+            started, held = time.monotonic(), proxy.connections
             with ThreadPoolExecutor(len(paths)) as pool:
                 flood = [pool.submit(_get, base + path, token, 60) for path in paths]
-                time.sleep(1.0)  # every worker thread is now waiting on the stalled API server
+                # the worker threads are waiting on the stalled API server: each holds a connection of its own
+                wait_until(lambda: proxy.connections - held >= 20, 20, what="20 workers waiting on the stall")
                 health = []
                 for _ in range(5):
                     asked = time.monotonic()
@@ -190,7 +191,8 @@ def test_one_tenant_flooding_fact_filtered_lists_does_not_starve_another(kube_ap
         for thread in threads:
             thread.start()
         try:
-            time.sleep(1.0)
+            wait_until(lambda: any(status == 429 for status, _ in answers), 20,
+                       what="the flood past the attacker's first burst")
             under_flood = victim_p99(40)
         finally:
             stop.set()
