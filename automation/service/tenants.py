@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -52,6 +52,7 @@ from stacks.names import GROUP, TENANT_FINALIZER, TENANT_LABEL, VERSION
 from stacks.registry import Tenant
 
 LOG = logging.getLogger("clusternet.tenants")
+T = TypeVar("T")
 
 TENANTS = "tenants"
 
@@ -302,12 +303,7 @@ class TenantController:
     def _ensure_admins(self, tenant: Tenant) -> None:
         wanted = admins_rolebinding(tenant)
         namespace = tenant.namespace
-        try:
-            current = self.rbac.read_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            current = None
+        current = _or_none(lambda: self.rbac.read_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace))
         if wanted is None:
             if current is not None:
                 self._delete_rolebinding(namespace)
@@ -329,13 +325,8 @@ class TenantController:
     def _ensure_quota(self, tenant: Tenant, uid: str) -> None:
         wanted = tenant_quota(tenant, uid)
         namespace = tenant.namespace
-        try:
-            current = self.core.read_namespaced_resource_quota(TENANT_QUOTA, namespace,
-                                                               _request_timeout=self.request_timeout)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            current = None
+        current = _or_none(lambda: self.core.read_namespaced_resource_quota(TENANT_QUOTA, namespace,
+                                                                            _request_timeout=self.request_timeout))
         if wanted is None:
             if current is not None:
                 self._delete_quota(namespace)
@@ -354,18 +345,11 @@ class TenantController:
                 "spec": {"hard": wanted["spec"]["hard"]}}, _request_timeout=self.request_timeout)
 
     def _delete_quota(self, namespace: str) -> None:
-        try:
-            self.core.delete_namespaced_resource_quota(TENANT_QUOTA, namespace, _request_timeout=self.request_timeout)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        _or_none(lambda: self.core.delete_namespaced_resource_quota(TENANT_QUOTA, namespace,
+                                                                    _request_timeout=self.request_timeout))
 
     def _delete_rolebinding(self, namespace: str) -> None:
-        try:
-            self.rbac.delete_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        _or_none(lambda: self.rbac.delete_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace))
 
     def _release(self, name: str, namespace: str) -> None:
         """Let a namespace this Tenant made or adopted go: its RoleBinding and tenant marks; the namespace stays."""
@@ -428,3 +412,13 @@ def _subjects(subjects: list[Mapping[str, Any]] | None) -> list[tuple]:
 def _differs(have: Mapping[str, str] | None, want: Mapping[str, str]) -> bool:
     have = have or {}
     return any(have.get(key) != value for key, value in want.items())
+
+
+def _or_none(call: Callable[[], T]) -> T | None:
+    """`call()`, or None when what it reads or deletes is not there (404); any other error is raised."""
+    try:
+        return call()
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return None
