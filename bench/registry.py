@@ -45,7 +45,7 @@ def _call(base: str, method: str, path: str, token: str | None = None, body: Any
         return exc.code, exc.read().decode(errors="replace")
 
 
-def _percentiles(samples: list[float]) -> tuple[float, float]:
+def percentiles(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
     return (round(statistics.median(ordered) * 1000, 1),
             round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 1))
@@ -76,14 +76,18 @@ def _fleet(env: EnvTest, clusters: int) -> list[tuple[str, str]]:
     return names
 
 
-def _start_api(env: EnvTest, workdir: Path, rate: float) -> tuple[subprocess.Popen, str]:
+def start_api(env: EnvTest, workdir: Path, *flags: str) -> tuple[subprocess.Popen, str]:
+    """The real `python -m automation api` process against `env` on a free port, with `flags` (its log in
+    workdir/api.log, in a session of its own); returns it and its base URL once /healthz answers."""
     port = free_port()
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name in ("KUBERNETES_SERVICE_HOST", "CLUSTERNET_FACTS_DB", "KUBECONFIG"):
+        environ.pop(name, None)
     process = subprocess.Popen(
         [sys.executable, "-m", "automation", "api", "--kubeconfig", str(env.kubeconfig()),
-         "--bind", f"127.0.0.1:{port}", "--facts-db", f"sqlite:///{workdir / 'facts.db'}",
-         "--install-rate", f"{rate:g}", "--install-burst", f"{int(rate)}",
-         "--caller-rate", f"{rate:g}", "--caller-burst", f"{int(rate)}"],  # the admin's own calls: not the limit
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(workdir / "api.log", "wb"), start_new_session=True)
+         "--bind", f"127.0.0.1:{port}", *flags],
+        cwd=ROOT, env=environ, stdout=subprocess.DEVNULL, stderr=open(workdir / "api.log", "wb"),
+        start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -101,7 +105,11 @@ def _start_api(env: EnvTest, workdir: Path, rate: float) -> tuple[subprocess.Pop
 def measure(env: EnvTest, clusters: int, installs: int, rate: float) -> dict[str, Any]:
     names = _fleet(env, clusters)
     with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp:
-        process, base = _start_api(env, Path(tmp), rate)
+        workdir = Path(tmp)
+        process, base = start_api(env, workdir, "--facts-db", f"sqlite:///{workdir / 'facts.db'}",
+                                  "--install-rate", f"{rate:g}", "--install-burst", f"{int(rate)}",
+                                  # the admin's own calls: not the limit
+                                  "--caller-rate", f"{rate:g}", "--caller-burst", f"{int(rate)}")
         try:
             result: dict[str, Any] = {"clusters": clusters}
             for limit in (100, 1000):
@@ -113,7 +121,7 @@ def measure(env: EnvTest, clusters: int, installs: int, rate: float) -> dict[str
                     status, _ = _call(base, "GET", f"/clusters?limit={limit}", env.token)
                     samples.append(time.perf_counter() - started)
                     assert status == 200
-                result[f"list_limit_{limit}_p50_ms"], result[f"list_limit_{limit}_p99_ms"] = _percentiles(samples)
+                result[f"list_limit_{limit}_p50_ms"], result[f"list_limit_{limit}_p99_ms"] = percentiles(samples)
 
             tokens = []
             for namespace, name in names[:installs]:
@@ -133,7 +141,7 @@ def measure(env: EnvTest, clusters: int, installs: int, rate: float) -> dict[str
             wall = time.perf_counter() - started
             result["installs"] = len(tokens)
             result["install_per_s"] = round(len(tokens) / wall, 1)
-            result["install_p50_ms"], result["install_p99_ms"] = _percentiles(latencies)
+            result["install_p50_ms"], result["install_p99_ms"] = percentiles(latencies)
             return result
         finally:
             os.killpg(process.pid, signal.SIGTERM)

@@ -21,9 +21,6 @@ import json
 import multiprocessing
 import os
 import signal
-import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -36,10 +33,9 @@ from typing import Any
 
 from kubernetes import client
 
-from doubles.envtest import EnvTest, free_port, missing_binaries, project_crds, start_envtest
-
-ROOT = Path(__file__).resolve().parent.parent
-GROUP, VERSION = "clusternet.io", "v1alpha1"
+from bench.registry import percentiles, start_api
+from doubles.envtest import EnvTest, missing_binaries, project_crds, start_envtest
+from stacks.names import GROUP, VERSION
 
 
 def _get(url: str, token: str, timeout: float = 120) -> int:
@@ -79,30 +75,6 @@ def _tenant(hub: EnvTest, name: str, clusters: int) -> str:
         return made.status.token
 
 
-def _start_api(hub: EnvTest, workdir: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for name in ("KUBERNETES_SERVICE_HOST", "CLUSTERNET_FACTS_DB", "KUBECONFIG"):
-        env.pop(name, None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "automation", "api", "--kubeconfig", str(hub.kubeconfig()),
-         "--bind", f"127.0.0.1:{port}", "--state-dir", str(workdir), "--log-level", "WARNING"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(workdir / "api.log", "wb"),
-        start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if _get(f"{base}/healthz", "", 2) == 200:
-                return process, base
-        except OSError:
-            pass
-        if process.poll() is not None:
-            raise RuntimeError(f"the API exited: {(workdir / 'api.log').read_text()[-2000:]}")
-        time.sleep(0.2)
-    raise RuntimeError("the API did not come up in 60 s")
-
-
 def _flood(url: str, token: str, flooders: int, stop: Any, counts: Any) -> None:
     """`flooders` threads sending `url` back to back (never waiting on Retry-After) until `stop`; their answers
     by status put on `counts`."""
@@ -123,18 +95,12 @@ def _flood(url: str, token: str, flooders: int, stop: Any, counts: Any) -> None:
     counts.put(dict(answers))
 
 
-def _percentiles(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    return (round(statistics.median(ordered) * 1000, 1),
-            round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 1))
-
-
 def measure(hub: EnvTest, *, victim_clusters: int, attacker_clusters: int, flooders: int, samples: int,
             pause: float) -> dict[str, Any]:
     victim = _tenant(hub, "t-victim", victim_clusters)
     attacker = _tenant(hub, "t-attacker", attacker_clusters)
     with tempfile.TemporaryDirectory(prefix="bench-flood-") as tmp:
-        process, base = _start_api(hub, Path(tmp))
+        process, base = start_api(hub, Path(tmp), "--state-dir", tmp, "--log-level", "WARNING")
         try:
             victim_url = f"{base}/tenants/t-victim/clusters"
             flood_url = f"{base}/tenants/t-attacker/clusters?fact=index%3Dnone"
@@ -167,8 +133,8 @@ def measure(hub: EnvTest, *, victim_clusters: int, attacker_clusters: int, flood
                 flood.join(30)
             result: dict[str, Any] = {"victim_clusters": victim_clusters, "attacker_clusters": attacker_clusters,
                                       "flooders": flooders, "samples": samples}
-            result["victim_alone_p50_ms"], result["victim_alone_p99_ms"] = _percentiles(alone)
-            result["victim_flood_p50_ms"], result["victim_flood_p99_ms"] = _percentiles(under_flood)
+            result["victim_alone_p50_ms"], result["victim_alone_p99_ms"] = percentiles(alone)
+            result["victim_flood_p50_ms"], result["victim_flood_p99_ms"] = percentiles(under_flood)
             result["p99_ratio"] = round(result["victim_flood_p99_ms"] / result["victim_alone_p99_ms"], 2)
             result["flood_answers"] = {str(status): count for status, count in sorted(answers.items())}
             result["flood_seconds"] = round(sum(under_flood) + samples * pause, 1)
