@@ -41,7 +41,7 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def measure_stack(count: int, runs: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix=f"clusternet-bench-drift-{count}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"hubwright-bench-drift-{count}-") as tmp:
         cloud = Path(tmp) / "cloud"
         engine = PulumiEngine(engine_settings(Path(tmp) / "state"),
                               program_factory=functools.partial(cloudy, cloud=str(cloud), count=count))

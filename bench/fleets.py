@@ -14,8 +14,8 @@ def hub(**spec: Any) -> HubConfig:
     return parse({
         "apiVersion": API_VERSION, "kind": "HubConfig", "metadata": {"name": "bench"},
         "spec": {"accountID": "111111111111", "region": "us-east-1",
-                 "credentials": {"roleARN": "arn:aws:iam::111111111111:role/clusternet-hub"},
-                 "roleAccountMap": {a: f"arn:aws:iam::{a}:role/clusternet" for a in ACCOUNTS}, **spec},
+                 "credentials": {"roleARN": "arn:aws:iam::111111111111:role/hubwright-hub"},
+                 "roleAccountMap": {a: f"arn:aws:iam::{a}:role/hubwright" for a in ACCOUNTS}, **spec},
     })
 
 

@@ -51,8 +51,8 @@ def hub_doc(n: int) -> dict[str, Any]:
     ]
     return {"apiVersion": API_VERSION, "kind": "HubConfig", "metadata": {"name": "bench"},
             "spec": {"accountID": "111111111111", "region": "us-east-1",
-                     "credentials": {"roleARN": "arn:aws:iam::111111111111:role/clusternet-hub"},
-                     "roleAccountMap": {a: f"arn:aws:iam::{a}:role/clusternet" for a in fleets.ACCOUNTS},
+                     "credentials": {"roleARN": "arn:aws:iam::111111111111:role/hubwright-hub"},
+                     "roleAccountMap": {a: f"arn:aws:iam::{a}:role/hubwright" for a in fleets.ACCOUNTS},
                      "privateLink": {"endpointsPerVPC": 50},
                      "endpointVPCInventory": inventory,
                      "associatedVPCs": [{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "10.0.0.0/16"}]}}
@@ -162,7 +162,7 @@ def main() -> None:
     args = parser.parse_args()
 
     result: dict[str, Any] = {"clusters": args.clusters, "jobs": args.jobs, "policy": args.policy}
-    with tempfile.TemporaryDirectory(prefix="clusternet-bench-plan-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="hubwright-bench-plan-") as tmp:
         root = Path(tmp)
         hub, folder = write_fleet(root, args.clusters)
         out = root / "plan.json"

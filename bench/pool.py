@@ -26,7 +26,7 @@ from automation.adapters.pool import WorkerPool
 from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings
 from stacks.inputs import AwsTarget, StackInputs
 
-PASSPHRASE = "clusternet-bench"
+PASSPHRASE = "hubwright-bench"
 
 
 def inputs(name: str) -> StackInputs:
@@ -45,7 +45,7 @@ def timed(fn: Callable[[], object], times: int) -> list[float]:
 
 
 def measure(runs: int, pings: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="clusternet-bench-pool-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="hubwright-bench-pool-") as tmp:
         settings = PulumiSettings(state_dir=Path(tmp) / "state", pulumi_home=Path(tmp) / "home",
                                   env={"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE})
         in_process = PulumiEngine(settings)

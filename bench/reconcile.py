@@ -42,7 +42,7 @@ from bench.fleets import ACCOUNTS, REGIONS
 from doubles import RecordingEngine
 from stacks.names import GROUP, OWNER_ACCOUNT_ANNOTATION, VERSION
 
-SYSTEM = "clusternet-system"
+SYSTEM = "hubwright-system"
 
 
 # --------------------------------------------------------------------------- the API server
@@ -86,8 +86,8 @@ def hub_doc(clusters: int, group: dict | None = None) -> dict:
     return {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubConfig", "metadata": {"name": "default"},
         "spec": {"accountID": "111111111111", "region": "us-east-1",
-                 "credentials": {"roleARN": "arn:aws:iam::111111111111:role/clusternet-hub"},
-                 "roleAccountMap": {a: f"arn:aws:iam::{a}:role/clusternet" for a in ACCOUNTS},
+                 "credentials": {"roleARN": "arn:aws:iam::111111111111:role/hubwright-hub"},
+                 "roleAccountMap": {a: f"arn:aws:iam::{a}:role/hubwright" for a in ACCOUNTS},
                  "endpointVPCInventory": inventory,
                  "associatedVPCs": [{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "172.16.0.0/16"}],  # clear of the clusters
                  # The mesh scenario's group spans every team (a group is namespace-local unless listed).
@@ -98,8 +98,8 @@ def hub_doc(clusters: int, group: dict | None = None) -> dict:
 def cluster_doc(n: int, namespace: str, *, mesh: str | None = None, transit: bool = False) -> dict:
     meta: dict[str, Any] = {"name": f"c{n:04d}", "namespace": namespace}
     if mesh:
-        meta["labels"] = {"clusternet.io/mesh": mesh}
-        meta["annotations"] = {"clusternet.io/mesh-enabled": "true"}
+        meta["labels"] = {"hubwright.io/mesh": mesh}
+        meta["annotations"] = {"hubwright.io/mesh-enabled": "true"}
     return {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "metadata": meta,
         "spec": {"accountID": ACCOUNTS[n % 2], "region": REGIONS[n % 2] if not mesh else "us-east-1",

@@ -58,15 +58,15 @@ def _fleet(env: EnvTest, clusters: int) -> list[tuple[str, str]]:
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         for i in range(TENANTS):
             core.create_namespace({"metadata": {"name": f"t-bench-{i}"}})
-            custom.create_cluster_custom_object("clusternet.io", "v1alpha1", "tenants", {
-                "apiVersion": "clusternet.io/v1alpha1", "kind": "Tenant", "metadata": {"name": f"t-bench-{i}"},
+            custom.create_cluster_custom_object("hubwright.io", "v1alpha1", "tenants", {
+                "apiVersion": "hubwright.io/v1alpha1", "kind": "Tenant", "metadata": {"name": f"t-bench-{i}"},
                 "spec": {"displayName": f"Bench {i}"}})
         names = [(f"t-bench-{i % TENANTS}", f"c-bench-{i:05d}") for i in range(clusters)]
 
         def create(pair: tuple[str, str]) -> None:
             namespace, name = pair
-            custom.create_namespaced_custom_object("clusternet.io", "v1alpha1", namespace, "clusters", {
-                "apiVersion": "clusternet.io/v1alpha1", "kind": "Cluster",
+            custom.create_namespaced_custom_object("hubwright.io", "v1alpha1", namespace, "clusters", {
+                "apiVersion": "hubwright.io/v1alpha1", "kind": "Cluster",
                 "metadata": {"name": name, "namespace": namespace, "labels": {"tier": "bench"}},
                 "spec": {"displayName": name, "facts": {"cloud": "aws", "index": str(int(name[-5:]) % 7)},
                          "tokenLifetime": "1h"}})
@@ -81,7 +81,7 @@ def start_api(env: EnvTest, workdir: Path, *flags: str) -> tuple[subprocess.Pope
     workdir/api.log, in a session of its own); returns it and its base URL once /healthz answers."""
     port = free_port()
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for name in ("KUBERNETES_SERVICE_HOST", "CLUSTERNET_FACTS_DB", "KUBECONFIG"):
+    for name in ("KUBERNETES_SERVICE_HOST", "HUBWRIGHT_FACTS_DB", "KUBECONFIG"):
         environ.pop(name, None)
     process = subprocess.Popen(
         [sys.executable, "-m", "automation", "api", "--kubeconfig", str(env.kubeconfig()),

@@ -1,6 +1,6 @@
-"""The clusternet service inside a Kubernetes cluster: CRDs, RBAC, state and the Deployment.
+"""The hubwright service inside a Kubernetes cluster: CRDs, RBAC, state and the Deployment.
 
-    ControlPlane (clusternet:deploy:ControlPlane)
+    ControlPlane (hubwright:deploy:ControlPlane)
     ├── ConfigGroup         the CRDs (generated from the pydantic models by stacks.crds)
     ├── ConfigGroup         the Tenant admission policies and the tenant-admin ClusterRole (stacks.admission)
     ├── Namespace, ServiceAccount
@@ -26,7 +26,7 @@ import pulumi_kubernetes as k8s
 from stacks.admission import admission_manifests, tenant_admin_clusterrole, tenant_controller_rules
 from stacks.names import GROUP
 
-STATE_DIR = "/var/lib/clusternet"  # --state-dir: per-stack workspaces (and the file:// backend's state)
+STATE_DIR = "/var/lib/hubwright"  # --state-dir: per-stack workspaces (and the file:// backend's state)
 PULUMI_HOME = "/var/cache/pulumi"  # the CLI's workspace settings and plugin cache (the Dockerfile's ENV too)
 
 
@@ -34,20 +34,20 @@ PULUMI_HOME = "/var/cache/pulumi"  # the CLI's workspace settings and plugin cac
 class ControlPlaneArgs:
     image: str
     crds: Sequence[Mapping[str, Any]]  # stacks.crds.crd_manifests()
-    namespace: str = "clusternet-system"
+    namespace: str = "hubwright-system"
     # None: the file:// backend on a volume (one replica: the volume is ReadWriteOnce).
     # "s3://bucket/prefix" or "https://api.pulumi.com": shared state, two replicas with leader election.
     backend_url: str | None = None
     state_size: str = "10Gi"
-    passphrase_secret: str = "clusternet-pulumi"  # Secret with PULUMI_CONFIG_PASSPHRASE (and PULUMI_ACCESS_TOKEN)
-    role_map_configmap: str = "clusternet-role-account-map"
-    lease: str = "clusternet"  # the leader-election Lease
+    passphrase_secret: str = "hubwright-pulumi"  # Secret with PULUMI_CONFIG_PASSPHRASE (and PULUMI_ACCESS_TOKEN)
+    role_map_configmap: str = "hubwright-role-account-map"
+    lease: str = "hubwright"  # the leader-election Lease
     service_account_annotations: Mapping[str, str] = field(default_factory=dict)  # e.g. IRSA role
     serve_args: Sequence[str] = ()  # extra `python -m automation serve` flags
     run_timeout: float = 1800.0  # --run-timeout: seconds one Pulumi run may take before it is cancelled
     cancel_grace: float = 60.0  # --cancel-grace: seconds a cancelled run gets before its process tree is killed
     metrics_port: int = 8080
-    # CLUSTERNET_POLICY: the policy pack on every update, "mandatory" (each rule at its level), "advisory", or "off"
+    # HUBWRIGHT_POLICY: the policy pack on every update, "mandatory" (each rule at its level), "advisory", or "off"
     # (the emergency switch: `pulumi config set policy off` on the deploy stack, then `pulumi up`).
     policy: str = "mandatory"
     resources: Mapping[str, Any] = field(
@@ -111,10 +111,10 @@ def namespace_rules(role_map_configmap: str, lease: str) -> list[dict[str, Any]]
 class ControlPlane(pulumi.ComponentResource):
     def __init__(self, name: str, args: ControlPlaneArgs, provider: k8s.Provider,
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("clusternet:deploy:ControlPlane", name, None, opts)
+        super().__init__("hubwright:deploy:ControlPlane", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         ns = args.namespace
-        labels = {"app.kubernetes.io/name": "clusternet", "app.kubernetes.io/instance": name}
+        labels = {"app.kubernetes.io/name": "hubwright", "app.kubernetes.io/instance": name}
 
         self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", objs=[dict(c) for c in args.crds], opts=child)
         # The registry's rules the API server enforces itself (stacks.admission): who may set a Tenant's account,
@@ -177,7 +177,7 @@ class ControlPlane(pulumi.ComponentResource):
                         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
                         "terminationGracePeriodSeconds": args.termination_grace,
                         "containers": [{
-                            "name": "clusternet",
+                            "name": "hubwright",
                             "image": args.image,
                             "args": ["python", "-m", "automation", "serve", "--namespace", ns,
                                      "--backend", backend, "--state-dir", STATE_DIR,
@@ -191,9 +191,9 @@ class ControlPlane(pulumi.ComponentResource):
                                 {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                                 # A lock left by a replaced pod of this Deployment is this service's own:
                                 # recover() may clear it once stale (pod hostnames: <name>-<rs hash>-<pod hash>).
-                                {"name": "CLUSTERNET_LOCK_HOSTS", "value": f"{name}-[a-z0-9]+-[a-z0-9]+"},
+                                {"name": "HUBWRIGHT_LOCK_HOSTS", "value": f"{name}-[a-z0-9]+-[a-z0-9]+"},
                                 {"name": "PULUMI_HOME", "value": PULUMI_HOME},
-                                {"name": "CLUSTERNET_POLICY", "value": args.policy},
+                                {"name": "HUBWRIGHT_POLICY", "value": args.policy},
                             ],
                             "envFrom": [{"secretRef": {"name": args.passphrase_secret}}],
                             "ports": [{"name": "metrics", "containerPort": args.metrics_port}],

@@ -1,6 +1,6 @@
 """The shared ingress's central proxy on the management cluster.
 
-    CentralProxy (clusternet:ingress:CentralProxy)
+    CentralProxy (hubwright:ingress:CentralProxy)
     ├── Namespace            spec.sharedIngress.namespace
     ├── ConfigMap            haproxy.cfg + clusters.map (stacks.haproxy)
     ├── Deployment           HAProxy in master-worker mode, >= 2 replicas on different nodes, readiness on /healthz;
@@ -37,10 +37,10 @@ class CentralProxyArgs:
     map: str  # clusters.map
     port: int  # the port HAProxy binds and the load balancer exposes
     dropped: tuple[tuple[Route, str], ...] = ()  # routes the renderer refused (not in config or map), and why
-    namespace: str = "clusternet-ingress"
+    namespace: str = "hubwright-ingress"
     image: str = "haproxy:2.6"
     replicas: int = 2
-    reloader_image: str | None = None  # the clusternet image; None: a config change rolls the pods
+    reloader_image: str | None = None  # the hubwright image; None: a config change rolls the pods
     # True: the service keeps the ConfigMap's routes current (automation/adapters/ingress_sync.py) and this
     # component only creates it; needs the reloader, since nothing else would apply the changes.
     routes_from_service: bool = False
@@ -82,9 +82,9 @@ def _lb_address(status: Any) -> str | None:
 class CentralProxy(pulumi.ComponentResource):
     def __init__(self, name: str, args: CentralProxyArgs, provider: k8s.Provider,
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("clusternet:ingress:CentralProxy", name, None, opts)
+        super().__init__("hubwright:ingress:CentralProxy", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
-        labels = {"app.kubernetes.io/name": "clusternet-ingress", "app.kubernetes.io/instance": name,
+        labels = {"app.kubernetes.io/name": "hubwright-ingress", "app.kubernetes.io/instance": name,
                   "app.kubernetes.io/component": "central-proxy"}
 
         self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": args.namespace, "labels": labels},
@@ -146,7 +146,7 @@ class CentralProxy(pulumi.ComponentResource):
     def _template_annotations(args: CentralProxyArgs) -> dict[str, str]:
         # Without a reloader the only way a pod sees a new config is a new pod: roll on every change.
         # With one, the ConfigMap volume updates in place and the reloader applies it hitlessly.
-        return {} if args.reloader_image else {"clusternet.io/config-hash": args.config_hash}
+        return {} if args.reloader_image else {"hubwright.io/config-hash": args.config_hash}
 
     @staticmethod
     def _pod_spec(args: CentralProxyArgs, labels: Mapping[str, str], config_map: pulumi.Input[str]) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """The mesh resources one stack owns (its MeshShare), across accounts and regions.
 
-    Mesh (clusternet:mesh:Mesh)                    one per member stack
-    ├── SecurityGroup "clusternet-mesh-<stack>"     "dedicated" mode only: this member's own group
+    Mesh (hubwright:mesh:Mesh)                    one per member stack
+    ├── SecurityGroup "hubwright-mesh-<stack>"     "dedicated" mode only: this member's own group
     ├── TransitLink (components.transit)            Transit Gateway phases: this member's attachment
-    └── MeshPeering (clusternet:mesh:MeshPeering)  one per pair this stack owns, named from the pair
+    └── MeshPeering (hubwright:mesh:MeshPeering)  one per pair this stack owns, named from the pair
         ├── VpcPeeringConnection                    while the group's phase has peerings: requester here
         ├── VpcPeeringConnectionAccepter            the peer's account/region (the peer's provider)
         ├── Route ×(route tables of both members)  to the other member's CIDR, via the peering or via the
@@ -46,11 +46,11 @@ class MeshPeering(pulumi.ComponentResource):
                  owner_groups: Sequence[tuple[str, pulumi.Input[str]]], providers: tuple[aws.Provider, aws.Provider],
                  opts: pulumi.ResourceOptions | None = None):
         # The type says "peering" for the URNs' sake: existing stacks keep every resource when a group moves.
-        super().__init__("clusternet:mesh:MeshPeering", name, None, opts)
+        super().__init__("hubwright:mesh:MeshPeering", name, None, opts)
         group, owner, rules = share.group, share.member, share.rules
         peer = pair.peer
         own_provider, peer_provider = providers
-        tags = {"Name": pair.name, "clusternet.io/mesh-group": group}
+        tags = {"Name": pair.name, "hubwright.io/mesh-group": group}
         self.peering: aws.ec2.VpcPeeringConnection | None = None
         self.accepter: aws.ec2.VpcPeeringConnectionAccepter | None = None
         after: list[pulumi.Resource] = []
@@ -95,7 +95,7 @@ class MeshPeering(pulumi.ComponentResource):
                         security_group_id=group_id,
                         ip_protocol=rule.protocol,
                         cidr_ipv4=other.cidr,
-                        description=f"clusternet mesh {group}: from {other.key}",
+                        description=f"hubwright mesh {group}: from {other.key}",
                         tags=tags,  # Name: the pair (the description says from whom); fits 256
                         opts=child,
                         **ports,
@@ -126,14 +126,14 @@ class MeshPeering(pulumi.ComponentResource):
             peer_vpc_id=peer.vpc_id,
             peer_owner_id=peer.target.account_id,
             peer_region=peer.target.region,
-            tags={**tags, "clusternet.io/side": "requester"},
+            tags={**tags, "hubwright.io/side": "requester"},
             opts=pulumi.ResourceOptions(parent=self, provider=own_provider),
         )
         self.accepter = aws.ec2.VpcPeeringConnectionAccepter(
             f"{name}-accept",
             vpc_peering_connection_id=self.peering.id,
             auto_accept=True,
-            tags={**tags, "clusternet.io/side": "accepter"},
+            tags={**tags, "hubwright.io/side": "accepter"},
             opts=pulumi.ResourceOptions(parent=self, provider=peer_provider),
         )
         # Through the accepter's output: nothing routes over a peering that is not accepted yet.
@@ -153,7 +153,7 @@ class Mesh(pulumi.ComponentResource):
 
     def __init__(self, name: str, share: MeshShare, providers: MeshProviders,
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("clusternet:mesh:Mesh", name, None, opts)
+        super().__init__("hubwright:mesh:Mesh", name, None, opts)
         member = share.member
         self.security_group: aws.ec2.SecurityGroup | None = None
         if member.dedicated_security_group is not None:
@@ -161,8 +161,8 @@ class Mesh(pulumi.ComponentResource):
                 member.dedicated_security_group,  # the resource name is the AWS name: peers look it up by it
                 name=member.dedicated_security_group,
                 vpc_id=member.vpc_id,
-                description=f"clusternet: mesh group {share.group}, traffic from peer clusters",
-                tags={"Name": member.dedicated_security_group, "clusternet.io/mesh-group": share.group},
+                description=f"hubwright: mesh group {share.group}, traffic from peer clusters",
+                tags={"Name": member.dedicated_security_group, "hubwright.io/mesh-group": share.group},
                 opts=pulumi.ResourceOptions(parent=self, provider=providers.own),
             )
             own_groups = [(f"{member.stack}-mesh-sg", self.security_group.id)]

@@ -1,6 +1,6 @@
 """Private access to a cluster's API over AWS PrivateLink.
 
-    PrivateLink (clusternet:privatelink:PrivateLink)
+    PrivateLink (hubwright:privatelink:PrivateLink)
     ├── EndpointService   cluster account: endpoint service on the NLB "{infraID}-int"
     ├── HubEndpoint       hub account: security group + Interface endpoint in the placed VPC
     └── PrivateDns        hub account: private zone for the API host, record, VPC associations
@@ -47,7 +47,7 @@ class EndpointService(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, nlb_name: str, allowed_principal: pulumi.Input[str],
                  provider: aws.Provider, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("clusternet:privatelink:EndpointService", name, None, opts)
+        super().__init__("hubwright:privatelink:EndpointService", name, None, opts)
         nlb = aws.lb.get_load_balancer_output(name=nlb_name, opts=invoke_opts(self, provider))
         self.service = aws.ec2.VpcEndpointService(
             name,
@@ -66,14 +66,14 @@ class HubEndpoint(pulumi.ComponentResource):
     def __init__(self, name: str, *, link: PrivateLinkInputs, service: aws.ec2.VpcEndpointService,
                  provider: aws.Provider, region_providers: Mapping[str, aws.Provider],
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("clusternet:privatelink:HubEndpoint", name, None, opts)
+        super().__init__("hubwright:privatelink:HubEndpoint", name, None, opts)
         vpc = link.endpoint_vpc
         child = pulumi.ResourceOptions(parent=self, provider=provider)
 
         self.security_group = aws.ec2.SecurityGroup(
             name,
             vpc_id=vpc.vpc_id,
-            description=f"clusternet: Kubernetes API of {link.api_host} over PrivateLink",
+            description=f"hubwright: Kubernetes API of {link.api_host} over PrivateLink",
             tags={"Name": name},
             opts=child,
         )
@@ -100,7 +100,7 @@ class HubEndpoint(pulumi.ComponentResource):
             vpc_id=vpc.vpc_id,
             service_name=service.service_name,
             vpc_endpoint_type="Interface",
-            private_dns_enabled=False,  # clusternet owns resolution through its private zone
+            private_dns_enabled=False,  # hubwright owns resolution through its private zone
             subnet_ids=subnet_ids,
             security_group_ids=[self.security_group.id],
             tags={"Name": name},
@@ -128,13 +128,13 @@ class PrivateDns(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, link: PrivateLinkInputs, endpoint: HubEndpoint, provider: aws.Provider,
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("clusternet:privatelink:PrivateDns", name, None, opts)
+        super().__init__("hubwright:privatelink:PrivateDns", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         home = link.endpoint_vpc
         self.zone = aws.route53.Zone(
             name,
             name=link.api_host,
-            comment=f"clusternet: {link.api_host} over PrivateLink",
+            comment=f"hubwright: {link.api_host} over PrivateLink",
             vpcs=[aws.route53.ZoneVpcArgs(vpc_id=home.vpc_id, vpc_region=home.region)],
             force_destroy=True,
             # The other associations are ZoneAssociation resources; the zone must not fight them.
@@ -193,7 +193,7 @@ class PrivateLinkProviders:
 class PrivateLink(pulumi.ComponentResource):
     def __init__(self, name: str, link: PrivateLinkInputs, providers: PrivateLinkProviders,
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("clusternet:privatelink:PrivateLink", name, None, opts)
+        super().__init__("hubwright:privatelink:PrivateLink", name, None, opts)
         principal = link.allowed_principal or _caller_role(self, providers.hub)
         self.service = EndpointService(f"{name}-svc", nlb_name=link.nlb_name, allowed_principal=principal,
                                        provider=providers.cluster, opts=pulumi.ResourceOptions(parent=self))

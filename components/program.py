@@ -21,7 +21,7 @@ from stacks.transit import TransitInputs
 # The stack output holding the inputs the stack was built from (StackInputs.to_config()), for people and for
 # `pulumi up` by hand (__main__.py). Like every output, a failed `up` that ran the program to its end replaces it,
 # so it is not "the last applied inputs": PulumiEngine.applied() reads its own `inputs.<digest>` copy, named by
-# the stack tag clusternet:applied (automation.adapters.pulumi_engine.APPLIED_TAG).
+# the stack tag hubwright:applied (automation.adapters.pulumi_engine.APPLIED_TAG).
 INPUTS_OUTPUT = "inputs"
 
 
@@ -73,7 +73,7 @@ def transit_program(inputs: TransitInputs) -> dict[str, Any]:
 
 def run_from_config() -> None:
     """What `pulumi up` runs: read the serialised inputs from stack config, build, export."""
-    config = pulumi.Config("clusternet")
+    config = pulumi.Config("hubwright")
     inputs = inputs_from_config(config.require(INPUTS_CONFIG_KEY))  # what the engine and `inputs` write
     for name, value in program(inputs).items():
         pulumi.export(name, value)

@@ -1,6 +1,6 @@
 """The registry API inside the hub cluster: its own Deployment beside the service (docs/registry.md).
 
-    RegistryApi (clusternet:deploy:RegistryApi)
+    RegistryApi (hubwright:deploy:RegistryApi)
     ├── ServiceAccount, ClusterRole(+Binding)  exactly the API's own rights (stacks.install.API_RULES)
     ├── PersistentVolumeClaim                  the SQLite facts history (not made with --facts-db postgresql://)
     ├── Deployment                             `python -m automation api`, probes on /healthz; read-only root
@@ -17,14 +17,14 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-FACTS_DIR = "/var/lib/clusternet-registry"  # the SQLite file's volume
+FACTS_DIR = "/var/lib/hubwright-registry"  # the SQLite file's volume
 
 
 @dataclass(frozen=True)
 class RegistryApiArgs:
     image: str
     rules: Sequence[Mapping[str, Any]]  # the API ServiceAccount's ClusterRole (stacks.install.API_RULES)
-    namespace: str = "clusternet-system"
+    namespace: str = "hubwright-system"
     # What agents dial (--public-url). None: the Service's in-cluster address, http://<name>.<namespace>.svc.
     public_url: str | None = None
     # None: SQLite on a volume, one replica (ReadWriteOnce). "postgresql://...": shared history, several replicas.
@@ -50,10 +50,10 @@ class RegistryApiArgs:
 class RegistryApi(pulumi.ComponentResource):
     def __init__(self, name: str, args: RegistryApiArgs, provider: k8s.Provider,
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("clusternet:deploy:RegistryApi", name, None, opts)
+        super().__init__("hubwright:deploy:RegistryApi", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         ns = args.namespace
-        labels = {"app.kubernetes.io/name": "clusternet-registry", "app.kubernetes.io/instance": name}
+        labels = {"app.kubernetes.io/name": "hubwright-registry", "app.kubernetes.io/instance": name}
         meta = {"name": name, "namespace": ns, "labels": labels}
         public_url = args.public_url or f"http://{name}.{ns}.svc"  # the Service below has the component's name
 
@@ -69,7 +69,7 @@ class RegistryApi(pulumi.ComponentResource):
         env: list[dict[str, Any]] = []
         facts_db: list[str] = []
         if args.facts_db_secret is not None:
-            env.append({"name": "CLUSTERNET_FACTS_DB",
+            env.append({"name": "HUBWRIGHT_FACTS_DB",
                         "valueFrom": {"secretKeyRef": {"name": args.facts_db_secret, "key": "url"}}})
         else:
             facts_db = ["--facts-db", args.facts_db or f"sqlite:///{FACTS_DIR}/facts.db"]

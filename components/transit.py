@@ -1,6 +1,6 @@
 """Transit Gateway resources: a network account's gateways (the transit stack) and a member's attachment.
 
-    TransitNetwork (clusternet:mesh:TransitNetwork)          the transit stack `_tgw_<account>`
+    TransitNetwork (hubwright:mesh:TransitNetwork)          the transit stack `_tgw_<account>`
     └── per region, through the network account's provider there:
         ├── TransitGateway                                   default association/propagation off; shared
         │                                                    attachments are accepted explicitly, never auto
@@ -14,7 +14,7 @@
             └── to each later region of the group: PeeringAttachment (here) + PeeringAttachmentAccepter
                 (there), associated with the group's table on both sides, static Routes both ways
 
-    TransitLink (clusternet:mesh:TransitLink)                a member's side, in its own stack
+    TransitLink (hubwright:mesh:TransitLink)                a member's side, in its own stack
     ├── VpcAttachment                                        over its transitSubnets, its own account
     └── Route ×(route table × summary CIDR)                  with summaryCIDRs only: to the gateway
 
@@ -50,7 +50,7 @@ class TransitNetwork(pulumi.ComponentResource):
 
     def __init__(self, name: str, inputs: TransitInputs, provider_for: ProviderFor,
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("clusternet:mesh:TransitNetwork", name, None, opts)
+        super().__init__("hubwright:mesh:TransitNetwork", name, None, opts)
         self.gateways: dict[str, aws.ec2transitgateway.TransitGateway] = {}
         self.tables: dict[tuple[str, str], aws.ec2transitgateway.RouteTable] = {}  # (region, group) -> table
         regions: dict[str, dict[str, Any]] = {}
@@ -82,7 +82,7 @@ class TransitNetwork(pulumi.ComponentResource):
             default_route_table_propagation="disable",
             auto_accept_shared_attachments="disable",  # the group stack accepts exactly its members' attachments
             dns_support="enable",
-            description=f"clusternet mesh: {inputs.stack} in {region.region}",
+            description=f"hubwright mesh: {inputs.stack} in {region.region}",
             tags=tags,
             opts=here,
         )
@@ -174,7 +174,7 @@ class TransitLink(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, group: str, member: MeshMember, attachment: TransitAttachment,
                  provider: aws.Provider, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("clusternet:mesh:TransitLink", name, None, opts)
+        super().__init__("hubwright:mesh:TransitLink", name, None, opts)
         own = pulumi.ResourceOptions(parent=self, provider=provider)
         tags = {"Name": member.stack, GROUP_TAG: group, TRANSIT_TAG: attachment.transit_stack}
         self.attachment = aws.ec2transitgateway.VpcAttachment(

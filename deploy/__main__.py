@@ -21,11 +21,11 @@ from stacks.names import SHARED_INGRESS_CONFIGMAP  # noqa: E402
 
 config = pulumi.Config()
 image = config.require("image")
-namespace = config.get("namespace") or "clusternet-system"
+namespace = config.get("namespace") or "hubwright-system"
 provider = k8s.Provider("k8s", kubeconfig=config.get("kubeconfig") or None)
 
 plane = ControlPlane(
-    "clusternet",
+    "hubwright",
     ControlPlaneArgs(image=image, crds=crd_manifests(), namespace=namespace, backend_url=config.get("backend") or None,
                      metrics_port=config.get_int("metricsPort") or 8080,
                      policy=config.get("policy") or "mandatory"),
@@ -36,7 +36,7 @@ pulumi.export("namespace", namespace)
 # The registry API (docs/registry.md): its own Deployment; `registry: false` leaves it out.
 if config.get_bool("registry") is not False:
     registry = RegistryApi(
-        "clusternet-registry",
+        "hubwright-registry",
         RegistryApiArgs(image=image, rules=API_RULES, namespace=namespace,
                         public_url=config.get("registryPublicUrl") or None,
                         facts_db_secret=config.get("registryFactsDbSecret") or None),
@@ -51,7 +51,7 @@ if hubs and hubs[0].spec.shared_ingress is not None:
     proxy = CentralProxy(
         SHARED_INGRESS_CONFIGMAP,
         CentralProxyArgs.from_hub(hubs[0].spec.shared_ingress, [], reloader_image=image, routes_from_service=True,
-                                  route_writer=(namespace, "clusternet")),
+                                  route_writer=(namespace, "hubwright")),
         provider,
     )
     pulumi.export("sharedIngressEndpoint", proxy.endpoint)  # → HubConfig spec.sharedIngress.address

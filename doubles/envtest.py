@@ -84,7 +84,7 @@ def _make_pki(d: Path) -> None:
     if shutil.which("openssl") is None:
         pytest.skip("openssl not found: the envtest needs it to make its certificates")
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-             "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=clusternet-envtest-ca",
+             "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=hubwright-envtest-ca",
              "-addext", "basicConstraints=critical,CA:TRUE",
              "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
     _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key",
@@ -260,7 +260,7 @@ def start_envtest(*, watch_cache: bool = True,
     Skips when a binary is missing.
     """
     bins = require_binaries("etcd", "kube-apiserver", *(["kube-controller-manager"] if controller_manager else []))
-    workdir = Path(tempfile.mkdtemp(prefix="clusternet-envtest-"))
+    workdir = Path(tempfile.mkdtemp(prefix="hubwright-envtest-"))
     env: Optional[EnvTest] = None
     try:
         _make_pki(workdir)
@@ -324,7 +324,7 @@ def start_envtest(*, watch_cache: bool = True,
     finally:
         if env is not None:
             env.stop()
-        if os.environ.get("CLUSTERNET_ENVTEST_KEEP"):
+        if os.environ.get("HUBWRIGHT_ENVTEST_KEEP"):
             sys.stderr.write(f"envtest: kept {workdir}\n")
         else:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""clusternet's policy pack (Pulumi CrossGuard): the promises of docs/security.md, checked on every plan and update.
+"""hubwright's policy pack (Pulumi CrossGuard): the promises of docs/security.md, checked on every plan and update.
 
     policy/rules.py         the rules as plain functions over a neutral view of resources (no SDK)
     policy/__main__.py      the pack: the same rules as ResourceValidationPolicy / StackValidationPolicy,

@@ -2,7 +2,7 @@
 
 The engine starts `pulumi-analyzer-policy-python <engine> .` in this folder, which runs this file with the folder
 on sys.path; the rules import `stacks` from the repository (or the image's /app) one level up. What a stack may use
-comes from its own config, `clusternet:inputs` (the StackInputs the program is built from), which the engine hands
+comes from its own config, `hubwright:inputs` (the StackInputs the program is built from), which the engine hands
 the pack with the rest of the stack's config. Each rule's enforcement level and config come from the pack config
 (`--policy-pack-config`, Pulumi's format); mandatory unless it says otherwise.
 """
@@ -21,14 +21,14 @@ from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, PolicyPack, Rep
 from policy.rules import RULES, Context, Provider, Resource, Rule  # noqa: E402
 from stacks.inputs import INPUTS_CONFIG_KEY, inputs_from_config  # noqa: E402
 
-NO_INPUTS = f"the stack has no clusternet:{INPUTS_CONFIG_KEY} config (or it does not parse): nothing may be checked " \
+NO_INPUTS = f"the stack has no hubwright:{INPUTS_CONFIG_KEY} config (or it does not parse): nothing may be checked " \
             "against it, so the stack may use no account"
 
 
 @lru_cache(maxsize=1)
 def context() -> Context:
     """The stack's inputs, read once per analyzer process (one stack)."""
-    raw = pulumi.Config("clusternet").get(INPUTS_CONFIG_KEY)
+    raw = pulumi.Config("hubwright").get(INPUTS_CONFIG_KEY)
     try:
         return Context.of(inputs_from_config(raw)) if raw else Context(NO_INPUTS)
     except ValueError:
@@ -65,7 +65,7 @@ def _schema(rule: Rule) -> PolicyConfigSchema | None:
 
 
 PolicyPack(
-    name="clusternet",
+    name="hubwright",
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=[resource_policy(rule) if rule.scope == "resource" else stack_policy(rule) for rule in RULES],
 )

@@ -5,7 +5,7 @@ The same functions run in three places (docs/security.md, "Guarantees the policy
     the service's `up` and `preview`         the engine loads policy/ (policy/__main__.py) as a policy pack
     pulumi preview --policy-pack policy      by hand
 
-    Context.of(inputs)      what the stack's inputs (clusternet:inputs) allow: accounts, the hub account, the API
+    Context.of(inputs)      what the stack's inputs (hubwright:inputs) allow: accounts, the hub account, the API
                             port and hub CIDRs, the mesh members with their VPCs, route tables and gateways
     Resource                one resource as the engine or the plan shows it: URN, type, props, its provider
     RULES                   each Rule: a name, its scope (one resource, one stack) and its check
@@ -44,7 +44,7 @@ SG_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 SG_INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 SG_EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 SG_INLINE = ("aws:ec2/securityGroup:SecurityGroup", "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup")
-API_SIDE = "clusternet:privatelink:HubEndpoint$"  # in a URN: a child of the hub's endpoint (its security group)
+API_SIDE = "hubwright:privatelink:HubEndpoint$"  # in a URN: a child of the hub's endpoint (its security group)
 ROUTE_TARGETS = ("gatewayId", "natGatewayId", "networkInterfaceId", "vpcEndpointId", "egressOnlyGatewayId",
                  "localGatewayId", "carrierGatewayId", "coreNetworkArn")  # a route's targets other than these two
 _DYNAMIC = re.compile(r"pulumi-python:dynamic/(?P<module>\w+):(?P<name>\w+)")

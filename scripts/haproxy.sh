@@ -2,7 +2,7 @@
 # Put an HAProxy >= 2.9 at .tools/bin/haproxy, for the shared-ingress end-to-end tests (custom-tlv needs
 # fc_pp_tlv and set-proxy-v2-tlv-fmt, both new in 2.9; Debian bookworm ships 2.6).
 #
-# In order: an haproxy on PATH that is new enough; one built before, in "$CLUSTERNET_CACHE/bin";
+# In order: an haproxy on PATH that is new enough; one built before, in "$HUBWRIGHT_CACHE/bin";
 # else build the upstream source of Debian trixie's haproxy package:
 #   1. a deb-src sources file for trixie, owned by this script in a temporary folder and removed on exit,
 #      on the Debian mirror the machine's own apt sources name;
@@ -15,13 +15,13 @@
 # of the version, so this works even where a mirror lacks the newest revision's .debian.tar.xz.
 #
 #   scripts/haproxy.sh                        # called by scripts/tools.sh
-#   CLUSTERNET_TOOLS_REBUILD=1 scripts/haproxy.sh
+#   HUBWRIGHT_TOOLS_REBUILD=1 scripts/haproxy.sh
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN="$ROOT/.tools/bin"
-CACHE=${CLUSTERNET_CACHE:-$HOME/.cache/clusternet}
-REBUILD=${CLUSTERNET_TOOLS_REBUILD:-0}
+CACHE=${HUBWRIGHT_CACHE:-$HOME/.cache/hubwright}
+REBUILD=${HUBWRIGHT_TOOLS_REBUILD:-0}
 SUITE=trixie
 NEED_MAJOR=2 NEED_MINOR=9
 
@@ -85,7 +85,7 @@ KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 [ -f "$KEYRING" ] || die "no $KEYRING (package debian-archive-keyring): cannot check $SUITE's signature"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-SOURCES="$WORK/clusternet-$SUITE-src.sources"   # ours; removed with $WORK on exit
+SOURCES="$WORK/hubwright-$SUITE-src.sources"   # ours; removed with $WORK on exit
 cat >"$SOURCES" <<EOF
 Types: deb-src
 URIs: $URI

@@ -7,20 +7,20 @@
 # Release binaries cannot be downloaded here, so each one is built from its Go
 # module (tools/pulumi/go.mod, tools/kube/go.mod pin the versions). A binary
 # already on PATH at the pinned version is used as it is; a built binary is
-# kept in "$CLUSTERNET_CACHE/bin" stamped with its version, together with
+# kept in "$HUBWRIGHT_CACHE/bin" stamped with its version, together with
 # GOMODCACHE and GOCACHE, so a machine that keeps the cache rebuilds nothing.
 #
 #   scripts/tools.sh            # build what is missing, link into .tools/bin
-#   CLUSTERNET_CACHE=/some/dir scripts/tools.sh
-#   CLUSTERNET_TOOLS_REBUILD=1 scripts/tools.sh   # ignore PATH and cached binaries
+#   HUBWRIGHT_CACHE=/some/dir scripts/tools.sh
+#   HUBWRIGHT_TOOLS_REBUILD=1 scripts/tools.sh   # ignore PATH and cached binaries
 #
 # Exit status is non-zero, with the reason, when a required build fails.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN="$ROOT/.tools/bin"
-CACHE=${CLUSTERNET_CACHE:-$HOME/.cache/clusternet}
-REBUILD=${CLUSTERNET_TOOLS_REBUILD:-0}
+CACHE=${HUBWRIGHT_CACHE:-$HOME/.cache/hubwright}
+REBUILD=${HUBWRIGHT_TOOLS_REBUILD:-0}
 
 export PATH="$PATH:/usr/local/go/bin"
 export GOMODCACHE="$CACHE/go/mod"

@@ -4,7 +4,7 @@
 # (or CI on a machine that kept its cache) reuses it; .venv is a link to it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cache="${CLUSTERNET_CACHE:-$HOME/.cache/clusternet}"
+cache="${HUBWRIGHT_CACHE:-$HOME/.cache/hubwright}"
 python="${PYTHON:-python3}"
 hash=$(cat requirements*.txt | "$python" -c 'import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest()[:16])')
 venv="$cache/venvs/$hash"

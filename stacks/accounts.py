@@ -4,8 +4,8 @@ Pure functions of the Cluster, its Namespace's annotations, the HubConfig and
 the role map (HubConfig's, overlaid by the role-map ConfigMap).
 
 Region precedence, first match wins:
-  1. Cluster annotation   clusternet.io/region
-  2. Namespace annotation clusternet.io/default-region
+  1. Cluster annotation   hubwright.io/region
+  2. Namespace annotation hubwright.io/default-region
   3. Cluster spec.region
   4. HubConfig spec.region
 
@@ -32,13 +32,13 @@ _SESSION_NAME_MAX = 64  # STS RoleSessionName
 
 
 def session_name(purpose: str, cluster: Cluster | None = None) -> str:
-    """An STS session name that says clusternet did it, for which cluster (shows in CloudTrail).
+    """An STS session name that says hubwright did it, for which cluster (shows in CloudTrail).
 
     Names longer than STS allows keep their start and end in a hash, so two
     clusters never share a session name.
     """
     subject = cluster.stack if cluster else "service"
-    raw = _SESSION_NAME_UNSAFE.sub("-", f"clusternet-{purpose}-{subject}")
+    raw = _SESSION_NAME_UNSAFE.sub("-", f"hubwright-{purpose}-{subject}")
     if len(raw) <= _SESSION_NAME_MAX:
         return raw
     digest = hashlib.sha256(raw.encode()).hexdigest()[:10]

@@ -33,10 +33,10 @@ Rule = dict[str, Any]
 RBAC_GROUP = "rbac.authorization.k8s.io"
 ADMISSION_API = "admissionregistration.k8s.io/v1"
 
-TENANT_ADMIN_CLUSTERROLE = "clusternet-tenant-admin"  # bound per tenant namespace, never cluster-wide
-TENANT_ADMINS_ROLEBINDING = "clusternet-tenant-admins"  # in each tenant's namespace: the Tenant's spec.admins
-OWNERSHIP_POLICY = "clusternet-tenant-ownership"
-DELETION_POLICY = "clusternet-tenant-deletion"
+TENANT_ADMIN_CLUSTERROLE = "hubwright-tenant-admin"  # bound per tenant namespace, never cluster-wide
+TENANT_ADMINS_ROLEBINDING = "hubwright-tenant-admins"  # in each tenant's namespace: the Tenant's spec.admins
+OWNERSHIP_POLICY = "hubwright-tenant-ownership"
+DELETION_POLICY = "hubwright-tenant-deletion"
 
 _TENANTS, _OWNERSHIP = TENANT_OWNERSHIP_SUBRESOURCE.split("/")  # "tenants", "ownership"
 
@@ -50,7 +50,7 @@ def tenant_admin_clusterrole() -> Manifest:
     return {
         "apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole",
         "metadata": {"name": TENANT_ADMIN_CLUSTERROLE,
-                     "labels": {"app.kubernetes.io/name": "clusternet", "app.kubernetes.io/component": "registry"}},
+                     "labels": {"app.kubernetes.io/name": "hubwright", "app.kubernetes.io/component": "registry"}},
         "rules": [
             {"apiGroups": [GROUP], "resources": ["clusters"],
              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
@@ -188,7 +188,7 @@ def adoption_refusal(tenant: Tenant, namespace: Mapping[str, Any] | None) -> str
     or None when it may.
 
     A namespace is this Tenant's when it is labelled for it (made or adopted before), when the hub administrator
-    annotated it clusternet.io/tenant=<tenant>, or when the Tenant names it in spec.namespace, which only a
+    annotated it hubwright.io/tenant=<tenant>, or when the Tenant names it in spec.namespace, which only a
     cluster administrator can write (the ownership policy). Never one labelled or annotated for another Tenant.
     A namespace merely named like the Tenant is not enough: anyone who may create Tenants could otherwise take
     an existing namespace (kube-system, another team's) and its owner account by choosing the Tenant's name.
@@ -226,7 +226,7 @@ def tenant_refusal(tenant: Tenant, namespace: Mapping[str, Any] | None, hub_acco
     - the hub account as a tenant's owner account: its clusters would run in, and its namespace could reach, the
       hub's own account (only the hub administrator annotates a namespace with it). Unknown (no valid HubConfig):
       a Tenant that names an account waits, since it cannot be told apart;
-    - adopting a namespace whose owner account (clusternet.io/owner-account-id, the hub administrator's) is not
+    - adopting a namespace whose owner account (hubwright.io/owner-account-id, the hub administrator's) is not
       the Tenant's: the annotation would be rewritten and every cluster there would move or be refused;
     - and what adoption_refusal refuses.
     """
@@ -285,7 +285,7 @@ def admins_rolebinding(tenant: Tenant) -> Manifest | None:
     }
 
 
-TENANT_QUOTA = "clusternet-tenant-quota"  # the ResourceQuota in each tenant's namespace
+TENANT_QUOTA = "hubwright-tenant-quota"  # the ResourceQuota in each tenant's namespace
 CLUSTER_COUNT = f"count/clusters.{GROUP}"  # object count quota of Clusters (registered-only ones too)
 
 

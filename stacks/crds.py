@@ -1,7 +1,7 @@
 """The CustomResourceDefinitions, generated from the pydantic models so they never drift.
 
-`crd_manifests()` returns `clusters.clusternet.io` (namespaced) and
-`hubconfigs.clusternet.io` (cluster-scoped: one hub configuration serves the
+`crd_manifests()` returns `clusters.hubwright.io` (namespaced) and
+`hubconfigs.hubwright.io` (cluster-scoped: one hub configuration serves the
 whole fleet and holds the role map, so tenants with rights in their namespace
 cannot edit it). Both are apiextensions.k8s.io/v1 dicts, ready to apply.
 
@@ -158,12 +158,12 @@ def _crd(kind: str, plural: str, scope: str, schema: dict[str, Any], *, short: l
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{GROUP}", "labels": {"app.kubernetes.io/part-of": "clusternet"}},
+        "metadata": {"name": f"{plural}.{GROUP}", "labels": {"app.kubernetes.io/part-of": "hubwright"}},
         "spec": {
             "group": GROUP,
             "scope": scope,
             "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower(),
-                      "shortNames": short, "categories": ["clusternet"]},
+                      "shortNames": short, "categories": ["hubwright"]},
             "versions": [version],
         },
     }
@@ -203,7 +203,7 @@ CLUSTER_SPEC_RULES = [
 
 def cluster_crd() -> dict[str, Any]:
     schema = _resource_schema(ClusterSpec, ClusterStatus,
-                              "A Kubernetes cluster on AWS that clusternet connects (one Pulumi stack each).",
+                              "A Kubernetes cluster on AWS that hubwright connects (one Pulumi stack each).",
                               {"properties": {"name": {"type": "string", "maxLength": CLUSTER_NAME_MAX}}})
     schema["properties"]["spec"]["x-kubernetes-validations"] = copy.deepcopy(CLUSTER_SPEC_RULES)
     return _crd("Cluster", "clusters", "Namespaced", schema, short=["cnc"], columns=CLUSTER_COLUMNS, status=True)

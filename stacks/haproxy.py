@@ -38,9 +38,9 @@ MAP_FILE = "clusters.map"
 CONFIG_FILE = "haproxy.cfg"
 NO_ROUTE = "no_route"  # the backend of connections whose ID has no loaded backend
 BACKEND_PREFIX = "cluster_"
-GUEST_CONFIG_DIR = "/etc/kubernetes/clusternet-apiserver-proxy"  # on each node, for the static pod
+GUEST_CONFIG_DIR = "/etc/kubernetes/hubwright-apiserver-proxy"  # on each node, for the static pod
 GUEST_FOLDER = "guest"  # `ingress render` writes guest/<cluster>/haproxy.cfg
-_HEADER = "# Rendered by clusternet (stacks.haproxy). Do not edit: re-render.\n"
+_HEADER = "# Rendered by hubwright (stacks.haproxy). Do not edit: re-render.\n"
 _MAP_PATH = re.compile(r"/[-A-Za-z0-9._/]+")  # absolute; nothing HAProxy's argument parser would split on
 _BACKEND_LINE = re.compile(r"backend (\S+)")
 _CLUSTER_COMMENT = "# Cluster "  # in a central backend's section: which cluster it is (published_routes reads it)
@@ -260,7 +260,7 @@ def _central_backend(route: Route, backend: str, by_name: bool) -> str:
 
 
 def render_map(routes: Mapping[str, str]) -> str:
-    lines = ["# cluster ID -> backend. Rendered by clusternet; changed at run time through the runtime API."]
+    lines = ["# cluster ID -> backend. Rendered by hubwright; changed at run time through the runtime API."]
     lines += [f"{_check_id(cid)} {routes[cid]}" for cid in sorted(routes)]
     return "\n".join(lines) + "\n"
 
@@ -361,16 +361,16 @@ def guest_manifests(guest: SharedIngressInputs) -> dict[str, str]:
     """
     config = render_guest(guest)
     digest = hashlib.sha256(config.encode()).hexdigest()[:16]
-    labels = {"app.kubernetes.io/name": "clusternet-apiserver-proxy", "clusternet.io/cluster-id": guest.cluster_id}
+    labels = {"app.kubernetes.io/name": "hubwright-apiserver-proxy", "hubwright.io/cluster-id": guest.cluster_id}
     config_map = {
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "clusternet-apiserver-proxy", "namespace": "kube-system", "labels": labels},
+        "metadata": {"name": "hubwright-apiserver-proxy", "namespace": "kube-system", "labels": labels},
         "data": {CONFIG_FILE: _Literal(config)},
     }
     pod = {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "clusternet-apiserver-proxy", "namespace": "kube-system", "labels": labels,
-                     "annotations": {"clusternet.io/config-hash": digest}},
+        "metadata": {"name": "hubwright-apiserver-proxy", "namespace": "kube-system", "labels": labels,
+                     "annotations": {"hubwright.io/config-hash": digest}},
         "spec": {
             "hostNetwork": True,
             "priorityClassName": "system-node-critical",

@@ -7,7 +7,7 @@ One function owns each rule, and `stacks.resolve.resolve_all` applies them for t
   clusterID its namespace may use, else "<namespace>.<name>"; a safe map key; one cluster's (the routed one's,
   else the oldest claimant's);
 - `backend_error`: the central proxy dials the backend only where the hub administrator allows
-  (HubConfig spec.sharedIngress.allowedBackends, narrowed by the namespace's clusternet.io/allowed-backends)
+  (HubConfig spec.sharedIngress.allowedBackends, narrowed by the namespace's hubwright.io/allowed-backends)
   and never at itself, loopback, link-local metadata or the management cluster's API server;
 - `ingress_error`: all of a cluster's own shared-ingress checks, in the order a user fixes them.
 """
@@ -70,7 +70,7 @@ def cluster_id_of(cluster: Cluster) -> str:
 def id_prefixes(cluster: Cluster, annotations: Mapping[str, str]) -> tuple[str, ...]:
     """The prefixes an explicit clusterID of the cluster may start with: "<namespace>." (a namespace name has no
     '.', so no other namespace's IDs start so), and those the hub administrator lists in the namespace's
-    clusternet.io/cluster-id-prefixes annotation. A granted prefix covers only IDs without a '.': every default
+    hubwright.io/cluster-id-prefixes annotation. A granted prefix covers only IDs without a '.': every default
     ID has one, so no grant reaches another namespace's defaults (acme granted "edge-" cannot take edge-x.prod)."""
     namespace = namespace_of(cluster)
     granted = (part.strip() for part in (annotations.get(CLUSTER_ID_PREFIXES_ANNOTATION) or "").split(","))
@@ -202,7 +202,7 @@ def backend_error(cluster: Cluster, hub: HubConfig, annotations: Mapping[str, st
     multicast and reserved addresses, localhost, the kubernetes Service, the proxy's own namespace,
     load balancer and listener. Otherwise the backend must match the HubConfig's allowedBackends (a CIDR
     block holding the address, or a domain the name is equal to or under) and, when the namespace has
-    the clusternet.io/allowed-backends annotation, one of its entries too.
+    the hubwright.io/allowed-backends annotation, one of its entries too.
     """
     backend = cluster.spec.shared_ingress.backend or ""
     field = "spec.sharedIngress.backend"

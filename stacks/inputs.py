@@ -19,7 +19,7 @@ from stacks.transit import TransitInputs
 from stacks.model import AssociatedVPC, EndpointVPC
 from stacks.targets import AwsTarget, Frozen, config_digest
 
-INPUTS_CONFIG_KEY = "inputs"  # stack config key (clusternet:inputs) that holds the JSON
+INPUTS_CONFIG_KEY = "inputs"  # stack config key (hubwright:inputs) that holds the JSON
 
 
 class PrivateLinkInputs(Frozen):
@@ -80,11 +80,11 @@ class StackInputs(Frozen):
     def describe(self) -> dict[str, Any]:
         """The stack tags: who and where, for the console and for humans."""
         return {
-            "clusternet:cluster": self.key,
-            "clusternet:namespace": self.namespace,
-            "clusternet:tenant": self.tenant,
-            "clusternet:account": self.cluster.account_id,
-            "clusternet:region": self.cluster.region,
+            "hubwright:cluster": self.key,
+            "hubwright:namespace": self.namespace,
+            "hubwright:tenant": self.tenant,
+            "hubwright:account": self.cluster.account_id,
+            "hubwright:region": self.cluster.region,
         }
 
 

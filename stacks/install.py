@@ -6,13 +6,13 @@
 
 The manifests go to the *guest* cluster, in this order (apply them as listed):
 
-    Namespace clusternet-agent
+    Namespace hubwright-agent
     ServiceAccount, ClusterRole(+Binding)   the agent reads /version and lists nodes in its own cluster
     Role(+Binding)                          it may rewrite its own Secret (the rotated hub token), nothing else
-    Secret clusternet-agent                 the hub token (rotated through the API), its URL, tenant, cluster,
+    Secret hubwright-agent                 the hub token (rotated through the API), its URL, tenant, cluster,
                                             hub namespace
-    Deployment clusternet-agent             `python -m automation agent`: non-root, read-only root filesystem
-    ConfigMap kube-system/clusternet-apiserver-proxy   the shared-ingress node proxy, when the cluster uses it
+    Deployment hubwright-agent             `python -m automation agent`: non-root, read-only root filesystem
+    ConfigMap kube-system/hubwright-apiserver-proxy   the shared-ingress node proxy, when the cluster uses it
 
 Two sets of hub-side rights live here as data, so deploy/, the docs and the tests read one list:
 - `API_RULES`: the registry API's own ServiceAccount (a ClusterRole). Everything else the API does, it does as
@@ -35,11 +35,11 @@ from stacks.model import Cluster
 from stacks.names import GROUP, SHARED_INGRESS_CONFIGMAP
 
 RBAC = "rbac.authorization.k8s.io"
-AGENT_NAMESPACE = "clusternet-agent"  # in the guest cluster
-AGENT = "clusternet-agent"  # the guest-side ServiceAccount, roles, Secret and Deployment
-SECRET_MOUNT = "/etc/clusternet-agent"
+AGENT_NAMESPACE = "hubwright-agent"  # in the guest cluster
+AGENT = "hubwright-agent"  # the guest-side ServiceAccount, roles, Secret and Deployment
+SECRET_MOUNT = "/etc/hubwright-agent"
 FACTS_INTERVAL = 300  # seconds between two pushes of the agent
-AGENT_LABELS = {"app.kubernetes.io/name": AGENT, "app.kubernetes.io/part-of": "clusternet"}
+AGENT_LABELS = {"app.kubernetes.io/name": AGENT, "app.kubernetes.io/part-of": "hubwright"}
 
 # The registry API's own ServiceAccount, cluster-wide (docs/registry.md; deploy/ grants exactly these).
 API_RULES: tuple[dict[str, Any], ...] = (
@@ -133,14 +133,14 @@ def agent_deployment(image: str, *, interval: int = FACTS_INTERVAL) -> dict[str,
     def from_secret(key: str) -> dict[str, Any]:
         return {"valueFrom": {"secretKeyRef": {"name": AGENT, "key": key}}}
 
-    env = [{"name": "CLUSTERNET_API_URL", **from_secret("apiURL")},
-           {"name": "CLUSTERNET_TENANT", **from_secret("tenant")},
-           {"name": "CLUSTERNET_CLUSTER", **from_secret("cluster")},
-           {"name": "CLUSTERNET_HUB_NAMESPACE", **from_secret("namespace")},
+    env = [{"name": "HUBWRIGHT_API_URL", **from_secret("apiURL")},
+           {"name": "HUBWRIGHT_TENANT", **from_secret("tenant")},
+           {"name": "HUBWRIGHT_CLUSTER", **from_secret("cluster")},
+           {"name": "HUBWRIGHT_HUB_NAMESPACE", **from_secret("namespace")},
            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}]
     args = ["python", "-m", "automation", "agent",
-            "--api", "$(CLUSTERNET_API_URL)", "--tenant", "$(CLUSTERNET_TENANT)",
-            "--namespace", "$(CLUSTERNET_HUB_NAMESPACE)", "--cluster", "$(CLUSTERNET_CLUSTER)",
+            "--api", "$(HUBWRIGHT_API_URL)", "--tenant", "$(HUBWRIGHT_TENANT)",
+            "--namespace", "$(HUBWRIGHT_HUB_NAMESPACE)", "--cluster", "$(HUBWRIGHT_CLUSTER)",
             "--token-file", f"{SECRET_MOUNT}/token", "--interval", str(interval),
             "--secret", f"{AGENT_NAMESPACE}/{AGENT}"]
     return {

@@ -1,8 +1,8 @@
 """Cluster mesh: who is in which group, which stack owns each pair, and each stack's share. Pure.
 
 Membership
-    A Cluster asks to join group G with the label `clusternet.io/mesh: G` AND the annotation
-    `clusternet.io/mesh-enabled: "true"`; it is a member when it is not being deleted and its account and
+    A Cluster asks to join group G with the label `hubwright.io/mesh: G` AND the annotation
+    `hubwright.io/mesh-enabled: "true"`; it is a member when it is not being deleted and its account and
     region resolve. Removing either takes it out. A label has one value, so a cluster is in one group at most.
 
 Tenancy: a group is namespace-local unless the hub administrator says otherwise
@@ -254,7 +254,7 @@ def coupling(hub: HubConfig, key: str, status: MeshStatus) -> str:
 
 
 def dedicated_group_name(stack: str) -> str:
-    return f"clusternet-mesh-{stack}"
+    return f"hubwright-mesh-{stack}"
 
 
 def group_rules(config: MeshGroup) -> tuple[MeshRule, ...]:

@@ -1,4 +1,4 @@
-"""The Kubernetes-style resources clusternet reads: HubConfig and Cluster.
+"""The Kubernetes-style resources hubwright reads: HubConfig and Cluster.
 
 Field names (camelCase aliases) are the API contract; Python attributes are
 snake_case. Every check that needs only one object lives here; checks that
@@ -299,10 +299,10 @@ class HubSharedIngress(Spec):
     # PROXY v2 reserves 0xE0-0xEF for application-specific (custom) TLVs; lower types have
     # meanings of their own (0x05 UNIQUE_ID, 0x20 SSL, ...) that receivers would misparse.
     tlv_type: int = Field(0xE0, ge=0xE0, le=0xEF, alias="tlvType")
-    namespace: NamespaceName = "clusternet-ingress"
+    namespace: NamespaceName = "hubwright-ingress"
     image: str = Field("haproxy:2.6", max_length=512)  # central proxy and node-side proxies
     replicas: int = Field(2, ge=2, le=INT32_MAX)
-    # The clusternet image: runs `python -m automation.adapters.haproxy` beside HAProxy so config
+    # The hubwright image: runs `python -m automation.adapters.haproxy` beside HAProxy so config
     # changes apply without dropping connections. Without it a change rolls the pods.
     reloader_image: str | None = Field(None, max_length=512)
 
@@ -326,7 +326,7 @@ class Tenancy(Spec):
     # No cluster's API host may be equal to or under these (besides the domains AWS owns, always refused).
     reserved_domains: list[Domain] = Field(default_factory=list, max_length=1000)
     # Per-namespace caps (stacks.tenancy.quota_refusals; unset: none): clusters with a stack, and PrivateLink
-    # endpoints. A Namespace's annotations clusternet.io/max-clusters and clusternet.io/max-endpoints override
+    # endpoints. A Namespace's annotations hubwright.io/max-clusters and hubwright.io/max-endpoints override
     # them. Over its cap a cluster is refused (QuotaExceeded) and takes no slot; a stack that exists keeps its own.
     max_clusters_per_namespace: int | None = Field(None, ge=0, le=INT32_MAX)
     max_endpoints_per_namespace: int | None = Field(None, ge=0, le=INT32_MAX)
@@ -454,7 +454,7 @@ class ObjectMeta(BaseModel):
 
 class Resource(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
-    api_version: Literal["clusternet.io/v1alpha1"] = API_VERSION
+    api_version: Literal["hubwright.io/v1alpha1"] = API_VERSION
     metadata: ObjectMeta
     status: dict[str, Any] | None = None  # written by the service; see stacks.status
 

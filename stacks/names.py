@@ -1,7 +1,7 @@
-"""Names that clusternet derives or accepts, and the limits they must fit. Pure; imports nothing of ours.
+"""Names that hubwright derives or accepts, and the limits they must fit. Pure; imports nothing of ours.
 
 Every name and pattern that more than one layer uses lives here, and only here:
-- the API: group, version, the finalizer, the annotations and labels clusternet reads or writes, the
+- the API: group, version, the finalizer, the annotations and labels hubwright reads or writes, the
   role-map ConfigMap's and the shared-ingress ConfigMap's default names;
 - the patterns several modules check: IAM role and principal ARNs, shared-ingress cluster IDs;
 - a cluster's key `namespace/name` and stack name `namespace.name` (Pulumi: at most 100 characters);
@@ -21,7 +21,7 @@ import ipaddress
 import re
 
 # --------------------------------------------------------------------------- the API
-GROUP = "clusternet.io"
+GROUP = "hubwright.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 FINALIZER = f"{GROUP}/stack"  # holds a deleted Cluster until its stack is destroyed
@@ -67,13 +67,13 @@ TENANT_OWNERSHIP_SUBRESOURCE = "tenants/ownership"  # update: set a Tenant's acc
 AGENT_CLUSTER_LABEL = f"{GROUP}/cluster"
 AGENT_CLUSTER_UID_ANNOTATION = f"{GROUP}/cluster-uid"
 
-# Tags on every resource clusternet creates (the providers' default tags); the endpoint census tells
-# clusternet's endpoints from other endpoints by the managed-by tag.
+# Tags on every resource hubwright creates (the providers' default tags); the endpoint census tells
+# hubwright's endpoints from other endpoints by the managed-by tag.
 CLUSTER_TAG = f"{GROUP}/cluster"
 TENANT_TAG = f"{GROUP}/tenant"
-MANAGED_BY_TAG, MANAGED_BY = f"{GROUP}/managed-by", "clusternet"
+MANAGED_BY_TAG, MANAGED_BY = f"{GROUP}/managed-by", "hubwright"
 
-ROLE_MAP_CONFIGMAP = "clusternet-role-account-map"  # in the service's namespace: account ID -> role ARN
+ROLE_MAP_CONFIGMAP = "hubwright-role-account-map"  # in the service's namespace: account ID -> role ARN
 SHARED_INGRESS_CONFIGMAP = "shared-ingress"  # the central proxy's config (deploy/'s CentralProxy name)
 
 # --------------------------------------------------------------------------- patterns (unanchored: fullmatch them)
@@ -113,7 +113,7 @@ BIND_PATTERN = rf"^{_HOST_PATTERN}?:[1-9][0-9]{{0,4}}$"  # a listener: the host 
 
 def agent_name(cluster: str) -> str:
     """The facts agent's ServiceAccount, Role and RoleBinding of a cluster, in the cluster's namespace."""
-    return f"clusternet-agent-{cluster}"
+    return f"hubwright-agent-{cluster}"
 
 
 def cluster_key(namespace: str | None, name: str) -> str:
@@ -142,7 +142,7 @@ def stack_name(namespace: str | None, name: str) -> str:
 
 
 def hostname_error(host: str, *, min_labels: int = 2) -> str | None:
-    """Why `host` is not a DNS hostname clusternet accepts, or None (a domain may have one label)."""
+    """Why `host` is not a DNS hostname hubwright accepts, or None (a domain may have one label)."""
     if not host.isascii():
         return "is not ASCII: write an internationalised name IDNA-encoded (xn--...)"
     if len(host) > HOSTNAME_MAX:

@@ -3,7 +3,7 @@
 Pure and stable: a cluster that already has a VPC keeps it (as long as the VPC is
 still in the inventory); new clusters are placed one by one, oldest first, each
 in the VPC of its region with the fewest endpoints (inventory order breaks ties),
-never in a full one. A VPC's endpoints are clusternet's own (the placements) plus
+never in a full one. A VPC's endpoints are hubwright's own (the placements) plus
 the others already there (`foreign`: the service's endpoint census; none in the
 offline plan), all against `privateLink.endpointsPerVPC`.
 """
@@ -30,7 +30,7 @@ def place_endpoints(
     """Map each cluster key to its endpoint VPC, or to the error that prevents placing it.
 
     `existing`: cluster key → the VPC its endpoint already uses (kept). `foreign`: VPC → endpoints there
-    that are not clusternet's."""
+    that are not hubwright's."""
     inventory = hub.spec.endpoint_vpc_inventory
     limit = hub.spec.private_link.endpoints_per_vpc
     by_id = {vpc.vpc_id: vpc for vpc in inventory}
@@ -57,7 +57,7 @@ def place_endpoints(
             continue
         free = [vpc for vpc in candidates if used[vpc.vpc_id] < limit]
         if not free:
-            held = ", ".join(f"{vpc.vpc_id} {used[vpc.vpc_id]} ({others[vpc.vpc_id]} not clusternet's)"
+            held = ", ".join(f"{vpc.vpc_id} {used[vpc.vpc_id]} ({others[vpc.vpc_id]} not hubwright's)"
                              for vpc in candidates)
             result[want.key] = InvalidSpec.one(
                 want.ref, "spec.privateLink",

@@ -39,7 +39,7 @@ class Fleet:
     # Cluster keys whose stack exists (status.stack recorded; the offline plan knows of none): under its
     # namespace's cap a cluster with a stack keeps its slot (stacks.tenancy.quota_refusals).
     stacks: frozenset[str] = frozenset()
-    # endpoint VPC → interface endpoints there that clusternet did not make (the service's census counts
+    # endpoint VPC → interface endpoints there that hubwright did not make (the service's census counts
     # them; the offline plan knows of none). They use up the same per-VPC quota.
     foreign_endpoints: Mapping[str, int] = field(default_factory=dict)
     # What the service recorded of the mesh: each group's state and the transit stacks' outputs (HubConfig

@@ -2,10 +2,10 @@
 
     apiVersion: v1
     kind: ConfigMap
-    metadata: {name: clusternet-role-account-map, namespace: <the service's namespace>}
+    metadata: {name: hubwright-role-account-map, namespace: <the service's namespace>}
     data:
-      "222222222222": arn:aws:iam::222222222222:role/clusternet
-      "333333333333": arn:aws:iam::333333333333:role/clusternet
+      "222222222222": arn:aws:iam::222222222222:role/hubwright
+      "333333333333": arn:aws:iam::333333333333:role/hubwright
 
 Its entries overlay the HubConfig's spec.roleAccountMap (the ConfigMap wins;
 stacks.accounts.merged_role_map). The service watches it; a change re-resolves the

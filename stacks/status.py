@@ -143,7 +143,7 @@ class ClusterStatus(StatusModel):
     outputs: StackOutputs | None = None
     mesh_join: MeshJoin | None = None
     shared_ingress: SharedIngressStatus | None = None  # status.sharedIngress: the routed ID (resolve() reads it)
-    # The value of the annotation clusternet.io/reconcile-request the service last acted on.
+    # The value of the annotation hubwright.io/reconcile-request the service last acted on.
     last_handled_reconcile_request: str | None = Field(None, max_length=256)
     facts: FactsStatus | None = None  # the registry's (REGISTRY_STATUS_FIELDS)
     bootstrap_token: BootstrapTokenStatus | None = None  # the registry's (REGISTRY_STATUS_FIELDS)

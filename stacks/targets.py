@@ -23,7 +23,7 @@ class AwsTarget(Frozen):
     account_id: str
     region: str
     role_arn: str | None = None  # None: the ambient credentials (hub without a role)
-    session_name: str = "clusternet"
+    session_name: str = "hubwright"
     external_id: str | None = None
     session_duration_seconds: int | None = None
 

@@ -5,7 +5,7 @@ HubConfig, the Namespaces and their annotations, the role-map ConfigMap. So ever
 permission from those, and a Cluster's own fields only ever ask.
 
 Accounts (`Owners.account`)
-    A cluster lives in its namespace's owner account (annotation clusternet.io/owner-account-id) and
+    A cluster lives in its namespace's owner account (annotation hubwright.io/owner-account-id) and
     nowhere else. A namespace without the annotation is refused (NamespaceNotOwned) unless the HubConfig
     sets spec.tenancy.unownedNamespaces: FirstClaim; then its clusters may use an account that no
     namespace owns and no other namespace claimed first (oldest cluster first), never the hub account.
@@ -13,19 +13,19 @@ Accounts (`Owners.account`)
 Names (`host_errors`, `claim_hosts`)
     A cluster's API host names a private hosted zone in the hub, so it must be unique across the fleet
     (the younger claimant is refused), outside the HubConfig's reserved domains and, when the namespace
-    has the annotation clusternet.io/allowed-domains, under one of the domains it lists.
+    has the annotation hubwright.io/allowed-domains, under one of the domains it lists.
 
 Backends (`allowed_backends`; the rule is stacks.ingress.backend_error)
     The shared proxy sends a cluster's traffic only where the HubConfig's spec.sharedIngress.allowedBackends
-    lets it and, when the namespace has the annotation clusternet.io/allowed-backends, where that lets it too.
+    lets it and, when the namespace has the annotation hubwright.io/allowed-backends, where that lets it too.
 
 Tenant (`tenant_of`)
-    The tenant tag comes from the namespace (its clusternet.io/tenant annotation, else its name).
+    The tenant tag comes from the namespace (its hubwright.io/tenant annotation, else its name).
 
 Quotas (`quota_refusals`)
     A namespace may hold at most so many clusters with a stack and so many PrivateLink endpoints: the HubConfig's
     spec.tenancy.maxClustersPerNamespace and maxEndpointsPerNamespace, or the namespace's annotations
-    clusternet.io/max-clusters and clusternet.io/max-endpoints. What already exists keeps its slot (a stack, a
+    hubwright.io/max-clusters and hubwright.io/max-endpoints. What already exists keeps its slot (a stack, a
     recorded endpoint VPC), then the other admitted clusters take the slots left, oldest first; the rest are
     refused (QuotaExceeded) and take none, so a namespace can never use up a slot another namespace was promised.
 """
@@ -150,7 +150,7 @@ def first_claims(hub: HubConfig, clusters: Iterable[Cluster], namespaces: Mappin
 # --------------------------------------------------------------------------- tenant
 
 def tenant_of(namespace: str, annotations: Mapping[str, str]) -> str:
-    """The tenant name for tags: the namespace's clusternet.io/tenant annotation, else the namespace."""
+    """The tenant name for tags: the namespace's hubwright.io/tenant annotation, else the namespace."""
     tenant = annotations.get(TENANT_ANNOTATION) or namespace
     if len(tenant) > TAG_VALUE_MAX or not _TAG_VALUE.fullmatch(tenant):
         raise InvalidSpec.one(

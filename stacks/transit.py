@@ -37,8 +37,8 @@ from stacks.model import MeshGroup, Topology
 from stacks.targets import AwsTarget, Frozen, config_digest
 
 TRANSIT_STACK_PREFIX = "_tgw_"
-TRANSIT_TAG = "clusternet.io/transit"  # on every resource of a transit stack: its name
-GROUP_TAG = "clusternet.io/mesh-group"  # on a group's route tables and peering attachments: its key (policy reads it)
+TRANSIT_TAG = "hubwright.io/transit"  # on every resource of a transit stack: its name
+GROUP_TAG = "hubwright.io/mesh-group"  # on a group's route tables and peering attachments: its key (policy reads it)
 MTU = {"peering": 9001, "transitGateway": 8500}  # bytes, within a region (docs/mesh.md)
 Step = Literal["attach", "routes"]
 
@@ -288,7 +288,7 @@ class TransitInputs(Frozen):
         return config_digest(self.to_config())
 
     def describe(self) -> dict[str, Any]:
-        return {"clusternet:transit": self.stack, "clusternet:account": self.account_id}
+        return {"hubwright:transit": self.stack, "hubwright:account": self.account_id}
 
     def targets(self) -> list[AwsTarget]:
         seen: dict[str, AwsTarget] = {}

@@ -19,12 +19,12 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """With CLUSTERNET_FORBID_SKIPS=1 (CI, after scripts/tools.sh), a skipped test fails the run."""
-    if os.environ.get("CLUSTERNET_FORBID_SKIPS") != "1":
+    """With HUBWRIGHT_FORBID_SKIPS=1 (CI, after scripts/tools.sh), a skipped test fails the run."""
+    if os.environ.get("HUBWRIGHT_FORBID_SKIPS") != "1":
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter else []
     if skipped and session.exitstatus == 0:
-        reporter.write_line(f"CLUSTERNET_FORBID_SKIPS=1: {len(skipped)} test(s) skipped; every test must run here",
+        reporter.write_line(f"HUBWRIGHT_FORBID_SKIPS=1: {len(skipped)} test(s) skipped; every test must run here",
                             red=True)
         session.exitstatus = 1

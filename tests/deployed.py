@@ -69,11 +69,11 @@ def missing() -> str | None:
 # --------------------------------------------------------------------------- render and apply
 
 def render(config: Mapping[str, str]) -> StackPlan:
-    """deploy/__main__.py with stack config `clusternet-deploy:<key>` = value, under the mock runtime."""
+    """deploy/__main__.py with stack config `hubwright-deploy:<key>` = value, under the mock runtime."""
     def build() -> None:
-        pulumi.runtime.set_all_config({f"clusternet-deploy:{k}": v for k, v in config.items()})
+        pulumi.runtime.set_all_config({f"hubwright-deploy:{k}": v for k, v in config.items()})
         runpy.run_path(str(ROOT / "deploy" / "__main__.py"))
-    return record(build, stack="live", project="clusternet-deploy")
+    return record(build, stack="live", project="hubwright-deploy")
 
 
 def render_component(build: Callable[[Any], Any]) -> StackPlan:
@@ -82,7 +82,7 @@ def render_component(build: Callable[[Any], Any]) -> StackPlan:
     def program() -> None:
         import pulumi_kubernetes as k8s
         build(k8s.Provider("k8s", kubeconfig="{}"))
-    return record(program, stack="live", project="clusternet-deploy")
+    return record(program, stack="live", project="hubwright-deploy")
 
 
 def objects(plan: StackPlan) -> list[dict]:
@@ -290,7 +290,7 @@ class AwsTripwire:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 record.append(f"{self.command} {self.path} {self.headers.get('X-Amz-Target', '')} {body[:120]!r}")
-                self.send_error(500, "clusternet test: no AWS call was expected")
+                self.send_error(500, "hubwright test: no AWS call was expected")
 
             do_GET = do_PUT = do_DELETE = do_POST  # noqa: N815
 

@@ -8,7 +8,7 @@ from stacks.model import Cluster, HubConfig, parse
 from stacks.names import API_VERSION
 
 HUB_ACCOUNT = "111111111111"
-HUB_ROLE = f"arn:aws:iam::{HUB_ACCOUNT}:role/clusternet-hub"
+HUB_ROLE = f"arn:aws:iam::{HUB_ACCOUNT}:role/hubwright-hub"
 
 
 def hub_doc(**spec: Any) -> dict:
@@ -21,8 +21,8 @@ def hub_doc(**spec: Any) -> dict:
             "region": "us-east-1",
             "credentials": {"roleARN": HUB_ROLE},
             "roleAccountMap": {
-                "222222222222": "arn:aws:iam::222222222222:role/clusternet",
-                "333333333333": "arn:aws:iam::333333333333:role/clusternet",
+                "222222222222": "arn:aws:iam::222222222222:role/hubwright",
+                "333333333333": "arn:aws:iam::333333333333:role/hubwright",
             },
             "endpointVPCInventory": [
                 {"region": "us-east-1", "vpcID": "vpc-0hub1", "cidr": "10.100.0.0/16",
@@ -72,7 +72,7 @@ def cluster(name: str = "prod-1", namespace: str = "acme", **kw: Any) -> Cluster
 
 # --- tenancy: which namespace owns which account (the hub administrator's annotations) ---------------------
 
-OWNER_ANNOTATION = "clusternet.io/owner-account-id"
+OWNER_ANNOTATION = "hubwright.io/owner-account-id"
 OWNERS = {"acme": "222222222222", "globex": "333333333333"}  # the tests' tenants
 
 

@@ -79,7 +79,7 @@ def failover(api_server: EnvTest, *, lease_duration: float, renew_deadline: floa
     configuration = api_server.configuration()
     configuration.host = f"https://127.0.0.1:{proxy.port}"  # the serving certificate is for 127.0.0.1
     a_client = client.ApiClient(configuration)
-    options = dict(leader_election=True, leader_election_id="clusternet", lease_duration=lease_duration,
+    options = dict(leader_election=True, leader_election_id="hubwright", lease_duration=lease_duration,
                    renew_deadline=renew_deadline, retry_period=retry_period, watch_namespace=env.ns)
     a = ServiceEnv(a_client, namespace=env.ns, system_namespace=env.system_namespace,
                    hub_name=env.hub_name).service(engine, identity="replica-a", **options)

@@ -65,7 +65,7 @@ def postgres_url() -> Iterator[str]:
     if binaries is None:
         pytest.skip(f"PostgreSQL server binaries {' and '.join(BINARIES)} not found on PATH or in {PACKAGE_BIN} "
                     f"(install postgresql-15)")
-    base = Path(tempfile.mkdtemp(prefix="clusternet-pg-"))
+    base = Path(tempfile.mkdtemp(prefix="hubwright-pg-"))
     data, log, port = base / "data", base / "server.log", _free_port()
     if os.geteuid() == 0:
         shutil.chown(base, user=SERVER_USER)

@@ -35,7 +35,7 @@ from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings
 from stacks.inputs import AwsTarget, StackInputs
 
 ROOT = Path(__file__).resolve().parent.parent
-PASSPHRASE = "clusternet-live-tests"  # a throwaway passphrase for temp file backends
+PASSPHRASE = "hubwright-live-tests"  # a throwaway passphrase for temp file backends
 
 
 class SleepProvider(ResourceProvider):
@@ -212,7 +212,7 @@ def human_stack(engine: PulumiEngine, stack: str, tmp: Path) -> auto.Stack:
         pulumi_home=str(engine.settings.pulumi_home),
         env_vars={"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PYTHONPATH": str(ROOT), "PULUMI_SKIP_UPDATE_CHECK": "true",
                   "PULUMI_PYTHON_CMD": sys.executable},  # dynamic providers run in this interpreter
-        project_settings=auto.ProjectSettings(name="clusternet", runtime="python",
+        project_settings=auto.ProjectSettings(name="hubwright", runtime="python",
                                               backend=auto.ProjectBackend(engine.settings.backend)),
     )
     return auto.Stack.select(stack, ws)
@@ -243,7 +243,7 @@ def _up(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace) -> int:
     """Wall time of a first `up`, no-op `up`s (median of --noops) and a destroy of a one-resource dynamic stack (file
     backend), with the policy pack at `--policy` (off: the engine starts no pack)."""
-    with tempfile.TemporaryDirectory(prefix="clusternet-measure-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="hubwright-measure-") as tmp:
         settings = dataclasses.replace(engine_settings(Path(tmp)), policy=args.policy)
         engine = PulumiEngine(settings, program_factory=sleepy_program())
         inputs = make_inputs()
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     up.set_defaults(func=_up)
     measure = sub.add_parser("measure", help="time a first and a no-op up")
     measure.add_argument("--policy", choices=("off", "advisory", "mandatory"), default="mandatory",
-                         help="the policy pack on each run, as CLUSTERNET_POLICY (default mandatory, as deployed)")
+                         help="the policy pack on each run, as HUBWRIGHT_POLICY (default mandatory, as deployed)")
     measure.add_argument("--noops", type=int, default=5, help="no-op ups to take the median of")
     measure.set_defaults(func=_measure)
     args = parser.parse_args(argv)

@@ -14,7 +14,7 @@ from doubles import MockKubeAPI
 from tests.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
 from stacks.names import GROUP, VERSION
 
-SYSTEM_NAMESPACE = "clusternet-system"
+SYSTEM_NAMESPACE = "hubwright-system"
 
 # Fast enough for tests: short backoff, lock retry and watch renewals. No tenant controller: it is cluster-wide,
 # and these services share their API server with other tests' Tenants (tests/test_tenants_envtest.py runs it).
@@ -115,7 +115,7 @@ class ServiceEnv:
                 return None
             raise
 
-    def role_map(self, data: dict[str, str], name: str = "clusternet-role-account-map") -> None:
+    def role_map(self, data: dict[str, str], name: str = "hubwright-role-account-map") -> None:
         self.namespace(self.system_namespace)
         body = {"metadata": {"name": name, "namespace": self.system_namespace}, "data": data}
         try:

@@ -21,9 +21,9 @@ from stacks.resolve import resolve_fleet
 from tests.factories import HUB_ACCOUNT, HUB_ROLE, NAMESPACES, cluster, fleet, hub, resolve_one
 from stacks.names import DEFAULT_REGION_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, REGION_ANNOTATION
 
-ROLE_2 = "arn:aws:iam::222222222222:role/clusternet"
-ROLE_4 = "arn:aws:iam::444444444444:role/clusternet"
-NS = "clusternet-system"
+ROLE_2 = "arn:aws:iam::222222222222:role/hubwright"
+ROLE_4 = "arn:aws:iam::444444444444:role/hubwright"
+NS = "hubwright-system"
 
 
 # --- region precedence ---------------------------------------------------------------
@@ -31,8 +31,8 @@ NS = "clusternet-system"
 @pytest.mark.parametrize(
     "annotation, ns_default, spec_region, expected, source",
     [
-        ("eu-west-1", "us-west-2", "us-east-2", "eu-west-1", "metadata.annotations[clusternet.io/region]"),
-        (None, "us-west-2", "us-east-2", "us-west-2", "namespace annotation clusternet.io/default-region"),
+        ("eu-west-1", "us-west-2", "us-east-2", "eu-west-1", "metadata.annotations[hubwright.io/region]"),
+        (None, "us-west-2", "us-east-2", "us-west-2", "namespace annotation hubwright.io/default-region"),
         (None, None, "us-east-2", "us-east-2", "spec.region"),
         (None, None, None, "us-east-1", "HubConfig spec.region"),
     ],
@@ -55,7 +55,7 @@ def test_unknown_region_in_an_annotation_is_refused_naming_the_annotation(where)
     with pytest.raises(InvalidSpec) as caught:
         accounts.cluster_region(c, hub(), ns)
     field = caught.value.errors[0].field
-    assert ("clusternet.io/region" in field) if where == "cluster" else ("default-region" in field)
+    assert ("hubwright.io/region" in field) if where == "cluster" else ("default-region" in field)
     assert "'mars-north-1' is not a known AWS region" in str(caught.value)
 
 
@@ -83,7 +83,7 @@ def test_malformed_owner_annotation_is_refused_on_the_namespace():
 # --- roles ------------------------------------------------------------------------------
 
 def test_configmap_entry_wins_over_the_hubconfig_map():
-    other = "arn:aws:iam::222222222222:role/platform/clusternet-v2"
+    other = "arn:aws:iam::222222222222:role/platform/hubwright-v2"
     inputs = resolve_one(cluster(), hub(), role_map={"222222222222": other})
     assert inputs.cluster.role_arn == other
     assert accounts.merged_role_map(hub(), None)["222222222222"] == ROLE_2
@@ -93,8 +93,8 @@ def test_configmap_entry_wins_over_the_hubconfig_map():
     "role, needle",
     [
         ("arn:aws:iam::222222222222:user/alice", "is not an IAM role ARN"),
-        ("clusternet", "is not an IAM role ARN"),
-        ("arn:aws:iam::999999999999:role/clusternet", "is in another account"),
+        ("hubwright", "is not an IAM role ARN"),
+        ("arn:aws:iam::999999999999:role/hubwright", "is in another account"),
     ],
 )
 def test_bad_role_for_the_cluster_account_is_invalid_role_arn(role, needle):
@@ -105,7 +105,7 @@ def test_bad_role_for_the_cluster_account_is_invalid_role_arn(role, needle):
 
 
 def test_role_partition_must_match_the_region_partition():
-    gov = "arn:aws-us-gov:iam::222222222222:role/clusternet"
+    gov = "arn:aws-us-gov:iam::222222222222:role/hubwright"
     with pytest.raises(InvalidSpec) as caught:
         resolve_one(cluster(), hub(), role_map={"222222222222": gov})
     assert caught.value.reason == "InvalidRoleARN"
@@ -115,7 +115,7 @@ def test_role_partition_must_match_the_region_partition():
 def test_cluster_in_the_hub_account_uses_the_hub_role_unless_mapped():
     c = cluster(accountID=HUB_ACCOUNT)
     assert resolve_one(c, hub()).cluster.role_arn == HUB_ROLE
-    mapped = f"arn:aws:iam::{HUB_ACCOUNT}:role/clusternet-clusters"
+    mapped = f"arn:aws:iam::{HUB_ACCOUNT}:role/hubwright-clusters"
     assert resolve_one(c, hub(), role_map={HUB_ACCOUNT: mapped}).cluster.role_arn == mapped
 
 
@@ -123,9 +123,9 @@ def test_targets_carry_session_name_external_id_and_duration_from_the_hub():
     h = hub(credentials={"roleARN": HUB_ROLE, "externalID": "tenant-42", "sessionDurationSeconds": 1800})
     inputs = resolve_one(cluster(), h)
     for target, purpose in ((inputs.cluster, "cluster"), (inputs.hub, "hub")):
-        assert target.session_name == f"clusternet-{purpose}-acme.prod-1"
+        assert target.session_name == f"hubwright-{purpose}-acme.prod-1"
         assert (target.external_id, target.session_duration_seconds) == ("tenant-42", 1800)
-    assert accounts.hub_target(h).session_name == "clusternet-hub-service"
+    assert accounts.hub_target(h).session_name == "hubwright-hub-service"
 
 
 def test_long_session_names_stay_within_sts_limits_and_distinct():
@@ -133,7 +133,7 @@ def test_long_session_names_stay_within_sts_limits_and_distinct():
     b = cluster(name="a" * 50 + "-two", namespace="tenant")
     na, nb = accounts.session_name("cluster", a), accounts.session_name("cluster", b)
     assert len(na) == len(nb) == 64 and na != nb
-    assert na.startswith("clusternet-cluster-tenant.aaa")
+    assert na.startswith("hubwright-cluster-tenant.aaa")
 
 
 # --- the role-map ConfigMap ----------------------------------------------------------------
@@ -168,7 +168,7 @@ def test_a_bad_configmap_value_fails_only_that_accounts_clusters():
               role_map=parse_role_map({"222222222222": "not-an-arn"}, namespace=NS).entries)
     resolved = resolve_fleet(f)
     assert isinstance(resolved["acme/a"], InvalidSpec) and resolved["acme/a"].reason == "InvalidRoleARN"
-    assert resolved["globex/b"].cluster.role_arn == "arn:aws:iam::333333333333:role/clusternet"
+    assert resolved["globex/b"].cluster.role_arn == "arn:aws:iam::333333333333:role/hubwright"
 
 
 def affected_clusters(f, old, new):
@@ -296,14 +296,14 @@ def _assumed_role(provider_inputs: dict) -> str | None:
 
 def test_audit_stack_logs_one_json_line_per_pivot(caplog):
     inputs = next(i for i in _example_inputs() if i.key == "globex/eu-1")
-    with caplog.at_level(logging.INFO, logger="clusternet.audit"):
+    with caplog.at_level(logging.INFO, logger="hubwright.audit"):
         records = audit_stack(inputs, "up")
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "clusternet.audit"]
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "hubwright.audit"]
     assert lines == records and len(lines) == len(stack_targets(inputs).all())
     assert {(l["account_id"], l["region"]) for l in lines} == {("333333333333", "eu-west-1"),
                                                                ("111111111111", "eu-west-1")}
     for line in lines:
         assert (line["cluster"], line["namespace"], line["operation"], line["stack"]) == \
             ("eu-1", "globex", "up", "globex.eu-1")
-        assert line["role_arn"] in ("arn:aws:iam::333333333333:role/clusternet",
-                                    "arn:aws:iam::111111111111:role/clusternet-hub")
+        assert line["role_arn"] in ("arn:aws:iam::333333333333:role/hubwright",
+                                    "arn:aws:iam::111111111111:role/hubwright-hub")

@@ -13,7 +13,7 @@ from stacks.names import (BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACT
 
 
 def tenant(name: str = "t-one", **spec):
-    parsed, problem = tenant_of({"apiVersion": "clusternet.io/v1alpha1", "kind": "Tenant",
+    parsed, problem = tenant_of({"apiVersion": "hubwright.io/v1alpha1", "kind": "Tenant",
                                  "metadata": {"name": name}, "spec": spec})
     assert problem is None
     return parsed
@@ -64,8 +64,8 @@ def test_what_a_tenant_may_never_take_is_refused_with_a_reason(namespace, spec, 
 def test_the_tenant_quota_is_a_resourcequota_owned_by_the_tenant():
     assert tenant_quota(tenant(), "uid-1") is None
     made = tenant_quota(tenant(quota={"maxClusters": 5}, namespace="legacy"), "uid-1")
-    assert made["metadata"]["namespace"] == "legacy" and made["spec"]["hard"] == {"count/clusters.clusternet.io": "5"}
-    assert made["metadata"]["ownerReferences"] == [{"apiVersion": "clusternet.io/v1alpha1", "kind": "Tenant",
+    assert made["metadata"]["namespace"] == "legacy" and made["spec"]["hard"] == {"count/clusters.hubwright.io": "5"}
+    assert made["metadata"]["ownerReferences"] == [{"apiVersion": "hubwright.io/v1alpha1", "kind": "Tenant",
                                                     "name": "t-one", "uid": "uid-1", "controller": True}]
 
 
@@ -88,7 +88,7 @@ def test_the_admins_rolebinding_binds_the_tenant_admin_role_to_the_spec_admins()
 
 
 def test_an_invalid_tenant_is_named_by_its_field():
-    parsed, problem = tenant_of({"apiVersion": "clusternet.io/v1alpha1", "kind": "Tenant", "metadata": {"name": "t"},
+    parsed, problem = tenant_of({"apiVersion": "hubwright.io/v1alpha1", "kind": "Tenant", "metadata": {"name": "t"},
                                  "spec": {"accountID": "12", "admins": [{"kind": "User", "name": "b", "namespace": "x"}]}})
     assert parsed is None and "spec.accountID" in problem and "spec.admins[0]" in problem
 
@@ -108,6 +108,6 @@ def test_the_roles_are_least():
 def test_every_policy_comes_with_its_binding_and_a_fresh_copy():
     manifests = admission_manifests()
     assert [m["kind"] for m in manifests] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 2
-    assert all(m["metadata"]["name"].startswith("clusternet-") for m in manifests)
+    assert all(m["metadata"]["name"].startswith("hubwright-") for m in manifests)
     manifests[0]["spec"].clear()
     assert admission_manifests()[0]["spec"]

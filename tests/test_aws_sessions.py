@@ -75,7 +75,7 @@ def test_assumed_session_acts_in_the_cluster_account_with_the_clusters_session_n
     inputs = resolve_one(cluster(), hub())
     identity = sessions.client(inputs.cluster, "sts", operation="test").get_caller_identity()
     assert identity["Account"] == CLUSTER_ACCOUNT
-    assert identity["Arn"] == f"arn:aws:sts::{CLUSTER_ACCOUNT}:assumed-role/clusternet/clusternet-cluster-acme.prod-1"
+    assert identity["Arn"] == f"arn:aws:sts::{CLUSTER_ACCOUNT}:assumed-role/hubwright/hubwright-cluster-acme.prod-1"
 
 
 def test_find_nlb_finds_the_installers_nlb_in_the_cluster_account_only(moto, sessions):
@@ -104,7 +104,7 @@ def test_the_census_counts_other_endpoints_per_inventory_vpc_in_the_hub_account(
     for n in range(2):  # someone else's interface endpoints: counted
         east_ec2.create_vpc_endpoint(VpcId=busy, VpcEndpointType="Interface", SubnetIds=[busy_subnet],
                                      ServiceName=f"com.amazonaws.vpce.us-east-1.vpce-svc-{n:017d}")
-    east_ec2.create_vpc_endpoint(  # clusternet's own (its providers' default tags): placement counts it already
+    east_ec2.create_vpc_endpoint(  # hubwright's own (its providers' default tags): placement counts it already
         VpcId=busy, VpcEndpointType="Interface", SubnetIds=[busy_subnet],
         ServiceName="com.amazonaws.vpce.us-east-1.vpce-svc-00000000000000005",
         TagSpecifications=[{"ResourceType": "vpc-endpoint", "Tags": [{"Key": MANAGED_BY_TAG, "Value": MANAGED_BY}]}])
@@ -146,7 +146,7 @@ def test_credentials_are_cached_per_role_and_session_and_shared_across_regions(m
 def test_credentials_are_refreshed_before_they_expire(moto):
     clock = Clock()
     sessions = AwsSessions(base=_base(), endpoint_url=moto.url, clock=clock)
-    h = hub(credentials={"roleARN": "arn:aws:iam::111111111111:role/clusternet-hub", "sessionDurationSeconds": 900})
+    h = hub(credentials={"roleARN": "arn:aws:iam::111111111111:role/hubwright-hub", "sessionDurationSeconds": 900})
     target = resolve_one(cluster(), h).cluster
     session = sessions.session(target, operation="test")
     first = session.get_credentials().get_frozen_credentials().access_key
@@ -177,7 +177,7 @@ def test_ambient_credentials_are_used_only_in_their_own_account(moto, sessions):
 
 
 def test_endpoint_url_comes_from_the_environment(moto):
-    sessions = AwsSessions.from_env({"CLUSTERNET_AWS_ENDPOINT_URL": moto.url}, base=_base())
+    sessions = AwsSessions.from_env({"HUBWRIGHT_AWS_ENDPOINT_URL": moto.url}, base=_base())
     assert sessions.endpoint_url == moto.url
     target = resolve_one(cluster(), hub()).cluster
     assert sessions.client(target, "sts", operation="test").get_caller_identity()["Account"] == CLUSTER_ACCOUNT
@@ -193,16 +193,16 @@ def test_every_session_logs_one_audit_line_and_no_credentials(moto, caplog):
     sessions.client(inputs.cluster, "ec2", operation="find-nlb", cluster="prod-1", namespace="acme").describe_vpcs()
     secret = session.get_credentials().get_frozen_credentials()
 
-    audit = [json.loads(r.getMessage()) for r in caplog.records if r.name == "clusternet.audit"]
+    audit = [json.loads(r.getMessage()) for r in caplog.records if r.name == "hubwright.audit"]
     assert len(audit) == 2
     assert audit[0] == {
         "event": "account_pivot", "cluster": "prod-1", "namespace": "acme", "account_id": CLUSTER_ACCOUNT,
-        "region": REGION, "role_arn": "arn:aws:iam::222222222222:role/clusternet",
-        "session_name": "clusternet-cluster-acme.prod-1", "operation": "find-nlb", "stack": None,
+        "region": REGION, "role_arn": "arn:aws:iam::222222222222:role/hubwright",
+        "session_name": "hubwright-cluster-acme.prod-1", "operation": "find-nlb", "stack": None,
     }
     text = caplog.text
     assert secret.secret_key not in text and secret.token not in text
-    assert "assumed role arn:aws:iam::222222222222:role/clusternet" in text  # the pivot itself is logged
+    assert "assumed role arn:aws:iam::222222222222:role/hubwright" in text  # the pivot itself is logged
 
 
 def test_without_the_guard_botocore_debug_would_leak_credentials(moto, caplog):
@@ -223,22 +223,22 @@ def test_without_the_guard_botocore_debug_would_leak_credentials(moto, caplog):
 
 def _enforced(moto, cluster_actions: list[str] | None = None) -> AwsSessions:
     """Roles and the controller as docs/iam.md sets them up, then IAM enforcement on."""
-    hub_role = f"arn:aws:iam::{HUB_ACCOUNT}:role/clusternet-hub"
-    cluster_role = f"arn:aws:iam::{CLUSTER_ACCOUNT}:role/clusternet"
+    hub_role = f"arn:aws:iam::{HUB_ACCOUNT}:role/hubwright-hub"
+    cluster_role = f"arn:aws:iam::{CLUSTER_ACCOUNT}:role/hubwright"
     iam_default = _base().client("iam", endpoint_url=moto.url)
-    iam_default.create_user(UserName="clusternet-controller")
-    controller = f"arn:aws:iam::{DEFAULT_ACCOUNT}:user/clusternet-controller"
-    iam_default.put_user_policy(UserName="clusternet-controller", PolicyName="assume",
+    iam_default.create_user(UserName="hubwright-controller")
+    controller = f"arn:aws:iam::{DEFAULT_ACCOUNT}:user/hubwright-controller"
+    iam_default.put_user_policy(UserName="hubwright-controller", PolicyName="assume",
                                 PolicyDocument=json.dumps(iam.controller_policy([hub_role, cluster_role])))
-    key = iam_default.create_access_key(UserName="clusternet-controller")["AccessKey"]
+    key = iam_default.create_access_key(UserName="hubwright-controller")["AccessKey"]
     policy = iam.cluster_role_policy()
     if cluster_actions is not None:
         policy["Statement"][0]["Action"] = cluster_actions
-    for account, name, document in ((HUB_ACCOUNT, "clusternet-hub", iam.hub_role_policy()),
-                                    (CLUSTER_ACCOUNT, "clusternet", policy)):
+    for account, name, document in ((HUB_ACCOUNT, "hubwright-hub", iam.hub_role_policy()),
+                                    (CLUSTER_ACCOUNT, "hubwright", policy)):
         client = _setup_session(moto, account).client("iam", endpoint_url=moto.url)
         client.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(iam.trust_policy(controller)))
-        client.put_role_policy(RoleName=name, PolicyName="clusternet", PolicyDocument=json.dumps(document))
+        client.put_role_policy(RoleName=name, PolicyName="hubwright", PolicyDocument=json.dumps(document))
     moto.enforce_iam()
     return AwsSessions(base=_base(key["AccessKeyId"], key["SecretAccessKey"]), endpoint_url=moto.url)
 
@@ -250,8 +250,8 @@ def test_assume_role_refusal_is_account_access_denied_with_a_reason(moto):
         sessions.client(unmapped, "elbv2", operation="find-nlb")
     assert caught.value.reason == "AssumeRoleFailed"
     message = str(caught.value)
-    assert "arn:aws:iam::333333333333:role/clusternet" in message and "AccessDenied" in message
-    assert "session clusternet-cluster-acme.prod-1" in message
+    assert "arn:aws:iam::333333333333:role/hubwright" in message and "AccessDenied" in message
+    assert "session hubwright-cluster-acme.prod-1" in message
 
 
 def test_lookups_succeed_with_exactly_the_generated_policies(moto):

@@ -22,7 +22,7 @@ from tests.factories import NAMESPACES, cluster_doc, fleet, hub, hub_doc
 
 
 def _cache() -> Cache:
-    return Cache(hub_name="default", role_map_name=ROLE_MAP_CONFIGMAP, role_map_namespace="clusternet-system",
+    return Cache(hub_name="default", role_map_name=ROLE_MAP_CONFIGMAP, role_map_namespace="hubwright-system",
                  parse_role_map=lambda raw: {})
 
 
@@ -38,7 +38,7 @@ def _raw(**meta) -> dict:
 # and that resolve() never reads.
 NOT_READ = {
     "resourceVersion": lambda d: d["metadata"].update(resourceVersion="2"),
-    "finalizers": lambda d: d["metadata"].update(finalizers=["clusternet.io/stack"]),
+    "finalizers": lambda d: d["metadata"].update(finalizers=["hubwright.io/stack"]),
     "managedFields": lambda d: d["metadata"].update(managedFields=[{"manager": "kubectl"}]),
     "status.conditions": lambda d: d["status"].update(conditions=[]),
     "status.lastUpdate": lambda d: d["status"].update(lastUpdate={"operation": "up", "result": "Running"}),

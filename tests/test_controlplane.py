@@ -12,38 +12,38 @@ from stacks.crds import crd_manifests
 def deploy(**kw):
     def build():
         provider = k8s.Provider("k8s", kubeconfig="{}")
-        ControlPlane("clusternet", ControlPlaneArgs(image="registry.example.com/clusternet:1", crds=crd_manifests(), **kw),
+        ControlPlane("hubwright", ControlPlaneArgs(image="registry.example.com/hubwright:1", crds=crd_manifests(), **kw),
                      provider)
     return record(build, stack="deploy")
 
 
 def test_installs_the_generated_crds():
     groups = {g.name: g for g in deploy().of_type("kubernetes:yaml/v2:ConfigGroup")}
-    names = sorted(o["metadata"]["name"] for o in groups["clusternet-crds"].inputs["objs"])
-    assert names == ["clusters.clusternet.io", "hubconfigs.clusternet.io", "tenants.clusternet.io"]
+    names = sorted(o["metadata"]["name"] for o in groups["hubwright-crds"].inputs["objs"])
+    assert names == ["clusters.hubwright.io", "hubconfigs.hubwright.io", "tenants.hubwright.io"]
 
 
 def test_installs_the_tenant_admission_policies_and_the_tenant_admin_role():
-    [group] = [g for g in deploy().of_type("kubernetes:yaml/v2:ConfigGroup") if g.name == "clusternet-admission"]
+    [group] = [g for g in deploy().of_type("kubernetes:yaml/v2:ConfigGroup") if g.name == "hubwright-admission"]
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in group.inputs["objs"])
-    assert kinds == [("ClusterRole", "clusternet-tenant-admin"),
-                     ("ValidatingAdmissionPolicy", "clusternet-tenant-deletion"),
-                     ("ValidatingAdmissionPolicy", "clusternet-tenant-ownership"),
-                     ("ValidatingAdmissionPolicyBinding", "clusternet-tenant-deletion"),
-                     ("ValidatingAdmissionPolicyBinding", "clusternet-tenant-ownership")]
+    assert kinds == [("ClusterRole", "hubwright-tenant-admin"),
+                     ("ValidatingAdmissionPolicy", "hubwright-tenant-deletion"),
+                     ("ValidatingAdmissionPolicy", "hubwright-tenant-ownership"),
+                     ("ValidatingAdmissionPolicyBinding", "hubwright-tenant-deletion"),
+                     ("ValidatingAdmissionPolicyBinding", "hubwright-tenant-ownership")]
 
 
 def test_rbac_is_least_privilege():
     plan = deploy()
     roles = {r.inputs["metadata"]["name"]: r.inputs for r in plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")}
-    rules = roles["clusternet"]["rules"]
+    rules = roles["hubwright"]["rules"]
     verbs: dict = {}
     for rule in rules:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 verbs.setdefault((group, resource), set()).update(rule["verbs"])
-    assert verbs[("clusternet.io", "clusters/status")] == {"get", "update", "patch"}
-    assert verbs[("clusternet.io", "hubconfigs")] == {"get", "list", "watch"}
+    assert verbs[("hubwright.io", "clusters/status")] == {"get", "update", "patch"}
+    assert verbs[("hubwright.io", "hubconfigs")] == {"get", "list", "watch"}
     # Namespaces: read, and create or label a Tenant's; never delete one.
     assert verbs[("", "namespaces")] == {"get", "list", "watch", "create", "patch"}
     deletes = {key for key, v in verbs.items() if "delete" in v}
@@ -52,19 +52,19 @@ def test_rbac_is_least_privilege():
                        ("", "resourcequotas")}  # a Tenant's quota, when its spec.quota goes
     assert all("*" not in v and "escalate" not in v for v in verbs.values())
     [bind] = [rule for rule in rules if "bind" in rule["verbs"]]
-    assert bind["resourceNames"] == ["clusternet-tenant-admin"]
+    assert bind["resourceNames"] == ["hubwright-tenant-admin"]
     assert not any(r for rule in rules for r in rule["resources"] if r in ("secrets", "configmaps"))
     ns_rules = plan.one("kubernetes:rbac.authorization.k8s.io/v1:Role").inputs["rules"]
     configmaps = [r for r in ns_rules if r["resources"] == ["configmaps"]]
     assert configmaps == [{"apiGroups": [""], "resources": ["configmaps"],
-                           "resourceNames": ["clusternet-role-account-map"], "verbs": ["get", "list", "watch"]}]
+                           "resourceNames": ["hubwright-role-account-map"], "verbs": ["get", "list", "watch"]}]
 
 
 def test_tenants_get_clusters_through_edit_and_admin_but_never_their_status():
     """Status fields feed resolution (meshJoin, outputs.endpointVPC): only the service writes them."""
     roles = {r.inputs["metadata"]["name"]: r.inputs
              for r in deploy().of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")}
-    tenant, viewer = roles["clusternet-tenant"], roles["clusternet-viewer"]
+    tenant, viewer = roles["hubwright-tenant"], roles["hubwright-viewer"]
     assert [r["resources"] for r in tenant["rules"]] == [["clusters"]]
     assert {k for k in tenant["metadata"]["labels"] if "aggregate-to" in k} == {
         "rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-admin"}
@@ -72,7 +72,7 @@ def test_tenants_get_clusters_through_edit_and_admin_but_never_their_status():
     assert "rbac.authorization.k8s.io/aggregate-to-view" in viewer["metadata"]["labels"]
     writes_status = [name for name, role in roles.items() for rule in role["rules"]
                      if "clusters/status" in rule["resources"] and {"update", "patch"} & set(rule["verbs"])]
-    assert writes_status == ["clusternet"]  # the service's own role, bound to its ServiceAccount only
+    assert writes_status == ["hubwright"]  # the service's own role, bound to its ServiceAccount only
 
 
 def test_file_backend_gets_a_volume_and_one_replica():
@@ -80,17 +80,17 @@ def test_file_backend_gets_a_volume_and_one_replica():
     spec = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]
     assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
     container = spec["template"]["spec"]["containers"][0]
-    assert container["args"][container["args"].index("--backend") + 1] == "file:///var/lib/clusternet"
+    assert container["args"][container["args"].index("--backend") + 1] == "file:///var/lib/hubwright"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert re.fullmatch(env["CLUSTERNET_LOCK_HOSTS"], "clusternet-7d9f8b6c5d-x2x4q")
-    assert env["CLUSTERNET_POLICY"] == "mandatory"  # the policy pack on every update, unless switched off
+    assert re.fullmatch(env["HUBWRIGHT_LOCK_HOSTS"], "hubwright-7d9f8b6c5d-x2x4q")
+    assert env["HUBWRIGHT_POLICY"] == "mandatory"  # the policy pack on every update, unless switched off
     assert plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
 
 
 def test_shared_backend_runs_two_replicas_without_a_volume():
-    plan = deploy(backend_url="s3://state-bucket/clusternet")
+    plan = deploy(backend_url="s3://state-bucket/hubwright")
     spec = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]
     assert spec["replicas"] == 2 and spec["strategy"]["type"] == "RollingUpdate"
     assert not plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")
@@ -98,7 +98,7 @@ def test_shared_backend_runs_two_replicas_without_a_volume():
 
 def test_every_resource_is_parented_under_the_component():
     plan = deploy()
-    [top] = plan.of_type("clusternet:deploy:ControlPlane")
+    [top] = plan.of_type("hubwright:deploy:ControlPlane")
     for res in plan.resources:
         if res.type.startswith("kubernetes:") and res.type != "pulumi:providers:kubernetes":
             assert res.parent == top.urn, res.name
@@ -116,12 +116,12 @@ def test_the_deploy_program_runs_the_service_and_the_central_proxy(tmp_path):
     hub_file.write_text(yaml.safe_dump(hub_doc(sharedIngress={"address": "ingress.example.com:6443"})))
 
     def build():
-        pulumi.runtime.set_all_config({"clusternet-deploy:image": "registry.example.com/clusternet:1",
-                                       "clusternet-deploy:hub": str(hub_file)})
+        pulumi.runtime.set_all_config({"hubwright-deploy:image": "registry.example.com/hubwright:1",
+                                       "hubwright-deploy:hub": str(hub_file)})
         runpy.run_path("deploy/__main__.py")
 
-    plan = record(build, stack="prod", project="clusternet-deploy")
-    assert plan.of_type("clusternet:deploy:ControlPlane") and plan.of_type("clusternet:ingress:CentralProxy")
+    plan = record(build, stack="prod", project="hubwright-deploy")
+    assert plan.of_type("hubwright:deploy:ControlPlane") and plan.of_type("hubwright:ingress:CentralProxy")
     proxy_cm = [r for r in plan.of_type("kubernetes:core/v1:ConfigMap") if r.name == "shared-ingress-config"]
     assert proxy_cm and proxy_cm[0].options["ignoreChanges"] == ["data"]
 
@@ -140,8 +140,8 @@ def test_the_container_args_are_the_serve_flags_they_mean():
     assert container["args"][:3] == ["python", "-m", "automation"]
     args = build_parser().parse_args(container["args"][3:])
     options = options_from(args)
-    assert (options.run_timeout, options.cancel_grace, options.namespace) == (900, 45.5, "clusternet-system")
-    assert (args.state_dir, args.backend) == ("/var/lib/clusternet", "file:///var/lib/clusternet")
+    assert (options.run_timeout, options.cancel_grace, options.namespace) == (900, 45.5, "hubwright-system")
+    assert (args.state_dir, args.backend) == ("/var/lib/hubwright", "file:///var/lib/hubwright")
 
 
 def test_the_grace_period_covers_the_cancel_grace():
@@ -161,7 +161,7 @@ def test_every_path_the_service_writes_is_a_volume(backend, state):
     mounts = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    assert set(mounts) == {"/var/lib/clusternet", env["PULUMI_HOME"], "/tmp"}
+    assert set(mounts) == {"/var/lib/hubwright", env["PULUMI_HOME"], "/tmp"}
     assert state in mounts[container["args"][container["args"].index("--state-dir") + 1]]
     assert "emptyDir" in mounts[env["PULUMI_HOME"]] and "emptyDir" in mounts["/tmp"]
 
@@ -174,7 +174,7 @@ def deploy_registry(**kw):
 
     def build():
         provider = k8s.Provider("k8s", kubeconfig="{}")
-        RegistryApi("clusternet-registry", RegistryApiArgs(image="registry.example.com/clusternet:1", rules=API_RULES,
+        RegistryApi("hubwright-registry", RegistryApiArgs(image="registry.example.com/hubwright:1", rules=API_RULES,
                                                            **kw), provider)
     return record(build, stack="deploy")
 
@@ -185,8 +185,8 @@ def test_the_registry_api_gets_exactly_its_documented_rights():
     [role] = plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
     assert role.inputs["rules"] == [dict(rule) for rule in API_RULES]
     [binding] = plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
-    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "clusternet-registry",
-                                           "namespace": "clusternet-system"}]
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "hubwright-registry",
+                                           "namespace": "hubwright-system"}]
     verbs = {verb for rule in API_RULES for verb in rule["verbs"]}
     assert not verbs & {"*", "escalate", "bind", "update", "watch"}
     assert not any("secrets" in rule["resources"] for rule in API_RULES)
@@ -200,8 +200,8 @@ def test_the_registry_keeps_sqlite_on_a_volume_with_one_replica():
     [container] = pod["containers"]
     args = container["args"]
     assert args[:4] == ["python", "-m", "automation", "api"]
-    assert args[args.index("--facts-db") + 1] == "sqlite:////var/lib/clusternet-registry/facts.db"
-    assert {"name": "facts", "mountPath": "/var/lib/clusternet-registry"} in container["volumeMounts"]
+    assert args[args.index("--facts-db") + 1] == "sqlite:////var/lib/hubwright-registry/facts.db"
+    assert {"name": "facts", "mountPath": "/var/lib/hubwright-registry"} in container["volumeMounts"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert plan.one("kubernetes:core/v1:PersistentVolumeClaim").inputs["spec"]["accessModes"] == ["ReadWriteOnce"]
 
@@ -212,6 +212,6 @@ def test_the_registry_on_postgresql_takes_its_url_from_a_secret_and_runs_two_rep
     assert spec["replicas"] == 2
     [container] = spec["template"]["spec"]["containers"]
     assert "--facts-db" not in container["args"]  # the URL holds a password: never in the pod's args
-    assert container["env"] == [{"name": "CLUSTERNET_FACTS_DB",
+    assert container["env"] == [{"name": "HUBWRIGHT_FACTS_DB",
                                  "valueFrom": {"secretKeyRef": {"name": "registry-db", "key": "url"}}}]
     assert plan.of_type("kubernetes:core/v1:PersistentVolumeClaim") == []

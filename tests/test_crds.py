@@ -39,10 +39,10 @@ def _schema(kind: str) -> dict:
 
 def test_names_scope_and_subresources():
     cluster, hub = _crd("Cluster"), _crd("HubConfig")
-    assert cluster["metadata"]["name"] == "clusters.clusternet.io"
+    assert cluster["metadata"]["name"] == "clusters.hubwright.io"
     assert cluster["spec"]["scope"] == "Namespaced"
     assert cluster["spec"]["versions"][0]["subresources"] == {"status": {}}
-    assert hub["metadata"]["name"] == "hubconfigs.clusternet.io"
+    assert hub["metadata"]["name"] == "hubconfigs.hubwright.io"
     assert hub["spec"]["scope"] == "Cluster"
     columns = [c["name"] for c in cluster["spec"]["versions"][0]["additionalPrinterColumns"]]
     assert columns[:4] == ["Account", "Region", "Ready", "Reason"] and columns[-1] == "Age"

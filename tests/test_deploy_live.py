@@ -31,7 +31,7 @@ from tests.service_env import ServiceEnv, wait_until
 MISSING = deployed.missing()
 pytestmark = [pytest.mark.live, pytest.mark.skipif(MISSING is not None, reason=str(MISSING))]
 
-NAMESPACE = "clusternet-system"
+NAMESPACE = "hubwright-system"
 HUB = {"endpointVPCInventory": [], "associatedVPCs": [],  # nothing that would make the service count endpoints
        "sharedIngress": {"address": "lb.example.com:6443", "allowedBackends": ["10.0.0.0/8"]}}
 INGRESS_ONLY = {"privateLink": {"enabled": False}, "sharedIngress": {"enabled": True, "backend": "10.0.1.10:6443"}}
@@ -55,7 +55,7 @@ def rendered(where: Path, **config: str) -> list[dict]:
     """Every object deploy/ renders for a HubConfig with a shared ingress (so the central proxy's too)."""
     hub_file = where / "hub.yaml"
     hub_file.write_text(yaml.safe_dump(hub_doc(**HUB)))
-    return deployed.objects(deployed.render({"image": "clusternet:live", "namespace": NAMESPACE,
+    return deployed.objects(deployed.render({"image": "hubwright:live", "namespace": NAMESPACE,
                                              "hub": str(hub_file), "metricsPort": str(free_port()), **config}))
 
 
@@ -70,13 +70,13 @@ def live(objs) -> Iterator[Live]:
     and the Secret the administrator creates."""
     with start_envtest() as api, deployed.AwsTripwire().running() as aws, api.api_client() as admin:
         deployed.apply(admin, objs)  # CRDs, Namespaces, RBAC, ServiceAccount, both Deployments, the proxy's ConfigMap
-        pod = deployed.pod_of(deployed.one(objs, "Deployment", "clusternet"))
+        pod = deployed.pod_of(deployed.one(objs, "Deployment", "hubwright"))
         [source] = pod.container["envFrom"]
         client.CoreV1Api(admin).create_namespaced_secret(NAMESPACE, {  # IRSA would give the AWS credentials
             "metadata": {"name": source["secretRef"]["name"]},
             "stringData": {"PULUMI_CONFIG_PASSPHRASE": "live-test", "AWS_ACCESS_KEY_ID": "AKIDLIVETEST",
                            "AWS_SECRET_ACCESS_KEY": "live-test", "AWS_ENDPOINT_URL": aws.url,
-                           "CLUSTERNET_AWS_ENDPOINT_URL": aws.url}})
+                           "HUBWRIGHT_AWS_ENDPOINT_URL": aws.url}})
         kube = ServiceEnv(admin, namespace="acme", system_namespace=NAMESPACE)
         kube.namespace("acme")
         kube.hub(**HUB)
@@ -119,10 +119,10 @@ print("repository", sorted(os.listdir(sys.argv[-1])) if os.path.isdir(sys.argv[-
 """
 
 
-@pytest.mark.parametrize("backend", ["", "s3://state-bucket/clusternet"])
+@pytest.mark.parametrize("backend", ["", "s3://state-bucket/hubwright"])
 def test_the_sandbox_lets_the_container_write_only_its_volumes(backend, tmp_path):
     """Only the declared volumes are writable; with a remote backend too, --state-dir (the workspaces) is one."""
-    pod = deployed.pod_of(deployed.one(rendered(tmp_path, backend=backend), "Deployment", "clusternet"))
+    pod = deployed.pod_of(deployed.one(rendered(tmp_path, backend=backend), "Deployment", "hubwright"))
     volumes = deployed.volume_dirs(pod, tmp_path / "volumes")
     tokens = tmp_path / "serviceaccount"
     tokens.mkdir()
@@ -145,15 +145,15 @@ def test_the_sandbox_lets_the_container_write_only_its_volumes(backend, tmp_path
 
 
 def test_the_deployed_service_brings_a_cluster_up_and_destroys_its_stack(live, tmp_path):
-    pod = deployed.pod_of(deployed.one(live.objs, "Deployment", "clusternet"))
+    pod = deployed.pod_of(deployed.one(live.objs, "Deployment", "hubwright"))
     kube = live.kube
     with running(live, pod, image(), tmp_path) as (box, volumes):
         kube.create("prod-1", **INGRESS_ONLY)
         ready = wait_until(lambda: settled(kube, "prod-1"), 120, what="prod-1 Ready")
         assert ready["status"] == "True", (ready, kube.events(name="prod-1"), box.tail())
         assert FINALIZER in kube.get("prod-1")["metadata"]["finalizers"]
-        assert backend_stacks(volumes["state"], tmp_path) == ["organization/clusternet/acme.prod-1"]  # on the PVC
-        central = live.core.read_namespaced_config_map(SHARED_INGRESS_CONFIGMAP, "clusternet-ingress")
+        assert backend_stacks(volumes["state"], tmp_path) == ["organization/hubwright/acme.prod-1"]  # on the PVC
+        central = live.core.read_namespaced_config_map(SHARED_INGRESS_CONFIGMAP, "hubwright-ingress")
         assert "prod-1" in central.data[MAP_FILE]  # written through the central proxy's route-writer Role
 
         kube.delete("prod-1")
@@ -161,7 +161,7 @@ def test_the_deployed_service_brings_a_cluster_up_and_destroys_its_stack(live, t
         assert backend_stacks(volumes["state"], tmp_path) == []
         assert not (volumes["state"] / "workspaces" / "acme.prod-1").exists()
         assert "prod-1" not in live.core.read_namespaced_config_map(
-            SHARED_INGRESS_CONFIGMAP, "clusternet-ingress").data[MAP_FILE]
+            SHARED_INGRESS_CONFIGMAP, "hubwright-ingress").data[MAP_FILE]
     status, took = box.stopped
     log = box.log.read_text(errors="replace")
     assert status == 0, (took, box.tail())  # SIGTERM: a clean exit within terminationGracePeriodSeconds
@@ -173,7 +173,7 @@ def test_the_deployed_service_brings_a_cluster_up_and_destroys_its_stack(live, t
 
 def test_the_sandbox_shows_the_reported_bug_a_read_only_pulumi_home(live, tmp_path):
     """The image and Deployment as the issue found them: PULUMI_HOME in the image's read-only /opt/pulumi."""
-    pod = deployed.pod_of(deployed.one(live.objs, "Deployment", "clusternet"))
+    pod = deployed.pod_of(deployed.one(live.objs, "Deployment", "hubwright"))
     [container] = pod.spec["containers"]
     container["env"] = [e for e in container["env"] if e["name"] != "PULUMI_HOME"]
     container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "pulumi-home"]
@@ -188,7 +188,7 @@ def test_the_sandbox_shows_the_reported_bug_a_read_only_pulumi_home(live, tmp_pa
 
 def test_the_deployed_service_records_each_mesh_groups_state_in_the_hubconfig_status(live, tmp_path):
     """deploy/'s ClusterRole lets the service patch hubconfigs/status (status.mesh), and nothing more is needed."""
-    pod = deployed.pod_of(deployed.one(live.objs, "Deployment", "clusternet"))
+    pod = deployed.pod_of(deployed.one(live.objs, "Deployment", "hubwright"))
     kube = live.kube
     mesh = {"labels": {MESH_LABEL: "core"}, "annotations": {MESH_ENABLED_ANNOTATION: "true"},
             "privateLink": {"enabled": False}}

@@ -20,7 +20,7 @@ TWO_VPCS = [{"region": "us-east-1", "vpcID": f"vpc-0hub{x}", "cidr": f"10.{100 +
 
 
 def _cache() -> Cache:
-    return Cache(hub_name="default", role_map_name=ROLE_MAP_CONFIGMAP, role_map_namespace="clusternet-system",
+    return Cache(hub_name="default", role_map_name=ROLE_MAP_CONFIGMAP, role_map_namespace="hubwright-system",
                  parse_role_map=lambda raw: {})
 
 

@@ -128,7 +128,7 @@ def test_parse_reads_copy_destinations_env_and_user():
     assert parse("ENTRYPOINT run it\n").entrypoint == ["/bin/sh", "-c", "run it"]
 
 
-@pytest.mark.parametrize("backend", [None, "s3://state-bucket/clusternet"])
+@pytest.mark.parametrize("backend", [None, "s3://state-bucket/hubwright"])
 def test_pulumi_home_and_the_state_dir_are_writable_volumes(backend):
     """The root filesystem is read-only: PULUMI_HOME (the image's ENV and the pod's env) and --state-dir must be
     volumes, or every `up` fails with `mkdir .../workspaces: read-only file system`."""

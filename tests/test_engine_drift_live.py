@@ -125,13 +125,13 @@ def test_the_worker_pool_carries_drifted_and_up_with_refresh(pulumi_cli, tmp_pat
 
 def test_drifted_is_sorted_one_entry_per_resource_and_capped():
     def pre(op: str, name: str, type_: str = DYNAMIC):
-        meta = SimpleNamespace(op=auto.OpType(op), type=type_, urn=f"urn:pulumi:s::clusternet::{type_}::{name}")
+        meta = SimpleNamespace(op=auto.OpType(op), type=type_, urn=f"urn:pulumi:s::hubwright::{type_}::{name}")
         return SimpleNamespace(resource_pre_event=SimpleNamespace(metadata=meta))
 
     changed = _ChangedResources()
     for event in [pre("refresh", "b"), pre("same", "a"), pre("read", "r"), pre("update", "b"),
                   pre("replace", "c"), pre("create-replacement", "c"), pre("delete-replaced", "c"),
-                  pre("update", "clusternet-s", "pulumi:pulumi:Stack"), SimpleNamespace(resource_pre_event=None)]:
+                  pre("update", "hubwright-s", "pulumi:pulumi:Stack"), SimpleNamespace(resource_pre_event=None)]:
         changed.on_event(event)
     assert changed.names() == [f"b ({DYNAMIC})", f"c ({DYNAMIC})"]
 
@@ -196,7 +196,7 @@ def test_applied_survives_more_failed_updates_than_the_old_history_window(pulumi
 
     for _ in range(HISTORY_WINDOW + 1):
         with pytest.raises(auto.errors.CommandError):
-            by_hand.up(program=raises, color="never", message="clusternet: failing retry")
+            by_hand.up(program=raises, color="never", message="hubwright: failing retry")
     history = by_hand.history(page_size=100, show_secrets=False)
     assert [h.result for h in history] == ["failed"] * (HISTORY_WINDOW + 2) + ["succeeded"]
 

@@ -19,7 +19,7 @@ kubernetes = pytest.importorskip("kubernetes")
 from kubernetes import client, watch  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
-GROUP = "smoke.clusternet.test"
+GROUP = "smoke.hubwright.test"
 SAMPLE_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",

@@ -104,12 +104,12 @@ def test_policies_split_actions_by_role():
 
 
 def test_trust_and_controller_policies():
-    principal = f"arn:aws:iam::{HUB_ACCOUNT}:role/clusternet-controller"
+    principal = f"arn:aws:iam::{HUB_ACCOUNT}:role/hubwright-controller"
     trust = iam.trust_policy(principal, "tenant-42")["Statement"][0]
     assert trust["Principal"] == {"AWS": principal} and trust["Action"] == "sts:AssumeRole"
     assert trust["Condition"] == {"StringEquals": {"sts:ExternalId": "tenant-42"}}
     assert "Condition" not in iam.trust_policy(principal)["Statement"][0]
-    roles = ["arn:aws:iam::222222222222:role/clusternet", "arn:aws:iam::111111111111:role/clusternet-hub"]
+    roles = ["arn:aws:iam::222222222222:role/hubwright", "arn:aws:iam::111111111111:role/hubwright-hub"]
     controller = iam.controller_policy(roles + roles[:1])["Statement"][0]
     assert controller["Action"] == ["sts:AssumeRole"] and controller["Resource"] == sorted(roles)
     with pytest.raises(ValueError):
@@ -117,14 +117,14 @@ def test_trust_and_controller_policies():
 
 
 def test_cli_prints_the_documents_for_a_hub(capsys):
-    principal = f"arn:aws:iam::{HUB_ACCOUNT}:role/clusternet-controller"
+    principal = f"arn:aws:iam::{HUB_ACCOUNT}:role/hubwright-controller"
     assert cli_main(["iam", "--principal", principal, "--hub", str(ROOT / "examples/hub.yaml")]) == 0
     docs = json.loads(capsys.readouterr().out)
     assert set(docs) == {"controller", "trust", "hub", "cluster"}
     assert docs["controller"]["Statement"][0]["Resource"] == [
-        "arn:aws:iam::111111111111:role/clusternet-hub",
-        "arn:aws:iam::222222222222:role/clusternet",
-        "arn:aws:iam::333333333333:role/clusternet",
+        "arn:aws:iam::111111111111:role/hubwright-hub",
+        "arn:aws:iam::222222222222:role/hubwright",
+        "arn:aws:iam::333333333333:role/hubwright",
     ]
     assert docs["cluster"] == iam.cluster_role_policy()
 
@@ -143,5 +143,5 @@ def test_docs_show_the_generated_role_policies():
     for block in blocks:
         document = json.loads(re.sub(r'"<[^>]*>"', '"x"', block))
         by_sid[document["Statement"][0]["Sid"]] = document
-    assert by_sid["ClusternetCluster"] == iam.cluster_role_policy()
-    assert by_sid["ClusternetHub"] == iam.hub_role_policy()
+    assert by_sid["HubwrightCluster"] == iam.cluster_role_policy()
+    assert by_sid["HubwrightHub"] == iam.hub_role_policy()

@@ -41,17 +41,17 @@ HUBS = [
 ]
 NAMESPACES = {
     "acme": [{OWNER_ANNOTATION: "222222222222", CLUSTER_ID_PREFIXES_ANNOTATION: "x"},
-             {OWNER_ANNOTATION: "222222222222", "clusternet.io/allowed-domains": "a.example.com"}, None,
-             {OWNER_ANNOTATION: "222222222222", "clusternet.io/max-endpoints": "1"}],
+             {OWNER_ANNOTATION: "222222222222", "hubwright.io/allowed-domains": "a.example.com"}, None,
+             {OWNER_ANNOTATION: "222222222222", "hubwright.io/max-endpoints": "1"}],
     "globex": [{OWNER_ANNOTATION: "333333333333", CLUSTER_ID_PREFIXES_ANNOTATION: "x,y"},
-               {OWNER_ANNOTATION: "222222222222"}, {"clusternet.io/tenant": "g"},
-               {OWNER_ANNOTATION: "333333333333", "clusternet.io/max-clusters": "0"}],
-    "free": [None, {"clusternet.io/tenant": "free-tenant"}, {OWNER_ANNOTATION: "444444444444"},
-             {"clusternet.io/max-endpoints": "many"}],
-    "open": [None, {"clusternet.io/allowed-domains": "b.example.com"}, {"clusternet.io/tenant": "o"},
-             {"clusternet.io/max-clusters": "1", "clusternet.io/max-endpoints": "2"}],
+               {OWNER_ANNOTATION: "222222222222"}, {"hubwright.io/tenant": "g"},
+               {OWNER_ANNOTATION: "333333333333", "hubwright.io/max-clusters": "0"}],
+    "free": [None, {"hubwright.io/tenant": "free-tenant"}, {OWNER_ANNOTATION: "444444444444"},
+             {"hubwright.io/max-endpoints": "many"}],
+    "open": [None, {"hubwright.io/allowed-domains": "b.example.com"}, {"hubwright.io/tenant": "o"},
+             {"hubwright.io/max-clusters": "1", "hubwright.io/max-endpoints": "2"}],
 }
-ROLE_MAPS = [{"444444444444": "arn:aws:iam::444444444444:role/clusternet"}, None]
+ROLE_MAPS = [{"444444444444": "arn:aws:iam::444444444444:role/hubwright"}, None]
 FOREIGN = [{}, {"vpc-0hub1": 1}]
 GATEWAYS = TransitOutputs(regions={r: TransitRegionOutputs(transit_gateway_id=f"tgw-{r}")
                                    for r in ("us-east-1", "eu-west-1")})

@@ -200,8 +200,8 @@ OPEN_HUB = hub(sharedIngress={**INGRESS, "allowedBackends": ["0.0.0.0/0", "::/0"
     ("kubernetes.default.svc:443", "management cluster's own API server"),
     ("KUBERNETES.default.svc.cluster.local:443", "management cluster's own API server"),
     ("instance-data.ec2.internal:80", "instance metadata"),
-    ("shared-ingress.clusternet-ingress.svc:8404", "where the central proxy itself runs"),
-    ("anything.clusternet-ingress.svc.cluster.local:6443", "where the central proxy itself runs"),
+    ("shared-ingress.hubwright-ingress.svc:8404", "where the central proxy itself runs"),
+    ("anything.hubwright-ingress.svc.cluster.local:6443", "where the central proxy itself runs"),
     ("lb.example.com:6443", "own load balancer"),
     ("lb.example.com:8404", "own load balancer"),
 ])

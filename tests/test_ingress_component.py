@@ -87,18 +87,18 @@ def test_without_a_reloader_a_config_change_rolls_the_pods():
     one, two = deploy(), deploy(routes=ROUTES[:1])
     annotations = lambda plan: plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["metadata"][  # noqa: E731
         "annotations"]
-    assert annotations(one)["clusternet.io/config-hash"] != annotations(two)["clusternet.io/config-hash"]
+    assert annotations(one)["hubwright.io/config-hash"] != annotations(two)["hubwright.io/config-hash"]
     assert annotations(one) == annotations(deploy())  # unchanged inputs: no rollout
 
 
 def test_with_a_reloader_the_pods_stay_and_the_sidecar_applies_changes():
-    ingress = HubSharedIngress(reloader_image="registry.example.com/clusternet:1")
+    ingress = HubSharedIngress(reloader_image="registry.example.com/hubwright:1")
     one, two = deploy(ingress), deploy(ingress, routes=ROUTES[:1])
     template = lambda plan: plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]["template"]  # noqa: E731
     assert yaml.safe_dump(template(one)) == yaml.safe_dump(template(two))
     haproxy, reloader = template(one)["spec"]["containers"]
     assert "-W" in haproxy["command"] and f"{MASTER_SOCKET},mode,666" in haproxy["command"]
-    assert reloader["image"] == "registry.example.com/clusternet:1"
+    assert reloader["image"] == "registry.example.com/hubwright:1"
     assert reloader["command"][:3] == ["python", "-m", "automation.adapters.haproxy"]
     assert reloader["command"][reloader["command"].index("--master-socket") + 1] == MASTER_SOCKET
     assert {m["mountPath"] for m in reloader["volumeMounts"]} == {CONFIG_DIR, "/var/run/haproxy"}
@@ -108,7 +108,7 @@ def test_with_a_reloader_the_pods_stay_and_the_sidecar_applies_changes():
 
 def test_every_resource_is_in_the_namespace_and_parented_under_the_component():
     plan = deploy(HubSharedIngress(namespace="edge"))
-    [top] = plan.of_type("clusternet:ingress:CentralProxy")
+    [top] = plan.of_type("hubwright:ingress:CentralProxy")
     kube = [r for r in plan.resources if r.type.startswith("kubernetes:")]
     assert sorted(r.type for r in kube) == [
         "kubernetes:apps/v1:Deployment", "kubernetes:core/v1:ConfigMap", "kubernetes:core/v1:Namespace",

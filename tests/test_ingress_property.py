@@ -29,7 +29,7 @@ GOOD_BACKENDS = st.one_of(
 )
 REFUSED_BACKENDS = st.sampled_from([
     "169.254.169.254:80", "127.0.0.1:8404", "[::1]:6443", "kubernetes.default.svc:443", "lb.example.com:6443",
-    "192.168.1.1:6443", "evil.example.com:6443", "shared-ingress.clusternet-ingress.svc:6443", "0.0.0.0:1",
+    "192.168.1.1:6443", "evil.example.com:6443", "shared-ingress.hubwright-ingress.svc:6443", "0.0.0.0:1",
 ])
 HOSTILE_TEXT = st.text(alphabet=st.sampled_from(list("ab1.:[]# \t\n\r\x00\\\"'{}%$") + ["\u2028", "é"]),
                        min_size=0, max_size=30)

@@ -129,10 +129,10 @@ def test_guest_manifests_carry_the_config_and_restart_when_it_changes():
     assert config_map["data"]["haproxy.cfg"] == out["haproxyCfg"] == render_guest(guest())
     container = pod["spec"]["containers"][0]
     assert pod["spec"]["hostNetwork"] is True and container["image"] == "haproxy:2.6"
-    assert pod["spec"]["volumes"][0]["hostPath"]["path"] == "/etc/kubernetes/clusternet-apiserver-proxy"
+    assert pod["spec"]["volumes"][0]["hostPath"]["path"] == "/etc/kubernetes/hubwright-apiserver-proxy"
     other = yaml.safe_load(guest_manifests(guest(cluster_id="prod-2"))["staticPod"])
-    assert (pod["metadata"]["annotations"]["clusternet.io/config-hash"]
-            != other["metadata"]["annotations"]["clusternet.io/config-hash"])
+    assert (pod["metadata"]["annotations"]["hubwright.io/config-hash"]
+            != other["metadata"]["annotations"]["hubwright.io/config-hash"])
 
 
 # --- model, resolve and stack outputs -------------------------------------------------

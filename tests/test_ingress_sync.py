@@ -58,8 +58,8 @@ def test_the_deploy_stack_leaves_service_managed_routes_alone():
     import pulumi_kubernetes as k8s
 
     def build():
-        args = CentralProxyArgs.from_hub(HUB.spec.shared_ingress, [], reloader_image="clusternet:1",
-                                         routes_from_service=True, route_writer=("clusternet-system", "clusternet"))
+        args = CentralProxyArgs.from_hub(HUB.spec.shared_ingress, [], reloader_image="hubwright:1",
+                                         routes_from_service=True, route_writer=("hubwright-system", "hubwright"))
         CentralProxy("shared-ingress", args, k8s.Provider("k8s", kubeconfig="{}"))
 
     plan = record(build, stack="deploy")
@@ -68,6 +68,6 @@ def test_the_deploy_stack_leaves_service_managed_routes_alone():
     assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["shared-ingress"],
                               "verbs": ["get", "update", "patch"]}]
     binding = plan.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").inputs
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "clusternet", "namespace": "clusternet-system"}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "hubwright", "namespace": "hubwright-system"}]
     with pytest.raises(ValueError, match="needs reloader_image"):
         CentralProxyArgs.from_hub(HUB.spec.shared_ingress, [], routes_from_service=True)

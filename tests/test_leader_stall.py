@@ -109,7 +109,7 @@ class Transitions:
         self.stopped: list[float] = []
 
     def elector(self, leases: FakeLeases, **timings: float) -> LeaderElector:
-        elector = LeaderElector(client.ApiClient(client.Configuration()), name="clusternet", namespace="sys",
+        elector = LeaderElector(client.ApiClient(client.Configuration()), name="hubwright", namespace="sys",
                                 identity="me", on_started_leading=lambda: self.started.append(time.monotonic()),
                                 on_stopped_leading=lambda: self.stopped.append(time.monotonic()), **timings)
         elector._api = leases

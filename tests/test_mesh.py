@@ -145,8 +145,8 @@ def test_the_share_carries_each_peers_target_for_the_owner_to_build_its_provider
     assert set(peers) == {"acme/c00", "globex/c01", "acme/c02"}
     c02 = peers["acme/c02"]
     assert (c02.target.account_id, c02.target.region) == ("222222222222", "eu-west-1")
-    assert c02.target.role_arn == "arn:aws:iam::222222222222:role/clusternet"
-    assert c02.target.session_name == "clusternet-mesh-globex.c03"  # CloudTrail says which stack acted
+    assert c02.target.role_arn == "arn:aws:iam::222222222222:role/hubwright"
+    assert c02.target.session_name == "hubwright-mesh-globex.c03"  # CloudTrail says which stack acted
     assert (c02.cidr, c02.route_table_ids, c02.security_group_ids) == ("10.2.0.0/16", ("rtb-002a",), ("sg-002",))
 
 
@@ -329,7 +329,7 @@ def test_a_member_without_route_tables_or_node_groups_is_rejected_naming_the_fie
     dedicated = hub(mesh={"groups": {"core": {"securityGroup": "dedicated"}}})
     plan = plan_mesh(dedicated, [member(0), member(1, nodeSecurityGroupIDs=[])])
     assert plan.errors == {} and plan.share("globex/c01").member.dedicated_security_group == \
-        "clusternet-mesh-globex.c01"
+        "hubwright-mesh-globex.c01"
 
 
 def test_a_member_whose_account_is_not_mapped_drops_out_and_resolve_says_why():
@@ -377,7 +377,7 @@ def test_a_namespace_the_hub_did_not_list_is_refused_naming_the_group():
     plan = plan_mesh(h, group(3))
     assert plan.groups["core"].members == ("acme/c00", "acme/c02")
     err = plan.errors["globex/c01"]
-    assert err.reason == "NotInMeshGroup" and err.errors[0].field == "metadata.labels[clusternet.io/mesh]"
+    assert err.reason == "NotInMeshGroup" and err.errors[0].field == "metadata.labels[hubwright.io/mesh]"
     assert "mesh group core spans only the namespaces" in str(err) and "globex is not one of them" in str(err)
 
 

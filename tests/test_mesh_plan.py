@@ -126,7 +126,7 @@ def test_every_mesh_resource_names_an_explicit_provider_and_sits_under_the_mesh_
                 while parent in by_urn:
                     chain.append(by_urn[parent].type)
                     parent = by_urn[parent].parent
-                assert "clusternet:mesh:Mesh" in chain
+                assert "hubwright:mesh:Mesh" in chain
 
 
 def test_stack_outputs_show_members_peerings_with_state_and_routes():
@@ -148,7 +148,7 @@ def test_configured_rules_and_a_dedicated_group_per_cluster():
     plans = plans_of(group(3), h)
     groups = {key: p.one(SG) for key, p in plans.items()}
     for key, sg in groups.items():
-        assert sg.inputs["name"] == f"clusternet-mesh-{key.replace('/', '.')}"
+        assert sg.inputs["name"] == f"hubwright-mesh-{key.replace('/', '.')}"
         assert sg.inputs["vpcId"] == {"acme/c00": "vpc-0c00", "globex/c01": "vpc-0c01", "acme/c02": "vpc-0c02"}[key]
     sg_ids = {p.outputs["mesh"]["securityGroupId"]: key for key, p in plans.items()}
     cidrs = {"acme/c00": "10.0.0.0/16", "globex/c01": "10.1.0.0/16", "acme/c02": "10.2.0.0/16"}

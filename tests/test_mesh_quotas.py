@@ -29,7 +29,7 @@ def vpc(moto):
     ec2.authorize_security_group_ingress(GroupId=sg, IpPermissions=[
         {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "192.168.0.0/24"}]},
         {"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "IpRanges": [{"CidrIp": "192.168.0.0/24"}]},
-        {"IpProtocol": "-1", "IpRanges": [{"CidrIp": "10.1.0.0/16", "Description": "clusternet mesh core: from x"}]},
+        {"IpProtocol": "-1", "IpRanges": [{"CidrIp": "10.1.0.0/16", "Description": "hubwright mesh core: from x"}]},
     ])
     return {"ec2": ec2, "vpc": vpc, "table": table, "sg": sg}
 
@@ -50,7 +50,7 @@ def inputs(vpc, *, mesh: dict | None = None, members: int = 2, topology: str = "
 def test_only_what_is_not_the_meshs_is_counted(vpc):
     found = look(vpc["ec2"], inputs(vpc).mesh)
     assert found.routes == {vpc["table"]: 3}  # local and the mesh's 10.1.0.0/16 left out
-    assert found.rules == {vpc["sg"]: 2}  # the "clusternet mesh" rule left out
+    assert found.rules == {vpc["sg"]: 2}  # the "hubwright mesh" rule left out
     assert found.other_attachments == 0
 
 

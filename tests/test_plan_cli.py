@@ -83,7 +83,7 @@ def test_a_member_cidr_inside_the_hubs_management_vpc_is_refused_naming_the_memb
     clusters = tmp_path / "clusters"
     clusters.mkdir()
     (clusters / "ns.yaml").write_text(yaml.safe_dump_all([namespace_doc("acme"), namespace_doc("globex")]))
-    mesh = {"labels": {"clusternet.io/mesh": "core"}, "annotations": {"clusternet.io/mesh-enabled": "true"}}
+    mesh = {"labels": {"hubwright.io/mesh": "core"}, "annotations": {"hubwright.io/mesh-enabled": "true"}}
     (clusters / "victim.yaml").write_text(yaml.safe_dump(cluster_doc("victim", "acme", privateLink={"enabled": False},
                                                                      **mesh)))
     evil = cluster_doc("evil", "globex", accountID="333333333333", privateLink={"enabled": False}, **mesh,
@@ -106,7 +106,7 @@ def test_reserved_cidrs_and_member_cidrs_refuse_a_member_in_the_plan(tmp_path):
     clusters = tmp_path / "clusters"
     clusters.mkdir()
     (clusters / "ns.yaml").write_text(yaml.safe_dump_all([namespace_doc("acme"), namespace_doc("globex")]))
-    mesh = {"labels": {"clusternet.io/mesh": "core"}, "annotations": {"clusternet.io/mesh-enabled": "true"}}
+    mesh = {"labels": {"hubwright.io/mesh": "core"}, "annotations": {"hubwright.io/mesh-enabled": "true"}}
     onprem = cluster_doc("onprem", "globex", accountID="333333333333", privateLink={"enabled": False}, **mesh,
                          network={"vpcID": "vpc-0e1", "cidr": "192.168.4.0/24", "routeTableIDs": ["rtb-0e1"],
                                   "nodeSecurityGroupIDs": ["sg-0e1"]})

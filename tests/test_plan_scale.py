@@ -129,6 +129,6 @@ def test_every_urn_is_the_stacks_own_whatever_ran_before_in_this_process(capsys)
     code, out, err = plan(capsys, *FLEETS["transit gateway"], "--format", "json")
     assert code == 0, err
     for stack in json.loads(out)["stacks"]:
-        prefix = f"urn:pulumi:{stack['stack']}::clusternet::"
+        prefix = f"urn:pulumi:{stack['stack']}::hubwright::"
         assert all(r["urn"].startswith(prefix) and (r["parent"] or prefix).startswith(prefix)
                    for r in stack["resources"]), stack["stack"]

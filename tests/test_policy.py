@@ -113,7 +113,7 @@ def the_pack(planned: Planned, resources: list[Resource]) -> list[tuple[str, str
     return [(v.rule, v.reason) for v in check_stack(planned.context, resources)]
 
 
-HUB_PRINCIPAL = "arn:aws:iam::111111111111:role/clusternet-hub"  # examples/hub.yaml
+HUB_PRINCIPAL = "arn:aws:iam::111111111111:role/hubwright-hub"  # examples/hub.yaml
 
 
 @pytest.mark.parametrize("principal, says", [
@@ -315,10 +315,10 @@ def test_every_resource_is_made_in_an_account_its_inputs_allow(link):
     defaulted = [dataclasses.replace(r, provider=None) if r.kind == ENDPOINT else r for r in planned.resources]
     [violation] = planned.check("providers-in-allowed-accounts", defaulted)
     assert violation.reason.startswith("made by the default aws provider")
-    roles = '[{"roleArn": "arn:aws:iam::999999999999:role/clusternet"}]'
+    roles = '[{"roleArn": "arn:aws:iam::999999999999:role/hubwright"}]'
     [violation] = planned.check("providers-in-allowed-accounts", planned.changed(lambda r: r is provider,
                                                                                  assumeRoles=roles))
-    assert "assumes arn:aws:iam::999999999999:role/clusternet, outside the account it pins" in violation.reason
+    assert "assumes arn:aws:iam::999999999999:role/hubwright, outside the account it pins" in violation.reason
 
 
 def test_a_transit_stack_may_use_its_network_and_member_accounts(transit):
@@ -467,8 +467,8 @@ def foreign_principal_hub(tmp_path) -> Path:
     """The bundled hub, its administrator having typed another account's role as the endpoint's principal."""
     text = (EXAMPLES / "hub.yaml").read_text()
     path = tmp_path / "hub.yaml"
-    path.write_text(text.replace('allowedPrincipal: "arn:aws:iam::111111111111:role/clusternet-hub"',
-                                 'allowedPrincipal: "arn:aws:iam::999999999999:role/clusternet-hub"'))
+    path.write_text(text.replace('allowedPrincipal: "arn:aws:iam::111111111111:role/hubwright-hub"',
+                                 'allowedPrincipal: "arn:aws:iam::999999999999:role/hubwright-hub"'))
     assert path.read_text() != text
     return path
 
@@ -482,7 +482,7 @@ def test_the_plan_fails_naming_the_rule_the_urn_and_the_reason(foreign_principal
     lines = [line for line in err.splitlines() if line.startswith("policy: ")]
     assert lines and all(line.startswith("policy: [mandatory] endpoint-service-one-hub-principal: urn:pulumi:")
                          for line in lines)
-    assert "::clusternet::" in lines[0] and "is not in the hub account 111111111111" in lines[0]
+    assert "::hubwright::" in lines[0] and "is not in the hub account 111111111111" in lines[0]
     assert "error: the plan breaks 1 mandatory policy rule(s): endpoint-service-one-hub-principal" in err
 
     assert main([*args, "--policy", "advisory"]) == 0

@@ -19,7 +19,7 @@ MISSING = [b for b in NEEDS if not (TOOLS_BIN / b).is_file() and shutil.which(b)
 pytestmark = [pytest.mark.live,
               pytest.mark.skipif(bool(MISSING), reason=f"{', '.join(MISSING)} not found: run scripts/tools.sh")]
 
-HUB_ROLE = "arn:aws:iam::111111111111:role/clusternet-hub"  # make_inputs' hub account
+HUB_ROLE = "arn:aws:iam::111111111111:role/hubwright-hub"  # make_inputs' hub account
 
 
 def engine(tmp_path: Path, principal: str, marker: Path, **policy: str) -> PulumiEngine:
@@ -69,12 +69,12 @@ def test_the_pack_config_turns_one_rule_down(tmp_path):
 
 
 def test_a_bad_policy_setting_is_refused_at_start_naming_the_variable(tmp_path):
-    with pytest.raises(ValueError, match="CLUSTERNET_POLICY.*'sometimes'"):
+    with pytest.raises(ValueError, match="HUBWRIGHT_POLICY.*'sometimes'"):
         engine(tmp_path, HUB_ROLE, tmp_path / "x", policy="sometimes")
 
 
 def test_violations_are_read_from_the_clis_output():
-    out = ("Policies:\n    ❌ clusternet@v0.1.0 (local: policy)\n"
+    out = ("Policies:\n    ❌ hubwright@v0.1.0 (local: policy)\n"
            "        - [mandatory]  endpoint-service-one-hub-principal  (pulumi-python:dynamic/ec2:VpcEndpointService: "
            "prod-1-svc)\n          An endpoint service allows exactly one principal.\n"
            "          principal '*' is a wildcard\n"

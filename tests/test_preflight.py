@@ -31,7 +31,7 @@ def test_an_assume_role_refusal_needs_attention_naming_the_cluster_the_field_and
         Preflight(_enforced(moto))(None, refused)
     assert caught.value.reason == "AssumeRoleFailed"
     assert str(caught.value).startswith("Cluster acme/prod-1: spec.accountID: AssumeRole of role ")
-    assert "arn:aws:iam::333333333333:role/clusternet" in str(caught.value)
+    assert "arn:aws:iam::333333333333:role/hubwright" in str(caught.value)
 
 
 def test_in_the_pipeline_nothing_runs_until_the_installer_has_made_the_nlb(moto, sessions):  # noqa: F811
@@ -110,7 +110,7 @@ def test_a_peer_whose_vpc_lacks_its_cidr_stalls_the_owner_of_the_pair(moto, sess
     with pytest.raises(NeedsAttention) as caught:
         MeshCidrPreflight(sessions)(None, _mesh_inputs(victim, attacker, attacker_cidr="10.50.0.0/16"))
     assert caught.value.reason == "MeshCIDRNotInVPC"
-    assert str(caught.value).startswith("Cluster globex/c01: metadata.labels[clusternet.io/mesh]: its peer Cluster "
+    assert str(caught.value).startswith("Cluster globex/c01: metadata.labels[hubwright.io/mesh]: its peer Cluster "
                                         "acme/c00 in mesh group core declares what AWS does not say: CIDR 10.1.0.0/16 "
                                         f"is not a CIDR block of VPC {victim[1]} in account {CLUSTER_ACCOUNT}")
 
@@ -168,7 +168,7 @@ def test_in_the_pipeline_a_hijacking_joiner_stalls_and_nothing_runs(moto, sessio
     ec2.create_route(RouteTableId=table, DestinationCidrBlock="10.40.0.0/16", GatewayId=vgw)
     _, attacker_vpc, attacker_table = _vpc(moto, ATTACKER_ACCOUNT, "10.40.9.0/24")
     engine = RecordingEngine()
-    mesh = {"labels": {"clusternet.io/mesh": "core"}, "annotations": {"clusternet.io/mesh-enabled": "true"}}
+    mesh = {"labels": {"hubwright.io/mesh": "core"}, "annotations": {"hubwright.io/mesh-enabled": "true"}}
     with MockKubeAPI() as api:
         env = ServiceEnv(client.ApiClient(api.configuration()))
         env.namespace("acme")

@@ -46,7 +46,7 @@ def test_providers_are_explicit_per_account_with_assume_role_and_account_pinning
     cluster_p = providers["aws-222222222222-us-east-1"].inputs
     assert json.loads(cluster_p["allowedAccountIds"]) == ["222222222222"]
     [role] = json.loads(cluster_p["assumeRoles"])
-    assert role == {"roleArn": "arn:aws:iam::222222222222:role/clusternet", "sessionName": "clusternet-cluster-acme.prod-1"}
+    assert role == {"roleArn": "arn:aws:iam::222222222222:role/hubwright", "sessionName": "hubwright-cluster-acme.prod-1"}
     # Every AWS resource names its provider: nothing falls back to the ambient default provider.
     for res in p.resources:
         if res.custom and res.type != PROVIDER:
@@ -55,7 +55,7 @@ def test_providers_are_explicit_per_account_with_assume_role_and_account_pinning
 
 def test_every_child_is_parented_under_the_privatelink_component():
     p = plan()
-    [top] = p.of_type("clusternet:privatelink:PrivateLink")
+    [top] = p.of_type("hubwright:privatelink:PrivateLink")
     by_urn = {r.urn: r for r in p.resources}
     for res in p.resources:
         if res.type in (SERVICE, ENDPOINT, ZONE, RECORD, ASSOC, SG, SG_RULE):
@@ -69,7 +69,7 @@ def test_every_child_is_parented_under_the_privatelink_component():
 def test_discovers_the_hub_principal_when_none_is_configured():
     p = plan(h=hub(credentials={}))  # ambient credentials, no allowedPrincipal, no role
     # The stand-in caller is an assumed-role session; the allowed principal is the role behind it.
-    assert p.one(SERVICE).inputs["allowedPrincipals"] == [f"arn:aws:iam::{HUB_ACCOUNT}:role/clusternet-hub"]
+    assert p.one(SERVICE).inputs["allowedPrincipals"] == [f"arn:aws:iam::{HUB_ACCOUNT}:role/hubwright-hub"]
 
 
 def test_endpoint_uses_only_subnets_in_zones_the_service_supports_from_the_hub():
@@ -167,7 +167,7 @@ def test_pulumi_up_by_hand_builds_the_same_stack_as_the_plan():
     inputs = resolve_one(cluster(), hub())
 
     def by_hand():
-        pulumi.runtime.set_all_config({f"clusternet:{INPUTS_CONFIG_KEY}": inputs.to_config()})
+        pulumi.runtime.set_all_config({f"hubwright:{INPUTS_CONFIG_KEY}": inputs.to_config()})
         runpy.run_path("__main__.py")
 
     hand, planned = record(by_hand, stack=inputs.stack), plan_stack(inputs)

@@ -47,7 +47,7 @@ def engine_at(state: Path, home: Path, *, backend: str | None = None, sleep: flo
 
 
 def lock_files(backend_dir: Path, stack: str) -> list[Path]:
-    return sorted((backend_dir / ".pulumi" / "locks" / "organization" / "clusternet" / stack).glob("*.json"))
+    return sorted((backend_dir / ".pulumi" / "locks" / "organization" / "hubwright" / stack).glob("*.json"))
 
 
 def wait_for(path: Path, timeout: float, proc: subprocess.Popen | None = None) -> None:
@@ -91,7 +91,7 @@ def test_lifecycle_config_tags_history_applied_destroy(pulumi_cli, tmp_path, hom
     assert first.started <= first.ended
 
     # The backend is file://<state dir>; the stack's config lives in its own workspace directory.
-    assert (tmp_path / "state" / ".pulumi" / "stacks" / "clusternet" / "acme.prod-1.json").is_file()
+    assert (tmp_path / "state" / ".pulumi" / "stacks" / "hubwright" / "acme.prod-1.json").is_file()
     settings_file = engine.workspace_dir(inputs.stack) / "Pulumi.acme.prod-1.yaml"
     assert StackInputs.from_config(auto_config(settings_file)) == inputs
 
@@ -99,7 +99,7 @@ def test_lifecycle_config_tags_history_applied_destroy(pulumi_cli, tmp_path, hom
     assert human.list_tags() | inputs.describe() == human.list_tags()  # every tag set
     history = human.history()
     assert [(h.kind, h.result) for h in history] == [("update", "succeeded")]
-    assert history[0].message == "clusternet: cluster acme/prod-1 created"
+    assert history[0].message == "hubwright: cluster acme/prod-1 created"
     assert human.list_tags()[APPLIED_TAG] == inputs.digest()  # applied() reads it (tests/test_engine_drift_live.py)
     assert engine.applied(inputs.stack) == inputs
 
@@ -174,7 +174,7 @@ def test_killed_update_leaves_lock_and_pending_create_that_recover_clears(pulumi
     recovered = engine.recover(inputs.stack)
     assert recovered.ok and recovered.operation == "recover"
     assert "removed the stale lock" in recovered.message and f"pid {owner['pid']}" in recovered.message
-    assert "cleared 1 pending operation(s): creating urn:pulumi:acme.prod-1::clusternet::" in recovered.message
+    assert "cleared 1 pending operation(s): creating urn:pulumi:acme.prod-1::hubwright::" in recovered.message
     assert lock_files(state, inputs.stack) == []
     assert not human_stack(engine, inputs.stack, tmp_path).export_stack().deployment.get("pending_operations")
 
@@ -218,14 +218,14 @@ def test_concurrent_updates_of_one_stack_give_stack_locked(pulumi_cli, tmp_path,
 LOCKED = """ code: 255
  stdout:
  stderr: error: the stack is currently locked by 2 lock(s). Either wait for the other process(es) to end or delete the lock file with `pulumi cancel`.
-  file:///s/.pulumi/locks/organization/clusternet/acme.prod-1/a.json?no_tmp_dir=true: created by root@clusternet-5d9-abcde (pid 41) at 2026-11-22T15:03:21Z
-  s3://b/.pulumi/locks/organization/clusternet/acme.prod-1/b.json: created by alice@laptop (pid 9) at 2026-11-22T15:04:00Z
+  file:///s/.pulumi/locks/organization/hubwright/acme.prod-1/a.json?no_tmp_dir=true: created by root@hubwright-5d9-abcde (pid 41) at 2026-11-22T15:03:21Z
+  s3://b/.pulumi/locks/organization/hubwright/acme.prod-1/b.json: created by alice@laptop (pid 9) at 2026-11-22T15:04:00Z
 """
 
 
 def test_lock_owners_parsed_from_the_cli_error():
     owners = parse_lock_owners(LOCKED)
-    assert [(o.user, o.host, o.pid) for o in owners] == [("root", "clusternet-5d9-abcde", 41), ("alice", "laptop", 9)]
+    assert [(o.user, o.host, o.pid) for o in owners] == [("root", "hubwright-5d9-abcde", 41), ("alice", "laptop", 9)]
     assert owners[0].path.endswith("/a.json") and owners[0].created == datetime(2026, 11, 22, 15, 3, 21, tzinfo=timezone.utc)
 
 

@@ -190,7 +190,7 @@ def test_a_key_that_keeps_raising_logs_its_traceback_once_per_streak(caplog):
         return Outcome.done()
 
     workers = Workers(q, reconcile, 1)
-    with caplog.at_level(logging.WARNING, logger="clusternet.queue"):
+    with caplog.at_level(logging.WARNING, logger="hubwright.queue"):
         workers.start()
         try:
             q.add("acme/prod-1")

@@ -60,12 +60,12 @@ def test_metrics_count_runs_and_clusters_by_condition(env):
     env.create("stray", namespace="strays", accountID="444444444444")
     with env.running(engine) as service:
         wait_until(lambda: env.ready("prod-1") and env.reason("stray", "strays") == "AccountNotMapped")
-        metrics = wait_until(lambda: (lambda m: m if 'clusternet_clusters{condition="Stalled"} 1.0' in m else None)(
+        metrics = wait_until(lambda: (lambda m: m if 'hubwright_clusters{condition="Stalled"} 1.0' in m else None)(
             service.metrics.exposition().decode()), what="the metrics")
-    assert 'clusternet_clusters{condition="Ready"} 1.0' in metrics
-    assert 'clusternet_runs_total{operation="up",result="succeeded"} 1.0' in metrics
-    assert 'clusternet_run_duration_seconds_count{operation="up"} 1.0' in metrics
-    assert "clusternet_queue_depth 0.0" in metrics and "clusternet_leader 1.0" in metrics
+    assert 'hubwright_clusters{condition="Ready"} 1.0' in metrics
+    assert 'hubwright_runs_total{operation="up",result="succeeded"} 1.0' in metrics
+    assert 'hubwright_run_duration_seconds_count{operation="up"} 1.0' in metrics
+    assert "hubwright_queue_depth 0.0" in metrics and "hubwright_leader 1.0" in metrics
 
 
 def test_a_restart_with_nothing_changed_costs_no_engine_run(env):
@@ -122,10 +122,10 @@ def test_invalid_input_stalls_with_the_reason_and_never_runs(env):
         assert ("Warning", "AccountNotMapped") in [(t, r) for t, r, _ in env.events("strays", name="stray")]
 
         # The role map ConfigMap gains the account: exactly that cluster runs.
-        env.role_map({"444444444444": "arn:aws:iam::444444444444:role/clusternet"})
+        env.role_map({"444444444444": "arn:aws:iam::444444444444:role/hubwright"})
         wait_until(lambda: env.ready("stray", "strays"))
     assert [c.stack for c in engine.calls] == ["strays.stray"]
-    assert engine.stacks["strays.stray"].cluster.role_arn == "arn:aws:iam::444444444444:role/clusternet"
+    assert engine.stacks["strays.stray"].cluster.role_arn == "arn:aws:iam::444444444444:role/hubwright"
 
 
 def test_a_missing_hub_stalls_every_cluster_until_it_exists(env):
@@ -230,7 +230,7 @@ def test_a_locked_stack_is_requeued_not_failed(env):
         assert service.pipeline.queue.failures("acme/prod-1") == 0
         metrics = service.metrics.exposition().decode()
     assert [c.ok for c in engine.runs("up")] == [False, False, True]
-    assert 'clusternet_runs_total{operation="up",result="locked"} 2.0' in metrics
+    assert 'hubwright_runs_total{operation="up",result="locked"} 2.0' in metrics
     assert "UpdateFailed" not in [r for _, r, _ in env.events(name="prod-1")]
     assert "StackLocked" in [r for _, r, _ in env.events(name="prod-1")]
 
@@ -312,7 +312,7 @@ def test_endpoint_placement_stays_where_the_status_says(env):
 
 
 def test_the_endpoint_census_steers_new_placements_from_the_first_run_and_never_moves_one(env):
-    """Endpoints that are not clusternet's fill the same quota: the census counts them before the first
+    """Endpoints that are not hubwright's fill the same quota: the census counts them before the first
     resolution and then on its interval; a count that changes later moves only endpoints not yet placed."""
     hub = env.custom.get_cluster_custom_object(GROUP, VERSION, "hubconfigs", "default")
     first, *others = hub["spec"]["endpointVPCInventory"]
@@ -342,7 +342,7 @@ def test_the_endpoint_census_steers_new_placements_from_the_first_run_and_never_
 
 
 def mesh_member(env, name: str, n: int, group: str = "payments") -> None:
-    env.create(name, labels={"clusternet.io/mesh": group}, annotations={"clusternet.io/mesh-enabled": "true"},
+    env.create(name, labels={"hubwright.io/mesh": group}, annotations={"hubwright.io/mesh-enabled": "true"},
                network={"vpcID": f"vpc-0m{n}", "cidr": f"10.{n}.0.0/16", "routeTableIDs": [f"rtb-0m{n}"],
                         "nodeSecurityGroupIDs": [f"sg-0m{n}"]})
 
@@ -374,7 +374,7 @@ def test_a_cluster_leaving_a_mesh_runs_exactly_the_stacks_whose_share_changed(en
             mesh_member(env, f"m{n}", n)
             wait_until(lambda: env.ready(f"m{n}"))
         before = engine.count("up")
-        env.patch("m2", {"metadata": {"labels": {"clusternet.io/mesh": None}}})
+        env.patch("m2", {"metadata": {"labels": {"hubwright.io/mesh": None}}})
         wait_until(lambda: engine.count("up") - before == 3, what="the leaver and the later joiners")
         quiet(service)
         wait_until(lambda: "meshJoin" not in env.get("m2")["status"], what="the stamp to go")

@@ -190,9 +190,9 @@ def test_drift_with_policy_report_sets_the_condition_keeps_ready_and_runs_no_upd
         drift = wait_until(lambda: _drifted(env), what="DriftDetected")
         assert "acme.prod-1 (test:Drifted)" in drift["message"] and "not corrected" in drift["message"]
         assert env.ready("prod-1"), "Ready stays as it is"
-        metrics = wait_until(lambda: (lambda m: m if "clusternet_drifted_stacks 1.0" in m else None)(
+        metrics = wait_until(lambda: (lambda m: m if "hubwright_drifted_stacks 1.0" in m else None)(
             service.metrics.exposition().decode()), what="the drift metric")
-        assert "clusternet_drifted_stacks 1.0" in metrics
+        assert "hubwright_drifted_stacks 1.0" in metrics
         wait_until(lambda: engine.count("preview") >= 3, what="two more drift checks")
         assert _drifted(env)
     assert engine.count("up") == 1, "report only: no update"
@@ -209,7 +209,7 @@ def test_drift_with_policy_correct_runs_up_with_refresh_and_clears_the_condition
         drift = wait_until(lambda: (lambda c: c if c and c["status"] == "False" else None)(
             env.condition("prod-1", "DriftDetected")), what="DriftDetected False")
         assert drift["reason"] in ("DriftCorrected", "NoDrift")
-        wait_until(lambda: "clusternet_drifted_stacks 0.0" in service.metrics.exposition().decode())
+        wait_until(lambda: "hubwright_drifted_stacks 0.0" in service.metrics.exposition().decode())
     correcting = engine.runs("up")[1]
     assert correcting.refresh and correcting.message.startswith("correcting drift")
 

@@ -28,12 +28,12 @@ def test_every_api_setting_has_a_flag_and_flags_become_settings(tmp_path):
     (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
     args = build_parser().parse_args([
         "api", "--bind", ":9090", "--token-cache", "7", "--install-rate", "2.5", "--install-burst", "3",
-        "--agent-image", "registry.example/clusternet:1", "--agent-token-seconds", "600", "--trust-forwarded-for",
+        "--agent-image", "registry.example/hubwright:1", "--agent-token-seconds", "600", "--trust-forwarded-for",
         "--hub-name", "prod", "--hub-url", "https://hub.example:6443", "--hub-ca", str(tmp_path / "ca.pem"),
         "--state-dir", str(tmp_path)])
     settings = settings_from(args)
     assert settings == ApiSettings(token_cache=7, install_rate=2.5, install_burst=3,
-                                   agent_image="registry.example/clusternet:1", public_url="http://127.0.0.1:9090",
+                                   agent_image="registry.example/hubwright:1", public_url="http://127.0.0.1:9090",
                                    agent_token_seconds=600, trust_forwarded_for=True, hub_name="prod")
     # --hub-url and --hub-ca (agents renewed at the hub's Kubernetes API) are still accepted, and change nothing
     assert listen_on(args.bind) == ("0.0.0.0", 9090) and listen_on("[::1]:80") == ("::1", 80)
@@ -77,7 +77,7 @@ def test_the_api_process_serves_logs_no_secrets_and_stops_on_sigterm(kube_apiser
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for name in ("KUBERNETES_SERVICE_HOST", "CLUSTERNET_FACTS_DB", "KUBECONFIG"):
+    for name in ("KUBERNETES_SERVICE_HOST", "HUBWRIGHT_FACTS_DB", "KUBECONFIG"):
         env.pop(name, None)
     log = tmp_path / "api.log"
     with open(log, "wb") as stderr:
@@ -94,7 +94,7 @@ def test_the_api_process_serves_logs_no_secrets_and_stops_on_sigterm(kube_apiser
         assert _get(f"{base}/tenants", "not-a-token")[0] == 401
         assert _get(f"{base}/healthz?token={SECRET}")[0] == 200
         _get(f"{base}/install/agent.json?token={SECRET}")  # whatever it answers, the token is not logged
-        assert json.loads(_get(f"{base}/openapi.json")[1])["info"]["title"] == "clusternet registry"
+        assert json.loads(_get(f"{base}/openapi.json")[1])["info"]["title"] == "hubwright registry"
         assert (tmp_path / "registry-facts.db").exists()
         wait_until(lambda: "GET /install/agent.json" in log.read_text(), 10, what="the access log")
     finally:

@@ -68,7 +68,7 @@ def api_process(kubeconfig: Path, tmp_path: Path, *flags: str) -> Iterator[str]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for name in ("KUBERNETES_SERVICE_HOST", "CLUSTERNET_FACTS_DB", "KUBECONFIG"):
+    for name in ("KUBERNETES_SERVICE_HOST", "HUBWRIGHT_FACTS_DB", "KUBECONFIG"):
         env.pop(name, None)
     log = tmp_path / "api.log"
     with open(log, "wb") as stderr:

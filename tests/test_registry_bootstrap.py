@@ -49,7 +49,7 @@ from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, s
 SUFFIX = uuid.uuid4().hex[:6]
 HUB = f"hub-{SUFFIX}"  # the HubConfig the API reads for the shared ingress (unique: the server is shared)
 PUBLIC_URL = "https://registry.example.com"
-IMAGE = "ghcr.io/clusternet/clusternet:test"
+IMAGE = "ghcr.io/hubwright/hubwright:test"
 REVOKED_WITHIN = 30.0  # the API server caches a successful authentication for 10 s
 
 
@@ -267,7 +267,7 @@ def test_a_token_is_redeemed_once_and_never_stored_or_logged_in_clear(made, capl
 
 def test_the_manifests_are_objects_the_api_server_accepts(made, admin):
     """Applied (server-side dry run, as the guest cluster would) to the test server, in a namespace of the
-    test's own instead of clusternet-agent (namespaces never finish deleting here)."""
+    test's own instead of hubwright-agent (namespaces never finish deleting here)."""
     tenant, namespace = made.tenant()
     body = made.install(made.token(tenant, made.cluster(namespace))).json()
     guest_namespace = f"agent-{uuid.uuid4().hex[:8]}"

@@ -35,8 +35,8 @@ from tests.service_env import wait_until
 MISSING = deployed.missing()
 pytestmark = [pytest.mark.live, pytest.mark.skipif(MISSING is not None, reason=str(MISSING))]
 
-NAME = "clusternet-registry"  # as deploy/__main__.py names it
-IMAGE = "clusternet:live"
+NAME = "hubwright-registry"  # as deploy/__main__.py names it
+IMAGE = "hubwright:live"
 CLUSTER_SCOPED = ("ClusterRole", "ClusterRoleBinding")
 RBAC_WAIT = 10.0  # the API server's RBAC authorizer sees a new binding a moment after it is written
 
@@ -45,7 +45,7 @@ RBAC_WAIT = 10.0  # the API server's RBAC authorizer sees a new binding a moment
 class Deployed:
     env: EnvTest
     admin: client.ApiClient
-    namespace: str  # the registry's own (clusternet-system in a real deploy)
+    namespace: str  # the registry's own (hubwright-system in a real deploy)
     objs: list[dict]  # what RegistryApi renders, applied
 
     @property
@@ -99,7 +99,7 @@ def delete(api: dynamic.DynamicClient, obj: dict) -> None:
 def registry(kube_apiserver: EnvTest) -> Iterator[Deployed]:
     """RegistryApi applied in a namespace of its own; everything it made deleted afterwards."""
     suffix = uuid.uuid4().hex[:6]
-    namespace = f"clusternet-registry-{suffix}"
+    namespace = f"hubwright-registry-{suffix}"
     objs = unique(render(namespace, free_port()), suffix)
     assert sorted(o["kind"] for o in objs) == ["ClusterRole", "ClusterRoleBinding", "Deployment",
                                                "PersistentVolumeClaim", "Service", "ServiceAccount"]

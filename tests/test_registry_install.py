@@ -10,7 +10,7 @@ from stacks.names import GROUP
 
 
 def cluster(**spec) -> Cluster:
-    return Cluster.model_validate({"apiVersion": "clusternet.io/v1alpha1", "kind": "Cluster",
+    return Cluster.model_validate({"apiVersion": "hubwright.io/v1alpha1", "kind": "Cluster",
                                    "metadata": {"name": "c1", "namespace": "team-a"}, "spec": spec})
 
 
@@ -45,7 +45,7 @@ def test_the_agent_is_never_told_where_the_hubs_kubernetes_api_is():
     container = next(m for m in body["manifests"] if m["kind"] == "Deployment")["spec"]["template"]["spec"][
         "containers"][0]
     assert "--hub-url" not in container["args"] and "--token-file" in container["args"]
-    assert not any(var["name"] == "CLUSTERNET_HUB_URL" for var in container["env"])
+    assert not any(var["name"] == "HUBWRIGHT_HUB_URL" for var in container["env"])
 
 
 def test_the_endpoint_is_shown_only_for_a_private_link_cluster():

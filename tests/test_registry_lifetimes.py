@@ -12,7 +12,7 @@ CLUSTER = "Cluster acme/prod-1"
 
 
 def hub(**registry) -> HubConfig:
-    return HubConfig.model_validate({"apiVersion": "clusternet.io/v1alpha1", "kind": "HubConfig",
+    return HubConfig.model_validate({"apiVersion": "hubwright.io/v1alpha1", "kind": "HubConfig",
                                      "metadata": {"name": "default"},
                                      "spec": {"accountID": "111111111111", "region": "us-east-1",
                                               "registry": registry}})

@@ -69,7 +69,7 @@ def world(kube_apiserver_alone, tmp_path):
     port = free_port()
     api = f"http://127.0.0.1:{port}"
     run_env = {key: value for key, value in os.environ.items()
-               if key not in ("KUBERNETES_SERVICE_HOST", "CLUSTERNET_FACTS_DB", "KUBECONFIG")}
+               if key not in ("KUBERNETES_SERVICE_HOST", "HUBWRIGHT_FACTS_DB", "KUBECONFIG")}
     log = tmp_path / "api.log"
     with open(log, "wb") as stderr:
         process = subprocess.Popen(
@@ -121,6 +121,6 @@ def test_the_documented_curl_walkthrough_runs_end_to_end(world):
     assert cluster["status"]["facts"]["facts"]["nodes"] == "3"
     assert core.read_namespaced_service_account(agent_name("prod-1"), "acme")  # its hub identity
     namespace = core.read_namespace("acme")
-    assert namespace.metadata.annotations["clusternet.io/owner-account-id"] == "222222222222"
+    assert namespace.metadata.annotations["hubwright.io/owner-account-id"] == "222222222222"
     assert '"version":1' in done.stdout.replace(" ", "")  # the history alice read
     assert f'"name": "{TENANT_USER}"' in walkthrough()  # $ALICE is the admin the walkthrough names

@@ -9,8 +9,8 @@ from tests.factories import HUB_ROLE, INGRESS, cluster, hub, resolve_one, fleet
 def test_cluster_provider_assumes_the_mapped_role_and_hub_uses_hub_credentials():
     inputs = resolve_one(cluster(), hub())
     assert inputs.cluster.account_id == "222222222222"
-    assert inputs.cluster.role_arn == "arn:aws:iam::222222222222:role/clusternet"
-    assert inputs.cluster.session_name == "clusternet-cluster-acme.prod-1"
+    assert inputs.cluster.role_arn == "arn:aws:iam::222222222222:role/hubwright"
+    assert inputs.cluster.session_name == "hubwright-cluster-acme.prod-1"
     assert (inputs.hub.account_id, inputs.hub.role_arn) == ("111111111111", HUB_ROLE)
     assert inputs.stack == "acme.prod-1"
 
@@ -71,7 +71,7 @@ def test_full_vpcs_are_never_chosen():
     assert len(errors) == 1 and "already holds 1 endpoints" in str(errors[0])
 
 
-def test_endpoints_that_are_not_clusternets_use_up_the_same_quota():
+def test_endpoints_that_are_not_hubwrights_use_up_the_same_quota():
     """The census's counts: a VPC holding other endpoints takes fewer of ours, and a placed endpoint stays put."""
     h = two_vpc_hub(limit=3)
     clusters = tuple(cluster(f"c{i}") for i in range(3))
@@ -86,7 +86,7 @@ def test_endpoints_that_are_not_clusternets_use_up_the_same_quota():
     assert later["acme/c2"].private_link.endpoint_vpc.vpc_id == "vpc-0hub1"
     [error] = later["acme/new"].errors
     assert error.field == "spec.privateLink" and "already holds 3 endpoints" in error.reason
-    assert "vpc-0hub1 4 (3 not clusternet's), vpc-0hub2 3 (1 not clusternet's)" in error.reason
+    assert "vpc-0hub1 4 (3 not hubwright's), vpc-0hub2 3 (1 not hubwright's)" in error.reason
 
 
 def test_one_bad_cluster_does_not_block_the_others():

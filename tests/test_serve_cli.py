@@ -77,7 +77,7 @@ def test_the_serve_process_syncs_reports_ready_and_stops_on_sigterm(tmp_path):
             body = wait_until(ready, 20, what="/readyz")
             assert body["ok"] and body["role"] == "leader" and all(body["synced"].values())
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                assert b"clusternet_queue_depth" in r.read()
+                assert b"hubwright_queue_depth" in r.read()
             def workers():
                 return [p for p in proctree.children(proc.pid) if "automation.adapters.worker" in _cmdline(p)]
             # --workers (4) worker processes are started ahead of any run, one after the other

@@ -44,7 +44,7 @@ def test_the_generated_crds_are_established_with_their_columns(env):
         live = ext.read_custom_resource_definition(crd["metadata"]["name"])
         assert any(c.type == "Established" and c.status == "True" for c in live.status.conditions)
         assert live.spec.scope == crd["spec"]["scope"]
-    cluster = ext.read_custom_resource_definition("clusters.clusternet.io")
+    cluster = ext.read_custom_resource_definition("clusters.hubwright.io")
     columns = [c.name for c in cluster.spec.versions[0].additional_printer_columns]
     assert columns[:4] == ["Account", "Region", "Ready", "Reason"]
     assert cluster.spec.versions[0].subresources.status is not None
@@ -142,7 +142,7 @@ def test_a_restart_costs_no_engine_run_against_the_real_server(env):
 
 def test_the_lease_keeps_the_second_replica_idle_until_the_leader_goes(env):
     leader_engine, follower_engine = RecordingEngine(), RecordingEngine()
-    options = dict(leader_election=True, leader_election_id="clusternet", lease_duration=4, renew_deadline=2,
+    options = dict(leader_election=True, leader_election_id="hubwright", lease_duration=4, renew_deadline=2,
                    retry_period=0.5, watch_namespace=env.ns)
     first = env.service(leader_engine, identity="replica-1", **options)
     second = env.service(follower_engine, identity="replica-2", **options)
@@ -155,7 +155,7 @@ def test_the_lease_keeps_the_second_replica_idle_until_the_leader_goes(env):
         ok, detail = second.ready()
         assert ok and detail["role"] == "follower" and detail["leader"] == "replica-1"
         assert not second.leading() and second.pipeline is None
-        lease = client.CoordinationV1Api(env.api_client).read_namespaced_lease("clusternet", env.system_namespace)
+        lease = client.CoordinationV1Api(env.api_client).read_namespaced_lease("hubwright", env.system_namespace)
         assert lease.spec.holder_identity == "replica-1"
 
         first.stop()  # releases the Lease: the follower takes over without waiting for it to expire
@@ -171,17 +171,17 @@ def test_the_lease_keeps_the_second_replica_idle_until_the_leader_goes(env):
 
 def test_a_leader_that_loses_its_lease_stops_running(env):
     engine = RecordingEngine()
-    options = dict(leader_election=True, leader_election_id="clusternet", lease_duration=4, renew_deadline=2,
+    options = dict(leader_election=True, leader_election_id="hubwright", lease_duration=4, renew_deadline=2,
                    retry_period=0.3, watch_namespace=env.ns)
     service = env.service(engine, identity="replica-1", **options)
     service.start()
     try:
         wait_until(lambda: service.leading() and service.ready()[0], 20)
         leases = client.CoordinationV1Api(env.api_client)
-        lease = leases.read_namespaced_lease("clusternet", env.system_namespace)
+        lease = leases.read_namespaced_lease("hubwright", env.system_namespace)
         lease.spec.holder_identity = "intruder"  # someone else holds it now (e.g. after a network partition)
         lease.spec.lease_duration_seconds = 60
-        leases.replace_namespaced_lease("clusternet", env.system_namespace, lease)
+        leases.replace_namespaced_lease("hubwright", env.system_namespace, lease)
         wait_until(lambda: not service.leading() and service.pipeline is None, 20, what="replica-1 to stop")
         env.create("prod-1")
         # It goes on reading the Lease as a follower: nothing watches, nothing can run.

@@ -111,7 +111,7 @@ def succeeded_status() -> ClusterStatus:
                               last_transition_time="2026-01-01T00:01:00Z", observed_generation=1)],
         last_update=LastUpdate(operation="up", result="Succeeded", message="created: 3 created",
                                start_time="2026-01-01T00:00:00Z", end_time="2026-01-01T00:01:00Z",
-                               permalink="https://app.pulumi.com/acme/clusternet/acme.prod-1/updates/7",
+                               permalink="https://app.pulumi.com/acme/hubwright/acme.prod-1/updates/7",
                                changes={"create": 3, "same": 9}),
         outputs=StackOutputs(endpoint="vpce-0abc.vpce-svc.us-east-1.vpce.amazonaws.com", endpoint_id="vpce-0abc",
                              endpoint_vpc="vpc-0hub1", service_name="com.amazonaws.vpce.us-east-1.vpce-svc-1",

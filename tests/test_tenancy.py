@@ -97,15 +97,15 @@ def test_a_group_spans_namespaces_only_as_the_hub_lists_them(capsys, tmp_path):
     spanning = hub_doc(mesh={"groups": {"payments": {"namespaces": ["acme", "globex"]}}})
     namespaces = (namespace_doc("acme"), namespace_doc("evil", EVIL), namespace_doc("globex", "444444444444"))
     err = refused(capsys, tmp_path, [*victims(), evil(**MESH)], hub=spanning, namespaces=namespaces,
-                  expect=["Cluster evil/intruder: metadata.labels[clusternet.io/mesh]: mesh group payments spans only "
+                  expect=["Cluster evil/intruder: metadata.labels[hubwright.io/mesh]: mesh group payments spans only "
                           "the namespaces the hub administrator listed", "evil is not one of them"])
     assert "acme/pay" not in err  # nobody else is refused
 
     friend = cluster_doc("ledger", "globex", accountID="444444444444", **MESH, privateLink={"enabled": False},
                          network={"vpcID": "vpc-0g1", "cidr": "10.60.0.0/16", "routeTableIDs": ["rtb-0g1"],
                                   "nodeSecurityGroupIDs": ["sg-0g1"]})
-    hub = hub_doc(roleAccountMap={"222222222222": "arn:aws:iam::222222222222:role/clusternet",
-                                  "444444444444": "arn:aws:iam::444444444444:role/clusternet"},
+    hub = hub_doc(roleAccountMap={"222222222222": "arn:aws:iam::222222222222:role/hubwright",
+                                  "444444444444": "arn:aws:iam::444444444444:role/hubwright"},
                   mesh={"groups": {"payments": {"namespaces": ["acme", "globex"]}}})
     code, doc, err = plan(capsys, *write(tmp_path, [*victims(), friend], hub, namespaces))
     assert code == 0, err
@@ -120,7 +120,7 @@ def test_a_group_spans_namespaces_only_as_the_hub_lists_them(capsys, tmp_path):
 def test_a_namespace_without_an_owner_is_refused(capsys, tmp_path, account):
     refused(capsys, tmp_path, [*victims(), evil(namespace="drifter", accountID=account)],
             expect=["Cluster drifter/intruder", "namespace drifter owns no account",
-                    "clusternet.io/owner-account-id"])
+                    "hubwright.io/owner-account-id"])
 
 
 def test_a_tenant_cannot_name_another_tenants_account(capsys, tmp_path):
@@ -135,7 +135,7 @@ def test_a_tenant_cannot_name_another_tenants_account(capsys, tmp_path):
 ])
 def test_first_claim_never_gives_an_owned_account_or_the_hub(capsys, tmp_path, account, why):
     hub = hub_doc(tenancy={"unownedNamespaces": "FirstClaim"},
-                  roleAccountMap={"444444444444": "arn:aws:iam::444444444444:role/clusternet"})
+                  roleAccountMap={"444444444444": "arn:aws:iam::444444444444:role/hubwright"})
     vpc = {"vpcID": "vpc-0hub1", "cidr": "10.100.0.0/16", "routeTableIDs": ["rtb-0h"], "nodeSecurityGroupIDs": ["sg-0h"]}
     refused(capsys, tmp_path, [*victims(), evil(namespace="drifter", accountID=account, network=vpc, **MESH)],
             hub=hub, expect=["Cluster drifter/intruder: spec.accountID: " + why])
@@ -143,7 +143,7 @@ def test_first_claim_never_gives_an_owned_account_or_the_hub(capsys, tmp_path, a
 
 def test_first_claim_gives_an_unowned_account_to_the_oldest_claimant_only(capsys, tmp_path):
     hub = hub_doc(tenancy={"unownedNamespaces": "FirstClaim"},
-                  roleAccountMap={"444444444444": "arn:aws:iam::444444444444:role/clusternet"})
+                  roleAccountMap={"444444444444": "arn:aws:iam::444444444444:role/hubwright"})
     first = evil("early", namespace="first", accountID="444444444444")
     first["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
     later = evil("late", namespace="second", accountID="444444444444", apiURL="https://api.late.example.com")
@@ -189,7 +189,7 @@ def test_reserved_and_allowed_domains_come_from_the_hub_administrator(capsys, tm
     hub = hub_doc(tenancy={"reservedDomains": ["corp.internal"]})
     refused(capsys, tmp_path, [evil(apiURL="https://git.corp.internal")], hub=hub,
             expect=["host git.corp.internal is under corp.internal, reserved by the hub administrator"])
-    limited = (namespace_doc("acme"), namespace_doc("evil", EVIL, **{"clusternet.io/allowed-domains": "evil.example.com"}))
+    limited = (namespace_doc("acme"), namespace_doc("evil", EVIL, **{"hubwright.io/allowed-domains": "evil.example.com"}))
     refused(capsys, tmp_path, [evil(apiURL="https://api.prod3.acme.example.com")], namespaces=limited,
             expect=["host api.prod3.acme.example.com is not under the domains namespace evil may use (evil.example.com"])
     code, _, err = plan(capsys, *write(tmp_path, [evil(apiURL="https://api.x.evil.example.com")], None, limited))
@@ -199,11 +199,11 @@ def test_reserved_and_allowed_domains_come_from_the_hub_administrator(capsys, tm
 def test_the_tenant_tag_comes_from_the_namespace_not_the_spec(capsys, tmp_path):
     refused(capsys, tmp_path, [evil(tenant="acme")],
             expect=["Cluster evil/intruder", "spec.tenant", "Extra inputs are not permitted"])
-    named = (namespace_doc("acme"), namespace_doc("evil", EVIL, **{"clusternet.io/tenant": "Evil Corp"}))
+    named = (namespace_doc("acme"), namespace_doc("evil", EVIL, **{"hubwright.io/tenant": "Evil Corp"}))
     code, doc, err = plan(capsys, *write(tmp_path, [evil(privateLink={"enabled": True})], None, named))
     assert code == 0, err
     providers = [r for s in doc["stacks"] for r in s["resources"] if r["type"] == "pulumi:providers:aws"]
-    assert providers and {json.loads(p["inputs"]["defaultTags"])["tags"]["clusternet.io/tenant"]
+    assert providers and {json.loads(p["inputs"]["defaultTags"])["tags"]["hubwright.io/tenant"]
                           for p in providers} == {"Evil Corp"}
 
 
@@ -242,9 +242,9 @@ def test_integers_past_int32_or_of_another_type_are_refused(capsys, tmp_path, sp
 
 
 @pytest.mark.parametrize("annotation, value, why", [
-    ("clusternet.io/tenant", "evil <corp>", "cannot be an AWS tag value"),
-    ("clusternet.io/tenant", "x" * 257, "cannot be an AWS tag value"),
-    ("clusternet.io/allowed-domains", "evil.example.com, bad_domain", "domain 'bad_domain' has the label"),
+    ("hubwright.io/tenant", "evil <corp>", "cannot be an AWS tag value"),
+    ("hubwright.io/tenant", "x" * 257, "cannot be an AWS tag value"),
+    ("hubwright.io/allowed-domains", "evil.example.com, bad_domain", "domain 'bad_domain' has the label"),
 ])
 def test_a_bad_namespace_annotation_refuses_that_namespace_only_naming_it(capsys, tmp_path, annotation, value, why):
     namespaces = (namespace_doc("acme"), namespace_doc("evil", EVIL, **{annotation: value}))

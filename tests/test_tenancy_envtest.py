@@ -55,7 +55,7 @@ def mesh_cluster(env, name: str, namespace: str, cidr: str, **spec):
 
 def test_a_tenant_creates_clusters_but_cannot_write_their_status_its_namespace_or_the_hub(kube_apiserver_alone, env):  # noqa: F811
     rbac = client.RbacAuthorizationV1Api(env.api_client)
-    role = f"clusternet-tenant-{env.suffix}"
+    role = f"hubwright-tenant-{env.suffix}"
     rbac.create_cluster_role({"metadata": {"name": role}, "rules": TENANT_RULES})
     rbac.create_namespaced_role_binding(env.ns, {
         "metadata": {"name": "tenant"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
@@ -78,7 +78,7 @@ def test_a_tenant_creates_clusters_but_cannot_write_their_status_its_namespace_o
         lambda: custom.create_cluster_custom_object(GROUP, VERSION, "hubconfigs", hub_doc()),
         lambda: custom.patch_cluster_custom_object(GROUP, VERSION, "hubconfigs", env.hub_name, {"spec": {}}),
         lambda: custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubconfigs", env.hub_name, forged_hub),
-        lambda: core.read_namespaced_config_map("clusternet-role-account-map", env.system_namespace),
+        lambda: core.read_namespaced_config_map("hubwright-role-account-map", env.system_namespace),
         lambda: custom.create_namespaced_custom_object(GROUP, VERSION, env.system_namespace, "clusters",
                                                        cluster_doc("elsewhere", env.system_namespace)),
     ]

@@ -1,5 +1,5 @@
 """A Tenant's spec.quota as the API server enforces it: the tenant controller (automation/service/tenants.py, as
-the least-privileged ServiceAccount) writes a ResourceQuota `count/clusters.clusternet.io` into the tenant's
+the least-privileged ServiceAccount) writes a ResourceQuota `count/clusters.hubwright.io` into the tenant's
 namespace, owned by the Tenant; a real kube-controller-manager computes its usage, and the API server then
 refuses the tenant's admin a Cluster beyond it. The tenant can neither touch the quota nor raise it through its
 Tenant (the ownership policy), and the garbage collector removes the quota with its Tenant.
@@ -33,7 +33,7 @@ def world(kube_apiserver_gc):  # noqa: F811 - the fixture
     install_registry_rules(admin)
     users = f"tenant-users-{suffix}"
     client.CoreV1Api(admin).create_namespace({"metadata": {"name": users}})
-    role = f"clusternet-tenants-{suffix}"
+    role = f"hubwright-tenants-{suffix}"
     bind_cluster_role(admin, role, tenant_controller_rules(), [sa_subject(users, "controller")])
     tokens = {name: service_account_token(admin, users, name) for name in ("controller", "alice", "mallory")}
     clients = {name: kube_apiserver_gc.api_client(token) for name, token in tokens.items()}

@@ -39,7 +39,7 @@ def world(kube_apiserver):  # noqa: F811 - the fixture
     install_registry_rules(admin)
     users = f"tenant-users-{suffix}"
     client.CoreV1Api(admin).create_namespace({"metadata": {"name": users}})
-    role = f"clusternet-tenants-{suffix}"
+    role = f"hubwright-tenants-{suffix}"
     bind_cluster_role(admin, role, tenant_controller_rules(), [sa_subject(users, "controller")])
     tokens = {name: service_account_token(admin, users, name) for name in ("controller", "alice", "mallory")}
     clients = {name: kube_apiserver.api_client(token) for name, token in tokens.items()}
@@ -250,7 +250,7 @@ def test_a_namespace_the_hub_admin_annotated_is_adopted_and_keeps_its_owner_acco
     tenants.namespace(legacy, annotations={OWNER_ACCOUNT_ANNOTATION: "222222222222", "team": "payments"})
     named = tenants.name()
     tenants.create(named, namespace=legacy, defaultRegion="eu-west-1", admins=[alice(world)])
-    # ... or set aside for the tenant by the annotation clusternet.io/tenant (then anyone may create the Tenant).
+    # ... or set aside for the tenant by the annotation hubwright.io/tenant (then anyone may create the Tenant).
     reserved = tenants.name()
     tenants.namespace(reserved, annotations={OWNER_ACCOUNT_ANNOTATION: "444444444444", TENANT_ANNOTATION: reserved})
     writer = f"tenant-writer-{world.suffix}"

@@ -160,7 +160,7 @@ def test_a_group_naming_a_network_account_gets_gateways_there():
     [transit] = resolved.mesh.transit.values()
     assert transit.stack == "_tgw_333333333333" and transit.asn == 65010
     [region] = transit.regions
-    assert region.network.role_arn == "arn:aws:iam::333333333333:role/clusternet"
+    assert region.network.role_arn == "arn:aws:iam::333333333333:role/hubwright"
     assert [t.account_id for t in region.members] == ["222222222222"]  # its own account is no principal
 
 

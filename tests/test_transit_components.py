@@ -165,10 +165,10 @@ def test_two_groups_on_one_gateway_have_a_route_table_each_and_see_only_their_ow
     _, plans = plans_of(h, clusters)
     transit = plans[TRANSIT]
     assert len(transit.of_type(GATEWAY)) == 1
-    assert {t.inputs["tags"]["clusternet.io/mesh-group"] for t in transit.of_type(TABLE)} == {"core", "edge"}
+    assert {t.inputs["tags"]["hubwright.io/mesh-group"] for t in transit.of_type(TABLE)} == {"core", "edge"}
     table_of = transit.outputs["regions"]["us-east-1"]["routeTables"]  # group -> its table's ID
     assert table_of["core"] != table_of["edge"]
-    attachment_group = {plans[c.stack].outputs["mesh"]["transitAttachment"]: c.metadata.labels["clusternet.io/mesh"]
+    attachment_group = {plans[c.stack].outputs["mesh"]["transitAttachment"]: c.metadata.labels["hubwright.io/mesh"]
                         for c in clusters}
     for kind in (ASSOC, STATIC):
         found = transit.of_type(kind)

@@ -36,7 +36,7 @@ def transit():
     inputs, plan = resolved.mesh.transit[TRANSIT], plans[TRANSIT]
     attachments = {m.attachment_id for r in inputs.regions for g in r.groups for m in g.attachments}
     table_name = {t.id: t.name for t in plan.of_type(TABLE)}
-    tables = [{"name": t.name, "group": t.inputs["tags"]["clusternet.io/mesh-group"]} for t in plan.of_type(TABLE)]
+    tables = [{"name": t.name, "group": t.inputs["tags"]["hubwright.io/mesh-group"]} for t in plan.of_type(TABLE)]
     members = []
     for i, route in enumerate(r for r in plan.of_type(STATIC) if r.inputs["transitGatewayAttachmentId"] in attachments):
         [association] = [a for a in plan.of_type(ASSOC)

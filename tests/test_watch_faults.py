@@ -201,4 +201,4 @@ def test_the_service_rides_out_drops_and_410_reconciling_only_what_changed(api, 
         wait_until(lambda: clusters.lists >= 2)
     assert sorted(c.stack for c in engine.runs("up")[3:]) == ["acme.b", "acme.d"]
     metrics = service.metrics.exposition().decode()
-    assert 'clusternet_watch_restarts_total{reason="gone",source="clusters"}' in metrics
+    assert 'hubwright_watch_restarts_total{reason="gone",source="clusters"}' in metrics

@@ -1,6 +1,6 @@
 """A cluster agent's identity on the hub: its ServiceAccount, Role and RoleBinding and token (docs/registry.md).
 
-    grant_agent   ServiceAccount clusternet-agent-<cluster> (made afresh), a Role of stacks.install.agent_rules
+    grant_agent   ServiceAccount hubwright-agent-<cluster> (made afresh), a Role of stacks.install.agent_rules
                   (push facts for that one Cluster) bound to it, then a TokenRequest. All three are owned by
                   the Cluster (an ownerReference to its uid), and the ServiceAccount records that uid.
     request_token a TokenRequest for the agent's ServiceAccount: its first token, and each rotation (the registry
@@ -39,8 +39,8 @@ from stacks.install import RBAC, agent_rules
 from stacks.names import AGENT_CLUSTER_LABEL, AGENT_CLUSTER_UID_ANNOTATION, API_VERSION, GROUP, VERSION, agent_name
 from stacks.registry import agent_standing
 
-LOG = logging.getLogger("clusternet.agent")
-MANAGED_BY = "clusternet-registry"
+LOG = logging.getLogger("hubwright.agent")
+MANAGED_BY = "hubwright-registry"
 MANAGED_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY}
 RECREATE_ATTEMPTS = 5
 TIMEOUT = (5, 30)  # (connect, read) seconds of every call here

@@ -1,14 +1,14 @@
-"""The audit trail of account pivots: one JSON line per pivot, on the `clusternet.audit` logger.
+"""The audit trail of account pivots: one JSON line per pivot, on the `hubwright.audit` logger.
 
-A pivot is clusternet acting in an AWS account: every boto3 session handed out
+A pivot is hubwright acting in an AWS account: every boto3 session handed out
 by automation.adapters.aws, and every AwsTarget a stack uses, logged before each stack
 run. A line carries who (cluster, namespace), where (account_id, region), as
 whom (role_arn, session_name: the name CloudTrail shows) and what (operation).
 Never credentials.
 
     {"event": "account_pivot", "cluster": "prod-1", "namespace": "acme", "account_id": "222222222222",
-     "region": "us-east-1", "role_arn": "arn:aws:iam::222222222222:role/clusternet",
-     "session_name": "clusternet-cluster-acme.prod-1", "operation": "up", "stack": "acme.prod-1"}
+     "region": "us-east-1", "role_arn": "arn:aws:iam::222222222222:role/hubwright",
+     "session_name": "hubwright-cluster-acme.prod-1", "operation": "up", "stack": "acme.prod-1"}
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any
 from stacks.inputs import stack_targets
 from stacks.inputs import AwsTarget, StackInputs
 
-LOGGER = logging.getLogger("clusternet.audit")
+LOGGER = logging.getLogger("hubwright.audit")
 
 
 def pivot_record(target: AwsTarget, *, operation: str, cluster: str | None = None,

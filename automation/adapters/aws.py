@@ -19,7 +19,7 @@ because botocore's DEBUG output contains the AssumeRole response body and the
 signed request headers (`guard_logs=False` leaves them alone).
 
 The endpoint is overridable for moto or a VPC endpoint: `endpoint_url=`, or the
-environment variable CLUSTERNET_AWS_ENDPOINT_URL (botocore also honours
+environment variable HUBWRIGHT_AWS_ENDPOINT_URL (botocore also honours
 AWS_ENDPOINT_URL by itself).
 """
 from __future__ import annotations
@@ -41,8 +41,8 @@ from stacks.errors import Failure, NeedsAttention
 from stacks.inputs import AwsTarget
 from stacks.model import partition_of
 
-ENDPOINT_ENV = "CLUSTERNET_AWS_ENDPOINT_URL"
-LOG = logging.getLogger("clusternet.aws")
+ENDPOINT_ENV = "HUBWRIGHT_AWS_ENDPOINT_URL"
+LOG = logging.getLogger("hubwright.aws")
 _ADVISORY_MAX, _MANDATORY_MAX = 15 * 60, 10 * 60  # botocore's defaults, for long-lived credentials
 
 
@@ -109,7 +109,7 @@ def guard_botocore_logs(level: int = logging.INFO) -> None:
 class _Fixed(CredentialProvider):
     """A credential provider that hands botocore one credentials object (refreshable or not)."""
 
-    METHOD = "clusternet"
+    METHOD = "hubwright"
 
     def __init__(self, credentials: Credentials):
         super().__init__()
@@ -214,7 +214,7 @@ class AwsSessions:
             token=first["token"],
             expiry_time=expiry,
             refresh_using=fetch,
-            method="clusternet-assume-role",
+            method="hubwright-assume-role",
             time_fetcher=self._clock,
             advisory_timeout=min(_ADVISORY_MAX, lifetime / 4),
             mandatory_timeout=min(_MANDATORY_MAX, lifetime / 6),

@@ -49,7 +49,7 @@ class RunLimits:
             raise ValueError(f"run limits: the run timeout must be > 0 and the cancel grace >= 0 (got {self})")
         if stale_lock_after < self.stale_lock_after:
             raise ValueError(
-                f"stale lock age {stale_lock_after:.0f}s (CLUSTERNET_STALE_LOCK_SECONDS) must be at least the run "
+                f"stale lock age {stale_lock_after:.0f}s (HUBWRIGHT_STALE_LOCK_SECONDS) must be at least the run "
                 f"timeout {self.timeout:.0f}s + cancel grace {self.grace:.0f}s + {LOCK_MARGIN_S:.0f}s: a shorter one "
                 "lets a new leader remove the lock of a run that is still going")
 
@@ -75,7 +75,7 @@ class RunCancelled(EngineError):
 
 class PolicyViolation(EngineError, NeedsAttention):
     """A mandatory rule of the policy pack refused the run (policy/, docs/security.md). The message names the rules.
-    Not retried with backoff: the cluster is Stalled until its inputs, the pack or CLUSTERNET_POLICY change (looked
+    Not retried with backoff: the cluster is Stalled until its inputs, the pack or HUBWRIGHT_POLICY change (looked
     at again every --stalled-recheck)."""
 
     reason = "PolicyViolation"

@@ -2,7 +2,7 @@
 
 Why a database and not the Cluster object: status.facts holds only the latest facts (for kubectl users);
 the history (`GET .../facts/history?since=`) would grow the object without bound. One table,
-`clusternet_facts`, holds (namespace, cluster, version, time, facts), unique on (namespace, cluster, version).
+`hubwright_facts`, holds (namespace, cluster, version, time, facts), unique on (namespace, cluster, version).
 
 - SQLite (`sqlite:///path.db`, the default) serves one replica. WAL lets readers run beside a writer, a busy
   timeout makes writers wait for each other, and a push opens its transaction with BEGIN IMMEDIATE so it
@@ -48,7 +48,7 @@ NAME_CHARS = 253  # namespaces and cluster names are Kubernetes names
 _FACTS = TypeAdapter(Facts)
 _METADATA = MetaData()
 TABLE = Table(
-    "clusternet_facts", _METADATA,
+    "hubwright_facts", _METADATA,
     Column("namespace", String(NAME_CHARS), primary_key=True),
     Column("cluster", String(NAME_CHARS), primary_key=True),
     Column("version", Integer, primary_key=True, autoincrement=False),
@@ -56,7 +56,7 @@ TABLE = Table(
     Column("facts", JSON, nullable=False),
     # The primary key's index serves latest(), the retention delete and history() without since=;
     # this one takes history(since=...) straight to the first newer version.
-    Index("clusternet_facts_history", "namespace", "cluster", "time"),
+    Index("hubwright_facts_history", "namespace", "cluster", "time"),
 )
 
 
@@ -93,7 +93,7 @@ def _engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
-        immediate = connection.get_execution_options().get("clusternet_write", False)
+        immediate = connection.get_execution_options().get("hubwright_write", False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
@@ -115,7 +115,7 @@ def _queue_behind_other_pushes(connection: Connection, namespace: str, cluster: 
     The key is 64 bits of a hash of the cluster's name; a collision only makes two clusters queue together.
     """
     if connection.dialect.name == "postgresql":
-        digest = hashlib.sha256(f"clusternet-facts/{namespace}/{cluster}".encode()).digest()
+        digest = hashlib.sha256(f"hubwright-facts/{namespace}/{cluster}".encode()).digest()
         connection.execute(select(func.pg_advisory_xact_lock(int.from_bytes(digest[:8], "big", signed=True))))
 
 
@@ -134,7 +134,7 @@ class FactsStore:
             raise ValueError(f"retention must keep at least 1 version, not {retention}")
         self.retention = retention
         self._engine = _engine(url)
-        self._writer = self._engine.execution_options(clusternet_write=True)
+        self._writer = self._engine.execution_options(hubwright_write=True)
         try:
             _METADATA.create_all(self._engine)
         except (IntegrityError, ProgrammingError):  # another replica created the table at the same moment

@@ -29,7 +29,7 @@ from typing import Callable, Generic, Literal, Mapping, TypeVar
 
 from stacks.haproxy import CONFIG_FILE, MAP_FILE, CentralConfig
 
-log = logging.getLogger("clusternet.ingress")
+log = logging.getLogger("hubwright.ingress")
 
 
 class RuntimeApiError(RuntimeError):

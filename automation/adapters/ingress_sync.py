@@ -20,7 +20,7 @@ from stacks.ingress import Route
 from stacks.model import HubConfig
 from stacks.names import SHARED_INGRESS_CONFIGMAP
 
-LOG = logging.getLogger("clusternet.ingress")
+LOG = logging.getLogger("hubwright.ingress")
 TIMEOUT = (5, 30)  # (connect, read) seconds
 
 

@@ -37,7 +37,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.loop import Loop
 
-LOG = logging.getLogger("clusternet.leader")
+LOG = logging.getLogger("hubwright.leader")
 
 # lease_duration - renew_deadline: after its deadline the leader halts its workers, kills its runs' process trees
 # (engine.cancel(0)) and exits, all before a follower may take the Lease (lease_duration after the leader's last

@@ -126,7 +126,7 @@ _GONE = frozenset({"deleted", "failed", "rejected", "expired"})
 @needs("hub", "ec2:DescribeVpcEndpoints")
 def foreign_endpoint_counts(sessions: AwsSessions, hub: AwsTarget, inventory: Iterable[EndpointVPC], *,
                             operation: str = "count-endpoints") -> dict[str, int]:
-    """VPC ID → live interface endpoints there that clusternet did not make (no managed-by tag of ours), for
+    """VPC ID → live interface endpoints there that hubwright did not make (no managed-by tag of ours), for
     every inventory VPC: what placement must leave room for. One paged call per region, in the hub account."""
     by_region: dict[str, list[str]] = {}
     for vpc in inventory:

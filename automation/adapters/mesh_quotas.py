@@ -6,7 +6,7 @@ is already there too. Before a member's stack runs, this looks at its VPC and co
 - routes in each of its route tables that are not the mesh's (the `local` routes and routes to the
   group's member or summary CIDRs left out), plus the routes the group puts there, against routesPerTable;
 - inbound rules on each of its node security groups that are not the mesh's (description
-  "clusternet mesh ..."), plus the mesh's, against rulesPerSecurityGroup;
+  "hubwright mesh ..."), plus the mesh's, against rulesPerSecurityGroup;
 - with an attachment, the VPC's Transit Gateway attachments to other gateways (not deleted, failed or
   rejected), plus this one, against transitGatewaysPerVPC.
 
@@ -27,7 +27,7 @@ from stacks.inputs import StackInputs
 from stacks.mesh import MeshShare
 
 GONE_ATTACHMENT_STATES = {"deleted", "deleting", "failed", "failing", "rejected", "rejecting"}
-MESH_RULE_PREFIX = "clusternet mesh"
+MESH_RULE_PREFIX = "hubwright mesh"
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,6 @@ class MeshQuotaPreflight:
         over = problems(share, found)
         if over:
             raise NeedsAttention(
-                f"Cluster {desired.key}: metadata.labels[clusternet.io/mesh]: " + "; ".join(over)
+                f"Cluster {desired.key}: metadata.labels[hubwright.io/mesh]: " + "; ".join(over)
                 + " (HubConfig spec.mesh, or accountQuotas for this account: raise the AWS quota and the setting, "
                   "or remove what is already there)", reason="MeshLimitExceeded")

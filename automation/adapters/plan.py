@@ -150,7 +150,7 @@ def _plain(value: Any) -> Any:
 
 
 def record(build: Callable[[], Any], *, stack: str, cluster: str = "", standins: StandIns | None = None,
-           project: str = "clusternet") -> StackPlan:
+           project: str = "hubwright") -> StackPlan:
     """Run `build()` under the mock runtime as stack `stack`; return every registration and what it returned."""
     standins = standins or StandIns()
     monitor = RecordingMonitor(standins, project=project, stack=stack)

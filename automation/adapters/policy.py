@@ -3,7 +3,7 @@
     plan_violations(inputs, plan)   every rule over one planned stack, as the engine would run them on its resources
     fleet_violations(inputs)        the rules that span stacks, over every stack's inputs
     PolicySettings                  the level (off | advisory | mandatory) and the pack config, for the plan and the
-                                    service (CLUSTERNET_POLICY, CLUSTERNET_POLICY_CONFIG)
+                                    service (HUBWRIGHT_POLICY, HUBWRIGHT_POLICY_CONFIG)
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ entry); ``RunResult.drifted`` names the resources that would change. An ``up`` w
 ``refresh=True`` puts the drift back (a plain ``up`` diffs against the state only).
 
 Applied inputs: every run exports its inputs as ``inputs.<digest>`` and a successful
-``up`` tags the stack ``clusternet:applied=<digest>``; ``applied`` reads the two (see
+``up`` tags the stack ``hubwright:applied=<digest>``; ``applied`` reads the two (see
 APPLIED_TAG), so no number of failed updates hides the last successful one. Stacks
 without them are read from their history (legacy).
 
@@ -27,7 +27,7 @@ removes the lock when it is a stale lock of this service (see ``LockOwner`` and
 ``PulumiSettings.own_hosts``), clears pending operations (export, edit, import)
 and refreshes. A lock held by a live process or by someone else is never touched.
 
-Policy (``PulumiSettings.policy``, CLUSTERNET_POLICY): every ``up`` and ``preview`` runs the policy pack in
+Policy (``PulumiSettings.policy``, HUBWRIGHT_POLICY): every ``up`` and ``preview`` runs the policy pack in
 policy/ (``--policy-pack``, with the rules' levels in ``--policy-pack-config``); a mandatory violation fails the
 run with PolicyViolation, naming the rules, which the service reports as Stalled (NeedsAttention), not as a
 failure to retry. ``off`` is the emergency switch: no pack at all.
@@ -74,9 +74,9 @@ from stacks.targets import config_digest
 
 log = logging.getLogger(__name__)
 
-PROJECT = "clusternet"
-CONFIG_KEY = f"{PROJECT}:{INPUTS_CONFIG_KEY}"  # clusternet:inputs
-MESSAGE_PREFIX = "clusternet: "  # marks updates this service started (history, console)
+PROJECT = "hubwright"
+CONFIG_KEY = f"{PROJECT}:{INPUTS_CONFIG_KEY}"  # hubwright:inputs
+MESSAGE_PREFIX = "hubwright: "  # marks updates this service started (history, console)
 # `applied` (the inputs of the last successful up) from the stack's own state, not from its history:
 # every run exports its inputs under a key of their own, `inputs.<digest>` (applied_output), and a successful
 # up then sets the stack tag APPLIED_TAG to that digest. Why both: a failed up replaces the outputs it
@@ -98,12 +98,12 @@ class PulumiSettings:
 
     state_dir: Path = Path("state")
     backend_url: str | None = None  # None: file://<state_dir>
-    organization: str | None = None  # Pulumi Cloud organization (stack name org/clusternet/<stack>)
+    organization: str | None = None  # Pulumi Cloud organization (stack name org/hubwright/<stack>)
     pulumi_home: Path | None = None  # None: the CLI's default ($PULUMI_HOME or ~/.pulumi)
     secrets_provider: str | None = None  # None: passphrase (DIY backends) or the service (Cloud)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)  # extra CLI environment: may hold secrets
     # Locks written by hosts matching this regex are this service's (e.g. the pods of its Deployment,
-    # r"clusternet-[a-z0-9]+-[a-z0-9]+"). None: this host only.
+    # r"hubwright-[a-z0-9]+-[a-z0-9]+"). None: this host only.
     own_hosts: str | None = None
     # A lock of this service on another host (or a Cloud update of ours) older than this is stale: longer than
     # any run may take (RunLimits.stale_lock_after, which the worker pool checks).
@@ -124,22 +124,22 @@ class PulumiSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, limits: RunLimits = RunLimits()) -> "PulumiSettings":
-        """CLUSTERNET_STATE_DIR, PULUMI_BACKEND_URL, CLUSTERNET_PULUMI_ORG, PULUMI_HOME,
-        CLUSTERNET_SECRETS_PROVIDER, CLUSTERNET_LOCK_HOSTS, CLUSTERNET_STALE_LOCK_SECONDS, CLUSTERNET_POLICY,
-        CLUSTERNET_POLICY_CONFIG, CLUSTERNET_POLICY_PACK."""
+        """HUBWRIGHT_STATE_DIR, PULUMI_BACKEND_URL, HUBWRIGHT_PULUMI_ORG, PULUMI_HOME,
+        HUBWRIGHT_SECRETS_PROVIDER, HUBWRIGHT_LOCK_HOSTS, HUBWRIGHT_STALE_LOCK_SECONDS, HUBWRIGHT_POLICY,
+        HUBWRIGHT_POLICY_CONFIG, HUBWRIGHT_POLICY_PACK."""
         env = os.environ if environ is None else environ
         home = env.get("PULUMI_HOME")
         return cls(
-            state_dir=Path(env.get("CLUSTERNET_STATE_DIR", "state")),
+            state_dir=Path(env.get("HUBWRIGHT_STATE_DIR", "state")),
             backend_url=env.get("PULUMI_BACKEND_URL") or None,
-            organization=env.get("CLUSTERNET_PULUMI_ORG") or None,
+            organization=env.get("HUBWRIGHT_PULUMI_ORG") or None,
             pulumi_home=Path(home) if home else None,
-            secrets_provider=env.get("CLUSTERNET_SECRETS_PROVIDER") or None,
-            own_hosts=env.get("CLUSTERNET_LOCK_HOSTS") or None,
-            stale_lock_after_s=float(env.get("CLUSTERNET_STALE_LOCK_SECONDS") or limits.stale_lock_after),
-            policy=env.get("CLUSTERNET_POLICY") or "mandatory",
-            policy_config=env.get("CLUSTERNET_POLICY_CONFIG") or None,
-            policy_pack=env.get("CLUSTERNET_POLICY_PACK") or str(PACK_DIR),
+            secrets_provider=env.get("HUBWRIGHT_SECRETS_PROVIDER") or None,
+            own_hosts=env.get("HUBWRIGHT_LOCK_HOSTS") or None,
+            stale_lock_after_s=float(env.get("HUBWRIGHT_STALE_LOCK_SECONDS") or limits.stale_lock_after),
+            policy=env.get("HUBWRIGHT_POLICY") or "mandatory",
+            policy_config=env.get("HUBWRIGHT_POLICY_CONFIG") or None,
+            policy_pack=env.get("HUBWRIGHT_POLICY_PACK") or str(PACK_DIR),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -169,9 +169,9 @@ class PulumiSettings:
         try:
             self.policy_settings()
         except ValueError as err:
-            raise ValueError(f"CLUSTERNET_POLICY / CLUSTERNET_POLICY_CONFIG: {err}") from None
+            raise ValueError(f"HUBWRIGHT_POLICY / HUBWRIGHT_POLICY_CONFIG: {err}") from None
         if self.policy != "off" and not (Path(self.policy_pack) / "PulumiPolicy.yaml").is_file():
-            raise ValueError(f"policy_pack {self.policy_pack}: no PulumiPolicy.yaml there (CLUSTERNET_POLICY_PACK)")
+            raise ValueError(f"policy_pack {self.policy_pack}: no PulumiPolicy.yaml there (HUBWRIGHT_POLICY_PACK)")
 
     def policy_settings(self) -> PolicySettings:
         return PolicySettings.load(self.policy, self.policy_config)
@@ -531,7 +531,7 @@ class PulumiEngine:
     # ----------------------------------------------------------------- helpers
 
     def workspace_dir(self, stack: str) -> Path:
-        """The stack's workspace: Pulumi.yaml and Pulumi.<stack>.yaml (its config, clusternet:inputs)."""
+        """The stack's workspace: Pulumi.yaml and Pulumi.<stack>.yaml (its config, hubwright:inputs)."""
         return self._workdir(stack)
 
     def _workdir(self, stack: str) -> Path:
@@ -684,7 +684,7 @@ class PulumiEngine:
         return False, f"{what}: {'by this service, ' if ours else 'not by this service: '}{age:.0f}s old"
 
     def _write_settings(self, ws: Any, stack: Any, inputs: StackInputs) -> None:
-        """Tags, then clusternet:inputs in Pulumi.<stack>.yaml (so `pulumi up` with __main__.py builds the
+        """Tags, then hubwright:inputs in Pulumi.<stack>.yaml (so `pulumi up` with __main__.py builds the
         same stack). Both derive from the inputs: unchanged config (a file read) means no CLI call at all."""
         value = inputs.to_config()
         try:
@@ -749,7 +749,7 @@ class PulumiEngine:
 
 
 def _parse_inputs(stack: str, raw: Any) -> StackInputs | None:
-    """A history entry's clusternet:inputs; None (and a warning) when today's model rejects it."""
+    """A history entry's hubwright:inputs; None (and a warning) when today's model rejects it."""
     value = raw.get("value") if isinstance(raw, Mapping) else getattr(raw, "value", raw)
     try:
         return inputs_from_config(value)

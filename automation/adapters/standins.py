@@ -50,8 +50,8 @@ class StandIns(pulumi.runtime.Mocks):
             return {"name": name, "loadBalancerType": "network", "internal": True,
                     "arn": f"arn:aws:elasticloadbalancing:{region}:{account}:loadbalancer/net/{name}/{_h(name, n=16)}"}
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": account, "userId": f"AROA{_h(account, n=16).upper()}:clusternet",
-                    "arn": f"arn:aws:sts::{account}:assumed-role/clusternet-hub/clusternet"}
+            return {"accountId": account, "userId": f"AROA{_h(account, n=16).upper()}:hubwright",
+                    "arn": f"arn:aws:sts::{account}:assumed-role/hubwright-hub/hubwright"}
         if args.token == "aws:iam/getSessionContext:getSessionContext":
             arn = a["arn"]
             if ":assumed-role/" in arn:

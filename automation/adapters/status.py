@@ -43,9 +43,9 @@ from stacks.names import GROUP, VERSION
 from stacks.status import (CONDITION_TYPES, DRIFT_CONDITION, REGISTRY_STATUS_FIELDS, ClusterStatus, Condition, Peering,
                            StackOutputs)
 
-LOG = logging.getLogger("clusternet.status")
+LOG = logging.getLogger("hubwright.status")
 _RETRY = Backoff(0.2, 5.0)  # between attempts at one status write
-COMPONENT = "clusternet"
+COMPONENT = "hubwright"
 
 State = Literal["ready", "progressing", "retrying", "stalled"]
 _SHAPES: dict[str, tuple[str, str, str]] = {  # state -> (Ready, Reconciling, Stalled)

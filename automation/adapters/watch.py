@@ -21,7 +21,7 @@ from automation.adapters.backoff import Backoff
 from automation.adapters.loop import Loop
 from stacks.names import GROUP, VERSION
 
-LOG = logging.getLogger("clusternet.watch")
+LOG = logging.getLogger("hubwright.watch")
 
 Raw = dict[str, Any]
 Handler = Callable[[str, Raw], None]  # (ADDED | MODIFIED | DELETED, object)

@@ -4,7 +4,7 @@
 
 An agent holds exactly one right on the hub: `create clusters/facts` on its own Cluster. It cannot ask the API
 server for tokens: the registry rotates them. A caller is the agent of a Cluster when a SelfSubjectReview made
-as the caller names the ServiceAccount `clusternet-agent-<cluster>` of the Cluster's namespace, *and* that
+as the caller names the ServiceAccount `hubwright-agent-<cluster>` of the Cluster's namespace, *and* that
 ServiceAccount records the uid of the Cluster of that name now (automation.adapters.agent). A
 SubjectAccessReview checks names, not uids: without the second check an agent left over from a deleted Cluster
 would push facts to a later Cluster of the same name. The fresh token comes from the API's own client, with a

@@ -33,7 +33,7 @@ from automation.api.docs import add_docs
 from automation.api.ratelimit import CallerLimits, RateLimiter
 from stacks.names import API_VERSION
 
-LOG = logging.getLogger("clusternet.api")
+LOG = logging.getLogger("hubwright.api")
 VERSION = "0.1.0"
 
 
@@ -44,7 +44,7 @@ class ApiSettings:
     token_cache: int = 1024  # per-token Kubernetes clients kept (LRU)
     install_rate: float = 1.0  # install requests per second per client address, per replica
     install_burst: int = 10
-    agent_image: str = "ghcr.io/clusternet/clusternet:latest"  # the facts agent's image
+    agent_image: str = "ghcr.io/hubwright/hubwright:latest"  # the facts agent's image
     public_url: str = "http://127.0.0.1:8080"  # where agents reach this API
     # lifetime of the agent's ServiceAccount token (it rotates it through this API), capped by the hub's
     # maxTokenLifetime (stacks.registry.agent_token_seconds)
@@ -177,7 +177,7 @@ def kube_error(exc: ApiException) -> HTTPException:
 
 
 FORBIDDEN = ("forbidden: your token may not do this in this tenant, or there is no such tenant (pushing facts needs "
-             "the right to create clusters/facts in clusternet.io for the cluster, issuing a bootstrap token the "
+             "the right to create clusters/facts in hubwright.io for the cluster, issuing a bootstrap token the "
              "right to create clusters/bootstraptoken)")
 
 
@@ -200,9 +200,9 @@ def create_app(reg: Registry, *, routers: Iterable[Callable[[], APIRouter]]) -> 
     app = FastAPI(
         docs_url=None, redoc_url=None, swagger_ui_oauth2_redirect_url=None,  # /docs: automation.api.docs
         separate_input_output_schemas=False,  # one schema per model (ClusterSpec, not -Input and -Output)
-        title="clusternet registry",
+        title="hubwright registry",
         version=VERSION,
-        description="Tenants, clusters, facts and one-time bootstrap over the clusternet CRDs. Every request "
+        description="Tenants, clusters, facts and one-time bootstrap over the hubwright CRDs. Every request "
                     "but discovery, health and install carries `Authorization: Bearer <Kubernetes token>`; "
                     "Kubernetes RBAC decides what it may do.",
     )
@@ -229,7 +229,7 @@ def create_app(reg: Registry, *, routers: Iterable[Callable[[], APIRouter]]) -> 
     @app.get("/", tags=["discovery"])
     async def discovery() -> dict[str, Any]:
         return {
-            "name": "clusternet registry",
+            "name": "hubwright registry",
             "version": VERSION,
             "apiVersion": API_VERSION,
             "auth": {"type": "bearer", "header": "Authorization: Bearer <token>",

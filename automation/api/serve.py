@@ -26,7 +26,7 @@ from automation.api import agents, bootstrap, facts, tenants
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from stacks.names import parse_host_port
 
-LOG = logging.getLogger("clusternet.api")
+LOG = logging.getLogger("hubwright.api")
 DEFAULT_BIND = "127.0.0.1:8080"  # deploy/ binds 0.0.0.0:8080 in the pod
 FACTS_FILE = "registry-facts.db"
 ROUTERS = (tenants.router, facts.router, bootstrap.router, agents.router)  # every resource module's routes
@@ -108,11 +108,11 @@ def add_api_command(subparsers: Any) -> None:
                       help="seconds every Kubernetes call waits for each read of its answer (then 504)")
 
     serving = api.add_argument_group("serving")
-    serving.add_argument("--bind", default=env("CLUSTERNET_API_BIND", DEFAULT_BIND),
-                         help="host:port to listen on (:8080 or 0.0.0.0:8080: every address; env CLUSTERNET_API_BIND)")
-    serving.add_argument("--public-url", default=env("CLUSTERNET_PUBLIC_URL"),
+    serving.add_argument("--bind", default=env("HUBWRIGHT_API_BIND", DEFAULT_BIND),
+                         help="host:port to listen on (:8080 or 0.0.0.0:8080: every address; env HUBWRIGHT_API_BIND)")
+    serving.add_argument("--public-url", default=env("HUBWRIGHT_PUBLIC_URL"),
                          help="where agents reach this API, written into their manifests (default: http://<bind>; "
-                              "env CLUSTERNET_PUBLIC_URL)")
+                              "env HUBWRIGHT_PUBLIC_URL)")
     serving.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     serving.add_argument("--caller-concurrency", type=int, default=defaults.caller_concurrency,
                          help="requests one caller (bearer token) may have in flight at once, per replica (429 beyond)")
@@ -126,11 +126,11 @@ def add_api_command(subparsers: Any) -> None:
                          help="fact-filtered lists one caller may make in a burst above --caller-scan-rate")
 
     facts = api.add_argument_group("facts history")
-    facts.add_argument("--state-dir", default=env("CLUSTERNET_STATE_DIR", "."),
-                       help=f"where the default SQLite history lives ({FACTS_FILE}; env CLUSTERNET_STATE_DIR)")
-    facts.add_argument("--facts-db", default=env("CLUSTERNET_FACTS_DB"),
+    facts.add_argument("--state-dir", default=env("HUBWRIGHT_STATE_DIR", "."),
+                       help=f"where the default SQLite history lives ({FACTS_FILE}; env HUBWRIGHT_STATE_DIR)")
+    facts.add_argument("--facts-db", default=env("HUBWRIGHT_FACTS_DB"),
                        help="SQLAlchemy URL of the history: sqlite:///path.db (one replica) or postgresql://... "
-                            f"(several) (default: sqlite:///<state-dir>/{FACTS_FILE}; env CLUSTERNET_FACTS_DB)")
+                            f"(several) (default: sqlite:///<state-dir>/{FACTS_FILE}; env HUBWRIGHT_FACTS_DB)")
     facts.add_argument("--facts-retention", type=int, default=1000,
                        help="versions kept per cluster (the oldest go first; the latest is always kept)")
 
@@ -142,13 +142,13 @@ def add_api_command(subparsers: Any) -> None:
     install.add_argument("--trust-forwarded-for", action=argparse.BooleanOptionalAction,
                          default=defaults.trust_forwarded_for,
                          help="rate-limit by X-Forwarded-For: only behind a proxy you run that sets it")
-    install.add_argument("--agent-image", default=env("CLUSTERNET_AGENT_IMAGE", defaults.agent_image),
-                         help="the facts agent's image (env CLUSTERNET_AGENT_IMAGE)")
+    install.add_argument("--agent-image", default=env("HUBWRIGHT_AGENT_IMAGE", defaults.agent_image),
+                         help="the facts agent's image (env HUBWRIGHT_AGENT_IMAGE)")
     install.add_argument("--agent-token-seconds", type=int, default=defaults.agent_token_seconds,
                          help="lifetime of the agent's ServiceAccount token (it requests a new one before expiry)")
-    install.add_argument("--hub-name", default=env("CLUSTERNET_HUB_NAME", defaults.hub_name),
+    install.add_argument("--hub-name", default=env("HUBWRIGHT_HUB_NAME", defaults.hub_name),
                          help="the HubConfig whose shared ingress install answers use: the service's --hub-name "
-                              "(env CLUSTERNET_HUB_NAME)")
+                              "(env HUBWRIGHT_HUB_NAME)")
     # Agents rotate their token through this API now (automation.api.agents), never at the hub's Kubernetes API:
     # these two are accepted so existing command lines still start, and ignored.
     install.add_argument("--hub-url", default=None, help=argparse.SUPPRESS)

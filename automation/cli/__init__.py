@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_plan_command(sub)
 
-    inputs = sub.add_parser("inputs", help="print one cluster's StackInputs JSON (the stack config clusternet:inputs)")
+    inputs = sub.add_parser("inputs", help="print one cluster's StackInputs JSON (the stack config hubwright:inputs)")
     inputs.add_argument("--hub", required=True)
     inputs.add_argument("--clusters", required=True)
     inputs.add_argument("--cluster", required=True, help="namespace/name")

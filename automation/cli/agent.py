@@ -28,7 +28,7 @@ from typing import Any, Callable
 import httpx
 from kubernetes import client, config
 
-LOG = logging.getLogger("clusternet.agent")
+LOG = logging.getLogger("hubwright.agent")
 RENEW_AT = 1 / 3  # renew once less than this share of the token's lifetime is left
 
 
@@ -120,7 +120,7 @@ def add_agent_command(subparsers: Any) -> None:
     env = os.environ.get
     agent = subparsers.add_parser("agent", help="the facts agent a cluster runs (from its install manifests)",
                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    agent.add_argument("--api", default=env("CLUSTERNET_API_URL"), required=env("CLUSTERNET_API_URL") is None,
+    agent.add_argument("--api", default=env("HUBWRIGHT_API_URL"), required=env("HUBWRIGHT_API_URL") is None,
                        help="the registry API's URL")
     agent.add_argument("--token-file", required=True, help="the hub token (the install's Secret, key token)")
     agent.add_argument("--tenant", required=True)

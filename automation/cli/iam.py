@@ -1,4 +1,4 @@
-"""Least-privilege IAM for clusternet, generated from what the code uses.
+"""Least-privilege IAM for hubwright, generated from what the code uses.
 
 Three identities are involved:
 
@@ -15,7 +15,7 @@ when a component registers a type or invokes a function this table does not
 cover, or covers it on the wrong side; the moto tests run the lookups with
 exactly these policies under IAM enforcement.
 
-    python -m automation iam --principal arn:aws:iam::111111111111:role/clusternet-controller \\
+    python -m automation iam --principal arn:aws:iam::111111111111:role/hubwright-controller \\
         [--hub examples/hub.yaml] [--role-map configmap.yaml] [--markdown]
 """
 from __future__ import annotations
@@ -118,8 +118,8 @@ INVOKES: dict[str, Grant] = {
                                                       "mesh: a peer's dedicated group, by name"),
 }
 
-# Types that make no AWS call: clusternet's own components (and the stack itself).
-NO_AWS_PREFIXES = ("clusternet:", "pulumi:pulumi:")
+# Types that make no AWS call: hubwright's own components (and the stack itself).
+NO_AWS_PREFIXES = ("hubwright:", "pulumi:pulumi:")
 
 
 def needs_no_aws(type_: str) -> bool:
@@ -132,7 +132,7 @@ def _lookup_grants() -> dict[str, Grant]:
 
 
 def grants() -> dict[str, Grant]:
-    """Everything clusternet does in AWS: resource types, invokes and the service's direct lookups."""
+    """Everything hubwright does in AWS: resource types, invokes and the service's direct lookups."""
     return {**RESOURCES, **INVOKES, **_lookup_grants()}
 
 
@@ -147,13 +147,13 @@ def _policy(sid: str, actions_: Iterable[str], resource: str | list[str] = "*") 
 
 
 def cluster_role_policy() -> dict:
-    """Identity policy of the role clusternet assumes in each cluster account."""
-    return _policy("ClusternetCluster", actions("cluster"))
+    """Identity policy of the role hubwright assumes in each cluster account."""
+    return _policy("HubwrightCluster", actions("cluster"))
 
 
 def hub_role_policy() -> dict:
     """Identity policy of the hub role (or of the controller itself when the hub has no role)."""
-    return _policy("ClusternetHub", actions("hub"))
+    return _policy("HubwrightHub", actions("hub"))
 
 
 def controller_policy(role_arns: Iterable[str]) -> dict:
@@ -161,12 +161,12 @@ def controller_policy(role_arns: Iterable[str]) -> dict:
     roles = sorted(set(role_arns))
     if not roles:
         raise ValueError("no role to assume: give the hub role and/or the role map")
-    return _policy("ClusternetAssume", ["sts:AssumeRole"], roles)
+    return _policy("HubwrightAssume", ["sts:AssumeRole"], roles)
 
 
 def trust_policy(principal_arn: str, external_id: str | None = None) -> dict:
     """Trust policy of the hub role and of every cluster role: only the controller may assume them."""
-    statement: dict = {"Sid": "ClusternetController", "Effect": "Allow", "Principal": {"AWS": principal_arn},
+    statement: dict = {"Sid": "HubwrightController", "Effect": "Allow", "Principal": {"AWS": principal_arn},
                        "Action": "sts:AssumeRole"}
     if external_id:
         statement["Condition"] = {"StringEquals": {"sts:ExternalId": external_id}}

@@ -80,7 +80,7 @@ class Cache:
         self.touched: set[str] = set()  # cluster keys changed since the mapper last looked
         # What resolve() reads and has changed since Desired last drained it (automation/service/mapper.py).
         self._changed_clusters: set[str] = set()  # parsed Cluster, recorded VPC, attachment or stack (or gone)
-        self._changed_namespaces: set[str] = set()  # clusternet annotations
+        self._changed_namespaces: set[str] = set()  # hubwright annotations
         self._changed_shared = True  # the HubConfig (spec or status), the role map or the endpoint census
         self._hub_store = DictStore(self.on_hub)
         self._namespace_store = DictStore(self.on_namespace)
@@ -170,7 +170,7 @@ class Cache:
                 self._changed()
 
     def set_foreign_endpoints(self, counts: Mapping[str, int]) -> None:
-        """The endpoint census's answer: VPC ID -> endpoints there that clusternet did not make."""
+        """The endpoint census's answer: VPC ID -> endpoints there that hubwright did not make."""
         counts = {vpc: n for vpc, n in counts.items() if n}
         with self._lock:
             if counts != self.foreign_endpoints:

@@ -1,6 +1,6 @@
-"""The endpoint census: the interface endpoints each inventory VPC already holds that clusternet did not make.
+"""The endpoint census: the interface endpoints each inventory VPC already holds that hubwright did not make.
 
-They use up the same per-VPC quota as clusternet's own (`privateLink.endpointsPerVPC`), so placement must
+They use up the same per-VPC quota as hubwright's own (`privateLink.endpointsPerVPC`), so placement must
 leave room for them. Before the mapper first resolves, and then every `--endpoint-census-interval` seconds,
 `count(hub)` (automation.adapters.lookups.foreign_endpoint_counts, through the service's AWS sessions) runs
 and the answer goes to the cache, which re-resolves only when it changed. A count that fails is logged and
@@ -16,9 +16,9 @@ from automation.service.cache import Cache
 from stacks.errors import Failure
 from stacks.model import HubConfig
 
-LOG = logging.getLogger("clusternet.census")
+LOG = logging.getLogger("hubwright.census")
 
-Count = Callable[[HubConfig], Mapping[str, int]]  # VPC ID -> endpoints there that are not clusternet's
+Count = Callable[[HubConfig], Mapping[str, int]]  # VPC ID -> endpoints there that are not hubwright's
 
 
 class EndpointCensus(Loop):

@@ -21,7 +21,7 @@ from stacks.mesh import MeshPlan
 from stacks.transit import GroupState, MeshStatus, TransitInputs
 from stacks.names import INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 
-LOG = logging.getLogger("clusternet.mapper")
+LOG = logging.getLogger("hubwright.mapper")
 
 
 # --------------------------------------------------------------------------- desired state

@@ -51,7 +51,7 @@ from typing import Callable, Hashable
 
 from automation.adapters.backoff import Backoff
 
-LOG = logging.getLogger("clusternet.queue")
+LOG = logging.getLogger("hubwright.queue")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ It never trusts the event that queued the key, only the current state:
          ▼
     finalizer · recover a killed run · refuse a move · new install? · engine.up · status + Events
 
-Deletion: the finalizer `clusternet.io/stack` holds a deleted Cluster until
+Deletion: the finalizer `hubwright.io/stack` holds a deleted Cluster until
 `engine.destroy` succeeded; a failed destroy keeps it, says why, and retries.
 Errors, wherever they are raised on a path, become a condition and an Event by their class
 (stacks.errors; `_report` is the one place that maps them):
@@ -18,7 +18,7 @@ Errors, wherever they are raised on a path, become a condition and an Event by t
   NeedsAttention       Stalled, no engine run, looked at again every --stalled-recheck
   StackLocked          requeued after --lock-retry, not counted as a failure
   Failure (transient)  Reconciling, retried with backoff
-The annotation clusternet.io/reconcile-request (any new value) runs an `up` with refresh now.
+The annotation hubwright.io/reconcile-request (any new value) runs an `up` with refresh now.
 Drift: a jittered `preview` with refresh; DriftDetected names what changed; --drift-policy says
 whether an `up` (with refresh) corrects it or the condition only reports it.
 """
@@ -49,7 +49,7 @@ from stacks.inputs import StackInputs
 from stacks.names import FINALIZER, GROUP, RECONCILE_REQUEST_ANNOTATION, VERSION, stack_name
 from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus
 
-LOG = logging.getLogger("clusternet.reconcile")
+LOG = logging.getLogger("hubwright.reconcile")
 STUCK_LOCK_RETRIES = 3  # StackLocked this many times in a row: ask the engine to recover a stale lock
 
 # A check before every up: raises InvalidSpec (refused until the input changes), NeedsAttention (refused, looked at

@@ -58,7 +58,7 @@ from stacks.rolemap import from_configmap
 from stacks.status import DRIFT_CONDITION
 from stacks.transit import is_transit_stack
 
-LOG = logging.getLogger("clusternet.service")
+LOG = logging.getLogger("hubwright.service")
 
 # After the engine cancelled every run, a worker thread still writes its run's status: this bounds the wait.
 WORKERS_STOP_TIMEOUT = 10.0
@@ -82,7 +82,7 @@ class ServiceOptions:
         "kubeconfig file; unset: the in-cluster service account when running in a pod, else ~/.kube/config",
         KUBE, env="KUBECONFIG"))
     context: str | None = field(default=None, metadata=_flag("kubeconfig context (default: the current one)", KUBE))
-    namespace: str = field(default="clusternet-system", metadata=_flag(
+    namespace: str = field(default="hubwright-system", metadata=_flag(
         "the service's own namespace: its Lease and the role-map ConfigMap live here", KUBE, env="POD_NAMESPACE"))
     watch_namespace: str | None = field(default=None, metadata=_flag(
         "watch Clusters in this namespace only (default: all namespaces)", KUBE))
@@ -118,19 +118,19 @@ class ServiceOptions:
     drift_jitter: float = field(default=0.25, metadata=_flag("fraction the drift interval is stretched by", WORK))
     drift_policy: str = field(default="correct", metadata=_flag(
         "what a drift check that finds the cloud changed does: 'correct' runs `pulumi up --refresh` to put it "
-        "back, 'report' only sets the DriftDetected condition (an Event and the clusternet_drifted_stacks metric "
+        "back, 'report' only sets the DriftDetected condition (an Event and the hubwright_drifted_stacks metric "
         "either way)", WORK, choices=("correct", "report")))
     stalled_recheck: float = field(default=600.0, metadata=_flag(
         "seconds before a cluster Stalled on something a person must fix (AccessDenied, a wrong account) is looked "
-        "at again; an input change or the clusternet.io/reconcile-request annotation looks at once", WORK))
+        "at again; an input change or the hubwright.io/reconcile-request annotation looks at once", WORK))
     endpoint_census_interval: float = field(default=600.0, metadata=_flag(
-        "seconds between counts of the endpoints in the inventory VPCs that clusternet did not make, which "
+        "seconds between counts of the endpoints in the inventory VPCs that hubwright did not make, which "
         "placement leaves room for (also once at start); 0 turns the census off", WORK))
     metrics_bind: str = field(default="0.0.0.0", metadata=_flag("address of /healthz, /readyz and /metrics", SERVING))
     metrics_port: int = field(default=8080, metadata=_flag("port of /healthz, /readyz and /metrics", SERVING))
     leader_election: bool = field(default=True, metadata=_flag(
         "hold a coordination.k8s.io Lease before running anything (run one replica without it only)", ELECTION))
-    leader_election_id: str = field(default="clusternet", metadata=_flag("the Lease's name (in --namespace)",
+    leader_election_id: str = field(default="hubwright", metadata=_flag("the Lease's name (in --namespace)",
                                                                            ELECTION))
     lease_duration: float = field(default=15.0, metadata=_flag(
         "seconds a follower waits on an unrenewed Lease before taking it", ELECTION))
@@ -468,15 +468,15 @@ def add_serve_command(subparsers: Any) -> None:
             group.add_argument(flag, type=kind, default=default, help=help_text, choices=meta["choices"])
 
     state = serve.add_argument_group("Pulumi state")
-    state.add_argument("--state-dir", default=env("CLUSTERNET_STATE_DIR", "state"),
+    state.add_argument("--state-dir", default=env("HUBWRIGHT_STATE_DIR", "state"),
                        help="per-stack workspaces, and the file:// backend when --backend is unset "
-                            "(env CLUSTERNET_STATE_DIR)")
+                            "(env HUBWRIGHT_STATE_DIR)")
     state.add_argument("--backend", default=env("PULUMI_BACKEND_URL"),
                        help="backend URL: file://..., s3://bucket/prefix, https://api.pulumi.com "
                             "(default: file://<state-dir>; env PULUMI_BACKEND_URL)")
-    state.add_argument("--pulumi-org", default=env("CLUSTERNET_PULUMI_ORG"),
-                       help="Pulumi Cloud organization for the stacks (env CLUSTERNET_PULUMI_ORG)")
-    state.add_argument("--secrets-provider", default=env("CLUSTERNET_SECRETS_PROVIDER"),
+    state.add_argument("--pulumi-org", default=env("HUBWRIGHT_PULUMI_ORG"),
+                       help="Pulumi Cloud organization for the stacks (env HUBWRIGHT_PULUMI_ORG)")
+    state.add_argument("--secrets-provider", default=env("HUBWRIGHT_SECRETS_PROVIDER"),
                        help="stack secrets provider (default: passphrase on DIY backends, the service on Cloud)")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     serve.set_defaults(func=serve_command)

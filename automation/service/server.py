@@ -5,9 +5,9 @@
           synced, or a follower (which runs nothing, and says so in the body);
           503 while a leader is still syncing or its watches are down. Followers
           stay ready so that a rolling update is never blocked on them.
-/metrics  clusternet_queue_depth, clusternet_runs_total{operation,result},
-          clusternet_run_duration_seconds{operation}, clusternet_clusters{condition},
-          clusternet_drifted_stacks, clusternet_leader, clusternet_watch_restarts_total{source,reason}, ...
+/metrics  hubwright_queue_depth, hubwright_runs_total{operation,result},
+          hubwright_run_duration_seconds{operation}, hubwright_clusters{condition},
+          hubwright_drifted_stacks, hubwright_leader, hubwright_watch_restarts_total{source,reason}, ...
 The registry is the service's own (no process-global collectors).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-LOG = logging.getLogger("clusternet.server")
+LOG = logging.getLogger("hubwright.server")
 
 RUN_BUCKETS = (0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600)
 
@@ -31,20 +31,20 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.runs = Counter("clusternet_runs", "Engine runs by operation and result "
+        self.runs = Counter("hubwright_runs", "Engine runs by operation and result "
                             "(succeeded, failed, locked, error).", ["operation", "result"], registry=self.registry)
-        self.run_seconds = Histogram("clusternet_run_duration_seconds", "Engine run duration.", ["operation"],
+        self.run_seconds = Histogram("hubwright_run_duration_seconds", "Engine run duration.", ["operation"],
                                      buckets=RUN_BUCKETS, registry=self.registry)
-        self.watch_restarts = Counter("clusternet_watch_restarts", "Watches restarted, by source and reason "
+        self.watch_restarts = Counter("hubwright_watch_restarts", "Watches restarted, by source and reason "
                                       "(dropped, gone = 410 relist, httpNNN).", ["source", "reason"],
                                       registry=self.registry)
-        self.queue_depth = Gauge("clusternet_queue_depth", "Cluster keys waiting for a worker.",
+        self.queue_depth = Gauge("hubwright_queue_depth", "Cluster keys waiting for a worker.",
                                  registry=self.registry)
-        self.in_flight = Gauge("clusternet_queue_in_flight", "Cluster keys being reconciled.",
+        self.in_flight = Gauge("hubwright_queue_in_flight", "Cluster keys being reconciled.",
                                registry=self.registry)
-        self.scheduled = Gauge("clusternet_queue_scheduled", "Cluster keys waiting for a timer (retry, drift).",
+        self.scheduled = Gauge("hubwright_queue_scheduled", "Cluster keys waiting for a timer (retry, drift).",
                                registry=self.registry)
-        self.leader = Gauge("clusternet_leader", "1 when this replica holds the Lease.", registry=self.registry)
+        self.leader = Gauge("hubwright_leader", "1 when this replica holds the Lease.", registry=self.registry)
         self._clusters: Callable[[], ClusterCounts] = lambda: ({}, 0)
         self.registry.register(_Clusters(lambda: self._clusters()))
 
@@ -72,13 +72,13 @@ class Metrics:
 
 
 class _Clusters:
-    """clusternet_clusters{condition} and clusternet_drifted_stacks, from one count per scrape."""
+    """hubwright_clusters{condition} and hubwright_drifted_stacks, from one count per scrape."""
 
     def __init__(self, counts: Callable[[], ClusterCounts]):
         self._counts = counts
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
-        family = GaugeMetricFamily("clusternet_clusters", "Clusters by condition (Ready, Reconciling, Stalled, "
+        family = GaugeMetricFamily("hubwright_clusters", "Clusters by condition (Ready, Reconciling, Stalled, "
                                    "Unknown).", labels=["condition"])
         counts, drifted = {"Ready": 0, "Reconciling": 0, "Stalled": 0, "Unknown": 0}, 0
         try:
@@ -89,7 +89,7 @@ class _Clusters:
         for condition, count in sorted(counts.items()):
             family.add_metric([condition], count)
         yield family
-        yield GaugeMetricFamily("clusternet_drifted_stacks", "Stacks whose last drift check found the cloud changed "
+        yield GaugeMetricFamily("hubwright_drifted_stacks", "Stacks whose last drift check found the cloud changed "
                                 "behind them (condition DriftDetected=True).", value=drifted)
 
     def describe(self) -> Iterable[GaugeMetricFamily]:

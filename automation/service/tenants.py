@@ -10,9 +10,9 @@ What it makes of a Tenant is decided in stacks.admission; here it is read from a
 - the finalizer stacks.names.TENANT_FINALIZER, before anything is made;
 - the namespace (Tenant.namespace): created when missing, or adopted when stacks.admission.adoption_refusal
   allows it; labelled and annotated with the tenant, and with its owner account and default region when set;
-- the RoleBinding `clusternet-tenant-admins` there: spec.admins get the ClusterRole clusternet-tenant-admin
+- the RoleBinding `hubwright-tenant-admins` there: spec.admins get the ClusterRole hubwright-tenant-admin
   (none when there are no admins);
-- the ResourceQuota `clusternet-tenant-quota` there from spec.quota (stacks.admission.tenant_quota), owned by the
+- the ResourceQuota `hubwright-tenant-quota` there from spec.quota (stacks.admission.tenant_quota), owned by the
   Tenant: the API server itself refuses a Cluster beyond it (none when the Tenant sets no quota);
 - status (the status subresource): namespace, clusters (how many Clusters the namespace holds, which the
   deletion policy reads) and message (why nothing was made, or what a deletion waits for).
@@ -51,7 +51,7 @@ from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMINS_RO
 from stacks.names import GROUP, TENANT_FINALIZER, TENANT_LABEL, VERSION
 from stacks.registry import Tenant
 
-LOG = logging.getLogger("clusternet.tenants")
+LOG = logging.getLogger("hubwright.tenants")
 T = TypeVar("T")
 
 TENANTS = "tenants"

@@ -29,7 +29,7 @@ from stacks.names import GROUP, VERSION
 from stacks.status import LastUpdate
 from stacks.transit import TransitInputs, TransitOutputs, advance
 
-LOG = logging.getLogger("clusternet.transit")
+LOG = logging.getLogger("hubwright.transit")
 
 
 class HubStatus:

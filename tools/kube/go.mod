@@ -3,7 +3,7 @@
 // paths (./staging/src/k8s.io/...), which only work inside its own repo, so
 // they are repeated here pointing at their published v0.X.Y versions.
 // Keep KUBE_VERSION / ETCD_VERSION in scripts/tools.sh in step with this file.
-module clusternet/tools/kube
+module hubwright/tools/kube
 
 go 1.26.0
 

@@ -3,7 +3,7 @@
 // cannot be `go install`ed @version: this module requires both at the same
 // version and repeats pkg/v3's non-local replace lines.
 // Keep PULUMI_VERSION in scripts/tools.sh in step with this file.
-module clusternet/tools/pulumi
+module hubwright/tools/pulumi
 
 go 1.25.11
 
