@@ -19,11 +19,34 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
+from typing import NamedTuple
 
 # --------------------------------------------------------------------------- the API
 GROUP = "hubwright.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
+CATEGORY = "hubwright"  # `kubectl get hubwright` lists every object of ours
+
+
+class KindNames(NamedTuple):
+    """A kind of ours and every name kubectl resolves to it: none may be another project's (a hub also runs
+    Cluster API, Hive, Lieutenant, Flux, ... : tests/test_names_unambiguous.py checks against their CRDs)."""
+    kind: str
+    plural: str
+    short: tuple[str, ...]
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+
+CLUSTER = KindNames("HubCluster", "hubclusters", ("hwc",))
+TENANT = KindNames("HubTenant", "hubtenants", ("hwt",))
+HUBCONFIG = KindNames("HubConfig", "hubconfigs", ("hwcfg",))
+KINDS = (CLUSTER, TENANT, HUBCONFIG)
+# Reserved now, so that the kinds still to come are checked by the same test before they land.
+RESERVED_KINDS = (KindNames("HubGitRepo", "hubgitrepos", ("hwrepo",)),
+                  KindNames("HubStackRun", "hubstackruns", ("hwrun",)))
 FINALIZER = f"{GROUP}/stack"  # holds a deleted Cluster until its stack is destroyed
 ANNOTATION_PREFIX = f"{GROUP}/"  # the only Namespace annotations resolve() reads start with it
 
