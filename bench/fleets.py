@@ -24,7 +24,7 @@ def cluster(i: int, name: str, namespace: str, *, account: str, vpc: str, route_
             **spec: Any) -> Cluster:
     """Cluster number i: its CIDR is 10.(i/256).(i%256).0/24, so no two of a fleet overlap."""
     return parse({
-        "apiVersion": API_VERSION, "kind": "Cluster",
+        "apiVersion": API_VERSION, "kind": "HubCluster",
         "metadata": {"name": name, "namespace": namespace, **(metadata or {})},
         "spec": {"accountID": account, "region": REGIONS[(i // 2) % 2], "infraID": f"{name}-abcde",
                  "apiURL": f"https://api.{name}.example.com:6443",

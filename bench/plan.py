@@ -60,7 +60,7 @@ def hub_doc(n: int) -> dict[str, Any]:
 
 def cluster_doc(i: int) -> dict[str, Any]:
     name = f"c{i:05d}"
-    return {"apiVersion": API_VERSION, "kind": "Cluster",
+    return {"apiVersion": API_VERSION, "kind": "HubCluster",
             "metadata": {"name": name, "namespace": f"tenant-{i % TENANTS}"},
             "spec": {"accountID": fleets.ACCOUNTS[i % TENANTS % 2], "region": fleets.REGIONS[(i // 2) % 2],
                      "infraID": f"{name}-abcde", "apiURL": f"https://api.{name}.example.com:6443",

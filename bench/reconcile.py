@@ -40,7 +40,7 @@ from kubernetes import client
 from automation.service.serve import Service, ServiceOptions
 from bench.fleets import ACCOUNTS, REGIONS
 from doubles import RecordingEngine
-from stacks.names import GROUP, OWNER_ACCOUNT_ANNOTATION, VERSION
+from stacks.names import CLUSTERS, HUBCONFIGS, GROUP, OWNER_ACCOUNT_ANNOTATION, VERSION
 
 SYSTEM = "hubwright-system"
 
@@ -101,7 +101,7 @@ def cluster_doc(n: int, namespace: str, *, mesh: str | None = None, transit: boo
         meta["labels"] = {"hubwright.io/mesh": mesh}
         meta["annotations"] = {"hubwright.io/mesh-enabled": "true"}
     return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "metadata": meta,
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "metadata": meta,
         "spec": {"accountID": ACCOUNTS[n % 2], "region": REGIONS[n % 2] if not mesh else "us-east-1",
                  "infraID": f"c{n:04d}-x7k2p", "apiURL": f"https://api.c{n:04d}.example.com:6443",
                  "network": {"vpcID": f"vpc-0c{n:04d}", "cidr": f"10.{n // 256}.{n % 256}.0/24",
@@ -123,12 +123,12 @@ def populate(api: client.ApiClient, count: int, *, first: int = 0, mesh: str | N
         for ns in {namespace_of(n) for n in range(first, first + count)} | {SYSTEM}:
             owner = {OWNER_ACCOUNT_ANNOTATION: ACCOUNTS[int(ns.rsplit("-", 1)[1]) % 2]} if ns != SYSTEM else {}
             core.create_namespace({"metadata": {"name": ns, "annotations": owner}})
-        custom.create_cluster_custom_object(GROUP, VERSION, "hubconfigs", hub_doc(count, group))
+        custom.create_cluster_custom_object(GROUP, VERSION, HUBCONFIGS, hub_doc(count, group))
     transit = bool(group and group.get("topology") == "transitGateway")
     docs = [cluster_doc(n, namespace_of(n), mesh=mesh, transit=transit) for n in range(first, first + count)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda d: custom.create_namespaced_custom_object(
-            GROUP, VERSION, d["metadata"]["namespace"], "clusters", d), docs))
+            GROUP, VERSION, d["metadata"]["namespace"], CLUSTERS, d), docs))
 
 
 # --------------------------------------------------------------------------- the service
@@ -227,7 +227,7 @@ def burst(updates: int, run_ms: float) -> dict[str, float]:
             gap = 1.0 / updates
             for i in range(updates):
                 started = time.monotonic()
-                custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(0), "clusters", "c0000",
+                custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(0), CLUSTERS, "c0000",
                                                       {"spec": {"apiURL": f"https://api.burst-{i}.example.com"}})
                 time.sleep(max(0.0, gap - (time.monotonic() - started)))
             quiet(svc, engine, 2.0)
@@ -359,7 +359,7 @@ def event_to_run(api: client.ApiClient, runs: Runs, samples: int) -> list[float]
         before = len(runs.started.get(stack, ()))
         ended = runs.ended
         sent = time.monotonic()
-        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(n), "clusters", f"c{n:04d}",
+        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(n), CLUSTERS, f"c{n:04d}",
                                               {"spec": {"apiURL": f"https://api.sample-{i}.c{n:04d}.example.com"}})
         runs.wait(lambda: len(runs.started.get(stack, ())) > before, 30, "an edit's run")
         latencies.append((runs.started[stack][-1] - sent) * 1000)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from doubles.envtest import EnvTest, free_port, missing_binaries, project_crds, start_envtest
+from stacks.names import CLUSTERS, TENANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 TENANTS = 10
@@ -58,15 +59,15 @@ def _fleet(env: EnvTest, clusters: int) -> list[tuple[str, str]]:
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         for i in range(TENANTS):
             core.create_namespace({"metadata": {"name": f"t-bench-{i}"}})
-            custom.create_cluster_custom_object("hubwright.io", "v1alpha1", "tenants", {
-                "apiVersion": "hubwright.io/v1alpha1", "kind": "Tenant", "metadata": {"name": f"t-bench-{i}"},
+            custom.create_cluster_custom_object("hubwright.io", "v1alpha1", TENANTS, {
+                "apiVersion": "hubwright.io/v1alpha1", "kind": "HubTenant", "metadata": {"name": f"t-bench-{i}"},
                 "spec": {"displayName": f"Bench {i}"}})
         names = [(f"t-bench-{i % TENANTS}", f"c-bench-{i:05d}") for i in range(clusters)]
 
         def create(pair: tuple[str, str]) -> None:
             namespace, name = pair
-            custom.create_namespaced_custom_object("hubwright.io", "v1alpha1", namespace, "clusters", {
-                "apiVersion": "hubwright.io/v1alpha1", "kind": "Cluster",
+            custom.create_namespaced_custom_object("hubwright.io", "v1alpha1", namespace, CLUSTERS, {
+                "apiVersion": "hubwright.io/v1alpha1", "kind": "HubCluster",
                 "metadata": {"name": name, "namespace": namespace, "labels": {"tier": "bench"}},
                 "spec": {"displayName": name, "facts": {"cloud": "aws", "index": str(int(name[-5:]) % 7)},
                          "tokenLifetime": "1h"}})

@@ -35,7 +35,7 @@ from kubernetes import client
 
 from bench.registry import percentiles, start_api
 from doubles.envtest import EnvTest, missing_binaries, project_crds, start_envtest
-from stacks.names import GROUP, VERSION
+from stacks.names import CLUSTERS, TENANTS, GROUP, VERSION
 
 
 def _get(url: str, token: str, timeout: float = 120) -> int:
@@ -54,19 +54,19 @@ def _tenant(hub: EnvTest, name: str, clusters: int) -> str:
     with hub.api_client() as api:
         core, objects, rbac = client.CoreV1Api(api), client.CustomObjectsApi(api), client.RbacAuthorizationV1Api(api)
         core.create_namespace({"metadata": {"name": name}})
-        objects.create_cluster_custom_object(GROUP, VERSION, "tenants", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Tenant", "metadata": {"name": name}, "spec": {}})
+        objects.create_cluster_custom_object(GROUP, VERSION, TENANTS, {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubTenant", "metadata": {"name": name}, "spec": {}})
 
         def create(i: int) -> None:
-            objects.create_namespaced_custom_object(GROUP, VERSION, name, "clusters", {
-                "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster",
+            objects.create_namespaced_custom_object(GROUP, VERSION, name, CLUSTERS, {
+                "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster",
                 "metadata": {"name": f"c-{i:05d}", "namespace": name, "labels": {"tier": "bench"}},
                 "spec": {"displayName": f"cluster {i}", "facts": {"cloud": "aws", "index": str(i)}}})
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(create, range(clusters)))
         core.create_namespaced_service_account(name, {"metadata": {"name": "user"}})
         rbac.create_namespaced_role(name, {"metadata": {"name": "user"}, "rules": [
-            {"apiGroups": [GROUP], "resources": ["clusters"], "verbs": ["get", "list"]}]})
+            {"apiGroups": [GROUP], "resources": [CLUSTERS], "verbs": ["get", "list"]}]})
         rbac.create_namespaced_role_binding(name, {
             "metadata": {"name": "user"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                                       "name": "user"},

@@ -24,7 +24,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stacks.admission import admission_manifests, tenant_admin_clusterrole, tenant_controller_rules
-from stacks.names import GROUP
+from stacks.names import CLUSTERS, HUBCONFIGS, GROUP
 
 STATE_DIR = "/var/lib/hubwright"  # --state-dir: per-stack workspaces (and the file:// backend's state)
 PULUMI_HOME = "/var/cache/pulumi"  # the CLI's workspace settings and plugin cache (the Dockerfile's ENV too)
@@ -68,11 +68,11 @@ class ControlPlaneArgs:
 
 # Least privilege: exactly what automation/ reads and writes.
 CLUSTER_RULES = [
-    {"apiGroups": [GROUP], "resources": ["clusters"], "verbs": ["get", "list", "watch", "update", "patch"]},
-    {"apiGroups": [GROUP], "resources": ["clusters/status"], "verbs": ["get", "update", "patch"]},
-    {"apiGroups": [GROUP], "resources": ["hubconfigs"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [GROUP], "resources": [CLUSTERS], "verbs": ["get", "list", "watch", "update", "patch"]},
+    {"apiGroups": [GROUP], "resources": [f"{CLUSTERS}/status"], "verbs": ["get", "update", "patch"]},
+    {"apiGroups": [GROUP], "resources": [HUBCONFIGS], "verbs": ["get", "list", "watch"]},
     # status.mesh: each mesh group's state and the transit stacks' outputs (automation/service/transit.py).
-    {"apiGroups": [GROUP], "resources": ["hubconfigs/status"], "verbs": ["get", "patch"]},
+    {"apiGroups": [GROUP], "resources": [f"{HUBCONFIGS}/status"], "verbs": ["get", "patch"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     # A Cluster gone: its facts agent's ServiceAccount (so its tokens), Role and RoleBinding go too; at start,
@@ -88,11 +88,11 @@ CLUSTER_RULES = [
 # resolution (docs/security.md). Aggregated into the built-in edit and admin roles, so whoever administers a
 # namespace may create its Clusters and nobody but the service writes their status; view reads them.
 TENANT_RULES = [
-    {"apiGroups": [GROUP], "resources": ["clusters"],
+    {"apiGroups": [GROUP], "resources": [CLUSTERS],
      "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
 ]
 VIEWER_RULES = [
-    {"apiGroups": [GROUP], "resources": ["clusters", "clusters/status"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [GROUP], "resources": [CLUSTERS, f"{CLUSTERS}/status"], "verbs": ["get", "list", "watch"]},
 ]
 AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
 

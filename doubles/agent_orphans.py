@@ -23,7 +23,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.api import bootstrap
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
-from stacks.names import API_VERSION, GROUP, TENANT_ANNOTATION, TENANT_LABEL, VERSION, agent_name
+from stacks.names import CLUSTERS, TENANTS, API_VERSION, GROUP, TENANT_ANNOTATION, TENANT_LABEL, VERSION, agent_name
 from doubles.envtest import EnvTest, delete_tenant
 
 GC_WITHIN = 120.0  # loose: the collector's first pass after a start may wait for its discovery (30 s period)
@@ -77,10 +77,10 @@ def orphaned_agent(env: EnvTest, timeout: float = GC_WITHIN) -> Orphaned:
         client.CoreV1Api(admin).create_namespace({"metadata": {
             "name": namespace, "labels": {TENANT_LABEL: namespace}, "annotations": {TENANT_ANNOTATION: namespace}}})
         objects = client.CustomObjectsApi(admin)
-        objects.create_cluster_custom_object(GROUP, VERSION, "tenants", {
-            "apiVersion": API_VERSION, "kind": "Tenant", "metadata": {"name": namespace}, "spec": {}})
-        objects.create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
-            "apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": cluster}, "spec": {}})
+        objects.create_cluster_custom_object(GROUP, VERSION, TENANTS, {
+            "apiVersion": API_VERSION, "kind": "HubTenant", "metadata": {"name": namespace}, "spec": {}})
+        objects.create_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, {
+            "apiVersion": API_VERSION, "kind": "HubCluster", "metadata": {"name": cluster}, "spec": {}})
         reg = Registry(settings=ApiSettings(install_rate=1000.0, install_burst=1000, agent_token_seconds=3600),
                        own=admin, callers=ClientCache(env.configuration(), 4), facts=None)
         with TestClient(create_app(reg, routers=(bootstrap.router,))) as http:
@@ -95,7 +95,7 @@ def orphaned_agent(env: EnvTest, timeout: float = GC_WITHIN) -> Orphaned:
         assert not token_refused(env, token)
 
         start = time.monotonic()
-        objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
+        objects.delete_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)
         gc_s = _until(lambda: agent_gone(admin, namespace, cluster), start, timeout,
                       "the garbage collector to delete the agent's ServiceAccount, Role and RoleBinding")
         refused_s = _until(lambda: token_refused(env, token), start, timeout + 30, "the agent's token to be refused")

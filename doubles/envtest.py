@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import pytest
+from stacks.names import CLUSTERS, TENANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS_BIN = ROOT / ".tools" / "bin"
@@ -433,9 +434,9 @@ def delete_tenant(api_client, name: str) -> None:
 
     custom = client.CustomObjectsApi(api_client)
     try:
-        custom.patch_cluster_custom_object_status(GROUP, VERSION, "tenants", name, {"status": {"clusters": 0}})
-        custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"metadata": {"finalizers": None}})
-        custom.delete_cluster_custom_object(GROUP, VERSION, "tenants", name)
+        custom.patch_cluster_custom_object_status(GROUP, VERSION, TENANTS, name, {"status": {CLUSTERS: 0}})
+        custom.patch_cluster_custom_object(GROUP, VERSION, TENANTS, name, {"metadata": {"finalizers": None}})
+        custom.delete_cluster_custom_object(GROUP, VERSION, TENANTS, name)
     except ApiException as exc:
         if exc.status != 404:
             raise

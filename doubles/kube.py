@@ -21,7 +21,7 @@ from kmock import action
 from kubernetes import client
 
 from doubles.engine import utc_now
-from stacks.names import API_VERSION
+from stacks.names import API_VERSION, CLUSTER, HUBCONFIG, TENANT
 
 _NAMESPACES = "namespaces-of-the-cluster"
 
@@ -121,9 +121,9 @@ def _emulator_class():
 
 
 RESOURCES = {
-    f"{API_VERSION}/clusters": dict(kind="Cluster", namespaced=True, subresources={"status"}),
-    f"{API_VERSION}/hubconfigs": dict(kind="HubConfig", namespaced=False, subresources={"status"}),
-    f"{API_VERSION}/tenants": dict(kind="Tenant", namespaced=False, subresources={"status"}),
+    f"{API_VERSION}/{CLUSTER.plural}": dict(kind=CLUSTER.kind, namespaced=True, subresources={"status"}),
+    f"{API_VERSION}/{HUBCONFIG.plural}": dict(kind=HUBCONFIG.kind, namespaced=False, subresources={"status"}),
+    f"{API_VERSION}/{TENANT.plural}": dict(kind=TENANT.kind, namespaced=False, subresources={"status"}),
     f"v1/{_NAMESPACES}": dict(kind="Namespace", namespaced=False),
     "v1/configmaps": dict(kind="ConfigMap", namespaced=True),
     "v1/events": dict(kind="Event", namespaced=True),

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from stacks.names import (API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
+from stacks.names import (CLUSTERS, TENANTS, API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
                           OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE)
 from stacks.registry import OWNERSHIP_FIELDS, Tenant
 
@@ -38,7 +38,7 @@ TENANT_ADMINS_ROLEBINDING = "hubwright-tenant-admins"  # in each tenant's namesp
 OWNERSHIP_POLICY = "hubwright-tenant-ownership"
 DELETION_POLICY = "hubwright-tenant-deletion"
 
-_TENANTS, _OWNERSHIP = TENANT_OWNERSHIP_SUBRESOURCE.split("/")  # "tenants", "ownership"
+_TENANTS, _OWNERSHIP = TENANT_OWNERSHIP_SUBRESOURCE.split("/")  # "hubtenants", "ownership"
 
 
 # --------------------------------------------------------------------------- RBAC
@@ -52,7 +52,7 @@ def tenant_admin_clusterrole() -> Manifest:
         "metadata": {"name": TENANT_ADMIN_CLUSTERROLE,
                      "labels": {"app.kubernetes.io/name": "hubwright", "app.kubernetes.io/component": "registry"}},
         "rules": [
-            {"apiGroups": [GROUP], "resources": ["clusters"],
+            {"apiGroups": [GROUP], "resources": [CLUSTERS],
              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             {"apiGroups": [GROUP], "resources": [FACTS_SUBRESOURCE, BOOTSTRAP_SUBRESOURCE], "verbs": ["create"]},
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
@@ -70,9 +70,9 @@ def tenant_controller_rules() -> list[Rule]:
     `tenants/finalizers` matters where the OwnerReferencesPermissionEnforcement plugin is on.
     """
     return [
-        {"apiGroups": [GROUP], "resources": ["tenants"], "verbs": ["get", "list", "watch", "update", "patch"]},
-        {"apiGroups": [GROUP], "resources": ["tenants/status", "tenants/finalizers"], "verbs": ["update", "patch"]},
-        {"apiGroups": [GROUP], "resources": ["clusters"], "verbs": ["list", "watch"]},
+        {"apiGroups": [GROUP], "resources": [TENANTS], "verbs": ["get", "list", "watch", "update", "patch"]},
+        {"apiGroups": [GROUP], "resources": [f"{TENANTS}/status", f"{TENANTS}/finalizers"], "verbs": ["update", "patch"]},
+        {"apiGroups": [GROUP], "resources": [CLUSTERS], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create", "patch"]},
         {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get", "create", "update", "patch", "delete"]},
         {"apiGroups": [RBAC_GROUP], "resources": ["rolebindings"],
@@ -286,7 +286,7 @@ def admins_rolebinding(tenant: Tenant) -> Manifest | None:
 
 
 TENANT_QUOTA = "hubwright-tenant-quota"  # the ResourceQuota in each tenant's namespace
-CLUSTER_COUNT = f"count/clusters.{GROUP}"  # object count quota of Clusters (registered-only ones too)
+CLUSTER_COUNT = f"count/{CLUSTERS}.{GROUP}"  # object count quota of Clusters (registered-only ones too)
 
 
 def tenant_quota(tenant: Tenant, uid: str) -> Manifest | None:
@@ -300,7 +300,7 @@ def tenant_quota(tenant: Tenant, uid: str) -> Manifest | None:
         "apiVersion": "v1", "kind": "ResourceQuota",
         "metadata": {"name": TENANT_QUOTA, "namespace": tenant.namespace,
                      "labels": {TENANT_LABEL: tenant.metadata.name},
-                     "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Tenant", "name": tenant.metadata.name,
+                     "ownerReferences": [{"apiVersion": API_VERSION, "kind": "HubTenant", "name": tenant.metadata.name,
                                           "uid": uid, "controller": True}]},
         "spec": {"hard": {CLUSTER_COUNT: str(limit)}},
     }

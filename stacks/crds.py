@@ -1,6 +1,6 @@
 """The CustomResourceDefinitions, generated from the pydantic models so they never drift.
 
-`crd_manifests()` returns `clusters.hubwright.io` (namespaced) and
+`crd_manifests()` returns `hubclusters.hubwright.io` (namespaced) and
 `hubconfigs.hubwright.io` (cluster-scoped: one hub configuration serves the
 whole fleet and holds the role map, so tenants with rights in their namespace
 cannot edit it). Both are apiextensions.k8s.io/v1 dicts, ready to apply.
@@ -27,7 +27,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from stacks import model
 from stacks.model import ClusterSpec, HubConfigSpec
 from stacks.registry import TenantSpec, TenantStatus
-from stacks.names import GROUP, VERSION, LABEL_MAX, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
+from stacks.names import CATEGORY, CLUSTER, HUBCONFIG, TENANT, GROUP, VERSION, KindNames, LABEL_MAX, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
 from stacks.status import ClusterStatus, HubStatus
 
 
@@ -144,8 +144,8 @@ def _resource_schema(spec: type[BaseModel], status: type[BaseModel] | None, desc
     return {"type": "object", "description": description, "required": ["spec"], "properties": props}
 
 
-def _crd(kind: str, plural: str, scope: str, schema: dict[str, Any], *, short: list[str],
-         columns: list[dict[str, Any]], status: bool) -> dict[str, Any]:
+def _crd(names: KindNames, scope: str, schema: dict[str, Any], *, columns: list[dict[str, Any]],
+         status: bool) -> dict[str, Any]:
     version: dict[str, Any] = {
         "name": VERSION,
         "served": True,
@@ -158,12 +158,12 @@ def _crd(kind: str, plural: str, scope: str, schema: dict[str, Any], *, short: l
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{GROUP}", "labels": {"app.kubernetes.io/part-of": "hubwright"}},
+        "metadata": {"name": f"{names.plural}.{GROUP}", "labels": {"app.kubernetes.io/part-of": CATEGORY}},
         "spec": {
             "group": GROUP,
             "scope": scope,
-            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower(),
-                      "shortNames": short, "categories": ["hubwright"]},
+            "names": {"kind": names.kind, "listKind": f"{names.kind}List", "plural": names.plural,
+                      "singular": names.singular, "shortNames": list(names.short), "categories": [CATEGORY]},
             "versions": [version],
         },
     }
@@ -206,7 +206,7 @@ def cluster_crd() -> dict[str, Any]:
                               "A Kubernetes cluster on AWS that hubwright connects (one Pulumi stack each).",
                               {"properties": {"name": {"type": "string", "maxLength": CLUSTER_NAME_MAX}}})
     schema["properties"]["spec"]["x-kubernetes-validations"] = copy.deepcopy(CLUSTER_SPEC_RULES)
-    return _crd("Cluster", "clusters", "Namespaced", schema, short=["cnc"], columns=CLUSTER_COLUMNS, status=True)
+    return _crd(CLUSTER, "Namespaced", schema, columns=CLUSTER_COLUMNS, status=True)
 
 
 TENANT_COLUMNS = [
@@ -223,13 +223,13 @@ def tenant_crd() -> dict[str, Any]:
                               "A tenant of the fleet: its namespace, owner account, facts and admins (cluster-scoped).",
                               {"properties": {"name": {"type": "string", "maxLength": LABEL_MAX}}})
     schema["required"] = []  # a Tenant may be all defaults
-    return _crd("Tenant", "tenants", "Cluster", schema, short=["cnt"], columns=TENANT_COLUMNS, status=True)
+    return _crd(TENANT, "Cluster", schema, columns=TENANT_COLUMNS, status=True)
 
 
 def hubconfig_crd() -> dict[str, Any]:
     schema = _resource_schema(HubConfigSpec, HubStatus,
                               "The hub account, its endpoint VPCs, role map and mesh settings (cluster-scoped).")
-    return _crd("HubConfig", "hubconfigs", "Cluster", schema, short=["cnhub"], columns=HUB_COLUMNS, status=True)
+    return _crd(HUBCONFIG, "Cluster", schema, columns=HUB_COLUMNS, status=True)
 
 
 def crd_manifests() -> list[dict[str, Any]]:

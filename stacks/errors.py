@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FieldError:
-    obj: str  # "Cluster acme/prod-1", "HubConfig default"
+    obj: str  # "HubCluster acme/prod-1", "HubConfig default"
     field: str  # "spec.network.cidr"
     reason: str
 

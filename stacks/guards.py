@@ -16,7 +16,7 @@ def check_move(applied: StackInputs | None, desired: StackInputs) -> None:
     """
     if applied is None:
         return
-    ref = f"Cluster {desired.key}"
+    ref = f"HubCluster {desired.key}"
     undo = (f"stack {applied.stack} still holds resources there; revert the change, or delete the Cluster "
             "(its stack is destroyed) and create it again with the new placement")
     if applied.cluster.account_id != desired.cluster.account_id:

@@ -32,7 +32,7 @@ import yaml
 from stacks.haproxy import guest_manifests
 from stacks.inputs import SharedIngressInputs
 from stacks.model import Cluster
-from stacks.names import GROUP, SHARED_INGRESS_CONFIGMAP
+from stacks.names import CLUSTERS, HUBCONFIGS, TENANTS, GROUP, SHARED_INGRESS_CONFIGMAP
 
 RBAC = "rbac.authorization.k8s.io"
 AGENT_NAMESPACE = "hubwright-agent"  # in the guest cluster
@@ -44,13 +44,13 @@ AGENT_LABELS = {"app.kubernetes.io/name": AGENT, "app.kubernetes.io/part-of": "h
 # The registry API's own ServiceAccount, cluster-wide (docs/registry.md; deploy/ grants exactly these).
 API_RULES: tuple[dict[str, Any], ...] = (
     # find a cluster by its token's label, read its tokenLifetime, set the label on a (re)issue
-    {"apiGroups": [GROUP], "resources": ["clusters"], "verbs": ["get", "list", "patch"]},
+    {"apiGroups": [GROUP], "resources": [CLUSTERS], "verbs": ["get", "list", "patch"]},
     # status.bootstrapToken (issue, mark used atomically) and status.facts (the latest pushed facts)
-    {"apiGroups": [GROUP], "resources": ["clusters/status"], "verbs": ["patch"]},
+    {"apiGroups": [GROUP], "resources": [f"{CLUSTERS}/status"], "verbs": ["patch"]},
     # held only to grant it to agents: RBAC refuses a Role carrying rights its writer does not hold
-    {"apiGroups": [GROUP], "resources": ["clusters/facts"], "verbs": ["create"]},
-    {"apiGroups": [GROUP], "resources": ["tenants"], "verbs": ["get", "list"]},  # tenant <-> namespace
-    {"apiGroups": [GROUP], "resources": ["hubconfigs"], "verbs": ["get"]},  # the shared ingress's address
+    {"apiGroups": [GROUP], "resources": [f"{CLUSTERS}/facts"], "verbs": ["create"]},
+    {"apiGroups": [GROUP], "resources": [TENANTS], "verbs": ["get", "list"]},  # tenant <-> namespace
+    {"apiGroups": [GROUP], "resources": [HUBCONFIGS], "verbs": ["get"]},  # the shared ingress's address
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},  # tenant and allowed-backends annotations
     # the routes the service publishes: an install gets its node proxy's config only for a cluster routed to it
     {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [SHARED_INGRESS_CONFIGMAP], "verbs": ["get"]},
@@ -66,7 +66,7 @@ API_RULES: tuple[dict[str, Any], ...] = (
 def agent_rules(cluster: str) -> list[dict[str, Any]]:
     """The hub Role of a cluster's agent (in the cluster's namespace): push its facts, nothing else."""
     return [
-        {"apiGroups": [GROUP], "resources": ["clusters/facts"], "resourceNames": [cluster], "verbs": ["create"]},
+        {"apiGroups": [GROUP], "resources": [f"{CLUSTERS}/facts"], "resourceNames": [cluster], "verbs": ["create"]},
     ]
 
 

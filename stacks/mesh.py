@@ -389,8 +389,8 @@ def route_hijacks(share: MeshShare, found: Mapping[str, Iterable[FoundRoute]]) -
                     or any(theirs.subnet_of(r) for r in ranges):
                 continue
             if mine.prefixlen > theirs.prefixlen and mine.subnet_of(theirs):
-                out.append(f"route table {route.table} of Cluster {route.member} has {there.cidr} -> {there.target}, "
-                           f"and mesh pair {route.pair} would add {route.cidr} (to Cluster {route.to}), which is "
+                out.append(f"route table {route.table} of HubCluster {route.member} has {there.cidr} -> {there.target}, "
+                           f"and mesh pair {route.pair} would add {route.cidr} (to HubCluster {route.to}), which is "
                            f"more specific: {there.cidr} -> {there.target} would lose {route.cidr}'s traffic")
     return out
 

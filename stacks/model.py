@@ -469,7 +469,7 @@ class HubConfig(Resource):
 
 
 class Cluster(Resource):
-    kind: Literal["Cluster"] = "Cluster"
+    kind: Literal["HubCluster"] = "HubCluster"
     spec: ClusterSpec
 
     @property
@@ -484,7 +484,7 @@ class Cluster(Resource):
 
     @property
     def ref(self) -> str:
-        return f"Cluster {self.key}"
+        return f"HubCluster {self.key}"
 
 
 class Namespace(BaseModel):
@@ -546,10 +546,10 @@ def parse(doc: dict, *, source: str | None = None) -> HubConfig | Cluster | Name
     """Validate one Kubernetes-style document. Raises InvalidSpec naming object, field and reason."""
     where = f"{_describe(doc)}{f' ({source})' if source else ''}"
     kind = doc.get("kind") if isinstance(doc, dict) else None
-    model = {"HubConfig": HubConfig, "Cluster": Cluster, "Namespace": Namespace}.get(kind) \
+    model = {"HubConfig": HubConfig, "HubCluster": Cluster, "Namespace": Namespace}.get(kind) \
         if isinstance(kind, str) else None
     if model is None:
-        raise InvalidSpec.one(where, "kind", f"expected HubConfig, Cluster or Namespace, got {kind!r}")
+        raise InvalidSpec.one(where, "kind", f"expected HubConfig, HubCluster or Namespace, got {kind!r}")
     try:
         return model.model_validate(doc)
     except ValidationError as exc:

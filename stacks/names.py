@@ -44,6 +44,7 @@ CLUSTER = KindNames("HubCluster", "hubclusters", ("hwc",))
 TENANT = KindNames("HubTenant", "hubtenants", ("hwt",))
 HUBCONFIG = KindNames("HubConfig", "hubconfigs", ("hwcfg",))
 KINDS = (CLUSTER, TENANT, HUBCONFIG)
+CLUSTERS, TENANTS, HUBCONFIGS = CLUSTER.plural, TENANT.plural, HUBCONFIG.plural  # the API's resource names
 # Reserved now, so that the kinds still to come are checked by the same test before they land.
 RESERVED_KINDS = (KindNames("HubGitRepo", "hubgitrepos", ("hwrepo",)),
                   KindNames("HubStackRun", "hubstackruns", ("hwrun",)))
@@ -81,9 +82,9 @@ TENANT_FINALIZER = f"{GROUP}/tenant"  # holds a deleted Tenant until its namespa
 BOOTSTRAP_TOKEN_LABEL = f"{GROUP}/bootstrap-token"
 BOOTSTRAP_LABEL_CHARS = 40
 # Virtual subresources, never served: what a SubjectAccessReview (or the admission policy's authorizer) asks.
-FACTS_SUBRESOURCE = "clusters/facts"  # create: push a cluster's dynamic facts through the registry API
-BOOTSTRAP_SUBRESOURCE = "clusters/bootstraptoken"  # create: issue or reset a cluster's bootstrap token
-TENANT_OWNERSHIP_SUBRESOURCE = "tenants/ownership"  # update: set a Tenant's account, region or namespace
+FACTS_SUBRESOURCE = f"{CLUSTERS}/facts"  # create: push a cluster's dynamic facts through the registry API
+BOOTSTRAP_SUBRESOURCE = f"{CLUSTERS}/bootstraptoken"  # create: issue or reset a cluster's bootstrap token
+TENANT_OWNERSHIP_SUBRESOURCE = f"{TENANTS}/ownership"  # update: set a Tenant's account, region or namespace
 # A cluster's facts agent on the hub (automation.adapters.agent): its ServiceAccount, Role and RoleBinding carry
 # the cluster's name as a label, and the ServiceAccount the uid of the Cluster it was granted for (a later
 # Cluster of the same name has another uid: the registry refuses the old agent then).

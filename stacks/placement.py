@@ -19,7 +19,7 @@ from stacks.model import EndpointVPC, HubConfig
 @dataclass(frozen=True)
 class Want:
     key: str  # namespace/name
-    ref: str  # "Cluster ns/name", for errors
+    ref: str  # "HubCluster ns/name", for errors
     region: str
     created: str = ""  # creationTimestamp; older clusters are placed first
 

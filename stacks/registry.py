@@ -64,7 +64,7 @@ OWNERSHIP_FIELDS = ("accountID", "defaultRegion", "namespace", "quota.maxCluster
 
 
 class Tenant(Resource):
-    kind: Literal["Tenant"] = "Tenant"
+    kind: Literal["HubTenant"] = "HubTenant"
     spec: TenantSpec = Field(default_factory=TenantSpec)
 
     @property
@@ -153,7 +153,7 @@ def max_token_lifetime(hub: HubConfig | None) -> tuple[int, str]:
 
 
 def bootstrap_token_seconds(cluster: str, token_lifetime: str | None, hub: HubConfig | None) -> int:
-    """How long a bootstrap token issued now for `cluster` ("Cluster ns/name") lives: its spec.tokenLifetime.
+    """How long a bootstrap token issued now for `cluster` ("HubCluster ns/name") lives: its spec.tokenLifetime.
     Above the hub's maxTokenLifetime it is refused (InvalidSpec naming both), never silently shortened: the
     tenant asked for a lifetime the hub does not give."""
     lifetime = token_lifetime or DEFAULT_TOKEN_LIFETIME

@@ -42,7 +42,7 @@ def hub_doc(**spec: Any) -> dict:
 def cluster_doc(name: str = "prod-1", namespace: str = "acme", *, labels=None, annotations=None, **spec: Any) -> dict:
     doc = {
         "apiVersion": API_VERSION,
-        "kind": "Cluster",
+        "kind": "HubCluster",
         "metadata": {"name": name, "namespace": namespace, "labels": labels or {}, "annotations": annotations or {}},
         "spec": {
             "accountID": "222222222222",

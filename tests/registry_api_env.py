@@ -128,7 +128,7 @@ class Fleet:
         self.namespace(made["namespace"], made["id"])
         if granted:
             client.CustomObjectsApi(self.kube).patch_cluster_custom_object_status(
-                GROUP, VERSION, "tenants", made["id"], {"status": {"namespace": made["namespace"]}})
+                GROUP, VERSION, "hubtenants", made["id"], {"status": {"namespace": made["namespace"]}})
         return made["id"], made["namespace"]
 
     def namespace(self, name: str, tenant: str | None = None) -> str:
@@ -165,13 +165,13 @@ class Fleet:
     def status(self, namespace: str, name: str, status: dict) -> None:
         """Write a Cluster's status as the service would (the admin, through the status subresource)."""
         client.CustomObjectsApi(self.kube).patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, "clusters", name, {"status": status})
+            GROUP, VERSION, namespace, "hubclusters", name, {"status": status})
 
     def cleanup(self) -> None:
         objects = client.CustomObjectsApi(self.kube)
         rbac = client.RbacAuthorizationV1Api(self.kube)
         core = client.CoreV1Api(self.kube)
-        calls = [lambda ns=ns, n=n: objects.delete_namespaced_custom_object(GROUP, VERSION, ns, "clusters", n)
+        calls = [lambda ns=ns, n=n: objects.delete_namespaced_custom_object(GROUP, VERSION, ns, "hubclusters", n)
                  for ns, n in self.clusters]
         calls += [lambda ns=ns, n=n: rbac.delete_namespaced_role_binding(n, ns) for ns, n in self.roles]
         calls += [lambda ns=ns, n=n: rbac.delete_namespaced_role(n, ns) for ns, n in self.roles]

@@ -55,14 +55,14 @@ def _wait_for_policies(api_client: client.ApiClient, timeout: float = 30.0) -> N
     policy is loaded (the ownership policy was written before it, in the same sync)."""
     custom = client.CustomObjectsApi(api_client)
     name = f"probe-{uuid.uuid4().hex[:8]}"
-    custom.create_cluster_custom_object(GROUP, VERSION, "tenants", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Tenant", "metadata": {"name": name}})
+    custom.create_cluster_custom_object(GROUP, VERSION, "hubtenants", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubTenant", "metadata": {"name": name}})
     try:
-        custom.patch_cluster_custom_object_status(GROUP, VERSION, "tenants", name, {"status": {"clusters": 1}})
+        custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"hubclusters": 1}})
         deadline = time.monotonic() + timeout
         while True:
             try:
-                custom.delete_cluster_custom_object(GROUP, VERSION, "tenants", name, dry_run="All")
+                custom.delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name, dry_run="All")
             except ApiException as exc:
                 if exc.status == 403:
                     break
@@ -71,7 +71,7 @@ def _wait_for_policies(api_client: client.ApiClient, timeout: float = 30.0) -> N
                 raise TimeoutError("the Tenant admission policies did not take effect")
             time.sleep(0.2)
     finally:
-        custom.patch_cluster_custom_object_status(GROUP, VERSION, "tenants", name, {"status": {"clusters": 0}})
+        custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"hubclusters": 0}})
         delete_tenant(api_client, name)
 
 

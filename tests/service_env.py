@@ -94,22 +94,22 @@ class ServiceEnv:
     def create(self, name: str = "prod-1", namespace: str | None = None, **kw: Any) -> dict:
         namespace = namespace or self.ns
         doc = cluster_doc(name, namespace, **kw)
-        return self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", doc)
+        return self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", doc)
 
     def patch(self, name: str, patch: dict, namespace: str | None = None) -> dict:
-        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace or self.ns, "clusters", name,
+        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, namespace or self.ns, "hubclusters", name,
                                                           patch)
 
     def patch_status(self, name: str, status: dict, namespace: str | None = None) -> dict:
-        return self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace or self.ns, "clusters",
+        return self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace or self.ns, "hubclusters",
                                                                  name, {"status": status})
 
     def delete(self, name: str, namespace: str | None = None) -> None:
-        self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace or self.ns, "clusters", name)
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace or self.ns, "hubclusters", name)
 
     def get(self, name: str, namespace: str | None = None) -> dict | None:
         try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace or self.ns, "clusters", name)
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace or self.ns, "hubclusters", name)
         except ApiException as exc:
             if exc.status == 404:
                 return None

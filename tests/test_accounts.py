@@ -69,7 +69,7 @@ def test_namespace_owner_account_must_match_the_cluster_account():
         resolve_one(cluster(accountID="333333333333"), hub(), ns_annotations=owned)
     assert caught.value.reason == "AccountMismatch"
     err = caught.value.errors[0]
-    assert (err.obj, err.field) == ("Cluster acme/prod-1", "spec.accountID")
+    assert (err.obj, err.field) == ("HubCluster acme/prod-1", "spec.accountID")
     assert "333333333333 is not the namespace's owner account 222222222222" in err.reason
 
 
@@ -101,7 +101,7 @@ def test_bad_role_for_the_cluster_account_is_invalid_role_arn(role, needle):
     with pytest.raises(InvalidSpec) as caught:
         resolve_one(cluster(), hub(), role_map={"222222222222": role})
     assert caught.value.reason == "InvalidRoleARN"
-    assert needle in str(caught.value) and "Cluster acme/prod-1: spec.accountID" in str(caught.value)
+    assert needle in str(caught.value) and "HubCluster acme/prod-1: spec.accountID" in str(caught.value)
 
 
 def test_role_partition_must_match_the_region_partition():

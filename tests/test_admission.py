@@ -13,7 +13,7 @@ from stacks.names import (BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACT
 
 
 def tenant(name: str = "t-one", **spec):
-    parsed, problem = tenant_of({"apiVersion": "hubwright.io/v1alpha1", "kind": "Tenant",
+    parsed, problem = tenant_of({"apiVersion": "hubwright.io/v1alpha1", "kind": "HubTenant",
                                  "metadata": {"name": name}, "spec": spec})
     assert problem is None
     return parsed
@@ -64,8 +64,8 @@ def test_what_a_tenant_may_never_take_is_refused_with_a_reason(namespace, spec, 
 def test_the_tenant_quota_is_a_resourcequota_owned_by_the_tenant():
     assert tenant_quota(tenant(), "uid-1") is None
     made = tenant_quota(tenant(quota={"maxClusters": 5}, namespace="legacy"), "uid-1")
-    assert made["metadata"]["namespace"] == "legacy" and made["spec"]["hard"] == {"count/clusters.hubwright.io": "5"}
-    assert made["metadata"]["ownerReferences"] == [{"apiVersion": "hubwright.io/v1alpha1", "kind": "Tenant",
+    assert made["metadata"]["namespace"] == "legacy" and made["spec"]["hard"] == {"count/hubclusters.hubwright.io": "5"}
+    assert made["metadata"]["ownerReferences"] == [{"apiVersion": "hubwright.io/v1alpha1", "kind": "HubTenant",
                                                     "name": "t-one", "uid": "uid-1", "controller": True}]
 
 
@@ -88,7 +88,7 @@ def test_the_admins_rolebinding_binds_the_tenant_admin_role_to_the_spec_admins()
 
 
 def test_an_invalid_tenant_is_named_by_its_field():
-    parsed, problem = tenant_of({"apiVersion": "hubwright.io/v1alpha1", "kind": "Tenant", "metadata": {"name": "t"},
+    parsed, problem = tenant_of({"apiVersion": "hubwright.io/v1alpha1", "kind": "HubTenant", "metadata": {"name": "t"},
                                  "spec": {"accountID": "12", "admins": [{"kind": "User", "name": "b", "namespace": "x"}]}})
     assert parsed is None and "spec.accountID" in problem and "spec.admins[0]" in problem
 
@@ -96,7 +96,7 @@ def test_an_invalid_tenant_is_named_by_its_field():
 def test_the_roles_are_least():
     rules = tenant_admin_clusterrole()["rules"]
     resources = {r for rule in rules for r in rule["resources"]}
-    assert {FACTS_SUBRESOURCE, BOOTSTRAP_SUBRESOURCE} <= resources and "clusters/status" not in resources
+    assert {FACTS_SUBRESOURCE, BOOTSTRAP_SUBRESOURCE} <= resources and "hubclusters/status" not in resources
     controller = tenant_controller_rules()
     assert not any("*" in rule["verbs"] or "escalate" in rule["verbs"] for rule in controller)
     bind = [rule for rule in controller if "bind" in rule["verbs"]]

@@ -19,7 +19,7 @@ from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, install_registry_rules, sa_subject,
                                  service_account_token, unbind_cluster_role)
 
-WRITE_TENANTS = [{"apiGroups": [GROUP], "resources": ["tenants"],
+WRITE_TENANTS = [{"apiGroups": [GROUP], "resources": ["hubtenants"],
                   "verbs": ["get", "list", "create", "update", "patch", "delete"]}]
 OWNERSHIP = {"accountID": "111111111111", "defaultRegion": "eu-west-1", "namespace": "team-ns"}
 
@@ -41,7 +41,7 @@ def users(kube_apiserver):  # noqa: F811 - the fixture
     clients = {name: kube_apiserver.api_client(service_account_token(admin, namespace, name))
                for name in ("writer", "root")}
     for who in clients.values():  # until RBAC has caught up
-        eventually(lambda: api(who).list_cluster_custom_object(GROUP, VERSION, "tenants", limit=1))
+        eventually(lambda: api(who).list_cluster_custom_object(GROUP, VERSION, "hubtenants", limit=1))
     yield SimpleNamespace(admin=admin, suffix=suffix, namespace=namespace, **clients)
     for user in clients.values():
         user.close()
@@ -66,7 +66,7 @@ def tenants(users):
 
 
 def tenant_doc(name: str, **spec) -> dict:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Tenant", "metadata": {"name": name}, "spec": spec}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HubTenant", "metadata": {"name": name}, "spec": spec}
 
 
 def api(api_client: client.ApiClient) -> client.CustomObjectsApi:
@@ -74,11 +74,11 @@ def api(api_client: client.ApiClient) -> client.CustomObjectsApi:
 
 
 def create(api_client, name: str, **spec) -> dict:
-    return api(api_client).create_cluster_custom_object(GROUP, VERSION, "tenants", tenant_doc(name, **spec))
+    return api(api_client).create_cluster_custom_object(GROUP, VERSION, "hubtenants", tenant_doc(name, **spec))
 
 
 def patch(api_client, name: str, spec: dict) -> dict:
-    return api(api_client).patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": spec})
+    return api(api_client).patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": spec})
 
 
 def refusal(call) -> str:
@@ -99,7 +99,7 @@ def test_the_policies_are_installed_bound_to_deny_and_match_only_tenants(users):
         live = admission.read_validating_admission_policy(name)
         assert live.spec.failure_policy == "Fail"
         assert [(r.api_groups, r.resources) for r in live.spec.match_constraints.resource_rules] == \
-            [([GROUP], ["tenants"])]
+            [([GROUP], ["hubtenants"])]
         binding = admission.read_validating_admission_policy_binding(name)
         assert binding.spec.validation_actions == ["Deny"] and binding.spec.policy_name == name
     assert {m["metadata"]["name"] for m in admission_manifests()} == {OWNERSHIP_POLICY, DELETION_POLICY}
@@ -127,7 +127,7 @@ def test_a_tenant_writer_creates_and_edits_everything_but_the_ownership_fields(u
     for field, value in OWNERSHIP.items():
         message = refusal(lambda: patch(users.writer, name, {field: value}))
         assert f"spec.{field}" in message
-    assert "accountID" not in api(users.admin).get_cluster_custom_object(GROUP, VERSION, "tenants", name)["spec"]
+    assert "accountID" not in api(users.admin).get_cluster_custom_object(GROUP, VERSION, "hubtenants", name)["spec"]
 
 
 def test_a_tenant_writer_cannot_change_or_remove_ownership_fields_an_administrator_set(users, tenants):
@@ -139,7 +139,7 @@ def test_a_tenant_writer_cannot_change_or_remove_ownership_fields_an_administrat
     # The rest stays editable, and a whole-object update that keeps the ownership fields passes.
     current = patch(users.writer, name, {"displayName": "Payments (EU)", "facts": {"cost-centre": "42"}})
     current["spec"]["admins"] = [{"kind": "User", "name": "bob"}]
-    replaced = api(users.writer).replace_cluster_custom_object(GROUP, VERSION, "tenants", name, current)
+    replaced = api(users.writer).replace_cluster_custom_object(GROUP, VERSION, "hubtenants", name, current)
     assert {k: replaced["spec"][k] for k in OWNERSHIP} == OWNERSHIP
 
 
@@ -172,25 +172,25 @@ def test_the_ownership_right_can_be_granted_for_one_tenant_by_name(users, tenant
 def test_a_tenant_that_counts_clusters_cannot_be_deleted_until_the_count_is_zero(users, tenants):
     name = tenants()
     create(users.writer, name)
-    api(users.admin).patch_cluster_custom_object_status(GROUP, VERSION, "tenants", name,
+    api(users.admin).patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name,
                                                        {"status": {"clusters": 2, "namespace": name}})
     for who in (users.writer, users.admin):  # nobody, not even an administrator
-        message = refusal(lambda: api(who).delete_cluster_custom_object(GROUP, VERSION, "tenants", name))
+        message = refusal(lambda: api(who).delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name))
         assert f"Tenant {name} still has 2 cluster(s) in namespace {name}" in message
         assert "delete its clusters first" in message
-    assert api(users.admin).get_cluster_custom_object(GROUP, VERSION, "tenants", name)
+    assert api(users.admin).get_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
 
-    api(users.admin).patch_cluster_custom_object_status(GROUP, VERSION, "tenants", name, {"status": {"clusters": 0}})
-    api(users.writer).delete_cluster_custom_object(GROUP, VERSION, "tenants", name)
+    api(users.admin).patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"hubclusters": 0}})
+    api(users.writer).delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
     with pytest.raises(ApiException) as gone:
-        api(users.admin).get_cluster_custom_object(GROUP, VERSION, "tenants", name)
+        api(users.admin).get_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
     assert gone.value.status == 404
 
 
 def test_a_tenant_without_a_status_can_be_deleted(users, tenants):
     name = tenants()
     create(users.writer, name, displayName="never reconciled")
-    api(users.writer).delete_cluster_custom_object(GROUP, VERSION, "tenants", name)
+    api(users.writer).delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
     with pytest.raises(ApiException) as gone:
-        api(users.admin).get_cluster_custom_object(GROUP, VERSION, "tenants", name)
+        api(users.admin).get_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
     assert gone.value.status == 404

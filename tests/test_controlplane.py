@@ -20,7 +20,7 @@ def deploy(**kw):
 def test_installs_the_generated_crds():
     groups = {g.name: g for g in deploy().of_type("kubernetes:yaml/v2:ConfigGroup")}
     names = sorted(o["metadata"]["name"] for o in groups["hubwright-crds"].inputs["objs"])
-    assert names == ["clusters.hubwright.io", "hubconfigs.hubwright.io", "tenants.hubwright.io"]
+    assert names == ["hubclusters.hubwright.io", "hubconfigs.hubwright.io", "hubtenants.hubwright.io"]
 
 
 def test_installs_the_tenant_admission_policies_and_the_tenant_admin_role():
@@ -42,7 +42,7 @@ def test_rbac_is_least_privilege():
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 verbs.setdefault((group, resource), set()).update(rule["verbs"])
-    assert verbs[("hubwright.io", "clusters/status")] == {"get", "update", "patch"}
+    assert verbs[("hubwright.io", "hubclusters/status")] == {"get", "update", "patch"}
     assert verbs[("hubwright.io", "hubconfigs")] == {"get", "list", "watch"}
     # Namespaces: read, and create or label a Tenant's; never delete one.
     assert verbs[("", "namespaces")] == {"get", "list", "watch", "create", "patch"}
@@ -65,13 +65,13 @@ def test_tenants_get_clusters_through_edit_and_admin_but_never_their_status():
     roles = {r.inputs["metadata"]["name"]: r.inputs
              for r in deploy().of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")}
     tenant, viewer = roles["hubwright-tenant"], roles["hubwright-viewer"]
-    assert [r["resources"] for r in tenant["rules"]] == [["clusters"]]
+    assert [r["resources"] for r in tenant["rules"]] == [["hubclusters"]]
     assert {k for k in tenant["metadata"]["labels"] if "aggregate-to" in k} == {
         "rbac.authorization.k8s.io/aggregate-to-edit", "rbac.authorization.k8s.io/aggregate-to-admin"}
     assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in viewer["rules"])
     assert "rbac.authorization.k8s.io/aggregate-to-view" in viewer["metadata"]["labels"]
     writes_status = [name for name, role in roles.items() for rule in role["rules"]
-                     if "clusters/status" in rule["resources"] and {"update", "patch"} & set(rule["verbs"])]
+                     if "hubclusters/status" in rule["resources"] and {"update", "patch"} & set(rule["verbs"])]
     assert writes_status == ["hubwright"]  # the service's own role, bound to its ServiceAccount only
 
 

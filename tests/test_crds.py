@@ -38,8 +38,8 @@ def _schema(kind: str) -> dict:
 
 
 def test_names_scope_and_subresources():
-    cluster, hub = _crd("Cluster"), _crd("HubConfig")
-    assert cluster["metadata"]["name"] == "clusters.hubwright.io"
+    cluster, hub = _crd("HubCluster"), _crd("HubConfig")
+    assert cluster["metadata"]["name"] == "hubclusters.hubwright.io"
     assert cluster["spec"]["scope"] == "Namespaced"
     assert cluster["spec"]["versions"][0]["subresources"] == {"status": {}}
     assert hub["metadata"]["name"] == "hubconfigs.hubwright.io"
@@ -49,7 +49,7 @@ def test_names_scope_and_subresources():
 
 
 def test_schemas_are_structural():
-    for kind in ("Cluster", "HubConfig"):
+    for kind in ("HubCluster", "HubConfig"):
         for path, node in _walk(_schema(kind)):
             bad = [k for k in FORBIDDEN if k in node and not path.endswith(".properties")]
             assert not bad, f"{kind} {path} has {bad}"
@@ -65,14 +65,14 @@ def _aliases(model: type[BaseModel]) -> set[str]:
 
 
 def test_every_model_field_is_in_the_schema():
-    cluster = _schema("Cluster")["properties"]
+    cluster = _schema("HubCluster")["properties"]
     assert set(cluster["spec"]["properties"]) == _aliases(ClusterSpec)
     assert set(cluster["status"]["properties"]) == _aliases(ClusterStatus)
     assert set(_schema("HubConfig")["properties"]["spec"]["properties"]) == _aliases(HubConfigSpec)
 
 
 def test_validator_rules_become_patterns_and_enums():
-    spec = _schema("Cluster")["properties"]["spec"]["properties"]
+    spec = _schema("HubCluster")["properties"]["spec"]["properties"]
     assert re.search(spec["accountID"]["pattern"], "222222222222")
     assert not re.search(spec["accountID"]["pattern"], "2222")
     assert "us-east-1" in spec["region"]["enum"] and "mars-north-1" not in spec["region"]["enum"]
@@ -83,7 +83,7 @@ def test_validator_rules_become_patterns_and_enums():
 
 def test_defaults_satisfy_their_own_rules():
     """The API server refuses a CRD whose defaults fail its own schema."""
-    for kind in ("Cluster", "HubConfig"):
+    for kind in ("HubCluster", "HubConfig"):
         for path, node in _walk(_schema(kind)):
             if "default" not in node:
                 continue
@@ -122,7 +122,7 @@ def _accepts(schema: dict, value) -> bool:
 
 
 def test_valid_documents_pass_and_bad_ones_fail():
-    cluster = _schema("Cluster")["properties"]["spec"]
+    cluster = _schema("HubCluster")["properties"]["spec"]
     hub = _schema("HubConfig")["properties"]["spec"]
     assert _accepts(cluster, cluster_doc()["spec"])
     assert _accepts(hub, json.loads(json.dumps(hub_doc()["spec"])))

@@ -41,8 +41,8 @@ def refused(capsys, root: Path, path: Path, reason: str, *, field: str = "(file)
 
 
 BAD = {
-    "not UTF-8": (b"kind: Cluster\nmetadata: {name: \xff\xfe}\n", "not UTF-8 (byte 0xff at offset 31)"),
-    "5,000-digit integer": (b"kind: Cluster\nspec: {replicas: " + b"9" * 5000 + b"}\n",
+    "not UTF-8": (b"kind: HubCluster\nmetadata: {name: \xff\xfe}\n", "not UTF-8 (byte 0xff at offset 34)"),
+    "5,000-digit integer": (b"kind: HubCluster\nspec: {replicas: " + b"9" * 5000 + b"}\n",
                             "a number longer than 100 characters"),
     "sexagesimal integer": (b"a: 1" + b":1" * 200_000 + b"\n", "a number longer than 100 characters"),  # minutes
     "a date that does not exist": (b"a: 2024-13-45\n", "a value YAML cannot read: month must be in 1..12"),
@@ -50,7 +50,7 @@ BAD = {
     "65-deep nesting": (b"a: " + b"[" * 65 + b"]" * 65 + b"\n", "nested deeper than 64 levels"),
     "not YAML": (b"kind: [unclosed\n", "not valid YAML"),
     "a list, not an object": (b"- a\n- b\n", "document 1 is a list, not a Kubernetes object"),
-    "a scalar, not an object": (b"kind: Cluster\n---\njust words\n", "document 2 is a str, not a Kubernetes object"),
+    "a scalar, not an object": (b"kind: HubCluster\n---\njust words\n", "document 2 is a str, not a Kubernetes object"),
     "an alias inside itself": (b"a: &a [*a]\n", "a YAML alias inside the value it names"),
     "aliases nested too deep": (b"a: &a " + b"[" * 40 + b"]" * 40 + b"\nb: " + b"[" * 30 + b"*a" + b"]" * 30 + b"\n",
                                 "nested deeper than 64 levels"),
@@ -178,14 +178,14 @@ def test_every_problem_of_every_file_is_reported_at_once(fleet_dir):
     with pytest.raises(InvalidSpec) as caught:
         load_fleet(str(fleet_dir / "hub.yaml"), str(folder))
     text = str(caught.value)
-    assert "Cluster acme/a" in text and "spec.accountID" in text
+    assert "HubCluster acme/a" in text and "spec.accountID" in text
     assert f"{folder / 'b.yaml'}: (file): not valid YAML" in text
 
 
 @pytest.mark.parametrize("content, expected", [
-    (b"kind: [a]\n", "expected HubConfig, Cluster or Namespace, got ['a']"),
-    (b"kind: Cluster\nmetadata: {name: a, namespace: 5}\n", "metadata.namespace"),
-    (b"kind: Cluster\nmetadata: {namespace: [x]}\n", "metadata.namespace"),
+    (b"kind: [a]\n", "expected HubConfig, HubCluster or Namespace, got ['a']"),
+    (b"kind: HubCluster\nmetadata: {name: a, namespace: 5}\n", "metadata.namespace"),
+    (b"kind: HubCluster\nmetadata: {namespace: [x]}\n", "metadata.namespace"),
 ])
 def test_well_formed_yaml_of_the_wrong_shape_is_refused_not_a_traceback(capsys, fleet_dir, content, expected):
     bad = fleet_dir / "clusters" / "bad.yaml"

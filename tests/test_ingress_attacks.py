@@ -63,7 +63,7 @@ def refusal(doc: dict) -> str:
 ])
 def test_the_model_refuses_any_backend_outside_the_host_port_grammar(backend):
     message = refusal(opted_in(backend=backend))
-    assert "Cluster acme/prod-1: spec.sharedIngress.backend: " in message
+    assert "HubCluster acme/prod-1: spec.sharedIngress.backend: " in message
 
 
 @pytest.mark.parametrize("backend", [
@@ -315,7 +315,7 @@ def test_ingress_render_routes_the_same_clusters_and_lists_the_others(tmp_path, 
     assert set(routes) == {"acme.good", "acme.mesh-a", "acme.mesh-b"}
     assert sorted(p.name for p in (tmp_path / "out/guest").iterdir()) == ["good", "mesh-a", "mesh-b"]
     for name in ("mismatch", "nowhere", "metadata", "broken"):
-        assert f"Cluster acme/{name}" in err
+        assert f"HubCluster acme/{name}" in err
     assert "spec.sharedIngress.backend" in err and "overlap" not in err
 
 
@@ -368,7 +368,7 @@ def test_an_explicit_id_outside_the_namespaces_prefix_is_refused_naming_field_an
     assert (route.cluster_id, route.cluster, route.backend) == ("acme.prod-1", "acme/prod-1", "10.0.1.10:6443")
     refused = result.unrouted["globex/prod-1"]
     assert refused.reason == ID_NOT_ALLOWED
-    assert f"Cluster globex/prod-1: spec.sharedIngress.clusterID: {squat!r} does not start with a prefix " \
+    assert f"HubCluster globex/prod-1: spec.sharedIngress.clusterID: {squat!r} does not start with a prefix " \
            "namespace globex may use ('globex.'" in str(refused)
     assert CLUSTER_ID_PREFIXES_ANNOTATION in str(refused)
 
@@ -395,7 +395,7 @@ def test_a_routed_id_is_kept_when_the_rule_changes_and_wins_over_an_older_claima
     result = resolve_all(squatting_fleet(acme_status=recorded, globex_ingress={"clusterID": "prod-1"},
                                          namespaces=namespaces))
     assert [(r.cluster_id, r.cluster) for r in result.routes] == [("prod-1", "acme/prod-1")]
-    assert "ID 'prod-1' is already used by Cluster acme/prod-1" in str(result.unrouted["globex/prod-1"])
+    assert "ID 'prod-1' is already used by HubCluster acme/prod-1" in str(result.unrouted["globex/prod-1"])
 
 
 def test_a_routed_id_never_changes_a_different_clusterid_is_refused_and_the_record_is_kept():

@@ -164,7 +164,7 @@ def test_resolve_fills_the_guest_inputs_from_hub_and_cluster():
 def test_resolve_refuses_an_opted_in_cluster_when_the_hub_has_no_address():
     with pytest.raises(InvalidSpec) as caught:
         resolve_one(cluster(sharedIngress={"enabled": True, "backend": "10.0.0.1:6443"}), hub(sharedIngress={}))
-    assert "Cluster acme/prod-1: spec.sharedIngress.enabled: HubConfig default has no spec.sharedIngress.address" \
+    assert "HubCluster acme/prod-1: spec.sharedIngress.enabled: HubConfig default has no spec.sharedIngress.address" \
         in str(caught.value)
 
 
@@ -222,7 +222,7 @@ def test_cli_writes_the_good_routes_and_exits_2_listing_a_contested_cluster_id(t
     code = main(["ingress", "render", "--hub", str(tmp_path / "hub.yaml"), "--clusters", str(tmp_path / "clusters"),
                  "--out", str(tmp_path / "out")])
     assert code == 2
-    assert "spec.sharedIngress.clusterID: ID 'acme.prod-1' is already used by Cluster acme/prod-1" in capsys.readouterr().err
+    assert "spec.sharedIngress.clusterID: ID 'acme.prod-1' is already used by HubCluster acme/prod-1" in capsys.readouterr().err
     out = _tree(tmp_path / "out")
     assert sorted(out) == ["central/clusters.map", "central/haproxy.cfg", "guest/prod-1/haproxy.cfg"]
     assert b"10.0.1.10:6443" in out["central/haproxy.cfg"] and b"10.0.2.10" not in out["central/haproxy.cfg"]

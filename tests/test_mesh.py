@@ -230,7 +230,7 @@ def test_overlapping_cidrs_reject_the_later_member_naming_both_clusters_and_both
     err = plan.errors["globex/c03"]
     assert err.reason == "MeshCIDROverlap"
     [e] = err.errors
-    assert e.obj == "Cluster globex/c03" and e.field == "spec.network.cidr"
+    assert e.obj == "HubCluster globex/c03" and e.field == "spec.network.cidr"
     for text in ("10.1.128.0/17", "globex/c03", "10.1.0.0/16", "globex/c01"):
         assert text in e.reason
     # The existing members keep their mesh; the rejected one is in nobody's share.
@@ -262,8 +262,8 @@ def test_a_member_cidr_overlapping_a_hub_cidr_is_refused_before_it_takes_a_place
     err = plan.errors["acme/c00"]
     assert err.reason == "MeshCIDROverlap"
     [e] = err.errors
-    assert (e.obj, e.field) == ("Cluster acme/c00", "spec.network.cidr")
-    assert f"CIDR {cidr} of Cluster acme/c00 overlaps CIDR {hub_cidr} of {where}, which the hub owns" in e.reason
+    assert (e.obj, e.field) == ("HubCluster acme/c00", "spec.network.cidr")
+    assert f"CIDR {cidr} of HubCluster acme/c00 overlaps CIDR {hub_cidr} of {where}, which the hub owns" in e.reason
     assert plan.groups["core"].members == ("globex/c01",)
     assert plan.errors["acme/c02"].reason == "MeshCIDROverlap"  # the same rule, whoever joins
     assert all(s.member.cidr != cidr and all(p.peer.cidr != cidr for p in s.pairs) for s in plan.shares.values())
@@ -275,7 +275,7 @@ def test_member_cidrs_bound_what_a_member_may_declare():
     assert plan.groups["core"].members == ("acme/c00", "globex/c01", "acme/c02", "globex/c03", "acme/c08")
     err = plan.errors["acme/c04"]
     assert err.reason == "MeshCIDRNotAllowed" and err.errors[0].field == "spec.network.cidr"
-    assert "CIDR 10.4.0.0/16 of Cluster acme/c04 is in none of mesh group core's memberCIDRs " \
+    assert "CIDR 10.4.0.0/16 of HubCluster acme/c04 is in none of mesh group core's memberCIDRs " \
            "(10.0.0.0/14, 10.8.0.0/16)" in str(err)
     share = plan.shares["acme/c08"]
     assert share.limits.member_cidrs == ("10.0.0.0/14", "10.8.0.0/16")
@@ -294,8 +294,8 @@ def test_an_associated_vpc_without_a_cidr_is_checked_with_the_blocks_looked_up_f
                       "hub account", cidr="10.20.0.0/16"),
         HubCidr(owner="HubConfig default spec.associatedVPCs[0] (VPC vpc-0mgmteu), a CIDR block of the VPC in the "
                       "hub account", cidr="100.64.0.0/16"))
-    assert hub_overlap("Cluster acme/c20", "10.20.0.0/16", declared, "core") is None
-    refused = hub_overlap("Cluster acme/c20", "10.20.0.0/16", looked, "core")
+    assert hub_overlap("HubCluster acme/c20", "10.20.0.0/16", declared, "core") is None
+    refused = hub_overlap("HubCluster acme/c20", "10.20.0.0/16", looked, "core")
     assert refused.reason == "MeshCIDROverlap" and "vpc-0mgmteu" in str(refused)
 
 

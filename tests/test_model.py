@@ -29,7 +29,7 @@ def errors_of(doc) -> list[str]:
 )
 def test_cluster_field_errors_name_object_field_and_reason(change, field, reason):
     [message] = errors_of(cluster_doc(**change))
-    assert message.startswith(f"Cluster acme/prod-1: {field}: ")
+    assert message.startswith(f"HubCluster acme/prod-1: {field}: ")
     assert reason in message
 
 

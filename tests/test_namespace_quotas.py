@@ -44,11 +44,11 @@ def flood() -> list[dict]:
 def test_one_namespace_filling_the_regions_endpoint_vpcs_is_refused_beyond_its_cap(capsys, tmp_path):
     # Without a cap, evil's three clusters take every endpoint of us-east-1 and acme's is refused.
     refused(capsys, tmp_path, flood(), hub=hub_doc(privateLink=SMALL_VPC),
-            expect=["Cluster acme/prod-1: spec.privateLink", "every inventory VPC in us-east-1 already holds 3"])
+            expect=["HubCluster acme/prod-1: spec.privateLink", "every inventory VPC in us-east-1 already holds 3"])
 
     capped = hub_doc(privateLink=SMALL_VPC, tenancy={"maxEndpointsPerNamespace": 2})
     err = refused(capsys, tmp_path, flood(), hub=capped, expect=[
-        "Cluster evil/e-3: spec.privateLink.enabled: namespace evil already uses 2 of its 2 PrivateLink endpoint "
+        "HubCluster evil/e-3: spec.privateLink.enabled: namespace evil already uses 2 of its 2 PrivateLink endpoint "
         "slots (HubConfig default spec.tenancy.maxEndpointsPerNamespace)"])
     assert "acme/" not in err and "e-1" not in err and "e-2" not in err and "NoEndpointVPC" not in err
 
@@ -66,7 +66,7 @@ def test_the_cluster_cap_counts_every_cluster_with_a_stack_and_a_refused_one_tak
     docs = [acme("a-0", 1, accountID=EVIL, **off),  # the oldest, refused at admission: it holds nothing
             acme("a-1", 2, **off), acme("a-2", 3, **off), acme("a-3", 4, **off)]
     err = refused(capsys, tmp_path, docs, hub=hub, expect=[
-        "Cluster acme/a-0: spec.accountID", "Cluster acme/a-3: metadata.namespace: namespace acme already uses 2 of "
+        "HubCluster acme/a-0: spec.accountID", "HubCluster acme/a-3: metadata.namespace: namespace acme already uses 2 of "
         "its 2 cluster slots (HubConfig default spec.tenancy.maxClustersPerNamespace)"])
     assert "acme/a-1" not in err and "acme/a-2" not in err
     code, _, err = plan(capsys, *write(tmp_path, docs[1:3], hub))
@@ -78,7 +78,7 @@ def test_a_cluster_refused_by_its_cap_claims_no_api_host(capsys, tmp_path):
     squatter = evil("squat", 1, apiURL="https://api.prod-1.example.com:6443")
     namespaces = (namespace_doc("acme"), namespace_doc("evil", EVIL, **{MAX_CLUSTERS_ANNOTATION: "0"}))
     err = refused(capsys, tmp_path, [squatter, acme("prod-1", 9)], namespaces=namespaces, expect=[
-        "Cluster evil/squat: metadata.namespace: namespace evil already uses 0 of its 0 cluster slots "
+        "HubCluster evil/squat: metadata.namespace: namespace evil already uses 0 of its 0 cluster slots "
         f"(annotation {MAX_CLUSTERS_ANNOTATION} of Namespace evil)"])
     assert "acme/prod-1" not in err and "APIHostTaken" not in err
 
@@ -91,11 +91,11 @@ def test_a_namespace_annotation_overrides_the_hubs_cap_both_ways(capsys, tmp_pat
     assert code == 0, err
     assert len(doc["stacks"]) == 3
     refused(capsys, tmp_path, [*mine, evil("e-1", 4), evil("e-2", 5)], hub=hub, namespaces=namespaces, expect=[
-        "Cluster evil/e-2: spec.privateLink.enabled: namespace evil already uses 1 of its 1 PrivateLink endpoint "
+        "HubCluster evil/e-2: spec.privateLink.enabled: namespace evil already uses 1 of its 1 PrivateLink endpoint "
         "slots (HubConfig default spec.tenancy.maxEndpointsPerNamespace)"])
     lowered = (namespace_doc("acme", **{MAX_ENDPOINTS_ANNOTATION: "2"}), namespace_doc("evil", EVIL))
     refused(capsys, tmp_path, mine, hub=hub_doc(), namespaces=lowered, expect=[
-        f"Cluster acme/a-3: spec.privateLink.enabled: namespace acme already uses 2 of its 2 PrivateLink endpoint "
+        f"HubCluster acme/a-3: spec.privateLink.enabled: namespace acme already uses 2 of its 2 PrivateLink endpoint "
         f"slots (annotation {MAX_ENDPOINTS_ANNOTATION} of Namespace acme)"])
 
 

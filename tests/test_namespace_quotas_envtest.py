@@ -29,7 +29,7 @@ def env(kube_apiserver_alone):  # noqa: F811 - the fixture
     # us-east-1's one inventory VPC takes three endpoints; a namespace may have two.
     env.hub(privateLink={"endpointsPerVPC": 3}, tenancy={"maxEndpointsPerNamespace": 2})
     yield env
-    for item in env.custom.list_cluster_custom_object(GROUP, VERSION, "clusters")["items"]:
+    for item in env.custom.list_cluster_custom_object(GROUP, VERSION, "hubclusters")["items"]:
         meta = item["metadata"]
         env.patch(meta["name"], {"metadata": {"finalizers": []}}, meta["namespace"])
         env.delete(meta["name"], meta["namespace"])
@@ -51,7 +51,7 @@ def test_a_tenant_over_its_endpoint_cap_is_stalled_takes_no_slot_and_a_lowered_c
         env.create("e-3", evil, accountID=EVIL)  # the third would fill the region's last endpoint slot
         wait_until(lambda: env.reason("e-3", evil) == "QuotaExceeded", 20, what="e-3 refused by its cap")
         message = env.condition("e-3", "Stalled", evil)["message"]
-        assert (f"Cluster {evil}/e-3: spec.privateLink.enabled: namespace {evil} already uses 2 of its 2 PrivateLink "
+        assert (f"HubCluster {evil}/e-3: spec.privateLink.enabled: namespace {evil} already uses 2 of its 2 PrivateLink "
                 f"endpoint slots (HubConfig {env.hub_name} spec.tenancy.maxEndpointsPerNamespace)") in message
         assert FINALIZER not in (env.get("e-3", evil)["metadata"].get("finalizers") or [])
 

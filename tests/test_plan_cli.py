@@ -47,8 +47,8 @@ def test_bad_input_exits_non_zero_names_every_problem_and_prints_no_partial_plan
     done = run("plan", "--hub", "examples/hub.yaml", "--clusters", str(tmp_path), "--format", "json")
     assert done.returncode == 2
     assert done.stdout == ""
-    assert "Cluster strays/bad: spec.accountID: account 444444444444 has no role" in done.stderr
-    assert "Cluster acme/worse" in done.stderr and "spec.apiURL" in done.stderr
+    assert "HubCluster strays/bad: spec.accountID: account 444444444444 has no role" in done.stderr
+    assert "HubCluster acme/worse" in done.stderr and "spec.apiURL" in done.stderr
 
 
 def test_inputs_prints_the_stack_config_that_pulumi_up_reads():
@@ -93,9 +93,9 @@ def test_a_member_cidr_inside_the_hubs_management_vpc_is_refused_naming_the_memb
     done = run("plan", "--hub", str(tmp_path / "hub.yaml"), "--clusters", str(clusters), "--format", "json")
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
-    assert "Cluster globex/evil: spec.network.cidr: CIDR 10.0.9.0/24 of Cluster globex/evil overlaps CIDR " \
+    assert "HubCluster globex/evil: spec.network.cidr: CIDR 10.0.9.0/24 of HubCluster globex/evil overlaps CIDR " \
            "10.0.0.0/16 of HubConfig default spec.associatedVPCs[0] (VPC vpc-0mgmt)" in done.stderr
-    assert "Cluster acme/victim" not in done.stderr  # the victim is not blamed
+    assert "HubCluster acme/victim" not in done.stderr  # the victim is not blamed
 
 
 def test_reserved_cidrs_and_member_cidrs_refuse_a_member_in_the_plan(tmp_path):
@@ -116,7 +116,7 @@ def test_reserved_cidrs_and_member_cidrs_refuse_a_member_in_the_plan(tmp_path):
     (clusters / "c.yaml").write_text(yaml.safe_dump_all([onprem, outside]))
     done = run("plan", "--hub", str(tmp_path / "hub.yaml"), "--clusters", str(clusters), "--format", "json")
     assert done.returncode == 2, done.stderr
-    assert "Cluster globex/onprem: spec.network.cidr: CIDR 192.168.4.0/24 of Cluster globex/onprem overlaps CIDR " \
+    assert "HubCluster globex/onprem: spec.network.cidr: CIDR 192.168.4.0/24 of HubCluster globex/onprem overlaps CIDR " \
            "192.168.0.0/16 of HubConfig default spec.mesh.reservedCIDRs[0]" in done.stderr
-    assert "Cluster acme/outside: spec.network.cidr: CIDR 172.20.0.0/16 of Cluster acme/outside is in none of mesh " \
+    assert "HubCluster acme/outside: spec.network.cidr: CIDR 172.20.0.0/16 of HubCluster acme/outside is in none of mesh " \
            "group core's memberCIDRs (10.0.0.0/8)" in done.stderr

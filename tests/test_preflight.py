@@ -30,7 +30,7 @@ def test_an_assume_role_refusal_needs_attention_naming_the_cluster_the_field_and
     with pytest.raises(NeedsAttention) as caught:
         Preflight(_enforced(moto))(None, refused)
     assert caught.value.reason == "AssumeRoleFailed"
-    assert str(caught.value).startswith("Cluster acme/prod-1: spec.accountID: AssumeRole of role ")
+    assert str(caught.value).startswith("HubCluster acme/prod-1: spec.accountID: AssumeRole of role ")
     assert "arn:aws:iam::333333333333:role/hubwright" in str(caught.value)
 
 
@@ -93,7 +93,7 @@ def test_a_member_cidr_its_vpc_does_not_have_is_refused_before_anything_runs(mot
         MeshCidrPreflight(sessions)(None, desired)
     assert caught.value.reason == "MeshCIDRNotInVPC"
     assert str(caught.value) == (
-        f"Cluster globex/c01: spec.network.cidr: CIDR 10.7.0.0/16 is not a CIDR block of VPC {attacker[1]} in account "
+        f"HubCluster globex/c01: spec.network.cidr: CIDR 10.7.0.0/16 is not a CIDR block of VPC {attacker[1]} in account "
         f"{ATTACKER_ACCOUNT} (us-east-1), which has 10.50.0.0/16; a member declares one of its VPC's own CIDR "
         f"blocks, since its peers route exactly that range to it")
 
@@ -110,7 +110,7 @@ def test_a_peer_whose_vpc_lacks_its_cidr_stalls_the_owner_of_the_pair(moto, sess
     with pytest.raises(NeedsAttention) as caught:
         MeshCidrPreflight(sessions)(None, _mesh_inputs(victim, attacker, attacker_cidr="10.50.0.0/16"))
     assert caught.value.reason == "MeshCIDRNotInVPC"
-    assert str(caught.value).startswith("Cluster globex/c01: metadata.labels[hubwright.io/mesh]: its peer Cluster "
+    assert str(caught.value).startswith("HubCluster globex/c01: metadata.labels[hubwright.io/mesh]: its peer HubCluster "
                                         "acme/c00 in mesh group core declares what AWS does not say: CIDR 10.1.0.0/16 "
                                         f"is not a CIDR block of VPC {victim[1]} in account {CLUSTER_ACCOUNT}")
 
@@ -127,9 +127,9 @@ def test_a_cidr_block_the_hub_account_says_its_associated_vpc_has_is_the_hubs(mo
         MeshCidrPreflight(sessions)(None, desired)
     assert caught.value.reason == "MeshCIDROverlap"
     [error] = caught.value.errors
-    assert (error.obj, error.field) == ("Cluster globex/c01", "spec.network.cidr")
+    assert (error.obj, error.field) == ("HubCluster globex/c01", "spec.network.cidr")
     assert error.reason.startswith(
-        f"CIDR 10.21.0.0/16 of Cluster globex/c01 overlaps CIDR 10.21.0.0/16 of HubConfig default "
+        f"CIDR 10.21.0.0/16 of HubCluster globex/c01 overlaps CIDR 10.21.0.0/16 of HubConfig default "
         f"spec.associatedVPCs[0] (VPC {mgmt}), a CIDR block of the VPC in the hub account, which the hub owns")
 
 
@@ -150,8 +150,8 @@ def test_a_pair_route_more_specific_than_a_route_in_the_peers_table_stalls_namin
     assert caught.value.reason == "MeshRouteHijack"
     message = str(caught.value)
     assert message.startswith(
-        f"Cluster globex/c01: spec.network.cidr: route table {table} of Cluster acme/c00 has 10.40.0.0/16 -> {vgw}, "
-        f"and mesh pair acme.c00+globex.c01 would add 10.40.9.0/24 (to Cluster globex/c01), which is more "
+        f"HubCluster globex/c01: spec.network.cidr: route table {table} of HubCluster acme/c00 has 10.40.0.0/16 -> {vgw}, "
+        f"and mesh pair acme.c00+globex.c01 would add 10.40.9.0/24 (to HubCluster globex/c01), which is more "
         f"specific: 10.40.0.0/16 -> {vgw} would lose 10.40.9.0/24's traffic")
     assert "0.0.0.0/0" not in message
     # The hub administrator may give the members that range: then a member route inside it is expected.
@@ -183,6 +183,6 @@ def test_in_the_pipeline_a_hijacking_joiner_stalls_and_nothing_runs(moto, sessio
                        network={"vpcID": attacker_vpc, "cidr": "10.40.9.0/24", "routeTableIDs": [attacker_table],
                                 "nodeSecurityGroupIDs": ["sg-0e"]})
             wait_until(lambda: env.reason("evil", "globex") == "MeshRouteHijack", what="MeshRouteHijack")
-            assert f"route table {table} of Cluster acme/victim has 10.40.0.0/16 -> {vgw}" in \
+            assert f"route table {table} of HubCluster acme/victim has 10.40.0.0/16 -> {vgw}" in \
                 env.condition("evil", namespace="globex")["message"]
     assert [(c.operation, c.stack) for c in engine.calls] == [("up", "acme.victim")]  # the joiner never ran

@@ -82,7 +82,7 @@ def test_an_assume_role_refusal_stalls_and_is_looked_at_again_without_an_input_c
 
     def guard(applied, desired):
         if refusals.acquire(blocking=False):
-            raise NeedsAttention(f"Cluster {desired.key}: spec.accountID: AssumeRole was refused: AccessDenied",
+            raise NeedsAttention(f"HubCluster {desired.key}: spec.accountID: AssumeRole was refused: AccessDenied",
                                  reason="AssumeRoleFailed")
 
     engine = RecordingEngine()

@@ -152,7 +152,7 @@ def test_cluster_crud(registry_api, fleet):
     replaced = registry_api.ok("PUT", path, json={"spec": {**AWS, "displayName": "Replaced"}})
     assert replaced["spec"]["facts"] == {} and replaced["displayName"] == "Replaced"
     assert replaced["labels"] == {"team": "a"}  # a PUT without labels keeps them
-    stored = client.CustomObjectsApi(fleet.kube).get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters",
+    stored = client.CustomObjectsApi(fleet.kube).get_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters",
                                                                               made.id)
     # what was given, not the model's defaults (tokenLifetime: the CRD's own default)
     assert set(stored["spec"]) == {*AWS, "displayName", "tokenLifetime"}
@@ -177,8 +177,8 @@ def test_a_cluster_written_outside_the_api_that_the_model_refuses_is_still_liste
     """The CRD's schema cannot check everything the model does (an API host may not be an IP address)."""
     tenant, namespace = fleet.tenant()
     name = f"c-kubectl-{fleet.suffix}"
-    client.CustomObjectsApi(fleet.kube).create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "metadata": {"name": name},
+    client.CustomObjectsApi(fleet.kube).create_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "metadata": {"name": name},
         "spec": {**AWS, "apiURL": "https://10.0.0.1"}})
     fleet.clusters.append((namespace, name))
     [item] = registry_api.ok("GET", f"/clusters?tenant={tenant}")["items"]

@@ -133,8 +133,8 @@ def _seed(kube: client.ApiClient, namespace: str, count: int, run: str) -> None:
     objects = client.CustomObjectsApi(kube)
 
     def create(i: int) -> None:
-        objects.create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster",
+        objects.create_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster",
             "metadata": {"name": f"c-{run}-{i:04d}", "namespace": namespace, "labels": {"run": run}},
             "spec": {"facts": {"index": str(i)}}})
     with ThreadPoolExecutor(8) as pool:
@@ -152,7 +152,7 @@ def test_one_tenant_flooding_fact_filtered_lists_does_not_starve_another(kube_ap
     Retry-After, answered before it takes a worker."""
     victim, victim_ns = fleet.tenant()
     attacker, attacker_ns = fleet.tenant()
-    read = [{"apiGroups": [GROUP], "resources": ["clusters"], "verbs": ["get", "list"]}]
+    read = [{"apiGroups": [GROUP], "resources": ["hubclusters"], "verbs": ["get", "list"]}]
     victim_token = fleet.user(victim_ns, f"victim-{fleet.suffix}", read)
     attacker_token = fleet.user(attacker_ns, f"attacker-{fleet.suffix}", read)
     _seed(fleet.kube, victim_ns, 5, fleet.suffix)
@@ -283,7 +283,7 @@ def test_a_403_is_one_fixed_body_for_missing_and_existing_tenants(registry_api, 
     assert namespace == hidden
     cluster = fleet.cluster(victim, namespace)["id"]
     own, own_ns = fleet.tenant()
-    token = fleet.user(own_ns, f"nosy-{fleet.suffix}", [{"apiGroups": [GROUP], "resources": ["clusters"],
+    token = fleet.user(own_ns, f"nosy-{fleet.suffix}", [{"apiGroups": [GROUP], "resources": ["hubclusters"],
                                                         "verbs": ["get", "list", "create"]}])
     missing = f"t-missing-{fleet.suffix}"
     bodies = []

@@ -89,7 +89,7 @@ def own(kube_apiserver, admin) -> Iterator[client.ApiClient]:
     role = f"registry-api-{SUFFIX}"
     bind_cluster_role(admin, role, [dict(rule) for rule in API_RULES], [sa_subject(namespace, name)])
     api = kube_apiserver.api_client(service_account_token(admin, namespace, name))
-    eventually(lambda: custom(api).list_custom_object_for_all_namespaces(GROUP, VERSION, "clusters", limit=1))
+    eventually(lambda: custom(api).list_custom_object_for_all_namespaces(GROUP, VERSION, "hubclusters", limit=1))
     yield api
     api.close()
     unbind_cluster_role(admin, role)
@@ -131,8 +131,8 @@ class Made:
     def tenant(self) -> tuple[str, str]:
         """A Tenant and its namespace (of the same name, annotated as the service would)."""
         name = f"t-boot-{uuid.uuid4().hex[:8]}"
-        custom(self.admin).create_cluster_custom_object(GROUP, VERSION, "tenants", {
-            "apiVersion": API_VERSION, "kind": "Tenant", "metadata": {"name": name}, "spec": {}})
+        custom(self.admin).create_cluster_custom_object(GROUP, VERSION, "hubtenants", {
+            "apiVersion": API_VERSION, "kind": "HubTenant", "metadata": {"name": name}, "spec": {}})
         self.tenants.append(name)
         client.CoreV1Api(self.admin).create_namespace({"metadata": {
             "name": name, "labels": {TENANT_LABEL: name}, "annotations": {TENANT_ANNOTATION: name}}})
@@ -140,13 +140,13 @@ class Made:
 
     def cluster(self, namespace: str, spec: dict | None = None, name: str | None = None) -> str:
         name = name or f"c-boot-{uuid.uuid4().hex[:8]}"
-        custom(self.admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
-            "apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": name}, "spec": spec or {}})
+        custom(self.admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", {
+            "apiVersion": API_VERSION, "kind": "HubCluster", "metadata": {"name": name}, "spec": spec or {}})
         self.clusters.append((namespace, name))
         return name
 
     def read(self, namespace: str, name: str) -> dict[str, Any]:
-        return custom(self.admin).get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", name)
+        return custom(self.admin).get_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", name)
 
     def issue(self, tenant: str, cluster: str, token: str | None = "admin") -> httpx.Response:
         token = self.env.token if token == "admin" else token
@@ -169,7 +169,7 @@ class Made:
     def cleanup(self) -> None:
         objects, core = custom(self.admin), client.CoreV1Api(self.admin)
         calls = [lambda ns=ns, n=n: revoke_agent(self.admin, ns, n) for ns, n in self.clusters]
-        calls += [lambda ns=ns, n=n: objects.delete_namespaced_custom_object(GROUP, VERSION, ns, "clusters", n)
+        calls += [lambda ns=ns, n=n: objects.delete_namespaced_custom_object(GROUP, VERSION, ns, "hubclusters", n)
                   for ns, n in self.clusters]
         calls += [lambda n=n: objects.delete_cluster_custom_object(GROUP, VERSION, "hubconfigs", n) for n in self.hubs]
         calls += [lambda n=n: delete_tenant(self.admin, n) for n in self.tenants]
@@ -213,7 +213,7 @@ def wait_revoked(env: EnvTest, token: str) -> None:
     with env.api_client(token) as api:
         while True:
             try:
-                may(api, "create", "clusters", "default", "x", subresource="facts")
+                may(api, "create", "hubclusters", "default", "x", subresource="facts")
             except ApiException as exc:
                 assert exc.status == 401, exc
                 return
@@ -362,7 +362,7 @@ def test_a_reset_invalidates_the_old_token_and_a_new_install_replaces_the_agent(
     assert again.status_code == 200, again.text
     second_agent = manifest(again.json(), "Secret")["stringData"]["token"]
     with kube_apiserver.api_client(second_agent) as api:
-        assert may(api, "create", "clusters", namespace, cluster, subresource="facts")
+        assert may(api, "create", "hubclusters", namespace, cluster, subresource="facts")
     wait_revoked(kube_apiserver, first_agent)  # the previous agent's ServiceAccount was replaced
 
 
@@ -371,14 +371,14 @@ def test_issuing_needs_the_bootstrap_right_asked_as_the_caller(made, admin, kube
     cluster, other = made.cluster(namespace), made.cluster(namespace)
     assert made.issue(tenant, cluster, None).status_code == 401
     refused = made.issue(tenant, cluster, kube_apiserver.tenant_token)
-    assert refused.status_code == 403 and "clusters/bootstraptoken" in refused.json()["detail"]
+    assert refused.status_code == 403 and "hubclusters/bootstraptoken" in refused.json()["detail"]
     assert "bootstrapToken" not in (made.read(namespace, cluster).get("status") or {})
     assert made.issue(f"t-missing-{SUFFIX}", cluster).status_code == 404
     assert made.issue(tenant, "c-missing").status_code == 404
 
     rbac = client.RbacAuthorizationV1Api(admin)
     rbac.create_namespaced_role(namespace, {"metadata": {"name": "bootstrapper"}, "rules": [
-        {"apiGroups": [GROUP], "resources": ["clusters/bootstraptoken"], "resourceNames": [cluster],
+        {"apiGroups": [GROUP], "resources": ["hubclusters/bootstraptoken"], "resourceNames": [cluster],
          "verbs": ["create"]}]})
     rbac.create_namespaced_role_binding(namespace, {
         "metadata": {"name": "bootstrapper"},
@@ -409,12 +409,12 @@ def test_the_agent_token_may_push_facts_for_its_cluster_only_and_mint_no_token(m
     body = made.install(made.token(tenant, cluster)).json()
     agent_token = manifest(body, "Secret")["stringData"]["token"]
     with kube_apiserver.api_client(agent_token) as api:
-        assert may(api, "create", "clusters", namespace, cluster, subresource="facts")
-        assert not may(api, "create", "clusters", namespace, other, subresource="facts")
-        assert not may(api, "patch", "clusters", namespace, cluster, subresource="status")
-        assert not may(api, "get", "clusters", namespace, cluster)
+        assert may(api, "create", "hubclusters", namespace, cluster, subresource="facts")
+        assert not may(api, "create", "hubclusters", namespace, other, subresource="facts")
+        assert not may(api, "patch", "hubclusters", namespace, cluster, subresource="status")
+        assert not may(api, "get", "hubclusters", namespace, cluster)
         with pytest.raises(ApiException) as refused:
-            custom(api).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", cluster,
+            custom(api).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "hubclusters", cluster,
                                                               {"status": {"facts": {"version": 1}}})
         assert refused.value.status == 403
         # The finding: it could mint itself 10-year tokens for any audience. No TokenRequest at all now.
@@ -435,7 +435,7 @@ def test_deleting_the_agent_revokes_its_token(made, own, kube_apiserver):
     token, expiry = grant_agent(own, namespace, cluster, made.read(namespace, cluster)["metadata"]["uid"], 600)
     assert expiry.endswith("Z")
     with kube_apiserver.api_client(token) as api:
-        retry(lambda: _check(may(api, "create", "clusters", namespace, cluster, subresource="facts")))
+        retry(lambda: _check(may(api, "create", "hubclusters", namespace, cluster, subresource="facts")))
     revoke_agent(own, namespace, cluster)
     revoke_agent(own, namespace, cluster)  # gone already: fine
     wait_revoked(kube_apiserver, token)
@@ -515,12 +515,12 @@ def test_an_agent_of_a_deleted_cluster_reaches_no_later_cluster_of_its_name(made
                  client.RbacAuthorizationV1Api(admin).read_namespaced_role_binding(agent_name(cluster),
                                                                                    namespace).metadata):
         (owner,) = meta.owner_references
-        assert (owner.kind, owner.name, owner.uid, owner.block_owner_deletion) == ("Cluster", cluster, uid, False)
+        assert (owner.kind, owner.name, owner.uid, owner.block_owner_deletion) == ("HubCluster", cluster, uid, False)
 
     # no service and no garbage collector here: the agent's objects stay
-    custom(admin).delete_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
-    custom(admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
-        "apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": cluster}, "spec": {}})
+    custom(admin).delete_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", cluster)
+    custom(admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", {
+        "apiVersion": API_VERSION, "kind": "HubCluster", "metadata": {"name": cluster}, "spec": {}})
     refused = push(full, tenant, cluster, token)
     assert refused.status_code == 403 and "earlier Cluster" in refused.json()["detail"], refused.text
     assert rotate(full, tenant, cluster, token).status_code == 403
@@ -543,10 +543,10 @@ def test_a_cluster_deleted_during_its_install_leaves_no_agent(made, own, admin, 
     tenant, namespace = made.tenant()
     cluster = made.cluster(namespace)
     stale = made.read(namespace, cluster)["metadata"]["uid"]
-    custom(admin).delete_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
+    custom(admin).delete_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", cluster)
     if replaced:
-        custom(admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
-            "apiVersion": API_VERSION, "kind": "Cluster", "metadata": {"name": cluster}, "spec": {}})
+        custom(admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", {
+            "apiVersion": API_VERSION, "kind": "HubCluster", "metadata": {"name": cluster}, "spec": {}})
     with pytest.raises(AgentGone):
         grant_agent(own, namespace, cluster, stale, 600)
     core, rbac = client.CoreV1Api(admin), client.RbacAuthorizationV1Api(admin)
@@ -564,7 +564,7 @@ def test_token_lifetimes_stop_at_the_hubs_maximum(made, kube_apiserver, own):
     refused = made.issue(tenant, too_long)
     assert refused.status_code == 409, refused.text
     assert refused.json()["detail"] == (
-        f"Cluster {namespace}/{too_long}: spec.tokenLifetime: 9999h999999m99999999s is longer than the default "
+        f"HubCluster {namespace}/{too_long}: spec.tokenLifetime: 9999h999999m99999999s is longer than the default "
         "maxTokenLifetime (168h) allows; ask for 168h or less")
     assert "bootstrapToken" not in (made.read(namespace, too_long).get("status") or {})
 
@@ -715,7 +715,7 @@ def test_the_install_answers_409_for_a_cluster_the_service_does_not_route(ingres
     assert response.status_code == 409 and "not routed by the shared ingress" in response.json()["detail"]
     assert made.read(namespace, waiting)["status"]["bootstrapToken"]["used"] is False  # not used up
     # The service refused it: the install says why, as the cluster's Stalled condition does.
-    custom(admin).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", waiting, {"status": {
+    custom(admin).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "hubclusters", waiting, {"status": {
         "conditions": [{"type": "Stalled", "status": "True", "reason": "InvalidSpec", "message": "the reason"}]}})
     response = made.install(token)
     assert response.status_code == 409 and "InvalidSpec: the reason" in response.json()["detail"]
@@ -750,7 +750,7 @@ def test_a_private_link_cluster_gets_its_endpoint(made, admin):
         "apiURL": "https://api.demo.example.com:6443", "network": {"vpcID": "vpc-0abc", "cidr": "10.20.0.0/16"},
         "privateLink": {"enabled": True}})
     endpoint = "vpce-0123-abcd.vpce-svc-0456.us-east-1.vpce.amazonaws.com"
-    custom(admin).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", cluster,
+    custom(admin).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "hubclusters", cluster,
                                                         {"status": {"outputs": {"endpoint": endpoint}}})
     response = made.install(made.token(tenant, cluster))
     assert response.status_code == 200, response.text

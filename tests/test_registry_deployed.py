@@ -180,7 +180,7 @@ def test_the_deployed_registry_registers_bootstraps_and_keeps_the_facts_history(
                                    headers=as_admin), 201)
         cluster_id = cluster["id"]
         made.later(lambda: client.CustomObjectsApi(admin).delete_namespaced_custom_object(
-            GROUP, VERSION, namespace, "clusters", cluster_id))
+            GROUP, VERSION, namespace, "hubclusters", cluster_id))
         made.later(lambda: revoke_agent(admin, namespace, cluster_id))  # runs first: the service would do it
 
         # A bootstrap token, redeemed once: the agent's ServiceAccount, Role and token made with the deployed rights
@@ -209,7 +209,7 @@ def test_the_deployed_registry_registers_bootstraps_and_keeps_the_facts_history(
                          200)
         assert [(v["version"], v["set"], v["removed"]) for v in history["items"]] == [(1, facts, [])]
         stored = client.CustomObjectsApi(admin).get_namespaced_custom_object(
-            GROUP, VERSION, namespace, "clusters", cluster_id)
+            GROUP, VERSION, namespace, "hubclusters", cluster_id)
         assert stored["status"]["facts"]["version"] == 1 and stored["status"]["facts"]["facts"] == facts
         assert (volumes["facts"] / "facts.db").is_file()  # the history is on the claim's volume
 

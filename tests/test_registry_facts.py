@@ -46,7 +46,7 @@ def test_pushes_are_versions_with_a_history_and_the_latest_is_mirrored_to_status
     assert [item["version"] for item in registry_api.ok("GET", f"{path}/history?limit=1")["items"]] == [1]
     assert registry_api.ok("GET", path) == third
 
-    stored = client.CustomObjectsApi(fleet.kube).get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters",
+    stored = client.CustomObjectsApi(fleet.kube).get_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters",
                                                                               cluster)
     assert stored["status"]["facts"] == third  # removed keys are gone from the status too
     assert registry_api.ok("GET", f"/tenants/{tenant}/clusters/{cluster}")["status"]["facts"] == third
@@ -88,7 +88,7 @@ def test_a_new_store_mirrors_even_though_it_counts_from_one_again(registry_api, 
     finally:
         store.close()
         reg.own.close()
-    stored = client.CustomObjectsApi(fleet.kube).get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters",
+    stored = client.CustomObjectsApi(fleet.kube).get_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters",
                                                                               cluster)
     assert stored["status"]["facts"]["facts"] == {"new": "yes"}
 
@@ -143,8 +143,8 @@ def test_an_agent_pushes_facts_to_its_own_cluster_only_and_never_writes_status(r
     objects = client.CustomObjectsApi(registry_api.env.api_client(agent))
     for write in (
         lambda: objects.patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, "clusters", mine, {"status": {"facts": {"version": 99, "time": "x"}}}),
-        lambda: objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", mine,
+            GROUP, VERSION, namespace, "hubclusters", mine, {"status": {"facts": {"version": 99, "time": "x"}}}),
+        lambda: objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", mine,
                                                        {"spec": {"facts": {"a": "b"}}}),
     ):
         with pytest.raises(ApiException) as refused:
@@ -152,7 +152,7 @@ def test_an_agent_pushes_facts_to_its_own_cluster_only_and_never_writes_status(r
         assert refused.value.status == 403
     objects.api_client.close()
     facts = client.CustomObjectsApi(fleet.kube).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, "clusters", mine)["status"]["facts"]
+        GROUP, VERSION, namespace, "hubclusters", mine)["status"]["facts"]
     assert facts["facts"] == {"nodes": "3"} and facts["version"] >= 1
 
 

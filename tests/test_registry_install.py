@@ -10,7 +10,7 @@ from stacks.names import GROUP
 
 
 def cluster(**spec) -> Cluster:
-    return Cluster.model_validate({"apiVersion": "hubwright.io/v1alpha1", "kind": "Cluster",
+    return Cluster.model_validate({"apiVersion": "hubwright.io/v1alpha1", "kind": "HubCluster",
                                    "metadata": {"name": "c1", "namespace": "team-a"}, "spec": spec})
 
 
@@ -22,7 +22,7 @@ def answer(c: Cluster | None = None, **extra) -> dict:
 
 def test_the_agent_may_push_its_own_facts_nothing_else_not_even_mint_tokens():
     assert agent_rules("c1") == [
-        {"apiGroups": [GROUP], "resources": ["clusters/facts"], "resourceNames": ["c1"], "verbs": ["create"]}]
+        {"apiGroups": [GROUP], "resources": ["hubclusters/facts"], "resourceNames": ["c1"], "verbs": ["create"]}]
 
 
 def test_the_api_holds_what_it_grants_and_no_wildcard():
@@ -31,7 +31,7 @@ def test_the_api_holds_what_it_grants_and_no_wildcard():
     for rule in agent_rules("c1"):  # RBAC: no escalate, so the writer of the Role holds its rights
         assert {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]} <= held
     assert not any("*" in str(rule) for rule in API_RULES)
-    assert (GROUP, "clusters/status", "update") not in held and ("", "secrets", "get") not in held
+    assert (GROUP, "hubclusters/status", "update") not in held and ("", "secrets", "get") not in held
 
 
 def test_the_agent_is_never_told_where_the_hubs_kubernetes_api_is():

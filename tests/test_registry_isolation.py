@@ -48,7 +48,7 @@ def test_tenants_cannot_list_read_change_or_delete_each_others_clusters(registry
 
         def stored() -> dict:
             return client.CustomObjectsApi(fleet.kube).get_namespaced_custom_object(
-                GROUP, VERSION, ns_a if other == alice else ns_b, "clusters", their_cluster)
+                GROUP, VERSION, ns_a if other == alice else ns_b, "hubclusters", their_cluster)
         before = stored()
 
         # their clusters: every verb refused by Kubernetes (the one FORBIDDEN body where a tenant is named)

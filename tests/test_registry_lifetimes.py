@@ -8,7 +8,7 @@ from stacks.errors import InvalidSpec
 from stacks.model import HubConfig
 from stacks.registry import agent_standing, agent_token_seconds, bootstrap_token_seconds, max_token_lifetime
 
-CLUSTER = "Cluster acme/prod-1"
+CLUSTER = "HubCluster acme/prod-1"
 
 
 def hub(**registry) -> HubConfig:

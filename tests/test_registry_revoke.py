@@ -30,7 +30,7 @@ def _may_push(api_client: client.ApiClient, namespace: str, cluster: str) -> boo
     """Whether the token may push this cluster's facts; None when the API server refuses the token itself."""
     try:
         review = client.AuthorizationV1Api(api_client).create_self_subject_access_review({
-            "spec": {"resourceAttributes": {"group": GROUP, "resource": "clusters", "subresource": "facts",
+            "spec": {"resourceAttributes": {"group": GROUP, "resource": "hubclusters", "subresource": "facts",
                                             "verb": "create", "namespace": namespace, "name": cluster}}})
     except ApiException as exc:
         if exc.status == 401:
@@ -55,8 +55,8 @@ def test_a_deleted_clusters_agent_identity_is_revoked_by_the_service(env, kube_a
     if provisioned:
         env.create(name)
     else:
-        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "clusters", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "metadata": {"name": name, "namespace": env.ns},
+        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "metadata": {"name": name, "namespace": env.ns},
             "spec": {"displayName": "registered before it exists"}})
     token, _ = grant_agent(env.api_client, env.ns, name, env.get(name)["metadata"]["uid"], 600)
     agent = kube_apiserver.api_client(token)
@@ -83,7 +83,7 @@ def test_a_cluster_deleted_while_no_service_runs_loses_its_agent_to_the_garbage_
     by the Cluster's uid; nothing of ours runs here, kube-controller-manager's garbage collector deletes them."""
     found = orphaned_agent(kube_apiserver_gc)
     (owner,) = found.owners
-    assert (owner["kind"], owner["name"], owner["block_owner_deletion"]) == ("Cluster", found.cluster, False)
+    assert (owner["kind"], owner["name"], owner["block_owner_deletion"]) == ("HubCluster", found.cluster, False)
     assert found.gc_s < GC_WITHIN and found.refused_s < GC_WITHIN + 30  # loose: 2 shared cores
     print(f"agent revoked by the garbage collector: objects gone after {found.gc_s:.1f} s, "
           f"token refused after {found.refused_s:.1f} s")
@@ -101,7 +101,7 @@ def _legacy_agent(env: ServiceEnv, name: str) -> None:
     client.CoreV1Api(env.api_client).create_namespaced_service_account(env.ns, {"metadata": meta})
     rbac = client.RbacAuthorizationV1Api(env.api_client)
     rbac.create_namespaced_role(env.ns, {"metadata": meta, "rules": [
-        {"apiGroups": [GROUP], "resources": ["clusters/facts"], "resourceNames": [name], "verbs": ["create"]}]})
+        {"apiGroups": [GROUP], "resources": ["hubclusters/facts"], "resourceNames": [name], "verbs": ["create"]}]})
     rbac.create_namespaced_role_binding(env.ns, {"metadata": meta, "roleRef": {
         "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": agent_name(name)}, "subjects": [
         {"kind": "ServiceAccount", "name": agent_name(name), "namespace": env.ns}]})
@@ -112,25 +112,25 @@ def test_the_service_sweeps_agents_of_clusters_deleted_while_it_was_down(env, ku
     is gone, or is a later Cluster of its name, is revoked; the agent of the Cluster that exists is kept; one
     granted before uids were recorded, for the Cluster that exists now, gets its uid and ownerReference."""
     for name in ("gone", "replaced", "kept"):
-        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "clusters", {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "metadata": {"name": name, "namespace": env.ns},
+        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", {
+            "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "metadata": {"name": name, "namespace": env.ns},
             "spec": {}})
     tokens = {name: grant_agent(env.api_client, env.ns, name, env.get(name)["metadata"]["uid"], 600)[0]
               for name in ("gone", "replaced", "kept")}
     _legacy_agent(env, "legacy-replaced")  # made before its Cluster (of the same name, a later one) was
     time.sleep(1.1)  # creation times have whole seconds: the next Cluster is unambiguously younger
-    env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "clusters", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster",
+    env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster",
         "metadata": {"name": "legacy-replaced", "namespace": env.ns}, "spec": {}})
-    env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "clusters", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "metadata": {"name": "legacy", "namespace": env.ns},
+    env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "metadata": {"name": "legacy", "namespace": env.ns},
         "spec": {}})
     time.sleep(1.1)
     _legacy_agent(env, "legacy")  # made after its Cluster: granted for it
     for name in ("gone", "replaced"):
         env.delete(name)
-    env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "clusters", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "metadata": {"name": "replaced", "namespace": env.ns},
+    env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "metadata": {"name": "replaced", "namespace": env.ns},
         "spec": {}})
     assert all(all(_agent_objects(env, name)) for name in ("gone", "replaced", "kept", "legacy", "legacy-replaced"))
 

@@ -58,12 +58,12 @@ def world(kube_apiserver_alone, tmp_path):
     controller = TenantController(admin, hub_account=lambda: HUB_ACCOUNT, backoff=Backoff(0.05, 0.5), watch_timeout=30)
     controller.start()
     # The tenant alice is refused on: `other`, with a cluster of its own.
-    custom.create_cluster_custom_object(GROUP, VERSION, "tenants", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Tenant", "metadata": {"name": "other"},
+    custom.create_cluster_custom_object(GROUP, VERSION, "hubtenants", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubTenant", "metadata": {"name": "other"},
         "spec": {"displayName": "Other"}})
     wait_until(lambda: _exists(lambda: core.read_namespace("other")), 30, what="the namespace of Tenant other")
-    custom.create_namespaced_custom_object(GROUP, VERSION, "other", "clusters", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "metadata": {"name": "db-1", "namespace": "other"},
+    custom.create_namespaced_custom_object(GROUP, VERSION, "other", "hubclusters", {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "metadata": {"name": "db-1", "namespace": "other"},
         "spec": {"displayName": "Other's database cluster"}})
 
     port = free_port()
@@ -85,7 +85,7 @@ def world(kube_apiserver_alone, tmp_path):
         process.wait(30)
         controller.stop()
         for namespace, name in (("acme", "prod-1"), ("other", "db-1")):
-            _gone(lambda: custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", name))
+            _gone(lambda: custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", name))
         admin.close()
 
 
@@ -115,7 +115,7 @@ def test_the_documented_curl_walkthrough_runs_end_to_end(world):
     assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
 
     custom, core = client.CustomObjectsApi(admin), client.CoreV1Api(admin)
-    cluster = custom.get_namespaced_custom_object(GROUP, VERSION, "acme", "clusters", "prod-1")
+    cluster = custom.get_namespaced_custom_object(GROUP, VERSION, "acme", "hubclusters", "prod-1")
     assert cluster["status"]["bootstrapToken"]["used"] is True  # step 3: the token was redeemed, once
     assert cluster["status"]["facts"]["version"] == 1  # step 4: the agent's push, mirrored
     assert cluster["status"]["facts"]["facts"]["nodes"] == "3"

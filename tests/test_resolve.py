@@ -19,7 +19,7 @@ def test_account_without_a_role_is_refused_naming_the_field():
     with pytest.raises(InvalidSpec) as caught:
         resolve_one(cluster(accountID="444444444444"), hub())
     assert caught.value.reason == "AccountNotMapped"
-    assert "Cluster acme/prod-1: spec.accountID: account 444444444444 has no role" in str(caught.value)
+    assert "HubCluster acme/prod-1: spec.accountID: account 444444444444 has no role" in str(caught.value)
 
 
 def test_no_inventory_vpc_in_the_cluster_region_is_refused():
@@ -105,7 +105,7 @@ def test_a_shared_ingress_id_claimed_twice_refuses_the_younger_cluster_only():
     result = resolve_fleet(fleet(hub(sharedIngress=ingress), (young, old)))
     assert result["acme/old"].shared_ingress.cluster_id == "acme.shared"
     assert isinstance(result["acme/young"], InvalidSpec)
-    assert "spec.sharedIngress.clusterID: ID 'acme.shared' is already used by Cluster acme/old" in str(result["acme/young"])
+    assert "spec.sharedIngress.clusterID: ID 'acme.shared' is already used by HubCluster acme/old" in str(result["acme/young"])
 
 
 def test_a_long_name_gets_a_default_id_cut_to_63_characters_and_kept_unique_by_a_hash():

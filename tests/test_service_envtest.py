@@ -44,7 +44,7 @@ def test_the_generated_crds_are_established_with_their_columns(env):
         live = ext.read_custom_resource_definition(crd["metadata"]["name"])
         assert any(c.type == "Established" and c.status == "True" for c in live.status.conditions)
         assert live.spec.scope == crd["spec"]["scope"]
-    cluster = ext.read_custom_resource_definition("clusters.hubwright.io")
+    cluster = ext.read_custom_resource_definition("hubclusters.hubwright.io")
     columns = [c.name for c in cluster.spec.versions[0].additional_printer_columns]
     assert columns[:4] == ["Account", "Region", "Ready", "Reason"]
     assert cluster.spec.versions[0].subresources.status is not None
@@ -62,7 +62,7 @@ def test_the_generated_crds_are_established_with_their_columns(env):
 def test_the_api_server_refuses_invalid_clusters(env, change, complaint):
     doc = cluster_doc("bad", env.ns, **change)
     with pytest.raises(ApiException) as refused:
-        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "clusters", doc)
+        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", doc)
     assert refused.value.status == 422
     assert complaint in json.loads(refused.value.body)["message"]
 
@@ -71,14 +71,14 @@ def test_unknown_fields_are_refused_with_strict_validation(env):
     doc = cluster_doc("typo", env.ns)
     doc["spec"]["privateLnk"] = {"enabled": True}
     with pytest.raises(ApiException) as refused:
-        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "clusters", doc, field_validation="Strict")
+        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", doc, field_validation="Strict")
     assert 'unknown field "spec.privateLnk"' in json.loads(refused.value.body)["message"]
 
 
 def test_status_is_a_subresource_and_only_spec_moves_generation(env):
     doc = cluster_doc("prod-1", env.ns)
     doc["status"] = {"inputsHash": "forged"}
-    created = env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "clusters", doc)
+    created = env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", doc)
     assert "status" not in created  # ignored on create
     env.patch_status("prod-1", {"inputsHash": "abc", "observedGeneration": 1})
     after_status = env.get("prod-1")

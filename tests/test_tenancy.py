@@ -90,14 +90,14 @@ def test_the_cidr_of_half_the_internet_is_refused(capsys, tmp_path):
     wide = evil(**MESH, network={"vpcID": "vpc-0e1", "cidr": "128.0.0.0/1", "routeTableIDs": ["rtb-0e1"],
                                  "nodeSecurityGroupIDs": ["sg-0e1"]})
     refused(capsys, tmp_path, [*victims(), wide],
-            expect=["Cluster evil/intruder", "spec.network.cidr", "'128.0.0.0/1' is not a VPC CIDR block (a VPC is /16 to /28)"])
+            expect=["HubCluster evil/intruder", "spec.network.cidr", "'128.0.0.0/1' is not a VPC CIDR block (a VPC is /16 to /28)"])
 
 
 def test_a_group_spans_namespaces_only_as_the_hub_lists_them(capsys, tmp_path):
     spanning = hub_doc(mesh={"groups": {"payments": {"namespaces": ["acme", "globex"]}}})
     namespaces = (namespace_doc("acme"), namespace_doc("evil", EVIL), namespace_doc("globex", "444444444444"))
     err = refused(capsys, tmp_path, [*victims(), evil(**MESH)], hub=spanning, namespaces=namespaces,
-                  expect=["Cluster evil/intruder: metadata.labels[hubwright.io/mesh]: mesh group payments spans only "
+                  expect=["HubCluster evil/intruder: metadata.labels[hubwright.io/mesh]: mesh group payments spans only "
                           "the namespaces the hub administrator listed", "evil is not one of them"])
     assert "acme/pay" not in err  # nobody else is refused
 
@@ -119,13 +119,13 @@ def test_a_group_spans_namespaces_only_as_the_hub_lists_them(capsys, tmp_path):
 @pytest.mark.parametrize("account", ["222222222222", HUB_ACCOUNT, "444444444444"])
 def test_a_namespace_without_an_owner_is_refused(capsys, tmp_path, account):
     refused(capsys, tmp_path, [*victims(), evil(namespace="drifter", accountID=account)],
-            expect=["Cluster drifter/intruder", "namespace drifter owns no account",
+            expect=["HubCluster drifter/intruder", "namespace drifter owns no account",
                     "hubwright.io/owner-account-id"])
 
 
 def test_a_tenant_cannot_name_another_tenants_account(capsys, tmp_path):
     refused(capsys, tmp_path, [*victims(), evil(accountID="222222222222")],
-            expect=["Cluster evil/intruder: spec.accountID: account 222222222222 is not the namespace's owner "
+            expect=["HubCluster evil/intruder: spec.accountID: account 222222222222 is not the namespace's owner "
                     "account 333333333333"])
 
 
@@ -138,7 +138,7 @@ def test_first_claim_never_gives_an_owned_account_or_the_hub(capsys, tmp_path, a
                   roleAccountMap={"444444444444": "arn:aws:iam::444444444444:role/hubwright"})
     vpc = {"vpcID": "vpc-0hub1", "cidr": "10.100.0.0/16", "routeTableIDs": ["rtb-0h"], "nodeSecurityGroupIDs": ["sg-0h"]}
     refused(capsys, tmp_path, [*victims(), evil(namespace="drifter", accountID=account, network=vpc, **MESH)],
-            hub=hub, expect=["Cluster drifter/intruder: spec.accountID: " + why])
+            hub=hub, expect=["HubCluster drifter/intruder: spec.accountID: " + why])
 
 
 def test_first_claim_gives_an_unowned_account_to_the_oldest_claimant_only(capsys, tmp_path):
@@ -149,7 +149,7 @@ def test_first_claim_gives_an_unowned_account_to_the_oldest_claimant_only(capsys
     later = evil("late", namespace="second", accountID="444444444444", apiURL="https://api.late.example.com")
     later["metadata"]["creationTimestamp"] = "2026-02-01T00:00:00Z"
     err = refused(capsys, tmp_path, [later, first], hub=hub, expect=[
-        "Cluster second/late: spec.accountID: account 444444444444 was claimed first by another namespace"])
+        "HubCluster second/late: spec.accountID: account 444444444444 was claimed first by another namespace"])
     assert "first/early" not in err
 
 
@@ -171,7 +171,7 @@ def test_first_claim_gives_an_unowned_account_to_the_oldest_claimant_only(capsys
 ])
 def test_api_hosts_that_would_shadow_or_smuggle_are_refused(capsys, tmp_path, url, why):
     refused(capsys, tmp_path, [evil(apiURL=url, privateLink={"enabled": True})],
-            expect=["Cluster evil/intruder", "spec.apiURL", why])
+            expect=["HubCluster evil/intruder", "spec.apiURL", why])
 
 
 def test_an_api_host_is_unique_across_the_fleet_the_younger_claimant_is_refused(capsys, tmp_path):
@@ -180,7 +180,7 @@ def test_an_api_host_is_unique_across_the_fleet_the_younger_claimant_is_refused(
     squatter = evil(apiURL="https://API.prod.example.com", privateLink={"enabled": True})
     squatter["metadata"]["creationTimestamp"] = "2026-03-01T00:00:00Z"
     err = refused(capsys, tmp_path, [squatter, owner], expect=[
-        "Cluster evil/intruder: spec.apiURL: host api.prod.example.com is already the API host of an older "
+        "HubCluster evil/intruder: spec.apiURL: host api.prod.example.com is already the API host of an older "
         "cluster in another namespace"])
     assert "acme/prod-1" not in err
 
@@ -198,7 +198,7 @@ def test_reserved_and_allowed_domains_come_from_the_hub_administrator(capsys, tm
 
 def test_the_tenant_tag_comes_from_the_namespace_not_the_spec(capsys, tmp_path):
     refused(capsys, tmp_path, [evil(tenant="acme")],
-            expect=["Cluster evil/intruder", "spec.tenant", "Extra inputs are not permitted"])
+            expect=["HubCluster evil/intruder", "spec.tenant", "Extra inputs are not permitted"])
     named = (namespace_doc("acme"), namespace_doc("evil", EVIL, **{"hubwright.io/tenant": "Evil Corp"}))
     code, doc, err = plan(capsys, *write(tmp_path, [evil(privateLink={"enabled": True})], None, named))
     assert code == 0, err
@@ -225,7 +225,7 @@ def test_a_name_too_long_for_a_stack_is_refused_at_once_naming_the_limit(capsys,
     started = time.monotonic()
     doc = evil("x" * 120, apiURL="https://api.long.example.com")
     refused(capsys, tmp_path, [doc], expect=[
-        f"Cluster evil/{'x' * 120}: metadata.name: the stack name evil.xxx",
+        f"HubCluster evil/{'x' * 120}: metadata.name: the stack name evil.xxx",
         "would be 125 characters; Pulumi stack names have at most 100"])
     assert time.monotonic() - started < 5
 

@@ -33,7 +33,7 @@ def env(kube_apiserver_alone):  # noqa: F811 - the fixture
     env.hub()
     yield env
     # Leave nothing behind for the next test's all-namespace service: remove every Cluster (finalizers too).
-    for item in env.custom.list_cluster_custom_object(GROUP, VERSION, "clusters")["items"]:
+    for item in env.custom.list_cluster_custom_object(GROUP, VERSION, "hubclusters")["items"]:
         meta = item["metadata"]
         env.patch(meta["name"], {"metadata": {"finalizers": []}}, meta["namespace"])
         env.delete(meta["name"], meta["namespace"])
@@ -65,7 +65,7 @@ def test_a_tenant_creates_clusters_but_cannot_write_their_status_its_namespace_o
     custom, core = client.CustomObjectsApi(tenant), client.CoreV1Api(tenant)
 
     created = wait_until(lambda: _try(lambda: custom.create_namespaced_custom_object(
-        GROUP, VERSION, env.ns, "clusters", cluster_doc("mine", env.ns))), 10, what="RBAC to take effect")
+        GROUP, VERSION, env.ns, "hubclusters", cluster_doc("mine", env.ns))), 10, what="RBAC to take effect")
     assert created["metadata"]["name"] == "mine"
     forged = {"status": {"meshJoin": {"group": "payments", "order": 0},
                          "outputs": {"endpointVPC": "vpc-0hub2", "transitAttachment": "tgw-attach-0theirs"}}}
@@ -73,13 +73,13 @@ def test_a_tenant_creates_clusters_but_cannot_write_their_status_its_namespace_o
     forged_hub = {"status": {"mesh": {"transit": {"_tgw_111111111111": {"outputs": {"regions": {
         "us-east-1": {"transitGatewayId": "tgw-0attacker"}}}}}}}}
     refusals = [
-        lambda: custom.patch_namespaced_custom_object_status(GROUP, VERSION, env.ns, "clusters", "mine", forged),
+        lambda: custom.patch_namespaced_custom_object_status(GROUP, VERSION, env.ns, "hubclusters", "mine", forged),
         lambda: core.patch_namespace(env.ns, {"metadata": {"annotations": {OWNER_ANNOTATION: "111111111111"}}}),
         lambda: custom.create_cluster_custom_object(GROUP, VERSION, "hubconfigs", hub_doc()),
         lambda: custom.patch_cluster_custom_object(GROUP, VERSION, "hubconfigs", env.hub_name, {"spec": {}}),
         lambda: custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubconfigs", env.hub_name, forged_hub),
         lambda: core.read_namespaced_config_map("hubwright-role-account-map", env.system_namespace),
-        lambda: custom.create_namespaced_custom_object(GROUP, VERSION, env.system_namespace, "clusters",
+        lambda: custom.create_namespaced_custom_object(GROUP, VERSION, env.system_namespace, "hubclusters",
                                                        cluster_doc("elsewhere", env.system_namespace)),
     ]
     for attempt in refusals:
@@ -113,7 +113,7 @@ def _try(call):
 ])
 def test_the_api_server_refuses_what_the_schema_can_check(env, change, complaint):
     with pytest.raises(ApiException) as refused:
-        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "clusters",
+        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters",
                                                    cluster_doc("bad", env.ns, **change))
     assert refused.value.status == 422
     assert complaint in json.loads(refused.value.body)["message"]
@@ -121,7 +121,7 @@ def test_the_api_server_refuses_what_the_schema_can_check(env, change, complaint
 
 def test_the_api_server_refuses_a_name_too_long_for_a_stack_and_hub_integers_past_int32(env):
     with pytest.raises(ApiException) as refused:
-        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "clusters", cluster_doc("x" * 120, env.ns))
+        env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", cluster_doc("x" * 120, env.ns))
     assert refused.value.status == 422 and "metadata.name" in json.loads(refused.value.body)["message"]
     for replicas in (True, 2**31):
         with pytest.raises(ApiException) as refused:
@@ -194,7 +194,7 @@ def test_a_mesh_member_declaring_the_hubs_cidr_is_refused_and_its_peer_keeps_its
                                   ("onprem", "192.168.7.0/24", f"HubConfig {env.hub_name} spec.mesh.reservedCIDRs[0]")):
             wait_until(lambda: env.reason(name, evil) == "MeshCIDROverlap", 20, what=f"{evil}/{name} MeshCIDROverlap")
             message = env.condition(name, "Stalled", evil)["message"]
-            assert f"Cluster {evil}/{name}: spec.network.cidr: CIDR {cidr} of Cluster {evil}/{name} overlaps CIDR " \
+            assert f"HubCluster {evil}/{name}: spec.network.cidr: CIDR {cidr} of HubCluster {evil}/{name} overlaps CIDR " \
                    f"{'10.0.0.0/16' if name == 'hijack' else '192.168.0.0/16'} of {owner}" in message
         settle(env, service)
         assert [c.stack for c in engine.calls] == [f"{env.ns}.pay-1"]  # the refused members ran nothing

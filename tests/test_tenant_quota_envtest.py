@@ -1,5 +1,5 @@
 """A Tenant's spec.quota as the API server enforces it: the tenant controller (automation/service/tenants.py, as
-the least-privileged ServiceAccount) writes a ResourceQuota `count/clusters.hubwright.io` into the tenant's
+the least-privileged ServiceAccount) writes a ResourceQuota `count/hubclusters.hubwright.io` into the tenant's
 namespace, owned by the Tenant; a real kube-controller-manager computes its usage, and the API server then
 refuses the tenant's admin a Cluster beyond it. The tenant can neither touch the quota nor raise it through its
 Tenant (the ownership policy), and the garbage collector removes the quota with its Tenant.
@@ -94,14 +94,14 @@ def test_the_tenant_quota_is_a_resourcequota_the_api_server_enforces_on_the_tena
             attempt()
         assert denied.value.status == 403
     writer = f"tenant-writer-{world.suffix}"
-    bind_cluster_role(world.admin, writer, [{"apiGroups": [GROUP], "resources": ["tenants"], "verbs": ["patch"]}],
+    bind_cluster_role(world.admin, writer, [{"apiGroups": [GROUP], "resources": ["hubtenants"], "verbs": ["patch"]}],
                       [sa_subject(world.users, "mallory")])
     try:
         def policy_refusal() -> str | None:
             """The ownership policy's refusal, once RBAC lets mallory's patch through to it."""
             try:
                 client.CustomObjectsApi(world.mallory).patch_cluster_custom_object(
-                    GROUP, VERSION, "tenants", name, {"spec": {"quota": {"maxClusters": 100}}})
+                    GROUP, VERSION, "hubtenants", name, {"spec": {"quota": {"maxClusters": 100}}})
             except ApiException as exc:
                 assert exc.status == 403
                 return exc.body if TENANT_OWNERSHIP_SUBRESOURCE in (exc.body or "") else None
@@ -111,12 +111,12 @@ def test_the_tenant_quota_is_a_resourcequota_the_api_server_enforces_on_the_tena
         unbind_cluster_role(world.admin, writer)
 
     # A cluster administrator raises it: the quota follows, and the third cluster is admitted.
-    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"quota": {"maxClusters": 3}}})
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"quota": {"maxClusters": 3}}})
     wait_until(lambda: (quota(tenants, name) or {}).get("status", {}).get("hard", {}).get(CLUSTER_COUNT) == "3",
                QUOTA_WAIT, what="the raised quota")
     tenants.cluster(name, "edge-3", as_=world.alice)
     # No quota in the spec: none in the namespace.
-    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"quota": None}})
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"quota": None}})
     wait_until(lambda: quota(tenants, name) is None, WAIT, what="the quota to go")
 
 
@@ -127,7 +127,7 @@ def test_the_garbage_collector_removes_the_quota_with_its_tenant(world, tenants)
     wait_until(lambda: quota(tenants, name), WAIT, what="the ResourceQuota")
     # The controller is down, and the Tenant goes without it (its finalizer taken off by hand).
     tenants.stop()
-    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"metadata": {"finalizers": []}})
-    tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "tenants", name)
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"metadata": {"finalizers": []}})
+    tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
     assert TENANT_FINALIZER not in ((tenants.get(name) or {}).get("metadata", {}).get("finalizers") or [])
     wait_until(lambda: quota(tenants, name) is None, QUOTA_WAIT, what="the garbage collector to remove the quota")

@@ -82,13 +82,13 @@ class Tenants:
         return self.names[-1]
 
     def create(self, name: str, as_: client.ApiClient | None = None, **spec) -> dict:
-        doc = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Tenant", "metadata": {"name": name}, "spec": spec}
+        doc = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HubTenant", "metadata": {"name": name}, "spec": spec}
         return client.CustomObjectsApi(as_ or self.world.admin).create_cluster_custom_object(GROUP, VERSION,
-                                                                                             "tenants", doc)
+                                                                                             "hubtenants", doc)
 
     def get(self, name: str) -> dict | None:
         try:
-            return self.custom.get_cluster_custom_object(GROUP, VERSION, "tenants", name)
+            return self.custom.get_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -118,16 +118,16 @@ class Tenants:
             raise
 
     def cluster(self, namespace: str, name: str, as_: client.ApiClient | None = None) -> dict:
-        doc = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "metadata": {"name": name, "namespace": namespace},
+        doc = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "metadata": {"name": name, "namespace": namespace},
                "spec": {"displayName": "registered only"}}
         return client.CustomObjectsApi(as_ or self.world.admin).create_namespaced_custom_object(
-            GROUP, VERSION, namespace, "clusters", doc)
+            GROUP, VERSION, namespace, "hubclusters", doc)
 
     def cleanup(self) -> None:
         self.stop()
         for name in self.names:
-            for item in self.custom.list_namespaced_custom_object(GROUP, VERSION, name, "clusters")["items"]:
-                self.custom.delete_namespaced_custom_object(GROUP, VERSION, name, "clusters", item["metadata"]["name"])
+            for item in self.custom.list_namespaced_custom_object(GROUP, VERSION, name, "hubclusters")["items"]:
+                self.custom.delete_namespaced_custom_object(GROUP, VERSION, name, "hubclusters", item["metadata"]["name"])
             delete_tenant(self.world.admin, name)
         for name in {*self.names, *self.namespaces}:
             try:
@@ -171,16 +171,16 @@ def test_a_tenant_gets_its_namespace_with_its_account_and_region_and_a_rolebindi
         ("ServiceAccount", "alice", world.users), ("Group", "payments-admins", None)]
 
     # A change of account is carried to the namespace; a hand-made change to the RoleBinding is put back.
-    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"accountID": "333333333333"}})
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"accountID": "333333333333"}})
     wait_until(lambda: tenants.read_namespace(name)["annotations"][OWNER_ACCOUNT_ANNOTATION] == "333333333333", WAIT,
                what="the new owner account on the namespace")
-    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"admins": [alice(world)]}})
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"admins": [alice(world)]}})
     wait_until(lambda: [s.name for s in tenants.binding(name).subjects] == ["alice"], WAIT, what="one admin left")
 
     # Looking again changes nothing that is already right.
     version = tenants.binding(name).metadata.resource_version
     namespace_version = tenants.read_namespace(name)["resourceVersion"]
-    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"displayName": "Pay"}})
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"displayName": "Pay"}})
     tenants.controller.reconcile(name)
     assert tenants.binding(name).metadata.resource_version == version
     assert tenants.read_namespace(name)["resourceVersion"] == namespace_version
@@ -200,9 +200,9 @@ def test_the_tenant_admins_run_clusters_in_its_namespace_and_nobody_else_does(wo
                                                                                 "clusters")["items"]] == ["edge-1"]
     refused = [
         lambda: tenants.cluster(name, "edge-2", as_=world.mallory),  # not an admin
-        lambda: client.CustomObjectsApi(world.mallory).list_namespaced_custom_object(GROUP, VERSION, name, "clusters"),
+        lambda: client.CustomObjectsApi(world.mallory).list_namespaced_custom_object(GROUP, VERSION, name, "hubclusters"),
         lambda: alices.patch_namespaced_custom_object_status(  # status belongs to the service
-            GROUP, VERSION, name, "clusters", "edge-1", {"status": {"meshJoin": {"group": "x", "order": 0}}}),
+            GROUP, VERSION, name, "hubclusters", "edge-1", {"status": {"meshJoin": {"group": "x", "order": 0}}}),
         lambda: tenants.cluster(world.users, "elsewhere", as_=world.alice),  # only in the tenant's namespace
         lambda: client.CoreV1Api(world.alice).patch_namespace(name, {"metadata": {"annotations": {
             OWNER_ACCOUNT_ANNOTATION: "111111111111"}}}),  # nor its annotations
@@ -212,12 +212,12 @@ def test_the_tenant_admins_run_clusters_in_its_namespace_and_nobody_else_does(wo
             attempt()
         assert denied.value.status == 403
 
-    alices.delete_namespaced_custom_object(GROUP, VERSION, name, "clusters", "edge-1")
+    alices.delete_namespaced_custom_object(GROUP, VERSION, name, "hubclusters", "edge-1")
     assert wait_until(lambda: tenants.status(name).get("clusters") == 0, WAIT, what="the count back to 0")
     # No admins, no RoleBinding, and alice is out.
-    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"admins": []}})
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"admins": []}})
     wait_until(lambda: tenants.binding(name) is None, WAIT, what="the RoleBinding to go")
-    wait_until(lambda: _refused(lambda: alices.list_namespaced_custom_object(GROUP, VERSION, name, "clusters")),
+    wait_until(lambda: _refused(lambda: alices.list_namespaced_custom_object(GROUP, VERSION, name, "hubclusters")),
                WAIT, what="alice to lose her access")
 
 
@@ -254,7 +254,7 @@ def test_a_namespace_the_hub_admin_annotated_is_adopted_and_keeps_its_owner_acco
     reserved = tenants.name()
     tenants.namespace(reserved, annotations={OWNER_ACCOUNT_ANNOTATION: "444444444444", TENANT_ANNOTATION: reserved})
     writer = f"tenant-writer-{world.suffix}"
-    bind_cluster_role(world.admin, writer, [{"apiGroups": [GROUP], "resources": ["tenants"], "verbs": ["create"]}],
+    bind_cluster_role(world.admin, writer, [{"apiGroups": [GROUP], "resources": ["hubtenants"], "verbs": ["create"]}],
                       [sa_subject(world.users, "mallory")])
     try:
         eventually(lambda: tenants.create(reserved, as_=world.mallory, displayName="Reserved"))
@@ -301,7 +301,7 @@ def test_a_namespace_merely_named_like_the_tenant_is_not_adopted(world, tenants)
 
     # The hub administrator sets it aside for the tenant: the resync (or any change) adopts it.
     tenants.core.patch_namespace(name, {"metadata": {"annotations": {TENANT_ANNOTATION: name}}})
-    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"displayName": "now"}})
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"displayName": "now"}})
     wait_until(lambda: tenants.status(name).get("namespace") == name and "message" not in tenants.status(name),
                WAIT, what="the adoption")
     assert tenants.binding(name) is not None
@@ -349,12 +349,12 @@ def test_adopting_a_namespace_owned_by_another_account_is_refused_until_they_agr
     assert tenants.binding(name) is None
 
     # A cluster administrator makes them agree: adopted, and the condition goes.
-    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"accountID": "222222222222"}})
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"accountID": "222222222222"}})
     wait_until(lambda: tenants.status(name).get("namespace") == name and _stalled(tenants, name) is None, WAIT,
                what="the adoption")
     assert tenants.read_namespace(name)["labels"][TENANT_LABEL] == name and tenants.binding(name) is not None
     # Once its own, a cluster administrator's change of the Tenant's account is carried to the namespace.
-    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"accountID": "444444444444"}})
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"accountID": "444444444444"}})
     wait_until(lambda: tenants.read_namespace(name)["annotations"][OWNER_ACCOUNT_ANNOTATION] == "444444444444", WAIT,
                what="the new owner account")
 
@@ -368,12 +368,12 @@ def test_a_tenant_moved_to_another_namespace_lets_the_old_one_go_once_it_holds_n
     wait_until(lambda: tenants.status(name).get("clusters") == 1, WAIT, what="the count to reach 1")
     target = tenants.name("moved")
     tenants.namespaces.append(target)
-    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "tenants", name, {"spec": {"namespace": target}})
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"namespace": target}})
     message = wait_until(lambda: tenants.status(name).get("message"), WAIT, what="the refusal to move")
     assert f"cannot move from namespace {name} to {target} while {name} holds 1 cluster(s)" in message
     assert tenants.read_namespace(target) is None
 
-    tenants.custom.delete_namespaced_custom_object(GROUP, VERSION, name, "clusters", "edge-1")
+    tenants.custom.delete_namespaced_custom_object(GROUP, VERSION, name, "hubclusters", "edge-1")
     wait_until(lambda: tenants.status(name).get("namespace") == target, WAIT, what="the move")
     assert tenants.binding(target) is not None and tenants.binding(name) is None
     assert TENANT_LABEL not in (tenants.read_namespace(name).get("labels") or {})
@@ -392,15 +392,15 @@ def test_a_tenant_with_a_cluster_is_held_until_the_cluster_is_gone_and_its_names
 
     # The deletion policy refuses while the status counts the cluster.
     with pytest.raises(ApiException) as refused:
-        tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "tenants", name)
+        tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
     assert refused.value.status == 403
     assert f"still has 1 cluster(s) in namespace {name}: delete its clusters first" in \
         json.loads(refused.value.body)["message"]
 
     # The count lags (here: the controller is down and the count was zeroed): the finalizer holds the Tenant.
     tenants.stop()
-    tenants.custom.patch_cluster_custom_object_status(GROUP, VERSION, "tenants", name, {"status": {"clusters": 0}})
-    tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "tenants", name)
+    tenants.custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"hubclusters": 0}})
+    tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
     assert tenants.get(name)["metadata"]["deletionTimestamp"]
     tenants.start()
     status = wait_until(lambda: tenants.status(name).get("clusters") == 1 and tenants.status(name), WAIT,
@@ -408,7 +408,7 @@ def test_a_tenant_with_a_cluster_is_held_until_the_cluster_is_gone_and_its_names
     assert status["message"] == f"being deleted: waiting for the 1 cluster(s) in namespace {name} to be deleted"
     assert tenants.get(name) is not None and tenants.binding(name) is not None
 
-    tenants.custom.delete_namespaced_custom_object(GROUP, VERSION, name, "clusters", "edge-1")
+    tenants.custom.delete_namespaced_custom_object(GROUP, VERSION, name, "hubclusters", "edge-1")
     wait_until(lambda: tenants.get(name) is None, WAIT, what="the Tenant to go")
     meta = tenants.read_namespace(name)  # kept, without the tenant's marks; its account annotation stays
     assert meta is not None and not meta.get("deletionTimestamp")
@@ -422,7 +422,7 @@ def test_a_tenant_without_clusters_is_deleted_at_once(world, tenants):
     name = tenants.name()
     tenants.create(name)
     wait_until(lambda: tenants.status(name).get("namespace") == name, WAIT, what="the tenant's namespace")
-    tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "tenants", name)
+    tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
     wait_until(lambda: tenants.get(name) is None, WAIT, what="the Tenant to go")
     assert TENANT_LABEL not in (tenants.read_namespace(name).get("labels") or {})
 
@@ -440,7 +440,7 @@ def test_only_the_leader_runs_the_tenant_controller_and_stops_it_with_its_term(w
         follower.start()
         wait_until(lambda: follower.elector.holder, WAIT, what="the follower to see the leader")
         controller = leader.pipeline.tenants
-        assert controller is not None and {"tenants", "tenant-clusters"} <= set(leader.ready()[1]["synced"])
+        assert controller is not None and {"hubtenants", "tenant-clusters"} <= set(leader.ready()[1]["synced"])
         assert follower.pipeline is None
 
         name = tenants.name()

@@ -34,7 +34,7 @@ def member_doc(env: ServiceEnv, i: int) -> dict:
 
 
 def add(env: ServiceEnv, i: int) -> None:
-    env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "clusters", member_doc(env, i))
+    env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", member_doc(env, i))
 
 
 def hub_status(env: ServiceEnv) -> dict:

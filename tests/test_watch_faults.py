@@ -24,7 +24,7 @@ GONE = {"type": "ERROR", "object": {"apiVersion": "v1", "kind": "Status", "statu
 
 def is_cluster(action):
     def check(request) -> bool:
-        return request.action == action and request.resource is not None and request.resource.plural == "clusters"
+        return request.action == action and request.resource is not None and request.resource.plural == "hubclusters"
     return check
 
 
@@ -68,7 +68,7 @@ def direct(api) -> ServiceEnv:
 def informer(api, url: str | None = None) -> tuple[Informer, Recorder]:
     custom = client.CustomObjectsApi(client.ApiClient(api.configuration(url)))
     recorder = Recorder()
-    inf = Informer(Source("clusters", custom.list_cluster_custom_object, (GROUP, VERSION, "clusters")), recorder,
+    inf = Informer(Source("clusters", custom.list_cluster_custom_object, (GROUP, VERSION, "hubclusters")), recorder,
                    timeout_seconds=30, retry_base=0.05, retry_cap=0.2)
     return inf, recorder
 

@@ -36,7 +36,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from stacks.install import RBAC, agent_rules
-from stacks.names import AGENT_CLUSTER_LABEL, AGENT_CLUSTER_UID_ANNOTATION, API_VERSION, GROUP, VERSION, agent_name
+from stacks.names import CLUSTER, CLUSTERS, AGENT_CLUSTER_LABEL, AGENT_CLUSTER_UID_ANNOTATION, API_VERSION, GROUP, VERSION, agent_name
 from stacks.registry import agent_standing
 
 LOG = logging.getLogger("hubwright.agent")
@@ -53,7 +53,7 @@ class AgentGone(Exception):
 
 def owner_reference(cluster: str, uid: str) -> dict[str, Any]:
     """The Cluster as the owner of its agent's objects: the garbage collector deletes them when its uid is gone."""
-    return {"apiVersion": API_VERSION, "kind": "Cluster", "name": cluster, "uid": uid, "controller": True,
+    return {"apiVersion": API_VERSION, "kind": "HubCluster", "name": cluster, "uid": uid, "controller": True,
             "blockOwnerDeletion": False}
 
 
@@ -78,7 +78,7 @@ def grant_agent(api_client: client.ApiClient, namespace: str, cluster: str, uid:
     now = cluster_uid(api_client, namespace, cluster)
     if now != uid:  # deleted (or deleted and made again) since the caller read it
         revoke_agent(api_client, namespace, cluster, keep=now)
-        raise AgentGone(f"Cluster {namespace}/{cluster} was deleted while its agent was being granted")
+        raise AgentGone(f"HubCluster {namespace}/{cluster} was deleted while its agent was being granted")
     return request_token(core, namespace, name, seconds)
 
 
@@ -86,7 +86,7 @@ def cluster_uid(api_client: client.ApiClient, namespace: str, cluster: str) -> s
     """The uid of the Cluster of that name now, or None when there is none."""
     try:
         found = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-            GROUP, VERSION, namespace, "clusters", cluster, _request_timeout=TIMEOUT)
+            GROUP, VERSION, namespace, CLUSTERS, cluster, _request_timeout=TIMEOUT)
     except ApiException as exc:
         if exc.status == 404:
             return None
@@ -161,7 +161,7 @@ def sweep_agents(api_client: client.ApiClient, namespace: str | None = None) -> 
             continue  # not an agent's (a label copied onto something else): not ours to judge
         try:
             found = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-                GROUP, VERSION, ns, "clusters", cluster, _request_timeout=TIMEOUT)
+                GROUP, VERSION, ns, CLUSTERS, cluster, _request_timeout=TIMEOUT)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -196,7 +196,7 @@ def _adopt(api_client: client.ApiClient, namespace: str, cluster: str, uid: str,
 
 def _owners(meta: Mapping[str, Any]) -> set[str]:
     """The Cluster uids an agent's object names: its ownerReferences' and its recorded annotation."""
-    found = {ref.get("uid") for ref in meta.get("ownerReferences") or [] if ref.get("kind") == "Cluster"}
+    found = {ref.get("uid") for ref in meta.get("ownerReferences") or [] if ref.get("kind") == CLUSTER.kind}
     recorded = (meta.get("annotations") or {}).get(AGENT_CLUSTER_UID_ANNOTATION)
     return {uid for uid in (found | {recorded}) if uid}
 

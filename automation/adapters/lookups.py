@@ -89,7 +89,7 @@ def find_nlb(sessions: AwsSessions, inputs: StackInputs, *, operation: str = "fi
     """
     link = inputs.private_link
     if link is None:
-        raise ValueError(f"Cluster {inputs.key} does not use PrivateLink; it has no NLB to find")
+        raise ValueError(f"HubCluster {inputs.key} does not use PrivateLink; it has no NLB to find")
     target = inputs.cluster
     client = sessions.client(target, "elbv2", operation=operation, cluster=inputs.name, namespace=inputs.namespace)
     try:

@@ -41,7 +41,7 @@ class MeshCidrPreflight:
         self._routes(desired, share)
 
     def _vpcs(self, desired: StackInputs, share: MeshShare) -> None:
-        ref = f"Cluster {desired.key}"
+        ref = f"HubCluster {desired.key}"
         for member in (share.member, *(pair.peer for pair in share.pairs)):
             blocks = vpc_cidrs(self.sessions, member.target, member.vpc_id, operation="mesh-cidrs",
                                cluster=desired.name, namespace=desired.namespace)
@@ -52,7 +52,7 @@ class MeshCidrPreflight:
                 raise NeedsAttention(str(FieldError(ref, "spec.network.cidr", problem)), reason="MeshCIDRNotInVPC")
             raise NeedsAttention(str(FieldError(
                 ref, f"metadata.labels[{MESH_LABEL}]",
-                f"its peer Cluster {member.key} in mesh group {share.group} declares what AWS does not say: "
+                f"its peer HubCluster {member.key} in mesh group {share.group} declares what AWS does not say: "
                 f"{problem}; no pair route to it is written until it does")), reason="MeshCIDRNotInVPC")
 
     def _hub(self, desired: StackInputs, share: MeshShare) -> None:
@@ -60,7 +60,7 @@ class MeshCidrPreflight:
         if not vpcs:
             return
         found = hub_vpc_cidrs(self.sessions, desired.hub, vpcs, operation="mesh-cidrs")
-        refused = hub_overlap(f"Cluster {desired.key}", share.member.cidr, looked_up_cidrs(vpcs, found), share.group)
+        refused = hub_overlap(f"HubCluster {desired.key}", share.member.cidr, looked_up_cidrs(vpcs, found), share.group)
         if refused is not None:
             raise refused
 
@@ -77,7 +77,7 @@ class MeshCidrPreflight:
         hijacks = route_hijacks(share, found)
         if hijacks:
             raise NeedsAttention(
-                f"Cluster {desired.key}: spec.network.cidr: " + "; ".join(hijacks)
+                f"HubCluster {desired.key}: spec.network.cidr: " + "; ".join(hijacks)
                 + ". Nothing ran: a mesh route never takes traffic from a route that is not the mesh's (declare "
                   "another CIDR, remove the route, or have the hub administrator cover its range with "
                   f"HubConfig spec.mesh.groups.{share.group}.memberCIDRs)", reason="MeshRouteHijack")

@@ -125,6 +125,6 @@ class MeshQuotaPreflight:
         over = problems(share, found)
         if over:
             raise NeedsAttention(
-                f"Cluster {desired.key}: metadata.labels[hubwright.io/mesh]: " + "; ".join(over)
+                f"HubCluster {desired.key}: metadata.labels[hubwright.io/mesh]: " + "; ".join(over)
                 + " (HubConfig spec.mesh, or accountQuotas for this account: raise the AWS quota and the setting, "
                   "or remove what is already there)", reason="MeshLimitExceeded")

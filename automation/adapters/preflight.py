@@ -30,7 +30,7 @@ class Preflight:
                                       namespace=desired.namespace)
             except AccountAccessDenied as exc:
                 field = "spec.accountID" if target.account_id == desired.cluster.account_id else "(role map)"
-                raise NeedsAttention(str(FieldError(f"Cluster {desired.key}", field, str(exc))), reason=exc.reason) \
+                raise NeedsAttention(str(FieldError(f"HubCluster {desired.key}", field, str(exc))), reason=exc.reason) \
                     from None
         if desired.private_link is not None:
             find_nlb(self.sessions, desired, operation="preflight")

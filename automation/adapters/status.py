@@ -22,7 +22,7 @@ fields written before by merge patches belong to no applier, so an apply would
 not remove exactly the stale fields this fixes; and the kmock double has no
 field ownership, so tests and bench would not see what production does. The
 merge patch costs a dict walk on the client and nothing more on the server.
-`EventRecorder` writes core/v1 Events (what `kubectl describe cluster` shows), off the workers' path.
+`EventRecorder` writes core/v1 Events (what `kubectl describe hubcluster` shows), off the workers' path.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
-from stacks.names import GROUP, VERSION
+from stacks.names import CLUSTERS, GROUP, VERSION
 from stacks.status import (CONDITION_TYPES, DRIFT_CONDITION, REGISTRY_STATUS_FIELDS, ClusterStatus, Condition, Peering,
                            StackOutputs)
 
@@ -247,7 +247,7 @@ class StatusWriter:
         patch = status_patch(new, old, server, sent_doc)
         try:
             self._api.patch_namespaced_custom_object_status(
-                GROUP, VERSION, meta["namespace"], "clusters", meta["name"], {"status": patch})
+                GROUP, VERSION, meta["namespace"], CLUSTERS, meta["name"], {"status": patch})
         except Exception as exc:
             if isinstance(exc, ApiException) and exc.status == 404:
                 return False
@@ -318,7 +318,7 @@ class EventRecorder:
         now = rfc3339(self._clock())
         body = {
             "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
-            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "name": meta.get("name"),
+            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "name": meta.get("name"),
                                "namespace": namespace, "uid": meta.get("uid"),
                                "resourceVersion": meta.get("resourceVersion")},
             "type": type_, "reason": reason, "message": message[:1024],

@@ -19,7 +19,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from automation.adapters.loop import Loop
-from stacks.names import GROUP, VERSION
+from stacks.names import CLUSTERS, GROUP, HUBCONFIGS, VERSION
 
 LOG = logging.getLogger("hubwright.watch")
 
@@ -217,15 +217,15 @@ def sources(api_client: client.ApiClient, *, hub_name: str, role_map_name: str, 
     core = client.CoreV1Api(api_client)
     if watch_namespace:
         clusters = Source("clusters", custom.list_namespaced_custom_object, (GROUP, VERSION, watch_namespace,
-                                                                             "clusters"))
+                                                                             CLUSTERS))
         namespaces = Source("namespaces", core.list_namespace,
                             kwargs={"field_selector": f"metadata.name={watch_namespace}"})
     else:
-        clusters = Source("clusters", custom.list_cluster_custom_object, (GROUP, VERSION, "clusters"))
+        clusters = Source("clusters", custom.list_cluster_custom_object, (GROUP, VERSION, CLUSTERS))
         namespaces = Source("namespaces", core.list_namespace)
     return {
         "clusters": clusters,
-        "hubconfigs": Source("hubconfigs", custom.list_cluster_custom_object, (GROUP, VERSION, "hubconfigs"),
+        "hubconfigs": Source("hubconfigs", custom.list_cluster_custom_object, (GROUP, VERSION, HUBCONFIGS),
                              {"field_selector": f"metadata.name={hub_name}"}),
         "namespaces": namespaces,
         "configmaps": Source("configmaps", core.list_namespaced_config_map, (role_map_namespace,),

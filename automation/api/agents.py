@@ -64,7 +64,7 @@ def _same_cluster(reg: Registry, namespace: str, cluster: str, current: Mapping[
     if recorded is None or agent_standing(recorded, None, current["metadata"]["uid"], None) != "current":
         LOG.warning("refused the agent of Cluster %s/%s: it was granted for another Cluster of that name",
                     namespace, cluster)
-        raise HTTPException(403, f"this agent was granted for an earlier Cluster {namespace}/{cluster}, not the one "
+        raise HTTPException(403, f"this agent was granted for an earlier HubCluster {namespace}/{cluster}, not the one "
                                  "of that name now; install the cluster again with a new bootstrap token")
 
 

@@ -48,7 +48,7 @@ from stacks.errors import InvalidSpec
 from stacks.install import install_response
 from stacks.model import Cluster, HubConfig
 from stacks.haproxy import published_routes
-from stacks.names import (BOOTSTRAP_SUBRESOURCE, BOOTSTRAP_TOKEN_LABEL, GROUP, SHARED_INGRESS_CONFIGMAP,
+from stacks.names import (CLUSTERS, HUBCONFIGS, BOOTSTRAP_SUBRESOURCE, BOOTSTRAP_TOKEN_LABEL, GROUP, SHARED_INGRESS_CONFIGMAP,
                           TENANT_ANNOTATION, TENANT_LABEL, VERSION)
 from stacks.registry import agent_token_seconds, bootstrap_token_seconds, token_hash, token_label
 from stacks.resolve import shared_ingress_inputs
@@ -83,24 +83,24 @@ def _label(own: client.CustomObjectsApi, namespace: str, cluster: str, digest: s
     for _ in range(CONFLICT_ATTEMPTS):
         held = ((current.get("status") or {}).get("bootstrapToken") or {}).get("sha256")
         if held != digest:
-            raise HTTPException(409, f"the bootstrap token of Cluster {namespace}/{cluster} was reset again "
+            raise HTTPException(409, f"the bootstrap token of HubCluster {namespace}/{cluster} was reset again "
                                      "meanwhile; that newer token is the valid one (ask again for another)")
         try:
-            own.patch_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster, {"metadata": {
+            own.patch_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster, {"metadata": {
                 "labels": {BOOTSTRAP_TOKEN_LABEL: token_label(digest)},
                 "resourceVersion": current["metadata"]["resourceVersion"]}})
             return
         except ApiException as exc:
             if exc.status != 409:
                 raise
-        current = own.get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
-    raise HTTPException(409, f"Cluster {namespace}/{cluster} kept changing; try again")
+        current = own.get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)
+    raise HTTPException(409, f"HubCluster {namespace}/{cluster} kept changing; try again")
 
 
 def _find(own: client.CustomObjectsApi, digest: str) -> dict[str, Any] | None:
     """The Cluster whose status holds this hash, found by label and then compared in full, in constant time."""
     found = own.list_custom_object_for_all_namespaces(
-        GROUP, VERSION, "clusters", label_selector=f"{BOOTSTRAP_TOKEN_LABEL}={token_label(digest)}")
+        GROUP, VERSION, CLUSTERS, label_selector=f"{BOOTSTRAP_TOKEN_LABEL}={token_label(digest)}")
     for item in found.get("items") or []:
         held = ((item.get("status") or {}).get("bootstrapToken") or {}).get("sha256")
         if isinstance(held, str) and hmac.compare_digest(held.encode(), digest.encode()):
@@ -120,7 +120,7 @@ def _mark_used(own: client.CustomObjectsApi, namespace: str, name: str, digest: 
              {"op": "test", "path": "/status/bootstrapToken/used", "value": False},
              {"op": "replace", "path": "/status/bootstrapToken/used", "value": True}]
     try:
-        own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", name, patch,
+        own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, CLUSTERS, name, patch,
                                                   _content_type=JSON_PATCH)
     except ApiException as exc:
         if exc.status in (404, 409, 422):  # gone, or a test failed: not ours to redeem
@@ -133,7 +133,7 @@ def hub_config(reg: Registry) -> HubConfig | None:
     """The HubConfig the API reads (--hub-name), None when there is none; 409 when it does not validate."""
     name = reg.settings.hub_name
     try:
-        return HubConfig.model_validate(custom(reg.own).get_cluster_custom_object(GROUP, VERSION, "hubconfigs", name))
+        return HubConfig.model_validate(custom(reg.own).get_cluster_custom_object(GROUP, VERSION, HUBCONFIGS, name))
     except ApiException as exc:
         if exc.status != 404:
             raise
@@ -146,7 +146,7 @@ def _lifetime(reg: Registry, namespace: str, cluster: str, doc: Mapping[str, Any
     """Seconds the bootstrap token of this Cluster lives: 409 naming both when its spec.tokenLifetime is longer
     than the hub's maxTokenLifetime (stacks.registry.bootstrap_token_seconds)."""
     try:
-        return bootstrap_token_seconds(f"Cluster {namespace}/{cluster}", (doc.get("spec") or {}).get("tokenLifetime"),
+        return bootstrap_token_seconds(f"HubCluster {namespace}/{cluster}", (doc.get("spec") or {}).get("tokenLifetime"),
                                        hub_config(reg))
     except InvalidSpec as exc:
         raise HTTPException(409, "; ".join(str(err) for err in exc.errors)) from None
@@ -214,7 +214,7 @@ def router() -> APIRouter:
         valid_until = rfc3339(time.time() + _lifetime(reg, namespace, cluster, doc))
         token = secrets.token_urlsafe(TOKEN_BYTES)
         digest = token_hash(token)
-        written = own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", cluster, {
+        written = own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, CLUSTERS, cluster, {
             "status": {"bootstrapToken": {"sha256": digest, "validUntil": valid_until, "used": False}}})
         _label(own, namespace, cluster, digest, written)
         LOG.info("bootstrap token issued for Cluster %s/%s, valid until %s", namespace, cluster, valid_until)
@@ -244,7 +244,7 @@ def router() -> APIRouter:
         try:
             cluster = Cluster.model_validate(doc)
         except ValidationError:
-            raise HTTPException(409, f"Cluster {namespace}/{name} does not validate; fix its spec, then ask for a "
+            raise HTTPException(409, f"HubCluster {namespace}/{name} does not validate; fix its spec, then ask for a "
                                      "new bootstrap token") from None
         meta = client.CoreV1Api(reg.own).read_namespace(namespace).metadata
         annotations, labels = meta.annotations or {}, meta.labels or {}
@@ -257,7 +257,7 @@ def router() -> APIRouter:
             agent_token, expires_at = grant_agent(reg.own, namespace, name, doc["metadata"]["uid"],
                                                   agent_token_seconds(reg.settings.agent_token_seconds, hub))
         except AgentGone:
-            raise HTTPException(409, f"Cluster {namespace}/{name} was deleted during the install; its agent was "
+            raise HTTPException(409, f"HubCluster {namespace}/{name} was deleted during the install; its agent was "
                                      "revoked") from None
         except ApiException as exc:
             LOG.error("Cluster %s/%s redeemed its bootstrap token, but making its agent failed: %s %s",

@@ -28,7 +28,7 @@ from automation.api.app import LOG, Registry, caller, registry
 from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
 from automation.api.models import ERRORS, FactsHistory, FactsPush, FactsView
 from automation.api.tenants import ClusterId, TenantId
-from stacks.names import FACTS_SUBRESOURCE, GROUP, VERSION
+from stacks.names import CLUSTERS, FACTS_SUBRESOURCE, GROUP, VERSION
 
 Caller = Annotated[client.ApiClient, Depends(caller)]
 Reg = Annotated[Registry, Depends(registry)]
@@ -66,12 +66,12 @@ def mirror(own: client.CustomObjectsApi, current: dict[str, Any], version: Any) 
         body = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
                 "status": {"facts": {"version": version.version, "time": version.time, "facts": facts}}}
         try:
-            own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, "clusters", name, body)
+            own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, CLUSTERS, name, body)
             return
         except ApiException as exc:
             if exc.status != 409 or attempt == CONFLICT_ATTEMPTS:
                 raise
-        current = own.get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", name)
+        current = own.get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name)
 
 
 def _store(reg: Registry) -> Any:
@@ -110,7 +110,7 @@ def router() -> APIRouter:
     def latest(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
         store = _store(reg)
         namespace = namespace_of(reg, tenant, api)
-        custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)  # may they read it?
+        custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)  # may they read it?
         found = store.latest(namespace, cluster)
         if found is None:
             raise HTTPException(404, f"cluster {cluster} of tenant {tenant} has no facts pushed yet")
@@ -130,7 +130,7 @@ def router() -> APIRouter:
                                                "msg": f"{since!r} is not an RFC 3339 time such as "
                                                       "2024-05-01T12:00:00Z"}])
         namespace = namespace_of(reg, tenant, api)
-        custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
+        custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)
         return JSONResponse({"items": store.history(namespace, cluster, since=since, limit=limit)})
 
     return r

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from automation.api.app import FORBIDDEN, LOG, Registry
 from automation.api.models import RESERVED_LABELS, tenant_namespace
-from stacks.names import GROUP, VERSION
+from stacks.names import CLUSTERS, TENANTS, GROUP, VERSION
 from stacks.registry import ID_ATTEMPTS, new_id
 
 CONFLICT_ATTEMPTS = 5  # read-modify-write retries when another writer got in between (no resourceVersion given)
@@ -50,7 +50,7 @@ def authorize(api: client.ApiClient, subresource: str, namespace: str, cluster: 
     """403 unless the caller may `create` the virtual subresource `clusters/<subresource>` of this Cluster
     (stacks.names FACTS_SUBRESOURCE, BOOTSTRAP_SUBRESOURCE): the one check behind pushing facts and issuing
     bootstrap tokens, asked of Kubernetes as the caller."""
-    allowed, why = may(api, "create", "clusters", namespace=namespace, name=cluster, subresource=subresource)
+    allowed, why = may(api, "create", CLUSTERS, namespace=namespace, name=cluster, subresource=subresource)
     if not allowed:  # FORBIDDEN, as for a tenant that does not exist: the namespace is not named
         LOG.info("refused to %s Cluster %s/%s: no right to create clusters/%s%s", doing, namespace, cluster,
                  subresource, f" ({why})" if why else "")
@@ -60,7 +60,7 @@ def authorize(api: client.ApiClient, subresource: str, namespace: str, cluster: 
 def own_cluster(reg: Registry, namespace: str, tenant: str, cluster: str) -> dict[str, Any]:
     """The Cluster, read with the API's own client (after `authorize`): 404 when there is none."""
     try:
-        return custom(reg.own).get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
+        return custom(reg.own).get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)
     except ApiException as exc:
         if exc.status == 404:
             raise HTTPException(404, f"cluster {cluster} not found in tenant {tenant}") from None
@@ -75,11 +75,11 @@ def namespace_of(reg: Registry, tenant: str, api: client.ApiClient | None = None
     with the same body (app.FORBIDDEN, which the routes' Kubernetes 403s become too), so the answer tells no one
     which tenants exist or where."""
     try:
-        return tenant_namespace(custom(reg.own).get_cluster_custom_object(GROUP, VERSION, "tenants", tenant))
+        return tenant_namespace(custom(reg.own).get_cluster_custom_object(GROUP, VERSION, TENANTS, tenant))
     except ApiException as exc:
         if exc.status != 404:
             raise
-    allowed = True if api is None else may(api, "list", "clusters", namespace=tenant)[0]
+    allowed = True if api is None else may(api, "list", CLUSTERS, namespace=tenant)[0]
     if not allowed:
         raise HTTPException(403, FORBIDDEN)
     raise HTTPException(404, f"tenant {tenant} not found")
@@ -93,7 +93,7 @@ def tenant_index(reg: Registry) -> dict[str, str]:
     then be shown as the owner of another tenant's clusters. Read with the API's own client; when it may not
     list Tenants, clusters are shown without a tenant rather than the list failing."""
     try:
-        tenants = custom(reg.own).list_cluster_custom_object(GROUP, VERSION, "tenants")
+        tenants = custom(reg.own).list_cluster_custom_object(GROUP, VERSION, TENANTS)
     except ApiException as exc:
         if not reg.extra.get("tenant_index_refused"):  # say it once, not on every list
             reg.extra["tenant_index_refused"] = True

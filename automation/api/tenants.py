@@ -28,7 +28,7 @@ from automation.api.models import (CONFLICT, ERRORS, ClusterCreate, ClusterList,
                                    Deleted, Patch, TenantCreate, TenantList, TenantReplace, TenantView, cluster_view,
                                    tenant_view)
 from stacks.model import ClusterSpec
-from stacks.names import API_VERSION, GROUP, VERSION
+from stacks.names import CLUSTERS, TENANTS, API_VERSION, GROUP, VERSION
 from stacks.registry import TenantSpec
 
 NAME = r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
@@ -107,8 +107,8 @@ def cluster_page(api: client.ApiClient, namespace: str | None, *, label_selector
     def fetch(count: int, token_: str | None) -> Mapping[str, Any]:
         options = {"label_selector": label_selector, "limit": count or None, "_continue": token_}
         if namespace is None:
-            return objects.list_cluster_custom_object(GROUP, VERSION, "clusters", **options)
-        return objects.list_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", **options)
+            return objects.list_cluster_custom_object(GROUP, VERSION, CLUSTERS, **options)
+        return objects.list_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, **options)
 
     keep = (lambda doc: has_facts(doc, wanted)) if wanted else None
     found = page(fetch, limit=limit, token=token, keep=keep,
@@ -123,7 +123,7 @@ def router() -> APIRouter:
     @r.get("/tenants", response_model=TenantList, tags=["tenants"], summary="List tenants")
     def list_tenants(api: Caller, label_selector: LabelSelector = None, limit: Limit = None,
                      continue_: Continue = None) -> JSONResponse:
-        found = custom(api).list_cluster_custom_object(GROUP, VERSION, "tenants", label_selector=label_selector,
+        found = custom(api).list_cluster_custom_object(GROUP, VERSION, TENANTS, label_selector=label_selector,
                                                         limit=limit, _continue=continue_)
         return JSONResponse({"items": [tenant_view(doc) for doc in found.get("items") or []],
                              "continue": (found.get("metadata") or {}).get("continue") or None})
@@ -134,20 +134,20 @@ def router() -> APIRouter:
         check_labels(body.labels)
 
         def create(name: str) -> dict[str, Any]:
-            return custom(api).create_cluster_custom_object(GROUP, VERSION, "tenants", {
-                "apiVersion": API_VERSION, "kind": "Tenant",
+            return custom(api).create_cluster_custom_object(GROUP, VERSION, TENANTS, {
+                "apiVersion": API_VERSION, "kind": "HubTenant",
                 "metadata": {"name": name, "labels": body.labels}, "spec": wire(body.spec)})
         return _created(tenant_view(create_named(create, body.id, "Tenant")))
 
     @r.get("/tenants/{tenant}", response_model=TenantView, tags=["tenants"], summary="Read a tenant")
     def read_tenant(tenant: TenantId, api: Caller) -> JSONResponse:
-        return JSONResponse(tenant_view(custom(api).get_cluster_custom_object(GROUP, VERSION, "tenants", tenant)))
+        return JSONResponse(tenant_view(custom(api).get_cluster_custom_object(GROUP, VERSION, TENANTS, tenant)))
 
     def _tenant_rw(api: client.ApiClient, tenant: str):
         objects = custom(api)
-        return (lambda: objects.get_cluster_custom_object(GROUP, VERSION, "tenants", tenant),
-                lambda body: objects.patch_cluster_custom_object(GROUP, VERSION, "tenants", tenant, body),
-                lambda body: objects.replace_cluster_custom_object(GROUP, VERSION, "tenants", tenant, body))
+        return (lambda: objects.get_cluster_custom_object(GROUP, VERSION, TENANTS, tenant),
+                lambda body: objects.patch_cluster_custom_object(GROUP, VERSION, TENANTS, tenant, body),
+                lambda body: objects.replace_cluster_custom_object(GROUP, VERSION, TENANTS, tenant, body))
 
     @r.patch("/tenants/{tenant}", responses=CONFLICT, response_model=TenantView, tags=["tenants"],
              summary="Change a tenant (JSON merge patch of spec and labels)")
@@ -167,7 +167,7 @@ def router() -> APIRouter:
     @r.delete("/tenants/{tenant}", response_model=Deleted, tags=["tenants"],
               summary="Delete a tenant (refused while it has clusters)")
     def delete_tenant(tenant: TenantId, api: Caller) -> JSONResponse:
-        return _deleted(tenant, custom(api).delete_cluster_custom_object(GROUP, VERSION, "tenants", tenant))
+        return _deleted(tenant, custom(api).delete_cluster_custom_object(GROUP, VERSION, TENANTS, tenant))
 
     # ----------------------------------------------------------------------- clusters
     @r.get("/clusters", response_model=ClusterList, tags=["clusters"],
@@ -199,8 +199,8 @@ def router() -> APIRouter:
         namespace = namespace_of(reg, tenant, api)
 
         def create(name: str) -> dict[str, Any]:
-            return custom(api).create_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", {
-                "apiVersion": API_VERSION, "kind": "Cluster",
+            return custom(api).create_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, {
+                "apiVersion": API_VERSION, "kind": "HubCluster",
                 "metadata": {"name": name, "namespace": namespace, "labels": body.labels},
                 "spec": wire(body.spec)})
         made = create_named(create, body.id, "Cluster")
@@ -210,10 +210,10 @@ def router() -> APIRouter:
 
     def _cluster_rw(api: client.ApiClient, namespace: str, name: str):
         objects = custom(api)
-        return (lambda: objects.get_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", name),
-                lambda body: objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", name,
+        return (lambda: objects.get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name),
+                lambda body: objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name,
                                                                     body),
-                lambda body: objects.replace_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", name,
+                lambda body: objects.replace_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name,
                                                                       body))
 
     @r.get("/tenants/{tenant}/clusters/{cluster}", response_model=ClusterView, tags=["clusters"],
@@ -242,7 +242,7 @@ def router() -> APIRouter:
               summary="Delete a cluster (its stack is destroyed first; its facts history goes)")
     def delete_cluster(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
         namespace = namespace_of(reg, tenant, api)
-        result = custom(api).delete_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", cluster)
+        result = custom(api).delete_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)
         if reg.facts is not None:
             reg.facts.forget(namespace, cluster)
         return _deleted(cluster, result)

@@ -46,7 +46,7 @@ from automation.service.queue import Outcome
 from stacks import status as reasons
 from stacks.errors import Failure, InvalidSpec, NeedsAttention
 from stacks.inputs import StackInputs
-from stacks.names import FINALIZER, GROUP, RECONCILE_REQUEST_ANNOTATION, VERSION, stack_name
+from stacks.names import CLUSTERS, FINALIZER, GROUP, RECONCILE_REQUEST_ANNOTATION, VERSION, stack_name
 from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus
 
 LOG = logging.getLogger("hubwright.reconcile")
@@ -574,7 +574,7 @@ class Reconciler:
                 if wanted == names:
                     return True
                 self._custom.patch_namespaced_custom_object(
-                    GROUP, VERSION, meta["namespace"], "clusters", meta["name"],
+                    GROUP, VERSION, meta["namespace"], CLUSTERS, meta["name"],
                     {"metadata": {"finalizers": wanted or None,
                                   "resourceVersion": live["metadata"].get("resourceVersion")}})
                 return True
@@ -584,7 +584,7 @@ class Reconciler:
                 if exc.status != 409:
                     raise
             try:
-                live = self._custom.get_namespaced_custom_object(GROUP, VERSION, meta["namespace"], "clusters",
+                live = self._custom.get_namespaced_custom_object(GROUP, VERSION, meta["namespace"], CLUSTERS,
                                                                  meta["name"])
             except ApiException as exc:
                 if exc.status == 404:

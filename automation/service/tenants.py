@@ -48,13 +48,11 @@ from automation.service.queue import Outcome, WorkQueue, Workers
 from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, TENANT_QUOTA,
                               admins_rolebinding, namespace_metadata, released_metadata, tenant_of, tenant_quota,
                               tenant_refusal)
-from stacks.names import GROUP, TENANT_FINALIZER, TENANT_LABEL, VERSION
+from stacks.names import CLUSTERS, GROUP, TENANT_FINALIZER, TENANT_LABEL, TENANTS, VERSION
 from stacks.registry import Tenant
 
 LOG = logging.getLogger("hubwright.tenants")
 T = TypeVar("T")
-
-TENANTS = "tenants"
 
 
 # --------------------------------------------------------------------------- what the watches keep
@@ -164,7 +162,7 @@ class TenantController:
         self.informers = [
             Informer(Source(TENANTS, self.custom.list_cluster_custom_object, (GROUP, VERSION, TENANTS)),
                      self.tenants, **options),
-            Informer(Source("tenant-clusters", self.custom.list_cluster_custom_object, (GROUP, VERSION, "clusters")),
+            Informer(Source("tenant-clusters", self.custom.list_cluster_custom_object, (GROUP, VERSION, CLUSTERS)),
                      self.clusters, **options),
         ]
         self.workers = Workers(self.queue, self.reconcile, 1, name="tenant-worker")
@@ -365,7 +363,7 @@ class TenantController:
 
     def _live_count(self, namespace: str) -> int:
         """How many Clusters the namespace holds, asked of the API server (the watch may lag a creation)."""
-        page = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "clusters", limit=1)
+        page = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, limit=1)
         meta = page.get("metadata") or {}
         remaining = meta.get("remainingItemCount") or (1 if meta.get("continue") else 0)
         return len(page.get("items") or []) + int(remaining)

@@ -25,7 +25,7 @@ from automation.service.cache import Cache
 from automation.service.mapper import Desired, Resolution
 from automation.service.queue import Outcome
 from stacks.errors import Failure
-from stacks.names import GROUP, VERSION
+from stacks.names import HUBCONFIGS, GROUP, VERSION
 from stacks.status import LastUpdate
 from stacks.transit import TransitInputs, TransitOutputs, advance
 
@@ -50,7 +50,7 @@ class HubStatus:
             return True
         with self._lock:
             try:
-                self._custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubconfigs", self.hub_name,
+                self._custom.patch_cluster_custom_object_status(GROUP, VERSION, HUBCONFIGS, self.hub_name,
                                                                 {"status": {"mesh": mesh}})
                 return True
             except ApiException as exc:
