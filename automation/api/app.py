@@ -32,9 +32,10 @@ from kubernetes.client.rest import ApiException
 from automation.api.docs import add_docs
 from automation.api.ratelimit import CallerLimits, RateLimiter
 from stacks.names import API_VERSION
+from stacks.release import default_image, version
 
 LOG = logging.getLogger("hubwright.api")
-VERSION = "0.1.0"
+VERSION = version()
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class ApiSettings:
     token_cache: int = 1024  # per-token Kubernetes clients kept (LRU)
     install_rate: float = 1.0  # install requests per second per client address, per replica
     install_burst: int = 10
-    agent_image: str = "ghcr.io/hubwright/hubwright:latest"  # the facts agent's image
+    agent_image: str = field(default_factory=default_image)  # the facts agent's image: ours, at this release
     public_url: str = "http://127.0.0.1:8080"  # where agents reach this API
     # lifetime of the agent's ServiceAccount token (it rotates it through this API), capped by the hub's
     # maxTokenLifetime (stacks.registry.agent_token_seconds)
