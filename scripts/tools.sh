@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Put the real test engines into .tools/bin: the Pulumi CLI (+ Python helper
 # scripts), kube-apiserver, kube-controller-manager (garbage collection and
-# ResourceQuota usage in the envtest harness), etcd, and an HAProxy >= 2.9
-# (scripts/haproxy.sh).
+# ResourceQuota usage in the envtest harness), kubectl (the client users type,
+# which tests drive), etcd, and an HAProxy >= 2.9 (scripts/haproxy.sh); then
+# other projects' published CRDs into .tools/crds (scripts/crds.sh).
 #
 # Release binaries cannot be downloaded here, so each one is built from its Go
 # module (tools/pulumi/go.mod, tools/kube/go.mod pin the versions). A binary
@@ -77,6 +78,8 @@ gobuild() {
         return 0
     fi
     command -v go >/dev/null || die "$name $ver: no 'go' toolchain on PATH; install Go >= 1.26 (https://go.dev/dl) or put $name $ver on PATH"
+    # Once, before the first build: an old go (Debian's) fails at once, saying what is needed, not deep in a build.
+    [ -n "${GO_CHECKED:-}" ] || { bash "$ROOT/scripts/go-version.sh" >&2 || die "$name $ver: see above"; GO_CHECKED=1; }
     say "$name $ver: building $pkg (log: $log) ..."
     if ! ticking "$name $ver" sh -c 'cd "$1" && go build -o "$2" -ldflags="$3" "$4"' _ \
             "$ROOT/tools/$moddir" "$out.tmp" "-s -w $ldx" "$pkg" >"$log" 2>&1; then
@@ -161,6 +164,17 @@ else
     gobuild kube-controller-manager "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-controller-manager "$kld"
 fi
 
+# --- kubectl --------------------------------------------------------------------
+# The same module and version as kube-apiserver: tests drive the client users type (apply -k, get, explain,
+# api-resources) against the envtest API server.
+t=$(date +%s)
+if p=$(on_path kubectl "version --client" "Client Version: $KUBE_VERSION"); then
+    ln -sf "$p" "$BIN/kubectl"
+    say "kubectl: using $p [$(elapsed "$t")]"
+else
+    gobuild kubectl "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubectl "$kld"
+fi
+
 # --- etcd ---------------------------------------------------------------------
 t=$(date +%s)
 if p=$(on_path etcd --version "etcd Version: ${ETCD_VERSION#v}"); then
@@ -173,10 +187,14 @@ fi
 # --- haproxy (>= 2.9, for custom-tlv) ----------------------------------------------
 bash "$ROOT/scripts/haproxy.sh" || die "haproxy: see above"
 
+# --- other projects' CRDs (Cluster API, Prometheus Operator, ...) -------------------
+bash "$ROOT/scripts/crds.sh" || die "third-party CRDs: see above"
+
 # --- check --------------------------------------------------------------------
 "$BIN/pulumi" version >/dev/null 2>&1 || die "pulumi in $BIN does not run"
 "$BIN/kube-apiserver" --version >/dev/null 2>&1 || die "kube-apiserver in $BIN does not run"
 "$BIN/kube-controller-manager" --version >/dev/null 2>&1 || die "kube-controller-manager in $BIN does not run"
+"$BIN/kubectl" version --client >/dev/null 2>&1 || die "kubectl in $BIN does not run"
 "$BIN/etcd" --version >/dev/null 2>&1 || die "etcd in $BIN does not run"
 "$BIN/haproxy" -v >/dev/null 2>&1 || die "haproxy in $BIN does not run"
-say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p'), $("$BIN/haproxy" -v | head -n 1 | cut -d' ' -f1-3) [total $(elapsed "$T0")]"
+say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), kubectl $("$BIN/kubectl" version --client | sed -n 's/^Client Version: //p'), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p'), $("$BIN/haproxy" -v | head -n 1 | cut -d' ' -f1-3) [total $(elapsed "$T0")]"
