@@ -111,7 +111,7 @@ def registry(kube_apiserver: EnvTest) -> Iterator[Deployed]:
             # claim here: no controller-manager); the pod is run below, by hand.
             deployed.apply(admin, objs)
             user = f"system:serviceaccount:{namespace}:{NAME}"
-            wait_until(lambda: may(admin, user, "list", "clusters"), RBAC_WAIT, what=f"{user}'s ClusterRoleBinding")
+            wait_until(lambda: may(admin, user, "list", "hubclusters"), RBAC_WAIT, what=f"{user}'s ClusterRoleBinding")
             yield Deployed(kube_apiserver, admin, namespace, objs)
         finally:
             api = dynamic.DynamicClient(admin)
