@@ -176,7 +176,7 @@ def test_the_api_process_shows_its_version_and_installs_the_agent_image_it_was_g
              "--bind", f"127.0.0.1:{port}", "--state-dir", str(tmp_path), *flags],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
-            wait_until(lambda: proc.poll() is not None or _get(f"{base}/healthz")[0] == 200, 30, what="/healthz")
+            wait_until(lambda: proc.poll() is not None or _get(f"{base}/healthz")[0] == 200, 90, what="/healthz")
             assert proc.poll() is None, log.read_text()
             assert _get(f"{base}/version") == (200, {"name": NAME, "version": version()})
             assert _get(f"{base}/openapi.json")[1]["info"]["version"] == version()
