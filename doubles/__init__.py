@@ -1,5 +1,5 @@
 """Test doubles behind the same interfaces as the real things, for tests/ and bench/ (never production code:
-.importlinter forbids it).
+pyproject.toml's [tool.importlinter] forbids it).
 
 - doubles.engine.RecordingEngine: the Engine protocol in memory (automation.adapters.engine).
 - doubles.kube.MockKubeAPI, CuttableProxy: a Kubernetes API over real HTTP, and a proxy a test can cut.

@@ -1,12 +1,19 @@
-"""The image (Dockerfile) holds what the service imports, and its PULUMI_HOME is writable in the pod.
+"""The image (Dockerfile) holds what the service imports and reads, its PULUMI_HOME is writable in the pod, every
+download is verified against a pinned SHA-256, its base is taken by digest, and it is labelled with the one version.
 
-No Docker engine here: the Dockerfile is read (tests/dockerfile.py), the import graph computed with grimp, and
-the Deployment rendered under the mock runtime (components/controlplane.py).
+No Docker engine here (nor base images or GitHub's release downloads): the Dockerfile is read (tests/dockerfile.py),
+the import graph computed with grimp, the Deployment rendered under the mock runtime (components/controlplane.py),
+and the build's own checks (the checksum step, the version check) run as written on local files.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import shutil
+import subprocess
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -14,7 +21,8 @@ import grimp
 import pytest
 from packaging.requirements import Requirement
 
-from tests.dockerfile import DOCKERFILE, Image, image, instructions, parse
+from stacks import release
+from tests.dockerfile import DOCKERFILE, Image, check_step, commands, downloads, image, instructions, parse
 from tests.test_controlplane import deploy
 
 ROOT = DOCKERFILE.parent
@@ -146,12 +154,131 @@ def test_pulumi_home_and_the_state_dir_are_writable_volumes(backend):
 def test_provider_plugins_are_on_path_not_in_pulumi_home():
     """PULUMI_HOME is an empty volume at run time: a plugin installed there at build time would be hidden."""
     img = image()
-    runs = [rest for word, rest in instructions(DOCKERFILE.read_text()) if word == "RUN" and "plugin install" in rest]
-    assert runs and all(f"PULUMI_HOME={img.env['PULUMI_HOME']}" not in run for run in runs)
-    assert all("pulumi-resource-aws /usr/local/bin/" in run for run in runs)
+    [run] = [run for run in img.runs if "pulumi-resource-aws" in run]
+    unpack = [c.words for c in commands(run) if c.words[0] == "tar" and "pulumi-resource-aws" in c.words]
+    assert unpack and all(words[words.index("-C") + 1] == "/usr/local/bin" for words in unpack)
+    assert img.env["PULUMI_HOME"] not in run and not any("plugin install" in r for r in img.runs)
 
 
 def test_the_image_names_its_user_for_the_pulumi_cli():
     """uid 65532 has no /etc/passwd entry in python:3.11-slim; the pulumi CLI (Go's user.Current, for a stack lock's
     owner) then reads $USER, or every stack creation fails (found by tests/test_deploy_live.py)."""
     assert image().env.get("USER")
+
+
+# --------------------------------------------------------------------------- what the build copies, fetches and labels
+
+def test_every_copy_source_exists_and_what_the_code_reads_at_run_time_is_copied():
+    img = image()
+    assert [src for src, _ in img.copies if not (ROOT / src).exists()] == []
+    # stacks.release reads the version from pyproject.toml beside the packages: without it every command fails
+    read = release.PYPROJECT.relative_to(ROOT).as_posix()
+    assert img.copied_to(f"{img.workdir}/{read}") == read
+    assert img.copied_to(f"{img.workdir}/LICENSE") == "LICENSE"  # the license travels with every copy of the code
+
+
+def test_the_service_fails_without_the_pyproject_the_image_copies(tmp_path):
+    """What the copy of pyproject.toml is for: the code as the image lays it out, without it, cannot start."""
+    for src, dest in image().copies:
+        if dest.startswith("/app/") and src != "pyproject.toml" and (ROOT / src).is_dir():
+            shutil.copytree(ROOT / src, tmp_path / dest.removeprefix("/app/"),
+                            ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    missing = subprocess.run([sys.executable, "-m", "automation", "--version"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode != 0 and "pyproject.toml" in missing.stderr
+
+
+def test_every_download_is_written_to_a_file_and_checked_against_a_pinned_sha256_before_use():
+    img = image()
+    fetched = [d for run in img.runs for d in downloads(run)]
+    assert len(fetched) >= 2  # the pulumi CLI and the AWS provider plugin
+    for download in fetched:
+        assert download.url.startswith("https://") and download.file, download  # never piped into a shell
+        assert download.checked_by in img.args, download  # a build argument of this stage ...
+        pinned = img.args[download.checked_by]
+        assert re.fullmatch(r"[0-9a-f]{64}", pinned) or pinned == "", (download, pinned)  # ... a sum, or unset
+    assert {d.checked_by for d in fetched} == {"PULUMI_SHA256", "PULUMI_AWS_SHA256"}
+    piped_into = [c.words[0] for run in img.runs for c in commands(run) if c.after == "|"]
+    assert piped_into and set(piped_into) == {"sha256sum"}  # nothing downloaded is piped into a shell
+    assert not any("get.pulumi.com" in run for run in img.runs)
+
+
+def test_an_unchecked_or_piped_download_is_caught():
+    assert downloads("curl -fsSL https://get.pulumi.com | sh -s -- --version 3") == [
+        downloads("curl -fsSL https://get.pulumi.com | sh")[0]]
+    [piped] = downloads("curl -fsSL https://get.pulumi.com | sh")
+    assert piped.file is None and piped.checked_by is None
+    [used_first] = downloads(
+        'curl -fsSLo a.tgz https://x/a.tgz && tar -xzf a.tgz && echo "${S}  a.tgz" | sha256sum -c -')
+    assert used_first.file == "a.tgz" and used_first.checked_by is None  # checked only after it was unpacked
+    [wget] = downloads('wget -qO a.tgz https://x/a.tgz && echo "${S}  a.tgz" | sha256sum -c - && tar -xzf a.tgz')
+    assert wget.checked_by == "S"
+    [other_file] = downloads('curl -o a.tgz https://x/a.tgz && echo "${S}  b.tgz" | sha256sum -c - && tar xf a.tgz')
+    assert other_file.checked_by is None
+
+
+@pytest.mark.parametrize("arg, file", [("PULUMI_SHA256", "pulumi.tar.gz"),
+                                       ("PULUMI_AWS_SHA256", "pulumi-resource-aws.tar.gz")])
+def test_the_checksum_step_passes_the_right_sum_and_fails_the_build_otherwise(arg, file, tmp_path):
+    """The Dockerfile's own step, run as /bin/sh runs a RUN line, on a local file in place of the download."""
+    [run] = [run for run in image().runs if f'"${{{arg}}}  {file}"' in run]
+    step = check_step(run, arg)
+    (tmp_path / file).write_bytes(os.urandom(4096))
+    right = hashlib.sha256((tmp_path / file).read_bytes()).hexdigest()
+
+    def build(value: str) -> subprocess.CompletedProcess:
+        env = {"PATH": "/usr/bin:/bin", arg: value, "PULUMI_VERSION": "3", "PULUMI_AWS_VERSION": "7"}
+        return subprocess.run(["/bin/sh", "-c", step], cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                              env=env)
+
+    assert build(right).returncode == 0
+    wrong = build(hashlib.sha256(b"another file").hexdigest())
+    assert wrong.returncode != 0 and "FAILED" in wrong.stdout
+    empty = build("")
+    assert empty.returncode != 0 and f"{arg} is empty" in empty.stderr
+    assert build(right[:63]).returncode != 0  # not a sum at all
+    (tmp_path / file).write_bytes(b"tampered")
+    assert build(right).returncode != 0
+
+
+def test_the_pinned_tools_match_the_sdks_requirements_pins():
+    pins = {Requirement(line).name: str(Requirement(line).specifier).removeprefix("==")
+            for line in (ROOT / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")}
+    args = image().args
+    assert args["PULUMI_VERSION"] == pins["pulumi"] and args["PULUMI_AWS_VERSION"] == pins["pulumi-aws"]
+
+
+def test_the_base_image_is_an_argument_taken_by_digest():
+    img = image()
+    assert [rest for word, rest in instructions(DOCKERFILE.read_text()) if word == "FROM"] == ["${BASE_IMAGE}"]
+    assert re.fullmatch(r"python:3\.11-slim@sha256:[0-9a-f]{64}", img.base) and img.args["BASE_IMAGE"] == img.base
+
+
+def test_the_labels_name_the_one_version_the_license_and_the_source():
+    labels = image().labels
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert labels["org.opencontainers.image.version"] == "${VERSION}" and "VERSION" in image().args
+    assert labels["org.opencontainers.image.licenses"] == project["license"] == "Apache-2.0"
+    assert labels["org.opencontainers.image.title"] == release.NAME
+    owner = release.IMAGE_REPOSITORY.split("/")[1]  # ghcr.io/<owner>/...: the GitHub owner of the source
+    assert labels["org.opencontainers.image.source"] == f"https://github.com/{owner}/{release.NAME}"
+
+
+def test_make_image_passes_the_one_version_and_tags_the_default_image():
+    planned = subprocess.run(["make", "-n", "image", "PULUMI_AWS_SHA256=" + "a" * 64], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "PYTHON": sys.executable})
+    assert planned.returncode == 0, planned.stderr
+    assert f"--build-arg VERSION={release.version()} " in planned.stdout
+    assert f"-t {release.default_image()} " in planned.stdout and f"PULUMI_AWS_SHA256={'a' * 64}" in planned.stdout
+
+
+def test_the_build_refuses_a_version_that_is_not_the_codes(tmp_path):
+    """The RUN that checks VERSION, run as written on the code it would check (the repository's, as copied)."""
+    [run] = [run for run in image().runs if "--version" in run]
+    env = {"PATH": f"{os.path.dirname(sys.executable)}:/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    for version, ok in ((release.version(), True), ("", False), ("9.9.9", False)):
+        built = subprocess.run(["/bin/sh", "-c", run], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                               env={**env, "VERSION": version})
+        assert (built.returncode == 0) == ok, (version, built.stderr)
+        assert ok or "is not this code's version" in built.stderr

@@ -1,5 +1,5 @@
-"""The layers hold: the contracts in .importlinter pass on the tree and fail on a planted violation, and no
-production module hides an import inside a function (where it would only dodge a cycle)."""
+"""The layers hold: the contracts in pyproject.toml ([tool.importlinter]) pass on the tree and fail on a planted
+violation, and no production module hides an import inside a function (where it would only dodge a cycle)."""
 from __future__ import annotations
 
 import ast
@@ -27,7 +27,7 @@ def test_the_tree_keeps_every_contract():
 def test_a_violation_of_each_kind_fails_the_check(tmp_path):
     for folder in ("stacks", "components", "automation", "policy", "doubles", "bench"):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / "stacks" / "leak.py").write_text("import boto3\n")  # the pure layer calls AWS
     (tmp_path / "automation" / "adapters" / "upward.py").write_text(  # an adapter reaches into the service
         "from automation.service import serve\n")

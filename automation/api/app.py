@@ -32,7 +32,7 @@ from kubernetes.client.rest import ApiException
 from automation.api.docs import add_docs
 from automation.api.ratelimit import CallerLimits, RateLimiter
 from stacks.names import API_VERSION
-from stacks.release import default_image, version
+from stacks.release import NAME, default_image, version
 
 LOG = logging.getLogger("hubwright.api")
 VERSION = version()
@@ -238,6 +238,10 @@ def create_app(reg: Registry, *, routers: Iterable[Callable[[], APIRouter]]) -> 
             "openapi": "/openapi.json",
             "docs": "/docs",
         }
+
+    @app.get("/version", tags=["discovery"])
+    async def release() -> dict[str, str]:
+        return {"name": NAME, "version": VERSION}  # the release this API runs (pyproject.toml's version)
 
     @app.get("/healthz", tags=["discovery"])
     async def healthz() -> dict[str, str]:

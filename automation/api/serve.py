@@ -24,7 +24,9 @@ from automation.adapters.facts import FactsStore
 from automation.adapters.kubeconfig import kube_client
 from automation.api import agents, bootstrap, facts, tenants
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
+from stacks.errors import InvalidSpec
 from stacks.names import parse_host_port
+from stacks.release import image_problem
 
 LOG = logging.getLogger("hubwright.api")
 DEFAULT_BIND = "127.0.0.1:8080"  # deploy/ binds 0.0.0.0:8080 in the pod
@@ -143,7 +145,8 @@ def add_api_command(subparsers: Any) -> None:
                          default=defaults.trust_forwarded_for,
                          help="rate-limit by X-Forwarded-For: only behind a proxy you run that sets it")
     install.add_argument("--agent-image", default=env("HUBWRIGHT_AGENT_IMAGE", defaults.agent_image),
-                         help="the facts agent's image (env HUBWRIGHT_AGENT_IMAGE)")
+                         help="the facts agent's image: hubwright's, pinned by version or digest (repo@sha256:...), "
+                              "never :latest (default: this release's; env HUBWRIGHT_AGENT_IMAGE)")
     install.add_argument("--agent-token-seconds", type=int, default=defaults.agent_token_seconds,
                          help="lifetime of the agent's ServiceAccount token (it requests a new one before expiry)")
     install.add_argument("--hub-name", default=env("HUBWRIGHT_HUB_NAME", defaults.hub_name),
@@ -157,6 +160,9 @@ def add_api_command(subparsers: Any) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> ApiSettings:
+    problem = image_problem(args.agent_image)
+    if problem:  # every cluster installed from this API would run it: refused before anything starts
+        raise InvalidSpec.one("python -m automation api", "--agent-image", f"{problem} (env HUBWRIGHT_AGENT_IMAGE)")
     host, port = listen_on(args.bind)
     public = args.public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     return ApiSettings(token_cache=args.token_cache, install_rate=args.install_rate,

@@ -14,6 +14,7 @@ from automation.service.serve import add_serve_command
 from stacks.errors import FieldError, InvalidSpec
 from stacks.haproxy import (CONFIG_FILE, GUEST_FOLDER, MAP_FILE, CentralSettings, dropped_lines, guest_files,
                             rendered_by_us, render_central)
+from stacks.release import NAME, version
 from stacks.resolve import resolve_all, resolve_fleet
 
 
@@ -96,6 +97,7 @@ def _write_tree(out: str, files: dict[str, str]) -> tuple[list[str], list[str]]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m automation", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"{NAME} {version()}")  # pyproject.toml's
     sub = parser.add_subparsers(dest="command", required=True)
 
     add_plan_command(sub)
