@@ -30,7 +30,7 @@ def _subcommand_names(parser: argparse.ArgumentParser, argv: list[str]) -> bool:
 def refusal(argv: list[str], elided: bool) -> str | None:
     """Why the real parser refuses argv (None: it parses)."""
     parser = build_parser()
-    if argv and not any(arg.startswith("-") for arg in argv) and _subcommand_names(parser, argv):
+    if not any(arg.startswith("-") for arg in argv) and _subcommand_names(parser, argv):  # a mention
         return None
     errors = io.StringIO()
     try:
