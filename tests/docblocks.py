@@ -92,3 +92,18 @@ def automation_commands(text: str) -> list[tuple[list[str], bool]]:
         elided = "..." in argv or "…" in argv
         commands.append(([arg for arg in argv if arg not in ("...", "…")], elided))
     return commands
+
+
+LINKED = ("automation", "components", "stacks", "policy", "examples", ".venv")
+
+
+def repository_copy(root: Path, dest: Path, copied: tuple[str, ...] = ()) -> Path:
+    """The repository's root as a user has it, for blocks run `from the repository's root` without leaving files
+    in this checkout: `copied` files copied (a block may change them), the packages, examples and .venv linked."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in copied:
+        (dest / name).write_bytes((root / name).read_bytes())
+    for name in LINKED:
+        if name not in copied:
+            (dest / name).symlink_to(root / name)
+    return dest

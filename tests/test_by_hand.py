@@ -1,11 +1,12 @@
 """The README's "`pulumi up` by hand, for one cluster", run as it is written, with the real pulumi CLI.
 
-The blocks run in bash from a copy of the repository's root (its Pulumi.yaml, __main__.py and examples; the
-packages and .venv linked), with HOME and PULUMI_HOME in a temporary folder (pulumi keeps its login in PULUMI_HOME, which defaults to
-the passwd entry's home, not $HOME), and no other PULUMI_* variable of ours: the doc must supply what pulumi needs. `pulumi login`, `pulumi stack init` and
-`pulumi config set hubwright:inputs ...` run for real. `pulumi preview` needs the language host
-pulumi-language-python, which this machine cannot build (scripts/tools.sh says why): the doc says so, and the test
-checks that the preview stops for that reason and no other.
+The blocks run in bash from a copy of the repository's root (its Pulumi.yaml and __main__.py; the packages,
+examples and .venv linked), with HOME and PULUMI_HOME in a temporary folder (pulumi keeps its login in
+PULUMI_HOME, which defaults to the passwd entry's home, not $HOME), and no other PULUMI_* variable: the doc must
+supply what pulumi needs. `pulumi login`, `pulumi stack init` and `pulumi config set hubwright:inputs ...` run for
+real. `pulumi preview` needs the language host pulumi-language-python, which this machine cannot build
+(scripts/tools.sh says why): the doc says so, and the test checks that the preview stops for that reason and no
+other.
 """
 from __future__ import annotations
 
@@ -18,26 +19,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.docblocks import blocks, script
+from tests.docblocks import blocks, repository_copy, script
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 HEADING = "`pulumi up` by hand, for one cluster"
 TOOLS = ROOT / ".tools" / "bin"
-LINKED = ("automation", "components", "stacks", "policy", ".venv")
 NO_PLUGIN = "no language plugin 'pulumi-language-python' found"
 
 
 @pytest.fixture
 def checkout(tmp_path):
     """The repository's root as a user has it, without this worktree's state: files copied, packages linked."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    for name in ("Pulumi.yaml", "__main__.py", "requirements.txt"):
-        shutil.copy(ROOT / name, root / name)
-    shutil.copytree(ROOT / "examples", root / "examples")
-    for name in LINKED:
-        (root / name).symlink_to(ROOT / name)
+    root = repository_copy(ROOT, tmp_path / "repo", ("Pulumi.yaml", "__main__.py", "requirements.txt"))
     home = tmp_path / "home"
     home.mkdir()
     env = {key: value for key, value in os.environ.items()
