@@ -36,8 +36,8 @@ def checkout(tmp_path):
     home.mkdir()
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("PULUMI_", "VIRTUAL_ENV", "PYTHON", "AWS_"))}
-    env.update(HOME=str(home), PULUMI_HOME=str(home / ".pulumi"), PATH=f"{TOOLS}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}",
-               PULUMI_SKIP_UPDATE_CHECK="true")
+    env.update(HOME=str(home), PULUMI_HOME=str(home / ".pulumi"), PULUMI_SKIP_UPDATE_CHECK="true",
+               PATH=f"{TOOLS}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}")
     return root, home, env
 
 

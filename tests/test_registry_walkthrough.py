@@ -15,7 +15,6 @@ import socket
 import subprocess
 from pathlib import Path
 
-import pytest
 from kubernetes import client
 
 from stacks.admission import TENANT_ADMIN_CLUSTERROLE
