@@ -17,6 +17,7 @@ from pathlib import Path
 from automation.api.app import ApiSettings
 from automation.api.serve import MaskSecrets, NoQueryString, facts_url, listen_on, settings_from
 from automation.cli import build_parser
+from automation.service.serve import ServiceOptions
 from tests.envtest import free_port, kube_apiserver  # noqa: F401 - the fixture
 from tests.service_env import wait_until
 
@@ -39,7 +40,9 @@ def test_every_api_setting_has_a_flag_and_flags_become_settings(tmp_path):
     assert listen_on(args.bind) == ("0.0.0.0", 9090) and listen_on("[::1]:80") == ("::1", 80)
     assert facts_url(args) == f"sqlite:///{tmp_path}/registry-facts.db"
     defaults = build_parser().parse_args(["api"])
-    assert defaults.bind == "127.0.0.1:8080" and settings_from(defaults).public_url == "http://127.0.0.1:8080"
+    assert defaults.bind == "127.0.0.1:8081" and settings_from(defaults).public_url == "http://127.0.0.1:8081"
+    # run by hand beside `serve` (its tenant controller), the API's default port is not serve's metrics port
+    assert listen_on(defaults.bind)[1] != ServiceOptions().metrics_port
     assert settings_from(build_parser().parse_args(["api", "--public-url", "https://reg.example"])).public_url == \
         "https://reg.example"
 

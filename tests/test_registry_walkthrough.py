@@ -1,126 +1,87 @@
-"""docs/registry.md's curl walkthrough, run as it is written: a real kube-apiserver (a server of this module's
-own, so the Tenant `acme` and the tenant controller meet no other test's objects), the tenant controller of the
-service, and the real `python -m automation api` process.
+"""docs/registry.md's walkthrough, every block run as it is written, in order, in one bash: a real kube-apiserver
+(a server of this module's own: the walkthrough makes cluster-wide objects, Tenants among them) as the hub that
+KUBECONFIG names, the real kubectl, and the real `python -m automation serve` and `python -m automation api`
+processes the walkthrough starts itself. Nothing is prepared for it: the apiserver starts with the CRDs only (which
+the walkthrough applies again), and no ClusterRole, admission policy, namespace or user of the registry.
 
-$ADMIN is a system:masters token; $ALICE the token of `tenant-alice`, who has no rights until the Tenant `acme`
-names her an admin and the controller binds her in its namespace.
+The blocks run from a copy of the repository's root (packages, examples and .venv linked), with the venv's bin first
+on PATH (the walkthrough's `. .venv/bin/activate`), no AWS credentials, and no HUBWRIGHT_* variable.
 """
 from __future__ import annotations
 
 import os
-import re
 import signal
+import socket
 import subprocess
-import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-import pytest
 from kubernetes import client
 
-from automation.adapters.backoff import Backoff
-from automation.service.tenants import TenantController
+from stacks.admission import TENANT_ADMIN_CLUSTERROLE
 from stacks.names import GROUP, VERSION, agent_name
-from tests.envtest import TENANT_USER, free_port, kube_apiserver_alone  # noqa: F401 - the fixture
-from tests.factories import HUB_ACCOUNT
-from tests.registry_rbac import install_registry_rules
-from tests.service_env import wait_until
+from tests.docblocks import blocks, repository_copy, script
+from tests.envtest import kube_apiserver_alone  # noqa: F401 - the fixture
+from tests.envtest import require_binaries
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "registry.md"
+HEADING = "Walkthrough"
+PORTS = (8080, 8081)  # serve's /metrics and the API: the defaults the walkthrough relies on
 
 
-def walkthrough() -> str:
-    """The ```sh block after the line `<!-- walkthrough -->`."""
-    text = DOC.read_text(encoding="utf-8")
-    found = re.search(r"<!-- walkthrough -->\s*```sh\n(.*?)```", text, re.S)
-    assert found, "docs/registry.md lost its walkthrough block"
-    return found[1]
+def _taken(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return answer.status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except urllib.error.URLError:
-        return 0
+def test_the_walkthrough_runs_every_block():
+    assert [block.not_run for block in blocks(DOC, HEADING) if block.not_run] == []
+    assert len(blocks(DOC, HEADING)) >= 4
 
 
-@pytest.fixture
-def world(kube_apiserver_alone, tmp_path):
+def test_the_documented_walkthrough_runs_end_to_end(kube_apiserver_alone, tmp_path):
     env = kube_apiserver_alone
-    admin = env.api_client()
-    install_registry_rules(admin)
-    custom, core = client.CustomObjectsApi(admin), client.CoreV1Api(admin)
-    controller = TenantController(admin, hub_account=lambda: HUB_ACCOUNT, backoff=Backoff(0.05, 0.5), watch_timeout=30)
-    controller.start()
-    # The tenant alice is refused on: `other`, with a cluster of its own.
-    custom.create_cluster_custom_object(GROUP, VERSION, "hubtenants", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubTenant", "metadata": {"name": "other"},
-        "spec": {"displayName": "Other"}})
-    wait_until(lambda: _exists(lambda: core.read_namespace("other")), 30, what="the namespace of Tenant other")
-    custom.create_namespaced_custom_object(GROUP, VERSION, "other", "hubclusters", {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "metadata": {"name": "db-1", "namespace": "other"},
-        "spec": {"displayName": "Other's database cluster"}})
-
-    port = free_port()
-    api = f"http://127.0.0.1:{port}"
+    kubectl = require_binaries("kubectl")["kubectl"]
+    assert not [port for port in PORTS if _taken(port)], f"ports {PORTS} must be free for the walkthrough"
+    root = repository_copy(ROOT, tmp_path / "repo")
     run_env = {key: value for key, value in os.environ.items()
-               if key not in ("KUBERNETES_SERVICE_HOST", "HUBWRIGHT_FACTS_DB", "KUBECONFIG")}
-    log = tmp_path / "api.log"
-    with open(log, "wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "automation", "api", "--kubeconfig", str(env.kubeconfig()),
-             "--bind", f"127.0.0.1:{port}", "--state-dir", str(tmp_path), "--public-url", api],
-            cwd=ROOT, env={**run_env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=stderr)
+               if not key.startswith(("HUBWRIGHT_", "AWS_", "KUBERNETES_", "PULUMI_", "VIRTUAL_ENV", "PYTHON"))}
+    run_env.update(KUBECONFIG=str(env.kubeconfig()), HOME=str(tmp_path), AWS_EC2_METADATA_DISABLED="true",
+                   PATH=os.pathsep.join([str(ROOT / ".venv" / "bin"), str(Path(kubectl).parent),
+                                         run_env.get("PATH", "/usr/bin:/bin")]))
+    text = script(blocks(DOC, HEADING))
+    process = subprocess.Popen(["bash", "-euo", "pipefail", "-c", text], cwd=root, env=run_env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        wait_until(lambda: process.poll() is not None or _status(f"{api}/healthz") == 200, 30, what="/healthz")
-        assert process.poll() is None, log.read_text()
-        yield env, admin, api, tmp_path
-    finally:
-        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        stderr += "\n(the walkthrough did not finish in 240 s)"
+    finally:  # serve and api, started in the background by the walkthrough, whatever became of it
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
         process.wait(30)
-        controller.stop()
-        for namespace, name in (("acme", "prod-1"), ("other", "db-1")):
-            _gone(lambda: custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", name))
-        admin.close()
+    logs = "".join(f"\n{name}:\n{(root / name).read_text()[-4000:]}"
+                   for name in ("serve.log", "api.log") if (root / name).exists())
+    assert process.returncode == 0, f"stdout:\n{stdout}\nstderr:\n{stderr}{logs}"
 
-
-def _exists(read) -> bool:
-    try:
-        read()
-        return True
-    except client.ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-
-
-def _gone(delete) -> None:
-    try:
-        delete()
-    except client.ApiException as exc:
-        if exc.status != 404:
-            raise
-
-
-def test_the_documented_curl_walkthrough_runs_end_to_end(world):
-    env, admin, api, workdir = world
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", walkthrough()], cwd=workdir, capture_output=True,
-                          text=True, timeout=180,
-                          env={**os.environ, "API": api, "ADMIN": env.token, "ALICE": env.tenant_token})
-    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
-
+    admin = env.api_client()
     custom, core = client.CustomObjectsApi(admin), client.CoreV1Api(admin)
-    cluster = custom.get_namespaced_custom_object(GROUP, VERSION, "acme", "hubclusters", "prod-1")
+    rbac = client.RbacAuthorizationV1Api(admin)
+    # the install step: the ClusterRole and both Tenant policies with their bindings
+    assert rbac.read_cluster_role(TENANT_ADMIN_CLUSTERROLE)
+    policies = client.AdmissionregistrationV1Api(admin).list_validating_admission_policy().items
+    assert {p.metadata.name for p in policies} >= {"hubwright-tenant-ownership", "hubwright-tenant-deletion"}
+    cluster = custom.get_namespaced_custom_object(GROUP, VERSION, "initech", "hubclusters", "prod-1")
     assert cluster["status"]["bootstrapToken"]["used"] is True  # step 3: the token was redeemed, once
     assert cluster["status"]["facts"]["version"] == 1  # step 4: the agent's push, mirrored
     assert cluster["status"]["facts"]["facts"]["nodes"] == "3"
-    assert core.read_namespaced_service_account(agent_name("prod-1"), "acme")  # its hub identity
-    namespace = core.read_namespace("acme")
+    assert core.read_namespaced_service_account(agent_name("prod-1"), "initech")  # its hub identity
+    namespace = core.read_namespace("initech")  # made by the tenant controller of the walkthrough's `serve`
     assert namespace.metadata.annotations["hubwright.io/owner-account-id"] == "222222222222"
-    assert '"version":1' in done.stdout.replace(" ", "")  # the history alice read
-    assert f'"name": "{TENANT_USER}"' in walkthrough()  # $ALICE is the admin the walkthrough names
+    assert '"version":1' in stdout.replace(" ", "")  # the history alice read
+    assert "prod-1" in stdout.split("NAME", 1)[-1]  # kubectl get hubclusters, as a cluster administrator
+    assert custom.get_namespaced_custom_object(GROUP, VERSION, "globex", "hubclusters", "db-1")

@@ -46,7 +46,7 @@ class ApiSettings:
     install_rate: float = 1.0  # install requests per second per client address, per replica
     install_burst: int = 10
     agent_image: str = field(default_factory=default_image)  # the facts agent's image: ours, at this release
-    public_url: str = "http://127.0.0.1:8080"  # where agents reach this API
+    public_url: str = "http://127.0.0.1:8081"  # where agents reach this API
     # lifetime of the agent's ServiceAccount token (it rotates it through this API), capped by the hub's
     # maxTokenLifetime (stacks.registry.agent_token_seconds)
     agent_token_seconds: int = 86400

@@ -29,7 +29,7 @@ from stacks.names import parse_host_port
 from stacks.release import image_problem
 
 LOG = logging.getLogger("hubwright.api")
-DEFAULT_BIND = "127.0.0.1:8080"  # deploy/ binds 0.0.0.0:8080 in the pod
+DEFAULT_BIND = "127.0.0.1:8081"  # not serve's metrics port (8080): both run on one machine by hand; the pod binds 0.0.0.0:8080
 FACTS_FILE = "registry-facts.db"
 ROUTERS = (tenants.router, facts.router, bootstrap.router, agents.router)  # every resource module's routes
 _SECRET = re.compile(r"(?i)((?:[?&;]|\b)token=|bearer\s+)[^\s&\"';]+")
@@ -111,7 +111,7 @@ def add_api_command(subparsers: Any) -> None:
 
     serving = api.add_argument_group("serving")
     serving.add_argument("--bind", default=env("HUBWRIGHT_API_BIND", DEFAULT_BIND),
-                         help="host:port to listen on (:8080 or 0.0.0.0:8080: every address; env HUBWRIGHT_API_BIND)")
+                         help="host:port to listen on (:8081 or 0.0.0.0:8081: every address; env HUBWRIGHT_API_BIND)")
     serving.add_argument("--public-url", default=env("HUBWRIGHT_PUBLIC_URL"),
                          help="where agents reach this API, written into their manifests (default: http://<bind>; "
                               "env HUBWRIGHT_PUBLIC_URL)")
