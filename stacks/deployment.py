@@ -70,8 +70,9 @@ class Resources(Values):
 
 
 class ServiceAccountValues(Values):
-    role_arn: str | None = Field(None, description=f"the IAM role the service assumes first (IRSA: the "
-                                                    f"{IRSA_ANNOTATION} annotation on its ServiceAccount)")
+    role_arn: str | None = Field(None, description=f"the service's own AWS identity, from which it assumes each "
+                                                    f"account's role (IRSA: the {IRSA_ANNOTATION} annotation on "
+                                                    f"its ServiceAccount)")
     annotations: dict[str, str] = Field(default_factory=dict, description="more annotations on its ServiceAccount")
 
     @field_validator("role_arn")
