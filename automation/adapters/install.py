@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pulumi_kubernetes as k8s
 import yaml
 
 from automation.adapters.plan import StackPlan, record
@@ -32,7 +33,6 @@ CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "Clust
 def plan(values: InstallValues) -> StackPlan:
     """Every registration of the install under the mock runtime (one Kubernetes provider, as deploy/ has)."""
     def program() -> None:
-        import pulumi_kubernetes as k8s
         install(values, k8s.Provider("k8s", kubeconfig="{}"))
     return record(program, stack="render", project=PROJECT)
 
