@@ -10,8 +10,10 @@
     │                          -viewer (clusters and status, read; aggregated into view)
     ├── Role(+Binding)         in its namespace: the role-map ConfigMap (read), its Lease (write)
     ├── PersistentVolumeClaim  state of the file:// backend (with a Pulumi Cloud or S3 backend: an emptyDir)
+    ├── Secret                 the backend's keys, only when the values give them (else made by the administrator)
     ├── Deployment             `python -m automation serve`, probes on /healthz and /readyz; read-only root
-    │                          filesystem: writable are only the state dir, PULUMI_HOME and /tmp
+    │                          filesystem: writable are only the state dir, PULUMI_HOME and /tmp. On file://
+    │                          without the Secret, an init container makes the passphrase on the state volume
     └── Service                /metrics for Prometheus
 """
 from __future__ import annotations
@@ -24,10 +26,19 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stacks.admission import admission_manifests, tenant_admin_clusterrole, tenant_controller_rules
+from stacks.deployment import PASSPHRASE_FILE, InstallValues
 from stacks.names import CLUSTERS, HUBCONFIGS, GROUP
 
 STATE_DIR = "/var/lib/hubwright"  # --state-dir: per-stack workspaces (and the file:// backend's state)
 PULUMI_HOME = "/var/cache/pulumi"  # the CLI's workspace settings and plugin cache (the Dockerfile's ENV too)
+# The init container's program: a random passphrase, made once (O_EXCL), readable by the service's uid only.
+MAKE_PASSPHRASE = ("import os, secrets, sys\n"
+                   "try:\n"
+                   "    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)\n"
+                   "except FileExistsError:\n"
+                   "    sys.exit(0)\n"
+                   "os.write(fd, secrets.token_urlsafe(32).encode())\n"
+                   "os.close(fd)\n")
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,12 @@ class ControlPlaneArgs:
     # "s3://bucket/prefix" or "https://api.pulumi.com": shared state, two replicas with leader election.
     backend_url: str | None = None
     state_size: str = "10Gi"
+    pulumi_home_size: str = "2Gi"  # emptyDir sizeLimit
+    tmp_size: str = "1Gi"  # emptyDir sizeLimit
     passphrase_secret: str = "hubwright-pulumi"  # Secret with PULUMI_CONFIG_PASSPHRASE (and PULUMI_ACCESS_TOKEN)
+    # Its keys, when the install creates it (stacks.deployment.BACKEND_SECRET_KEYS); None: the administrator does.
+    passphrase_secret_data: Mapping[str, str] | None = None
+    workers: int = 4  # --workers
     role_map_configmap: str = "hubwright-role-account-map"
     lease: str = "hubwright"  # the leader-election Lease
     service_account_annotations: Mapping[str, str] = field(default_factory=dict)  # e.g. IRSA role
@@ -54,9 +70,26 @@ class ControlPlaneArgs:
         default_factory=lambda: {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
     )
 
+    @classmethod
+    def from_values(cls, values: InstallValues, crds: Sequence[Mapping[str, Any]]) -> "ControlPlaneArgs":
+        """The install's values (both doors: automation.cli.install and deploy/)."""
+        return cls(image=values.image, crds=crds, namespace=values.namespace, backend_url=values.backend.url,
+                   state_size=values.volumes.state, pulumi_home_size=values.volumes.pulumi_home,
+                   tmp_size=values.volumes.tmp, passphrase_secret=values.backend.secret.name,
+                   passphrase_secret_data=values.backend.secret.data, workers=values.service.workers,
+                   service_account_annotations=values.service_account.all_annotations(),
+                   metrics_port=values.service.metrics_port, policy=values.service.policy,
+                   resources=values.service.resources.model_dump())
+
     @property
     def replicas(self) -> int:
         return 1 if self.backend_url is None else 2
+
+    @property
+    def secret_optional(self) -> bool:
+        """On file:// the pod starts without the Secret (the passphrase is then made on the state volume); a
+        remote backend's credentials are only in it, so there the pod waits for it."""
+        return self.backend_url is None
 
     @property
     def termination_grace(self) -> int:
@@ -146,6 +179,10 @@ class ControlPlane(pulumi.ComponentResource):
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
             subjects=subject, opts=in_ns)
 
+        if args.passphrase_secret_data is not None:
+            k8s.core.v1.Secret(f"{name}-backend", metadata={**meta, "name": args.passphrase_secret}, type="Opaque",
+                               string_data=dict(args.passphrase_secret_data), opts=in_ns)
+
         # The root filesystem is read-only: every path the service writes is a volume. --state-dir holds the
         # per-stack workspaces whatever the backend (with file:// the state too, so then it must persist).
         if args.backend_url is None:
@@ -155,11 +192,25 @@ class ControlPlane(pulumi.ComponentResource):
                 opts=in_ns)
             state: dict[str, Any] = {"persistentVolumeClaim": {"claimName": f"{name}-state"}}
         else:
-            state = {"emptyDir": {}}
-        volumes = [{"name": "state", **state}, {"name": "pulumi-home", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
+            state = {"emptyDir": {"sizeLimit": args.state_size}}
+        volumes = [{"name": "state", **state}, {"name": "pulumi-home", "emptyDir": {"sizeLimit": args.pulumi_home_size}},
+                   {"name": "tmp", "emptyDir": {"sizeLimit": args.tmp_size}}]
         mounts = [{"name": "state", "mountPath": STATE_DIR}, {"name": "pulumi-home", "mountPath": PULUMI_HOME},
                   {"name": "tmp", "mountPath": "/tmp"}]
         backend = args.backend_url or f"file://{STATE_DIR}"
+        hardened = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+        # A PULUMI_CONFIG_PASSPHRASE from the Secret comes first (the CLI reads it before the _FILE); without one,
+        # the passphrase made on the state volume beside the state it protects, kept with it.
+        passphrase_file = f"{STATE_DIR}/{PASSPHRASE_FILE}"
+        init = [{
+            "name": "passphrase",
+            "image": args.image,
+            "args": ["python", "-c", MAKE_PASSPHRASE, passphrase_file],
+            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
+            "securityContext": hardened,
+            "volumeMounts": [{"name": "state", "mountPath": STATE_DIR}, {"name": "tmp", "mountPath": "/tmp"}],
+        }] if args.secret_optional else []
+        secret_env = [{"name": "PULUMI_CONFIG_PASSPHRASE_FILE", "value": passphrase_file}] if init else []
 
         probe = lambda path: {"httpGet": {"path": path, "port": "metrics"}, "periodSeconds": 10}  # noqa: E731
         self.deployment = k8s.apps.v1.Deployment(
@@ -176,6 +227,7 @@ class ControlPlane(pulumi.ComponentResource):
                         "serviceAccountName": account.metadata.name,
                         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
                         "terminationGracePeriodSeconds": args.termination_grace,
+                        **({"initContainers": init} if init else {}),
                         "containers": [{
                             "name": "hubwright",
                             "image": args.image,
@@ -186,6 +238,7 @@ class ControlPlane(pulumi.ComponentResource):
                                      "--leader-election-id", args.lease,
                                      "--run-timeout", f"{args.run_timeout:g}",
                                      "--cancel-grace", f"{args.cancel_grace:g}",
+                                     "--workers", str(args.workers),
                                      *args.serve_args],
                             "env": [
                                 {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -194,14 +247,15 @@ class ControlPlane(pulumi.ComponentResource):
                                 {"name": "HUBWRIGHT_LOCK_HOSTS", "value": f"{name}-[a-z0-9]+-[a-z0-9]+"},
                                 {"name": "PULUMI_HOME", "value": PULUMI_HOME},
                                 {"name": "HUBWRIGHT_POLICY", "value": args.policy},
+                                *secret_env,
                             ],
-                            "envFrom": [{"secretRef": {"name": args.passphrase_secret}}],
+                            "envFrom": [{"secretRef": {"name": args.passphrase_secret,
+                                                       "optional": args.secret_optional}}],
                             "ports": [{"name": "metrics", "containerPort": args.metrics_port}],
                             "livenessProbe": probe("/healthz"),
                             "readinessProbe": probe("/readyz"),
                             "resources": dict(args.resources),
-                            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                                "capabilities": {"drop": ["ALL"]}},
+                            "securityContext": hardened,
                             "volumeMounts": mounts,
                         }],
                         "volumes": volumes,

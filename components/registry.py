@@ -17,6 +17,8 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from stacks.deployment import InstallValues
+
 FACTS_DIR = "/var/lib/hubwright-registry"  # the SQLite file's volume
 
 
@@ -32,11 +34,20 @@ class RegistryApiArgs:
     facts_db_secret: str | None = None  # a Secret whose key `url` holds the postgresql:// URL (with its password)
     replicas: int = 2  # with facts_db only; SQLite means 1
     facts_size: str = "1Gi"
+    tmp_size: str = "1Gi"  # emptyDir sizeLimit
     facts_retention: int = 1000
     api_args: Sequence[str] = ()  # extra `python -m automation api` flags
     port: int = 8080
     resources: Mapping[str, Any] = field(
         default_factory=lambda: {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}})
+
+    @classmethod
+    def from_values(cls, values: InstallValues, rules: Sequence[Mapping[str, Any]]) -> "RegistryApiArgs":
+        """The install's values (both doors: automation.cli.install and deploy/)."""
+        registry = values.registry
+        return cls(image=values.image, rules=rules, namespace=values.namespace, public_url=registry.public_url,
+                   facts_db_secret=registry.facts_db_secret, facts_size=values.volumes.facts,
+                   tmp_size=values.volumes.tmp, resources=registry.resources.model_dump())
 
     @property
     def shared_history(self) -> bool:
@@ -73,7 +84,7 @@ class RegistryApi(pulumi.ComponentResource):
                         "valueFrom": {"secretKeyRef": {"name": args.facts_db_secret, "key": "url"}}})
         else:
             facts_db = ["--facts-db", args.facts_db or f"sqlite:///{FACTS_DIR}/facts.db"]
-        volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+        volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": args.tmp_size}}]
         mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
         if not args.shared_history:
             k8s.core.v1.PersistentVolumeClaim(

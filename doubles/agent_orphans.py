@@ -89,7 +89,7 @@ def orphaned_agent(env: EnvTest, timeout: float = GC_WITHIN) -> Orphaned:
             assert issued.status_code == 201, issued.text
             installed = http.get("/install/agent.json", params={"token": issued.json()["token"]})
             assert installed.status_code == 200, installed.text
-        token = next(m for m in installed.json()["manifests"] if m["kind"] == "Secret")["stringData"]["token"]
+        token = next(m for m in installed.json()["items"] if m["kind"] == "Secret")["stringData"]["token"]
         owners = client.CoreV1Api(admin).read_namespaced_service_account(
             agent_name(cluster), namespace).to_dict()["metadata"]["owner_references"]
         assert not token_refused(env, token)

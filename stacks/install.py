@@ -1,10 +1,12 @@
 """What a new cluster applies once it has redeemed its bootstrap token, and the rights that takes. Pure.
 
-`GET /install/agent.json?token=...` (automation.api.bootstrap) answers with `install_response(...)`:
+`GET /install/agent.json?token=...` (automation.api.bootstrap) answers with `install_response(...)`, a Kubernetes
+`List`, so `curl ... | kubectl apply -f -` takes it as it is (as Lieutenant's install answer):
 
-    {"cluster", "tenant", "apiURL", "expiresAt", "privateLinkEndpoint", "manifests": [...]}
+    {"apiVersion": "v1", "kind": "List", "items": [...],
+     "cluster", "tenant", "apiURL", "expiresAt", "privateLinkEndpoint"}   (kubectl ignores these five)
 
-The manifests go to the *guest* cluster, in this order (apply them as listed):
+The items go to the *guest* cluster, in this order (apply them as listed):
 
     Namespace hubwright-agent
     ServiceAccount, ClusterRole(+Binding)   the agent reads /version and lists nodes in its own cluster
@@ -95,12 +97,14 @@ def install_response(cluster: Cluster, *, tenant: str, api_url: str, agent_image
     if node_proxy is not None:
         manifests.append(node_proxy_config_map(node_proxy))
     return {
+        "apiVersion": "v1",
+        "kind": "List",
         "cluster": name,
         "tenant": tenant,
         "apiURL": api_url,
         "expiresAt": expires_at,
         "privateLinkEndpoint": private_link_endpoint(cluster),
-        "manifests": manifests,
+        "items": manifests,
     }
 
 

@@ -3,13 +3,15 @@ kubelet would run it, in a bubblewrap sandbox built from the Dockerfile and the 
 
     render()      deploy/__main__.py under Pulumi's mock runtime: every object's inputs as `pulumi up` sends them
     render_component()  one of deploy/'s components (components/) the same way, built by the caller
+    (`python -m automation install --render`, automation.adapters.install, renders the same components to files)
     apply()       the CRDs (from the ConfigGroup), then everything else by server-side apply, as pulumi-kubernetes
     pod_of()      the Deployment's pod: a name like `<deployment>-<rs hash>-<pod hash>`, its spec
     kubelet_env() image ENV < service links < envFrom < env (fieldRef, secretKeyRef resolved), like the kubelet
     sandbox()     bwrap argv: uid/gid 65532, a read-only root with the image's files at the Dockerfile's paths,
                   writable only the pod's volumes, the service account token at its usual path, own pid and uts
                   namespaces (the container's process is pid 1), the host's network (the apiserver is on loopback)
-    running()     all of the kubelet's part together: the container started in its sandbox and ready, stopped after
+    running()     all of the kubelet's part together: the init containers run to completion in the sandbox, then the
+                  container started in its sandbox and ready, stopped after
 
 Stand-ins for what the image holds: the venv's python for the image's, .tools/bin (pulumi) bound at
 /usr/local/bin where the image puts the CLI. The repository itself is hidden inside the sandbox: the service
@@ -21,6 +23,7 @@ import base64
 import contextlib
 import copy
 import http.server
+import json
 import os
 import re
 import runpy
@@ -39,6 +42,7 @@ import pulumi
 from kubernetes import client, dynamic
 
 from automation.adapters import proctree
+from automation.adapters.install import objects_of
 from automation.adapters.plan import StackPlan, record
 from tests.dockerfile import DOCKERFILE, Image
 from tests.dockerfile import image as image_of
@@ -68,10 +72,12 @@ def missing() -> str | None:
 
 # --------------------------------------------------------------------------- render and apply
 
-def render(config: Mapping[str, str]) -> StackPlan:
-    """deploy/__main__.py with stack config `hubwright-deploy:<key>` = value, under the mock runtime."""
+def render(config: Mapping[str, Any]) -> StackPlan:
+    """deploy/__main__.py with stack config `hubwright-deploy:<key>` = value (`values`: an object, as
+    `pulumi config set --path values.<key>` makes it), under the mock runtime."""
     def build() -> None:
-        pulumi.runtime.set_all_config({f"hubwright-deploy:{k}": v for k, v in config.items()})
+        pulumi.runtime.set_all_config({f"hubwright-deploy:{k}": v if isinstance(v, str) else json.dumps(v)
+                                       for k, v in config.items()})
         runpy.run_path(str(ROOT / "deploy" / "__main__.py"))
     return record(build, stack="live", project="hubwright-deploy")
 
@@ -86,14 +92,8 @@ def render_component(build: Callable[[Any], Any]) -> StackPlan:
 
 
 def objects(plan: StackPlan) -> list[dict]:
-    """Every Kubernetes object of the plan, the ConfigGroup's (the CRDs) included."""
-    out: list[dict] = []
-    for res in plan.resources:
-        if res.type == "kubernetes:yaml/v2:ConfigGroup":
-            out.extend(res.inputs["objs"])
-        elif res.type.startswith("kubernetes:") and "apiVersion" in res.inputs:
-            out.append(res.inputs)
-    return out
+    """Every Kubernetes object of the plan, the ConfigGroup's (the CRDs) included (as the install's render)."""
+    return objects_of(plan)
 
 
 def apply(api_client: client.ApiClient, objs: list[dict]) -> None:
@@ -164,16 +164,21 @@ def _secret(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, str]
     return {k: base64.b64decode(v).decode() for k, v in data.items()}
 
 
-def kubelet_env(pod: Pod, core: client.CoreV1Api, image: Image, apiserver_port: int) -> dict[str, str]:
-    """The container's environment: the image's ENV, then what the kubelet sets, lowest precedence first."""
+def kubelet_env(pod: Pod, core: client.CoreV1Api, image: Image, apiserver_port: int,
+                container: dict | None = None) -> dict[str, str]:
+    """The container's environment (the pod's container, or one of its initContainers): the image's ENV, then
+    what the kubelet sets, lowest precedence first. An optional envFrom source that does not exist is skipped."""
     fields = {"metadata.name": pod.name, "metadata.namespace": pod.namespace,
               "spec.serviceAccountName": pod.spec.get("serviceAccountName", "default"),
               "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1", "spec.nodeName": "envtest"}
     env = {"PATH": IMAGE_PATH, "HOME": "/", "HOSTNAME": pod.name, "LANG": "C.UTF-8", **image.env}
     env.update(_service_links(core, pod.namespace))
     env.update(KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=str(apiserver_port))
-    container = pod.container
+    container = container or pod.container
     for source in container.get("envFrom", []):
+        ref = source.get("secretRef") or source.get("configMapRef")
+        if ref.get("optional") and not _exists(core, pod.namespace, "secretRef" in source, ref["name"]):
+            continue
         if "secretRef" in source:
             values = _secret(core, pod.namespace, source["secretRef"]["name"])
         else:
@@ -193,14 +198,25 @@ def kubelet_env(pod: Pod, core: client.CoreV1Api, image: Image, apiserver_port: 
     return env
 
 
+def _exists(core: client.CoreV1Api, namespace: str, secret: bool, name: str) -> bool:
+    read = core.read_namespaced_secret if secret else core.read_namespaced_config_map
+    try:
+        read(name, namespace)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
 def expand(text: str, env: Mapping[str, str]) -> str:
     """The kubelet's $(VAR) expansion in args and env values (unknown references stay as they are)."""
     return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), text)
 
 
-def process_argv(pod: Pod, image: Image, env: Mapping[str, str]) -> list[str]:
+def process_argv(pod: Pod, image: Image, env: Mapping[str, str], container: dict | None = None) -> list[str]:
     """What the container runtime executes: `command` (else the image's ENTRYPOINT), then `args`, expanded."""
-    container = pod.container
+    container = container or pod.container
     return [*(expand(a, env) for a in container.get("command", image.entrypoint)),
             *(expand(a, env) for a in container.get("args", []))]
 
@@ -255,9 +271,11 @@ def _root(mountpoints: list[Path], hidden: set[Path]) -> list[str]:
     return args
 
 
-def sandbox(pod: Pod, image: Image, volumes: Mapping[str, Path], sa_dir: Path, bwrap: str) -> list[str]:
-    """bwrap argv that runs the container's args as its user, with the container's filesystem view."""
-    container, security = pod.container, pod.spec.get("securityContext", {})
+def sandbox(pod: Pod, image: Image, volumes: Mapping[str, Path], sa_dir: Path, bwrap: str,
+            container: dict | None = None) -> list[str]:
+    """bwrap argv that runs the container's args (the pod's container, or one of its initContainers) as its
+    user, with the container's filesystem view."""
+    container, security = container or pod.container, pod.spec.get("securityContext", {})
     if not container.get("securityContext", {}).get("readOnlyRootFilesystem"):
         raise AssertionError("the sandbox models a read-only root filesystem only")
     uid = str(container.get("securityContext", {}).get("runAsUser", security.get("runAsUser", image.user)))
@@ -381,6 +399,13 @@ def running(pod: Pod, image: Image, core: client.CoreV1Api, apiserver_port: int,
     env = kubelet_env(pod, core, image, apiserver_port)
     volumes = volume_dirs(pod, where / "volumes")
     tokens = service_account_dir(core, pod, ca_file, where / "serviceaccount")
+    for init in pod.spec.get("initContainers", []):  # in order, each to completion, as the kubelet runs them
+        init_env = kubelet_env(pod, core, image, apiserver_port, init)
+        done = subprocess.run([*sandbox(pod, image, volumes, tokens, str(shutil.which("bwrap")), init),
+                               *process_argv(pod, image, init_env, init)], env=init_env, capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            raise RuntimeError(f"init container {init['name']} exited {done.returncode}:\n{done.stdout}{done.stderr}")
     argv = sandbox(pod, image, volumes, tokens, str(shutil.which("bwrap")))
     box = Container([*argv, *process_argv(pod, image, env)], env, where / "log")
     try:

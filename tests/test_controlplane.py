@@ -116,7 +116,7 @@ def test_the_deploy_program_runs_the_service_and_the_central_proxy(tmp_path):
     hub_file.write_text(yaml.safe_dump(hub_doc(sharedIngress={"address": "ingress.example.com:6443"})))
 
     def build():
-        pulumi.runtime.set_all_config({"hubwright-deploy:image": "registry.example.com/hubwright:1",
+        pulumi.runtime.set_all_config({"hubwright-deploy:values": '{"image": "registry.example.com/hubwright:1"}',
                                        "hubwright-deploy:hub": str(hub_file)})
         runpy.run_path("deploy/__main__.py")
 

@@ -51,12 +51,12 @@ class Live:
         return client.CoreV1Api(self.admin)
 
 
-def rendered(where: Path, **config: str) -> list[dict]:
+def rendered(where: Path, **config: Any) -> list[dict]:
     """Every object deploy/ renders for a HubConfig with a shared ingress (so the central proxy's too)."""
     hub_file = where / "hub.yaml"
     hub_file.write_text(yaml.safe_dump(hub_doc(**HUB)))
-    return deployed.objects(deployed.render({"image": "hubwright:live", "namespace": NAMESPACE,
-                                             "hub": str(hub_file), "metricsPort": str(free_port()), **config}))
+    values = {"image": "hubwright:live", "namespace": NAMESPACE, "service": {"metricsPort": free_port()}, **config}
+    return deployed.objects(deployed.render({"values": values, "hub": str(hub_file)}))
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,8 @@ print("repository", sorted(os.listdir(sys.argv[-1])) if os.path.isdir(sys.argv[-
 @pytest.mark.parametrize("backend", ["", "s3://state-bucket/hubwright"])
 def test_the_sandbox_lets_the_container_write_only_its_volumes(backend, tmp_path):
     """Only the declared volumes are writable; with a remote backend too, --state-dir (the workspaces) is one."""
-    pod = deployed.pod_of(deployed.one(rendered(tmp_path, backend=backend), "Deployment", "hubwright"))
+    values = {"backend": {"url": backend}} if backend else {}
+    pod = deployed.pod_of(deployed.one(rendered(tmp_path, **values), "Deployment", "hubwright"))
     volumes = deployed.volume_dirs(pod, tmp_path / "volumes")
     tokens = tmp_path / "serviceaccount"
     tokens.mkdir()

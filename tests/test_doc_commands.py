@@ -15,9 +15,6 @@ from tests.docblocks import automation_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "__main__.py"]
-# Commands the docs already show that another branch of the same issue adds to the parser (#32): each must still be
-# missing here, so the entry is removed, and its commands checked, as soon as it is merged.
-PENDING = {"install": "`install --render DIR` comes with docs/install.md (#32, branch w-install)"}
 
 
 def _subcommand_names(parser: argparse.ArgumentParser, argv: list[str]) -> bool:
@@ -33,10 +30,6 @@ def _subcommand_names(parser: argparse.ArgumentParser, argv: list[str]) -> bool:
 def refusal(argv: list[str], elided: bool) -> str | None:
     """Why the real parser refuses argv (None: it parses)."""
     parser = build_parser()
-    if argv and argv[0] in PENDING:
-        if _subcommand_names(parser, argv[:1]):
-            return f"`{argv[0]}` is in the parser now: remove it from PENDING so its commands are checked"
-        return None
     if not any(arg.startswith("-") for arg in argv) and _subcommand_names(parser, argv):  # a mention
         return None
     errors = io.StringIO()

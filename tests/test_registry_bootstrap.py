@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import subprocess
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from automation.adapters.status import parse_time
 from automation.api import agents, bootstrap, facts
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from automation.cli.agent import Agent, AgentError, renewal_due, token_times
+from doubles.envtest import find_binary
 from stacks.install import AGENT, AGENT_NAMESPACE, API_RULES
 from stacks.names import (AGENT_CLUSTER_UID_ANNOTATION, API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP,
                           SHARED_INGRESS_CONFIGMAP, TENANT_ANNOTATION, TENANT_LABEL, VERSION, agent_name)
@@ -185,8 +187,8 @@ def made(kube_apiserver, admin, http) -> Iterator[Made]:
 
 
 def manifest(body: dict, kind: str, name: str | None = None) -> dict[str, Any]:
-    found = [m for m in body["manifests"] if m["kind"] == kind and (name is None or m["metadata"]["name"] == name)]
-    assert len(found) == 1, f"{kind} {name}: {[(m['kind'], m['metadata']['name']) for m in body['manifests']]}"
+    found = [m for m in body["items"] if m["kind"] == kind and (name is None or m["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{kind} {name}: {[(m['kind'], m['metadata']['name']) for m in body['items']]}"
     return found[0]
 
 
@@ -245,7 +247,7 @@ def test_a_token_is_redeemed_once_and_never_stored_or_logged_in_clear(made, capl
     assert {k: body[k] for k in ("cluster", "tenant", "apiURL", "privateLinkEndpoint")} == {
         "cluster": cluster, "tenant": tenant, "apiURL": PUBLIC_URL, "privateLinkEndpoint": None}
     assert first.headers["cache-control"] == "no-store"
-    assert [m["kind"] for m in body["manifests"]] == ["Namespace", "ServiceAccount", "ClusterRole",
+    assert [m["kind"] for m in body["items"]] == ["Namespace", "ServiceAccount", "ClusterRole",
                                                       "ClusterRoleBinding", "Role", "RoleBinding", "Secret",
                                                       "Deployment"]  # no shared ingress: no node proxy
     secret = manifest(body, "Secret")["stringData"]
@@ -265,13 +267,36 @@ def test_a_token_is_redeemed_once_and_never_stored_or_logged_in_clear(made, capl
     assert logged and not any(token in line or secret["token"] in line for line in logged)
 
 
+@pytest.mark.skipif(find_binary("kubectl") is None, reason="kubectl not found: scripts/tools.sh builds it")
+def test_kubectl_apply_takes_the_answer_as_it_is(made, admin, kube_apiserver):
+    """The answer is a Kubernetes List, as Lieutenant's: `curl .../install/agent.json?token=... | kubectl apply -f -`
+    creates every item, in order, with nothing taken out of it first (before, kubectl refused it: no kind)."""
+    tenant, namespace = made.tenant()
+    answer = made.install(made.token(tenant, made.cluster(namespace)))
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["apiVersion"], answer.json()["kind"]) == ("v1", "List")
+    kubectl = [find_binary("kubectl"), "--kubeconfig", str(kube_apiserver.kubeconfig())]
+    try:
+        applied = subprocess.run([*kubectl, "apply", "-f", "-"], input=answer.text, capture_output=True, text=True,
+                                 timeout=120)
+        assert applied.returncode == 0, applied.stderr
+        names = [line.split(" ", 1)[0] for line in applied.stdout.splitlines()]
+        assert [name.split("/", 1)[1] for name in names] == [m["metadata"]["name"] for m in answer.json()["items"]]
+        stored = client.CoreV1Api(admin).read_namespaced_secret(AGENT, AGENT_NAMESPACE)
+        token = next(m for m in answer.json()["items"] if m["kind"] == "Secret")["stringData"]["token"]
+        assert base64.b64decode(stored.data["token"]).decode() == token
+    finally:  # the shared server: the cluster-scoped items would meet the next test's
+        subprocess.run([*kubectl, "delete", "--wait=false", "--ignore-not-found", "-f", "-"], input=answer.text,
+                       capture_output=True, text=True, timeout=120)
+
+
 def test_the_manifests_are_objects_the_api_server_accepts(made, admin):
     """Applied (server-side dry run, as the guest cluster would) to the test server, in a namespace of the
     test's own instead of hubwright-agent (namespaces never finish deleting here)."""
     tenant, namespace = made.tenant()
     body = made.install(made.token(tenant, made.cluster(namespace))).json()
     guest_namespace = f"agent-{uuid.uuid4().hex[:8]}"
-    manifests = json.loads(json.dumps(body["manifests"]))
+    manifests = json.loads(json.dumps(body["items"]))
     for item in manifests:
         if item["metadata"].get("namespace") == AGENT_NAMESPACE:
             item["metadata"]["namespace"] = guest_namespace
@@ -522,7 +547,7 @@ def test_an_agent_of_a_deleted_cluster_reaches_no_later_cluster_of_its_name(made
     custom(admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", {
         "apiVersion": API_VERSION, "kind": "HubCluster", "metadata": {"name": cluster}, "spec": {}})
     refused = push(full, tenant, cluster, token)
-    assert refused.status_code == 403 and "earlier Cluster" in refused.json()["detail"], refused.text
+    assert refused.status_code == 403 and "earlier HubCluster" in refused.json()["detail"], refused.text
     assert rotate(full, tenant, cluster, token).status_code == 403
     assert "facts" not in (made.read(namespace, cluster).get("status") or {})
 

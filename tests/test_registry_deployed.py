@@ -141,7 +141,7 @@ def made() -> Iterator[Made]:
 
 
 def manifest(body: dict, kind: str) -> dict:
-    [found] = [m for m in body["manifests"] if m["kind"] == kind]
+    [found] = [m for m in body["items"] if m["kind"] == kind]
     return found
 
 

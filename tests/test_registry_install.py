@@ -38,11 +38,11 @@ def test_the_agent_is_never_told_where_the_hubs_kubernetes_api_is():
     """It rotates its token through the registry (--api), so it needs no address or CA of the hub's API."""
     body = answer()
     assert body["privateLinkEndpoint"] is None and body["expiresAt"] == "2030-01-01T00:00:00Z"
-    secret = next(m for m in body["manifests"] if m["kind"] == "Secret")
+    secret = next(m for m in body["items"] if m["kind"] == "Secret")
     assert secret["metadata"] == {"name": AGENT, "namespace": AGENT_NAMESPACE, "labels": secret["metadata"]["labels"]}
     assert set(secret["stringData"]) == {"token", "apiURL", "tenant", "cluster", "namespace"}
     assert secret["stringData"]["token"] == "agent-token"
-    container = next(m for m in body["manifests"] if m["kind"] == "Deployment")["spec"]["template"]["spec"][
+    container = next(m for m in body["items"] if m["kind"] == "Deployment")["spec"]["template"]["spec"][
         "containers"][0]
     assert "--hub-url" not in container["args"] and "--token-file" in container["args"]
     assert not any(var["name"] == "HUBWRIGHT_HUB_URL" for var in container["env"])
@@ -62,7 +62,7 @@ def test_the_node_proxy_config_map_is_the_stacks_own():
                                 proxy_bind="172.31.0.1:6443")
     config_map = node_proxy_config_map(guest)
     assert config_map["kind"] == "ConfigMap" and "unique-id-format prod-1" in config_map["data"]["haproxy.cfg"]
-    assert answer(node_proxy=guest)["manifests"][-1] == config_map
+    assert answer(node_proxy=guest)["items"][-1] == config_map
 
 
 def test_buckets_hold_a_burst_and_refill_at_the_rate():

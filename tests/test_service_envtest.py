@@ -196,7 +196,7 @@ def test_a_leader_that_loses_its_lease_stops_running(env):
 def _cluster_informer(api_server, namespace: str, timeout_seconds: int):
     custom = client.CustomObjectsApi(api_server.api_client())
     seen: list[tuple[str, str]] = []
-    source = Source("clusters", custom.list_namespaced_custom_object, (GROUP, VERSION, namespace, "clusters"))
+    source = Source("clusters", custom.list_namespaced_custom_object, (GROUP, VERSION, namespace, "hubclusters"))
     informer = Informer(source, lambda kind, raw: seen.append((kind, raw["metadata"]["name"])),
                         timeout_seconds=timeout_seconds, retry_base=0.05, retry_cap=0.2)
     return informer, seen

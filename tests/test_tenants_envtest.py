@@ -197,7 +197,7 @@ def test_the_tenant_admins_run_clusters_in_its_namespace_and_nobody_else_does(wo
     assert wait_until(lambda: tenants.status(name).get("clusters") == 1, WAIT, what="the count to reach 1")
     alices = client.CustomObjectsApi(world.alice)
     assert [c["metadata"]["name"] for c in alices.list_namespaced_custom_object(GROUP, VERSION, name,
-                                                                                "clusters")["items"]] == ["edge-1"]
+                                                                                "hubclusters")["items"]] == ["edge-1"]
     refused = [
         lambda: tenants.cluster(name, "edge-2", as_=world.mallory),  # not an admin
         lambda: client.CustomObjectsApi(world.mallory).list_namespaced_custom_object(GROUP, VERSION, name, "hubclusters"),

@@ -31,7 +31,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.api.docs import add_docs
 from automation.api.ratelimit import CallerLimits, RateLimiter
-from stacks.names import API_VERSION
+from stacks.names import API_VERSION, BOOTSTRAP_SUBRESOURCE, FACTS_SUBRESOURCE, GROUP
 from stacks.release import NAME, default_image, version
 
 LOG = logging.getLogger("hubwright.api")
@@ -178,8 +178,8 @@ def kube_error(exc: ApiException) -> HTTPException:
 
 
 FORBIDDEN = ("forbidden: your token may not do this in this tenant, or there is no such tenant (pushing facts needs "
-             "the right to create clusters/facts in hubwright.io for the cluster, issuing a bootstrap token the "
-             "right to create clusters/bootstraptoken)")
+             f"the right to create {FACTS_SUBRESOURCE} in {GROUP} for the cluster, issuing a bootstrap token the "
+             f"right to create {BOOTSTRAP_SUBRESOURCE})")
 
 
 def names_tenant(request: Request) -> bool:

@@ -14,7 +14,7 @@ unknown, expired or used token with one and the same 401 (which one it was is no
 used with one JSON patch of the status subresource that first *tests* used == false and the hash: the API
 server re-applies a patch on a write conflict, tests included, so of any number of concurrent requests with
 one token exactly one succeeds. Then it makes the agent's hub identity (automation.adapters.agent) and
-answers with the manifests the cluster applies (stacks.install). A shared-ingress cluster gets its node proxy's
+answers with the manifests the cluster applies (stacks.install), as a Kubernetes List that `kubectl apply -f` takes. A shared-ingress cluster gets its node proxy's
 config only when the central proxy routes its ID to it: the routes the service published in the shared-ingress
 ConfigMap say so (else 409, with the reason its Stalled condition gives), so no config ever sends a cluster's
 nodes to another cluster's backend.
@@ -68,13 +68,16 @@ class IssuedToken(View):
 
 
 class InstallView(View):
+    """A Kubernetes List (`kubectl apply -f` takes it as it is); kubectl ignores the other fields."""
+    api_version: str = Field("v1", alias="apiVersion")
+    kind: str = Field("List", description="a List: `curl ... | kubectl apply -f -` applies its items in order")
     cluster: str
     tenant: str
     api_url: str = Field(alias="apiURL", description="where the agent pushes its facts (this API)")
     expires_at: str = Field(description="RFC 3339: when the agent's hub token expires (it renews it before)")
     private_link_endpoint: str | None = Field(
         None, description="the DNS name of the hub's interface endpoint to the cluster's API, once it has one")
-    manifests: list[dict[str, Any]] = Field(description="Kubernetes objects to apply to the cluster, in order")
+    items: list[dict[str, Any]] = Field(description="Kubernetes objects to apply to the cluster, in order")
 
 
 def _label(own: client.CustomObjectsApi, namespace: str, cluster: str, digest: str, current: Mapping) -> None:

@@ -9,6 +9,7 @@ from automation.adapters.files import load_fleet
 from automation.adapters.plan import PlanError
 from automation.api.serve import add_api_command
 from automation.cli import agent, iam
+from automation.cli.install import add_install_command
 from automation.cli.plan import add_plan_command
 from automation.service.serve import add_serve_command
 from stacks.errors import FieldError, InvalidSpec
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_command(sub)  # `serve`: one flag per ServiceOptions field
     add_api_command(sub)  # `api`: the registry's REST API
     agent.add_agent_command(sub)  # `agent`: the facts agent a registered cluster runs
+    add_install_command(sub)  # `install --render DIR`: the install as plain manifests (docs/install.md)
     return parser
 
 

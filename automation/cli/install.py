@@ -1,0 +1,55 @@
+"""`python -m automation install --render DIR [--values FILE] [--set key=value ...]`: the install as plain
+manifests and a kustomization.yaml (automation.adapters.install), from the values of stacks.deployment (the keys
+and defaults: docs/install.md). Bad values exit 2, naming each key and why; nothing is written then."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from automation.adapters import install
+from stacks.deployment import InstallValues, load_values, set_value
+from stacks.errors import InvalidSpec
+
+
+def _values(args: argparse.Namespace) -> InstallValues:
+    """--values (the administrator's file, one YAML map), then each --set over it."""
+    doc: dict = {}
+    if args.values:
+        try:
+            with open(args.values, encoding="utf-8") as fh:
+                loaded = yaml.safe_load(fh)
+        except OSError as exc:
+            raise InvalidSpec.one(f"install values ({args.values})", "--values", exc.strerror or str(exc)) from None
+        except yaml.YAMLError as exc:
+            raise InvalidSpec.one(f"install values ({args.values})", "--values", f"not valid YAML: {exc}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise InvalidSpec.one(f"install values ({args.values})", "values", "expected a map of keys")
+        doc = loaded or {}
+    for assignment in args.set or []:
+        set_value(doc, assignment)
+    source = " and ".join([*([args.values] if args.values else []), *(["--set"] if args.set else [])])
+    return load_values(doc, source=source or "defaults")
+
+
+def _render(args: argparse.Namespace) -> int:
+    out = Path(args.render)
+    if out.exists() and not out.is_dir():
+        raise InvalidSpec.one("--render", "--render", f"{out} is a file, not a folder")
+    values = _values(args)
+    for path in install.write(out, install.render(values)):
+        print(path)
+    return 0
+
+
+def add_install_command(sub: argparse._SubParsersAction) -> None:
+    cmd = sub.add_parser("install", help="render the install (CRDs, RBAC, admission policies, the service, the "
+                                         "registry API) as plain manifests for kubectl apply -k, kustomize, Argo CD")
+    cmd.add_argument("--render", required=True, metavar="DIR",
+                     help="write DIR/<kind>-<name>.yaml and DIR/kustomization.yaml")
+    cmd.add_argument("--values", metavar="FILE", help="a YAML file of values (docs/install.md)")
+    cmd.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="one value, after --values (repeatable), e.g. serviceAccount.roleArn=arn:aws:iam::...")
+    cmd.set_defaults(func=_render)

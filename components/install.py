@@ -1,0 +1,39 @@
+"""The install: what both doors build from the same values (stacks.deployment.InstallValues).
+
+    install(values, provider)
+    ├── ControlPlane "hubwright"          the CRDs, admission policies, RBAC, the service (components/controlplane.py)
+    └── RegistryApi "hubwright-registry"  the registry API, unless registry.enabled is false (components/registry.py)
+
+`pulumi up` of deploy/ calls it with a real provider; `python -m automation install --render DIR`
+(automation.adapters.install) calls it under Pulumi's mock runtime and writes what it registers as plain manifests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.controlplane import ControlPlane, ControlPlaneArgs
+from components.registry import RegistryApi, RegistryApiArgs
+from stacks.crds import crd_manifests
+from stacks.deployment import InstallValues
+from stacks.install import API_RULES
+
+SERVICE = "hubwright"  # the service's Deployment, ServiceAccount, ClusterRole, Lease ... (and its pods' prefix)
+REGISTRY = "hubwright-registry"  # the registry API's Deployment, ServiceAccount and Service
+
+
+@dataclass
+class Installed:
+    plane: ControlPlane
+    registry: RegistryApi | None
+
+
+def install(values: InstallValues, provider: k8s.Provider) -> Installed:
+    plane = ControlPlane(SERVICE, ControlPlaneArgs.from_values(values, crd_manifests()), provider)
+    registry = None
+    if values.registry.enabled:
+        registry = RegistryApi(REGISTRY, RegistryApiArgs.from_values(values, API_RULES), provider,
+                               opts=pulumi.ResourceOptions(depends_on=[plane]))
+    return Installed(plane, registry)

@@ -1,0 +1,234 @@
+"""The install's values: one model for both doors, validated at the edge. Pure.
+
+`python -m automation install --render DIR [--values FILE] [--set key=value ...]` (plain manifests and a
+kustomization.yaml) and `pulumi up` of deploy/ (its stack config `hubwright-deploy:values`) read the same
+`InstallValues` and build the same components (components/install.py). docs/install.md has the table of every
+key; tests/test_install_render.py checks that the table names each one.
+
+Keys are camelCase, as in a Kubernetes manifest. An unknown key is an error (a typo must not pass silently as a
+default), and so is a value out of range; each names its key:
+
+    install values (values.yaml): serviceAccount.roleArn: not an IAM role ARN (arn:aws:iam::<12 digits>:role/...)
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+from stacks.errors import FieldError, InvalidSpec
+from stacks.names import ROLE_ARN
+from stacks.release import default_image
+
+IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"  # EKS's pod identity webhook reads it on the ServiceAccount
+# What the service reads from the backend Secret (envFrom): nothing else may be put in it through the values.
+BACKEND_SECRET_KEYS = {
+    "PULUMI_CONFIG_PASSPHRASE": "the passphrase secrets provider of a file:// or s3:// backend",
+    "PULUMI_ACCESS_TOKEN": "Pulumi Cloud (backend.url https://api.pulumi.com)",
+    "AWS_ACCESS_KEY_ID": "an s3:// backend without IRSA (with IRSA: leave the AWS keys out)",
+    "AWS_SECRET_ACCESS_KEY": "with AWS_ACCESS_KEY_ID",
+    "AWS_SESSION_TOKEN": "with AWS_ACCESS_KEY_ID, for temporary credentials",
+    "AWS_REGION": "the s3:// backend bucket's region, when it is not in the URL (?region=)",
+}
+# Without a Secret on the file:// backend, the passphrase is made once on the state volume, beside the state
+# it protects, by the pod's init container (components/controlplane.py), and read from this file.
+PASSPHRASE_FILE = ".pulumi-passphrase"
+QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?")
+IMAGE = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+                   r"(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+BACKEND_SCHEMES = ("s3://", "gs://", "azblob://", "https://", "http://", "postgres://")
+
+
+class Values(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+def _quantity(value: str) -> str:
+    if not QUANTITY.fullmatch(value):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 250m, 512Mi, 10Gi)")
+    return value
+
+
+class Resources(Values):
+    """A container's requests and limits: cpu and memory only."""
+    requests: dict[str, str] = Field(description="cpu and memory the scheduler reserves")
+    limits: dict[str, str] = Field(description="cpu and memory the container may not exceed")
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _known(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, amount in value.items():
+            if key not in ("cpu", "memory"):
+                raise ValueError(f"{key!r}: only cpu and memory")
+            _quantity(str(amount))
+        return {k: str(v) for k, v in value.items()}
+
+
+class ServiceAccountValues(Values):
+    role_arn: str | None = Field(None, description=f"the service's own AWS identity, from which it assumes each "
+                                                    f"account's role (IRSA: the {IRSA_ANNOTATION} annotation on "
+                                                    f"its ServiceAccount)")
+    annotations: dict[str, str] = Field(default_factory=dict, description="more annotations on its ServiceAccount")
+
+    @field_validator("role_arn")
+    @classmethod
+    def _arn(cls, value: str | None) -> str | None:
+        if value is not None and not ROLE_ARN.fullmatch(value):
+            raise ValueError(f"{value!r} is not an IAM role ARN (arn:aws:iam::<12 digits>:role/<name>)")
+        return value
+
+    def all_annotations(self) -> dict[str, str]:
+        return {**self.annotations, **({IRSA_ANNOTATION: self.role_arn} if self.role_arn else {})}
+
+
+class BackendSecret(Values):
+    name: str = Field("hubwright-pulumi", description="the Secret the service reads its backend's keys from "
+                                                      "(envFrom), in the install's namespace")
+    data: dict[str, str] | None = Field(None, description="create the Secret with these keys (one of "
+                                                          + ", ".join(BACKEND_SECRET_KEYS) + "); unset: the "
+                                                          "Secret is made by you, or not at all on file://")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not DNS_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a Secret name (lower case letters, digits, '-' and '.')")
+        return value
+
+    @field_validator("data")
+    @classmethod
+    def _keys(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        unknown = sorted(set(value or {}) - set(BACKEND_SECRET_KEYS))
+        if unknown:
+            raise ValueError(f"unknown key(s) {', '.join(unknown)}: the service reads only "
+                             f"{', '.join(BACKEND_SECRET_KEYS)}")
+        return value
+
+
+class Backend(Values):
+    url: str | None = Field(None, description="the Pulumi backend of the per-cluster stacks (s3://bucket/prefix, "
+                                              "https://api.pulumi.com); unset: file:// on the state volume, one "
+                                              "replica")
+    secret: BackendSecret = Field(default_factory=BackendSecret, description="its credentials")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith(BACKEND_SCHEMES) or any(c.isspace() for c in value)):
+            raise ValueError(f"{value!r}: expected {', '.join(s + '...' for s in BACKEND_SCHEMES)} "
+                             "(file:// is the default: leave it unset)")
+        return value
+
+
+class Volumes(Values):
+    state: str = Field("10Gi", description="the state PersistentVolumeClaim (file:// backend) or emptyDir limit "
+                                           "(other backends): per-stack workspaces, the file backend's state")
+    pulumi_home: str = Field("2Gi", description="PULUMI_HOME's emptyDir limit: the CLI's plugins")
+    tmp: str = Field("1Gi", description="/tmp's emptyDir limit, in both pods")
+    facts: str = Field("1Gi", description="the registry's SQLite facts history PersistentVolumeClaim")
+
+    @field_validator("state", "pulumi_home", "tmp", "facts")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        return _quantity(value)
+
+
+class ServiceValues(Values):
+    workers: int = Field(4, ge=1, le=64, description="stacks updated in parallel (serve --workers)")
+    metrics_port: int = Field(8080, ge=1024, le=65535, description="/healthz, /readyz and /metrics")
+    policy: str = Field("mandatory", pattern="^(mandatory|advisory|off)$",
+                        description="the policy pack on every update (HUBWRIGHT_POLICY)")
+    resources: Resources = Field(
+        default_factory=lambda: Resources(requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "2Gi"}),
+        description="the service container's requests and limits")
+
+
+class RegistryValues(Values):
+    enabled: bool = Field(True, description="run the registry API (docs/registry.md) as its own Deployment")
+    public_url: str | None = Field(None, description="where agents reach the registry API; unset: its in-cluster "
+                                                     "Service")
+    facts_db_secret: str | None = Field(None, description="a Secret whose key `url` is a postgresql:// URL (two "
+                                                          "replicas); unset: SQLite on a volume (one replica)")
+    resources: Resources = Field(
+        default_factory=lambda: Resources(requests={"cpu": "100m", "memory": "128Mi"}, limits={"memory": "512Mi"}),
+        description="the registry API container's requests and limits")
+
+
+class InstallValues(Values):
+    image: str = Field(default_factory=default_image, description="the image of the service, the registry API "
+                                                                 "and the facts agents: <repository>:<tag> or "
+                                                                 "<repository>@sha256:<digest>")
+    namespace: str = Field("hubwright-system", description="where the service and the registry API run")
+    service_account: ServiceAccountValues = Field(default_factory=ServiceAccountValues,
+                                                  description="the service's ServiceAccount")
+    backend: Backend = Field(default_factory=Backend, description="the per-cluster stacks' Pulumi backend")
+    volumes: Volumes = Field(default_factory=Volumes, description="volume sizes")
+    service: ServiceValues = Field(default_factory=ServiceValues, description="the service")
+    registry: RegistryValues = Field(default_factory=RegistryValues, description="the registry API")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        if not IMAGE.fullmatch(value) or value.endswith(":latest"):
+            raise ValueError(f"{value!r}: expected <repository>:<version> or <repository>@sha256:<64 hex digits> "
+                             "(never :latest, a moving tag)")
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if not DNS_LABEL.fullmatch(value):
+            raise ValueError(f"{value!r} is not a namespace name (a DNS label)")
+        return value
+
+    @property
+    def secret_required(self) -> bool:
+        """The pod may start without the backend Secret only on the file:// backend: only its state volume can
+        keep a generated passphrase. A remote backend's credentials come from the Secret, which it then needs."""
+        return self.backend.url is not None
+
+
+def value_keys(model: type[BaseModel] = InstallValues, prefix: str = "") -> dict[str, str]:
+    """Every leaf key (dotted, camelCase) and its description: what docs/install.md's table lists."""
+    keys: dict[str, str] = {}
+    for name, info in model.model_fields.items():
+        key = prefix + (info.alias or name)
+        sub = info.annotation
+        if isinstance(sub, type) and issubclass(sub, Values) and sub is not Resources:
+            keys.update(value_keys(sub, key + "."))
+        else:
+            keys[key] = info.description or ""
+    return keys
+
+
+def set_value(doc: dict[str, Any], assignment: str, *, source: str = "--set") -> None:
+    """Apply `key.sub=value` (Helm's --set, one key): the value is read as a YAML scalar (true, 4, a string)."""
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise InvalidSpec.one(f"install values ({source})", key or assignment, "expected key=value, e.g. "
+                              "serviceAccount.roleArn=arn:aws:iam::123456789012:role/hubwright")
+    *path, last = key.split(".")
+    node = doc
+    for part in path:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise InvalidSpec.one(f"install values ({source})", key, f"{part} is not a map")
+    node[last] = yaml.safe_load(raw) if raw else ""
+
+
+def load_values(doc: Mapping[str, Any] | None, *, source: str = "values") -> InstallValues:
+    """Validate the values; InvalidSpec names each key that is wrong and why."""
+    if doc is not None and not isinstance(doc, Mapping):
+        raise InvalidSpec.one(f"install values ({source})", "values", "expected a map of keys")
+    try:
+        return InstallValues.model_validate(dict(doc or {}))
+    except ValidationError as exc:
+        raise InvalidSpec([FieldError(f"install values ({source})",
+                                      ".".join(str(p) for p in err["loc"]) or "values",
+                                      "unknown key" if err["type"] == "extra_forbidden"
+                                      else err["msg"].removeprefix("Value error, ")) for err in exc.errors()]) from None
