@@ -38,8 +38,8 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.agent import revoke_agent
 from automation.adapters.engine import Engine, EngineError, RunCancelled, RunResult, StackLocked
-from automation.adapters.status import (EventRecorder, StatusWriter, conditions, outputs_from, parse_time, rfc3339,
-                                        with_drift)
+from automation.adapters.status import (PROGRESS_EVERY, EventRecorder, ProgressReport, StatusWriter, conditions,
+                                        outputs_from, parse_time, rfc3339, with_drift)
 from automation.adapters.watch import Raw, object_key
 from automation.service.logs import FIELDS
 from automation.service.mapper import Desired
@@ -48,7 +48,7 @@ from stacks import status as reasons
 from stacks.errors import Failure, InvalidSpec, NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.names import CLUSTERS, FINALIZER, GROUP, RECONCILE_REQUEST_ANNOTATION, VERSION, stack_name
-from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus
+from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, RunProgress, SharedIngressStatus
 
 LOG = logging.getLogger("hubwright.reconcile")
 RUN_LOG = logging.getLogger("hubwright.run")  # one line per engine run, and per refusal (automation/service/logs.py)
@@ -83,10 +83,11 @@ def stack_of(raw: Raw, status: ClusterStatus) -> str:
     return status.stack or stack_name(meta.get("namespace"), str(meta.get("name")))
 
 
-def _succeeded(result: RunResult, message: str, started: float, ended: float) -> LastUpdate:
+def _succeeded(result: RunResult, message: str, started: float, ended: float,
+               progress: RunProgress | None = None) -> LastUpdate:
     """status.lastUpdate of a run that succeeded."""
     return LastUpdate(operation=result.operation, result="Succeeded", message=message, start_time=rfc3339(started),
-                      end_time=rfc3339(ended), permalink=result.permalink, changes=result.changes)
+                      end_time=rfc3339(ended), permalink=result.permalink, changes=result.changes, progress=progress)
 
 
 def _jitter(key: str) -> float:
@@ -116,6 +117,7 @@ class Reconciler:
         self.audit = audit
         self.metrics = metrics
         self.clock = clock
+        self.progress_every = PROGRESS_EVERY
         self._api_client = api_client
         self._custom = client.CustomObjectsApi(api_client)
         self._side_pool: ThreadPoolExecutor | None = None
@@ -239,6 +241,7 @@ class Reconciler:
         self.events.event(raw, "Normal", "UpdateStarted", why)
         if self.audit is not None:
             self.audit(desired, "up")
+        progress = ProgressReport(self.status, raw, running, every=self.progress_every)
         try:
             old_link = applied.private_link if applied is not None else None
             if old_link is not None and desired.private_link is not None \
@@ -248,15 +251,18 @@ class Reconciler:
                 self.events.event(raw, "Normal", "NewInstall", note)
                 self.run_engine("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
                                                          message=f"{why}; {note}"), stack=desired.stack, cluster=key)
-            result = self.run_engine("up", lambda: self.engine.up(desired, message=why, refresh=refresh),
+            result = self.run_engine("up", lambda: self.engine.up(desired, message=why, refresh=refresh,
+                                                                  on_progress=progress),
                                      stack=desired.stack, cluster=key)
         except StackLocked as exc:
             return self._locked(raw, running, status, str(exc))
-        except Failure as exc:
-            return self._report(raw, running, "up", exc, started)
+        except Failure as exc:  # over the last progress written (the Failed lastUpdate drops it)
+            return self._report(raw, progress.status, "up", exc, started)
         ended = self.clock()
+        running = progress.status
         done = self._ready_status(running, generation, desired, _succeeded(
-            result, f"{why}: {result.message}".rstrip(": "), started, ended), outputs=result.outputs, checked=ended)
+            result, f"{why}: {result.message}".rstrip(": "), started, ended, progress.latest), outputs=result.outputs,
+            checked=ended)
         if refresh and (drift := done.condition(reasons.DRIFT_CONDITION)) is not None and drift.status == "True":
             done = done.model_copy(update={"conditions": with_drift(
                 done.conditions, False, reasons.DRIFT_CORRECTED, f"corrected by the update at {rfc3339(ended)}",
