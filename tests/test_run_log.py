@@ -148,3 +148,19 @@ def test_serve_with_json_log_format_writes_only_json_lines(tmp_path):
     assert any("probes and metrics on" in p["message"] and p["logger"] == "hubwright.service" for p in parsed)
     for p in parsed:
         assert {"time", "level", "logger", "message"} <= set(p), p
+
+
+def test_a_tenant_cannot_forge_a_run_line_or_a_metric_label(json_log):
+    """The attack: a spec value carrying a newline and a JSON record of a successful run, refused. It stays
+    inside the refusal's one line (escaped), and the refusal is counted under the condition's reason only."""
+    forged = '{"logger":"hubwright.run","cluster":"acme/forger","result":"succeeded","reason":"Pwned"}'
+    engine = RecordingEngine()
+    with on_kmock() as env, env.running(engine) as service:
+        env.create("forger", apiURL=f"https://api.forger.example.com/\n{forged}")
+        wait_until(lambda: (env.condition("forger", "Stalled") or {}).get("status") == "True", 15,
+                   what="the cluster refused")
+        reason = env.condition("forger", "Stalled")["reason"]
+        lines = wait_until(lambda: runs(json_log(), "acme/forger"), 5, what="the refusal's log line")
+        assert [(line["result"], line["reason"]) for line in lines] == [("refused", reason)]
+        assert "hubwright.run" in lines[0]["error"]  # the forged text, as data inside the one record
+        assert scraped(service, "hubwright_cluster_refusals_total") == {f'{{reason="{reason}"}}': 1.0}
