@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from automation.service import logs
+from automation.adapters import logs
 from doubles import MockKubeAPI, RecordingEngine
 from stacks.names import stack_name
 from tests.service_env import on_kmock, wait_until
@@ -115,7 +115,9 @@ def test_text_format_keeps_the_old_line_and_appends_the_fields():
 
 
 def test_serve_with_json_log_format_writes_only_json_lines(tmp_path):
-    """The real process: HUBWRIGHT_LOG_FORMAT=json makes every line it writes a JSON object a shipper can parse."""
+    """The real process: HUBWRIGHT_LOG_FORMAT=json makes every line it writes a JSON object a shipper can parse,
+    its engine workers' included: here a worker that cannot start (no `pulumi` on PATH) says why in JSON, where it
+    wrote a bare Python traceback."""
     with MockKubeAPI() as api:
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(json.dumps({
@@ -124,7 +126,7 @@ def test_serve_with_json_log_format_writes_only_json_lines(tmp_path):
             "users": [{"name": "nobody", "user": {}}],
             "contexts": [{"name": "mock", "context": {"cluster": "mock", "user": "nobody"}}]}))
         env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": "test", "PYTHONPATH": str(ROOT),
-               "HUBWRIGHT_LOG_FORMAT": "json"}
+               "HUBWRIGHT_LOG_FORMAT": "json", "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin"}
         env.pop("KUBERNETES_SERVICE_HOST", None)
         proc = subprocess.Popen(
             [sys.executable, "-m", "automation", "serve", "--kubeconfig", str(kubeconfig), "--no-leader-election",
@@ -133,7 +135,8 @@ def test_serve_with_json_log_format_writes_only_json_lines(tmp_path):
         lines: list[str] = []
         try:
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not any("watches synced" in line for line in lines):
+            while time.monotonic() < deadline and not (any("watches synced" in line for line in lines)
+                                                       and any("starting a worker failed" in line for line in lines)):
                 line = proc.stderr.readline()
                 if not line:
                     break
@@ -148,6 +151,8 @@ def test_serve_with_json_log_format_writes_only_json_lines(tmp_path):
     assert any("probes and metrics on" in p["message"] and p["logger"] == "hubwright.service" for p in parsed)
     for p in parsed:
         assert {"time", "level", "logger", "message"} <= set(p), p
+    worker = [p for p in parsed if p["logger"] == "hubwright.worker"]
+    assert worker and worker[0]["level"] == "CRITICAL" and "'pulumi'" in worker[0]["exception"], parsed
 
 
 def test_a_tenant_cannot_forge_a_run_line_or_a_metric_label(json_log):

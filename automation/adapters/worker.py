@@ -28,7 +28,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from automation.adapters import proctree
+from automation.adapters import logs, proctree
 from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings, load_program
 from stacks.inputs import inputs_from_config
 
@@ -79,6 +79,7 @@ def main(argv: list[str]) -> int:
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    logs.configure_from(os.environ)  # the service's format on the shared stderr (json: nothing else)
 
     setup = json.loads(sys.stdin.readline())
     engine = PulumiEngine(PulumiSettings.from_json(setup["settings"]),

@@ -41,7 +41,7 @@ from automation.adapters.engine import Engine, EngineError, RunCancelled, RunRes
 from automation.adapters.status import (PROGRESS_EVERY, EventRecorder, ProgressReport, StatusWriter, conditions,
                                         outputs_from, parse_time, rfc3339, with_drift)
 from automation.adapters.watch import Raw, object_key
-from automation.service.logs import FIELDS
+from automation.adapters.logs import FIELDS
 from automation.service.mapper import Desired
 from automation.service.queue import Outcome
 from stacks import status as reasons
@@ -51,7 +51,7 @@ from stacks.names import CLUSTERS, FINALIZER, GROUP, RECONCILE_REQUEST_ANNOTATIO
 from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, RunProgress, SharedIngressStatus
 
 LOG = logging.getLogger("hubwright.reconcile")
-RUN_LOG = logging.getLogger("hubwright.run")  # one line per engine run, and per refusal (automation/service/logs.py)
+RUN_LOG = logging.getLogger("hubwright.run")  # one line per engine run, and per refusal (automation/adapters/logs.py)
 STUCK_LOCK_RETRIES = 3  # StackLocked this many times in a row: ask the engine to recover a stale lock
 
 # A check before every up: raises InvalidSpec (refused until the input changes), NeedsAttention (refused, looked at
@@ -542,7 +542,7 @@ class Reconciler:
                    cluster: str = "") -> RunResult:
         """Every engine run goes through here (the transit stacks' too): the halt check, the run metrics, the
         failures by reason, and the run's one log line (`hubwright.run`: cluster, stack, operation, result,
-        duration, changes, reason; automation/service/logs.py)."""
+        duration, changes, reason; automation/adapters/logs.py)."""
         started = time.monotonic()
         result, reason, out, error = "error", "Error", None, ""
         try:

@@ -42,7 +42,7 @@ from automation.adapters.pool import WorkerPool
 from automation.adapters.pulumi_engine import PulumiSettings
 from automation.adapters.status import EventRecorder, StatusWriter, state_of
 from automation.adapters.watch import Informer, informers, sources, wait_synced
-from automation.service import logs
+from automation.adapters import logs
 from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
 from automation.service.mapper import Desired, Mapper, Resolution
@@ -500,6 +500,7 @@ def options_from(args: Any) -> ServiceOptions:
 
 def serve_command(args: Any) -> int:
     logs.configure(args.log_level, args.log_format)
+    os.environ.update(logs.environment(args.log_level, args.log_format))  # the engine's workers log the same way
     options = options_from(args)
     limits = RunLimits(timeout=options.run_timeout, grace=options.cancel_grace)
     settings = dataclasses.replace(

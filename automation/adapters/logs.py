@@ -6,17 +6,24 @@ In json mode every record is one line {"time", "level", "logger", "message", ...
 beside them (`LOG.info(..., extra={"fields": {...}})`), so Loki, Fluent Bit or CloudWatch parse it without a
 pattern. The run log (`hubwright.run`, automation.service.reconcile.Reconciler.run_engine) writes one such line per
 engine run: cluster, stack, operation, result, duration, changes, reason; docs/service.md lists the fields.
+The engine's worker processes (automation.adapters.worker) write to the same stderr: they read the format from
+HUBWRIGHT_LOG_FORMAT / HUBWRIGHT_LOG_LEVEL (`environment()`, which `serve` exports) and log their own uncaught
+errors through it, so json mode has no line that is not JSON.
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 from datetime import datetime, timezone
-from typing import Any, TextIO
+from types import TracebackType
+from typing import Any, Mapping, TextIO
 
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FIELDS = "fields"  # the `extra` key that carries a record's structured fields
+FORMAT_ENV, LEVEL_ENV = "HUBWRIGHT_LOG_FORMAT", "HUBWRIGHT_LOG_LEVEL"
 
 
 class JsonFormatter(logging.Formatter):
@@ -63,4 +70,21 @@ def configure(level: str = "INFO", log_format: str = "text", *, stream: TextIO |
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    return handler
+
+
+def environment(level: str, log_format: str) -> dict[str, str]:
+    """What a child process (an engine worker) needs to log as this one does (`configure_from`)."""
+    return {FORMAT_ENV: log_format, LEVEL_ENV: level}
+
+
+def configure_from(env: Mapping[str, str] = os.environ) -> logging.Handler:
+    """In a child process: the format and level its parent exported (text, INFO when unset); uncaught errors are
+    logged as one record (with its traceback) instead of Python's bare traceback."""
+    handler = configure(env.get(LEVEL_ENV) or "INFO", env.get(FORMAT_ENV) or "text")
+
+    def uncaught(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
+        logging.getLogger("hubwright.worker").critical("uncaught %s: %s", kind.__name__, error,
+                                                      exc_info=(kind, error, trace))
+    sys.excepthook = uncaught
     return handler
