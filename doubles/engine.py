@@ -71,8 +71,9 @@ class RecordingEngine:
     """An in-memory Engine that records what it was asked to do."""
 
     def __init__(self, run_seconds: float = 0.0, *, on_start: Callable[[Call], None] | None = None,
-                 on_end: Callable[[Call], None] | None = None):
+                 on_end: Callable[[Call], None] | None = None, progress: int = 0):
         self.run_seconds = run_seconds
+        self.progress = progress  # an up reports this many resources, done one by one over run_seconds
         self.on_start = on_start
         self.on_end = on_end
         self.calls: list[Call] = []
@@ -120,11 +121,19 @@ class RecordingEngine:
         return len(self.runs(operation, stack))
 
     # -- the protocol
-    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False) -> RunResult:
+    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False,
+           on_progress: Callable[[int, int], None] | None = None) -> RunResult:
         """`refresh` (an up that first reads the cloud) is recorded on the call. As with the real engine, only an
-        up with refresh puts the cloud's drift back (tests/test_engine_drift_live.py): a plain up diffs the state."""
+        up with refresh puts the cloud's drift back (tests/test_engine_drift_live.py): a plain up diffs the state.
+        With `progress` steps, `on_progress` hears (0..steps, steps) spread over the run's `run_seconds`."""
         call = self._begin("up", inputs.stack, inputs, message, refresh=refresh)
         try:
+            if self.progress and on_progress is not None:
+                for done in range(self.progress):
+                    on_progress(done, self.progress)
+                    if self._cancelled.wait(self.run_seconds / self.progress):
+                        raise RunCancelled(f"up {inputs.stack}: cancelled")
+                on_progress(self.progress, self.progress)
             self._check(call)
             with self._lock:
                 self.stacks[inputs.stack] = inputs

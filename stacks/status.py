@@ -54,6 +54,14 @@ class Condition(StatusModel):
     observed_generation: int | None = Field(None, ge=0)
 
 
+class RunProgress(StatusModel):
+    """How far a run has gone, from the engine's events: resources done (their step finished) of those planned so
+    far (the engine plans a step per resource as the program registers it, so `planned` can grow during a run)."""
+
+    done: int = Field(ge=0, le=1_000_000)
+    planned: int = Field(ge=0, le=1_000_000)
+
+
 class LastUpdate(StatusModel):
     """The last engine run on the stack (crash safety: Running with no run in flight = a killed run)."""
 
@@ -64,6 +72,7 @@ class LastUpdate(StatusModel):
     end_time: Time | None = None
     permalink: str | None = Field(None, max_length=2048)  # the backend's page of this update, when it has one
     changes: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict, max_length=16)
+    progress: RunProgress | None = None  # resources done / planned, written during a run (at most every few s)
 
 
 class Recovery(StatusModel):

@@ -6,12 +6,13 @@ tests and benchmarks use a recording double behind this same protocol (doubles.e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Callable, Literal, Protocol
 
 from stacks.errors import Failure, NeedsAttention
 from stacks.inputs import StackInputs
 
 Operation = Literal["up", "destroy", "preview", "recover"]
+OnProgress = Callable[[int, int], None]  # (resources done, planned so far), from the engine's events during a run
 
 
 @dataclass
@@ -82,9 +83,11 @@ class PolicyViolation(EngineError, NeedsAttention):
 
 
 class Engine(Protocol):
-    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False) -> RunResult:
+    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False,
+           on_progress: OnProgress | None = None) -> RunResult:
         """Create or update the stack so that it matches `inputs`. `message` says why it ran. With `refresh`, the
-        state is first read back from the cloud (`pulumi up --refresh`), so drift is put back too."""
+        state is first read back from the cloud (`pulumi up --refresh`), so drift is put back too. `on_progress`
+        (done, planned) is called during the run, at most a few times a second, and once at its end."""
 
     def destroy(self, stack: str, *, message: str) -> RunResult:
         """Delete every resource of the stack, then remove the stack. A stack that does not exist is a success."""

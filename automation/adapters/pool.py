@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from automation.adapters import proctree
-from automation.adapters.engine import EngineError, RunCancelled, RunLimits, RunResult, StackLocked
+from automation.adapters.engine import EngineError, OnProgress, RunCancelled, RunLimits, RunResult, StackLocked
 from automation.adapters.pulumi_engine import PulumiSettings
 from stacks.inputs import StackInputs, inputs_from_config
 
@@ -143,6 +143,7 @@ class _Run:
     grace: float
     why: str | None = None  # set when it must stop: "timed out" or "cancelled"
     kill_at: float | None = None
+    on_progress: OnProgress | None = None  # the worker's {"progress": [done, planned]} lines go here
 
 
 class WorkerPool:
@@ -170,9 +171,11 @@ class WorkerPool:
 
     # ----------------------------------------------------------------- the Engine protocol
 
-    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False) -> RunResult:
+    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False,
+           on_progress: OnProgress | None = None) -> RunResult:
         return _result(self._call("up", inputs.stack, {"inputs": inputs.to_config(), "message": message,
-                                                       "refresh": refresh}))
+                                                       "refresh": refresh, "progress": on_progress is not None},
+                                  on_progress=on_progress))
 
     def destroy(self, stack: str, *, message: str) -> RunResult:
         return _result(self._call("destroy", stack, {"stack": stack, "message": message}))
@@ -213,9 +216,10 @@ class WorkerPool:
         """A round trip to a worker that runs nothing (the pool's own overhead: bench/pool.py)."""
         return self._call("ping", "-", {})
 
-    def _call(self, op: str, stack: str, args: Mapping[str, Any]) -> Any:
+    def _call(self, op: str, stack: str, args: Mapping[str, Any], *, on_progress: OnProgress | None = None) -> Any:
         worker = self._checkout()
-        run = _Run(op, stack, deadline=time.monotonic() + self.limits.timeout, grace=self.limits.grace)
+        run = _Run(op, stack, deadline=time.monotonic() + self.limits.timeout, grace=self.limits.grace,
+                   on_progress=on_progress)
         with self._cond:
             self._busy[worker] = run
         reply, killed = None, None
@@ -253,6 +257,13 @@ class WorkerPool:
             if kill_at is not None and now >= kill_at:
                 return None
             reply = worker.read(0.1)
+            if reply is not None and "progress" in reply:
+                if run.on_progress is not None:
+                    try:
+                        run.on_progress(*reply["progress"])
+                    except Exception:  # noqa: BLE001 - progress is a report: it never fails the run
+                        log.exception("%s %s: reporting progress failed", run.op, run.stack)
+                continue
             if reply is not None:
                 return reply
 

@@ -66,7 +66,8 @@ from pulumi.automation.errors import (
 )
 
 from automation.adapters import proctree
-from automation.adapters.engine import EngineError, PolicyViolation, RunCancelled, RunLimits, RunResult, StackLocked
+from automation.adapters.engine import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunLimits, RunResult,
+                                        StackLocked)
 from automation.adapters.policy import PACK_DIR, PolicySettings
 from components.program import INPUTS_OUTPUT, program
 from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, inputs_from_config
@@ -325,6 +326,7 @@ DRIFT_LIMIT = 50  # RunResult.drifted names at most this many resources, then ".
 # Steps that change nothing: the refresh's own reads, and resources the program only reads.
 _NO_CHANGE_OPS = frozenset({"same", "read", "read-replacement", "refresh"})
 _ROOT_TYPE = "pulumi:pulumi:Stack"
+_PROVIDER_TYPE = "pulumi:providers:"
 
 
 class _ChangedResources:
@@ -353,6 +355,44 @@ class _ChangedResources:
         if len(found) <= limit:
             return found
         return [*found[:limit], f"... and {len(found) - limit} more"]
+
+
+class _Progress:
+    """Resources done / planned, from an update's engine events: a resource is planned at its first step's
+    resourcePreEvent and done at its resOutputsEvent (a replace's several steps count once). Counted as the CLI's
+    summary counts them: the root stack in, providers out, so a run ends at the sum of its `changes`. Reports to
+    `report` at most every `every` seconds from the event-log thread, and once at the end."""
+
+    def __init__(self, report: OnProgress, every: float = 0.5):
+        self._report, self._every = report, every
+        self._planned: set[str] = set()
+        self._done: set[str] = set()
+        self._last = float("-inf")
+        self._lock = threading.Lock()
+
+    def on_event(self, event: Any) -> None:
+        pre = getattr(getattr(event, "resource_pre_event", None), "metadata", None)
+        out = getattr(getattr(event, "res_outputs_event", None), "metadata", None)
+        with self._lock:
+            if pre is not None and not pre.type.startswith(_PROVIDER_TYPE):
+                self._planned.add(pre.urn)
+            elif out is not None and out.urn in self._planned:
+                self._done.add(out.urn)
+            else:
+                return
+            now = time.monotonic()
+            if now - self._last < self._every:
+                return
+            self._last = now
+        self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            done, planned = len(self._done), len(self._planned)
+        try:
+            self._report(done, planned)
+        except Exception:  # noqa: BLE001 - progress is a report: it never fails the run
+            log.exception("reporting progress failed")
 
 
 # --------------------------------------------------------------------------- the engine
@@ -384,15 +424,21 @@ class PulumiEngine:
 
     # ----------------------------------------------------------------- protocol
 
-    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False) -> RunResult:
+    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False,
+           on_progress: OnProgress | None = None) -> RunResult:
         """`refresh`: read every resource from the cloud first (`pulumi up --refresh`), so that the update also
-        puts back what changed behind Pulumi's back (drift); without it, an up diffs against the state only."""
+        puts back what changed behind Pulumi's back (drift); without it, an up diffs against the state only.
+        `on_progress(done, planned)`: from the engine's events (_Progress)."""
         started = _now()
+        progress = _Progress(on_progress) if on_progress is not None else None
+        events = {"on_event": progress.on_event} if progress is not None else {}
         with self._stack(inputs.stack, inputs, create=True) as (ws, stack):
             self._write_settings(ws, stack, inputs)
             result = self._call(stack, "up", lambda: stack.up(message=_message(message), color="never",
-                                                               refresh=refresh or None, **self._policy))
+                                                               refresh=refresh or None, **events, **self._policy))
             self._mark_applied(stack, inputs)
+        if progress is not None:
+            progress.flush()
         notes = []
         advisory = policy_violations(result.stdout, level="advisory")
         if advisory:

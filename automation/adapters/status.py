@@ -41,7 +41,7 @@ from kubernetes.client.rest import ApiException
 from automation.adapters.backoff import Backoff
 from stacks.names import CLUSTERS, GROUP, VERSION
 from stacks.status import (CONDITION_TYPES, DRIFT_CONDITION, REGISTRY_STATUS_FIELDS, ClusterStatus, Condition, Peering,
-                           StackOutputs)
+                           RunProgress, StackOutputs)
 
 LOG = logging.getLogger("hubwright.status")
 _RETRY = Backoff(0.2, 5.0)  # between attempts at one status write
@@ -359,3 +359,33 @@ class EventRecorder:
             except Exception as exc:  # noqa: BLE001 - an Event is best effort
                 LOG.warning("could not record event %s on %s/%s: %s", body["reason"],
                             body["metadata"]["namespace"], body["involvedObject"]["name"], exc)
+
+
+# --------------------------------------------------------------------------- a run's progress
+
+PROGRESS_EVERY = 2.0  # seconds between two writes of a run's progress (status.lastUpdate.progress) per cluster
+
+
+class ProgressReport:
+    """A running up's progress (done, planned: the engine's on_progress) into status.lastUpdate.progress, through the
+    status writer's background writes, at most every `every` seconds. `status` is the last status written (the
+    run's result is written over it); `latest` the last count heard, written or not."""
+
+    def __init__(self, writer: StatusWriter, raw: dict[str, Any], running: ClusterStatus, *,
+                 every: float = PROGRESS_EVERY, clock: Callable[[], float] = time.monotonic):
+        self._writer, self._raw, self._every, self._clock = writer, raw, every, clock
+        self.status = running
+        self.latest: RunProgress | None = None
+        self._last = clock()  # the Running mark was just written: the first count waits `every` too
+
+    def __call__(self, done: int, planned: int) -> None:
+        self.latest = RunProgress(done=min(done, planned), planned=planned)
+        now = self._clock()
+        last = self.status.last_update
+        if now - self._last < self._every or last is None:
+            return
+        self._last = now
+        before, self.status = self.status, self.status.model_copy(update={
+            "last_update": last.model_copy(update={"progress": self.latest})})
+        self._writer.write_later(self._raw, self.status, previous=before)
+

@@ -14,7 +14,8 @@ Importing Pulumi (~0.45 s) is paid once per worker, not per run; the worker neve
 
 Protocol (JSON lines): the first line on stdin is the setup {"settings", "program", "program_options"};
 it answers {"ready": pid}. Then each request {"op", "args"} gets one reply {"result"} or
-{"error": {"type", "message", "reason"}}. Replies go to the original stdout; fd 1 is pointed at stderr so that
+{"error": {"type", "message", "reason"}}, after any number of {"progress": [done, planned]} lines (an `up` whose
+args ask for progress). Replies go to the original stdout; fd 1 is pointed at stderr so that
 nothing else (the program, the CLI) can write into the protocol. EOF on stdin: exit.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from automation.adapters import proctree
+from automation.adapters import logs, proctree
 from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings, load_program
 from stacks.inputs import inputs_from_config
 
@@ -78,13 +79,20 @@ def main(argv: list[str]) -> int:
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    logs.configure_from(os.environ)  # the service's format on the shared stderr (json: nothing else)
 
     setup = json.loads(sys.stdin.readline())
     engine = PulumiEngine(PulumiSettings.from_json(setup["settings"]),
                           program_factory=load_program(setup["program"], setup.get("program_options") or {}))
+    write = threading.Lock()
+
+    def progress(done: int, planned: int) -> None:  # from the engine's event thread, before the run's reply
+        with write:
+            replies.write(json.dumps({"progress": [done, planned]}) + "\n")
+
     ops: dict[str, Callable[[dict], Any]] = {
         "up": lambda a: engine.up(inputs_from_config(a["inputs"]), message=a["message"],
-                                  refresh=bool(a.get("refresh"))),
+                                  refresh=bool(a.get("refresh")), on_progress=progress if a.get("progress") else None),
         "destroy": lambda a: engine.destroy(a["stack"], message=a["message"]),
         "preview": lambda a: engine.preview(inputs_from_config(a["inputs"])),
         "recover": lambda a: engine.recover(a["stack"]),
@@ -101,7 +109,8 @@ def main(argv: list[str]) -> int:
         except Exception as err:  # noqa: BLE001 - every failure goes back to the caller, typed
             reply = {"error": {"type": type(err).__name__, "message": str(err),
                                "reason": getattr(err, "reason", "UpdateFailed")}}
-        replies.write(json.dumps(reply) + "\n")
+        with write:
+            replies.write(json.dumps(reply) + "\n")
         _reap_orphans()
     return 0
 

@@ -38,18 +38,20 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.agent import revoke_agent
 from automation.adapters.engine import Engine, EngineError, RunCancelled, RunResult, StackLocked
-from automation.adapters.status import (EventRecorder, StatusWriter, conditions, outputs_from, parse_time, rfc3339,
-                                        with_drift)
+from automation.adapters.status import (PROGRESS_EVERY, EventRecorder, ProgressReport, StatusWriter, conditions,
+                                        outputs_from, parse_time, rfc3339, with_drift)
 from automation.adapters.watch import Raw, object_key
+from automation.adapters.logs import FIELDS
 from automation.service.mapper import Desired
 from automation.service.queue import Outcome
 from stacks import status as reasons
 from stacks.errors import Failure, InvalidSpec, NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.names import CLUSTERS, FINALIZER, GROUP, RECONCILE_REQUEST_ANNOTATION, VERSION, stack_name
-from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus
+from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, RunProgress, SharedIngressStatus
 
 LOG = logging.getLogger("hubwright.reconcile")
+RUN_LOG = logging.getLogger("hubwright.run")  # one line per engine run, and per refusal (automation/adapters/logs.py)
 STUCK_LOCK_RETRIES = 3  # StackLocked this many times in a row: ask the engine to recover a stale lock
 
 # A check before every up: raises InvalidSpec (refused until the input changes), NeedsAttention (refused, looked at
@@ -60,6 +62,10 @@ Audit = Callable[[StackInputs, str], Any]
 
 class Metrics(Protocol):
     def observe_run(self, operation: str, result: str, seconds: float) -> None: ...
+
+    def run_failed(self, operation: str, reason: str) -> None: ...
+
+    def refused(self, reason: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -77,10 +83,11 @@ def stack_of(raw: Raw, status: ClusterStatus) -> str:
     return status.stack or stack_name(meta.get("namespace"), str(meta.get("name")))
 
 
-def _succeeded(result: RunResult, message: str, started: float, ended: float) -> LastUpdate:
+def _succeeded(result: RunResult, message: str, started: float, ended: float,
+               progress: RunProgress | None = None) -> LastUpdate:
     """status.lastUpdate of a run that succeeded."""
     return LastUpdate(operation=result.operation, result="Succeeded", message=message, start_time=rfc3339(started),
-                      end_time=rfc3339(ended), permalink=result.permalink, changes=result.changes)
+                      end_time=rfc3339(ended), permalink=result.permalink, changes=result.changes, progress=progress)
 
 
 def _jitter(key: str) -> float:
@@ -110,6 +117,7 @@ class Reconciler:
         self.audit = audit
         self.metrics = metrics
         self.clock = clock
+        self.progress_every = PROGRESS_EVERY
         self._api_client = api_client
         self._custom = client.CustomObjectsApi(api_client)
         self._side_pool: ThreadPoolExecutor | None = None
@@ -233,6 +241,7 @@ class Reconciler:
         self.events.event(raw, "Normal", "UpdateStarted", why)
         if self.audit is not None:
             self.audit(desired, "up")
+        progress = ProgressReport(self.status, raw, running, every=self.progress_every)
         try:
             old_link = applied.private_link if applied is not None else None
             if old_link is not None and desired.private_link is not None \
@@ -241,15 +250,19 @@ class Reconciler:
                         "removing the old install's PrivateLink first")
                 self.events.event(raw, "Normal", "NewInstall", note)
                 self.run_engine("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
-                                                         message=f"{why}; {note}"))
-            result = self.run_engine("up", lambda: self.engine.up(desired, message=why, refresh=refresh))
+                                                         message=f"{why}; {note}"), stack=desired.stack, cluster=key)
+            result = self.run_engine("up", lambda: self.engine.up(desired, message=why, refresh=refresh,
+                                                                  on_progress=progress),
+                                     stack=desired.stack, cluster=key)
         except StackLocked as exc:
             return self._locked(raw, running, status, str(exc))
-        except Failure as exc:
-            return self._report(raw, running, "up", exc, started)
+        except Failure as exc:  # over the last progress written (the Failed lastUpdate drops it)
+            return self._report(raw, progress.status, "up", exc, started)
         ended = self.clock()
+        running = progress.status
         done = self._ready_status(running, generation, desired, _succeeded(
-            result, f"{why}: {result.message}".rstrip(": "), started, ended), outputs=result.outputs, checked=ended)
+            result, f"{why}: {result.message}".rstrip(": "), started, ended, progress.latest), outputs=result.outputs,
+            checked=ended)
         if refresh and (drift := done.condition(reasons.DRIFT_CONDITION)) is not None and drift.status == "True":
             done = done.model_copy(update={"conditions": with_drift(
                 done.conditions, False, reasons.DRIFT_CORRECTED, f"corrected by the update at {rfc3339(ended)}",
@@ -284,7 +297,8 @@ class Reconciler:
                 applied = self.engine.applied(stack)
                 if applied is not None:
                     self.audit(applied, "destroy")
-            result = self.run_engine("destroy", lambda: self.engine.destroy(stack, message=why))
+            result = self.run_engine("destroy", lambda: self.engine.destroy(stack, message=why), stack=stack,
+                                     cluster=key)
         except StackLocked as exc:
             return self._locked(raw, running, status, str(exc))
         except Failure as exc:
@@ -343,6 +357,7 @@ class Reconciler:
             return Outcome.done()
         if self._write(raw, status, new):
             self.events.event(raw, "Warning", exc.reason, message)
+            self._refused(raw, "up", exc.reason, message)
         return Outcome.done()
 
     # ------------------------------------------------------------------ drift
@@ -361,7 +376,8 @@ class Reconciler:
         """`preview` with refresh (no update, no history entry): DriftDetected says what the cloud changed; with
         --drift-policy correct an `up` with refresh puts it back, with report the condition only tells."""
         try:
-            result = self.run_engine("preview", lambda: self.engine.preview(desired))
+            result = self.run_engine("preview", lambda: self.engine.preview(desired), stack=desired.stack,
+                                     cluster=key)
         except StackLocked:
             return Outcome.done(self.options.lock_retry)
         except EngineError as exc:
@@ -422,7 +438,8 @@ class Reconciler:
         if not stuck and (last is None or last.result != "Running"):
             return status
         try:
-            result = self.run_engine("recover", lambda: self.engine.recover(stack))
+            result = self.run_engine("recover", lambda: self.engine.recover(stack), stack=stack,
+                                     cluster=object_key(raw))
         except EngineError as exc:
             LOG.warning("%s: recovering the stack failed: %s", stack, exc)
             self.events.event(raw, "Warning", "RecoveryFailed", str(exc))
@@ -476,6 +493,8 @@ class Reconciler:
             "conditions": conditions("stalled" if stalled else "retrying", reason, f"{message[:2048]} ({then})",
                                      generation=generation, previous=running.conditions, now=rfc3339(now))})
         LOG.warning("%s: %s failed (%s): %s; %s", object_key(raw), operation, reason, message[:2048], then)
+        if stalled:
+            self._refused(raw, operation, reason, message)
         self.status.write_later(raw, failed, previous=running)
         self.events.event(raw, "Warning", reason, message)
         return Outcome.done(self.options.stalled_recheck) if stalled else Outcome.retry()
@@ -519,9 +538,13 @@ class Reconciler:
         with self._halt_lock:
             return self._active
 
-    def run_engine(self, operation: str, call: Callable[[], RunResult]) -> RunResult:
+    def run_engine(self, operation: str, call: Callable[[], RunResult], *, stack: str = "",
+                   cluster: str = "") -> RunResult:
+        """Every engine run goes through here (the transit stacks' too): the halt check, the run metrics, the
+        failures by reason, and the run's one log line (`hubwright.run`: cluster, stack, operation, result,
+        duration, changes, reason; automation/adapters/logs.py)."""
         started = time.monotonic()
-        result = "error"
+        result, reason, out, error = "error", "Error", None, ""
         try:
             with self._halt_lock:
                 if self._halted:
@@ -532,20 +555,38 @@ class Reconciler:
             finally:
                 with self._halt_lock:
                     self._active -= 1
-            result = "succeeded" if out.ok else "failed"
+            result, reason = ("succeeded", "") if out.ok else ("failed", "")
             if operation in ("up", "destroy") and not out.ok:
                 raise EngineError(out.message or f"{operation} failed",
                                   reason=reasons.DESTROY_FAILED if operation == "destroy" else reasons.UPDATE_FAILED)
             return out
-        except StackLocked:
-            result = "locked"
+        except StackLocked as exc:
+            result, reason, error = "locked", reasons.STACK_LOCKED, str(exc)
             raise
-        except EngineError:
-            result = "failed"
+        except Failure as exc:
+            result, reason, error = ("failed" if isinstance(exc, EngineError) else "error"), exc.reason, str(exc)
+            raise
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            seconds = time.monotonic() - started
             if self.metrics is not None:
-                self.metrics.observe_run(operation, result, time.monotonic() - started)
+                self.metrics.observe_run(operation, result, seconds)
+                if result in ("failed", "error") and reason:
+                    self.metrics.run_failed(operation, reason)
+            _log_run(operation, result, seconds, out, reason=reason, error=error, stack=stack, cluster=cluster)
+
+    def _refused(self, raw: Raw, operation: str, reason: str, message: str) -> None:
+        """A cluster refused (Stalled: InvalidSpec, NeedsAttention): counted by reason, and its run log line."""
+        if self.metrics is not None:
+            self.metrics.refused(reason)
+        meta = raw.get("metadata") or {}
+        stack = self.status.current(object_key(raw), raw).stack or stack_name(meta.get("namespace"),
+                                                                             str(meta.get("name")))
+        RUN_LOG.warning("%s %s: %s refused (%s)", object_key(raw), stack, operation, reason, extra={FIELDS: {
+            "cluster": object_key(raw), "stack": stack, "operation": operation, "result": "refused",
+            "duration": 0.0, "reason": reason, "error": message[:2048]}})
 
     def _write(self, raw: Raw, before: ClusterStatus, after: ClusterStatus) -> bool:
         try:
@@ -616,3 +657,23 @@ def _changes(changes: dict[str, int]) -> str:
 
 def _summary(result: RunResult) -> str:
     return _changes(result.changes) or result.message or "no changes"
+
+
+def _log_run(operation: str, result: str, seconds: float, out: RunResult | None, *, reason: str, error: str,
+             stack: str, cluster: str) -> None:
+    """The run's one log line: INFO when it did what it should (a preview that found drift says `drifted`),
+    WARNING when it failed."""
+    if operation == "preview" and result == "failed":
+        result = "drifted"  # the check ran; the cloud differs
+    fields: dict[str, Any] = {"cluster": cluster or None, "stack": stack, "operation": operation, "result": result,
+                              "duration": round(seconds, 3)}
+    if out is not None:
+        fields["changes"] = dict(out.changes)
+        if out.drifted:
+            fields["drifted"] = list(out.drifted)
+    if result in ("failed", "error", "locked"):
+        fields["reason"] = reason
+        fields["error"] = error[:2048]
+    level = logging.WARNING if result in ("failed", "error") else logging.INFO
+    RUN_LOG.log(level, "%s %s: %s %s in %.1fs%s", cluster or "-", stack or "-", operation, result, seconds,
+                f" ({reason})" if fields.get("reason") else "", extra={FIELDS: fields})

@@ -42,6 +42,7 @@ from automation.adapters.pool import WorkerPool
 from automation.adapters.pulumi_engine import PulumiSettings
 from automation.adapters.status import EventRecorder, StatusWriter, state_of
 from automation.adapters.watch import Informer, informers, sources, wait_synced
+from automation.adapters import logs
 from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
 from automation.service.mapper import Desired, Mapper, Resolution
@@ -53,6 +54,7 @@ from automation.service.transit import HubStatus, MeshStates, TransitReconciler
 from stacks.accounts import hub_target
 from stacks.guards import check_move
 from stacks.model import HubConfig
+from stacks.monitoring import metric_reason
 from stacks.names import ROLE_MAP_CONFIGMAP
 from stacks.rolemap import from_configmap
 from stacks.status import DRIFT_CONDITION
@@ -421,17 +423,22 @@ class Pipeline:
         return self._stopped.is_set() or (all(i.alive() for i in self.informers) and self.workers.alive()
                                           and (self.tenants is None or self.tenants.alive()))
 
-    def cluster_counts(self) -> tuple[dict[str, int], int]:
-        """The clusters by condition (one story each), and how many stacks have uncorrected drift: one pass."""
+    def cluster_counts(self) -> tuple[dict[str, int], int, dict[str, int]]:
+        """The clusters by condition (one story each), how many stacks have uncorrected drift, and the Stalled
+        clusters by reason: one pass."""
         counts: dict[str, int] = {}
+        stalled: dict[str, int] = {}
         drifted = 0
         for key, entry in self.cache.entries().items():
             status = self.status.current(key, entry.raw)
             state = state_of(status)
             counts[state] = counts.get(state, 0) + 1
+            if state == "Stalled" and (cond := status.condition("Stalled")) is not None:
+                reason = metric_reason(cond.reason)
+                stalled[reason] = stalled.get(reason, 0) + 1
             drift = status.condition(DRIFT_CONDITION)
             drifted += drift is not None and drift.status == "True"
-        return counts, drifted
+        return counts, drifted, stalled
 
 
 # --------------------------------------------------------------------------- `python -m automation serve`
@@ -479,6 +486,10 @@ def add_serve_command(subparsers: Any) -> None:
     state.add_argument("--secrets-provider", default=env("HUBWRIGHT_SECRETS_PROVIDER"),
                        help="stack secrets provider (default: passphrase on DIY backends, the service on Cloud)")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.add_argument("--log-format", default=env("HUBWRIGHT_LOG_FORMAT", "text"), choices=logs.FORMATS,
+                       help="text for a person, or json: one object a line {time, level, logger, message, ...} "
+                            "for a log shipper; each engine run writes one line (logger hubwright.run) "
+                            "(env HUBWRIGHT_LOG_FORMAT)")
     serve.set_defaults(func=serve_command)
 
 
@@ -488,7 +499,8 @@ def options_from(args: Any) -> ServiceOptions:
 
 
 def serve_command(args: Any) -> int:
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(args.log_level, args.log_format)
+    os.environ.update(logs.environment(args.log_level, args.log_format))  # the engine's workers log the same way
     options = options_from(args)
     limits = RunLimits(timeout=options.run_timeout, grace=options.cancel_grace)
     settings = dataclasses.replace(

@@ -7,7 +7,9 @@
           stay ready so that a rolling update is never blocked on them.
 /metrics  hubwright_queue_depth, hubwright_runs_total{operation,result},
           hubwright_run_duration_seconds{operation}, hubwright_clusters{condition},
-          hubwright_drifted_stacks, hubwright_leader, hubwright_watch_restarts_total{source,reason}, ...
+          hubwright_drifted_stacks, hubwright_leader, hubwright_watch_restarts_total{source,reason},
+          hubwright_run_failures_total{operation,reason}, hubwright_cluster_refusals_total{reason},
+          hubwright_stalled_clusters{reason}, ... (the names: stacks.monitoring, which alerts on them)
 The registry is the service's own (no process-global collectors).
 """
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Callable, Iterable
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
+
+from stacks import monitoring
 
 LOG = logging.getLogger("hubwright.server")
 
@@ -45,12 +49,25 @@ class Metrics:
         self.scheduled = Gauge("hubwright_queue_scheduled", "Cluster keys waiting for a timer (retry, drift).",
                                registry=self.registry)
         self.leader = Gauge("hubwright_leader", "1 when this replica holds the Lease.", registry=self.registry)
-        self._clusters: Callable[[], ClusterCounts] = lambda: ({}, 0)
+        self.run_failures = Counter(monitoring.RUN_FAILURES.removesuffix("_total"),
+                                    "Engine runs that failed, by operation and condition reason (StackLocked is "
+                                    "not a failure).", ["operation", "reason"], registry=self.registry)
+        self.refusals = Counter(monitoring.REFUSALS.removesuffix("_total"),
+                                "HubClusters refused (Stalled: InvalidSpec, AssumeRoleFailed, QuotaExceeded, ...), "
+                                "by condition reason, each time the service refuses one.", ["reason"],
+                                registry=self.registry)
+        self._clusters: Callable[[], ClusterCounts] = lambda: ({}, 0, {})
         self.registry.register(_Clusters(lambda: self._clusters()))
 
     def observe_run(self, operation: str, result: str, seconds: float) -> None:
         self.runs.labels(operation, result).inc()
         self.run_seconds.labels(operation).observe(seconds)
+
+    def run_failed(self, operation: str, reason: str) -> None:
+        self.run_failures.labels(operation, monitoring.metric_reason(reason)).inc()
+
+    def refused(self, reason: str) -> None:
+        self.refusals.labels(monitoring.metric_reason(reason)).inc()
 
     def watch_restarted(self, source: str, reason: str) -> None:
         self.watch_restarts.labels(source, reason).inc()
@@ -61,7 +78,8 @@ class Metrics:
         self.scheduled.set_function(scheduled)
 
     def track_clusters(self, counts: Callable[[], ClusterCounts]) -> None:
-        """`counts()`: the clusters by condition and the drifted stacks, from one pass over the clusters."""
+        """`counts()`: the clusters by condition, the drifted stacks and the Stalled clusters by reason, from one
+        pass over the clusters."""
         self._clusters = counts
 
     def track_leader(self, leading: Callable[[], bool]) -> None:
@@ -72,7 +90,8 @@ class Metrics:
 
 
 class _Clusters:
-    """hubwright_clusters{condition} and hubwright_drifted_stacks, from one count per scrape."""
+    """hubwright_clusters{condition}, hubwright_drifted_stacks and hubwright_stalled_clusters{reason}, from one
+    count per scrape."""
 
     def __init__(self, counts: Callable[[], ClusterCounts]):
         self._counts = counts
@@ -80,9 +99,9 @@ class _Clusters:
     def collect(self) -> Iterable[GaugeMetricFamily]:
         family = GaugeMetricFamily("hubwright_clusters", "Clusters by condition (Ready, Reconciling, Stalled, "
                                    "Unknown).", labels=["condition"])
-        counts, drifted = {"Ready": 0, "Reconciling": 0, "Stalled": 0, "Unknown": 0}, 0
+        counts, drifted, stalled = {"Ready": 0, "Reconciling": 0, "Stalled": 0, "Unknown": 0}, 0, {}
         try:
-            by_condition, drifted = self._counts()
+            by_condition, drifted, stalled = self._counts()
             counts.update(by_condition)
         except Exception:  # noqa: BLE001 - a scrape must not fail
             LOG.exception("counting clusters failed")
@@ -91,13 +110,18 @@ class _Clusters:
         yield family
         yield GaugeMetricFamily("hubwright_drifted_stacks", "Stacks whose last drift check found the cloud changed "
                                 "behind them (condition DriftDetected=True).", value=drifted)
+        by_reason = GaugeMetricFamily(monitoring.STALLED, "HubClusters Stalled now, by the Stalled condition's "
+                                      "reason.", labels=["reason"])
+        for reason, count in sorted(stalled.items()):
+            by_reason.add_metric([monitoring.metric_reason(reason)], count)
+        yield by_reason
 
     def describe(self) -> Iterable[GaugeMetricFamily]:
         return []
 
 
 Probe = Callable[[], tuple[bool, dict]]
-ClusterCounts = tuple[dict[str, int], int]  # clusters by condition (Ready, ...), drifted stacks
+ClusterCounts = tuple[dict[str, int], int, dict[str, int]]  # by condition (Ready, ...), drifted, Stalled by reason
 
 
 class ProbeServer:

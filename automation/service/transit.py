@@ -75,7 +75,7 @@ class TransitReconciler:
     """Reconcile one transit stack: level-triggered, like the clusters' Reconciler, with its status in the hub."""
 
     def __init__(self, *, desired: Desired, engine: Engine, hub_status: HubStatus,
-                 run_engine: Callable[[str, Callable[[], RunResult]], RunResult], lock_retry: float = 15.0,
+                 run_engine: Callable[..., RunResult], lock_retry: float = 15.0,
                  clock: Callable[[], float] = time.time):
         """`run_engine(operation, call)`: the clusters' Reconciler's, so a halted service starts no transit run
         either, and the run metrics count these runs too."""
@@ -105,7 +105,7 @@ class TransitReconciler:
              wanted: TransitInputs | None) -> Outcome:
         started = self.clock()
         try:
-            result = self.run_engine(operation, lambda: run(why))
+            result = self.run_engine(operation, lambda: run(why), stack=stack)
         except StackLocked:
             return Outcome.done(self.lock_retry)
         except Failure as exc:
