@@ -141,13 +141,18 @@ def namespace_rules(role_map_configmap: str, lease: str) -> list[dict[str, Any]]
     ]
 
 
+def service_labels(name: str) -> dict[str, str]:
+    """The labels of the service's pods and of its metrics Service (what a ServiceMonitor selects)."""
+    return {"app.kubernetes.io/name": "hubwright", "app.kubernetes.io/instance": name}
+
+
 class ControlPlane(pulumi.ComponentResource):
     def __init__(self, name: str, args: ControlPlaneArgs, provider: k8s.Provider,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("hubwright:deploy:ControlPlane", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         ns = args.namespace
-        labels = {"app.kubernetes.io/name": "hubwright", "app.kubernetes.io/instance": name}
+        labels = service_labels(name)
 
         self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", objs=[dict(c) for c in args.crds], opts=child)
         # The registry's rules the API server enforces itself (stacks.admission): who may set a Tenant's account,

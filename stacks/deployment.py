@@ -21,7 +21,7 @@ from pydantic.alias_generators import to_camel
 
 from stacks.errors import FieldError, InvalidSpec
 from stacks.names import ROLE_ARN
-from stacks.release import default_image
+from stacks.release import default_image, image_problem
 
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"  # EKS's pod identity webhook reads it on the ServiceAccount
 # What the service reads from the backend Secret (envFrom): nothing else may be put in it through the values.
@@ -37,8 +37,6 @@ BACKEND_SECRET_KEYS = {
 # it protects, by the pod's init container (components/controlplane.py), and read from this file.
 PASSPHRASE_FILE = ".pulumi-passphrase"
 QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?")
-IMAGE = re.compile(r"[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
-                   r"(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})")
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 BACKEND_SCHEMES = ("s3://", "gs://", "azblob://", "https://", "http://", "postgres://")
@@ -159,6 +157,13 @@ class RegistryValues(Values):
         description="the registry API container's requests and limits")
 
 
+class MonitoringValues(Values):
+    enabled: bool = Field(False, description="render a ServiceMonitor, a PrometheusRule with the service's alerts and "
+                                             "a Grafana dashboard ConfigMap (needs the Prometheus Operator's CRDs)")
+    labels: dict[str, str] = Field(default_factory=dict, description="labels on all three, e.g. the `release` "
+                                                                     "label a Prometheus selects them by")
+
+
 class InstallValues(Values):
     image: str = Field(default_factory=default_image, description="the image of the service, the registry API "
                                                                  "and the facts agents: <repository>:<tag> or "
@@ -170,13 +175,15 @@ class InstallValues(Values):
     volumes: Volumes = Field(default_factory=Volumes, description="volume sizes")
     service: ServiceValues = Field(default_factory=ServiceValues, description="the service")
     registry: RegistryValues = Field(default_factory=RegistryValues, description="the registry API")
+    monitoring: MonitoringValues = Field(default_factory=MonitoringValues,
+                                         description="Prometheus Operator and Grafana objects (docs/service.md)")
 
     @field_validator("image")
     @classmethod
     def _image(cls, value: str) -> str:
-        if not IMAGE.fullmatch(value) or value.endswith(":latest"):
-            raise ValueError(f"{value!r}: expected <repository>:<version> or <repository>@sha256:<64 hex digits> "
-                             "(never :latest, a moving tag)")
+        problem = image_problem(value)  # the one rule for an image we are told to run (the API's --agent-image too)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("namespace")

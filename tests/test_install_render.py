@@ -153,6 +153,23 @@ def test_without_values_the_image_is_the_release_and_the_backend_secret_is_optio
     assert ("Secret", "hubwright-pulumi") not in rendered(tmp_path / "out")
 
 
+def test_monitoring_is_opt_in_and_its_service_monitor_selects_the_rendered_metrics_service(tmp_path):
+    assert cli("--render", "plain", cwd=tmp_path).returncode == 0
+    assert not {kind for kind, _ in rendered(tmp_path / "plain")} & {"ServiceMonitor", "PrometheusRule"}  # no CRDs needed
+    assert cli("--render", "out", "--set", "monitoring.enabled=true", "--set", "monitoring.labels.release=kps",
+               cwd=tmp_path).returncode == 0
+    objs = rendered(tmp_path / "out")
+    [monitor] = [o for (kind, _), o in objs.items() if kind == "ServiceMonitor"]
+    [rule] = [o for (kind, _), o in objs.items() if kind == "PrometheusRule"]
+    services = [o for (kind, _), o in objs.items() if kind == "Service"
+                if monitor["spec"]["selector"]["matchLabels"].items() <= (o["metadata"].get("labels") or {}).items()]
+    assert [s["metadata"]["name"] for s in services] == ["hubwright-metrics"]
+    ports = {p["name"] for p in services[0]["spec"]["ports"]}
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
+    assert monitor["metadata"]["labels"]["release"] == rule["metadata"]["labels"]["release"] == "kps"
+    assert monitor["metadata"]["namespace"] == rule["metadata"]["namespace"] == "hubwright-system"
+
+
 def test_a_remote_backend_needs_its_secret_which_the_values_may_create(tmp_path):
     done = cli("--render", "out", "--set", "backend.url=s3://state-bucket/hubwright",
                "--set", "backend.secret.data.PULUMI_CONFIG_PASSPHRASE=correct-horse", cwd=tmp_path)
@@ -168,7 +185,7 @@ def test_a_remote_backend_needs_its_secret_which_the_values_may_create(tmp_path)
 
 @pytest.mark.parametrize("assignment, key, reason", [
     ("serviceAccount.roleArn=arn:aws:iam::123456789012:user/alice", "serviceAccount.roleArn", "not an IAM role ARN"),
-    ("image=ghcr.io/hubwright/hubwright:latest", "image", "never :latest"),
+    ("image=ghcr.io/hubwright/hubwright:latest", "image", "moving tag"),
     ("service.workers=0", "service.workers", "greater than or equal to 1"),
     ("volumes.state=lots", "volumes.state", "not a Kubernetes quantity"),
     ("backend.url=ftp://x", "backend.url", "expected s3://"),

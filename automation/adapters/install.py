@@ -20,7 +20,9 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from automation.adapters.plan import StackPlan, record
-from components.install import install
+from components.controlplane import service_labels
+from components.install import SERVICE, install
+from stacks import monitoring
 from stacks.deployment import InstallValues
 
 PROJECT = "hubwright-deploy"  # deploy/Pulumi.yaml's name: the URNs are those of `pulumi up` there
@@ -51,7 +53,10 @@ def objects_of(plan_: StackPlan) -> list[dict[str, Any]]:
 def extra_manifests(values: InstallValues) -> list[dict[str, Any]]:
     """Manifests rendered with the install beyond the components': the one place to add them (monitoring's
     ServiceMonitor, PrometheusRule and dashboard ConfigMap). Namespaced ones without a namespace get the install's."""
-    return []
+    if not values.monitoring.enabled:
+        return []
+    return monitoring.manifests(values.namespace, service_name=f"{SERVICE}-metrics", metrics_port_name="metrics",
+                                selector=service_labels(SERVICE), labels=values.monitoring.labels or None)
 
 
 def render(values: InstallValues) -> list[dict[str, Any]]:
