@@ -34,7 +34,7 @@ from stacks.status import ClusterStatus, HubStatus
 # Validators of stacks.model whose rule can be written as a schema keyword.
 # (Regex-built validators are found by the compiled pattern in their closure.)
 _VALIDATOR_SCHEMAS: dict[str, dict[str, Any]] = {
-    "_region": {"enum": sorted(model.REGIONS)},
+    "_region": {"pattern": model.REGION_PATTERN},
     "_vpc_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/(1[6-9]|2[0-8])$"},
     "_source_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/([1-9]|[12][0-9]|3[0-2])$"},
     "_api_url": {"pattern": API_URL_PATTERN},

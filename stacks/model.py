@@ -18,23 +18,29 @@ from stacks.names import (API_VERSION, CLUSTER_ID, CLUSTER_ID_MAX, LABEL_MAX, PR
                           INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION, cluster_key, hostname_error,
                           parse_api_url, parse_host_port, stack_name)
 
-# Commercial, GovCloud and China partitions. A region outside this list is a typo
-# far more often than a region launched since this list was written.
-REGIONS = frozenset(
-    """af-south-1 ap-east-1 ap-east-2 ap-northeast-1 ap-northeast-2 ap-northeast-3 ap-south-1 ap-south-2
-    ap-southeast-1 ap-southeast-2 ap-southeast-3 ap-southeast-4 ap-southeast-5 ap-southeast-7 ca-central-1
-    ca-west-1 eu-central-1 eu-central-2 eu-north-1 eu-south-1 eu-south-2 eu-west-1 eu-west-2 eu-west-3
-    il-central-1 me-central-1 me-south-1 mx-central-1 sa-east-1 us-east-1 us-east-2 us-west-1 us-west-2
-    us-gov-east-1 us-gov-west-1 cn-north-1 cn-northwest-1""".split()
-)
+# AWS region names: <geography>[-gov|-iso<x>]-<direction>-<number> (us-east-1, us-gov-west-1, cn-northwest-1,
+# us-isob-east-1, ap-southeast-7, mx-central-1), and the European Sovereign Cloud's eusc-<country>-<direction>-<n>.
+# A pattern, not a list: a region AWS opens tomorrow needs no release, and a typo (us-east1, useast-1,
+# us-est-1) is still refused. The one place both the model and the CRD (stacks.crds) take it from.
+REGION_PATTERN = (r"^(?:[a-z]{2}(?:-gov|-iso[a-z]?)?|eusc-[a-z]{2})"
+                  r"-(?:central|north|south|east|west|northeast|northwest|southeast|southwest)-[1-9][0-9]?$")
+REGION_RE = re.compile(REGION_PATTERN)
+
+
+def region_error(value: str) -> str | None:
+    """Why `value` is not an AWS region name, or None when it is one."""
+    if REGION_RE.fullmatch(value):
+        return None
+    return f"{value!r} is not an AWS region name (<area>-<direction>-<number>, like us-east-1 or ap-southeast-7)"
+
+
+# Partitions by region prefix, most specific first (the ARN partition a region's roles live in).
+_PARTITIONS = (("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"), ("us-isob-", "aws-iso-b"), ("us-isof-", "aws-iso-f"),
+               ("eu-isoe-", "aws-iso-e"), ("us-iso-", "aws-iso"), ("eusc-", "aws-eusc"))
 
 
 def partition_of(region: str) -> str:
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    if region.startswith("cn-"):
-        return "aws-cn"
-    return "aws"
+    return next((partition for prefix, partition in _PARTITIONS if region.startswith(prefix)), "aws")
 
 
 # --- field types -------------------------------------------------------------
@@ -51,8 +57,9 @@ def _pattern(regex: str | re.Pattern, what: str):
 
 
 def _region(value: str) -> str:
-    if value not in REGIONS:
-        raise ValueError(f"{value!r} is not a known AWS region")
+    problem = region_error(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
