@@ -6,9 +6,11 @@ need several objects (role map, inventory, mesh) live in `stacks.resolve`.
 """
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
-from typing import Annotated, Any, Literal, Mapping
+from types import UnionType
+from typing import Annotated, Any, Literal, Mapping, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
@@ -653,11 +655,91 @@ def _describe(doc: Any) -> str:
     return "object"
 
 
-def _field_path(loc: tuple) -> str:
-    path = ""
+def _inner(tp: Any) -> Any:
+    """`tp` without Annotated's metadata and without `| None`."""
+    while True:
+        if get_origin(tp) is Annotated:
+            tp = get_args(tp)[0]
+        elif get_origin(tp) in (Union, UnionType) and type(None) in get_args(tp):
+            rest = [a for a in get_args(tp) if a is not type(None)]
+            if len(rest) != 1:
+                return tp
+            tp = rest[0]
+        else:
+            return tp
+
+
+def _field_of(model: type[BaseModel], name: str) -> Any:
+    """The type of `model`'s field named `name` on the wire (its alias), or None."""
+    for attr, info in model.model_fields.items():
+        if name in (info.alias, attr):
+            return info.annotation
+    return None
+
+
+def _wire_fields(model: type[BaseModel]) -> list[str]:
+    return [info.alias or attr for attr, info in model.model_fields.items()]
+
+
+def _locate(loc: tuple, model: type[BaseModel]) -> tuple[str, Any, bool]:
+    """(the field path as people write it, the type that holds the last part, whether the error is in a map key).
+
+    Fields are dotted (spec.network.cidr), list items and map keys in brackets (spec.network.routeTableIDs[2],
+    metadata.annotations[hubwright.io/owner-account-id]): walked along the model, so a key with dots is one key.
+    """
+    path, tp, parent, in_key = "", model, None, False
     for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "(object)"
+        tp = _inner(tp)
+        if part == "[key]":  # pydantic's marker: the map key itself is wrong, not its value
+            in_key = True
+            continue
+        parent = tp
+        if isinstance(part, int):
+            path += f"[{part}]"
+            args = get_args(tp)
+            tp = args[0] if args else None
+        elif isinstance(tp, type) and issubclass(tp, BaseModel):
+            path += f".{part}" if path else str(part)
+            tp = _field_of(tp, part)
+        elif get_origin(tp) in (dict, Mapping) or tp is dict:
+            path += f"[{part}]"
+            args = get_args(tp)
+            tp = args[1] if len(args) == 2 else None
+        else:  # a tag of a union member: not a field
+            continue
+    return path, parent, in_key
+
+
+def _quote_hint(value: Any) -> str:
+    """What to write instead of the number YAML read where text belongs (an account ID, an annotation value)."""
+    if isinstance(value, bool):
+        return "YAML read a boolean (true, yes, on, ...); quote the value"
+    if isinstance(value, int):
+        octal = f"0{value:o}"
+        if len(str(value)) != 12 and len(octal) == 12:  # 0-prefixed digits 0-7: YAML 1.1 reads them as octal
+            return f"YAML read {octal} as the octal number {value}; quote it: \"{octal}\""
+        return f"YAML read {value} as a number; quote it: \"{value}\""
+    return f"YAML read {value!r} as a number; quote it"
+
+
+def _reason(err: dict, path: str, parent: Any, in_key: bool) -> str:
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        name = str(err["loc"][-1])
+        fields = _wire_fields(parent) if isinstance(parent, type) and issubclass(parent, BaseModel) else []
+        near = difflib.get_close_matches(name, fields, n=1, cutoff=0.6) or \
+            [f for f in fields if f.lower() == name.lower()]
+        where = path.rsplit(".", 1)[0] + "." if "." in path else ""
+        return f"unknown field; did you mean {where}{near[0]}?" if near else \
+            f"unknown field (known here: {', '.join(fields)})" if fields else "unknown field"
+    if err["type"] == "string_type" and isinstance(err.get("input"), (int, float)):
+        msg = f"{msg}: {_quote_hint(err['input'])}"
+    return f"not a valid key: {msg}" if in_key else msg
+
+
+def _field_error(where: str, err: dict, model: type[BaseModel]) -> FieldError:
+    path, parent, in_key = _locate(tuple(err["loc"]), model)
+    return FieldError(where, path, _reason(err, path, parent, in_key))
 
 
 # The metadata of a Cluster that resolve() reads. `resolved_part` keeps only these (with the spec and
@@ -694,8 +776,5 @@ def parse(doc: dict, *, source: str | None = None) -> HubConfig | Cluster | Name
     try:
         return model.model_validate(doc)
     except ValidationError as exc:
-        errors = [
-            FieldError(where, _field_path(err["loc"]), err["msg"].removeprefix("Value error, "))
-            for err in exc.errors()
-        ]
+        errors = [_field_error(where, err, model) for err in exc.errors()]
         raise InvalidSpec(errors) from None

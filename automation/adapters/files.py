@@ -32,7 +32,7 @@ Objects = list[HubConfig | Cluster | Namespace]
 
 
 class _BadFile(Exception):
-    """Why one file cannot be read; becomes FieldError(path, "(file)", reason)."""
+    """Why one file cannot be read; becomes FieldError(path, "", reason): the file is the object."""
 
 
 # --------------------------------------------------------------------------- finding files
@@ -55,14 +55,14 @@ def yaml_files(path: str) -> tuple[list[str], list[FieldError]]:
     sorted, and an error for every one that cannot be followed. Other kinds of files are left unopened."""
     problem = _link_problem(path)
     if problem is not None:
-        return [], [FieldError(path, "(path)", problem)]
+        return [], [FieldError(path, "", problem)]
     if not os.path.isdir(path):
         return ([path], []) if stat.S_ISREG(os.stat(path).st_mode) else \
-            ([], [FieldError(path, "(path)", "not a regular file or a folder")])
+            ([], [FieldError(path, "", "not a regular file or a folder")])
     found, errors = [], []
 
     def unreadable(exc: OSError) -> None:
-        errors.append(FieldError(exc.filename or path, "(path)", exc.strerror or str(exc)))
+        errors.append(FieldError(exc.filename or path, "", exc.strerror or str(exc)))
 
     for root, _, names in os.walk(path, onerror=unreadable):
         for name in names:
@@ -71,7 +71,7 @@ def yaml_files(path: str) -> tuple[list[str], list[FieldError]]:
             full = os.path.join(root, name)
             problem = _link_problem(full)
             if problem is not None:
-                errors.append(FieldError(full, "(file)", problem))
+                errors.append(FieldError(full, "", problem))
             elif stat.S_ISREG(os.stat(full).st_mode):
                 found.append(full)
     return sorted(found), errors
@@ -229,14 +229,14 @@ def read_documents(path: str) -> tuple[Objects, list[FieldError]]:
     """Every valid object in the YAML files at `path`, and the errors of the files and objects that are not."""
     files, errors = yaml_files(path)
     if not files and not errors:
-        errors.append(FieldError(path, "(path)", "no YAML files (*.yaml, *.yml) there"))
+        errors.append(FieldError(path, "", "no YAML files (*.yaml, *.yml) there"))
     objects: Objects = []
     for file in files:
         try:
             docs = _documents(file)
         except (_BadFile, OSError) as exc:
             reason = str(exc) if isinstance(exc, _BadFile) else exc.strerror or str(exc)
-            errors.append(FieldError(file, "(file)", reason))
+            errors.append(FieldError(file, "", reason))
             continue
         for doc in docs:
             try:
@@ -276,7 +276,7 @@ def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | No
     (invalid if invalid is not None else []).extend(errors)
     clusters = tuple(o for o in objects if isinstance(o, Cluster))
     if not clusters and not errors:
-        raise InvalidSpec.one(clusters_path, "(path)", "no Cluster objects there")
+        raise InvalidSpec.one(clusters_path, "", "no Cluster objects there")
     dupes = sorted(k for k, n in Counter(c.key for c in clusters).items() if n > 1)
     if dupes:
         raise InvalidSpec.one(clusters_path, "metadata", f"clusters defined more than once: {', '.join(dupes)}")

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         policy = PolicySettings.load(args.policy, args.policy_config)
     except ValueError as err:
-        raise InvalidSpec.one("--policy-config", "(file)", str(err)) from None
+        raise InvalidSpec.one(f"--policy-config {args.policy_config}", "", str(err)) from None
     rules = policy.rules() if policy.enabled else None
     invalid: list = []
     fleet = load_fleet(args.hub, args.clusters, invalid)
