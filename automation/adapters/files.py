@@ -9,7 +9,6 @@ skipped without being opened.
 from __future__ import annotations
 
 import errno
-from collections import Counter
 import os
 import stat
 from typing import Any
@@ -225,12 +224,12 @@ def _documents(path: str) -> list[dict]:
     return docs
 
 
-def read_documents(path: str) -> tuple[Objects, list[FieldError]]:
-    """Every valid object in the YAML files at `path`, and the errors of the files and objects that are not."""
+def _read_sourced(path: str) -> tuple[list[tuple[HubConfig | Cluster | Namespace, str]], list[FieldError]]:
+    """Every valid object at `path` with where it was read ("file, document N"), and the errors."""
     files, errors = yaml_files(path)
     if not files and not errors:
         errors.append(FieldError(path, "", "no YAML files (*.yaml, *.yml) there"))
-    objects: Objects = []
+    objects: list[tuple[HubConfig | Cluster | Namespace, str]] = []
     for file in files:
         try:
             docs = _documents(file)
@@ -238,12 +237,27 @@ def read_documents(path: str) -> tuple[Objects, list[FieldError]]:
             reason = str(exc) if isinstance(exc, _BadFile) else exc.strerror or str(exc)
             errors.append(FieldError(file, "", reason))
             continue
-        for doc in docs:
+        for i, doc in enumerate(docs):
             try:
-                objects.append(parse(doc, source=file))
+                objects.append((parse(doc, source=file), f"{file}, document {i + 1}"))
             except InvalidSpec as exc:
                 errors.extend(exc.errors)
     return objects, errors
+
+
+def read_documents(path: str) -> tuple[Objects, list[FieldError]]:
+    """Every valid object in the YAML files at `path`, and the errors of the files and objects that are not."""
+    sourced, errors = _read_sourced(path)
+    return [obj for obj, _ in sourced], errors
+
+
+def _duplicates(sourced: list[tuple[HubConfig | Cluster | Namespace, str]]) -> list[FieldError]:
+    """One error per object defined more than once (same kind, namespace and name), naming every place."""
+    places: dict[str, list[str]] = {}
+    for obj, where in sourced:
+        places.setdefault(obj.ref if isinstance(obj, Cluster) else "", []).append(where)
+    return [FieldError(ref, "metadata.name", f"defined {len(where)} times: in {' and in '.join(where)}")
+            for ref, where in sorted(places.items()) if ref and len(where) > 1]
 
 
 def load_documents(path: str) -> Objects:
@@ -270,16 +284,17 @@ def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | No
     valid clusters still load, so a caller can report every problem of the fleet at once.
     """
     hub = load_hub(hub_path)
-    objects, errors = read_documents(clusters_path)
+    sourced, errors = _read_sourced(clusters_path)
+    objects = [obj for obj, _ in sourced]
     if errors and invalid is None:
         raise InvalidSpec(errors)
     (invalid if invalid is not None else []).extend(errors)
     clusters = tuple(o for o in objects if isinstance(o, Cluster))
     if not clusters and not errors:
         raise InvalidSpec.one(clusters_path, "", "no Cluster objects there")
-    dupes = sorted(k for k, n in Counter(c.key for c in clusters).items() if n > 1)
-    if dupes:
-        raise InvalidSpec.one(clusters_path, "metadata", f"clusters defined more than once: {', '.join(dupes)}")
+    dupes = _duplicates(sourced)
+    if dupes:  # which of the two is meant cannot be guessed: nothing is planned, every problem is named
+        raise InvalidSpec([*errors, *dupes])
     namespaces = {o.metadata.name: dict(o.metadata.annotations) for o in objects if isinstance(o, Namespace)}
     # The hub file's status.mesh, when it has one (a copy of the live HubConfig): the groups' recorded states.
     return Fleet(hub=hub, clusters=clusters, namespaces=namespaces, mesh_status=MeshStatus.from_hub_status(hub.status))
