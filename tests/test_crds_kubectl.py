@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 
 import pytest
 
-from stacks.names import CLUSTER, GROUP, HUBCONFIG
+from stacks.names import CLUSTER, GROUP, HUBCONFIG, TENANT
 from tests.envtest import BUILD_HINT, find_binary, kube_apiserver  # noqa: F401
 from tests.factories import cluster_doc
 
@@ -33,13 +34,19 @@ def kubectl(kube_apiserver, tmp_path_factory):  # noqa: F811
             assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
         return done
 
+    # The API server publishes a new CRD's OpenAPI schema (what explain reads) a moment after installing it.
+    deadline = time.monotonic() + 90
+    for plural in (CLUSTER.plural, HUBCONFIG.plural, TENANT.plural):
+        while run("explain", plural, check=False).returncode != 0:
+            assert time.monotonic() < deadline, f"the API server never published the schema of {plural}"
+            time.sleep(0.5)
     return run
 
 
 @pytest.mark.parametrize("field", [f"{CLUSTER.plural}", f"{CLUSTER.plural}.spec", f"{CLUSTER.plural}.spec.network",
                                    f"{CLUSTER.plural}.status", f"{CLUSTER.plural}.status.lastUpdate",
                                    f"{HUBCONFIG.plural}.spec", f"{HUBCONFIG.plural}.spec.mesh.groups",
-                                   f"{HUBCONFIG.plural}.status.mesh"])
+                                   f"{HUBCONFIG.plural}.status.mesh", f"{TENANT.plural}.spec", f"{TENANT.plural}.status"])
 def test_kubectl_explain_prints_a_description_for_every_field(kubectl, field):
     out = kubectl("explain", field).stdout
     assert "<no description>" not in out, out
