@@ -187,6 +187,22 @@ def test_an_object_defined_twice_names_both_files_and_documents_and_every_other_
     assert "prod-2" not in err
 
 
+def test_a_namespace_defined_twice_with_different_annotations_names_both_files(tmp_path):
+    def namespace(owner):
+        return yaml.safe_dump(namespace_doc("acme", owner))
+
+    same = {"a.yaml": cluster_yaml(), "ns1.yaml": namespace("222222222222"), "ns2.yaml": namespace("222222222222")}
+    for name, text in same.items():
+        (tmp_path / name).write_text(text)
+    done = run("plan", "--hub", "examples/hub.yaml", "--clusters", str(tmp_path), "--format", "json")
+    assert done.returncode == 0, done.stderr  # the same twice is no ambiguity
+    err = refused(tmp_path, {"a.yaml": cluster_yaml(), "ns1.yaml": namespace("222222222222"),
+                             "ns2.yaml": namespace("333333333333")})
+    folder = tmp_path / "clusters"
+    assert f"Namespace acme: metadata.name: defined 2 times: in {folder / 'ns1.yaml'}, document 1 and in " \
+           f"{folder / 'ns2.yaml'}, document 1" in err
+
+
 @pytest.mark.parametrize("typo, meant", [("netwrok", "spec.network"), ("netWork", "spec.network"),
                                          ("sharedIngres", "spec.sharedIngress"), ("accountId", "spec.accountID")])
 def test_a_mistyped_field_gets_the_near_miss(tmp_path, typo, meant):

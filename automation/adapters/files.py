@@ -252,12 +252,16 @@ def read_documents(path: str) -> tuple[Objects, list[FieldError]]:
 
 
 def _duplicates(sourced: list[tuple[HubConfig | Cluster | Namespace, str]]) -> list[FieldError]:
-    """One error per object defined more than once (same kind, namespace and name), naming every place."""
-    places: dict[str, list[str]] = {}
+    """One error per object defined more than once (same kind, namespace and name), naming every place: a
+    Cluster twice, or a Namespace twice with different annotations (which owner account would be meant?)."""
+    places: dict[str, list[tuple[HubConfig | Cluster | Namespace, str]]] = {}
     for obj, where in sourced:
-        places.setdefault(obj.ref if isinstance(obj, Cluster) else "", []).append(where)
-    return [FieldError(ref, "metadata.name", f"defined {len(where)} times: in {' and in '.join(where)}")
-            for ref, where in sorted(places.items()) if ref and len(where) > 1]
+        if isinstance(obj, (Cluster, Namespace)):
+            places.setdefault(obj.ref, []).append((obj, where))
+    return [FieldError(ref, "metadata.name", f"defined {len(found)} times: in {' and in '.join(w for _, w in found)}")
+            for ref, found in sorted(places.items())
+            if len(found) > 1 and (ref.startswith("HubCluster ")
+                                   or len({tuple(sorted(o.metadata.annotations.items())) for o, _ in found}) > 1)]
 
 
 def load_documents(path: str) -> Objects:
