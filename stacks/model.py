@@ -16,7 +16,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.names import (API_VERSION, CLUSTER_ID, CLUSTER_ID_MAX, LABEL_MAX, PRINCIPAL_ARN, ROLE_ARN,
+from stacks.names import (API_VERSION, CLUSTER_ID, CLUSTER_ID_MAX, LABEL_MAX, MAX_CLUSTERS_ANNOTATION,
+                          MAX_ENDPOINTS_ANNOTATION, PRINCIPAL_ARN, ROLE_ARN,
                           INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION, cluster_key, hostname_error,
                           parse_api_url, parse_host_port, stack_name)
 
@@ -422,10 +423,10 @@ class Tenancy(Spec):
     # them. Over its cap a cluster is refused (QuotaExceeded) and takes no slot; a stack that exists keeps its own.
     max_clusters_per_namespace: int | None = Field(None, ge=0, le=INT32_MAX,
         description="Per-namespace cap on clusters with a stack (unset: none); the namespace annotation "
-                    "hubwright.io/max-clusters overrides it. Over it a cluster is refused (QuotaExceeded).")
+                    f"{MAX_CLUSTERS_ANNOTATION} overrides it. Over it a cluster is refused (QuotaExceeded).")
     max_endpoints_per_namespace: int | None = Field(None, ge=0, le=INT32_MAX,
         description="Per-namespace cap on PrivateLink endpoints (unset: none); the namespace annotation "
-                    "hubwright.io/max-endpoints overrides it.")
+                    f"{MAX_ENDPOINTS_ANNOTATION} overrides it.")
 
 
 class HubConfigSpec(Spec):

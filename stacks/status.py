@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from stacks.names import CLUSTER_ID, CLUSTER_ID_MAX
+from stacks.names import CLUSTER_ID, CLUSTER_ID_MAX, RECONCILE_REQUEST_ANNOTATION
 
 CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")  # kstatus: exactly one story at a time
 DRIFT_CONDITION = "DriftDetected"  # beside them: True while the last drift check found the cloud changed
@@ -170,7 +170,7 @@ class ClusterStatus(StatusModel):
         description="The ID the shared ingress routes the cluster on, recorded once.")
     # The value of the annotation hubwright.io/reconcile-request the service last acted on.
     last_handled_reconcile_request: str | None = Field(None, max_length=256,
-        description="The value of the annotation hubwright.io/reconcile-request the service last acted on.")
+        description=f"The value of the annotation {RECONCILE_REQUEST_ANNOTATION} the service last acted on.")
     facts: FactsStatus | None = Field(None,
         description="The latest dynamic facts the cluster's agent pushed (written by the registry).")
     bootstrap_token: BootstrapTokenStatus | None = Field(None,
