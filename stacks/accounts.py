@@ -21,7 +21,7 @@ import re
 from typing import Mapping
 
 from stacks.errors import InvalidSpec
-from stacks.model import REGIONS, Cluster, HubConfig, partition_of
+from stacks.model import Cluster, HubConfig, partition_of, region_error
 from stacks.targets import AwsTarget
 from stacks.names import DEFAULT_REGION_ANNOTATION, REGION_ANNOTATION, ROLE_ARN
 from stacks.tenancy import Owners, namespace_of
@@ -58,8 +58,9 @@ def cluster_region(cluster: Cluster, hub: HubConfig, ns_annotations: Mapping[str
         (cluster.spec.region, "spec.region"),
     ):
         if value:
-            if value not in REGIONS:
-                raise InvalidSpec.one(cluster.ref, source, f"{value!r} is not a known AWS region")
+            problem = region_error(value)
+            if problem is not None:
+                raise InvalidSpec.one(cluster.ref, source, problem)
             return value, source
     return hub.spec.region, "HubConfig spec.region"
 

@@ -34,7 +34,7 @@ from stacks.status import ClusterStatus, HubStatus
 # Validators of stacks.model whose rule can be written as a schema keyword.
 # (Regex-built validators are found by the compiled pattern in their closure.)
 _VALIDATOR_SCHEMAS: dict[str, dict[str, Any]] = {
-    "_region": {"enum": sorted(model.REGIONS)},
+    "_region": {"pattern": model.REGION_PATTERN},
     "_vpc_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/(1[6-9]|2[0-8])$"},
     "_source_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/([1-9]|[12][0-9]|3[0-2])$"},
     "_api_url": {"pattern": API_URL_PATTERN},
@@ -131,11 +131,19 @@ def schema_of(model_cls: type[BaseModel]) -> dict[str, Any]:
 CLUSTER_NAME_MAX = STACK_NAME_MAX - 2
 
 
+# Every field has a description (`kubectl explain`): the models' Field(description=...) and docstrings, and these
+# for the envelope every Kubernetes object shares (the wording of the API server's own types). The API server
+# refuses anything but a type in `metadata` (and name's bounds): it describes metadata itself (ObjectMeta).
+API_VERSION_DESCRIPTION = ("APIVersion defines the versioned schema of this representation of an object: "
+                           f"{GROUP}/{VERSION}.")
+KIND_DESCRIPTION = "Kind is a string value representing the REST resource this object represents."
+
+
 def _resource_schema(spec: type[BaseModel], status: type[BaseModel] | None, description: str,
                      metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     props: dict[str, Any] = {
-        "apiVersion": {"type": "string"},
-        "kind": {"type": "string"},
+        "apiVersion": {"type": "string", "description": API_VERSION_DESCRIPTION},
+        "kind": {"type": "string", "description": KIND_DESCRIPTION},
         "metadata": {"type": "object", **(metadata or {})},
         "spec": schema_of(spec),
     }

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FieldError:
-    obj: str  # "HubCluster acme/prod-1", "HubConfig default"
-    field: str  # "spec.network.cidr"
+    obj: str  # "HubCluster acme/prod-1", "HubConfig default", a file, a command-line option
+    field: str  # "spec.network.cidr", "metadata.annotations[hubwright.io/owner-account-id]"; "" for the whole object
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.obj}: {self.field}: {self.reason}"
+        return f"{self.obj}: {self.field}: {self.reason}" if self.field else f"{self.obj}: {self.reason}"
 
 
 class InvalidSpec(ValueError):

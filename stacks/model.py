@@ -6,35 +6,44 @@ need several objects (role map, inventory, mesh) live in `stacks.resolve`.
 """
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
-from typing import Annotated, Any, Literal, Mapping
+from types import UnionType
+from typing import Annotated, Any, Literal, Mapping, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.names import (API_VERSION, CLUSTER_ID, CLUSTER_ID_MAX, LABEL_MAX, PRINCIPAL_ARN, ROLE_ARN,
+from stacks.names import (API_VERSION, CLUSTER_ID, CLUSTER_ID_MAX, LABEL_MAX, MAX_CLUSTERS_ANNOTATION,
+                          MAX_ENDPOINTS_ANNOTATION, PRINCIPAL_ARN, ROLE_ARN,
                           INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION, cluster_key, hostname_error,
                           parse_api_url, parse_host_port, stack_name)
 
-# Commercial, GovCloud and China partitions. A region outside this list is a typo
-# far more often than a region launched since this list was written.
-REGIONS = frozenset(
-    """af-south-1 ap-east-1 ap-east-2 ap-northeast-1 ap-northeast-2 ap-northeast-3 ap-south-1 ap-south-2
-    ap-southeast-1 ap-southeast-2 ap-southeast-3 ap-southeast-4 ap-southeast-5 ap-southeast-7 ca-central-1
-    ca-west-1 eu-central-1 eu-central-2 eu-north-1 eu-south-1 eu-south-2 eu-west-1 eu-west-2 eu-west-3
-    il-central-1 me-central-1 me-south-1 mx-central-1 sa-east-1 us-east-1 us-east-2 us-west-1 us-west-2
-    us-gov-east-1 us-gov-west-1 cn-north-1 cn-northwest-1""".split()
-)
+# AWS region names: <geography>[-gov|-iso<x>]-<direction>-<number> (us-east-1, us-gov-west-1, cn-northwest-1,
+# us-isob-east-1, ap-southeast-7, mx-central-1), and the European Sovereign Cloud's eusc-<country>-<direction>-<n>.
+# A pattern, not a list: a region AWS opens tomorrow needs no release, and a typo (us-east1, useast-1,
+# us-est-1) is still refused. The one place both the model and the CRD (stacks.crds) take it from.
+REGION_PATTERN = (r"^(?:[a-z]{2}(?:-gov|-iso[a-z]?)?|eusc-[a-z]{2})"
+                  r"-(?:central|north|south|east|west|northeast|northwest|southeast|southwest)-[1-9][0-9]?$")
+REGION_RE = re.compile(REGION_PATTERN)
+
+
+def region_error(value: str) -> str | None:
+    """Why `value` is not an AWS region name, or None when it is one."""
+    if REGION_RE.fullmatch(value):
+        return None
+    return f"{value!r} is not an AWS region name (<area>-<direction>-<number>, like us-east-1 or ap-southeast-7)"
+
+
+# Partitions by region prefix, most specific first (the ARN partition a region's roles live in).
+_PARTITIONS = (("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"), ("us-isob-", "aws-iso-b"), ("us-isof-", "aws-iso-f"),
+               ("eu-isoe-", "aws-iso-e"), ("us-iso-", "aws-iso"), ("eusc-", "aws-eusc"))
 
 
 def partition_of(region: str) -> str:
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    if region.startswith("cn-"):
-        return "aws-cn"
-    return "aws"
+    return next((partition for prefix, partition in _PARTITIONS if region.startswith(prefix)), "aws")
 
 
 # --- field types -------------------------------------------------------------
@@ -51,8 +60,9 @@ def _pattern(regex: str | re.Pattern, what: str):
 
 
 def _region(value: str) -> str:
-    if value not in REGIONS:
-        raise ValueError(f"{value!r} is not a known AWS region")
+    problem = region_error(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -151,41 +161,63 @@ class Spec(BaseModel):
 # --- HubConfig ----------------------------------------------------------------
 
 class Credentials(Spec):
-    role_arn: RoleARN | None = Field(None, alias="roleARN")
-    external_id: str | None = Field(None, alias="externalID", min_length=2, max_length=1224)
-    session_duration_seconds: int | None = Field(None, ge=900, le=43200)
+    """How the service reaches the hub account."""
+
+    role_arn: RoleARN | None = Field(None, alias="roleARN",
+        description="The role the service assumes for the hub account. Unset: its own identity (IRSA, instance "
+                    "profile, environment).")
+    external_id: str | None = Field(None, alias="externalID", min_length=2, max_length=1224,
+        description="The external ID the role's trust policy requires, if any.")
+    session_duration_seconds: int | None = Field(None, ge=900, le=43200,
+        description="How long an assumed session lasts, in seconds (900 to 43200). Unset: the AWS default.")
 
 
 class Subnet(Spec):
-    subnet_id: SubnetID = Field(alias="subnetID")
-    availability_zone: str = Field(min_length=1, max_length=32)
+    """A subnet and its availability zone."""
+
+    subnet_id: SubnetID = Field(alias="subnetID", description="The subnet's ID (subnet-...).")
+    availability_zone: str = Field(min_length=1, max_length=32,
+        description="The subnet's availability zone (e.g. us-east-1a).")
 
 
 class EndpointVPC(Spec):
-    region: Region
-    vpc_id: VpcID = Field(alias="vpcID")
-    cidr: VpcCidr
-    subnets: list[Subnet] = Field(min_length=1, max_length=32)
+    """A hub VPC interface endpoints may be placed in."""
+
+    region: Region = Field(description="The VPC's AWS region.")
+    vpc_id: VpcID = Field(alias="vpcID", description="The VPC's ID (vpc-...) in the hub account.")
+    cidr: VpcCidr = Field(description="The VPC's CIDR block (/16 to /28).")
+    subnets: list[Subnet] = Field(min_length=1, max_length=32,
+        description="The subnets the interface endpoints are placed in, at least one.")
 
 
 class AssociatedVPC(Spec):
-    region: Region
-    vpc_id: VpcID = Field(alias="vpcID")
-    cidr: VpcCidr | None = None  # looked up in the hub account when absent
+    """A hub VPC the clusters' private DNS zones are associated with."""
+
+    region: Region = Field(description="The VPC's AWS region.")
+    vpc_id: VpcID = Field(alias="vpcID", description="The VPC's ID (vpc-...) in the hub account.")
+    cidr: VpcCidr | None = Field(None, description="The VPC's CIDR block. Unset: looked up in the hub account.")
 
 
 class HubPrivateLink(Spec):
+    """PrivateLink settings for every cluster."""
+
     # "Alias": an A ALIAS record to the endpoint's regional DNS name.
     # "ARecord": plain A records with the endpoint's IPs, for partitions without ALIAS (GovCloud).
-    dns_record_type: Literal["Alias", "ARecord"] = "Alias"
+    dns_record_type: Literal["Alias", "ARecord"] = Field("Alias",
+        description="Alias: an A ALIAS record to the endpoint's regional DNS name. ARecord: plain A records with "
+                    "the endpoint's IPs, for partitions without ALIAS (GovCloud).")
     # Interface endpoints per VPC (AWS default quota: 50); a full VPC is never chosen.
-    endpoints_per_vpc: int = Field(50, ge=1, le=INT32_MAX, alias="endpointsPerVPC")
+    endpoints_per_vpc: int = Field(50, ge=1, le=INT32_MAX, alias="endpointsPerVPC",
+        description="Interface endpoints per endpoint VPC (AWS default quota: 50); a full VPC is never chosen.")
 
 
 class MeshRule(Spec):
-    protocol: Literal["tcp", "udp", "icmp", "-1"] = "-1"
-    from_port: int = Field(0, ge=-1, le=65535)
-    to_port: int = Field(0, ge=-1, le=65535)
+    """Traffic a mesh member admits from its peers."""
+
+    protocol: Literal["tcp", "udp", "icmp", "-1"] = Field("-1",
+        description="The protocol the rule admits: tcp, udp, icmp, or -1 for all.")
+    from_port: int = Field(0, ge=-1, le=65535, description="First port of the range (tcp and udp), or the ICMP type.")
+    to_port: int = Field(0, ge=-1, le=65535, description="Last port of the range (tcp and udp), or the ICMP code.")
 
     @model_validator(mode="after")
     def _ports(self) -> "MeshRule":
@@ -197,35 +229,57 @@ class MeshRule(Spec):
 class TransitGatewayRef(Spec):
     """Where a group's Transit Gateways live: one per member region, in this (network) account."""
 
-    account_id: AccountID | None = Field(None, alias="accountID")  # None: the hub account
+    account_id: AccountID | None = Field(None, alias="accountID",
+        description="The (network) account the group's Transit Gateways live in, one per member region. Unset: the "
+                    "hub account.")
     # Amazon side ASN of the gateways: a 16-bit private ASN (the API server stores int32, too small for the
     # 32-bit private range). Groups on one network account share its gateways, so they must agree on it.
-    asn: int = Field(64512, ge=64512, le=65534)
+    asn: int = Field(64512, ge=64512, le=65534,
+        description="Amazon side ASN of the gateways: a 16-bit private ASN (64512 to 65534). Groups on one network "
+                    "account must agree on it.")
 
 
 Topology = Literal["peering", "transitGateway"]
 
 
 class MeshGroup(Spec):
+    """A mesh group: clusters labelled with its name reach each other."""
+
     # Empty: all traffic from peer CIDRs (the design's default).
-    rules: list[MeshRule] = Field(default_factory=list, max_length=60)  # AWS: 60 inbound rules per group
+    rules: list[MeshRule] = Field(default_factory=list, max_length=60,
+        description="The traffic members admit from each other (at most 60, AWS's inbound rules per group). Empty: "
+                    "all traffic from peer CIDRs.")
     # "nodes": rules go on each cluster's node security groups; "dedicated": a group of its own per cluster.
-    security_group: Literal["nodes", "dedicated"] = "nodes"
+    security_group: Literal["nodes", "dedicated"] = Field("nodes",
+        description="Where the rules go: nodes (each cluster's node security groups) or dedicated (a group of its "
+                    "own per cluster).")
     # Unset: the group is namespace-local (clusters of one namespace with this label; these settings apply
     # in every namespace). Set: one group spanning exactly these namespaces; a cluster of any other
     # namespace with the label is refused (NotInMeshGroup).
-    namespaces: list[NamespaceName] | None = Field(None, max_length=1000)
+    namespaces: list[NamespaceName] | None = Field(None, max_length=1000,
+        description="Unset: the group is namespace-local (clusters of one namespace with the label). Set: one group "
+                    "spanning exactly these namespaces; a cluster of any other namespace with the label is refused "
+                    "(NotInMeshGroup).")
     # How members reach each other (stacks.transit): VPC peerings, a Transit Gateway, or peering below
     # autoThreshold members and a Transit Gateway from there on (back to peering below autoPeeringBelow).
-    topology: Literal["peering", "transitGateway", "auto"] = "peering"
-    auto_threshold: int = Field(40, ge=2, le=5000)
-    auto_peering_below: int | None = Field(None, ge=1, le=5000)  # default: three quarters of autoThreshold
-    transit_gateway: TransitGatewayRef = Field(default_factory=TransitGatewayRef)
+    topology: Literal["peering", "transitGateway", "auto"] = Field("peering",
+        description="How members reach each other: peering (VPC peerings), transitGateway, or auto (peering below "
+                    "autoThreshold members, a Transit Gateway from there on).")
+    auto_threshold: int = Field(40, ge=2, le=5000,
+        description="auto: the member count from which the group uses a Transit Gateway.")
+    auto_peering_below: int | None = Field(None, ge=1, le=5000,
+        description="auto: the member count below which the group goes back to peering (default: three quarters of "
+                    "autoThreshold).")
+    transit_gateway: TransitGatewayRef = Field(default_factory=TransitGatewayRef,
+        description="Where the group's Transit Gateways live, and their ASN.")
     # Transit Gateway mode: each member routes only these to the gateway (one route per table, whatever the
     # group's size) instead of one route per other member. Each must contain every member CIDR.
-    summary_cidrs: list[SourceCidr] = Field(default_factory=list, alias="summaryCIDRs", max_length=50)
+    summary_cidrs: list[SourceCidr] = Field(default_factory=list, alias="summaryCIDRs", max_length=50,
+        description="Transit Gateway mode: each member routes only these to the gateway, instead of one route per "
+                    "other member. Each must contain every member CIDR.")
     # The ranges a member's spec.network.cidr must lie in (empty: any CIDR that is not the hub's).
-    member_cidrs: list[SourceCidr] = Field(default_factory=list, alias="memberCIDRs", max_length=50)
+    member_cidrs: list[SourceCidr] = Field(default_factory=list, alias="memberCIDRs", max_length=50,
+        description="The ranges a member's spec.network.cidr must lie in. Empty: any CIDR that is not the hub's.")
 
     @model_validator(mode="after")
     def _hysteresis(self) -> "MeshGroup":
@@ -242,35 +296,58 @@ class MeshGroup(Spec):
 class MeshQuotas(Spec):
     """One account's raised AWS quotas (HubConfig spec.mesh.accountQuotas); unset fields: spec.mesh's."""
 
-    peerings_per_vpc: int | None = Field(None, ge=1, le=125, alias="peeringsPerVPC")
-    routes_per_table: int | None = Field(None, ge=1, le=1000)
-    rules_per_security_group: int | None = Field(None, ge=1, le=1000)
-    attachments_per_transit_gateway: int | None = Field(None, ge=1, le=10000)
-    route_tables_per_transit_gateway: int | None = Field(None, ge=1, le=1000)
-    routes_per_transit_gateway: int | None = Field(None, ge=1, le=100000)
-    peering_attachments_per_transit_gateway: int | None = Field(None, ge=1, le=500)
-    transit_gateways_per_vpc: int | None = Field(None, ge=1, le=20, alias="transitGatewaysPerVPC")
+    peerings_per_vpc: int | None = Field(None, ge=1, le=125, alias="peeringsPerVPC",
+        description="This account's spec.mesh.peeringsPerVPC (unset: spec.mesh's).")
+    routes_per_table: int | None = Field(None, ge=1, le=1000,
+        description="This account's spec.mesh.routesPerTable (unset: spec.mesh's).")
+    rules_per_security_group: int | None = Field(None, ge=1, le=1000,
+        description="This account's spec.mesh.rulesPerSecurityGroup (unset: spec.mesh's).")
+    attachments_per_transit_gateway: int | None = Field(None, ge=1, le=10000,
+        description="This account's spec.mesh.attachmentsPerTransitGateway (unset: spec.mesh's).")
+    route_tables_per_transit_gateway: int | None = Field(None, ge=1, le=1000,
+        description="This account's spec.mesh.routeTablesPerTransitGateway (unset: spec.mesh's).")
+    routes_per_transit_gateway: int | None = Field(None, ge=1, le=100000,
+        description="This account's spec.mesh.routesPerTransitGateway (unset: spec.mesh's).")
+    peering_attachments_per_transit_gateway: int | None = Field(None, ge=1, le=500,
+        description="This account's spec.mesh.peeringAttachmentsPerTransitGateway (unset: spec.mesh's).")
+    transit_gateways_per_vpc: int | None = Field(None, ge=1, le=20, alias="transitGatewaysPerVPC",
+        description="This account's spec.mesh.transitGatewaysPerVPC (unset: spec.mesh's).")
 
 
 class HubMesh(Spec):
+    """Mesh groups and the AWS quotas they are planned within."""
+
     groups: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")], MeshGroup] = \
-        Field(default_factory=dict, max_length=1000)
+        Field(default_factory=dict, max_length=1000,
+            description="The mesh groups, by name: clusters labelled with a group's name join it.")
     # AWS default quotas; raise them here (or per account, accountQuotas) once AWS has raised them for you.
-    peerings_per_vpc: int = Field(50, ge=1, le=125, alias="peeringsPerVPC")
-    routes_per_table: int = Field(50, ge=1, le=1000)
-    rules_per_security_group: int = Field(60, ge=1, le=1000)  # inbound rules
-    attachments_per_transit_gateway: int = Field(5000, ge=1, le=10000)
-    route_tables_per_transit_gateway: int = Field(20, ge=1, le=1000)
-    routes_per_transit_gateway: int = Field(10000, ge=1, le=100000)  # across its route tables
-    peering_attachments_per_transit_gateway: int = Field(50, ge=1, le=500)
-    transit_gateways_per_vpc: int = Field(5, ge=1, le=20, alias="transitGatewaysPerVPC")
-    account_quotas: dict[AccountID, MeshQuotas] = Field(default_factory=dict, max_length=10000)
+    peerings_per_vpc: int = Field(50, ge=1, le=125, alias="peeringsPerVPC",
+        description="AWS quota: active VPC peerings per VPC (default 50). Raise it once AWS has raised it for you.")
+    routes_per_table: int = Field(50, ge=1, le=1000, description="AWS quota: routes per route table (default 50).")
+    rules_per_security_group: int = Field(60, ge=1, le=1000,
+        description="AWS quota: inbound rules per security group (default 60).")
+    attachments_per_transit_gateway: int = Field(5000, ge=1, le=10000,
+        description="AWS quota: attachments per Transit Gateway (default 5000).")
+    route_tables_per_transit_gateway: int = Field(20, ge=1, le=1000,
+        description="AWS quota: route tables per Transit Gateway (default 20).")
+    routes_per_transit_gateway: int = Field(10000, ge=1, le=100000,
+        description="AWS quota: routes per Transit Gateway, across its route tables (default 10000).")
+    peering_attachments_per_transit_gateway: int = Field(50, ge=1, le=500,
+        description="AWS quota: peering attachments per Transit Gateway (default 50).")
+    transit_gateways_per_vpc: int = Field(5, ge=1, le=20, alias="transitGatewaysPerVPC",
+        description="AWS quota: Transit Gateways attached per VPC (default 5).")
+    account_quotas: dict[AccountID, MeshQuotas] = Field(default_factory=dict, max_length=10000,
+        description="Per-account quotas, by account ID, for accounts where AWS raised them.")
     # Member accounts and the network account are in one AWS Organization with RAM sharing enabled: the
     # gateways are shared without invitations. Otherwise each member account accepts the share.
-    organization: bool = False
+    organization: bool = Field(False,
+        description="Member accounts and the network account are in one AWS Organization with RAM sharing enabled: "
+                    "gateways are shared without invitations. Otherwise each member account accepts the share.")
     # Ranges the hub owns besides its endpoint and associated VPCs (on-premises, shared services): no member
     # CIDR may overlap them, as none may overlap those VPCs' (stacks.mesh.hub_cidrs).
-    reserved_cidrs: list[SourceCidr] = Field(default_factory=list, alias="reservedCIDRs", max_length=1000)
+    reserved_cidrs: list[SourceCidr] = Field(default_factory=list, alias="reservedCIDRs", max_length=1000,
+        description="Ranges the hub owns besides its endpoint and associated VPCs (on-premises, shared services): "
+                    "no member CIDR may overlap them.")
 
     def quota(self, account: str, name: str) -> int:
         """The quota `name` (a field of MeshQuotas) for `account`: its override, else spec.mesh's."""
@@ -287,24 +364,35 @@ _HAPROXY_TAG = re.compile(r"haproxy[^/:@]*:v?(\d+)\.(\d+)")
 
 
 class HubSharedIngress(Spec):
-    bind: Bind = ":6443"  # the central proxy's listener ("[host]:port")
-    address: HostPort | None = None  # what guests dial: the central load balancer
+    """The shared ingress: one central proxy that reaches each cluster's API server."""
+
+    bind: Bind = Field(":6443", description="The central proxy's listener ([host]:port).")
+    address: HostPort | None = Field(None, description="What guests dial (host:port): the central load balancer.")
     # Where the central proxy may send a cluster's traffic (spec.sharedIngress.backend): CIDR blocks for
     # addresses, domain suffixes for names. Empty: nowhere. Loopback, link-local, the proxy's own address
     # and names, and the management cluster's API server are refused whatever this lists (stacks.ingress).
-    allowed_backends: list[BackendRule] = Field(default_factory=list, max_length=1000)
+    allowed_backends: list[BackendRule] = Field(default_factory=list, max_length=1000,
+        description="Where the central proxy may send a cluster's traffic: CIDR blocks for addresses, domain "
+                    "suffixes for names. Empty: nowhere. Loopback, link-local, the proxy's own address and the "
+                    "management API server are refused whatever this lists.")
     # "unique-id": ID in the PROXY v2 UNIQUE_ID TLV (HAProxy >= 2.2);
     # "custom-tlv": ID in a custom TLV of type `tlvType` (HAProxy >= 2.9).
-    wire_mode: Literal["unique-id", "custom-tlv"] = "unique-id"
+    wire_mode: Literal["unique-id", "custom-tlv"] = Field("unique-id",
+        description="unique-id: the cluster ID in the PROXY v2 UNIQUE_ID TLV (HAProxy >= 2.2). custom-tlv: in a "
+                    "custom TLV of type tlvType (HAProxy >= 2.9).")
     # PROXY v2 reserves 0xE0-0xEF for application-specific (custom) TLVs; lower types have
     # meanings of their own (0x05 UNIQUE_ID, 0x20 SSL, ...) that receivers would misparse.
-    tlv_type: int = Field(0xE0, ge=0xE0, le=0xEF, alias="tlvType")
-    namespace: NamespaceName = "hubwright-ingress"
-    image: str = Field("haproxy:2.6", max_length=512)  # central proxy and node-side proxies
-    replicas: int = Field(2, ge=2, le=INT32_MAX)
+    tlv_type: int = Field(0xE0, ge=0xE0, le=0xEF, alias="tlvType",
+        description="custom-tlv: the TLV type, in PROXY v2's application range 0xE0-0xEF (224-239).")
+    namespace: NamespaceName = Field("hubwright-ingress", description="The namespace the central proxy runs in.")
+    image: str = Field("haproxy:2.6", max_length=512,
+        description="The HAProxy image of the central proxy and the node-side proxies.")
+    replicas: int = Field(2, ge=2, le=INT32_MAX, description="Central proxy replicas (at least 2).")
     # The hubwright image: runs `python -m automation.adapters.haproxy` beside HAProxy so config
     # changes apply without dropping connections. Without it a change rolls the pods.
-    reloader_image: str | None = Field(None, max_length=512)
+    reloader_image: str | None = Field(None, max_length=512,
+        description="The hubwright image, run beside HAProxy so config changes apply without dropping connections. "
+                    "Unset: a change rolls the pods.")
 
     @model_validator(mode="after")
     def _image_supports_wire_mode(self) -> "HubSharedIngress":
@@ -322,43 +410,75 @@ class Tenancy(Spec):
 
     # A namespace without the owner-account annotation: "Refuse" its clusters (NamespaceNotOwned), or let
     # them claim accounts no namespace owns, first claimant first ("FirstClaim"; never the hub account).
-    unowned_namespaces: Literal["Refuse", "FirstClaim"] = "Refuse"
+    unowned_namespaces: Literal["Refuse", "FirstClaim"] = Field("Refuse",
+        description="A namespace without the owner-account annotation: Refuse its clusters (NamespaceNotOwned), or "
+                    "FirstClaim (they may claim accounts no namespace owns, first claimant first; never the hub "
+                    "account).")
     # No cluster's API host may be equal to or under these (besides the domains AWS owns, always refused).
-    reserved_domains: list[Domain] = Field(default_factory=list, max_length=1000)
+    reserved_domains: list[Domain] = Field(default_factory=list, max_length=1000,
+        description="No cluster's API host may be equal to or under these (besides the domains AWS owns, always "
+                    "refused).")
     # Per-namespace caps (stacks.tenancy.quota_refusals; unset: none): clusters with a stack, and PrivateLink
     # endpoints. A Namespace's annotations hubwright.io/max-clusters and hubwright.io/max-endpoints override
     # them. Over its cap a cluster is refused (QuotaExceeded) and takes no slot; a stack that exists keeps its own.
-    max_clusters_per_namespace: int | None = Field(None, ge=0, le=INT32_MAX)
-    max_endpoints_per_namespace: int | None = Field(None, ge=0, le=INT32_MAX)
+    max_clusters_per_namespace: int | None = Field(None, ge=0, le=INT32_MAX,
+        description="Per-namespace cap on clusters with a stack (unset: none); the namespace annotation "
+                    f"{MAX_CLUSTERS_ANNOTATION} overrides it. Over it a cluster is refused (QuotaExceeded).")
+    max_endpoints_per_namespace: int | None = Field(None, ge=0, le=INT32_MAX,
+        description="Per-namespace cap on PrivateLink endpoints (unset: none); the namespace annotation "
+                    f"{MAX_ENDPOINTS_ANNOTATION} overrides it.")
 
 
 class HubConfigSpec(Spec):
-    account_id: AccountID = Field(alias="accountID")
-    region: Region
-    credentials: Credentials = Field(default_factory=Credentials)
-    allowed_principal: PrincipalARN | None = None
-    role_account_map: dict[AccountID, RoleARN] = Field(default_factory=dict, max_length=10000)
+    """The hub: its account and region, how to reach it, its endpoint VPCs and role map, mesh groups,
+    shared ingress, tenancy rules and registry limits."""
+
+    account_id: AccountID = Field(alias="accountID",
+        description="The hub account: where the endpoint VPCs are (12 digits, quoted in YAML).")
+    region: Region = Field(description="The hub's AWS region, and the default of clusters that name none.")
+    credentials: Credentials = Field(default_factory=Credentials,
+        description="How the service reaches the hub account.")
+    allowed_principal: PrincipalARN | None = Field(None,
+        description="The IAM principal allowed to connect to the clusters' endpoint services. Unset: the hub "
+                    "account's root.")
+    role_account_map: dict[AccountID, RoleARN] = Field(default_factory=dict, max_length=10000,
+        description="The role to assume in each member account, by account ID (a ConfigMap's entries override "
+                    "these).")
     endpoint_vpc_inventory: list[EndpointVPC] = Field(default_factory=list, alias="endpointVPCInventory",
-                                                      max_length=1000)
-    associated_vpcs: list[AssociatedVPC] = Field(default_factory=list, alias="associatedVPCs", max_length=300)
-    private_link: HubPrivateLink = Field(default_factory=HubPrivateLink)
-    mesh: HubMesh = Field(default_factory=HubMesh)
-    shared_ingress: HubSharedIngress | None = None
-    tenancy: Tenancy = Field(default_factory=Tenancy)
-    registry: HubRegistry = Field(default_factory=lambda: HubRegistry())
+                                                      max_length=1000,
+                                                      description="The hub VPCs interface endpoints may be placed in.")
+    associated_vpcs: list[AssociatedVPC] = Field(default_factory=list, alias="associatedVPCs", max_length=300,
+        description="Further hub VPCs the clusters' private DNS zones are associated with.")
+    private_link: HubPrivateLink = Field(default_factory=HubPrivateLink,
+        description="PrivateLink settings for every cluster.")
+    mesh: HubMesh = Field(default_factory=HubMesh,
+        description="Mesh groups (clusters that reach each other) and the AWS quotas they are planned within.")
+    shared_ingress: HubSharedIngress | None = Field(None,
+        description="The shared ingress: one central proxy that reaches each cluster's API server. Unset: off.")
+    tenancy: Tenancy = Field(default_factory=Tenancy,
+        description="The hub administrator's tenancy rules: namespace ownership, reserved domains, per-namespace "
+                    "caps.")
+    registry: HubRegistry = Field(default_factory=lambda: HubRegistry(),
+        description="Limits on the registry's credentials.")
 
 
 # --- Cluster ------------------------------------------------------------------
 
 class Network(Spec):
-    vpc_id: VpcID = Field(alias="vpcID")
-    cidr: VpcCidr
+    """The cluster's VPC, as the hub connects it."""
+
+    vpc_id: VpcID = Field(alias="vpcID", description="The cluster's VPC (vpc-...).")
+    cidr: VpcCidr = Field(description="The cluster VPC's CIDR block (/16 to /28).")
     # AWS: 200 route tables per VPC, 5 security groups per network interface (16 at most by quota).
-    route_table_ids: list[RouteTableID] = Field(default_factory=list, alias="routeTableIDs", max_length=200)
+    route_table_ids: list[RouteTableID] = Field(default_factory=list, alias="routeTableIDs", max_length=200,
+        description="The route tables that get routes to the hub and to mesh peers (at most 200, AWS's per VPC).")
     node_security_group_ids: list[SecurityGroupID] = Field(default_factory=list, alias="nodeSecurityGroupIDs",
-                                                           max_length=16)
+                                                           max_length=16,
+                                                           description="The nodes' security groups, which get the "
+                                                                       "mesh rules (at most 16).")
     # Transit Gateway mode: the subnets its attachment uses, at most one per availability zone.
-    transit_subnets: list[Subnet] = Field(default_factory=list, alias="transitSubnets", max_length=32)
+    transit_subnets: list[Subnet] = Field(default_factory=list, alias="transitSubnets", max_length=32,
+        description="Transit Gateway mode: the subnets the attachment uses, at most one per availability zone.")
 
     @model_validator(mode="after")
     def _one_subnet_per_zone(self) -> "Network":
@@ -371,18 +491,26 @@ class Network(Spec):
 
 
 class ClusterPrivateLink(Spec):
-    enabled: bool = False
+    """The cluster's API server, published to the hub over PrivateLink."""
+
+    enabled: bool = Field(False,
+        description="Publish the cluster's API server to the hub through a PrivateLink endpoint service.")
 
 
 class ClusterSharedIngress(Spec):
-    enabled: bool = False
+    """The cluster's API server, reached through the hub's shared ingress."""
+
+    enabled: bool = Field(False,
+        description="Route the cluster's API through the hub's shared ingress (needs backend).")
     # The ID the guest sends: stacks.ingress.cluster_id_of (default "<namespace>.<name>"; the hub's rule).
     cluster_id: str | None = Field(None, alias="clusterID", pattern=f"^{CLUSTER_ID.pattern}$",
-                                      max_length=CLUSTER_ID_MAX)
-    backend: HostPort | None = None  # the API server inside the management cluster
-    proxy_bind: HostPort = "172.31.0.1:6443"
+                                      max_length=CLUSTER_ID_MAX,
+                                      description="The ID the guest sends. Unset: <namespace>.<name> (the hub's rule).")
+    backend: HostPort | None = Field(None, description="host:port of the API server inside the management cluster.")
+    proxy_bind: HostPort = Field("172.31.0.1:6443", description="host:port the node-side proxy listens on.")
     # Matched against the client address carried in the PROXY header (the guest's pods and nodes).
-    allowed_source_cidrs: list[SourceCidr] = Field(default_factory=list, alias="allowedSourceCIDRs", max_length=100)
+    allowed_source_cidrs: list[SourceCidr] = Field(default_factory=list, alias="allowedSourceCIDRs", max_length=100,
+        description="Client addresses (from the PROXY header: the guest's pods and nodes) that may connect.")
 
     @model_validator(mode="after")
     def _backend(self) -> "ClusterSharedIngress":
@@ -404,7 +532,9 @@ class HubRegistry(Spec):
 
     # The longest a bootstrap token (a Cluster's spec.tokenLifetime) or an agent's hub token may live: issuing
     # one for longer is refused, and the agent's token is capped to it (stacks.registry.token_lifetime).
-    max_token_lifetime: Duration = "168h"
+    max_token_lifetime: Duration = Field("168h",
+        description="The longest a bootstrap token or an agent's hub token may live (a duration: 168h, 1h30m, 90s). "
+                    "Longer is refused; an agent's token is capped to it.")
 
 
 # The AWS part of a Cluster: all of it or none. None: registered only (an inventory entry, no stack).
@@ -412,16 +542,30 @@ AWS_FIELDS = ("account_id", "infra_id", "api_url", "network")
 
 
 class ClusterSpec(Spec):
-    account_id: AccountID | None = Field(None, alias="accountID")
-    region: Region | None = None  # falls back to the namespace's default region, then the hub's
-    infra_id: InfraID | None = Field(None, alias="infraID")
-    api_url: ApiURL | None = Field(None, alias="apiURL")
-    network: Network | None = None
-    private_link: ClusterPrivateLink = Field(default_factory=ClusterPrivateLink)
-    shared_ingress: ClusterSharedIngress = Field(default_factory=ClusterSharedIngress)
-    display_name: DisplayName | None = None
-    facts: Facts = Field(default_factory=dict)
-    token_lifetime: Duration = "24h"  # how long a bootstrap token issued for this cluster stays valid
+    """A cluster: its AWS account, region, install and VPC (or none of them: registered only), and what to
+    connect (PrivateLink, shared ingress)."""
+
+    account_id: AccountID | None = Field(None, alias="accountID",
+        description="The AWS account of the cluster's VPC (12 digits, quoted in YAML). With infraID, apiURL and "
+                    "network, or none of them.")
+    region: Region | None = Field(None,
+        description="The cluster's AWS region. Unset: the namespace's default region, then the hub's.")
+    infra_id: InfraID | None = Field(None, alias="infraID",
+        description="The installer's infra ID (its NLB is <infraID>-int): a lowercase DNS label, at most 28 "
+                    "characters.")
+    api_url: ApiURL | None = Field(None, alias="apiURL",
+        description="The cluster's API server URL (https://host:port).")
+    network: Network | None = Field(None,
+        description="The cluster's VPC: its CIDR, route tables and security groups.")
+    private_link: ClusterPrivateLink = Field(default_factory=ClusterPrivateLink,
+        description="Publish the API server to the hub over PrivateLink.")
+    shared_ingress: ClusterSharedIngress = Field(default_factory=ClusterSharedIngress,
+        description="Reach the API server through the hub's shared ingress.")
+    display_name: DisplayName | None = Field(None, description="A name for people; the registry shows it.")
+    facts: Facts = Field(default_factory=dict,
+        description="Static facts about the cluster (key: value), kept by the registry; never read by the planner.")
+    token_lifetime: Duration = Field("24h",
+        description="How long a bootstrap token issued for this cluster stays valid (a duration, e.g. 24h).")
 
     @model_validator(mode="after")
     def _aws_all_or_none(self) -> "ClusterSpec":
@@ -512,11 +656,91 @@ def _describe(doc: Any) -> str:
     return "object"
 
 
-def _field_path(loc: tuple) -> str:
-    path = ""
+def _inner(tp: Any) -> Any:
+    """`tp` without Annotated's metadata and without `| None`."""
+    while True:
+        if get_origin(tp) is Annotated:
+            tp = get_args(tp)[0]
+        elif get_origin(tp) in (Union, UnionType) and type(None) in get_args(tp):
+            rest = [a for a in get_args(tp) if a is not type(None)]
+            if len(rest) != 1:
+                return tp
+            tp = rest[0]
+        else:
+            return tp
+
+
+def _field_of(model: type[BaseModel], name: str) -> Any:
+    """The type of `model`'s field named `name` on the wire (its alias), or None."""
+    for attr, info in model.model_fields.items():
+        if name in (info.alias, attr):
+            return info.annotation
+    return None
+
+
+def _wire_fields(model: type[BaseModel]) -> list[str]:
+    return [info.alias or attr for attr, info in model.model_fields.items()]
+
+
+def _locate(loc: tuple, model: type[BaseModel]) -> tuple[str, Any, bool]:
+    """(the field path as people write it, the type that holds the last part, whether the error is in a map key).
+
+    Fields are dotted (spec.network.cidr), list items and map keys in brackets (spec.network.routeTableIDs[2],
+    metadata.annotations[hubwright.io/owner-account-id]): walked along the model, so a key with dots is one key.
+    """
+    path, tp, parent, in_key = "", model, None, False
     for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "(object)"
+        tp = _inner(tp)
+        if part == "[key]":  # pydantic's marker: the map key itself is wrong, not its value
+            in_key = True
+            continue
+        parent = tp
+        if isinstance(part, int):
+            path += f"[{part}]"
+            args = get_args(tp)
+            tp = args[0] if args else None
+        elif isinstance(tp, type) and issubclass(tp, BaseModel):
+            path += f".{part}" if path else str(part)
+            tp = _field_of(tp, part)
+        elif get_origin(tp) in (dict, Mapping) or tp is dict:
+            path += f"[{part}]"
+            args = get_args(tp)
+            tp = args[1] if len(args) == 2 else None
+        else:  # a tag of a union member: not a field
+            continue
+    return path, parent, in_key
+
+
+def _quote_hint(value: Any) -> str:
+    """What to write instead of the number YAML read where text belongs (an account ID, an annotation value)."""
+    if isinstance(value, bool):
+        return "YAML read a boolean (true, yes, on, ...); quote the value"
+    if isinstance(value, int):
+        octal = f"0{value:o}"
+        if len(str(value)) != 12 and len(octal) == 12:  # 0-prefixed digits 0-7: YAML 1.1 reads them as octal
+            return f"YAML read {octal} as the octal number {value}; quote it: \"{octal}\""
+        return f"YAML read {value} as a number; quote it: \"{value}\""
+    return f"YAML read {value!r} as a number; quote it"
+
+
+def _reason(err: dict, path: str, parent: Any, in_key: bool) -> str:
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        name = str(err["loc"][-1])
+        fields = _wire_fields(parent) if isinstance(parent, type) and issubclass(parent, BaseModel) else []
+        near = difflib.get_close_matches(name, fields, n=1, cutoff=0.6) or \
+            [f for f in fields if f.lower() == name.lower()]
+        where = path.rsplit(".", 1)[0] + "." if "." in path else ""
+        return f"unknown field; did you mean {where}{near[0]}?" if near else \
+            f"unknown field (known here: {', '.join(fields)})" if fields else "unknown field"
+    if err["type"] == "string_type" and isinstance(err.get("input"), (int, float)):
+        msg = f"{msg}: {_quote_hint(err['input'])}"
+    return f"not a valid key: {msg}" if in_key else msg
+
+
+def _field_error(where: str, err: dict, model: type[BaseModel]) -> FieldError:
+    path, parent, in_key = _locate(tuple(err["loc"]), model)
+    return FieldError(where, path, _reason(err, path, parent, in_key))
 
 
 # The metadata of a Cluster that resolve() reads. `resolved_part` keeps only these (with the spec and
@@ -553,8 +777,5 @@ def parse(doc: dict, *, source: str | None = None) -> HubConfig | Cluster | Name
     try:
         return model.model_validate(doc)
     except ValidationError as exc:
-        errors = [
-            FieldError(where, _field_path(err["loc"]), err["msg"].removeprefix("Value error, "))
-            for err in exc.errors()
-        ]
+        errors = [_field_error(where, err, model) for err in exc.errors()]
         raise InvalidSpec(errors) from None

@@ -29,9 +29,9 @@ from stacks.names import BOOTSTRAP_LABEL_CHARS
 class Subject(Spec):
     """An RBAC subject: who administers a tenant's clusters."""
 
-    kind: Literal["User", "Group", "ServiceAccount"]
-    name: str = Field(min_length=1, max_length=253)
-    namespace: NamespaceName | None = None  # ServiceAccount only
+    kind: Literal["User", "Group", "ServiceAccount"] = Field(description="User, Group or ServiceAccount.")
+    name: str = Field(min_length=1, max_length=253, description="The subject's name.")
+    namespace: NamespaceName | None = Field(None, description="The ServiceAccount's namespace (ServiceAccount only).")
 
     @model_validator(mode="after")
     def _namespace(self) -> "Subject":
@@ -44,19 +44,30 @@ class TenantQuota(Spec):
     """What the tenant's namespace may hold, enforced by the API server itself: the controller writes it as a
     ResourceQuota there (stacks.admission.tenant_quota), owned by the Tenant. Unset: no quota."""
 
-    max_clusters: int | None = Field(None, ge=0, le=INT32_MAX)  # Cluster objects, registered-only ones too
+    max_clusters: int | None = Field(None, ge=0, le=INT32_MAX,
+        description="HubCluster objects the namespace may hold, registered-only ones too.")
 
 
 class TenantSpec(Spec):
-    display_name: DisplayName | None = None
+    """A tenant: its display name, owner account, default region, namespace, facts, admins and quota."""
+
+    display_name: DisplayName | None = Field(None, description="A name for people.")
     # The ownership fields: only a cluster administrator may set or change them (the admission policy
     # stacks.admission.tenant_ownership_policy), or a tenant could squat another's account.
-    account_id: AccountID | None = Field(None, alias="accountID")  # the owner account of its clusters
-    default_region: Region | None = None
-    namespace: NamespaceName | None = None  # adopt this existing namespace (default: the Tenant's name)
-    facts: Facts = Field(default_factory=dict)
-    admins: list[Subject] = Field(default_factory=list, max_length=100)
-    quota: TenantQuota | None = None  # an ownership field too: a tenant must not raise its own quota
+    account_id: AccountID | None = Field(None, alias="accountID",
+        description="The owner account of the tenant's clusters (12 digits, quoted in YAML). Only a cluster "
+                    "administrator may set or change it.")
+    default_region: Region | None = Field(None,
+        description="The default region of the tenant's clusters. Only a cluster administrator may set or change it.")
+    namespace: NamespaceName | None = Field(None,
+        description="Adopt this existing namespace (default: the tenant's name). Only a cluster administrator may "
+                    "set or change it.")
+    facts: Facts = Field(default_factory=dict,
+        description="Static facts about the tenant (key: value), kept by the registry.")
+    admins: list[Subject] = Field(default_factory=list, max_length=100,
+        description="Who administers the tenant's clusters: bound to the tenant-admin role in its namespace.")
+    quota: TenantQuota | None = Field(None,
+        description="What the tenant's namespace may hold. Only a cluster administrator may set or change it.")
 
 
 # TenantSpec's aliases (paths) the policy guards
@@ -81,11 +92,14 @@ class TenantStatus(Spec):
     """What the service writes into Tenant.status."""
 
     model_config = Spec.model_config | {"extra": "ignore", "strict": False}
-    namespace: NamespaceName | None = None
-    clusters: int | None = Field(None, ge=0)  # Clusters in the namespace: a Tenant with any cannot be deleted
-    message: str | None = Field(None, max_length=1024)
+    namespace: NamespaceName | None = Field(None, description="The namespace that holds the tenant's clusters.")
+    clusters: int | None = Field(None, ge=0,
+        description="HubClusters in the namespace: a tenant with any cannot be deleted.")
+    message: str | None = Field(None, max_length=1024, description="What the controller did, or why not.")
     # While the controller refuses the Tenant (nothing applied): Stalled, its reason and message. Absent otherwise.
-    conditions: list[Condition] | None = Field(None, max_length=8)
+    conditions: list[Condition] | None = Field(None, max_length=8,
+        description="While the controller refuses the tenant (nothing applied): Stalled, its reason and message. "
+                    "Absent otherwise.")
 
 
 # --------------------------------------------------------------------------- generated names

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from stacks.names import CLUSTER_ID, CLUSTER_ID_MAX
+from stacks.names import CLUSTER_ID, CLUSTER_ID_MAX, RECONCILE_REQUEST_ANNOTATION
 
 CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")  # kstatus: exactly one story at a time
 DRIFT_CONDITION = "DriftDetected"  # beside them: True while the last drift check found the cloud changed
@@ -46,92 +46,109 @@ class StatusModel(BaseModel):
 
 
 class Condition(StatusModel):
-    type: str = Field(max_length=64)
-    status: Literal["True", "False", "Unknown"]
-    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)
-    message: str = Field("", max_length=32768)
-    last_transition_time: Time | None = None  # RFC 3339
-    observed_generation: int | None = Field(None, ge=0)
+    """A kstatus condition."""
+
+    type: str = Field(max_length=64,
+        description="The condition's type: Ready, Reconciling, Stalled (kstatus) or DriftDetected.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024,
+        description="Why, in one CamelCase word (Succeeded, InvalidSpec, AccountNotMapped, ...).")
+    message: str = Field("", max_length=32768, description="Why, for people: the object, the field and the reason.")
+    last_transition_time: Time | None = Field(None, description="When the status last changed (RFC 3339).")
+    observed_generation: int | None = Field(None, ge=0,
+        description="The metadata.generation this condition was computed for.")
 
 
 class RunProgress(StatusModel):
     """How far a run has gone, from the engine's events: resources done (their step finished) of those planned so
     far (the engine plans a step per resource as the program registers it, so `planned` can grow during a run)."""
 
-    done: int = Field(ge=0, le=1_000_000)
-    planned: int = Field(ge=0, le=1_000_000)
+    done: int = Field(ge=0, le=1_000_000, description="Resources whose step finished.")
+    planned: int = Field(ge=0, le=1_000_000, description="Resources planned so far (may grow during a run).")
 
 
 class LastUpdate(StatusModel):
     """The last engine run on the stack (crash safety: Running with no run in flight = a killed run)."""
 
-    operation: Literal["up", "destroy", "preview", "recover"]
-    result: Result
-    message: str = Field("", max_length=32768)  # why it ran, then what happened
-    start_time: Time | None = None
-    end_time: Time | None = None
-    permalink: str | None = Field(None, max_length=2048)  # the backend's page of this update, when it has one
-    changes: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict, max_length=16)
-    progress: RunProgress | None = None  # resources done / planned, written during a run (at most every few s)
+    operation: Literal["up", "destroy", "preview", "recover"] = Field(description="What ran.")
+    result: Result = Field(description="Running, Succeeded or Failed (Running with no run in flight: a killed run).")
+    message: str = Field("", max_length=32768, description="Why it ran, then what happened.")
+    start_time: Time | None = Field(None, description="When it started (RFC 3339).")
+    end_time: Time | None = Field(None, description="When it ended (RFC 3339).")
+    permalink: str | None = Field(None, max_length=2048,
+        description="The backend's page of this update, when it has one.")
+    changes: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict, max_length=16,
+        description="Resources by operation (create, update, delete, same, ...): the engine's summary.")
+    progress: RunProgress | None = Field(None, description="Resources done / planned, written during a run (at most "
+                                                           "every few seconds).")
 
 
 class Recovery(StatusModel):
     """The last time a run killed mid-way was cleaned up (stale lock cancelled, pending operations cleared)."""
 
-    time: Time
-    message: str = Field("", max_length=32768)
+    time: Time = Field(description="When the killed run was cleaned up (RFC 3339).")
+    message: str = Field("", max_length=32768, description="What was cleaned up.")
 
 
 class Peering(StatusModel):
     """A VPC peering this stack owns (stacks.mesh: the later joiner of a pair owns it)."""
 
-    name: str = Field(max_length=201)  # "<stack>+<stack>"
-    id: Short | None = None  # pcx-...
-    state: Short | None = None
+    name: str = Field(max_length=201, description="The pair: <stack>+<stack>.")
+    id: Short | None = Field(None, description="The peering connection's ID (pcx-...).")
+    state: Short | None = Field(None, description="The peering connection's state as AWS reports it.")
 
 
 class MeshJoin(StatusModel):
     """The cluster's durable place in its mesh group's join order (stacks.mesh reads it; the service writes it)."""
 
-    group: str = Field(max_length=63)
-    order: int = Field(ge=0)
+    group: str = Field(max_length=63, description="The mesh group the cluster joined.")
+    order: int = Field(ge=0,
+        description="Its place in the group's join order (the later joiner of a pair owns the pair's peering).")
 
 
 class SharedIngressStatus(StatusModel):
     """The shared-ingress ID the cluster was routed on: recorded once, then resolve() routes it on this ID whatever
     the rules become (stacks.ingress.cluster_id_of), so the node proxies already installed keep working."""
 
-    cluster_id: str = Field(alias="clusterID", pattern=f"^{CLUSTER_ID.pattern}$", max_length=CLUSTER_ID_MAX)
+    cluster_id: str = Field(alias="clusterID", pattern=f"^{CLUSTER_ID.pattern}$", max_length=CLUSTER_ID_MAX,
+        description="The ID the cluster is routed on by the shared ingress.")
 
 
 class StackOutputs(StatusModel):
     """The stack outputs people and other stacks look for."""
 
-    endpoint: Short | None = None  # DNS name of the hub's interface endpoint
-    endpoint_id: Short | None = Field(None, alias="endpointID")
-    endpoint_vpc: Short | None = Field(None, alias="endpointVPC")  # keeps placement stable across re-resolves
-    service_name: Short | None = None  # the VPC endpoint service in the cluster's account
-    zone_id: Short | None = Field(None, alias="zoneID")
-    infra_id: Short | None = Field(None, alias="infraID")  # the install the PrivateLink was built for
-    peerings: list[Peering] = Field(default_factory=list, max_length=1000)  # the mesh peerings this stack owns
+    endpoint: Short | None = Field(None,
+        description="DNS name of the hub's interface endpoint to the cluster's API server.")
+    endpoint_id: Short | None = Field(None, alias="endpointID", description="The interface endpoint's ID (vpce-...).")
+    endpoint_vpc: Short | None = Field(None, alias="endpointVPC",
+        description="The hub VPC the endpoint is in (kept, so placement is stable across re-resolves).")
+    service_name: Short | None = Field(None, description="The VPC endpoint service in the cluster's account.")
+    zone_id: Short | None = Field(None, alias="zoneID",
+        description="The private hosted zone that resolves the API host to the endpoint.")
+    infra_id: Short | None = Field(None, alias="infraID", description="The install the PrivateLink was built for.")
+    peerings: list[Peering] = Field(default_factory=list, max_length=1000,
+        description="The mesh peerings this stack owns.")
     # Its VPC attachment to its mesh group's Transit Gateway: the transit stack associates it (stacks.transit).
-    transit_attachment: Short | None = None
+    transit_attachment: Short | None = Field(None,
+        description="Its VPC attachment to its mesh group's Transit Gateway.")
 
 
 class FactsStatus(StatusModel):
     """The latest dynamic facts the cluster's agent pushed (the registry mirrors them; history: its database)."""
 
-    version: int = Field(ge=1)
-    time: Time
-    facts: dict[str, Annotated[str, Field(max_length=1024)]] = Field(default_factory=dict, max_length=100)
+    version: int = Field(ge=1, description="The facts' version, counted from 1 by the registry.")
+    time: Time = Field(description="When the agent pushed them (RFC 3339).")
+    facts: dict[str, Annotated[str, Field(max_length=1024)]] = Field(default_factory=dict, max_length=100,
+        description="The facts (key: value).")
 
 
 class BootstrapTokenStatus(StatusModel):
     """The cluster's one-time bootstrap token: its hash, never the token itself."""
 
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", max_length=64)
-    valid_until: Time
-    used: bool = False
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", max_length=64,
+        description="The SHA-256 of the token, hex (the token itself is never stored).")
+    valid_until: Time = Field(description="When the token expires (RFC 3339).")
+    used: bool = Field(False, description="True once the token has been exchanged.")
 
 
 # Status fields the registry API writes (docs/registry.md). The service neither writes nor nulls them, and
@@ -140,22 +157,34 @@ REGISTRY_STATUS_FIELDS = ("facts", "bootstrapToken")
 
 
 class ClusterStatus(StatusModel):
-    observed_generation: int | None = Field(None, ge=0)
-    stack: str | None = Field(None, max_length=100)  # the Pulumi stack name
-    account: str | None = Field(None, max_length=12)  # resolved account (the namespace's owner account)
-    region: str | None = Field(None, max_length=20)  # resolved region (annotations win over spec)
-    inputs_hash: str | None = Field(None, max_length=64)  # StackInputs.digest() of the last successful up
-    conditions: list[Condition] = Field(default_factory=list, max_length=8)
-    last_update: LastUpdate | None = None
-    last_drift_check: Time | None = None  # RFC 3339; the next one is due a jittered interval later
-    last_recovery: Recovery | None = None
-    outputs: StackOutputs | None = None
-    mesh_join: MeshJoin | None = None
-    shared_ingress: SharedIngressStatus | None = None  # status.sharedIngress: the routed ID (resolve() reads it)
+    """What the service (and, for facts and bootstrapToken, the registry) observed and did."""
+
+    observed_generation: int | None = Field(None, ge=0,
+        description="The metadata.generation the service last acted on.")
+    stack: str | None = Field(None, max_length=100, description="The cluster's Pulumi stack (<namespace>.<name>).")
+    account: str | None = Field(None, max_length=12,
+        description="The resolved account (the namespace's owner account).")
+    region: str | None = Field(None, max_length=20, description="The resolved region (annotations win over spec).")
+    inputs_hash: str | None = Field(None, max_length=64,
+        description="The digest of the stack inputs of the last successful up.")
+    conditions: list[Condition] = Field(default_factory=list, max_length=8,
+        description="Ready, Reconciling and Stalled (kstatus), and DriftDetected.")
+    last_update: LastUpdate | None = Field(None, description="The last engine run on the stack.")
+    last_drift_check: Time | None = Field(None,
+        description="When the last drift check ran (RFC 3339); the next is due a jittered interval later.")
+    last_recovery: Recovery | None = Field(None, description="The last time a run killed mid-way was cleaned up.")
+    outputs: StackOutputs | None = Field(None, description="The stack outputs people and other stacks look for.")
+    mesh_join: MeshJoin | None = Field(None,
+        description="The cluster's durable place in its mesh group's join order.")
+    shared_ingress: SharedIngressStatus | None = Field(None,
+        description="The ID the shared ingress routes the cluster on, recorded once.")
     # The value of the annotation hubwright.io/reconcile-request the service last acted on.
-    last_handled_reconcile_request: str | None = Field(None, max_length=256)
-    facts: FactsStatus | None = None  # the registry's (REGISTRY_STATUS_FIELDS)
-    bootstrap_token: BootstrapTokenStatus | None = None  # the registry's (REGISTRY_STATUS_FIELDS)
+    last_handled_reconcile_request: str | None = Field(None, max_length=256,
+        description=f"The value of the annotation {RECONCILE_REQUEST_ANNOTATION} the service last acted on.")
+    facts: FactsStatus | None = Field(None,
+        description="The latest dynamic facts the cluster's agent pushed (written by the registry).")
+    bootstrap_token: BootstrapTokenStatus | None = Field(None,
+        description="The cluster's one-time bootstrap token (written by the registry).")
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
@@ -166,34 +195,50 @@ class ClusterStatus(StatusModel):
 class GroupStatus(StatusModel):
     """A mesh group's state: what its stacks are built for (stacks.transit.GroupState), and a word on it."""
 
-    topology: Literal["peering", "transitGateway"]
-    migrating_to: Literal["peering", "transitGateway"] | None = None
-    step: Literal["attach", "routes"] | None = None
-    members: int = Field(0, ge=0)
-    message: str | None = Field(None, max_length=4096)  # why it is not where its spec says yet
+    topology: Literal["peering", "transitGateway"] = Field(description="What the group's stacks are built for now.")
+    migrating_to: Literal["peering", "transitGateway"] | None = Field(None,
+        description="The topology the group is moving to, during a migration.")
+    step: Literal["attach", "routes"] | None = Field(None,
+        description="The migration's current step: attach, then routes.")
+    members: int = Field(0, ge=0, description="The group's member count.")
+    message: str | None = Field(None, max_length=4096, description="Why the group is not where its spec says yet.")
 
 
 class TransitRegionStatus(StatusModel):
-    transit_gateway_id: Short
-    route_tables: dict[str, Short] = Field(default_factory=dict, max_length=1000)  # group key -> route table
+    """A region's Transit Gateway in a transit stack."""
+
+    transit_gateway_id: Short = Field(description="The region's Transit Gateway (tgw-...).")
+    route_tables: dict[str, Short] = Field(default_factory=dict, max_length=1000,
+        description="The gateway's route table of each group, by group key.")
 
 
 class TransitOutputsStatus(StatusModel):
-    regions: dict[str, TransitRegionStatus] = Field(default_factory=dict, max_length=40)
+    """The outputs of a transit stack that member stacks read."""
+
+    regions: dict[str, TransitRegionStatus] = Field(default_factory=dict, max_length=40,
+        description="The gateway of each region, by region.")
 
 
 class TransitStatus(StatusModel):
     """A transit stack (one per network account, `_tgw_<account>`): its last run and the outputs members read."""
 
-    inputs_hash: str | None = Field(None, max_length=64)
-    last_update: LastUpdate | None = None
-    outputs: TransitOutputsStatus | None = None
+    inputs_hash: str | None = Field(None, max_length=64,
+        description="The digest of the transit stack's inputs of its last successful up.")
+    last_update: LastUpdate | None = Field(None, description="The last engine run on the transit stack.")
+    outputs: TransitOutputsStatus | None = Field(None,
+        description="The transit stack's outputs, which member stacks read.")
 
 
 class MeshHubStatus(StatusModel):
-    groups: dict[str, GroupStatus] = Field(default_factory=dict, max_length=10000)
-    transit: dict[str, TransitStatus] = Field(default_factory=dict, max_length=1000)
+    """The mesh's shared state: each group's, and each transit stack's."""
+
+    groups: dict[str, GroupStatus] = Field(default_factory=dict, max_length=10000,
+        description="Each mesh group's state, by group key.")
+    transit: dict[str, TransitStatus] = Field(default_factory=dict, max_length=1000,
+        description="Each transit stack (one per network account), by account.")
 
 
 class HubStatus(StatusModel):
-    mesh: MeshHubStatus | None = None
+    """The hub's shared state, written by the service's leader."""
+
+    mesh: MeshHubStatus | None = Field(None, description="The mesh's shared state, written by the service's leader.")

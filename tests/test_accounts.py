@@ -56,7 +56,7 @@ def test_unknown_region_in_an_annotation_is_refused_naming_the_annotation(where)
         accounts.cluster_region(c, hub(), ns)
     field = caught.value.errors[0].field
     assert ("hubwright.io/region" in field) if where == "cluster" else ("default-region" in field)
-    assert "'mars-north-1' is not a known AWS region" in str(caught.value)
+    assert "'mars-north-1' is not an AWS region name" in str(caught.value)
 
 
 # --- owner account ----------------------------------------------------------------------

@@ -3,6 +3,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.factories import cluster_doc, namespace_doc
@@ -120,3 +121,116 @@ def test_reserved_cidrs_and_member_cidrs_refuse_a_member_in_the_plan(tmp_path):
            "192.168.0.0/16 of HubConfig default spec.mesh.reservedCIDRs[0]" in done.stderr
     assert "HubCluster acme/outside: spec.network.cidr: CIDR 172.20.0.0/16 of HubCluster acme/outside is in none of mesh " \
            "group core's memberCIDRs (10.0.0.0/8)" in done.stderr
+
+
+# --------------------------------------------------------------------------- what a plan error says
+
+CLUSTER_YAML = """\
+apiVersion: hubwright.io/v1alpha1
+kind: HubCluster
+metadata: {{name: {name}, namespace: acme{annotations}}}
+spec:
+  accountID: {account}
+  region: us-east-1
+  infraID: {name}-x7k2p
+  apiURL: https://api.{name}.example.com:6443
+  {network}: {{vpcID: vpc-0c1, cidr: 10.1.0.0/16, routeTableIDs: [rtb-01, rtb-02, {third}]}}
+"""
+
+
+def cluster_yaml(name="prod-1", account='"222222222222"', network="network", third="rtb-03", annotations=""):
+    return CLUSTER_YAML.format(name=name, account=account, network=network, third=third, annotations=annotations)
+
+
+def refused(tmp_path, files: dict[str, str], *extra: str, hub: str = "examples/hub.yaml") -> str:
+    folder = tmp_path / "clusters"
+    folder.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    done = run("plan", "--hub", hub, "--clusters", str(folder), *extra)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    for placeholder in ("(key)", "(path)", "(file)", "(object)", "[key]"):
+        assert placeholder not in done.stderr, done.stderr
+    return done.stderr
+
+
+def test_errors_name_the_real_field_path_with_map_keys_and_list_items_in_brackets(tmp_path):
+    err = refused(tmp_path, {"a.yaml": cluster_yaml(third="rt-3", annotations=", annotations: {hubwright.io/region: 7}")
+                             + "  facts: {'bad key!': x}\n"})
+    where = f"HubCluster acme/prod-1 ({tmp_path / 'clusters' / 'a.yaml'})"
+    assert f"{where}: spec.network.routeTableIDs[2]: 'rt-3' is not a route table ID" in err
+    assert f"{where}: metadata.annotations[hubwright.io/region]: Input should be a valid string" in err
+    assert f"{where}: spec.facts[bad key!]: not a valid key: String should match pattern" in err
+
+
+def test_file_and_option_errors_name_the_file_or_the_option_with_no_placeholder(tmp_path):
+    missing = tmp_path / "nowhere"
+    done = run("plan", "--hub", "examples/hub.yaml", "--clusters", str(missing))
+    assert done.returncode == 2 and f"{missing}: no such file or folder" in done.stderr
+    assert "(path)" not in done.stderr
+    done = run("plan", "--hub", "examples/hub.yaml", "--clusters", "examples/clusters", "--cluster", "acme/nope")
+    assert done.returncode == 2 and "--cluster acme/nope: no such cluster in the fleet" in done.stderr
+    assert "(key)" not in done.stderr
+    err = refused(tmp_path, {"broken.yaml": "kind: [unclosed\n"})
+    assert f"{tmp_path / 'clusters' / 'broken.yaml'}: not valid YAML" in err
+
+
+def test_an_object_defined_twice_names_both_files_and_documents_and_every_other_problem(tmp_path):
+    err = refused(tmp_path, {"one.yaml": cluster_yaml("prod-2") + "---\n" + cluster_yaml("prod-3"),
+                             "two.yaml": cluster_yaml("prod-3"),
+                             "three.yaml": cluster_yaml("prod-4", third="rt-3")})
+    one, two = tmp_path / "clusters" / "one.yaml", tmp_path / "clusters" / "two.yaml"
+    assert f"HubCluster acme/prod-3: metadata.name: defined 2 times: in {one}, document 2 and in {two}, document 1" \
+        in err
+    assert "HubCluster acme/prod-4" in err and "routeTableIDs[2]" in err  # not hidden behind the duplicate
+    assert "prod-2" not in err
+
+
+def test_a_namespace_defined_twice_with_different_annotations_names_both_files(tmp_path):
+    def namespace(owner):
+        return yaml.safe_dump(namespace_doc("acme", owner))
+
+    same = {"a.yaml": cluster_yaml(), "ns1.yaml": namespace("222222222222"), "ns2.yaml": namespace("222222222222")}
+    for name, text in same.items():
+        (tmp_path / name).write_text(text)
+    done = run("plan", "--hub", "examples/hub.yaml", "--clusters", str(tmp_path), "--format", "json")
+    assert done.returncode == 0, done.stderr  # the same twice is no ambiguity
+    err = refused(tmp_path, {"a.yaml": cluster_yaml(), "ns1.yaml": namespace("222222222222"),
+                             "ns2.yaml": namespace("333333333333")})
+    folder = tmp_path / "clusters"
+    assert f"Namespace acme: metadata.name: defined 2 times: in {folder / 'ns1.yaml'}, document 1 and in " \
+           f"{folder / 'ns2.yaml'}, document 1" in err
+
+
+@pytest.mark.parametrize("typo, meant", [("netwrok", "spec.network"), ("netWork", "spec.network"),
+                                         ("sharedIngres", "spec.sharedIngress"), ("accountId", "spec.accountID")])
+def test_a_mistyped_field_gets_the_near_miss(tmp_path, typo, meant):
+    text = cluster_yaml() + f"  {typo}: {{}}\n" if typo != "netwrok" else cluster_yaml(network="netwrok")
+    err = refused(tmp_path, {"a.yaml": text})
+    assert f"spec.{typo}: unknown field; did you mean {meant}?" in err
+
+
+def test_a_mistyped_top_level_field_gets_the_near_miss_and_a_hopeless_one_the_known_fields(tmp_path):
+    err = refused(tmp_path, {"a.yaml": cluster_yaml() + "spce: {}\n", "b.yaml": cluster_yaml("prod-2") + "  zzz: 1\n"})
+    assert "spce: unknown field; did you mean spec?" in err
+    assert "spec.zzz: unknown field (known here: accountID, region, infraID, apiURL, network," in err
+
+
+@pytest.mark.parametrize("written, hint", [
+    ("222222222222", 'YAML read 222222222222 as a number; quote it: "222222222222"'),
+    ("012345670123", 'YAML read 012345670123 as the octal number 1402433619; quote it: "012345670123"'),
+])
+def test_an_unquoted_account_id_gets_the_hint_to_quote_it(tmp_path, written, hint):
+    err = refused(tmp_path, {"a.yaml": cluster_yaml(account=written)})
+    assert f"spec.accountID: Input should be a valid string: {hint}" in err
+
+
+def test_an_unquoted_account_id_in_the_hubs_role_map_gets_the_hint_too(tmp_path):
+    hub = yaml.safe_load(open("examples/hub.yaml"))
+    text = yaml.safe_dump(hub).replace("roleAccountMap:", "roleAccountMap:\n    012345670123: arn:aws:iam::012345670123:role/x", 1)
+    (tmp_path / "hub.yaml").write_text(text)
+    done = run("plan", "--hub", str(tmp_path / "hub.yaml"), "--clusters", "examples/clusters")
+    assert done.returncode == 2, done.stderr
+    assert 'spec.roleAccountMap[1402433619]: not a valid key: Input should be a valid string: YAML read ' \
+           '012345670123 as the octal number 1402433619; quote it: "012345670123"' in done.stderr

@@ -198,7 +198,7 @@ def test_reserved_and_allowed_domains_come_from_the_hub_administrator(capsys, tm
 
 def test_the_tenant_tag_comes_from_the_namespace_not_the_spec(capsys, tmp_path):
     refused(capsys, tmp_path, [evil(tenant="acme")],
-            expect=["HubCluster evil/intruder", "spec.tenant", "Extra inputs are not permitted"])
+            expect=["HubCluster evil/intruder", "spec.tenant", "spec.tenant: unknown field"])
     named = (namespace_doc("acme"), namespace_doc("evil", EVIL, **{"hubwright.io/tenant": "Evil Corp"}))
     code, doc, err = plan(capsys, *write(tmp_path, [evil(privateLink={"enabled": True})], None, named))
     assert code == 0, err

@@ -9,7 +9,6 @@ skipped without being opened.
 from __future__ import annotations
 
 import errno
-from collections import Counter
 import os
 import stat
 from typing import Any
@@ -32,7 +31,7 @@ Objects = list[HubConfig | Cluster | Namespace]
 
 
 class _BadFile(Exception):
-    """Why one file cannot be read; becomes FieldError(path, "(file)", reason)."""
+    """Why one file cannot be read; becomes FieldError(path, "", reason): the file is the object."""
 
 
 # --------------------------------------------------------------------------- finding files
@@ -55,14 +54,14 @@ def yaml_files(path: str) -> tuple[list[str], list[FieldError]]:
     sorted, and an error for every one that cannot be followed. Other kinds of files are left unopened."""
     problem = _link_problem(path)
     if problem is not None:
-        return [], [FieldError(path, "(path)", problem)]
+        return [], [FieldError(path, "", problem)]
     if not os.path.isdir(path):
         return ([path], []) if stat.S_ISREG(os.stat(path).st_mode) else \
-            ([], [FieldError(path, "(path)", "not a regular file or a folder")])
+            ([], [FieldError(path, "", "not a regular file or a folder")])
     found, errors = [], []
 
     def unreadable(exc: OSError) -> None:
-        errors.append(FieldError(exc.filename or path, "(path)", exc.strerror or str(exc)))
+        errors.append(FieldError(exc.filename or path, "", exc.strerror or str(exc)))
 
     for root, _, names in os.walk(path, onerror=unreadable):
         for name in names:
@@ -71,7 +70,7 @@ def yaml_files(path: str) -> tuple[list[str], list[FieldError]]:
             full = os.path.join(root, name)
             problem = _link_problem(full)
             if problem is not None:
-                errors.append(FieldError(full, "(file)", problem))
+                errors.append(FieldError(full, "", problem))
             elif stat.S_ISREG(os.stat(full).st_mode):
                 found.append(full)
     return sorted(found), errors
@@ -225,25 +224,44 @@ def _documents(path: str) -> list[dict]:
     return docs
 
 
-def read_documents(path: str) -> tuple[Objects, list[FieldError]]:
-    """Every valid object in the YAML files at `path`, and the errors of the files and objects that are not."""
+def _read_sourced(path: str) -> tuple[list[tuple[HubConfig | Cluster | Namespace, str]], list[FieldError]]:
+    """Every valid object at `path` with where it was read ("file, document N"), and the errors."""
     files, errors = yaml_files(path)
     if not files and not errors:
-        errors.append(FieldError(path, "(path)", "no YAML files (*.yaml, *.yml) there"))
-    objects: Objects = []
+        errors.append(FieldError(path, "", "no YAML files (*.yaml, *.yml) there"))
+    objects: list[tuple[HubConfig | Cluster | Namespace, str]] = []
     for file in files:
         try:
             docs = _documents(file)
         except (_BadFile, OSError) as exc:
             reason = str(exc) if isinstance(exc, _BadFile) else exc.strerror or str(exc)
-            errors.append(FieldError(file, "(file)", reason))
+            errors.append(FieldError(file, "", reason))
             continue
-        for doc in docs:
+        for i, doc in enumerate(docs):
             try:
-                objects.append(parse(doc, source=file))
+                objects.append((parse(doc, source=file), f"{file}, document {i + 1}"))
             except InvalidSpec as exc:
                 errors.extend(exc.errors)
     return objects, errors
+
+
+def read_documents(path: str) -> tuple[Objects, list[FieldError]]:
+    """Every valid object in the YAML files at `path`, and the errors of the files and objects that are not."""
+    sourced, errors = _read_sourced(path)
+    return [obj for obj, _ in sourced], errors
+
+
+def _duplicates(sourced: list[tuple[HubConfig | Cluster | Namespace, str]]) -> list[FieldError]:
+    """One error per object defined more than once (same kind, namespace and name), naming every place: a
+    Cluster twice, or a Namespace twice with different annotations (which owner account would be meant?)."""
+    places: dict[str, list[tuple[HubConfig | Cluster | Namespace, str]]] = {}
+    for obj, where in sourced:
+        if isinstance(obj, (Cluster, Namespace)):
+            places.setdefault(obj.ref, []).append((obj, where))
+    return [FieldError(ref, "metadata.name", f"defined {len(found)} times: in {' and in '.join(w for _, w in found)}")
+            for ref, found in sorted(places.items())
+            if len(found) > 1 and (ref.startswith("HubCluster ")
+                                   or len({tuple(sorted(o.metadata.annotations.items())) for o, _ in found}) > 1)]
 
 
 def load_documents(path: str) -> Objects:
@@ -270,16 +288,17 @@ def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | No
     valid clusters still load, so a caller can report every problem of the fleet at once.
     """
     hub = load_hub(hub_path)
-    objects, errors = read_documents(clusters_path)
+    sourced, errors = _read_sourced(clusters_path)
+    objects = [obj for obj, _ in sourced]
     if errors and invalid is None:
         raise InvalidSpec(errors)
     (invalid if invalid is not None else []).extend(errors)
     clusters = tuple(o for o in objects if isinstance(o, Cluster))
     if not clusters and not errors:
-        raise InvalidSpec.one(clusters_path, "(path)", "no Cluster objects there")
-    dupes = sorted(k for k, n in Counter(c.key for c in clusters).items() if n > 1)
-    if dupes:
-        raise InvalidSpec.one(clusters_path, "metadata", f"clusters defined more than once: {', '.join(dupes)}")
+        raise InvalidSpec.one(clusters_path, "", "no Cluster objects there")
+    dupes = _duplicates(sourced)
+    if dupes:  # which of the two is meant cannot be guessed: nothing is planned, every problem is named
+        raise InvalidSpec([*errors, *dupes])
     namespaces = {o.metadata.name: dict(o.metadata.annotations) for o in objects if isinstance(o, Namespace)}
     # The hub file's status.mesh, when it has one (a copy of the live HubConfig): the groups' recorded states.
     return Fleet(hub=hub, clusters=clusters, namespaces=namespaces, mesh_status=MeshStatus.from_hub_status(hub.status))

@@ -227,13 +227,13 @@ def _selected(fleet: Fleet, only: Iterable[str] | None) -> Callable[[dict], dict
     known = {cluster.key for cluster in fleet.clusters}
     missing = [key for key in keys if key not in known]
     if missing:
-        raise InvalidSpec([FieldError("--cluster", "(key)", f"no cluster {key} in the fleet (namespace/name)")
+        raise InvalidSpec([FieldError(f"--cluster {key}", "", "no such cluster in the fleet (namespace/name)")
                            for key in missing])
 
     def wanted(resolved: dict) -> dict:
         unplanned = [key for key in keys if key not in resolved]
         if unplanned:
-            raise InvalidSpec([FieldError("--cluster", "(key)", f"cluster {key} has no stack (not provisioned)")
+            raise InvalidSpec([FieldError(f"--cluster {key}", "", "the cluster has no stack (not provisioned)")
                                for key in unplanned])
         return {key: resolved[key] for key in keys}
 

@@ -33,7 +33,7 @@ def _inputs(args: argparse.Namespace) -> int:
 def _ingress_render(args: argparse.Namespace) -> int:
     """Write the routes that pass every check; list the clusters left out and exit 2 if there are any."""
     if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise InvalidSpec.one("--out", "(path)", f"{args.out} is a file, not a folder")
+        raise InvalidSpec.one(f"--out {args.out}", "", "a file, not a folder")
     invalid: list = []  # Cluster files that do not parse: left out, listed
     fleet = load_fleet(args.hub, args.clusters, invalid)
     central_spec = fleet.hub.spec.shared_ingress

@@ -23,7 +23,7 @@ from automation.adapters.plan import converge, drain, raise_invalid
 from automation.adapters.plan_pool import Planned, PlanPool, default_jobs
 from automation.adapters.policy import POLICY_LEVELS, PolicySettings, fleet_violations
 from automation.adapters.progress import Progress
-from automation.cli.picture import render_dot, render_mermaid
+from automation.cli.picture import empty_reason, render_dot, render_mermaid
 from automation.cli.render import render_stack, render_summary, stack_json
 from policy.rules import Violation
 from stacks.errors import InvalidSpec
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         policy = PolicySettings.load(args.policy, args.policy_config)
     except ValueError as err:
-        raise InvalidSpec.one("--policy-config", "(file)", str(err)) from None
+        raise InvalidSpec.one(f"--policy-config {args.policy_config}", "", str(err)) from None
     rules = policy.rules() if policy.enabled else None
     invalid: list = []
     fleet = load_fleet(args.hub, args.clusters, invalid)
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         resolved = resolve_all(fleet)
         raise_invalid(resolved.inputs, invalid)
         draw = render_dot if args.format == "dot" else render_mermaid
-        sys.stdout.write(draw(resolved.mesh))
+        sys.stdout.write(draw(resolved.mesh, empty_reason(resolved.mesh, fleet)))
         return 0
     document = JsonDocument(sys.stdout) if args.format == "json" else TreeDocument(sys.stdout)
     render = stack_json if args.format == "json" else render_stack
