@@ -100,11 +100,11 @@ def test_every_plan_refuses_or_fits_the_limits(docs):
     keys = [c.key for c in clusters]
     clusters = [c for c in clusters if keys.count(c.key) == 1]  # the same name twice is a file error
     for exc in refused:
-        assert exc.errors and all(e.obj.startswith("Cluster ") and e.field and e.reason for e in exc.errors)
+        assert exc.errors and all(e.obj.startswith("HubCluster ") and e.field and e.reason for e in exc.errors)
     resolved = resolve_fleet(fleet(HUB, clusters))
     for key, value in resolved.items():
         if isinstance(value, InvalidSpec):
-            assert value.errors and all(e.obj.startswith(("Cluster ", "Namespace ")) for e in value.errors), value
+            assert value.errors and all(e.obj.startswith(("HubCluster ", "Namespace ")) for e in value.errors), value
             continue
         namespace = key.split("/")[0]
         assert value.cluster.account_id == ACCOUNT_OF[namespace]  # never another tenant's account or the hub's
