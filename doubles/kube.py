@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import re
 import socket
 import threading
 import uuid
+from pathlib import Path
 from typing import Any, Callable
 
 import kmock
@@ -183,6 +185,15 @@ class MockKubeAPI:
             self.loop.call_soon_threadsafe(self._stop.set)
         if self._thread is not None:
             self._thread.join(10)
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig at `path` for this server, with a user that has no credentials (what `serve` is given)."""
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "mock",
+            "clusters": [{"name": "mock", "cluster": {"server": self.url}}],
+            "users": [{"name": "nobody", "user": {}}],
+            "contexts": [{"name": "mock", "context": {"cluster": "mock", "user": "nobody"}}]}))
+        return path
 
     def run(self, fn: Callable[[Any], Any]) -> Any:
         """Call fn(emulator) on the server's event loop (the kmock DSL is not thread-safe)."""

@@ -46,6 +46,12 @@ class Values(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
 
 
+def _matching(pattern: re.Pattern[str], value: str, what: str) -> str:
+    if not pattern.fullmatch(value):
+        raise ValueError(f"{value!r} is not {what}")
+    return value
+
+
 def _quantity(value: str) -> str:
     if not QUANTITY.fullmatch(value):
         raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 250m, 512Mi, 10Gi)")
@@ -94,9 +100,7 @@ class BackendSecret(Values):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not DNS_NAME.fullmatch(value):
-            raise ValueError(f"{value!r} is not a Secret name (lower case letters, digits, '-' and '.')")
-        return value
+        return _matching(DNS_NAME, value, "a Secret name (lower case letters, digits, '-' and '.')")
 
     @field_validator("data")
     @classmethod
@@ -189,9 +193,7 @@ class InstallValues(Values):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        if not DNS_LABEL.fullmatch(value):
-            raise ValueError(f"{value!r} is not a namespace name (a DNS label)")
-        return value
+        return _matching(DNS_LABEL, value, "a namespace name (a DNS label)")
 
     @property
     def secret_required(self) -> bool:

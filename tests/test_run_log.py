@@ -119,12 +119,7 @@ def test_serve_with_json_log_format_writes_only_json_lines(tmp_path):
     its engine workers' included: here a worker that cannot start (no `pulumi` on PATH) says why in JSON, where it
     wrote a bare Python traceback."""
     with MockKubeAPI() as api:
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "mock",
-            "clusters": [{"name": "mock", "cluster": {"server": api.url}}],
-            "users": [{"name": "nobody", "user": {}}],
-            "contexts": [{"name": "mock", "context": {"cluster": "mock", "user": "nobody"}}]}))
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": "test", "PYTHONPATH": str(ROOT),
                "HUBWRIGHT_LOG_FORMAT": "json", "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin"}
         env.pop("KUBERNETES_SERVICE_HOST", None)

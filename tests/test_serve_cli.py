@@ -47,12 +47,7 @@ def test_flags_become_service_options():
 
 def test_the_serve_process_syncs_reports_ready_and_stops_on_sigterm(tmp_path):
     with MockKubeAPI() as api:
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "mock",
-            "clusters": [{"name": "mock", "cluster": {"server": api.url}}],
-            "users": [{"name": "nobody", "user": {}}],
-            "contexts": [{"name": "mock", "context": {"cluster": "mock", "user": "nobody"}}]}))
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
         env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": "test", "PYTHONPATH": str(ROOT)}
         env.pop("KUBERNETES_SERVICE_HOST", None)
         proc = subprocess.Popen(
