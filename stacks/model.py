@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.names import (API_VERSION, CLUSTER_ID, CLUSTER_ID_MAX, LABEL_MAX, MAX_CLUSTERS_ANNOTATION,
+from stacks.names import (API_VERSION, PARTITIONS, CLUSTER_ID, CLUSTER_ID_MAX, LABEL_MAX, MAX_CLUSTERS_ANNOTATION,
                           MAX_ENDPOINTS_ANNOTATION, PRINCIPAL_ARN, ROLE_ARN,
                           INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION, cluster_key, hostname_error,
                           parse_api_url, parse_host_port, stack_name)
@@ -37,13 +37,8 @@ def region_error(value: str) -> str | None:
     return f"{value!r} is not an AWS region name (<area>-<direction>-<number>, like us-east-1 or ap-southeast-7)"
 
 
-# Partitions by region prefix, most specific first (the ARN partition a region's roles live in).
-_PARTITIONS = (("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"), ("us-isob-", "aws-iso-b"), ("us-isof-", "aws-iso-f"),
-               ("eu-isoe-", "aws-iso-e"), ("us-iso-", "aws-iso"), ("eusc-", "aws-eusc"))
-
-
 def partition_of(region: str) -> str:
-    return next((partition for prefix, partition in _PARTITIONS if region.startswith(prefix)), "aws")
+    return next((partition for prefix, partition in PARTITIONS if region.startswith(prefix)), "aws")
 
 
 # --- field types -------------------------------------------------------------

@@ -101,7 +101,10 @@ ROLE_MAP_CONFIGMAP = "hubwright-role-account-map"  # in the service's namespace:
 SHARED_INGRESS_CONFIGMAP = "shared-ingress"  # the central proxy's config (deploy/'s CentralProxy name)
 
 # --------------------------------------------------------------------------- patterns (unanchored: fullmatch them)
-PARTITION = r"arn:aws(-us-gov|-cn)?"
+# Partitions by region prefix, most specific first (the ARN partition a region's roles live in); "aws" otherwise.
+PARTITIONS = (("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"), ("us-isob-", "aws-iso-b"), ("us-isof-", "aws-iso-f"),
+              ("eu-isoe-", "aws-iso-e"), ("us-iso-", "aws-iso"), ("eusc-", "aws-eusc"))
+PARTITION = "arn:(aws|" + "|".join(p for _, p in PARTITIONS) + ")"  # letters and hyphens only: no escaping
 ROLE_ARN = re.compile(rf"{PARTITION}:iam::\d{{12}}:role/[\w+=,.@/-]{{1,512}}")
 PRINCIPAL_ARN = re.compile(rf"{PARTITION}:iam::\d{{12}}:(root|(role|user)/[\w+=,.@/-]{{1,512}})")
 # A shared-ingress cluster ID: safe as an HAProxy map key, backend name and log-format text.

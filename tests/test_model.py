@@ -100,3 +100,5 @@ def test_the_partition_follows_the_region_name(region, partition):
     from stacks.model import partition_of
 
     assert partition_of(region) == partition
+    from stacks.names import ROLE_ARN
+    assert ROLE_ARN.fullmatch(f"arn:{partition}:iam::222222222222:role/hubwright")  # its roles are accepted too
