@@ -257,6 +257,11 @@ class Desired:
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
         return self.get().inputs.get(key)
 
+    def registered_only(self, key: str) -> bool:
+        """Whether the cached cluster is registered only (no AWS part): resolve() gives it no inputs, by design."""
+        entry = self.cache.entry(key)
+        return entry is not None and isinstance(entry.parsed, Cluster) and not entry.parsed.spec.provisioned
+
 
 # --------------------------------------------------------------------------- mapper
 

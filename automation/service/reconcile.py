@@ -147,6 +147,8 @@ class Reconciler:
             if deleting:
                 return self._delete(key, raw, status)
             desired = self.desired.inputs(key)
+            if desired is None and self.desired.registered_only(key):  # no stack: its status only
+                return self._registered(raw, status)
             if desired is None:  # not resolved yet (the cache moved on): the mapper queues it again
                 return Outcome.done()
             if isinstance(desired, InvalidSpec):
@@ -163,6 +165,8 @@ class Reconciler:
         if meta.get("deletionTimestamp"):
             return 0 if FINALIZER in (meta.get("finalizers") or []) else None
         if desired is None:
+            if self.desired.registered_only(key):  # a status left by a refusal, or by an older spec: heal it
+                return 0 if self._registered_status(status, meta.get("generation")) != status else None
             return None
         if status.observed_generation != meta.get("generation") or _requested(raw, status) is not None:
             return 0
@@ -344,6 +348,23 @@ class Reconciler:
         if self._write(raw, status, new):
             self.events.event(raw, "Warning", exc.reason, message)
         return Outcome.done()
+
+    def _registered(self, raw: Raw, status: ClusterStatus) -> Outcome:
+        """A registered-only cluster (no AWS part): no stack, so Ready with nothing to run; whatever refusal it
+        carried (its HubConfig gone, then back) is recomputed away, and observedGeneration follows the spec."""
+        new = self._registered_status(status, (raw.get("metadata") or {}).get("generation"))
+        if new != status:
+            self._write(raw, status, new)
+        return Outcome.done()
+
+    def _registered_status(self, status: ClusterStatus, generation: int | None) -> ClusterStatus:
+        """What a registered-only cluster's status says (equal to `status` when it says so already: the
+        transition times of conditions that did not flip are kept)."""
+        return status.model_copy(update={
+            "observed_generation": generation, "account": None, "region": None,
+            "conditions": conditions("ready", reasons.REGISTERED, "registered only (no accountID, infraID, apiURL "
+                                     "or network): no stack to run", generation=generation,
+                                     previous=status.conditions, now=rfc3339(self.clock()))})
 
     # ------------------------------------------------------------------ drift
 
