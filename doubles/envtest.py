@@ -434,7 +434,7 @@ def delete_tenant(api_client, name: str) -> None:
 
     custom = client.CustomObjectsApi(api_client)
     try:
-        custom.patch_cluster_custom_object_status(GROUP, VERSION, TENANTS, name, {"status": {CLUSTERS: 0}})
+        custom.patch_cluster_custom_object_status(GROUP, VERSION, TENANTS, name, {"status": {"clusters": 0}})
         custom.patch_cluster_custom_object(GROUP, VERSION, TENANTS, name, {"metadata": {"finalizers": None}})
         custom.delete_cluster_custom_object(GROUP, VERSION, TENANTS, name)
     except ApiException as exc:

@@ -58,7 +58,7 @@ def _wait_for_policies(api_client: client.ApiClient, timeout: float = 30.0) -> N
     custom.create_cluster_custom_object(GROUP, VERSION, "hubtenants", {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubTenant", "metadata": {"name": name}})
     try:
-        custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"hubclusters": 1}})
+        custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"clusters": 1}})
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -71,7 +71,7 @@ def _wait_for_policies(api_client: client.ApiClient, timeout: float = 30.0) -> N
                 raise TimeoutError("the Tenant admission policies did not take effect")
             time.sleep(0.2)
     finally:
-        custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"hubclusters": 0}})
+        custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"clusters": 0}})
         delete_tenant(api_client, name)
 
 

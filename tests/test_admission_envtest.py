@@ -180,7 +180,7 @@ def test_a_tenant_that_counts_clusters_cannot_be_deleted_until_the_count_is_zero
         assert "delete its clusters first" in message
     assert api(users.admin).get_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
 
-    api(users.admin).patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"hubclusters": 0}})
+    api(users.admin).patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"clusters": 0}})
     api(users.writer).delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
     with pytest.raises(ApiException) as gone:
         api(users.admin).get_cluster_custom_object(GROUP, VERSION, "hubtenants", name)

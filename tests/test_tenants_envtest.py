@@ -399,7 +399,7 @@ def test_a_tenant_with_a_cluster_is_held_until_the_cluster_is_gone_and_its_names
 
     # The count lags (here: the controller is down and the count was zeroed): the finalizer holds the Tenant.
     tenants.stop()
-    tenants.custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"hubclusters": 0}})
+    tenants.custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"clusters": 0}})
     tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
     assert tenants.get(name)["metadata"]["deletionTimestamp"]
     tenants.start()
