@@ -4,13 +4,18 @@ refusal or a cluster with no stack included. Each stuck case found is a test her
 """
 from __future__ import annotations
 
+import re
+import subprocess
+
 import pytest
 from kubernetes.client.rest import ApiException
 
 from doubles import RecordingEngine
-from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
+from stacks.errors import NeedsAttention
+from tests.envtest import TOOLS_BIN, kube_apiserver  # noqa: F401 - the fixture
+from tests.factories import OWNER_ANNOTATION
 from tests.service_env import ServiceEnv, wait_until
-from stacks.names import GROUP, VERSION
+from stacks.names import DEFAULT_REGION_ANNOTATION, GROUP, VERSION
 
 
 @pytest.fixture
@@ -109,3 +114,49 @@ def test_a_cluster_stalled_before_a_restart_heals_after_it(env):
     with running(env, engine):  # and a third start leaves them so
         wait_until(lambda: settled(env, "inventory-1", "Registered") and settled(env, "prod-1", "Succeeded"),
                    what="still healed")
+
+
+# --------------------------------------------------------------------------- ACCOUNT and REGION of a stalled cluster
+
+KUBECTL = TOOLS_BIN / "kubectl"
+
+
+def columns(kube_apiserver, env: ServiceEnv, name: str) -> dict[str, str]:  # noqa: F811 - the fixture
+    """`kubectl get hubclusters` as a user types it: the printer columns of one row, by header (without kubectl,
+    which scripts/tools.sh builds: the status fields those columns print)."""
+    if not KUBECTL.exists():
+        status = (env.get(name) or {}).get("status") or {}
+        ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
+        return {"ACCOUNT": status.get("account") or "", "REGION": status.get("region") or "",
+                "READY": ready.get("status", ""), "REASON": ready.get("reason", "")}
+    out = subprocess.run([str(KUBECTL), "--kubeconfig", str(kube_apiserver.kubeconfig()), "get", "hubclusters",
+                          "-n", env.ns, name], capture_output=True, text=True, timeout=30, check=True).stdout
+    header, row = out.splitlines()[:2]
+    starts = [m.start() for m in re.finditer(r"\S+", header)] + [None]
+    return {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:])}
+
+
+def test_a_stalled_cluster_shows_its_account_and_region(env, kube_apiserver):  # noqa: F811 - the fixture
+    """They are facts of the input (spec.accountID; the region its annotations, its namespace's default or its spec
+    give), not of a run: a refused cluster, and one whose preflight stops it before any run, show them too."""
+    env.core.patch_namespace(env.ns, {"metadata": {"annotations": {  # no owner: NamespaceNotOwned
+        OWNER_ANNOTATION: None, DEFAULT_REGION_ANNOTATION: "eu-west-1"}}})
+    env.create("refused", accountID="222222222222")
+
+    def denied(applied, desired):
+        if desired.name == "denied":
+            raise NeedsAttention("AssumeRole was refused (simulated)", reason="AssumeRoleFailed")
+
+    with running(env, RecordingEngine(), guards=[denied]):
+        wait_until(lambda: settled(env, "refused", "NamespaceNotOwned", ready="False"), what="refused")
+        row = columns(kube_apiserver, env, "refused")
+        assert (row["ACCOUNT"], row["REGION"], row["READY"], row["REASON"]) == \
+            ("222222222222", "eu-west-1", "False", "NamespaceNotOwned"), row
+
+        env.core.patch_namespace(env.ns, {"metadata": {"annotations": {
+            OWNER_ANNOTATION: "333333333333", DEFAULT_REGION_ANNOTATION: None}}})
+        env.create("denied", accountID="333333333333", region="eu-west-1")
+        wait_until(lambda: env.reason("denied") == "AssumeRoleFailed", what="stopped by its preflight")
+        row = columns(kube_apiserver, env, "denied")
+        assert (row["ACCOUNT"], row["REGION"], row["READY"]) == ("333333333333", "eu-west-1", "False"), row
+        assert env.get("denied")["status"].get("lastUpdate", {}).get("result") == "Failed"

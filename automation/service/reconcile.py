@@ -215,7 +215,8 @@ class Reconciler:
         except InvalidSpec as exc:
             return self._invalid(raw, status, exc)
         except Failure as exc:  # a preflight that may pass later (the installer's NLB not there yet), or a lookup
-            return self._report(raw, status, "up", exc, self.clock(), note="preflight, nothing ran: ")
+            return self._report(raw, self._placed(key, status), "up", exc, self.clock(),
+                                note="preflight, nothing ran: ")
 
         started = self.clock()
         running = status.model_copy(update={
@@ -335,7 +336,8 @@ class Reconciler:
         join = self._mesh_join(object_key(raw), status)
         routed = self._routed(object_key(raw), status)
         request = _annotation(raw) or status.last_handled_reconcile_request
-        new = status.model_copy(update={
+        placed = self._placed(object_key(raw), status)  # facts of the input: refused or not, the columns show them
+        new = placed.model_copy(update={
             "observed_generation": generation, "mesh_join": join, "last_handled_reconcile_request": request,
             "shared_ingress": routed,
             "conditions": conditions("stalled", exc.reason, message, generation=generation,
@@ -343,11 +345,16 @@ class Reconciler:
         if stalled is not None and stalled.status == "True" and stalled.reason == exc.reason \
                 and stalled.message == message and status.observed_generation == generation \
                 and join == status.mesh_join and request == status.last_handled_reconcile_request \
-                and routed == status.shared_ingress:
+                and routed == status.shared_ingress and placed == status:
             return Outcome.done()
         if self._write(raw, status, new):
             self.events.event(raw, "Warning", exc.reason, message)
         return Outcome.done()
+
+    def _placed(self, key: str, status: ClusterStatus) -> ClusterStatus:
+        """`status` with the account and region the cluster's input gives (mapper.Desired.placed_in), where known."""
+        account, region = self.desired.placed_in(key)
+        return status.model_copy(update={"account": account or status.account, "region": region or status.region})
 
     def _registered(self, raw: Raw, status: ClusterStatus) -> Outcome:
         """A registered-only cluster (no AWS part): no stack, so Ready with nothing to run; whatever refusal it
