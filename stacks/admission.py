@@ -65,7 +65,7 @@ def tenant_controller_rules() -> list[Rule]:
 
     It grants tenant admins the ClusterRole above through RoleBindings, so it needs `bind` on that one role and
     not its rights (nor `escalate`). It reads Namespaces one at a time (get), creates a tenant's, and patches
-    labels and annotations on the ones it adopts; it never deletes one. It counts Clusters from a watch, and
+    labels and annotations on the ones it adopts (and watches them: an adoption annotation acts at once); it never deletes one. It counts Clusters from a watch, and
     writes each tenant namespace's ResourceQuota (tenant_quota).
     `tenants/finalizers` matters where the OwnerReferencesPermissionEnforcement plugin is on.
     """
@@ -73,7 +73,7 @@ def tenant_controller_rules() -> list[Rule]:
         {"apiGroups": [GROUP], "resources": [TENANTS], "verbs": ["get", "list", "watch", "update", "patch"]},
         {"apiGroups": [GROUP], "resources": [f"{TENANTS}/status", f"{TENANTS}/finalizers"], "verbs": ["update", "patch"]},
         {"apiGroups": [GROUP], "resources": [CLUSTERS], "verbs": ["list", "watch"]},
-        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create", "patch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch", "create", "patch"]},
         {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get", "create", "update", "patch", "delete"]},
         {"apiGroups": [RBAC_GROUP], "resources": ["rolebindings"],
          "verbs": ["get", "create", "update", "patch", "delete"]},

@@ -451,3 +451,19 @@ def test_only_the_leader_runs_the_tenant_controller_and_stops_it_with_its_term(w
         follower.stop()
     assert leader.pipeline is None
     assert not any(informer._thread.is_alive() for informer in controller.informers)
+
+
+def test_annotating_the_namespace_as_the_refusal_says_adopts_it_within_seconds(world, tenants):
+    """The refusal tells the hub administrator to annotate the namespace; the controller watches Namespaces, so
+    the fix acts within seconds (it waited for the next look: 30 s for a refused Tenant, the 300 s resync else)."""
+    tenants.start()
+    name = tenants.name()
+    tenants.namespace(name, annotations={OWNER_ACCOUNT_ANNOTATION: "222222222222"})
+    tenants.create(name, admins=[alice(world)])
+    wait_until(lambda: (_stalled(tenants, name) or {}).get("reason") == "NamespaceNotAdopted", WAIT,
+               what="the refusal")
+    tenants.core.patch_namespace(name, {"metadata": {"annotations": {TENANT_ANNOTATION: name}}})  # nothing else
+    wait_until(lambda: tenants.status(name).get("namespace") == name and not tenants.status(name).get("conditions"),
+               10.0, what="the adoption within seconds of the annotation")
+    assert tenants.binding(name) is not None
+    assert tenants.read_namespace(name)["labels"][TENANT_LABEL] == name

@@ -1,8 +1,8 @@
 """The tenant controller: each Tenant becomes a Namespace its admins may run Clusters in (docs/registry.md).
 
-    Informer(tenants) ─┐
-                       ├─► WorkQueue ──► one worker ──► reconcile(tenant)
-    Informer(clusters) ┘   (+ a resync of every Tenant each `resync` seconds)
+    Informer(tenants)    ─┐
+    Informer(clusters)   ─┼─► WorkQueue ──► one worker ──► reconcile(tenant)
+    Informer(namespaces) ─┘   (+ a resync of every Tenant each `resync` seconds)
 
 Only the leader runs it (automation/service/serve.py starts it with the pipeline and stops it with it).
 What it makes of a Tenant is decided in stacks.admission; here it is read from and written to the API server:
@@ -126,6 +126,43 @@ class ClusterCounts:
             return self._counts[namespace]
 
 
+class NamespaceMarks:
+    """A Store for the Namespaces' informer that keeps only what a Tenant's reconcile reads of each namespace (its
+    hubwright labels and annotations, whether it is being deleted), and says `changed(namespace)` when that moves:
+    the hub administrator's annotation that lets a Tenant adopt its namespace takes effect at once, not at the
+    next resync."""
+
+    def __init__(self, changed: Callable[[str], None]):
+        self._changed = changed
+        self._marks: dict[str, Raw] = {}  # name -> {"metadata": {name, labels, annotations, deletionTimestamp}}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Raw | None:
+        with self._lock:
+            return self._marks.get(key)
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._marks)
+
+    def apply(self, kind: str, raw: Raw) -> None:
+        meta = raw.get("metadata") or {}
+        name = str(meta.get("name"))
+        marks = {"metadata": {"name": name, "labels": _ours(meta.get("labels")),
+                              "annotations": _ours(meta.get("annotations")),
+                              "deletionTimestamp": meta.get("deletionTimestamp")}}
+        with self._lock:
+            old = self._marks.pop(name, None) if kind == "DELETED" else self._marks.get(name)
+            if kind != "DELETED":
+                self._marks[name] = marks
+        if kind == "DELETED" or old != marks:
+            self._changed(name)
+
+
+def _ours(values: Mapping[str, str] | None) -> dict[str, str]:
+    return {key: value for key, value in (values or {}).items() if key.startswith(f"{GROUP}/")}
+
+
 class Resync(Loop):
     """Every `interval` seconds, look at every Tenant again: what someone changed by hand (a label removed, a
     RoleBinding edited) is put back, and a refused adoption is tried again."""
@@ -143,7 +180,7 @@ class Resync(Loop):
 # --------------------------------------------------------------------------- the controller
 
 class TenantController:
-    """Watches Tenants and Clusters and reconciles one Tenant at a time (see the module docstring)."""
+    """Watches Tenants, Clusters and Namespaces and reconciles one Tenant at a time (see the module docstring)."""
 
     def __init__(self, api_client: client.ApiClient, *, hub_account: Callable[[], str | None],
                  backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0, watch_timeout: int = 300,
@@ -164,6 +201,8 @@ class TenantController:
                      self.tenants, **options),
             Informer(Source("tenant-clusters", self.custom.list_cluster_custom_object, (GROUP, VERSION, CLUSTERS)),
                      self.clusters, **options),
+            Informer(Source("tenant-namespaces", self.core.list_namespace), NamespaceMarks(self._namespace_changed),
+                     **options),
         ]
         self.workers = Workers(self.queue, self.reconcile, 1, name="tenant-worker")
         self.resync = Resync(resync, self._resync)
