@@ -66,7 +66,7 @@ def tenant_controller_rules() -> list[Rule]:
     It grants tenant admins the ClusterRole above through RoleBindings, so it needs `bind` on that one role and
     not its rights (nor `escalate`). It reads Namespaces one at a time (get), creates a tenant's, and patches
     labels and annotations on the ones it adopts (and watches them: an adoption annotation acts at once); it never deletes one. It counts Clusters from a watch, and
-    writes each tenant namespace's ResourceQuota (tenant_quota).
+    writes each tenant namespace's ResourceQuota (tenant_quota) and each Tenant's reader role (tenant_reader).
     `tenants/finalizers` matters where the OwnerReferencesPermissionEnforcement plugin is on.
     """
     return [
@@ -79,6 +79,10 @@ def tenant_controller_rules() -> list[Rule]:
          "verbs": ["get", "create", "update", "patch", "delete"]},
         {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "resourceNames": [TENANT_ADMIN_CLUSTERROLE],
          "verbs": ["bind"]},
+        # tenant_reader: each Tenant's admins read that one HubTenant (the escalation check holds these to the
+        # rights the controller has itself: a role it writes can grant no more than get/watch on Tenants)
+        {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles", "clusterrolebindings"],
+         "verbs": ["get", "create", "update", "patch", "delete"]},
     ]
 
 
@@ -283,6 +287,26 @@ def admins_rolebinding(tenant: Tenant) -> Manifest | None:
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": TENANT_ADMIN_CLUSTERROLE},
         "subjects": subjects,
     }
+
+
+def tenant_reader(tenant: Tenant, uid: str) -> tuple[Manifest, Manifest] | None:
+    """The ClusterRole and ClusterRoleBinding that let the tenant's admins read their own HubTenant: get and watch
+    on that one object by name (HubTenant is cluster-scoped, so the namespace's RoleBinding cannot), never another
+    Tenant, the list, a write or the status subresource. Named `hubwright-tenant-admin:<tenant>`, owned by the
+    Tenant (uid: its metadata.uid), so they go with it; None when the Tenant names no admins."""
+    binding = admins_rolebinding(tenant)
+    if binding is None:
+        return None
+    name = f"{TENANT_ADMIN_CLUSTERROLE}:{tenant.metadata.name}"
+    meta = {"name": name, "labels": {TENANT_LABEL: tenant.metadata.name},
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": "HubTenant", "name": tenant.metadata.name,
+                                 "uid": uid, "controller": True}]}
+    role = {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole", "metadata": meta,
+            "rules": [{"apiGroups": [GROUP], "resources": [TENANTS], "resourceNames": [tenant.metadata.name],
+                       "verbs": ["get", "watch"]}]}
+    return role, {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRoleBinding", "metadata": meta,
+                  "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
+                  "subjects": binding["subjects"]}
 
 
 TENANT_QUOTA = "hubwright-tenant-quota"  # the ResourceQuota in each tenant's namespace

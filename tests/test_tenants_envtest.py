@@ -197,7 +197,7 @@ def test_the_tenant_admins_run_clusters_in_its_namespace_and_nobody_else_does(wo
     assert wait_until(lambda: tenants.status(name).get("clusters") == 1, WAIT, what="the count to reach 1")
     alices = client.CustomObjectsApi(world.alice)
     assert [c["metadata"]["name"] for c in alices.list_namespaced_custom_object(GROUP, VERSION, name,
-                                                                                "clusters")["items"]] == ["edge-1"]
+                                                                                "hubclusters")["items"]] == ["edge-1"]
     refused = [
         lambda: tenants.cluster(name, "edge-2", as_=world.mallory),  # not an admin
         lambda: client.CustomObjectsApi(world.mallory).list_namespaced_custom_object(GROUP, VERSION, name, "hubclusters"),
@@ -467,3 +467,30 @@ def test_annotating_the_namespace_as_the_refusal_says_adopts_it_within_seconds(w
                10.0, what="the adoption within seconds of the annotation")
     assert tenants.binding(name) is not None
     assert tenants.read_namespace(name)["labels"][TENANT_LABEL] == name
+
+
+def test_a_tenant_admin_reads_their_own_hubtenant_and_no_other(world, tenants):
+    """HubTenant is cluster-scoped, so the admins' RoleBinding in the namespace never reached it: they could not
+    read their own Tenant (its status: namespace, clusters, why it is refused). The controller grants each Tenant's
+    admins get and watch on that one HubTenant, by name; never another's, never the list."""
+    tenants.start()
+    mine, theirs = tenants.name(), tenants.name()
+    tenants.create(mine, admins=[alice(world)])
+    tenants.create(theirs, admins=[sa_subject(world.users, "mallory")])
+    alices = client.CustomObjectsApi(world.alice)
+    read = eventually(lambda: alices.get_cluster_custom_object(GROUP, VERSION, "hubtenants", mine), WAIT)
+    assert read["metadata"]["name"] == mine
+    wait_until(lambda: tenants.status(theirs).get("namespace"), WAIT, what="the other Tenant made")
+    for attempt in (lambda: alices.get_cluster_custom_object(GROUP, VERSION, "hubtenants", theirs),
+                    lambda: alices.list_cluster_custom_object(GROUP, VERSION, "hubtenants"),
+                    lambda: alices.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", mine,
+                                                               {"spec": {"displayName": "mine now"}}),
+                    lambda: alices.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", mine,
+                                                                      {"status": {"clusters": 0}})):
+        with pytest.raises(ApiException) as denied:
+            attempt()
+        assert denied.value.status == 403
+    # An admin removed loses it.
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", mine, {"spec": {"admins": []}})
+    wait_until(lambda: _refused(lambda: alices.get_cluster_custom_object(GROUP, VERSION, "hubtenants", mine)), WAIT,
+               what="alice to lose her read")

@@ -12,6 +12,8 @@ What it makes of a Tenant is decided in stacks.admission; here it is read from a
   allows it; labelled and annotated with the tenant, and with its owner account and default region when set;
 - the RoleBinding `hubwright-tenant-admins` there: spec.admins get the ClusterRole hubwright-tenant-admin
   (none when there are no admins);
+- the ClusterRole and ClusterRoleBinding `hubwright-tenant-admin:<tenant>` (stacks.admission.tenant_reader), owned
+  by the Tenant: spec.admins may get and watch that one HubTenant (cluster-scoped: the RoleBinding cannot grant it);
 - the ResourceQuota `hubwright-tenant-quota` there from spec.quota (stacks.admission.tenant_quota), owned by the
   Tenant: the API server itself refuses a Cluster beyond it (none when the Tenant sets no quota);
 - status (the status subresource): namespace, clusters (how many Clusters the namespace holds, which the
@@ -45,9 +47,9 @@ from automation.adapters.loop import Loop
 from automation.adapters.status import rfc3339
 from automation.adapters.watch import DictStore, Informer, Raw, Source, object_key, wait_synced
 from automation.service.queue import Outcome, WorkQueue, Workers
-from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, TENANT_QUOTA,
-                              admins_rolebinding, namespace_metadata, released_metadata, tenant_of, tenant_quota,
-                              tenant_refusal)
+from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMIN_CLUSTERROLE, TENANT_ADMINS_ROLEBINDING,
+                              TENANT_QUOTA, admins_rolebinding, namespace_metadata, released_metadata, tenant_of,
+                              tenant_quota, tenant_reader, tenant_refusal)
 from stacks.names import CLUSTERS, GROUP, TENANT_FINALIZER, TENANT_LABEL, TENANTS, VERSION
 from stacks.registry import Tenant
 
@@ -286,6 +288,7 @@ class TenantController:
         self._ensure_namespace(tenant, current)
         self._ensure_admins(tenant)
         self._ensure_quota(tenant, raw["metadata"]["uid"])
+        self._ensure_reader(tenant, raw["metadata"]["uid"])
         self._status(raw, namespace=namespace, clusters=self.clusters.count(namespace), message=None, conditions=None)
         return Outcome.done()
 
@@ -309,6 +312,7 @@ class TenantController:
                                      "to be deleted")
                 return Outcome.done()  # each Cluster's deletion brings the Tenant back
             self._release(name, namespace)
+        self._delete_reader(name)
         self._patch_tenant(name, {"metadata": {"finalizers": [f for f in meta["finalizers"] if f != TENANT_FINALIZER],
                                                "resourceVersion": meta["resourceVersion"]}})
         LOG.info("Tenant %s: released namespace %s; finalizer removed", name, namespace)
@@ -380,6 +384,31 @@ class TenantController:
                              "ownerReferences": wanted["metadata"]["ownerReferences"],
                              "resourceVersion": have["metadata"]["resourceVersion"]},
                 "spec": {"hard": wanted["spec"]["hard"]}}, _request_timeout=self.request_timeout)
+
+    def _ensure_reader(self, tenant: Tenant, uid: str) -> None:
+        """The admins' read of their own HubTenant (stacks.admission.tenant_reader): a ClusterRole and its binding."""
+        wanted = tenant_reader(tenant, uid)
+        if wanted is None:
+            self._delete_reader(tenant.metadata.name)
+            return
+        role, binding = wanted
+        name, timeout = role["metadata"]["name"], self.request_timeout
+        have = _or_none(lambda: self.rbac.read_cluster_role(name, _request_timeout=timeout))
+        if have is None:
+            self.rbac.create_cluster_role(role, _request_timeout=timeout)
+        elif self.api_client.sanitize_for_serialization(have).get("rules") != role["rules"]:
+            self.rbac.patch_cluster_role(name, {"rules": role["rules"]}, _request_timeout=timeout)
+        have = _or_none(lambda: self.rbac.read_cluster_role_binding(name, _request_timeout=timeout))
+        if have is None:
+            self.rbac.create_cluster_role_binding(binding, _request_timeout=timeout)
+        elif _subjects(self.api_client.sanitize_for_serialization(have).get("subjects")) != \
+                _subjects(binding["subjects"]):
+            self.rbac.patch_cluster_role_binding(name, {"subjects": binding["subjects"]}, _request_timeout=timeout)
+
+    def _delete_reader(self, tenant: str) -> None:
+        name, timeout = f"{TENANT_ADMIN_CLUSTERROLE}:{tenant}", self.request_timeout
+        _or_none(lambda: self.rbac.delete_cluster_role_binding(name, _request_timeout=timeout))
+        _or_none(lambda: self.rbac.delete_cluster_role(name, _request_timeout=timeout))
 
     def _delete_quota(self, namespace: str) -> None:
         _or_none(lambda: self.core.delete_namespaced_resource_quota(TENANT_QUOTA, namespace,
