@@ -160,3 +160,18 @@ def test_a_stalled_cluster_shows_its_account_and_region(env, kube_apiserver):  #
         row = columns(kube_apiserver, env, "denied")
         assert (row["ACCOUNT"], row["REGION"], row["READY"]) == ("333333333333", "eu-west-1", "False"), row
         assert env.get("denied")["status"].get("lastUpdate", {}).get("result") == "Failed"
+
+
+def test_a_refusal_written_by_an_older_service_is_recomputed_at_start(env):
+    """A Stalled status without ACCOUNT and REGION (as services before this one wrote it) is not left as it is
+    because the reason still holds: at start every field of a refusal is recomputed, with no new Event."""
+    env.core.patch_namespace(env.ns, {"metadata": {"annotations": {OWNER_ANNOTATION: None}}})
+    env.create("refused")
+    with running(env, RecordingEngine()):
+        wait_until(lambda: settled(env, "refused", "NamespaceNotOwned", ready="False"), what="refused")
+    env.patch_status("refused", {"account": None, "region": None})
+    warnings = [e for e in env.events(name="refused") if e[1] == "NamespaceNotOwned"]
+    with running(env, RecordingEngine()):
+        wait_until(lambda: (env.get("refused")["status"].get("account"), env.get("refused")["status"].get("region"))
+                   == ("222222222222", "us-east-1"), what="the account and region written again")
+    assert [e for e in env.events(name="refused") if e[1] == "NamespaceNotOwned"] == warnings

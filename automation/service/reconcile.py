@@ -172,9 +172,8 @@ class Reconciler:
             return 0
         if self._mesh_join(key, status) != status.mesh_join or self._routed(key, status) != status.shared_ingress:
             return 0
-        if isinstance(desired, InvalidSpec):
-            stalled = status.condition("Stalled")
-            return None if stalled and stalled.status == "True" and stalled.reason == desired.reason else 0
+        if isinstance(desired, InvalidSpec):  # a status left by an older service or input: recomputed
+            return None if self._refused_status(raw, status, desired) == status else 0
         if not up_to_date(status, desired.digest()) or _ready(status) != "True":
             return 0
         return self._drift_due_in(key, status)
@@ -329,27 +328,27 @@ class Reconciler:
         return Outcome.done()
 
     def _invalid(self, raw: Raw, status: ClusterStatus, exc: InvalidSpec) -> Outcome:
-        generation = (raw.get("metadata") or {}).get("generation")
-        message = str(exc)
-        stalled = status.condition("Stalled")
-        now = rfc3339(self.clock())
-        join = self._mesh_join(object_key(raw), status)
-        routed = self._routed(object_key(raw), status)
-        request = _annotation(raw) or status.last_handled_reconcile_request
-        placed = self._placed(object_key(raw), status)  # facts of the input: refused or not, the columns show them
-        new = placed.model_copy(update={
-            "observed_generation": generation, "mesh_join": join, "last_handled_reconcile_request": request,
-            "shared_ingress": routed,
-            "conditions": conditions("stalled", exc.reason, message, generation=generation,
-                                     previous=status.conditions, now=now)})
-        if stalled is not None and stalled.status == "True" and stalled.reason == exc.reason \
-                and stalled.message == message and status.observed_generation == generation \
-                and join == status.mesh_join and request == status.last_handled_reconcile_request \
-                and routed == status.shared_ingress and placed == status:
+        new = self._refused_status(raw, status, exc)
+        if new == status:
             return Outcome.done()
-        if self._write(raw, status, new):
-            self.events.event(raw, "Warning", exc.reason, message)
+        stalled = status.condition("Stalled")
+        told = stalled is not None and stalled.status == "True" and stalled.reason == exc.reason \
+            and stalled.message == str(exc)
+        if self._write(raw, status, new) and not told:  # an Event per new refusal, not per rewrite
+            self.events.event(raw, "Warning", exc.reason, str(exc))
         return Outcome.done()
+
+    def _refused_status(self, raw: Raw, status: ClusterStatus, exc: InvalidSpec) -> ClusterStatus:
+        """What a refused cluster's status says, every field recomputed from the input (equal to `status` when it
+        says so already: the transition times of conditions that did not flip are kept)."""
+        generation = (raw.get("metadata") or {}).get("generation")
+        key = object_key(raw)
+        return self._placed(key, status).model_copy(update={  # account and region: facts of the input
+            "observed_generation": generation, "mesh_join": self._mesh_join(key, status),
+            "last_handled_reconcile_request": _annotation(raw) or status.last_handled_reconcile_request,
+            "shared_ingress": self._routed(key, status),
+            "conditions": conditions("stalled", exc.reason, str(exc), generation=generation,
+                                     previous=status.conditions, now=rfc3339(self.clock()))})
 
     def _placed(self, key: str, status: ClusterStatus) -> ClusterStatus:
         """`status` with the account and region the cluster's input gives (mapper.Desired.placed_in), where known."""
