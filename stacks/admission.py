@@ -79,10 +79,11 @@ def tenant_controller_rules() -> list[Rule]:
          "verbs": ["get", "create", "update", "patch", "delete"]},
         {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "resourceNames": [TENANT_ADMIN_CLUSTERROLE],
          "verbs": ["bind"]},
-        # tenant_reader: each Tenant's admins read that one HubTenant (the escalation check holds these to the
-        # rights the controller has itself: a role it writes can grant no more than get/watch on Tenants)
-        {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles", "clusterrolebindings"],
-         "verbs": ["get", "create", "update", "patch", "delete"]},
+        # tenant_reader: each Tenant's admins read that one HubTenant. Roles are created, never changed or deleted
+        # (the garbage collector removes them with their Tenant); a binding's subjects are patched. The API
+        # server's escalation check holds both to rights the controller has itself (no `escalate`).
+        {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "verbs": ["get", "create"]},
+        {"apiGroups": [RBAC_GROUP], "resources": ["clusterrolebindings"], "verbs": ["get", "create", "patch"]},
     ]
 
 
@@ -289,14 +290,14 @@ def admins_rolebinding(tenant: Tenant) -> Manifest | None:
     }
 
 
-def tenant_reader(tenant: Tenant, uid: str) -> tuple[Manifest, Manifest] | None:
+def tenant_reader(tenant: Tenant, uid: str) -> tuple[Manifest, Manifest]:
     """The ClusterRole and ClusterRoleBinding that let the tenant's admins read their own HubTenant: get and watch
     on that one object by name (HubTenant is cluster-scoped, so the namespace's RoleBinding cannot), never another
-    Tenant, the list, a write or the status subresource. Named `hubwright-tenant-admin:<tenant>`, owned by the
-    Tenant (uid: its metadata.uid), so they go with it; None when the Tenant names no admins."""
+    Tenant, the list, a write or the status subresource. Named `hubwright-tenant-admin:<tenant>` and owned by the
+    Tenant (uid: its metadata.uid): the garbage collector removes them with it, so the controller never deletes a
+    ClusterRole or a binding. The role depends on the name alone (immutable): it is created, never updated; the
+    binding's subjects are spec.admins (none: a binding that grants nobody)."""
     binding = admins_rolebinding(tenant)
-    if binding is None:
-        return None
     name = f"{TENANT_ADMIN_CLUSTERROLE}:{tenant.metadata.name}"
     meta = {"name": name, "labels": {TENANT_LABEL: tenant.metadata.name},
             "ownerReferences": [{"apiVersion": API_VERSION, "kind": "HubTenant", "name": tenant.metadata.name,
@@ -306,7 +307,7 @@ def tenant_reader(tenant: Tenant, uid: str) -> tuple[Manifest, Manifest] | None:
                        "verbs": ["get", "watch"]}]}
     return role, {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRoleBinding", "metadata": meta,
                   "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
-                  "subjects": binding["subjects"]}
+                  "subjects": binding["subjects"] if binding is not None else []}
 
 
 TENANT_QUOTA = "hubwright-tenant-quota"  # the ResourceQuota in each tenant's namespace

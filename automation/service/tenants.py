@@ -13,7 +13,8 @@ What it makes of a Tenant is decided in stacks.admission; here it is read from a
 - the RoleBinding `hubwright-tenant-admins` there: spec.admins get the ClusterRole hubwright-tenant-admin
   (none when there are no admins);
 - the ClusterRole and ClusterRoleBinding `hubwright-tenant-admin:<tenant>` (stacks.admission.tenant_reader), owned
-  by the Tenant: spec.admins may get and watch that one HubTenant (cluster-scoped: the RoleBinding cannot grant it);
+  by the Tenant (the garbage collector removes them with it): spec.admins may get and watch that one HubTenant
+  (cluster-scoped: the RoleBinding cannot grant it);
 - the ResourceQuota `hubwright-tenant-quota` there from spec.quota (stacks.admission.tenant_quota), owned by the
   Tenant: the API server itself refuses a Cluster beyond it (none when the Tenant sets no quota);
 - status (the status subresource): namespace, clusters (how many Clusters the namespace holds, which the
@@ -47,8 +48,8 @@ from automation.adapters.loop import Loop
 from automation.adapters.status import rfc3339
 from automation.adapters.watch import DictStore, Informer, Raw, Source, object_key, wait_synced
 from automation.service.queue import Outcome, WorkQueue, Workers
-from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMIN_CLUSTERROLE, TENANT_ADMINS_ROLEBINDING,
-                              TENANT_QUOTA, admins_rolebinding, namespace_metadata, released_metadata, tenant_of,
+from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, TENANT_QUOTA,
+                              admins_rolebinding, namespace_metadata, released_metadata, tenant_of,
                               tenant_quota, tenant_reader, tenant_refusal)
 from stacks.names import CLUSTERS, GROUP, TENANT_FINALIZER, TENANT_LABEL, TENANTS, VERSION
 from stacks.registry import Tenant
@@ -312,7 +313,6 @@ class TenantController:
                                      "to be deleted")
                 return Outcome.done()  # each Cluster's deletion brings the Tenant back
             self._release(name, namespace)
-        self._delete_reader(name)
         self._patch_tenant(name, {"metadata": {"finalizers": [f for f in meta["finalizers"] if f != TENANT_FINALIZER],
                                                "resourceVersion": meta["resourceVersion"]}})
         LOG.info("Tenant %s: released namespace %s; finalizer removed", name, namespace)
@@ -386,29 +386,24 @@ class TenantController:
                 "spec": {"hard": wanted["spec"]["hard"]}}, _request_timeout=self.request_timeout)
 
     def _ensure_reader(self, tenant: Tenant, uid: str) -> None:
-        """The admins' read of their own HubTenant (stacks.admission.tenant_reader): a ClusterRole and its binding."""
-        wanted = tenant_reader(tenant, uid)
-        if wanted is None:
-            self._delete_reader(tenant.metadata.name)
-            return
-        role, binding = wanted
+        """The admins' read of their own HubTenant (stacks.admission.tenant_reader): a ClusterRole, created once,
+        and its binding, whose subjects follow spec.admins (none: it grants nobody). Never deleted here: both are
+        owned by the Tenant, and the garbage collector removes them with it."""
+        role, binding = tenant_reader(tenant, uid)
         name, timeout = role["metadata"]["name"], self.request_timeout
-        have = _or_none(lambda: self.rbac.read_cluster_role(name, _request_timeout=timeout))
-        if have is None:
-            self.rbac.create_cluster_role(role, _request_timeout=timeout)
-        elif self.api_client.sanitize_for_serialization(have).get("rules") != role["rules"]:
-            self.rbac.patch_cluster_role(name, {"rules": role["rules"]}, _request_timeout=timeout)
         have = _or_none(lambda: self.rbac.read_cluster_role_binding(name, _request_timeout=timeout))
         if have is None:
+            if not binding["subjects"]:
+                return  # nobody to grant it to: nothing is made
+            if _or_none(lambda: self.rbac.read_cluster_role(name, _request_timeout=timeout)) is None:
+                self.rbac.create_cluster_role(role, _request_timeout=timeout)
             self.rbac.create_cluster_role_binding(binding, _request_timeout=timeout)
-        elif _subjects(self.api_client.sanitize_for_serialization(have).get("subjects")) != \
-                _subjects(binding["subjects"]):
-            self.rbac.patch_cluster_role_binding(name, {"subjects": binding["subjects"]}, _request_timeout=timeout)
-
-    def _delete_reader(self, tenant: str) -> None:
-        name, timeout = f"{TENANT_ADMIN_CLUSTERROLE}:{tenant}", self.request_timeout
-        _or_none(lambda: self.rbac.delete_cluster_role_binding(name, _request_timeout=timeout))
-        _or_none(lambda: self.rbac.delete_cluster_role(name, _request_timeout=timeout))
+            return
+        have = self.api_client.sanitize_for_serialization(have)
+        if _subjects(have.get("subjects")) != _subjects(binding["subjects"]):
+            self.rbac.patch_cluster_role_binding(name, {
+                "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
+                "subjects": binding["subjects"] or None}, _request_timeout=timeout)
 
     def _delete_quota(self, namespace: str) -> None:
         _or_none(lambda: self.core.delete_namespaced_resource_quota(TENANT_QUOTA, namespace,
