@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from stacks.names import (CLUSTERS, TENANTS, API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
+from stacks.names import (CLUSTERS, TENANT, TENANTS, API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
                           OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE)
 from stacks.registry import OWNERSHIP_FIELDS, Tenant
 
@@ -65,20 +65,25 @@ def tenant_controller_rules() -> list[Rule]:
 
     It grants tenant admins the ClusterRole above through RoleBindings, so it needs `bind` on that one role and
     not its rights (nor `escalate`). It reads Namespaces one at a time (get), creates a tenant's, and patches
-    labels and annotations on the ones it adopts; it never deletes one. It counts Clusters from a watch, and
-    writes each tenant namespace's ResourceQuota (tenant_quota).
+    labels and annotations on the ones it adopts (and watches them: an adoption annotation acts at once); it never deletes one. It counts Clusters from a watch, and
+    writes each tenant namespace's ResourceQuota (tenant_quota) and each Tenant's reader role (tenant_reader).
     `tenants/finalizers` matters where the OwnerReferencesPermissionEnforcement plugin is on.
     """
     return [
         {"apiGroups": [GROUP], "resources": [TENANTS], "verbs": ["get", "list", "watch", "update", "patch"]},
         {"apiGroups": [GROUP], "resources": [f"{TENANTS}/status", f"{TENANTS}/finalizers"], "verbs": ["update", "patch"]},
         {"apiGroups": [GROUP], "resources": [CLUSTERS], "verbs": ["list", "watch"]},
-        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "create", "patch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch", "create", "patch"]},
         {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get", "create", "update", "patch", "delete"]},
         {"apiGroups": [RBAC_GROUP], "resources": ["rolebindings"],
          "verbs": ["get", "create", "update", "patch", "delete"]},
         {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "resourceNames": [TENANT_ADMIN_CLUSTERROLE],
          "verbs": ["bind"]},
+        # tenant_reader: each Tenant's admins read that one HubTenant. Roles are created, never changed or deleted
+        # (the garbage collector removes them with their Tenant); a binding's subjects are patched. The API
+        # server's escalation check holds both to rights the controller has itself (no `escalate`).
+        {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "verbs": ["get", "create"]},
+        {"apiGroups": [RBAC_GROUP], "resources": ["clusterrolebindings"], "verbs": ["get", "create", "patch"]},
     ]
 
 
@@ -285,6 +290,26 @@ def admins_rolebinding(tenant: Tenant) -> Manifest | None:
     }
 
 
+def tenant_reader(tenant: Tenant, uid: str) -> tuple[Manifest, Manifest]:
+    """The ClusterRole and ClusterRoleBinding that let the tenant's admins read their own HubTenant: get and watch
+    on that one object by name (HubTenant is cluster-scoped, so the namespace's RoleBinding cannot), never another
+    Tenant, the list, a write or the status subresource. Named `hubwright-tenant-admin:<tenant>` and owned by the
+    Tenant (uid: its metadata.uid): the garbage collector removes them with it, so the controller never deletes a
+    ClusterRole or a binding. The role depends on the name alone (immutable): it is created, never updated; the
+    binding's subjects are spec.admins (none: a binding that grants nobody)."""
+    binding = admins_rolebinding(tenant)
+    name = f"{TENANT_ADMIN_CLUSTERROLE}:{tenant.metadata.name}"
+    meta = {"name": name, "labels": {TENANT_LABEL: tenant.metadata.name},
+            "ownerReferences": [{"apiVersion": API_VERSION, "kind": TENANT.kind, "name": tenant.metadata.name,
+                                 "uid": uid, "controller": True}]}
+    role = {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole", "metadata": meta,
+            "rules": [{"apiGroups": [GROUP], "resources": [TENANTS], "resourceNames": [tenant.metadata.name],
+                       "verbs": ["get", "watch"]}]}
+    return role, {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRoleBinding", "metadata": meta,
+                  "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
+                  "subjects": binding["subjects"] if binding is not None else []}
+
+
 TENANT_QUOTA = "hubwright-tenant-quota"  # the ResourceQuota in each tenant's namespace
 CLUSTER_COUNT = f"count/{CLUSTERS}.{GROUP}"  # object count quota of Clusters (registered-only ones too)
 
@@ -300,7 +325,7 @@ def tenant_quota(tenant: Tenant, uid: str) -> Manifest | None:
         "apiVersion": "v1", "kind": "ResourceQuota",
         "metadata": {"name": TENANT_QUOTA, "namespace": tenant.namespace,
                      "labels": {TENANT_LABEL: tenant.metadata.name},
-                     "ownerReferences": [{"apiVersion": API_VERSION, "kind": "HubTenant", "name": tenant.metadata.name,
+                     "ownerReferences": [{"apiVersion": API_VERSION, "kind": TENANT.kind, "name": tenant.metadata.name,
                                           "uid": uid, "controller": True}]},
         "spec": {"hard": {CLUSTER_COUNT: str(limit)}},
     }

@@ -33,6 +33,7 @@ DESTROY_FAILED = "DestroyFailed"
 STACK_LOCKED = "StackLocked"
 INVALID_SPEC = "InvalidSpec"
 HUB_NOT_FOUND = "HubConfigNotFound"
+REGISTERED = "Registered"  # a registered-only cluster (no AWS part): Ready, with no stack to run
 
 Result = Literal["Running", "Succeeded", "Failed"]
 # Bounds for the CRD schema (every string, list and map has one). Integers here are int64s (generations):

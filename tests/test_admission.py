@@ -103,6 +103,10 @@ def test_the_roles_are_least():
     assert bind == [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
                      "resourceNames": [TENANT_ADMIN_CLUSTERROLE], "verbs": ["bind"]}]
     assert not any("delete" in rule["verbs"] for rule in controller if "namespaces" in rule["resources"])
+    # The admins' reader roles (tenant_reader): created, never changed or deleted (the garbage collector does)
+    cluster_wide = {r: set(rule["verbs"]) for rule in controller for r in rule["resources"]
+                    if r in ("clusterroles", "clusterrolebindings") and "bind" not in rule["verbs"]}
+    assert cluster_wide == {"clusterroles": {"get", "create"}, "clusterrolebindings": {"get", "create", "patch"}}
 
 
 def test_every_policy_comes_with_its_binding_and_a_fresh_copy():

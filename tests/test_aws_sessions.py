@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from datetime import datetime, timedelta, timezone
 
 import boto3
@@ -15,9 +16,11 @@ import pytest
 
 from automation.cli import iam
 from automation.adapters import lookups
-from automation.adapters.aws import AccountAccessDenied, AwsSessions
+from automation.adapters.aws import AccountAccessDenied, AwsSessions, NoServiceCredentials
 from automation.adapters.lookups import LookupFailed
+from automation.adapters.preflight import Preflight
 from stacks.accounts import hub_target
+from stacks.errors import NeedsAttention
 from stacks.mesh import FoundRoute, HubVpc
 from stacks.model import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
@@ -284,3 +287,35 @@ def test_a_policy_missing_the_lookups_action_is_refused(moto):
     with pytest.raises(LookupFailed) as caught:
         lookups.find_nlb(sessions, resolve_one(cluster(infraID="prod-1-x7k2p"), hub()))
     assert caught.value.reason == "AccessDenied"
+
+
+# --- no credentials at all: the service's identity is named, never a tenant's field --------------------
+
+@pytest.mark.parametrize("identity", [{}, {"AWS_ROLE_ARN": f"arn:aws:iam::{DEFAULT_ACCOUNT}:role/hubwright-service",
+                                           "AWS_WEB_IDENTITY_TOKEN_FILE": "/nonexistent/irsa/token"}],
+                         ids=["nothing", "an-irsa-token-file-that-is-not-there"])
+def test_no_credentials_at_all_say_NoCredentials_and_name_the_services_identity(moto, monkeypatch, tmp_path, identity):
+    """A hub started with no AWS identity (no env, no files, no IRSA token, no instance metadata): every cluster
+    said AssumeRoleFailed and blamed its own spec.accountID. Through boto3's default chain, as in the pod."""
+    for name in [name for name in os.environ if name.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for name, value in identity.items():
+        monkeypatch.setenv(name, value)
+    sessions = AwsSessions(endpoint_url=moto.url)  # the service's own credentials: boto3's default chain
+    inputs = resolve_one(cluster(), hub())
+    with pytest.raises(NeedsAttention) as stalled:
+        Preflight(sessions)(None, inputs)  # the guard before every up
+    message = str(stalled.value)
+    assert stalled.value.reason == "NoCredentials", message
+    assert "spec.accountID" not in message and "the service's AWS credentials" in message
+    assert "no AWS credentials of its own" in message and "IRSA" in message
+    if identity:
+        assert "/nonexistent/irsa/token" in message
+    # The hub's own session (placement, the census): by a role, and with none (the service's account itself)
+    for target in (hub_target(hub()), hub_target(hub(accountID=DEFAULT_ACCOUNT, credentials={}, roleAccountMap={}))):
+        with pytest.raises(NoServiceCredentials) as refused:
+            sessions.session(target, operation="test")
+        assert refused.value.reason == "NoCredentials"

@@ -113,3 +113,24 @@ def test_the_api_process_serves_logs_no_secrets_and_stops_on_sigterm(kube_apiser
     assert SECRET not in text and kube_apiserver.token not in text and "not-a-token" not in text
     assert "?" not in "".join(line for line in text.splitlines() if "HTTP/1.1" in line)
     assert "stopped" in text.splitlines()[-1]
+
+
+def test_a_state_dir_it_cannot_write_is_a_usage_error_naming_the_flag_and_the_env_var(kube_apiserver, tmp_path):
+    """No SQLAlchemy traceback: the default history needs a directory to write; where there is none (no
+    --state-dir and a read-only working directory, or a directory that does not exist) the process says which
+    setting to give, and exits 2 before it serves anything."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name in ("KUBERNETES_SERVICE_HOST", "HUBWRIGHT_FACTS_DB", "KUBECONFIG", "HUBWRIGHT_STATE_DIR"):
+        env.pop(name, None)
+    command = [sys.executable, "-m", "automation", "api", "--kubeconfig", str(kube_apiserver.kubeconfig()),
+               "--bind", f"127.0.0.1:{free_port()}"]
+    # /proc: a working directory nobody can create a file in, root included (as a pod's read-only root)
+    for extra, cwd in (([], "/proc"), (["--state-dir", str(tmp_path / "missing")], ROOT),
+                       (["--state-dir", str(tmp_path / "a-file")], ROOT)):
+        (tmp_path / "a-file").write_text("")
+        done = subprocess.run([*command, *extra], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and "sqlalchemy" not in done.stderr.lower(), done.stderr
+        assert "--state-dir" in done.stderr and "HUBWRIGHT_STATE_DIR" in done.stderr and \
+            "--facts-db" in done.stderr, done.stderr
+    assert not (tmp_path / "missing").exists()

@@ -74,7 +74,7 @@ def test_the_tenant_quota_is_a_resourcequota_the_api_server_enforces_on_the_tena
     made = quota(tenants, name)
     assert made["spec"]["hard"] == {CLUSTER_COUNT: "2"}
     assert [(o["kind"], o["name"], o["uid"], o.get("controller")) for o in made["metadata"]["ownerReferences"]] == \
-        [("Tenant", name, tenant["metadata"]["uid"], True)]
+        [("HubTenant", name, tenant["metadata"]["uid"], True)]
     wait_until(lambda: used(tenants, name) == "0", QUOTA_WAIT, what="kube-controller-manager to count the clusters")
 
     eventually(lambda: tenants.cluster(name, "edge-1", as_=world.alice))  # once alice's RoleBinding is in effect
@@ -131,3 +131,30 @@ def test_the_garbage_collector_removes_the_quota_with_its_tenant(world, tenants)
     tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
     assert TENANT_FINALIZER not in ((tenants.get(name) or {}).get("metadata", {}).get("finalizers") or [])
     wait_until(lambda: quota(tenants, name) is None, QUOTA_WAIT, what="the garbage collector to remove the quota")
+
+
+def test_the_garbage_collector_removes_the_admins_reader_role_with_its_tenant(world, tenants):
+    """The controller never deletes a ClusterRole or a binding (it holds no such right): the reader role it made for
+    the Tenant's admins (stacks.admission.tenant_reader) is owned by the Tenant, and goes with it."""
+    tenants.start()
+    name = tenants.name()
+    tenants.create(name, admins=[alice(world)])
+    rbac = client.RbacAuthorizationV1Api(world.admin)
+    reader = f"hubwright-tenant-admin:{name}"
+    wait_until(lambda: _found(lambda: rbac.read_cluster_role_binding(reader)), WAIT, what="the reader binding")
+    tenants.stop()
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"metadata": {"finalizers": []}})
+    tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
+    wait_until(lambda: not _found(lambda: rbac.read_cluster_role_binding(reader))
+               and not _found(lambda: rbac.read_cluster_role(reader)), QUOTA_WAIT,
+               what="the garbage collector to remove the reader role and its binding")
+
+
+def _found(read) -> bool:
+    try:
+        read()
+        return True
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise

@@ -451,3 +451,46 @@ def test_only_the_leader_runs_the_tenant_controller_and_stops_it_with_its_term(w
         follower.stop()
     assert leader.pipeline is None
     assert not any(informer._thread.is_alive() for informer in controller.informers)
+
+
+def test_annotating_the_namespace_as_the_refusal_says_adopts_it_within_seconds(world, tenants):
+    """The refusal tells the hub administrator to annotate the namespace; the controller watches Namespaces, so
+    the fix acts within seconds (it waited for the next look: 30 s for a refused Tenant, the 300 s resync else)."""
+    tenants.start()
+    name = tenants.name()
+    tenants.namespace(name, annotations={OWNER_ACCOUNT_ANNOTATION: "222222222222"})
+    tenants.create(name, admins=[alice(world)])
+    wait_until(lambda: (_stalled(tenants, name) or {}).get("reason") == "NamespaceNotAdopted", WAIT,
+               what="the refusal")
+    tenants.core.patch_namespace(name, {"metadata": {"annotations": {TENANT_ANNOTATION: name}}})  # nothing else
+    wait_until(lambda: tenants.status(name).get("namespace") == name and not tenants.status(name).get("conditions"),
+               10.0, what="the adoption within seconds of the annotation")
+    assert tenants.binding(name) is not None
+    assert tenants.read_namespace(name)["labels"][TENANT_LABEL] == name
+
+
+def test_a_tenant_admin_reads_their_own_hubtenant_and_no_other(world, tenants):
+    """HubTenant is cluster-scoped, so the admins' RoleBinding in the namespace never reached it: they could not
+    read their own Tenant (its status: namespace, clusters, why it is refused). The controller grants each Tenant's
+    admins get and watch on that one HubTenant, by name; never another's, never the list."""
+    tenants.start()
+    mine, theirs = tenants.name(), tenants.name()
+    tenants.create(mine, admins=[alice(world)])
+    tenants.create(theirs, admins=[sa_subject(world.users, "mallory")])
+    alices = client.CustomObjectsApi(world.alice)
+    read = eventually(lambda: alices.get_cluster_custom_object(GROUP, VERSION, "hubtenants", mine), WAIT)
+    assert read["metadata"]["name"] == mine
+    wait_until(lambda: tenants.status(theirs).get("namespace"), WAIT, what="the other Tenant made")
+    for attempt in (lambda: alices.get_cluster_custom_object(GROUP, VERSION, "hubtenants", theirs),
+                    lambda: alices.list_cluster_custom_object(GROUP, VERSION, "hubtenants"),
+                    lambda: alices.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", mine,
+                                                               {"spec": {"displayName": "mine now"}}),
+                    lambda: alices.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", mine,
+                                                                      {"status": {"clusters": 0}})):
+        with pytest.raises(ApiException) as denied:
+            attempt()
+        assert denied.value.status == 403
+    # An admin removed loses it.
+    tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", mine, {"spec": {"admins": []}})
+    wait_until(lambda: _refused(lambda: alices.get_cluster_custom_object(GROUP, VERSION, "hubtenants", mine)), WAIT,
+               what="alice to lose her read")

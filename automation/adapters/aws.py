@@ -68,6 +68,35 @@ class AccountAccessDenied(AwsError, NeedsAttention):
         self.target = target
 
 
+class NoServiceCredentials(AccountAccessDenied):
+    """The service has no AWS credentials of its own: none in its environment or files, a web identity token
+    (IRSA) it cannot read, no instance role answering. Nothing it does in AWS can work, whatever a cluster says:
+    the service's identity is what to fix, never a tenant's field (automation.adapters.preflight names none)."""
+
+    reason = "NoCredentials"
+
+
+def service_identity() -> str:
+    """Where the service's own credentials come from, as botocore's default chain will look (no secret in it)."""
+    token = os.environ.get("AWS_WEB_IDENTITY_TOKEN_FILE")
+    if token:
+        return f"web identity (IRSA): role {os.environ.get('AWS_ROLE_ARN') or '(AWS_ROLE_ARN unset)'}, token file {token}"
+    if os.environ.get("AWS_ACCESS_KEY_ID"):
+        return "the environment (AWS_ACCESS_KEY_ID)"
+    if os.environ.get("AWS_PROFILE"):
+        return f"profile {os.environ['AWS_PROFILE']}"
+    return ("botocore's default chain: environment, shared files, web identity (IRSA), container and instance "
+            "metadata")
+
+
+def _no_credentials(target: AwsTarget, doing: str, cause: BaseException | None = None) -> NoServiceCredentials:
+    said = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+    return NoServiceCredentials(
+        f"the service has no AWS credentials of its own{said}, so it cannot {doing}; looked in "
+        f"{service_identity()}. Give the service an AWS identity: IRSA (the eks.amazonaws.com/role-arn annotation on "
+        "its ServiceAccount), an instance role, or AWS_* environment variables (docs/iam.md)", target=target)
+
+
 # Error codes that say "try again": throttling, a busy or failing service, credentials that expired on the way.
 _TRANSIENT_CODES = frozenset({
     "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled", "RequestThrottledException",
@@ -231,6 +260,9 @@ class AwsSessions:
             with self._lock:
                 self.assume_role_calls += 1
             response = self._sts_client(target.region).assume_role(**params)
+        except (NoCredentialsError, PartialCredentialsError, OSError) as exc:  # OSError: a token file unread
+            raise _no_credentials(target, f"assume {where}", exc if not isinstance(exc, NoCredentialsError)
+                                  else None) from None
         except ClientError as exc:
             error = exc.response.get("Error", {})
             said = f"{error.get('Code', '?')}: {error.get('Message', exc)}"
@@ -266,13 +298,14 @@ class AwsSessions:
 
     def _ambient(self, target: AwsTarget) -> Credentials:
         """The service's own credentials, checked once to be in the target's account."""
+        doing = f"act in account {target.account_id} (no role is configured for it)"
         credentials = self._base.get_credentials()
         if credentials is None:
-            raise AccountAccessDenied(
-                f"no AWS credentials for account {target.account_id} (no role is configured for it, and the "
-                "service has no credentials of its own)", target=target, reason="NoCredentials")
+            raise _no_credentials(target, doing)
         try:
             identity = self._sts_client(target.region).get_caller_identity()
+        except (NoCredentialsError, PartialCredentialsError, OSError) as exc:
+            raise _no_credentials(target, doing, exc if not isinstance(exc, NoCredentialsError) else None) from None
         except (ClientError, BotoCoreError) as exc:
             if transient(exc):
                 raise AwsError(f"GetCallerIdentity with the service's credentials failed: {exc}; retrying",

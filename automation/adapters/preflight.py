@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from automation.adapters.aws import AccountAccessDenied, AwsSessions
+from automation.adapters.aws import AccountAccessDenied, AwsSessions, NoServiceCredentials
 from automation.adapters.lookups import find_nlb
 from stacks.errors import FieldError, NeedsAttention
 from stacks.inputs import StackInputs, stack_targets
@@ -29,7 +29,8 @@ class Preflight:
                 self.sessions.session(target, operation="preflight", cluster=desired.name,
                                       namespace=desired.namespace)
             except AccountAccessDenied as exc:
-                field = "spec.accountID" if target.account_id == desired.cluster.account_id else "(role map)"
+                field = ("(the service's AWS credentials)" if isinstance(exc, NoServiceCredentials) else
+                         "spec.accountID" if target.account_id == desired.cluster.account_id else "(role map)")
                 raise NeedsAttention(str(FieldError(f"HubCluster {desired.key}", field, str(exc))), reason=exc.reason) \
                     from None
         if desired.private_link is not None:

@@ -16,6 +16,8 @@ import logging
 import os
 import re
 import signal
+import sys
+import tempfile
 from typing import Any
 
 import uvicorn
@@ -85,6 +87,25 @@ def facts_url(args: argparse.Namespace) -> str:
     if args.facts_db:
         return args.facts_db
     return "sqlite:///" + os.path.abspath(os.path.join(args.state_dir, FACTS_FILE))
+
+
+def state_dir_problem(args: argparse.Namespace) -> str | None:
+    """Why the default SQLite history cannot live in --state-dir (None: it can, or --facts-db names another)."""
+    if args.facts_db:
+        return None
+    path = os.path.abspath(args.state_dir)
+    if not os.path.isdir(path):
+        why = "is not a directory" if os.path.exists(path) else "does not exist"
+    else:
+        try:
+            with tempfile.TemporaryFile(dir=path):  # as SQLite will: create a file there
+                return None
+        except OSError as exc:
+            why = f"cannot be written ({exc.strerror or exc})"
+    given = "--state-dir" if args.state_dir != "." else "the working directory (no --state-dir given)"
+    return (f"{given} {path} {why}: the registry's facts history ({FACTS_FILE}) needs a directory it can write. "
+            "Give --state-dir DIR (env HUBWRIGHT_STATE_DIR), or --facts-db URL (env HUBWRIGHT_FACTS_DB) for "
+            "another database")
 
 
 def add_api_command(subparsers: Any) -> None:
@@ -176,6 +197,10 @@ def settings_from(args: argparse.Namespace) -> ApiSettings:
 
 
 def api_command(args: argparse.Namespace) -> int:
+    problem = state_dir_problem(args)
+    if problem is not None:  # a usage error, before anything starts (not SQLAlchemy's traceback)
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     configure_logging(args.log_level)
     host, port = listen_on(args.bind)
     settings = settings_from(args)

@@ -209,6 +209,11 @@ class Cache:
             self._changed_clusters, self._changed_namespaces, self._changed_shared = set(), set(), False
             return delta
 
+    def annotations_of(self, namespace: str) -> dict[str, str]:
+        """One namespace's hubwright annotations, as cached (a copy)."""
+        with self._lock:
+            return dict(self.namespaces.get(namespace, {}))
+
     def shared(self) -> Shared:
         """The objects every cluster's resolution reads, as they are now."""
         with self._lock:

@@ -14,10 +14,12 @@ from automation.adapters.loop import Loop
 from automation.adapters.watch import Raw
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
+from stacks.accounts import cluster_region
 from stacks.incremental import FleetResolver
 from stacks.model import Cluster, HubConfig
 from stacks.ingress import Route, recorded_id
 from stacks.mesh import MeshPlan
+from stacks.tenancy import namespace_of
 from stacks.transit import GroupState, MeshStatus, TransitInputs
 from stacks.names import INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 
@@ -256,6 +258,29 @@ class Desired:
 
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
         return self.get().inputs.get(key)
+
+    def placed_in(self, key: str) -> tuple[str | None, str | None]:
+        """(account, region) of the cluster as its input says, refused or not: spec.accountID, and the region
+        stacks.accounts.cluster_region gives. None where the input cannot tell: a registered-only or unparseable
+        cluster, an unknown region, no valid HubConfig (whose region is the last fallback). The status's ACCOUNT
+        and REGION columns."""
+        entry = self.cache.entry(key)
+        if entry is None or not isinstance(entry.parsed, Cluster) or not entry.parsed.spec.provisioned:
+            return None, None
+        cluster = entry.parsed
+        with self._lock:
+            hub = self._hub
+        try:
+            region = cluster_region(cluster, hub, self.cache.annotations_of(namespace_of(cluster)))[0] \
+                if hub is not None else None
+        except InvalidSpec:
+            region = None
+        return cluster.spec.account_id, region
+
+    def registered_only(self, key: str) -> bool:
+        """Whether the cached cluster is registered only (no AWS part): resolve() gives it no inputs, by design."""
+        entry = self.cache.entry(key)
+        return entry is not None and isinstance(entry.parsed, Cluster) and not entry.parsed.spec.provisioned
 
 
 # --------------------------------------------------------------------------- mapper

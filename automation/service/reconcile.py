@@ -155,6 +155,8 @@ class Reconciler:
             if deleting:
                 return self._delete(key, raw, status)
             desired = self.desired.inputs(key)
+            if desired is None and self.desired.registered_only(key):  # no stack: its status only
+                return self._registered(raw, status)
             if desired is None:  # not resolved yet (the cache moved on): the mapper queues it again
                 return Outcome.done()
             if isinstance(desired, InvalidSpec):
@@ -171,14 +173,15 @@ class Reconciler:
         if meta.get("deletionTimestamp"):
             return 0 if FINALIZER in (meta.get("finalizers") or []) else None
         if desired is None:
+            if self.desired.registered_only(key):  # a status left by a refusal, or by an older spec: heal it
+                return 0 if self._registered_status(status, meta.get("generation")) != status else None
             return None
         if status.observed_generation != meta.get("generation") or _requested(raw, status) is not None:
             return 0
         if self._mesh_join(key, status) != status.mesh_join or self._routed(key, status) != status.shared_ingress:
             return 0
-        if isinstance(desired, InvalidSpec):
-            stalled = status.condition("Stalled")
-            return None if stalled and stalled.status == "True" and stalled.reason == desired.reason else 0
+        if isinstance(desired, InvalidSpec):  # a status left by an older service or input: recomputed
+            return None if self._refused_status(raw, status, desired) == status else 0
         if not up_to_date(status, desired.digest()) or _ready(status) != "True":
             return 0
         return self._drift_due_in(key, status)
@@ -219,7 +222,8 @@ class Reconciler:
         except InvalidSpec as exc:
             return self._invalid(raw, status, exc)
         except Failure as exc:  # a preflight that may pass later (the installer's NLB not there yet), or a lookup
-            return self._report(raw, status, "up", exc, self.clock(), note="preflight, nothing ran: ")
+            return self._report(raw, self._placed(key, status), "up", exc, self.clock(),
+                                note="preflight, nothing ran: ")
 
         started = self.clock()
         running = status.model_copy(update={
@@ -338,27 +342,50 @@ class Reconciler:
         return Outcome.done()
 
     def _invalid(self, raw: Raw, status: ClusterStatus, exc: InvalidSpec) -> Outcome:
-        generation = (raw.get("metadata") or {}).get("generation")
-        message = str(exc)
-        stalled = status.condition("Stalled")
-        now = rfc3339(self.clock())
-        join = self._mesh_join(object_key(raw), status)
-        routed = self._routed(object_key(raw), status)
-        request = _annotation(raw) or status.last_handled_reconcile_request
-        new = status.model_copy(update={
-            "observed_generation": generation, "mesh_join": join, "last_handled_reconcile_request": request,
-            "shared_ingress": routed,
-            "conditions": conditions("stalled", exc.reason, message, generation=generation,
-                                     previous=status.conditions, now=now)})
-        if stalled is not None and stalled.status == "True" and stalled.reason == exc.reason \
-                and stalled.message == message and status.observed_generation == generation \
-                and join == status.mesh_join and request == status.last_handled_reconcile_request \
-                and routed == status.shared_ingress:
+        new = self._refused_status(raw, status, exc)
+        if new == status:
             return Outcome.done()
-        if self._write(raw, status, new):
-            self.events.event(raw, "Warning", exc.reason, message)
-            self._refused(raw, "up", exc.reason, message)
+        stalled = status.condition("Stalled")
+        told = stalled is not None and stalled.status == "True" and stalled.reason == exc.reason \
+            and stalled.message == str(exc)
+        if self._write(raw, status, new) and not told:  # an Event (and a run line) per new refusal, not per rewrite
+            self.events.event(raw, "Warning", exc.reason, str(exc))
+            self._refused(raw, "up", exc.reason, str(exc))
         return Outcome.done()
+
+    def _refused_status(self, raw: Raw, status: ClusterStatus, exc: InvalidSpec) -> ClusterStatus:
+        """What a refused cluster's status says, every field recomputed from the input (equal to `status` when it
+        says so already: the transition times of conditions that did not flip are kept)."""
+        generation = (raw.get("metadata") or {}).get("generation")
+        key = object_key(raw)
+        return self._placed(key, status).model_copy(update={  # account and region: facts of the input
+            "observed_generation": generation, "mesh_join": self._mesh_join(key, status),
+            "last_handled_reconcile_request": _annotation(raw) or status.last_handled_reconcile_request,
+            "shared_ingress": self._routed(key, status),
+            "conditions": conditions("stalled", exc.reason, str(exc), generation=generation,
+                                     previous=status.conditions, now=rfc3339(self.clock()))})
+
+    def _placed(self, key: str, status: ClusterStatus) -> ClusterStatus:
+        """`status` with the account and region the cluster's input gives (mapper.Desired.placed_in), where known."""
+        account, region = self.desired.placed_in(key)
+        return status.model_copy(update={"account": account or status.account, "region": region or status.region})
+
+    def _registered(self, raw: Raw, status: ClusterStatus) -> Outcome:
+        """A registered-only cluster (no AWS part): no stack, so Ready with nothing to run; whatever refusal it
+        carried (its HubConfig gone, then back) is recomputed away, and observedGeneration follows the spec."""
+        new = self._registered_status(status, (raw.get("metadata") or {}).get("generation"))
+        if new != status:
+            self._write(raw, status, new)
+        return Outcome.done()
+
+    def _registered_status(self, status: ClusterStatus, generation: int | None) -> ClusterStatus:
+        """What a registered-only cluster's status says (equal to `status` when it says so already: the
+        transition times of conditions that did not flip are kept)."""
+        return status.model_copy(update={
+            "observed_generation": generation, "account": None, "region": None,
+            "conditions": conditions("ready", reasons.REGISTERED, "registered only (no accountID, infraID, apiURL "
+                                     "or network): no stack to run", generation=generation,
+                                     previous=status.conditions, now=rfc3339(self.clock()))})
 
     # ------------------------------------------------------------------ drift
 

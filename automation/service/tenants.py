@@ -1,8 +1,8 @@
 """The tenant controller: each Tenant becomes a Namespace its admins may run Clusters in (docs/registry.md).
 
-    Informer(tenants) ─┐
-                       ├─► WorkQueue ──► one worker ──► reconcile(tenant)
-    Informer(clusters) ┘   (+ a resync of every Tenant each `resync` seconds)
+    Informer(tenants)    ─┐
+    Informer(clusters)   ─┼─► WorkQueue ──► one worker ──► reconcile(tenant)
+    Informer(namespaces) ─┘   (+ a resync of every Tenant each `resync` seconds)
 
 Only the leader runs it (automation/service/serve.py starts it with the pipeline and stops it with it).
 What it makes of a Tenant is decided in stacks.admission; here it is read from and written to the API server:
@@ -12,6 +12,9 @@ What it makes of a Tenant is decided in stacks.admission; here it is read from a
   allows it; labelled and annotated with the tenant, and with its owner account and default region when set;
 - the RoleBinding `hubwright-tenant-admins` there: spec.admins get the ClusterRole hubwright-tenant-admin
   (none when there are no admins);
+- the ClusterRole and ClusterRoleBinding `hubwright-tenant-admin:<tenant>` (stacks.admission.tenant_reader), owned
+  by the Tenant (the garbage collector removes them with it): spec.admins may get and watch that one HubTenant
+  (cluster-scoped: the RoleBinding cannot grant it);
 - the ResourceQuota `hubwright-tenant-quota` there from spec.quota (stacks.admission.tenant_quota), owned by the
   Tenant: the API server itself refuses a Cluster beyond it (none when the Tenant sets no quota);
 - status (the status subresource): namespace, clusters (how many Clusters the namespace holds, which the
@@ -46,8 +49,8 @@ from automation.adapters.status import rfc3339
 from automation.adapters.watch import DictStore, Informer, Raw, Source, object_key, wait_synced
 from automation.service.queue import Outcome, WorkQueue, Workers
 from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, TENANT_QUOTA,
-                              admins_rolebinding, namespace_metadata, released_metadata, tenant_of, tenant_quota,
-                              tenant_refusal)
+                              admins_rolebinding, namespace_metadata, released_metadata, tenant_of,
+                              tenant_quota, tenant_reader, tenant_refusal)
 from stacks.names import CLUSTERS, GROUP, TENANT_FINALIZER, TENANT_LABEL, TENANTS, VERSION
 from stacks.registry import Tenant
 
@@ -126,6 +129,43 @@ class ClusterCounts:
             return self._counts[namespace]
 
 
+class NamespaceMarks:
+    """A Store for the Namespaces' informer that keeps only what a Tenant's reconcile reads of each namespace (its
+    hubwright labels and annotations, whether it is being deleted), and says `changed(namespace)` when that moves:
+    the hub administrator's annotation that lets a Tenant adopt its namespace takes effect at once, not at the
+    next resync."""
+
+    def __init__(self, changed: Callable[[str], None]):
+        self._changed = changed
+        self._marks: dict[str, Raw] = {}  # name -> {"metadata": {name, labels, annotations, deletionTimestamp}}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Raw | None:
+        with self._lock:
+            return self._marks.get(key)
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._marks)
+
+    def apply(self, kind: str, raw: Raw) -> None:
+        meta = raw.get("metadata") or {}
+        name = str(meta.get("name"))
+        marks = {"metadata": {"name": name, "labels": _ours(meta.get("labels")),
+                              "annotations": _ours(meta.get("annotations")),
+                              "deletionTimestamp": meta.get("deletionTimestamp")}}
+        with self._lock:
+            old = self._marks.pop(name, None) if kind == "DELETED" else self._marks.get(name)
+            if kind != "DELETED":
+                self._marks[name] = marks
+        if kind == "DELETED" or old != marks:
+            self._changed(name)
+
+
+def _ours(values: Mapping[str, str] | None) -> dict[str, str]:
+    return {key: value for key, value in (values or {}).items() if key.startswith(f"{GROUP}/")}
+
+
 class Resync(Loop):
     """Every `interval` seconds, look at every Tenant again: what someone changed by hand (a label removed, a
     RoleBinding edited) is put back, and a refused adoption is tried again."""
@@ -143,7 +183,7 @@ class Resync(Loop):
 # --------------------------------------------------------------------------- the controller
 
 class TenantController:
-    """Watches Tenants and Clusters and reconciles one Tenant at a time (see the module docstring)."""
+    """Watches Tenants, Clusters and Namespaces and reconciles one Tenant at a time (see the module docstring)."""
 
     def __init__(self, api_client: client.ApiClient, *, hub_account: Callable[[], str | None],
                  backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0, watch_timeout: int = 300,
@@ -164,6 +204,8 @@ class TenantController:
                      self.tenants, **options),
             Informer(Source("tenant-clusters", self.custom.list_cluster_custom_object, (GROUP, VERSION, CLUSTERS)),
                      self.clusters, **options),
+            Informer(Source("tenant-namespaces", self.core.list_namespace), NamespaceMarks(self._namespace_changed),
+                     **options),
         ]
         self.workers = Workers(self.queue, self.reconcile, 1, name="tenant-worker")
         self.resync = Resync(resync, self._resync)
@@ -247,6 +289,7 @@ class TenantController:
         self._ensure_namespace(tenant, current)
         self._ensure_admins(tenant)
         self._ensure_quota(tenant, raw["metadata"]["uid"])
+        self._ensure_reader(tenant, raw["metadata"]["uid"])
         self._status(raw, namespace=namespace, clusters=self.clusters.count(namespace), message=None, conditions=None)
         return Outcome.done()
 
@@ -341,6 +384,26 @@ class TenantController:
                              "ownerReferences": wanted["metadata"]["ownerReferences"],
                              "resourceVersion": have["metadata"]["resourceVersion"]},
                 "spec": {"hard": wanted["spec"]["hard"]}}, _request_timeout=self.request_timeout)
+
+    def _ensure_reader(self, tenant: Tenant, uid: str) -> None:
+        """The admins' read of their own HubTenant (stacks.admission.tenant_reader): a ClusterRole, created once,
+        and its binding, whose subjects follow spec.admins (none: it grants nobody). Never deleted here: both are
+        owned by the Tenant, and the garbage collector removes them with it."""
+        role, binding = tenant_reader(tenant, uid)
+        name, timeout = role["metadata"]["name"], self.request_timeout
+        have = _or_none(lambda: self.rbac.read_cluster_role_binding(name, _request_timeout=timeout))
+        if have is None:
+            if not binding["subjects"]:
+                return  # nobody to grant it to: nothing is made
+            if _or_none(lambda: self.rbac.read_cluster_role(name, _request_timeout=timeout)) is None:
+                self.rbac.create_cluster_role(role, _request_timeout=timeout)
+            self.rbac.create_cluster_role_binding(binding, _request_timeout=timeout)
+            return
+        have = self.api_client.sanitize_for_serialization(have)
+        if _subjects(have.get("subjects")) != _subjects(binding["subjects"]):
+            self.rbac.patch_cluster_role_binding(name, {
+                "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
+                "subjects": binding["subjects"] or None}, _request_timeout=timeout)
 
     def _delete_quota(self, namespace: str) -> None:
         _or_none(lambda: self.core.delete_namespaced_resource_quota(TENANT_QUOTA, namespace,
