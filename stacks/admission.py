@@ -177,7 +177,7 @@ def tenant_of(doc: Mapping[str, Any]) -> tuple[Tenant | None, str | None]:
     try:
         return Tenant.model_validate(body), None
     except ValidationError as exc:
-        return None, "; ".join(f"{_path(err['loc'])}: {err['msg'].removeprefix('Value error, ')}"
+        return None, "; ".join(": ".join(filter(None, (_path(err["loc"]), err["msg"].removeprefix("Value error, "))))
                                for err in exc.errors())[:MESSAGE_MAX]
 
 
@@ -185,7 +185,7 @@ def _path(loc: tuple) -> str:
     path = ""
     for part in loc:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "(object)"
+    return path  # "" for the whole object: its message then stands alone
 
 
 def adoption_refusal(tenant: Tenant, namespace: Mapping[str, Any] | None) -> str | None:

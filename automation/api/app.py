@@ -162,7 +162,7 @@ def invalid(exc: RequestValidationError) -> dict[str, Any]:
     for err in exc.errors():
         loc = [str(part) for part in err.get("loc", ())]
         where = loc[1:] if loc[:1] in (["body"], ["query"], ["path"], ["header"]) else loc
-        problems.append({"loc": list(err.get("loc", ())), "field": ".".join(where) or "(body)",
+        problems.append({"loc": list(err.get("loc", ())), "field": ".".join(where) or "body",
                          "msg": str(err.get("msg", "")).removeprefix("Value error, "), "type": err.get("type")})
     return {"detail": problems, "message": "; ".join(f"{p['field']}: {p['msg']}" for p in problems)}
 

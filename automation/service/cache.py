@@ -243,10 +243,10 @@ class Shared:
 
 def hub_problem(hub_name: str, key: str, hub: InvalidSpec | None) -> InvalidSpec:
     if hub is None:
-        return InvalidSpec.one(f"HubCluster {key}", "(hub)",
+        return InvalidSpec.one(f"HubCluster {key}", "",  # not a field of the cluster: its hub
                                f"HubConfig {hub_name} does not exist; create it, or start the service with "
                                f"--hub-name naming the one to use", condition=HUB_NOT_FOUND)
-    return InvalidSpec([FieldError(f"HubCluster {key}", "(hub)", f"HubConfig {hub_name} is invalid"), *hub.errors],
+    return InvalidSpec([FieldError(f"HubCluster {key}", "", f"HubConfig {hub_name} is invalid"), *hub.errors],
                        "InvalidHubConfig")
 
 
