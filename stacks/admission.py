@@ -7,7 +7,7 @@ a controller) and do not depend on the service running:
 
 - ownership: a Tenant's account, default region, namespace and quota (stacks.registry.OWNERSHIP_FIELDS) decide
   which AWS account its clusters may use, which namespace its admins get and how many clusters it may hold.
-  Setting or changing any of them needs `update` on the virtual subresource `tenants/ownership`, which only
+  Setting or changing any of them needs `update` on the virtual subresource `hubtenants/ownership`, which only
   cluster administrators hold; otherwise a tenant could squat another's account or namespace through the
   registry, or raise its own quota.
 - deletion: a Tenant whose status counts Clusters cannot be deleted. The service keeps `status.clusters`
@@ -46,7 +46,7 @@ _TENANTS, _OWNERSHIP = TENANT_OWNERSHIP_SUBRESOURCE.split("/")  # "hubtenants", 
 def tenant_admin_clusterrole() -> Manifest:
     """What a tenant's admins may do in the tenant's namespace (a RoleBinding there grants it): run its Clusters,
     push their facts and issue their bootstrap tokens through the registry API, and read the namespace's Events.
-    Never `clusters/status` (it feeds resolution and belongs to the service) and nothing outside the namespace."""
+    Never `hubclusters/status` (it feeds resolution and belongs to the service) and nothing outside the namespace."""
     return {
         "apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole",
         "metadata": {"name": TENANT_ADMIN_CLUSTERROLE,
@@ -67,7 +67,7 @@ def tenant_controller_rules() -> list[Rule]:
     not its rights (nor `escalate`). It reads Namespaces one at a time (get), creates a tenant's, and patches
     labels and annotations on the ones it adopts (and watches them: an adoption annotation acts at once); it never deletes one. It counts Clusters from a watch, and
     writes each tenant namespace's ResourceQuota (tenant_quota) and each Tenant's reader role (tenant_reader).
-    `tenants/finalizers` matters where the OwnerReferencesPermissionEnforcement plugin is on.
+    `hubtenants/finalizers` matters where the OwnerReferencesPermissionEnforcement plugin is on.
     """
     return [
         {"apiGroups": [GROUP], "resources": [TENANTS], "verbs": ["get", "list", "watch", "update", "patch"]},
@@ -109,7 +109,7 @@ _NUMBERS = ("quota.maxClusters",)
 
 def tenant_ownership_policy() -> Manifest:
     """Setting or changing spec.accountID, spec.defaultRegion or spec.namespace needs `update` on
-    tenants/ownership for that Tenant (authorizer check: RBAC decides, so a role can grant it per Tenant name)."""
+    hubtenants/ownership for that Tenant (authorizer check: RBAC decides, so a role can grant it per Tenant name)."""
     changed = " + ".join(_changed(field) for field in OWNERSHIP_FIELDS)
     right = (f"authorizer.group('{GROUP}').resource('{_TENANTS}').subresource('{_OWNERSHIP}')"
              ".name(object.metadata.name).check('update')")

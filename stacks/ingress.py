@@ -53,7 +53,7 @@ def route_of(cluster: Cluster) -> Route:
 
 def recorded_id(cluster: Cluster) -> str | None:
     """The ID the cluster was routed on, as the service recorded it in status.sharedIngress.clusterID (or None).
-    Only the service writes a Cluster's status (tenants have no clusters/status), so it is a fact, like
+    Only the service writes a Cluster's status (tenants have no hubclusters/status), so it is a fact, like
     status.outputs.endpointVPC: once routed, a cluster keeps its ID whatever the rules below become."""
     record = (cluster.status or {}).get(INGRESS_STATUS_KEY)
     value = record.get("clusterID") if isinstance(record, Mapping) else None

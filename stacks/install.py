@@ -18,10 +18,10 @@ The items go to the *guest* cluster, in this order (apply them as listed):
 
 Two sets of hub-side rights live here as data, so deploy/, the docs and the tests read one list:
 - `API_RULES`: the registry API's own ServiceAccount (a ClusterRole). Everything else the API does, it does as
-  the caller. It holds `create clusters/facts` only to *grant* it: RBAC lets a client write a Role only with
+  the caller. It holds `create hubclusters/facts` only to *grant* it: RBAC lets a client write a Role only with
   rights it holds itself (no `escalate`, no `bind`).
 - `agent_rules(cluster)`: what an agent's token may do on the hub: push facts for its one Cluster. Nothing
-  else: not `clusters/status` (status feeds resolution and belongs to the service), and not
+  else: not `hubclusters/status` (status feeds resolution and belongs to the service), and not
   `serviceaccounts/token` (a token of any lifetime and audience): the registry API rotates its token
   (automation.api.agents), with a lifetime the hub administrator caps.
 """

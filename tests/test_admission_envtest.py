@@ -1,5 +1,5 @@
 """The Tenant admission policies (stacks.admission) in the real kube-apiserver: only a holder of
-`update tenants/ownership` (cluster administrators) sets or changes a Tenant's account, default region or
+`update hubtenants/ownership` (cluster administrators) sets or changes a Tenant's account, default region or
 namespace; everyone who may write Tenants may change the rest; a Tenant that still counts Clusters cannot be
 deleted. Users are ServiceAccounts with TokenRequest tokens, bound to exactly the rights each test names.
 """

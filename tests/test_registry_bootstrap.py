@@ -3,7 +3,7 @@
 The API's own client is a ServiceAccount bound to exactly stacks.install.API_RULES, so every test here also
 proves those rights suffice. Proven: a token is redeemed once, expires, is stored only as its hash and never
 logged; concurrent redemptions give exactly one success; a reset invalidates the old token (and a new install
-revokes the previous agent); issuing needs `create clusters/bootstraptoken`; the agent's token may push facts
+revokes the previous agent); issuing needs `create hubclusters/bootstraptoken`; the agent's token may push facts
 for its own cluster, nothing else (not even mint tokens: the registry rotates them), and dies with its
 ServiceAccount; an agent of a deleted Cluster reaches no later Cluster of its name; lifetimes stop at the hub's
 maxTokenLifetime; the install endpoint is rate-limited per address; shared-ingress and PrivateLink clusters get

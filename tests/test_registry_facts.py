@@ -1,7 +1,7 @@
 """Dynamic facts through the registry API against the real kube-apiserver: every push is a version, the history
 says what changed and when (across a restart of the API), the latest is mirrored to status.facts, and the right
-to push is `create clusters/facts` of one Cluster: an agent holding it for its cluster pushes there and nowhere
-else, and still cannot write clusters/status itself."""
+to push is `create hubclusters/facts` of one Cluster: an agent holding it for its cluster pushes there and nowhere
+else, and still cannot write hubclusters/status itself."""
 from __future__ import annotations
 
 import pytest

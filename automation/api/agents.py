@@ -2,7 +2,7 @@
 
     POST /tenants/{t}/clusters/{id}/agent-token   the agent's current token -> a fresh one (201)
 
-An agent holds exactly one right on the hub: `create clusters/facts` on its own Cluster. It cannot ask the API
+An agent holds exactly one right on the hub: `create hubclusters/facts` on its own Cluster. It cannot ask the API
 server for tokens: the registry rotates them. A caller is the agent of a Cluster when a SelfSubjectReview made
 as the caller names the ServiceAccount `hubwright-agent-<cluster>` of the Cluster's namespace, *and* that
 ServiceAccount records the uid of the Cluster of that name now (automation.adapters.agent). A

@@ -4,7 +4,7 @@
     GET  /install/agent.json?token=...                no bearer: the token is the credential, good once
 
 Issuing is authorised on a virtual subresource: a SelfSubjectAccessReview made *as the caller* for `create`
-on clusters/bootstraptoken of that Cluster. Only then does the API, with its own client, write
+on hubclusters/bootstraptoken of that Cluster. Only then does the API, with its own client, write
 status.bootstrapToken {sha256, validUntil, used: false} and the label that finds the Cluster by the hash
 (stacks.names.BOOTSTRAP_TOKEN_LABEL). The token itself is never stored and never logged; issuing again
 replaces the hash, so the old token stops working.

@@ -4,9 +4,9 @@
     GET  /tenants/{t}/clusters/{id}/facts            the latest version
     GET  /tenants/{t}/clusters/{id}/facts/history    what changed and when (?since=RFC 3339&limit=)
 
-Writing status.facts needs `clusters/status`, which feeds resolution and belongs to the service; nobody else
+Writing status.facts needs `hubclusters/status`, which feeds resolution and belongs to the service; nobody else
 gets it. So a push is authorised on a virtual subresource instead: a SelfSubjectAccessReview, made as the
-caller, for `create` on `clusters/facts` of that one Cluster (an agent's Role names its cluster in
+caller, for `create` on `hubclusters/facts` of that one Cluster (an agent's Role names its cluster in
 resourceNames); an agent must also be the one granted for the Cluster of that name now, by uid
 (automation.api.agents). Only then does the API write, with its own client: the history, and the latest facts into
 status.facts for kubectl users. Reading facts needs the right to read the Cluster (checked by reading it as the
