@@ -170,6 +170,16 @@ def test_monitoring_is_opt_in_and_its_service_monitor_selects_the_rendered_metri
     assert monitor["metadata"]["namespace"] == rule["metadata"]["namespace"] == "hubwright-system"
 
 
+def test_cluster_wide_only_renders_what_a_service_run_outside_the_cluster_needs(tmp_path):
+    assert cli("--render", "out", "--cluster-wide-only", cwd=tmp_path).returncode == 0
+    objs = rendered(tmp_path / "out")
+    assert {kind for kind, _ in objs} <= install.CLUSTER_SCOPED
+    assert ("ClusterRole", "hubwright-tenant-admin") in objs and ("Namespace", "hubwright-system") in objs
+    assert {kind for kind, _ in objs} >= {"CustomResourceDefinition", "ValidatingAdmissionPolicy",
+                                          "ValidatingAdmissionPolicyBinding"}
+    assert not [name for kind, name in objs if kind in ("Deployment", "Service", "ServiceAccount")]
+
+
 def test_a_remote_backend_needs_its_secret_which_the_values_may_create(tmp_path):
     done = cli("--render", "out", "--set", "backend.url=s3://state-bucket/hubwright",
                "--set", "backend.secret.data.PULUMI_CONFIG_PASSPHRASE=correct-horse", cwd=tmp_path)

@@ -1,4 +1,4 @@
-"""`python -m automation install --render DIR [--values FILE] [--set key=value ...]`: the install as plain
+"""`python -m automation install --render DIR [--values FILE] [--set key=value ...] [--cluster-wide-only]`: the install as plain
 manifests and a kustomization.yaml (automation.adapters.install), from the values of stacks.deployment (the keys
 and defaults: docs/install.md). Bad values exit 2, naming each key and why; nothing is written then."""
 from __future__ import annotations
@@ -39,7 +39,10 @@ def _render(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise InvalidSpec.one("--render", "--render", f"{out} is a file, not a folder")
     values = _values(args)
-    for path in install.write(out, install.render(values)):
+    objs = install.render(values)
+    if args.cluster_wide_only:  # what a service run outside the cluster needs (the docs' walkthroughs)
+        objs = [obj for obj in objs if obj["kind"] in install.CLUSTER_SCOPED]
+    for path in install.write(out, objs):
         print(path)
     return 0
 
@@ -52,4 +55,7 @@ def add_install_command(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument("--values", metavar="FILE", help="a YAML file of values (docs/install.md)")
     cmd.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="one value, after --values (repeatable), e.g. serviceAccount.roleArn=arn:aws:iam::...")
+    cmd.add_argument("--cluster-wide-only", action="store_true",
+                     help="only the namespace and the cluster-scoped objects (CRDs, ClusterRoles and their bindings, "
+                          "admission policies): for a service and an API run outside the cluster, as in the docs")
     cmd.set_defaults(func=_render)
