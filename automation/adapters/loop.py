@@ -22,8 +22,9 @@ class Loop:
 
     def start(self) -> None:
         self._stop.clear()
-        self._thread = threading.Thread(target=self.run, name=self.thread_name, daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self.run, name=self.thread_name, daemon=True)
+        thread.start()
+        self._thread = thread  # only once started: a stop() from another thread never joins an unstarted one
 
     def stop(self, timeout: float | None = None) -> None:
         self._stop.set()
