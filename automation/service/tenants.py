@@ -391,19 +391,25 @@ class TenantController:
         owned by the Tenant, and the garbage collector removes them with it."""
         role, binding = tenant_reader(tenant, uid)
         name, timeout = role["metadata"]["name"], self.request_timeout
-        have = _or_none(lambda: self.rbac.read_cluster_role_binding(name, _request_timeout=timeout))
-        if have is None:
-            if not binding["subjects"]:
-                return  # nobody to grant it to: nothing is made
-            if _or_none(lambda: self.rbac.read_cluster_role(name, _request_timeout=timeout)) is None:
-                self.rbac.create_cluster_role(role, _request_timeout=timeout)
-            self.rbac.create_cluster_role_binding(binding, _request_timeout=timeout)
-            return
-        have = self.api_client.sanitize_for_serialization(have)
-        if _subjects(have.get("subjects")) != _subjects(binding["subjects"]):
-            self.rbac.patch_cluster_role_binding(name, {
-                "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
-                "subjects": binding["subjects"] or None}, _request_timeout=timeout)
+        for attempt in range(3):  # a 409 is another writer (a second reconcile of the Tenant) first: read again
+            try:
+                have = _or_none(lambda: self.rbac.read_cluster_role_binding(name, _request_timeout=timeout))
+                if have is None:
+                    if not binding["subjects"]:
+                        return  # nobody to grant it to: nothing is made
+                    if _or_none(lambda: self.rbac.read_cluster_role(name, _request_timeout=timeout)) is None:
+                        self.rbac.create_cluster_role(role, _request_timeout=timeout)
+                    self.rbac.create_cluster_role_binding(binding, _request_timeout=timeout)
+                    return
+                have = self.api_client.sanitize_for_serialization(have)
+                if _subjects(have.get("subjects")) != _subjects(binding["subjects"]):
+                    self.rbac.patch_cluster_role_binding(name, {
+                        "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
+                        "subjects": binding["subjects"] or None}, _request_timeout=timeout)
+                return
+            except ApiException as exc:
+                if exc.status != 409 or attempt == 2:
+                    raise
 
     def _delete_quota(self, namespace: str) -> None:
         _or_none(lambda: self.core.delete_namespaced_resource_quota(TENANT_QUOTA, namespace,
