@@ -425,6 +425,19 @@ def project_crds() -> list[dict]:
 
 # --------------------------------------------------------------------------- registry
 
+def exists(read: Any) -> bool:
+    """Whether `read()` finds its object: a 404 says it is gone; any other error is raised."""
+    from kubernetes.client.rest import ApiException
+
+    try:
+        read()
+        return True
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+
+
 def delete_tenant(api_client, name: str) -> None:
     """Delete a Tenant for good: zero its count, drop its finalizers (no controller may be running), delete it."""
     from kubernetes import client

@@ -26,7 +26,7 @@ from typing import Iterator
 
 import pytest
 
-from doubles.envtest import (BUILD_HINT, ROOT, TENANT_USER, TOOLS_BIN, EnvTest, find_binary,  # noqa: F401
+from doubles.envtest import (BUILD_HINT, ROOT, TENANT_USER, TOOLS_BIN, EnvTest, exists, find_binary,  # noqa: F401
                              free_port, install_crds, missing_binaries, project_crds, require_binaries,
                              start_envtest, tools_env)
 

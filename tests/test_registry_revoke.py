@@ -15,7 +15,7 @@ from automation.adapters.agent import MANAGED_LABELS, grant_agent
 from doubles.engine import RecordingEngine
 from stacks.names import AGENT_CLUSTER_LABEL, AGENT_CLUSTER_UID_ANNOTATION, GROUP, VERSION, agent_name
 from doubles.agent_orphans import GC_WITHIN, orphaned_agent
-from tests.envtest import kube_apiserver, kube_apiserver_gc  # noqa: F401 - the fixtures
+from tests.envtest import exists, kube_apiserver, kube_apiserver_gc  # noqa: F401 - the fixtures
 from tests.service_env import ServiceEnv, wait_until
 
 
@@ -39,15 +39,6 @@ def _may_push(api_client: client.ApiClient, namespace: str, cluster: str) -> boo
     return bool(review.status.allowed)
 
 
-def _exists(read) -> bool:
-    try:
-        read()
-        return True
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-
 
 @pytest.mark.parametrize("provisioned", [False, True], ids=["registered-only", "with-a-stack"])
 def test_a_deleted_clusters_agent_identity_is_revoked_by_the_service(env, kube_apiserver, provisioned):  # noqa: F811
@@ -69,7 +60,7 @@ def test_a_deleted_clusters_agent_identity_is_revoked_by_the_service(env, kube_a
         env.delete(name)
         wait_until(lambda: env.get(name) is None, 20, what="the Cluster to go")
         core, rbac = client.CoreV1Api(env.api_client), client.RbacAuthorizationV1Api(env.api_client)
-        wait_until(lambda: not any(_exists(lambda read=read: read(agent_name(name), env.ns)) for read in (
+        wait_until(lambda: not any(exists(lambda read=read: read(agent_name(name), env.ns)) for read in (
             core.read_namespaced_service_account, rbac.read_namespaced_role, rbac.read_namespaced_role_binding)),
             20, what="the agent's ServiceAccount, Role and RoleBinding to go")
     # The API server caches a successful authentication for up to 10 s.
@@ -91,7 +82,7 @@ def test_a_cluster_deleted_while_no_service_runs_loses_its_agent_to_the_garbage_
 
 def _agent_objects(env: ServiceEnv, name: str) -> list[bool]:
     core, rbac = client.CoreV1Api(env.api_client), client.RbacAuthorizationV1Api(env.api_client)
-    return [_exists(lambda read=read: read(agent_name(name), env.ns)) for read in (
+    return [exists(lambda read=read: read(agent_name(name), env.ns)) for read in (
         core.read_namespaced_service_account, rbac.read_namespaced_role, rbac.read_namespaced_role_binding)]
 
 

@@ -16,7 +16,7 @@ from kubernetes.client.rest import ApiException
 
 from stacks.admission import CLUSTER_COUNT, TENANT_QUOTA, tenant_controller_rules
 from stacks.names import GROUP, TENANT_FINALIZER, TENANT_OWNERSHIP_SUBRESOURCE, VERSION
-from tests.envtest import kube_apiserver_gc  # noqa: F401 - the fixture
+from tests.envtest import exists, kube_apiserver_gc  # noqa: F401 - the fixture
 from tests.registry_rbac import (bind_cluster_role, eventually, install_registry_rules, sa_subject,
                                  service_account_token, unbind_cluster_role)
 from tests.service_env import wait_until
@@ -141,20 +141,11 @@ def test_the_garbage_collector_removes_the_admins_reader_role_with_its_tenant(wo
     tenants.create(name, admins=[alice(world)])
     rbac = client.RbacAuthorizationV1Api(world.admin)
     reader = f"hubwright-tenant-admin:{name}"
-    wait_until(lambda: _found(lambda: rbac.read_cluster_role_binding(reader)), WAIT, what="the reader binding")
+    wait_until(lambda: exists(lambda: rbac.read_cluster_role_binding(reader)), WAIT, what="the reader binding")
     tenants.stop()
     tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"metadata": {"finalizers": []}})
     tenants.custom.delete_cluster_custom_object(GROUP, VERSION, "hubtenants", name)
-    wait_until(lambda: not _found(lambda: rbac.read_cluster_role_binding(reader))
-               and not _found(lambda: rbac.read_cluster_role(reader)), QUOTA_WAIT,
+    wait_until(lambda: not exists(lambda: rbac.read_cluster_role_binding(reader))
+               and not exists(lambda: rbac.read_cluster_role(reader)), QUOTA_WAIT,
                what="the garbage collector to remove the reader role and its binding")
 
-
-def _found(read) -> bool:
-    try:
-        read()
-        return True
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
