@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from automation.adapters.pulumi_engine import PulumiEngine
+from automation.adapters.engine.pulumi_engine import PulumiEngine
 from tests.pulumi_live_programs import cloudy, engine_settings, make_inputs
 
 

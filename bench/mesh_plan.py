@@ -4,7 +4,7 @@ Generates one group across two accounts and two regions (each member with `--tab
 one node security group), resolves it (mesh ownership included) and runs every member's stack program
 under the mock runtime. Prints one JSON object; `joiner_plan_seconds` is the stack a join runs (the
 last joiner owns a pair with every other member). `--topology transitGateway` plans the group over a
-Transit Gateway (the transit stack too, as automation.adapters.plan.plan_fleet does); `--summary` gives it
+Transit Gateway (the transit stack too, as automation.adapters.engine.plan.plan_fleet does); `--summary` gives it
 summaryCIDRs. `runs_per_join`: the stacks a join runs (stacks.mesh and stacks.transit say which; the service's
 figure is bench.reconcile's mesh_join_runs / tgw_join_runs).
 """
@@ -15,7 +15,7 @@ import dataclasses
 import json
 import time
 
-from automation.adapters.plan import plan_fleet, plan_stack, raise_invalid
+from automation.adapters.engine.plan import plan_fleet, plan_stack, raise_invalid
 from bench import fleets
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.resolve import Fleet, resolve_all, resolve_fleet

@@ -31,9 +31,9 @@ from typing import Any
 
 import yaml
 
-from automation.adapters.plan import plan_stack, raise_invalid
-from automation.adapters.plan_pool import default_jobs
-from automation.adapters.proctree import descendants
+from automation.adapters.engine.plan import plan_stack, raise_invalid
+from automation.adapters.engine.plan_pool import default_jobs
+from automation.adapters.engine.proctree import descendants
 from bench import fleets
 from stacks.model import parse
 from stacks.names import API_VERSION

@@ -22,8 +22,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from automation.adapters.pool import WorkerPool
-from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings
+from automation.adapters.engine.pool import WorkerPool
+from automation.adapters.engine.pulumi_engine import PulumiEngine
+from automation.adapters.engine.settings import PulumiSettings
 from stacks.inputs import AwsTarget, StackInputs
 
 PASSPHRASE = "hubwright-bench"

@@ -41,7 +41,7 @@ class CentralProxyArgs:
     image: str = "haproxy:2.6"
     replicas: int = 2
     reloader_image: str | None = None  # the hubwright image; None: a config change rolls the pods
-    # True: the service keeps the ConfigMap's routes current (automation/adapters/ingress_sync.py) and this
+    # True: the service keeps the ConfigMap's routes current (automation/adapters/kube/ingress_sync.py) and this
     # component only creates it; needs the reloader, since nothing else would apply the changes.
     routes_from_service: bool = False
     route_writer: tuple[str, str] | None = None  # (namespace, service account) allowed to update the ConfigMap
@@ -174,7 +174,7 @@ class CentralProxy(pulumi.ComponentResource):
             containers.append({
                 "name": "reloader",
                 "image": args.reloader_image,
-                "command": ["python", "-m", "automation.adapters.haproxy", "--source", CONFIG_DIR,
+                "command": ["python", "-m", "automation.adapters.files.haproxy", "--source", CONFIG_DIR,
                             "--master-socket", MASTER_SOCKET],
                 "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
                 "securityContext": locked_down,

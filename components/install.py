@@ -5,7 +5,7 @@
     └── RegistryApi "hubwright-registry"  the registry API, unless registry.enabled is false (components/registry.py)
 
 `pulumi up` of deploy/ calls it with a real provider; `python -m automation install --render DIR`
-(automation.adapters.install) calls it under Pulumi's mock runtime and writes what it registers as plain manifests.
+(automation.adapters.files.install) calls it under Pulumi's mock runtime and writes what it registers as plain manifests.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from stacks.transit import TransitInputs
 # The stack output holding the inputs the stack was built from (StackInputs.to_config()), for people and for
 # `pulumi up` by hand (__main__.py). Like every output, a failed `up` that ran the program to its end replaces it,
 # so it is not "the last applied inputs": PulumiEngine.applied() reads its own `inputs.<digest>` copy, named by
-# the stack tag hubwright:applied (automation.adapters.pulumi_engine.APPLIED_TAG).
+# the stack tag hubwright:applied (automation.adapters.engine.pulumi_engine.APPLIED_TAG).
 INPUTS_OUTPUT = "inputs"
 
 

@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 # automation/, is the import root of every other door too (tests, the CLI, the image's /app).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from automation.adapters.files import load_hub  # noqa: E402
+from automation.adapters.files.inputs import load_hub  # noqa: E402
 from components.ingress import CentralProxy, CentralProxyArgs  # noqa: E402
 from components.install import SERVICE, install  # noqa: E402
 from stacks.deployment import load_values  # noqa: E402

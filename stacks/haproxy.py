@@ -5,7 +5,7 @@
 The central proxy accepts only PROXY-protocol connections, reads the cluster ID
 from the header (UNIQUE_ID TLV, or a custom TLV), looks it up in a map file
 (ID → backend) and passes the TLS stream through untouched. The map file lets
-the runtime API (`automation.adapters.haproxy`) change routes without a reload.
+the runtime API (`automation.adapters.files.haproxy`) change routes without a reload.
 
 Everything here is a function of its arguments, sorted, so unchanged inputs give
 byte-identical files.
@@ -131,7 +131,7 @@ class CentralConfig:
 
 def render_for_proxy(ingress: HubSharedIngress, routes: Iterable[Route]) -> CentralConfig:
     """The files of the central proxy's ConfigMap, as its pod reads them: what the CentralProxy component
-    creates and what the service keeps current (automation/adapters/ingress_sync.py)."""
+    creates and what the service keeps current (automation/adapters/kube/ingress_sync.py)."""
     settings = CentralSettings.from_hub(ingress, map_path=f"{CONFIG_DIR}/{MAP_FILE}", health_bind=f":{HEALTH_PORT}")
     return render_central(settings, routes)
 

@@ -383,7 +383,7 @@ class HubSharedIngress(Spec):
     image: str = Field("haproxy:2.6", max_length=512,
         description="The HAProxy image of the central proxy and the node-side proxies.")
     replicas: int = Field(2, ge=2, le=INT32_MAX, description="Central proxy replicas (at least 2).")
-    # The hubwright image: runs `python -m automation.adapters.haproxy` beside HAProxy so config
+    # The hubwright image: runs `python -m automation.adapters.files.haproxy` beside HAProxy so config
     # changes apply without dropping connections. Without it a change rolls the pods.
     reloader_image: str | None = Field(None, max_length=512,
         description="The hubwright image, run beside HAProxy so config changes apply without dropping connections. "

@@ -85,7 +85,7 @@ BOOTSTRAP_LABEL_CHARS = 40
 FACTS_SUBRESOURCE = f"{CLUSTERS}/facts"  # create: push a cluster's dynamic facts through the registry API
 BOOTSTRAP_SUBRESOURCE = f"{CLUSTERS}/bootstraptoken"  # create: issue or reset a cluster's bootstrap token
 TENANT_OWNERSHIP_SUBRESOURCE = f"{TENANTS}/ownership"  # update: set a Tenant's account, region or namespace
-# A cluster's facts agent on the hub (automation.adapters.agent): its ServiceAccount, Role and RoleBinding carry
+# A cluster's facts agent on the hub (automation.adapters.kube.agent): its ServiceAccount, Role and RoleBinding carry
 # the cluster's name as a label, and the ServiceAccount the uid of the Cluster it was granted for (a later
 # Cluster of the same name has another uid: the registry refuses the old agent then).
 AGENT_CLUSTER_LABEL = f"{GROUP}/cluster"

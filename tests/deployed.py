@@ -3,7 +3,7 @@ kubelet would run it, in a bubblewrap sandbox built from the Dockerfile and the 
 
     render()      deploy/__main__.py under Pulumi's mock runtime: every object's inputs as `pulumi up` sends them
     render_component()  one of deploy/'s components (components/) the same way, built by the caller
-    (`python -m automation install --render`, automation.adapters.install, renders the same components to files)
+    (`python -m automation install --render`, automation.adapters.files.install, renders the same components to files)
     apply()       the CRDs (from the ConfigGroup), then everything else by server-side apply, as pulumi-kubernetes
     pod_of()      the Deployment's pod: a name like `<deployment>-<rs hash>-<pod hash>`, its spec
     kubelet_env() image ENV < service links < envFrom < env (fieldRef, secretKeyRef resolved), like the kubelet
@@ -41,9 +41,9 @@ from typing import Any, Callable, Iterator, Mapping
 import pulumi
 from kubernetes import client, dynamic
 
-from automation.adapters import proctree
-from automation.adapters.install import objects_of
-from automation.adapters.plan import StackPlan, record
+from automation.adapters.engine import proctree
+from automation.adapters.files.install import objects_of
+from automation.adapters.engine.plan import StackPlan, record
 from tests.dockerfile import DOCKERFILE, Image
 from tests.dockerfile import image as image_of
 from tests.envtest import TOOLS_BIN, install_crds

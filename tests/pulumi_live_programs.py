@@ -30,8 +30,9 @@ import pytest
 from pulumi import automation as auto
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from automation.adapters.pool import WorkerPool
-from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings
+from automation.adapters.engine.pool import WorkerPool
+from automation.adapters.engine.pulumi_engine import PulumiEngine
+from automation.adapters.engine.settings import PulumiSettings
 from stacks.inputs import AwsTarget, StackInputs
 
 ROOT = Path(__file__).resolve().parent.parent

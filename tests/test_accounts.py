@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from kubernetes.client import V1ConfigMap, V1ObjectMeta
 
-from automation.adapters.audit import audit_stack
-from automation.adapters.files import load_fleet
-from automation.adapters.plan import plan_stack
+from automation.adapters.aws.audit import audit_stack
+from automation.adapters.files.inputs import load_fleet
+from automation.adapters.engine.plan import plan_stack
 from stacks.rolemap import DEFAULT_NAME, from_configmap, parse_role_map
 from stacks import accounts
 from stacks.errors import InvalidSpec

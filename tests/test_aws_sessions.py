@@ -1,4 +1,4 @@
-"""automation.adapters.aws and automation.adapters.lookups against moto in server mode, over real HTTP on 127.0.0.1.
+"""automation.adapters.aws.sessions and automation.adapters.aws.lookups against moto in server mode, over real HTTP on 127.0.0.1.
 
 The service's credentials are moto's default account (123456789012); the hub
 (111111111111) and the clusters (222222222222, 333333333333) are reached only
@@ -15,10 +15,10 @@ import boto3
 import pytest
 
 from automation.cli import iam
-from automation.adapters import lookups
-from automation.adapters.aws import AccountAccessDenied, AwsSessions, NoServiceCredentials
-from automation.adapters.lookups import LookupFailed
-from automation.adapters.preflight import Preflight
+from automation.adapters.aws import lookups
+from automation.adapters.aws.sessions import AccountAccessDenied, AwsSessions, NoServiceCredentials
+from automation.adapters.aws.lookups import LookupFailed
+from automation.adapters.aws.preflight import Preflight
 from stacks.accounts import hub_target
 from stacks.errors import NeedsAttention
 from stacks.mesh import FoundRoute, HubVpc

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from automation.adapters.lookups import LookupFailed
-from automation.adapters.watch import Informer, Source
+from automation.adapters.aws.lookups import LookupFailed
+from automation.adapters.kube.informer import Informer, Source
 from automation.service.cache import Cache
 from automation.service.census import EndpointCensus
 from stacks.model import RESOLVED_METADATA, parse, resolved_part

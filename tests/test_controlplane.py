@@ -4,7 +4,7 @@ import re
 import pulumi_kubernetes as k8s
 import pytest
 
-from automation.adapters.plan import record
+from automation.adapters.engine.plan import record
 from components.controlplane import ControlPlane, ControlPlaneArgs
 from stacks.crds import crd_manifests
 

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from automation.adapters.pool import WorkerPool
+from automation.adapters.engine.pool import WorkerPool
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
 from tests.pulumi_live_programs import CLOUDY, change_cloud, cloud_value, engine_settings
 from tests.service_env import ServiceEnv, on_kmock, wait_until

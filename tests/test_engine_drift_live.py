@@ -21,16 +21,10 @@ import pytest
 from pulumi import automation as auto
 
 from automation.adapters.engine import EngineError, RunResult
-from automation.adapters.pool import WorkerPool, _result
-from automation.adapters.pulumi_engine import (
-    APPLIED_TAG,
-    DRIFT_LIMIT,
-    HISTORY_WINDOW,
-    PulumiEngine,
-    _ChangedResources,
-    applied_output,
-)
-from automation.adapters.worker import _plain
+from automation.adapters.engine.pool import WorkerPool, _result
+from automation.adapters.engine.pulumi_engine import APPLIED_TAG, HISTORY_WINDOW, PulumiEngine
+from automation.adapters.engine.run_output import DRIFT_LIMIT, ChangedResources, applied_output
+from automation.adapters.engine.worker import _plain
 from components.program import INPUTS_OUTPUT
 from doubles.engine import RecordingEngine
 from tests.pulumi_live_programs import (
@@ -128,14 +122,14 @@ def test_drifted_is_sorted_one_entry_per_resource_and_capped():
         meta = SimpleNamespace(op=auto.OpType(op), type=type_, urn=f"urn:pulumi:s::hubwright::{type_}::{name}")
         return SimpleNamespace(resource_pre_event=SimpleNamespace(metadata=meta))
 
-    changed = _ChangedResources()
+    changed = ChangedResources()
     for event in [pre("refresh", "b"), pre("same", "a"), pre("read", "r"), pre("update", "b"),
                   pre("replace", "c"), pre("create-replacement", "c"), pre("delete-replaced", "c"),
                   pre("update", "hubwright-s", "pulumi:pulumi:Stack"), SimpleNamespace(resource_pre_event=None)]:
         changed.on_event(event)
     assert changed.names() == [f"b ({DYNAMIC})", f"c ({DYNAMIC})"]
 
-    many = _ChangedResources()
+    many = ChangedResources()
     for i in range(DRIFT_LIMIT + 7):
         many.on_event(pre("delete", f"r{i:03}"))
     names = many.names()

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from automation.cli import main
-from automation.adapters import files
-from automation.adapters.files import LOADERS, MAX_FILE_BYTES, load_fleet
+from automation.adapters.files import inputs as files
+from automation.adapters.files.inputs import LOADERS, MAX_FILE_BYTES, load_fleet
 from stacks.errors import InvalidSpec
 from tests.factories import cluster_doc, hub_doc, namespace_doc
 

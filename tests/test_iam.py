@@ -10,10 +10,10 @@ import pytest
 
 from automation.cli import iam
 from automation.cli import main as cli_main
-from automation.adapters import lookups
-from automation.adapters.files import load_fleet
-from automation.adapters.plan import plan_stack
-from automation.adapters.standins import StandIns
+from automation.adapters.aws import lookups
+from automation.adapters.files.inputs import load_fleet
+from automation.adapters.engine.plan import plan_stack
+from automation.adapters.engine.standins import StandIns
 from stacks.errors import InvalidSpec
 from stacks.resolve import resolve_fleet
 from tests.factories import HUB_ACCOUNT, cluster, fleet, hub, resolve_one

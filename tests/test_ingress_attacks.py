@@ -14,7 +14,7 @@ import yaml
 
 from automation.cli import main
 from stacks.haproxy import CentralSettings, render_central, render_guest
-from automation.adapters.haproxy import MasterCLI, parse_show_proc
+from automation.adapters.files.haproxy import MasterCLI, parse_show_proc
 from stacks.crds import cluster_crd, hubconfig_crd
 from stacks.errors import InvalidSpec
 from stacks.ingress import BACKEND_NOT_ALLOWED, ID_NOT_ALLOWED, Route

@@ -5,8 +5,8 @@ import pytest
 import yaml
 
 from stacks.haproxy import Route, parse_map
-from automation.adapters.plan import record
-from automation.adapters.standins import StandIns
+from automation.adapters.engine.plan import record
+from automation.adapters.engine.standins import StandIns
 from components.ingress import CONFIG_DIR, MASTER_SOCKET, CentralProxy, CentralProxyArgs
 from stacks.model import HubSharedIngress
 
@@ -99,7 +99,7 @@ def test_with_a_reloader_the_pods_stay_and_the_sidecar_applies_changes():
     haproxy, reloader = template(one)["spec"]["containers"]
     assert "-W" in haproxy["command"] and f"{MASTER_SOCKET},mode,666" in haproxy["command"]
     assert reloader["image"] == "registry.example.com/hubwright:1"
-    assert reloader["command"][:3] == ["python", "-m", "automation.adapters.haproxy"]
+    assert reloader["command"][:3] == ["python", "-m", "automation.adapters.files.haproxy"]
     assert reloader["command"][reloader["command"].index("--master-socket") + 1] == MASTER_SOCKET
     assert {m["mountPath"] for m in reloader["volumeMounts"]} == {CONFIG_DIR, "/var/run/haproxy"}
     assert (one.one("kubernetes:core/v1:ConfigMap").inputs["data"]

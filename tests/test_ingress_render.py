@@ -7,7 +7,7 @@ import yaml
 from automation.cli import main
 from stacks.haproxy import (CentralSettings, Route, guest_manifests, render_central, render_guest,
                                        split_backends)
-from automation.adapters.plan import plan_stack
+from automation.adapters.engine.plan import plan_stack
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs
 from stacks.model import parse

@@ -2,7 +2,7 @@
 import pytest
 
 from stacks.haproxy import CentralConfig, CentralSettings, Route, render_central
-from automation.adapters.haproxy import Debouncer, Loaded, parse_show_proc, plan_change
+from automation.adapters.files.haproxy import Debouncer, Loaded, parse_show_proc, plan_change
 
 MAP = "/run/ingress/clusters.map"
 A, B, C = Route("a", "10.0.0.1:6443"), Route("b", "10.0.0.2:6443"), Route("c", "10.0.0.3:6443")

@@ -3,8 +3,8 @@ import pytest
 from kubernetes import client
 
 from stacks.haproxy import MAP_FILE
-from automation.adapters.ingress_sync import IngressSync, central_files
-from automation.adapters.plan import record
+from automation.adapters.kube.ingress_sync import IngressSync, central_files
+from automation.adapters.engine.plan import record
 from components.ingress import CentralProxy, CentralProxyArgs
 from tests.envtest import kube_apiserver  # noqa: F401
 from stacks.ingress import Route

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from automation.adapters import install
+from automation.adapters.files import install
 from components.ingress import CentralProxy, CentralProxyArgs
 from doubles.envtest import find_binary
 from stacks.deployment import BACKEND_SECRET_KEYS, IRSA_ANNOTATION, InstallValues, load_values, value_keys

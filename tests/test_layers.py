@@ -31,6 +31,8 @@ def test_a_violation_of_each_kind_fails_the_check(tmp_path):
     (tmp_path / "stacks" / "leak.py").write_text("import boto3\n")  # the pure layer calls AWS
     (tmp_path / "automation" / "adapters" / "upward.py").write_text(  # an adapter reaches into the service
         "from automation.service import serve\n")
+    (tmp_path / "automation" / "adapters" / "kube" / "reach.py").write_text(  # a sibling's internals, not its package
+        "from automation.adapters.engine import pool\n")
     (tmp_path / "policy" / "rules.py").write_text(  # a rule reaches for the SDK: no longer a plain function
         (ROOT / "policy" / "rules.py").read_text() + "\nimport pulumi\n")
     (tmp_path / "stacks" / "cycle_a.py").write_text("from stacks import cycle_b\n")
@@ -41,6 +43,7 @@ def test_a_violation_of_each_kind_fails_the_check(tmp_path):
     assert "stacks.leak -> boto3" in out
     assert "automation.adapters.upward -> automation.service" in out
     assert "policy.rules -> pulumi" in out
+    assert "automation.adapters.kube.reach -> automation.adapters.engine.pool" in out
     assert "No cycles are allowed in stacks" in out
 
 

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.leader import MIN_MARGIN, LeaderElector
+from automation.adapters.kube.leader import MIN_MARGIN, LeaderElector
 from tests.failover import FAST, failover
 from tests import envtest
 from tests.service_env import wait_until

@@ -12,7 +12,7 @@ import re
 
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from automation.adapters.plan import plan_stack
+from automation.adapters.engine.plan import plan_stack
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.model import parse

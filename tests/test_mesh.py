@@ -397,7 +397,7 @@ def test_undeclaring_a_spanning_group_keeps_every_same_namespace_peering_as_it_i
     assert local.stamps == {}  # nobody is re-stamped
 
 
-# --- the pre-flight's route rule (automation.adapters.mesh_cidrs reads the tables; stacks.mesh decides) -------
+# --- the pre-flight's route rule (automation.adapters.aws.mesh_cidrs reads the tables; stacks.mesh decides) -------
 
 def test_a_pair_route_beats_only_a_wider_route_that_is_not_the_meshs():
     from stacks.mesh import FoundRoute, pair_routes, route_hijacks

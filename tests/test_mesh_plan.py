@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from automation.adapters.plan import plan_stack
+from automation.adapters.engine.plan import plan_stack
 from stacks.inputs import StackInputs
 from stacks.mesh import pair_name
 from stacks.resolve import resolve_fleet

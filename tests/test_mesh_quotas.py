@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from automation.adapters.mesh_quotas import MeshQuotaPreflight, look, problems
+from automation.adapters.aws.mesh_quotas import MeshQuotaPreflight, look, problems
 from stacks.errors import NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.resolve import resolve_all

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from automation.adapters import plan_pool
+from automation.adapters.engine import plan_pool
 from automation.adapters.progress import Progress
 from automation.cli import main
 

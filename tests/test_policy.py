@@ -11,9 +11,9 @@ from typing import Any, Callable
 import pytest
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
 
-from automation.adapters.files import load_fleet
-from automation.adapters.plan import plan_fleet
-from automation.adapters.policy import PolicySettings, resources_of
+from automation.adapters.files.inputs import load_fleet
+from automation.adapters.engine.plan import plan_fleet
+from automation.adapters.engine.policy import PolicySettings, resources_of
 from automation.cli import main
 from policy.rules import (API_SIDE, ENDPOINT_PRINCIPAL, NACL_RULE, PEERING, RAM_PRINCIPAL, ROUTE, RULES, SG_EGRESS,
                           SG_INGRESS, SG_RULE, TGW_PEERING, TGW_ROUTE, Context, Member, Resource, Violation,

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from automation.adapters.engine import PolicyViolation
-from automation.adapters.pulumi_engine import PulumiEngine, policy_violations
+from automation.adapters.engine.pulumi_engine import PulumiEngine
+from automation.adapters.engine.run_output import policy_violations
 from tests.pulumi_live_programs import TOOLS_BIN, endpoint_service, engine_settings, make_inputs
 
 NEEDS = ("pulumi", "pulumi-resource-pulumi-python", "pulumi-analyzer-policy-python")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from automation.adapters import proctree
+from automation.adapters.engine import proctree
 from automation.adapters.engine import RunCancelled, RunLimits
-from automation.adapters.pool import WorkerPool
+from automation.adapters.engine.pool import WorkerPool
 from tests.pulumi_live_programs import ROOT, SLEEPY, engine_settings, make_inputs
 from tests.service_env import wait_until
 

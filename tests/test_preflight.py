@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from automation.adapters.lookups import LookupFailed
-from automation.adapters.preflight import Preflight
+from automation.adapters.aws.lookups import LookupFailed
+from automation.adapters.aws.preflight import Preflight
 from stacks.errors import NeedsAttention
 
 from doubles import MockKubeAPI, RecordingEngine
@@ -52,7 +52,7 @@ def test_in_the_pipeline_nothing_runs_until_the_installer_has_made_the_nlb(moto,
 
 # --- the mesh's CIDR pre-flight: what a member declares against what its account and the hub's say ---------
 
-from automation.adapters.mesh_cidrs import MeshCidrPreflight  # noqa: E402
+from automation.adapters.aws.mesh_cidrs import MeshCidrPreflight  # noqa: E402
 from stacks.errors import InvalidSpec  # noqa: E402
 from stacks.resolve import resolve_all  # noqa: E402
 from tests.factories import HUB_ACCOUNT, fleet  # noqa: E402

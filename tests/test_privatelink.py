@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from automation.adapters.plan import PlanError, plan_stack
-from automation.adapters.standins import StandIns
+from automation.adapters.engine.plan import PlanError, plan_stack
+from automation.adapters.engine.standins import StandIns
 
 from tests.factories import HUB_ACCOUNT, HUB_ROLE, cluster, hub, resolve_one
 
@@ -161,7 +161,7 @@ def test_pulumi_up_by_hand_builds_the_same_stack_as_the_plan():
 
     import pulumi
 
-    from automation.adapters.plan import record
+    from automation.adapters.engine.plan import record
     from stacks.inputs import INPUTS_CONFIG_KEY
 
     inputs = resolve_one(cluster(), hub())

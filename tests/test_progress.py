@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from automation.adapters.pool import WorkerPool
+from automation.adapters.engine.pool import WorkerPool
 from doubles import RecordingEngine
 from tests.pulumi_live_programs import CLOUDY, engine_settings, make_inputs, pulumi_cli  # noqa: F401 - fixture
 from tests.service_env import on_kmock, wait_until

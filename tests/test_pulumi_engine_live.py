@@ -22,17 +22,11 @@ from pathlib import Path
 import pytest
 from pulumi import automation as auto
 
-from automation.adapters import proctree
+from automation.adapters.engine import proctree
 from automation.adapters.engine import EngineError, RunCancelled, StackLocked
-from automation.adapters.pulumi_engine import (
-    APPLIED_TAG,
-    CONFIG_KEY,
-    LockOwner,
-    PulumiEngine,
-    lock_is_stale,
-    parse_lock_owners,
-    readable_error,
-)
+from automation.adapters.engine.locks import LockOwner, lock_is_stale, parse_lock_owners
+from automation.adapters.engine.pulumi_engine import APPLIED_TAG, CONFIG_KEY, PulumiEngine
+from automation.adapters.engine.run_output import readable_error
 from stacks.inputs import StackInputs
 from tests.pulumi_live_programs import ROOT, engine_settings, human_stack, make_inputs, sleepy_program
 from tests.service_env import wait_until

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from stacks.guards import check_move
-from automation.adapters.ingress_sync import central_files
+from automation.adapters.kube.ingress_sync import central_files
 from stacks.haproxy import published_routes
 from stacks.ingress import Route
 from stacks.model import parse

@@ -12,9 +12,9 @@ import threading
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, ReadTimeoutError
 
-from automation.adapters.aws import AwsSessions, transient
+from automation.adapters.aws.sessions import AwsSessions, transient
 from automation.adapters.engine import EngineError
-from automation.adapters.preflight import Preflight
+from automation.adapters.aws.preflight import Preflight
 from stacks.errors import NeedsAttention
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
 from doubles import RecordingEngine

@@ -27,10 +27,10 @@ from fastapi.testclient import TestClient
 from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.agent import AgentGone, grant_agent, revoke_agent
+from automation.adapters.kube.agent import AgentGone, grant_agent, revoke_agent
 from automation.adapters.facts import FactsStore
-from automation.adapters.ingress_sync import IngressSync
-from automation.adapters.status import parse_time
+from automation.adapters.kube.ingress_sync import IngressSync
+from automation.adapters.kube.status import parse_time
 from automation.api import agents, bootstrap, facts
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from automation.cli.agent import Agent, AgentError, renewal_due, token_times

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from kubernetes import client, dynamic
 
-from automation.adapters.agent import revoke_agent
+from automation.adapters.kube.agent import revoke_agent
 from components.registry import FACTS_DIR, RegistryApi, RegistryApiArgs
 from stacks.install import API_RULES
 from stacks.names import GROUP, TENANT_ANNOTATION, TENANT_LABEL, VERSION, agent_name

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.agent import MANAGED_LABELS, grant_agent
+from automation.adapters.kube.agent import MANAGED_LABELS, grant_agent
 from doubles.engine import RecordingEngine
 from stacks.names import AGENT_CLUSTER_LABEL, AGENT_CLUSTER_UID_ANNOTATION, GROUP, VERSION, agent_name
 from doubles.agent_orphans import GC_WITHIN, orphaned_agent

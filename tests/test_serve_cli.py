@@ -12,7 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from automation.adapters import proctree
+from automation.adapters.engine import proctree
 from automation.cli import build_parser
 from automation.service.serve import ServiceOptions, options_from
 from doubles import MockKubeAPI
@@ -74,7 +74,7 @@ def test_the_serve_process_syncs_reports_ready_and_stops_on_sigterm(tmp_path):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
                 assert b"hubwright_queue_depth" in r.read()
             def workers():
-                return [p for p in proctree.children(proc.pid) if "automation.adapters.worker" in _cmdline(p)]
+                return [p for p in proctree.children(proc.pid) if "automation.adapters.engine.worker" in _cmdline(p)]
             # --workers (4) worker processes are started ahead of any run, one after the other
             started = wait_until(lambda: len(workers()) == 4 and workers(), 20, what="4 worker processes")
             proc.send_signal(signal.SIGTERM)

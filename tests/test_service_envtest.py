@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.watch import Informer, Source
+from automation.adapters.kube.informer import Informer, Source
 from stacks.crds import crd_manifests
 from doubles import RecordingEngine
 from tests.envtest import kube_apiserver, kube_apiserver_nocache  # noqa: F401 - fixtures

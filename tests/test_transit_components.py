@@ -1,11 +1,11 @@
 """Transit Gateway resources under Pulumi's mock runtime: the transit stack and each member's share, per phase.
 
-Plans come from automation.adapters.plan.plan_fleet, which converges like the service (the transit stack, the
+Plans come from automation.adapters.engine.plan.plan_fleet, which converges like the service (the transit stack, the
 members with its gateway IDs, the transit stack again with their attachments).
 """
 import pytest
 
-from automation.adapters.plan import plan_fleet
+from automation.adapters.engine.plan import plan_fleet
 from stacks.transit import GroupState, MeshStatus, migration_steps
 from tests.factories import HUB_ACCOUNT, fleet
 from tests.test_mesh import hub

@@ -13,7 +13,7 @@ import kmock
 import pytest
 from kubernetes import client
 
-from automation.adapters.watch import Informer, Source
+from automation.adapters.kube.informer import Informer, Source
 from doubles import CuttableProxy, MockKubeAPI, RecordingEngine
 from tests.service_env import ServiceEnv, wait_until
 from stacks.names import GROUP, VERSION

@@ -5,7 +5,7 @@
 An agent holds exactly one right on the hub: `create hubclusters/facts` on its own Cluster. It cannot ask the API
 server for tokens: the registry rotates them. A caller is the agent of a Cluster when a SelfSubjectReview made
 as the caller names the ServiceAccount `hubwright-agent-<cluster>` of the Cluster's namespace, *and* that
-ServiceAccount records the uid of the Cluster of that name now (automation.adapters.agent). A
+ServiceAccount records the uid of the Cluster of that name now (automation.adapters.kube.agent). A
 SubjectAccessReview checks names, not uids: without the second check an agent left over from a deleted Cluster
 would push facts to a later Cluster of the same name. The fresh token comes from the API's own client, with a
 lifetime the API chooses (--agent-token-seconds, capped by HubConfig spec.registry.maxTokenLifetime) and the
@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from kubernetes import client
 from pydantic import Field
 
-from automation.adapters.agent import TIMEOUT, recorded_uid, request_token
+from automation.adapters.kube.agent import TIMEOUT, recorded_uid, request_token
 from automation.api.app import FORBIDDEN, LOG, Registry, caller, registry
 from automation.api.bootstrap import hub_config
 from automation.api.kube import namespace_of, own_cluster

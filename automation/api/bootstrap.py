@@ -13,7 +13,7 @@ Installing finds the Cluster by that label, compares the full SHA-256 in constan
 unknown, expired or used token with one and the same 401 (which one it was is not said). It marks the token
 used with one JSON patch of the status subresource that first *tests* used == false and the hash: the API
 server re-applies a patch on a write conflict, tests included, so of any number of concurrent requests with
-one token exactly one succeeds. Then it makes the agent's hub identity (automation.adapters.agent) and
+one token exactly one succeeds. Then it makes the agent's hub identity (automation.adapters.kube.agent) and
 answers with the manifests the cluster applies (stacks.install), as a Kubernetes List that `kubectl apply -f` takes. A shared-ingress cluster gets its node proxy's
 config only when the central proxy routes its ID to it: the routes the service published in the shared-ingress
 ConfigMap say so (else 409, with the reason its Stalled condition gives), so no config ever sends a cluster's
@@ -37,8 +37,8 @@ from kubernetes.client.rest import ApiException
 from pydantic import Field, ValidationError
 import urllib3
 
-from automation.adapters.agent import AgentGone, grant_agent
-from automation.adapters.status import parse_time, rfc3339
+from automation.adapters.kube.agent import AgentGone, grant_agent
+from automation.adapters.kube.status import parse_time, rfc3339
 from automation.api.app import LOG, Registry, caller, kube_unreachable, registry
 from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
 from automation.api.models import ERRORS, Problem, View
@@ -175,7 +175,7 @@ def _node_proxy(reg: Registry, cluster: Cluster, annotations: Mapping[str, str],
 
 def _published(reg: Registry, hub: HubConfig) -> Mapping[str, str]:
     """Cluster -> the ID the central proxy routes to it: the routes the service publishes in the shared-ingress
-    ConfigMap (automation.adapters.ingress_sync), read as the proxy reads them. The fleet is never re-resolved
+    ConfigMap (automation.adapters.kube.ingress_sync), read as the proxy reads them. The fleet is never re-resolved
     here: what the service routes is the only answer."""
     central = hub.spec.shared_ingress
     assert central is not None  # shared_ingress_inputs refused a hub without one

@@ -23,7 +23,7 @@ from typing import Any
 import uvicorn
 
 from automation.adapters.facts import FactsStore
-from automation.adapters.kubeconfig import kube_client
+from automation.adapters.kube.kubeconfig import kube_client
 from automation.api import agents, bootstrap, facts, tenants
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from stacks.errors import InvalidSpec

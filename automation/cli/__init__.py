@@ -5,8 +5,8 @@ import argparse
 import os
 import sys
 
-from automation.adapters.files import load_fleet
-from automation.adapters.plan import PlanError
+from automation.adapters.files.inputs import load_fleet
+from automation.adapters.engine.plan import PlanError
 from automation.api.serve import add_api_command
 from automation.cli import agent, iam
 from automation.cli.install import add_install_command

@@ -9,7 +9,7 @@ Three identities are involved:
               the mesh's peerings, routes and security group rules.
 
 Every Pulumi resource type and invoke the components use, and every direct
-lookup (automation.adapters.lookups, which declares its own), maps to the IAM actions
+lookup (automation.adapters.aws.lookups, which declares its own), maps to the IAM actions
 it calls. tests/test_iam.py runs the stack program over the examples and fails
 when a component registers a type or invokes a function this table does not
 cover, or covers it on the wrong side; the moto tests run the lookups with
@@ -28,8 +28,8 @@ from typing import Iterable, Literal, Mapping
 
 import yaml
 
-from automation.adapters import lookups
-from automation.adapters.files import load_hub
+from automation.adapters.aws import lookups
+from automation.adapters.files.inputs import load_hub
 from stacks.rolemap import from_configmap
 
 Side = Literal["hub", "cluster"]

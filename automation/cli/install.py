@@ -1,5 +1,5 @@
 """`python -m automation install --render DIR [--values FILE] [--set key=value ...] [--cluster-wide-only]`: the install as plain
-manifests and a kustomization.yaml (automation.adapters.install), from the values of stacks.deployment (the keys
+manifests and a kustomization.yaml (automation.adapters.files.install), from the values of stacks.deployment (the keys
 and defaults: docs/install.md). Bad values exit 2, naming each key and why; nothing is written then."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from automation.adapters import install
+from automation.adapters.files import install
 from stacks.deployment import InstallValues, load_values, set_value
 from stacks.errors import InvalidSpec
 

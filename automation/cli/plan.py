@@ -18,10 +18,10 @@ import json
 import sys
 from typing import Any, TextIO
 
-from automation.adapters.files import load_fleet
-from automation.adapters.plan import converge, drain, raise_invalid
-from automation.adapters.plan_pool import Planned, PlanPool, default_jobs
-from automation.adapters.policy import POLICY_LEVELS, PolicySettings, fleet_violations
+from automation.adapters.files.inputs import load_fleet
+from automation.adapters.engine.plan import converge, drain, raise_invalid
+from automation.adapters.engine.plan_pool import Planned, PlanPool, default_jobs
+from automation.adapters.engine.policy import POLICY_LEVELS, PolicySettings, fleet_violations
 from automation.adapters.progress import Progress
 from automation.cli.picture import empty_reason, render_dot, render_mermaid
 from automation.cli.render import render_stack, render_summary, stack_json

@@ -1,6 +1,6 @@
 """Cache: the service's one copy of the watched objects and of what resolve() reads from them (Clusters,
 the HubConfig, Namespace annotations, the role map). It is the store of every informer
-(automation/adapters/watch.py: `stores()`), so the informers keep no copy of their own. Thread-safe."""
+(automation/adapters/kube/informer.py: `stores()`), so the informers keep no copy of their own. Thread-safe."""
 from __future__ import annotations
 
 import hashlib
@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from automation.adapters.watch import DictStore, Raw, Store, object_key
+from automation.adapters.kube.informer import DictStore, Raw, Store, object_key
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model import Cluster, HubConfig, parse, resolved_part
 from stacks.names import ANNOTATION_PREFIX
@@ -88,7 +88,7 @@ class Cache:
 
     # -- the informers' stores
     def stores(self) -> dict[str, Store]:
-        """The store of each of automation.adapters.watch.sources(): the Clusters live in the cache's entries;
+        """The store of each of automation.adapters.kube.informer.sources(): the Clusters live in the cache's entries;
         the other kinds, a handful of objects, in a DictStore each, whose changes the cache digests."""
         return {"clusters": self, "hubconfigs": self._hub_store, "namespaces": self._namespace_store,
                 "configmaps": self._configmap_store}

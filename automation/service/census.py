@@ -2,7 +2,7 @@
 
 They use up the same per-VPC quota as hubwright's own (`privateLink.endpointsPerVPC`), so placement must
 leave room for them. Before the mapper first resolves, and then every `--endpoint-census-interval` seconds,
-`count(hub)` (automation.adapters.lookups.foreign_endpoint_counts, through the service's AWS sessions) runs
+`count(hub)` (automation.adapters.aws.lookups.foreign_endpoint_counts, through the service's AWS sessions) runs
 and the answer goes to the cache, which re-resolves only when it changed. A count that fails is logged and
 the last answer kept. An endpoint already placed stays where it is; the counts move only new ones.
 """

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from automation.service.cache import Cache, Shared, hub_problem
 from automation.adapters.loop import Loop
-from automation.adapters.watch import Raw
+from automation.adapters.kube.informer import Raw
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.accounts import cluster_region

@@ -36,11 +36,11 @@ from typing import Any, Callable, Iterable, Literal, Protocol
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.agent import revoke_agent
+from automation.adapters.kube.agent import revoke_agent
 from automation.adapters.engine import Engine, EngineError, RunCancelled, RunResult, StackLocked
-from automation.adapters.status import (PROGRESS_EVERY, EventRecorder, ProgressReport, StatusWriter, conditions,
+from automation.adapters.kube.status import (PROGRESS_EVERY, EventRecorder, ProgressReport, StatusWriter, conditions,
                                         outputs_from, parse_time, rfc3339, with_drift)
-from automation.adapters.watch import Raw, object_key
+from automation.adapters.kube.informer import Raw, object_key
 from automation.adapters.logs import FIELDS
 from automation.service.mapper import Desired
 from automation.service.queue import Outcome

@@ -8,7 +8,7 @@ Beside it, the tenant controller (service/tenants.py) turns Tenants into Namespa
 Only the leader runs the pipeline; a follower keeps its probes up and runs nothing.
 Losing the Lease starts nothing more, kills the runs in flight and exits, before
 another replica may take the Lease; the next leader recovers their locks. The engine
-runs every Pulumi operation in a worker process (automation.adapters.pool).
+runs every Pulumi operation in a worker process (automation.adapters.engine.pool).
 """
 from __future__ import annotations
 
@@ -27,21 +27,21 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.agent import sweep_agents
-from automation.adapters.audit import audit_stack
-from automation.adapters.aws import AwsSessions
+from automation.adapters.kube.agent import sweep_agents
+from automation.adapters.aws.audit import audit_stack
+from automation.adapters.aws.sessions import AwsSessions
 from automation.adapters.backoff import Backoff
 from automation.adapters.engine import Engine, RunLimits
-from automation.adapters.ingress_sync import IngressSync
-from automation.adapters.leader import LeaderElector, default_identity
-from automation.adapters.lookups import foreign_endpoint_counts
-from automation.adapters.mesh_cidrs import MeshCidrPreflight
-from automation.adapters.mesh_quotas import MeshQuotaPreflight
-from automation.adapters.preflight import Preflight
-from automation.adapters.pool import WorkerPool
-from automation.adapters.pulumi_engine import PulumiSettings
-from automation.adapters.status import EventRecorder, StatusWriter, state_of
-from automation.adapters.watch import Informer, informers, sources, wait_synced
+from automation.adapters.kube.ingress_sync import IngressSync
+from automation.adapters.kube.leader import LeaderElector, default_identity
+from automation.adapters.aws.lookups import foreign_endpoint_counts
+from automation.adapters.aws.mesh_cidrs import MeshCidrPreflight
+from automation.adapters.aws.mesh_quotas import MeshQuotaPreflight
+from automation.adapters.aws.preflight import Preflight
+from automation.adapters.engine.pool import WorkerPool
+from automation.adapters.engine.settings import PulumiSettings
+from automation.adapters.kube.status import EventRecorder, StatusWriter, state_of
+from automation.adapters.kube.informer import Informer, informers, sources, wait_synced
 from automation.adapters import logs
 from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
@@ -174,7 +174,7 @@ def role_map_entries(raw: Mapping[str, Any] | None) -> Mapping[str, str]:
 
 
 def shared_ingress_sync(api_client: client.ApiClient) -> Callable[[Resolution], None]:
-    """Keeps the central proxy's ConfigMap in step with the Clusters (automation.adapters.ingress_sync)."""
+    """Keeps the central proxy's ConfigMap in step with the Clusters (automation.adapters.kube.ingress_sync)."""
     sync = IngressSync(api_client)
     return lambda resolution: sync.sync(resolution.hub, resolution.routes)
 

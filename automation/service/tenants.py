@@ -45,8 +45,8 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from automation.adapters.loop import Loop
-from automation.adapters.status import rfc3339
-from automation.adapters.watch import DictStore, Informer, Raw, Source, object_key, wait_synced
+from automation.adapters.kube.status import rfc3339
+from automation.adapters.kube.informer import DictStore, Informer, Raw, Source, object_key, wait_synced
 from automation.service.queue import Outcome, WorkQueue, Workers
 from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, TENANT_QUOTA,
                               admins_rolebinding, namespace_metadata, released_metadata, tenant_of,

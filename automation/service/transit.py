@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.engine import Engine, RunResult, StackLocked
-from automation.adapters.status import rfc3339
+from automation.adapters.kube.status import rfc3339
 from automation.service.cache import Cache
 from automation.service.mapper import Desired, Resolution
 from automation.service.queue import Outcome

@@ -1,6 +1,6 @@
 """The offline plan: run the real stack program under Pulumi's mock runtime and record what it registers.
 
-Nothing here talks to AWS; lookups get deterministic stand-ins (automation.adapters.standins).
+Nothing here talks to AWS; lookups get deterministic stand-ins (automation.adapters.engine.standins).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pulumi
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.mocks import MockMonitor
 
-from automation.adapters.standins import StandIns, provider_location
+from automation.adapters.engine.standins import StandIns, provider_location
 from stacks.errors import FieldError, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.resolve import Fleet, Resolved, resolve_all
@@ -176,7 +176,7 @@ def plan_stack(inputs: StackInputs | TransitInputs, standins: StandIns | None = 
 
 
 class PlannedStack(Protocol):
-    """What converge() reads of a planned stack (a StackPlan, or automation.adapters.plan_pool.Planned)."""
+    """What converge() reads of a planned stack (a StackPlan, or automation.adapters.engine.plan_pool.Planned)."""
     stack: str
     cluster: str
     outputs: dict[str, Any]

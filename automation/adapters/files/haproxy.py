@@ -11,7 +11,7 @@ rendered config, `plan_change` picks the cheapest safe step:
   (until `hard-stop-after`), so no open connection is cut and no new one is refused.
 
 `Debouncer` batches a burst of changes into one apply; `watch` is the loop the reloader sidecar
-runs next to HAProxy: `python -m automation.adapters.haproxy --source DIR --master-socket PATH`.
+runs next to HAProxy: `python -m automation.adapters.files.haproxy --source DIR --master-socket PATH`.
 """
 from __future__ import annotations
 
@@ -281,7 +281,7 @@ def watch(source: str, runtime: CentralRuntime, *, interval: float = 1.0, quiet:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m automation.adapters.haproxy", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m automation.adapters.files.haproxy", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", required=True, help="folder with haproxy.cfg and clusters.map (the ConfigMap)")
     parser.add_argument("--master-socket", required=True, help="HAProxy's master CLI socket (haproxy -W -S PATH)")

@@ -18,8 +18,8 @@ Nothing runs while any of these holds; refusing never touches the stack.
 """
 from __future__ import annotations
 
-from automation.adapters.aws import AwsSessions
-from automation.adapters.lookups import hub_vpc_cidrs, routes_in, vpc_cidrs
+from automation.adapters.aws.sessions import AwsSessions
+from automation.adapters.aws.lookups import hub_vpc_cidrs, routes_in, vpc_cidrs
 from stacks.errors import FieldError, NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.names import MESH_LABEL

@@ -1,4 +1,4 @@
-"""The direct AWS calls the service makes (outside Pulumi), each through automation.adapters.aws sessions.
+"""The direct AWS calls the service makes (outside Pulumi), each through automation.adapters.aws.sessions.
 
 Each lookup declares, with `@needs`, which role it runs as ("hub" or "cluster")
 and the IAM actions it calls; automation.cli.iam builds the least-privilege
@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from automation.adapters.aws import AwsError, AwsSessions, transient
+from automation.adapters.aws.sessions import AwsError, AwsSessions, transient
 from stacks.inputs import AwsTarget, StackInputs
 from stacks.errors import NeedsAttention
 from stacks.mesh import FoundRoute, HubVpc
@@ -54,7 +54,7 @@ class LookupRefused(LookupFailed, NeedsAttention):
 
 
 def _refused(exc: ClientError | BotoCoreError, what: str, target: AwsTarget) -> LookupFailed:
-    """The lookup's failure in its class (automation.adapters.aws.transient decides)."""
+    """The lookup's failure in its class (automation.adapters.aws.sessions.transient decides)."""
     where = f"{what} in account {target.account_id} ({target.region}) failed"
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})

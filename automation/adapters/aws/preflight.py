@@ -3,14 +3,14 @@
 - every account the stack will act in can be reached (AssumeRole of each mapped role): a refusal
   stalls the cluster with the reason, the field and the message, runs nothing, and is looked at again
   every --stalled-recheck and at once when the role map or the cluster changes; a network failure
-  on the way is retried with backoff (automation.adapters.aws.transient decides which is which);
+  on the way is retried with backoff (automation.adapters.aws.sessions.transient decides which is which);
 - a PrivateLink cluster's NLB "{infraID}-int" exists in its account: while the installer has not
   made it, the cluster waits with backoff instead of failing a `pulumi up`.
 """
 from __future__ import annotations
 
-from automation.adapters.aws import AccountAccessDenied, AwsSessions, NoServiceCredentials
-from automation.adapters.lookups import find_nlb
+from automation.adapters.aws.sessions import AccountAccessDenied, AwsSessions, NoServiceCredentials
+from automation.adapters.aws.lookups import find_nlb
 from stacks.errors import FieldError, NeedsAttention
 from stacks.inputs import StackInputs, stack_targets
 

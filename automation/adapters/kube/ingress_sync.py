@@ -4,7 +4,7 @@ The service calls `IngressSync.sync(hub, routes)` with the routes of each new re
 (stacks.resolve.resolve_all: exactly the clusters whose ingress, account and namespace checks
 pass; the others carry the reason on their own Cluster's conditions); the
 reloader sidecar in each central-proxy pod applies the new files hitlessly
-(automation/adapters/haproxy.py). Unchanged routes write nothing; bursts of
+(automation/adapters/files/haproxy.py). Unchanged routes write nothing; bursts of
 changes collapse into whatever the ConfigMap holds when the reloader looks.
 """
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import Any
 import pulumi_kubernetes as k8s
 import yaml
 
-from automation.adapters.plan import StackPlan, record
+from automation.adapters.engine import StackPlan, record
 from components.controlplane import service_labels
 from components.install import SERVICE, install
 from stacks import monitoring

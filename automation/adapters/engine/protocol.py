@@ -1,6 +1,6 @@
 """The Engine protocol: what the reconciler asks of Pulumi, one stack per cluster.
 
-The real implementation is automation.adapters.pulumi_engine.PulumiEngine (Automation API);
+The real implementation is automation.adapters.engine.pulumi_engine.PulumiEngine (Automation API);
 tests and benchmarks use a recording double behind this same protocol (doubles.engine.RecordingEngine).
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The audit trail of account pivots: one JSON line per pivot, on the `hubwright.audit` logger.
 
 A pivot is hubwright acting in an AWS account: every boto3 session handed out
-by automation.adapters.aws, and every AwsTarget a stack uses, logged before each stack
+by automation.adapters.aws.sessions, and every AwsTarget a stack uses, logged before each stack
 run. A line carries who (cluster, namespace), where (account_id, region), as
 whom (role_arn, session_name: the name CloudTrail shows) and what (operation).
 Never credentials.

@@ -1,6 +1,6 @@
 """One engine worker: a child process of the service that runs Pulumi operations for it, one at a time.
 
-    python -m automation.adapters.worker <parent pid>      (started by automation.adapters.pool, never by hand)
+    python -m automation.adapters.engine.worker <parent pid>      (started by automation.adapters.engine.pool, never by hand)
 
 Why a process: Pulumi's Python runtime keeps global state, so inline programs of two stacks must not share a
 process; and a run that hangs or is cancelled must be killable with everything it started.
@@ -28,8 +28,11 @@ import sys
 import threading
 from typing import Any, Callable
 
-from automation.adapters import logs, proctree
-from automation.adapters.pulumi_engine import PulumiEngine, PulumiSettings, load_program
+from automation.adapters import logs
+
+from automation.adapters.engine import proctree
+from automation.adapters.engine.pulumi_engine import PulumiEngine
+from automation.adapters.engine.settings import PulumiSettings, load_program
 from stacks.inputs import inputs_from_config
 
 

@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from automation.adapters.plan import StackPlan, plan_stack
-from automation.adapters.policy import plan_violations
+from automation.adapters.engine.plan import StackPlan, plan_stack
+from automation.adapters.engine.policy import plan_violations
 from policy.rules import Setting, Violation
 from stacks.inputs import StackInputs
 from stacks.transit import TransitInputs

@@ -37,9 +37,6 @@ the CLI is started with subprocess (fork+exec), which is fine.
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
-import importlib
 import json
 import logging
 import os
@@ -51,7 +48,6 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -65,11 +61,15 @@ from pulumi.automation.errors import (
     StackNotFoundError,
 )
 
-from automation.adapters import proctree
-from automation.adapters.engine import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunLimits, RunResult,
+from automation.adapters.engine import proctree
+from automation.adapters.engine.protocol import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunResult,
                                         StackLocked)
-from automation.adapters.policy import PACK_DIR, PolicySettings
-from components.program import INPUTS_OUTPUT, program
+from automation.adapters.engine.locks import lock_is_stale, parse_lock_owners
+from automation.adapters.engine.run_output import (ANSI_ESCAPES, NO_CHANGE_OPS, ChangedResources, ProgressEvents,
+                                                   applied_output, now_rfc3339, permalink_of, policy_violations,
+                                                   program_outputs, readable_error)
+from automation.adapters.engine.settings import ProgramFactory, PulumiSettings
+from components.program import program
 from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, inputs_from_config
 from stacks.targets import config_digest
 
@@ -87,320 +87,13 @@ MESSAGE_PREFIX = "hubwright: "  # marks updates this service started (history, c
 APPLIED_TAG = f"{PROJECT}:applied"
 HISTORY_PAGE, HISTORY_WINDOW = 10, 50  # the legacy applied(): how far back it reads the history
 
-ProgramFactory = Callable[[StackInputs], Mapping[str, Any]]
-
-
-# --------------------------------------------------------------------------- settings
-
-
-@dataclass(frozen=True)
-class PulumiSettings:
-    """Where stacks live and how the CLI runs. Secrets stay in the environment, never here."""
-
-    state_dir: Path = Path("state")
-    backend_url: str | None = None  # None: file://<state_dir>
-    organization: str | None = None  # Pulumi Cloud organization (stack name org/hubwright/<stack>)
-    pulumi_home: Path | None = None  # None: the CLI's default ($PULUMI_HOME or ~/.pulumi)
-    secrets_provider: str | None = None  # None: passphrase (DIY backends) or the service (Cloud)
-    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # extra CLI environment: may hold secrets
-    # Locks written by hosts matching this regex are this service's (e.g. the pods of its Deployment,
-    # r"hubwright-[a-z0-9]+-[a-z0-9]+"). None: this host only.
-    own_hosts: str | None = None
-    # A lock of this service on another host (or a Cloud update of ours) older than this is stale: longer than
-    # any run may take (RunLimits.stale_lock_after, which the worker pool checks).
-    stale_lock_after_s: float = RunLimits().stale_lock_after
-    # The policy pack on every up and preview: mandatory (each rule at its own level), advisory, or off (the
-    # emergency switch); policy_config: a pack config file in Pulumi's format; policy_pack: the pack's folder.
-    policy: str = "mandatory"
-    policy_config: str | None = None
-    policy_pack: str = str(PACK_DIR)
-
-    @property
-    def backend(self) -> str:
-        return self.backend_url or f"file://{Path(self.state_dir).resolve()}"
-
-    @property
-    def is_cloud(self) -> bool:
-        return self.backend.startswith(("https://", "http://"))
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, *, limits: RunLimits = RunLimits()) -> "PulumiSettings":
-        """HUBWRIGHT_STATE_DIR, PULUMI_BACKEND_URL, HUBWRIGHT_PULUMI_ORG, PULUMI_HOME,
-        HUBWRIGHT_SECRETS_PROVIDER, HUBWRIGHT_LOCK_HOSTS, HUBWRIGHT_STALE_LOCK_SECONDS, HUBWRIGHT_POLICY,
-        HUBWRIGHT_POLICY_CONFIG, HUBWRIGHT_POLICY_PACK."""
-        env = os.environ if environ is None else environ
-        home = env.get("PULUMI_HOME")
-        return cls(
-            state_dir=Path(env.get("HUBWRIGHT_STATE_DIR", "state")),
-            backend_url=env.get("PULUMI_BACKEND_URL") or None,
-            organization=env.get("HUBWRIGHT_PULUMI_ORG") or None,
-            pulumi_home=Path(home) if home else None,
-            secrets_provider=env.get("HUBWRIGHT_SECRETS_PROVIDER") or None,
-            own_hosts=env.get("HUBWRIGHT_LOCK_HOSTS") or None,
-            stale_lock_after_s=float(env.get("HUBWRIGHT_STALE_LOCK_SECONDS") or limits.stale_lock_after),
-            policy=env.get("HUBWRIGHT_POLICY") or "mandatory",
-            policy_config=env.get("HUBWRIGHT_POLICY_CONFIG") or None,
-            policy_pack=env.get("HUBWRIGHT_POLICY_PACK") or str(PACK_DIR),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """For a worker process (automation.adapters.worker): sent on its stdin, never on a command line."""
-        return {k: (str(v) if isinstance(v, Path) else dict(v) if isinstance(v, Mapping) else v)
-                for k, v in dataclasses.asdict(self).items()}
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> "PulumiSettings":
-        paths = {"state_dir", "pulumi_home"}
-        return cls(**{k: (Path(v) if k in paths and v is not None else v) for k, v in raw.items()})
-
-    def check(self) -> None:
-        """Fail at start-up, naming the setting, rather than at the first update."""
-        scheme = self.backend.split("://", 1)[0]
-        if scheme not in {"file", "s3", "gs", "azblob", "https", "http", "postgres"}:
-            raise ValueError(f"backend_url: unsupported scheme {scheme!r} in {self.backend!r}")
-        if not self.is_cloud and self.secrets_provider in (None, "passphrase"):
-            merged = {**os.environ, **self.env}
-            if "PULUMI_CONFIG_PASSPHRASE" not in merged and "PULUMI_CONFIG_PASSPHRASE_FILE" not in merged:
-                raise ValueError(
-                    f"backend {self.backend}: set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE "
-                    "(the passphrase secrets provider of DIY backends), or configure secrets_provider"
-                )
-        if self.own_hosts is not None:
-            re.compile(self.own_hosts)
-        try:
-            self.policy_settings()
-        except ValueError as err:
-            raise ValueError(f"HUBWRIGHT_POLICY / HUBWRIGHT_POLICY_CONFIG: {err}") from None
-        if self.policy != "off" and not (Path(self.policy_pack) / "PulumiPolicy.yaml").is_file():
-            raise ValueError(f"policy_pack {self.policy_pack}: no PulumiPolicy.yaml there (HUBWRIGHT_POLICY_PACK)")
-
-    def policy_settings(self) -> PolicySettings:
-        return PolicySettings.load(self.policy, self.policy_config)
-
-
-def load_program(ref: str, options: Mapping[str, Any] | None = None) -> ProgramFactory:
-    """The program named `module:function` (worker processes import it by name: no closures cross a process),
-    called as function(inputs, **options)."""
-    module, _, attr = ref.partition(":")
-    try:
-        factory = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ValueError(f"program {ref!r}: not an importable module:function ({err})") from None
-    return functools.partial(factory, **options) if options else factory
-
-
-# --------------------------------------------------------------------------- locks
-
-_LOCK_LINE = re.compile(r"^\s*(?P<path>\S+): created by (?P<user>.*?)@(?P<host>\S+) \(pid (?P<pid>\d+)\) at (?P<at>\S+)\s*$", re.M)
-
-
-@dataclass(frozen=True)
-class LockOwner:
-    """One DIY backend lock, as the CLI reports it in its 'stack is currently locked' error."""
-
-    path: str
-    user: str
-    host: str
-    pid: int
-    created: datetime
-
-    def describe(self) -> str:
-        return f"{self.user}@{self.host} (pid {self.pid}) since {self.created.isoformat(timespec='seconds')}"
-
-
-def parse_lock_owners(stderr: str) -> list[LockOwner]:
-    owners = []
-    for m in _LOCK_LINE.finditer(stderr):
-        try:
-            created = datetime.fromisoformat(m["at"].replace("Z", "+00:00"))
-        except ValueError:
-            created = datetime.now(timezone.utc)
-        owners.append(LockOwner(m["path"].split("?", 1)[0], m["user"], m["host"], int(m["pid"]), created))
-    return owners
-
-
-def pulumi_process_alive(pid: int) -> bool:
-    """True when `pid` runs here and is a pulumi process (not a zombie, not a reused pid)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    proc = Path(f"/proc/{pid}")
-    if not proc.exists():
-        return True  # no /proc: the pid exists, assume it is the lock holder
-    try:
-        if re.search(r"^State:\s*Z", (proc / "status").read_text(), re.M):
-            return False
-        return b"pulumi" in (proc / "cmdline").read_bytes()
-    except OSError:
-        return False
-
-
-def lock_is_stale(
-    owner: LockOwner,
-    *,
-    hostname: str,
-    own_hosts: str | None,
-    stale_after_s: float,
-    now: datetime | None = None,
-    alive: Callable[[int], bool] = pulumi_process_alive,
-) -> tuple[bool, str]:
-    """Whether a lock may be removed: (stale, why). Only locks of this service ever are."""
-    if owner.host == hostname:
-        if alive(owner.pid):
-            return False, f"held by {owner.describe()}, a live pulumi process on this host"
-        return True, f"stale lock of {owner.describe()}: that process is gone"
-    if own_hosts and re.fullmatch(own_hosts, owner.host):
-        age = ((now or datetime.now(timezone.utc)) - owner.created).total_seconds()
-        if age >= stale_after_s:
-            return True, f"stale lock of {owner.describe()}: another replica of this service, {age:.0f}s old"
-        return False, f"held by {owner.describe()}, another replica of this service, {age:.0f}s old (stale after {stale_after_s:.0f}s)"
-    return False, f"held by {owner.describe()}, not this service: left alone"
-
-
-# --------------------------------------------------------------------------- messages
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_PERMALINK = re.compile(r"(?:View in Browser(?: \(Ctrl\+O\))?|View Live|Permalink):\s*(https?://\S+)")
-
-
-def readable_error(err: BaseException, limit: int = 600) -> str:
-    """The CLI's failure reduced to its error lines (no usage text, no tracebacks)."""
-    if not isinstance(err, CommandError):
-        return str(err)[:limit]
-    text = _ANSI.sub("", str(err))
-    stdout, _, stderr = text.partition("\n stderr: ")
-    lines: list[str] = []
-    for raw in stderr.splitlines() + stdout.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("error:") or "Exception:" in line or "Error:" in line or ": created by " in line:
-            line = re.sub(r"\?no_tmp_dir=true", "", line)
-            if line not in lines:
-                lines.append(line)
-    message = " | ".join(lines) or " ".join(text.split())
-    return message if len(message) <= limit else message[: limit - 1] + "…"
-
-
-_POLICY_LINE = re.compile(r"\[(?P<level>mandatory|advisory)\]\s+(?P<rule>[A-Za-z0-9_.-]+)[ \t]*(?:\((?P<what>[^)\n]*)\))?[ \t]*\n"
-                          r"(?P<message>(?:[ \t]+(?!- \[)\S.*\n?)+)?")  # its indented lines, to the next rule
-
-
-def policy_violations(output: str, limit: int = 600, *, level: str = "mandatory") -> str:
-    """The violations of `level` in the CLI's output, "rule (type: name): message; ...", or "" when there are none."""
-    found: list[str] = []
-    for m in _POLICY_LINE.finditer(_ANSI.sub("", output)):
-        if m["level"] != level:
-            continue
-        message = " ".join((m["message"] or "").split())
-        line = m["rule"] + (f" ({m['what'].strip()})" if m["what"] else "") + (f": {message}" if message else "")
-        if line not in found:
-            found.append(line)
-    text = "; ".join(found)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _permalink(stdout: str) -> str | None:
-    m = _PERMALINK.search(stdout or "")
-    return m.group(1) if m else None
-
-
-def applied_output(digest: str) -> str:
-    """The stack output that holds the inputs with this digest (StackInputs.to_config())."""
-    return f"{INPUTS_OUTPUT}.{digest}"
-
-
-def _outputs(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The program's outputs (the engine's own `inputs.<digest>` left out)."""
-    return {k: ("[secret]" if v.secret else v.value) for k, v in raw.items() if not k.startswith(f"{INPUTS_OUTPUT}.")}
-
-
-DRIFT_LIMIT = 50  # RunResult.drifted names at most this many resources, then "... and N more"
-# Steps that change nothing: the refresh's own reads, and resources the program only reads.
-_NO_CHANGE_OPS = frozenset({"same", "read", "read-replacement", "refresh"})
-_ROOT_TYPE = "pulumi:pulumi:Stack"
-_PROVIDER_TYPE = "pulumi:providers:"
-
-
-class _ChangedResources:
-    """Collects, from a preview's engine events, the resources it would change (op other than same/read/refresh,
-    the root stack left out). `on_event` runs on the Automation API's event-log thread."""
-
-    def __init__(self) -> None:
-        self._found: dict[str, str] = {}  # urn -> "name (type)"; one entry per resource (a replace has three steps)
-        self._lock = threading.Lock()
-
-    def on_event(self, event: Any) -> None:
-        pre = getattr(event, "resource_pre_event", None)
-        meta = getattr(pre, "metadata", None)
-        if meta is None or meta.type == _ROOT_TYPE:
-            return
-        op = str(getattr(meta.op, "value", meta.op))
-        if op in _NO_CHANGE_OPS:
-            return
-        name = meta.urn.rsplit("::", 1)[-1]
-        with self._lock:
-            self._found.setdefault(meta.urn, f"{name} ({meta.type})")
-
-    def names(self, limit: int = DRIFT_LIMIT) -> list[str]:
-        with self._lock:
-            found = sorted(self._found.values())
-        if len(found) <= limit:
-            return found
-        return [*found[:limit], f"... and {len(found) - limit} more"]
-
-
-class _Progress:
-    """Resources done / planned, from an update's engine events: a resource is planned at its first step's
-    resourcePreEvent and done at its resOutputsEvent (a replace's several steps count once). Counted as the CLI's
-    summary counts them: the root stack in, providers out, so a run ends at the sum of its `changes`. Reports to
-    `report` at most every `every` seconds from the event-log thread, and once at the end."""
-
-    def __init__(self, report: OnProgress, every: float = 0.5):
-        self._report, self._every = report, every
-        self._planned: set[str] = set()
-        self._done: set[str] = set()
-        self._last = float("-inf")
-        self._lock = threading.Lock()
-
-    def on_event(self, event: Any) -> None:
-        pre = getattr(getattr(event, "resource_pre_event", None), "metadata", None)
-        out = getattr(getattr(event, "res_outputs_event", None), "metadata", None)
-        with self._lock:
-            if pre is not None and not pre.type.startswith(_PROVIDER_TYPE):
-                self._planned.add(pre.urn)
-            elif out is not None and out.urn in self._planned:
-                self._done.add(out.urn)
-            else:
-                return
-            now = time.monotonic()
-            if now - self._last < self._every:
-                return
-            self._last = now
-        self.flush()
-
-    def flush(self) -> None:
-        with self._lock:
-            done, planned = len(self._done), len(self._planned)
-        try:
-            self._report(done, planned)
-        except Exception:  # noqa: BLE001 - progress is a report: it never fails the run
-            log.exception("reporting progress failed")
-
 
 # --------------------------------------------------------------------------- the engine
 
 
 class PulumiEngine:
     """Engine (automation.adapters.engine) over pulumi.automation, in this process; safe to call from several
-    threads. The service runs it in worker processes (automation.adapters.pool), one run per process: Pulumi's
+    threads. The service runs it in worker processes (automation.adapters.engine.pool), one run per process: Pulumi's
     runtime keeps global state that inline programs of two stacks must not share."""
 
     def __init__(self, settings: PulumiSettings | None = None, *, program_factory: ProgramFactory | None = None):
@@ -428,9 +121,9 @@ class PulumiEngine:
            on_progress: OnProgress | None = None) -> RunResult:
         """`refresh`: read every resource from the cloud first (`pulumi up --refresh`), so that the update also
         puts back what changed behind Pulumi's back (drift); without it, an up diffs against the state only.
-        `on_progress(done, planned)`: from the engine's events (_Progress)."""
-        started = _now()
-        progress = _Progress(on_progress) if on_progress is not None else None
+        `on_progress(done, planned)`: from the engine's events (ProgressEvents)."""
+        started = now_rfc3339()
+        progress = ProgressEvents(on_progress) if on_progress is not None else None
         events = {"on_event": progress.on_event} if progress is not None else {}
         with self._stack(inputs.stack, inputs, create=True) as (ws, stack):
             self._write_settings(ws, stack, inputs)
@@ -450,18 +143,18 @@ class PulumiEngine:
             operation="up",
             ok=True,
             message="; ".join([f"updated: {_summary(result.summary.resource_changes)}", *notes]),
-            outputs=_outputs(result.outputs),
+            outputs=program_outputs(result.outputs),
             changes=dict(result.summary.resource_changes or {}),
             started=started,
-            ended=_now(),
-            permalink=_permalink(result.stdout),
+            ended=now_rfc3339(),
+            permalink=permalink_of(result.stdout),
         )
 
     def destroy(self, stack: str, *, message: str) -> RunResult:
-        started = _now()
+        started = now_rfc3339()
         with self._stack(stack, None, create=False) as (ws, st):
             if st is None:
-                return RunResult("destroy", True, f"no stack {stack}: nothing to destroy", started=started, ended=_now())
+                return RunResult("destroy", True, f"no stack {stack}: nothing to destroy", started=started, ended=now_rfc3339())
             result = self._call(st, "destroy", lambda: st.destroy(message=_message(message), color="never"), reason="DestroyFailed")
             self._call(st, "destroy", lambda: ws.remove_stack(st.name), reason="DestroyFailed")
         shutil.rmtree(self._workdir(stack), ignore_errors=True)
@@ -472,8 +165,8 @@ class PulumiEngine:
             message=f"destroyed and removed the stack: {_summary(changes)}",
             changes=changes,
             started=started,
-            ended=_now(),
-            permalink=_permalink(result.stdout),
+            ended=now_rfc3339(),
+            permalink=permalink_of(result.stdout),
         )
 
     def preview(self, inputs: StackInputs) -> RunResult:
@@ -481,15 +174,15 @@ class PulumiEngine:
         preview's copy of the state only; then the program's inputs are diffed against it. Nothing is written: no
         state, no history entry (tests/test_engine_drift_live.py). ok=True when nothing would change; `drifted`
         names the resources that would, "name (type)", sorted, at most DRIFT_LIMIT of them."""
-        started = _now()
-        changed = _ChangedResources()
+        started = now_rfc3339()
+        changed = ChangedResources()
         with self._stack(inputs.stack, inputs, create=False) as (_, st):
             if st is None:
-                return RunResult("preview", False, f"no stack {inputs.stack} yet: everything would be created", started=started, ended=_now())
+                return RunResult("preview", False, f"no stack {inputs.stack} yet: everything would be created", started=started, ended=now_rfc3339())
             result = self._call(st, "preview", lambda: st.preview(refresh=True, color="never", on_event=changed.on_event,
                                                                   **self._policy))
         changes = {str(getattr(k, "value", k)): int(v) for k, v in (result.change_summary or {}).items()}
-        drift = {k: v for k, v in changes.items() if k not in _NO_CHANGE_OPS and v}
+        drift = {k: v for k, v in changes.items() if k not in NO_CHANGE_OPS and v}
         drifted = changed.names()
         if drift or drifted:
             shown = ", ".join(drifted[:3]) + (", ..." if len(drifted) > 3 else "")
@@ -502,17 +195,17 @@ class PulumiEngine:
             message=message,
             changes=changes,
             started=started,
-            ended=_now(),
+            ended=now_rfc3339(),
             drifted=drifted,
         )
 
     def recover(self, stack: str) -> RunResult:
         """Remove this service's stale lock, drop pending operations, refresh. A live lock raises StackLocked."""
-        started = _now()
+        started = now_rfc3339()
         notes: list[str] = []
         with self._stack(stack, None, create=False) as (_, st):
             if st is None:
-                return RunResult("recover", True, f"no stack {stack}: nothing to recover", started=started, ended=_now())
+                return RunResult("recover", True, f"no stack {stack}: nothing to recover", started=started, ended=now_rfc3339())
             state = self._call(st, "recover", st.export_stack, reason="RecoveryFailed")
             pending = list((state.deployment or {}).get("pending_operations") or [])
             if pending:
@@ -523,7 +216,7 @@ class PulumiEngine:
             self._unlocked(st, lambda: st.refresh(message=_message("recover after an interrupted run"), color="never"), notes)
         message = "; ".join(notes) + "; refreshed" if notes else "nothing to recover (no stale lock, no pending operations); refreshed"
         log.info("recover %s: %s", stack, message)
-        return RunResult("recover", True, message, started=started, ended=_now())
+        return RunResult("recover", True, message, started=started, ended=now_rfc3339())
 
     def applied(self, stack: str) -> StackInputs | None:
         """The inputs of the last successful `up`: the output `inputs.<digest>` named by the tag APPLIED_TAG (two
@@ -685,7 +378,7 @@ class PulumiEngine:
             raise EngineError(f"{op} {stack.name}: {readable_error(err)}", reason=reason) from None
 
     def _lock_text(self, err: ConcurrentUpdateError) -> str:
-        owners = parse_lock_owners(_ANSI.sub("", str(err)))
+        owners = parse_lock_owners(ANSI_ESCAPES.sub("", str(err)))
         if not owners:
             return "another update is in progress"
         return "; ".join(o.describe() for o in owners)
@@ -705,7 +398,7 @@ class PulumiEngine:
 
     def _judge_lock(self, stack: Any, err: ConcurrentUpdateError) -> tuple[bool, str]:
         """DIY backends name each lock's owner: stale only when every lock is a stale one of ours."""
-        owners = parse_lock_owners(_ANSI.sub("", str(err)))
+        owners = parse_lock_owners(ANSI_ESCAPES.sub("", str(err)))
         if not owners:
             return self._judge_cloud_update(stack)
         verdicts = [

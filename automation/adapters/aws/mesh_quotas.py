@@ -20,8 +20,8 @@ from typing import Any, Iterable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from automation.adapters.aws import AwsSessions
-from automation.adapters.lookups import LookupFailed
+from automation.adapters.aws.sessions import AwsSessions
+from automation.adapters.aws.lookups import LookupFailed
 from stacks.errors import NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.mesh import MeshShare

@@ -11,7 +11,7 @@ Assumed credentials are cached per (role, session name, external ID, duration)
 and refreshed before they expire (botocore RefreshableCredentials: an advisory
 refresh window of min(15 min, lifetime/4), a blocking one of min(10 min,
 lifetime/6)). Sessions and clients are cached per (credentials, region).
-Every `session()`/`client()` call logs one audit line (automation.adapters.audit).
+Every `session()`/`client()` call logs one audit line (automation.adapters.aws.audit).
 
 Credentials never reach a log: this module logs role ARNs, session names and
 expiry times only, and by default caps the `botocore`/`boto3` loggers at INFO,
@@ -36,7 +36,7 @@ from botocore.credentials import CredentialProvider, CredentialResolver, Credent
 from botocore.exceptions import (BotoCoreError, ClientError, NoCredentialsError, NoRegionError,
                                  ParamValidationError, PartialCredentialsError)
 
-from automation.adapters import audit
+from automation.adapters.aws import audit
 from stacks.errors import Failure, NeedsAttention
 from stacks.inputs import AwsTarget
 from stacks.model import partition_of
@@ -71,7 +71,7 @@ class AccountAccessDenied(AwsError, NeedsAttention):
 class NoServiceCredentials(AccountAccessDenied):
     """The service has no AWS credentials of its own: none in its environment or files, a web identity token
     (IRSA) it cannot read, no instance role answering. Nothing it does in AWS can work, whatever a cluster says:
-    the service's identity is what to fix, never a tenant's field (automation.adapters.preflight names none)."""
+    the service's identity is what to fix, never a tenant's field (automation.adapters.aws.preflight names none)."""
 
     reason = "NoCredentials"
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from automation.adapters.plan import Registered, StackPlan
+from automation.adapters.engine.plan import Registered, StackPlan
 from policy.rules import Context, Provider, Resource, Setting, Violation, check_fleet, check_stack, settings
 from stacks.inputs import StackInputs
 from stacks.transit import TransitInputs
 
-PACK_DIR = Path(__file__).resolve().parents[2] / "policy"  # PulumiPolicy.yaml: what `--policy-pack` is given
+PACK_DIR = Path(__file__).resolve().parents[3] / "policy"  # PulumiPolicy.yaml: what `--policy-pack` is given
 POLICY_LEVELS = ("off", "advisory", "mandatory")
 
 

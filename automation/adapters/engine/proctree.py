@@ -1,6 +1,6 @@
 """Process trees on Linux, read from /proc: find a process's descendants, interrupt its children, kill it all.
 
-The worker pool (automation.adapters.pool) cancels a run by interrupting the worker's children (the `pulumi`
+The worker pool (automation.adapters.engine.pool) cancels a run by interrupting the worker's children (the `pulumi`
 CLI cancels gracefully on SIGINT) and, after a grace period, kills the worker's whole tree. Pulumi starts every
 plugin in a process group of its own, so a process group is not a tree: the tree is followed by parent pid.
 A worker is a subreaper (PR_SET_CHILD_SUBREAPER), so a plugin whose CLI died is re-parented to the worker and

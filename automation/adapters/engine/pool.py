@@ -1,6 +1,6 @@
 """WorkerPool: the Engine the service uses. Every Pulumi operation runs in a worker process of its own.
 
-    service thread ──► WorkerPool._call ──► Worker (python -m automation.adapters.worker, one run at a time)
+    service thread ──► WorkerPool._call ──► Worker (python -m automation.adapters.engine.worker, one run at a time)
                                               └─► pulumi CLI ──► plugins (each in its own process group)
 
 - **Pre-started.** `size` workers are started ahead (importing Pulumi takes ~0.45 s), so a run pays a JSON
@@ -13,7 +13,7 @@
 - **Cancellable.** `cancel(grace)` does the same to every run in flight (shutdown: the pod's grace period;
   a lost Lease: grace 0) and returns when none is left.
 - **Nothing outlives the service.** Workers are subreapers that die with the service (a parent-death signal,
-  and a lifeline pipe) and kill their tree as they go (automation.adapters.worker).
+  and a lifeline pipe) and kill their tree as they go (automation.adapters.engine.worker).
 
 Workers are started from one long-lived thread: Linux sends the parent-death signal when the *thread* that
 started a process exits, so a worker started from a short-lived thread would die with that thread.
@@ -34,14 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from automation.adapters import proctree
-from automation.adapters.engine import EngineError, OnProgress, RunCancelled, RunLimits, RunResult, StackLocked
-from automation.adapters.pulumi_engine import PulumiSettings
+from automation.adapters.engine import proctree
+from automation.adapters.engine.protocol import EngineError, OnProgress, RunCancelled, RunLimits, RunResult, StackLocked
+from automation.adapters.engine.settings import PulumiSettings
 from stacks.inputs import StackInputs, inputs_from_config
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]  # the import root of `automation` (the image's /app)
+ROOT = Path(__file__).resolve().parents[3]  # the import root of `automation` (the image's /app)
 DEFAULT_PROGRAM = "components.program:program"
 START_TIMEOUT_S = 60.0
 KILL_WAIT_S = 5.0  # after the grace, how long cancel() waits for the killed runs to be reaped  # a worker that is not ready by then (import, setup) is killed
@@ -59,7 +59,7 @@ class Worker:
         lifeline_r, self._lifeline = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [python, "-m", "automation.adapters.worker", str(os.getpid()), str(lifeline_r)],
+                [python, "-m", "automation.adapters.engine.worker", str(os.getpid()), str(lifeline_r)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, env=dict(env), pass_fds=(lifeline_r,),
                 start_new_session=True)  # a Ctrl-C at the service's terminal reaches the service, not the runs
         finally:
