@@ -243,3 +243,17 @@ class HubStatus(StatusModel):
     """The hub's shared state, written by the service's leader."""
 
     mesh: MeshHubStatus | None = Field(None, description="The mesh's shared state, written by the service's leader.")
+
+
+def applied(inputs_hash: object, last_update: object, digest: str | None) -> bool:
+    """Did the last `up` apply these inputs? The one rule, for a cluster's status and a transit stack's entry in
+    HubConfig status.mesh alike: the recorded inputs hash is `digest` and the last run was an `up` that succeeded.
+    `last_update` is a LastUpdate or its status dict (camelCase keys); anything else (None, a tenant's garbage
+    the status subresource could not have held) is not applied."""
+    if digest is None or inputs_hash != digest:
+        return False
+    if isinstance(last_update, LastUpdate):
+        return last_update.operation == "up" and last_update.result == "Succeeded"
+    if isinstance(last_update, dict):
+        return last_update.get("operation") == "up" and last_update.get("result") == "Succeeded"
+    return False

@@ -259,6 +259,9 @@ class Desired:
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
         return self.get().inputs.get(key)
 
+    def transit(self, stack: str) -> TransitInputs | None:
+        return self.get().transit.get(stack)
+
     def placed_in(self, key: str) -> tuple[str | None, str | None]:
         """(account, region) of the cluster as its input says, refused or not: spec.accountID, and the region
         stacks.accounts.cluster_region gives. None where the input cannot tell: a registered-only or unparseable

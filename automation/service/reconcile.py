@@ -42,13 +42,14 @@ from automation.adapters.kube.status import (PROGRESS_EVERY, EventRecorder, Prog
                                         outputs_from, parse_time, rfc3339, with_drift)
 from automation.adapters.kube.informer import Raw, object_key
 from automation.adapters.logs import FIELDS
-from automation.service.mapper import Desired
+from automation.service.cache import Cache
+from automation.service.snapshot import DesiredView
 from automation.service.queue import Outcome
 from stacks import status as reasons
 from stacks.errors import Failure, InvalidSpec, NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.names import CLUSTERS, FINALIZER, GROUP, RECONCILE_REQUEST_ANNOTATION, VERSION, stack_name
-from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, RunProgress, SharedIngressStatus
+from stacks.status import ClusterStatus, applied, LastUpdate, MeshJoin, Recovery, RunProgress, SharedIngressStatus
 
 LOG = logging.getLogger("hubwright.reconcile")
 RUN_LOG = logging.getLogger("hubwright.run")  # one line per engine run, and per refusal (automation/adapters/logs.py)
@@ -96,19 +97,17 @@ def _jitter(key: str) -> float:
 
 
 def up_to_date(status: ClusterStatus, digest: str) -> bool:
-    last = status.last_update
-    return (status.inputs_hash == digest and last is not None and last.operation == "up"
-            and last.result == "Succeeded")
+    return applied(status.inputs_hash, status.last_update, digest)
 
 
 class Reconciler:
-    def __init__(self, *, desired: Desired, engine: Engine, api_client: client.ApiClient,
+    def __init__(self, *, desired: DesiredView, cache: Cache, engine: Engine, api_client: client.ApiClient,
                  status: StatusWriter | None = None, events: EventRecorder | None = None,
                  options: ReconcileOptions = ReconcileOptions(), guards: Iterable[Guard] = (),
                  audit: Audit | None = None, metrics: Metrics | None = None,
                  clock: Callable[[], float] = time.time):
         self.desired = desired
-        self.cache = desired.cache
+        self.cache = cache
         self.engine = engine
         self.status = status or StatusWriter(api_client)
         self.events = events or EventRecorder(api_client)

@@ -22,11 +22,12 @@ from kubernetes.client.rest import ApiException
 from automation.adapters.engine import Engine, RunResult, StackLocked
 from automation.adapters.kube.status import rfc3339
 from automation.service.cache import Cache
-from automation.service.mapper import Desired, Resolution
+from automation.service.mapper import Resolution
+from automation.service.snapshot import DesiredView
 from automation.service.queue import Outcome
 from stacks.errors import Failure
 from stacks.names import HUBCONFIGS, GROUP, VERSION
-from stacks.status import LastUpdate
+from stacks.status import LastUpdate, applied
 from stacks.transit import TransitInputs, TransitOutputs, advance
 
 LOG = logging.getLogger("hubwright.transit")
@@ -66,21 +67,19 @@ def recorded_transit(cache: Cache, stack: str) -> Mapping[str, Any]:
 
 def transit_applied(cache: Cache, inputs: TransitInputs) -> bool:
     entry = recorded_transit(cache, inputs.stack)
-    last = entry.get("lastUpdate") or {}
-    return entry.get("inputsHash") == inputs.digest() and last.get("operation") == "up" \
-        and last.get("result") == "Succeeded"
+    return applied(entry.get("inputsHash"), entry.get("lastUpdate"), inputs.digest())
 
 
 class TransitReconciler:
     """Reconcile one transit stack: level-triggered, like the clusters' Reconciler, with its status in the hub."""
 
-    def __init__(self, *, desired: Desired, engine: Engine, hub_status: HubStatus,
+    def __init__(self, *, desired: DesiredView, cache: Cache, engine: Engine, hub_status: HubStatus,
                  run_engine: Callable[..., RunResult], lock_retry: float = 15.0,
                  clock: Callable[[], float] = time.time):
         """`run_engine(operation, call)`: the clusters' Reconciler's, so a halted service starts no transit run
         either, and the run metrics count these runs too."""
         self.desired = desired
-        self.cache = desired.cache
+        self.cache = cache
         self.engine = engine
         self.run_engine = run_engine
         self.hub_status = hub_status
@@ -88,7 +87,7 @@ class TransitReconciler:
         self.clock = clock
 
     def __call__(self, stack: str) -> Outcome:
-        wanted = self.desired.get().transit.get(stack)
+        wanted = self.desired.transit(stack)
         if wanted is None:
             if not recorded_transit(self.cache, stack):
                 return Outcome.done()
@@ -130,9 +129,7 @@ class TransitReconciler:
 
 def _cluster_applied(raw: Mapping[str, Any] | None, digest: str | None) -> bool:
     status = (raw or {}).get("status") or {}
-    last = status.get("lastUpdate") or {}
-    return digest is not None and status.get("inputsHash") == digest and last.get("operation") == "up" \
-        and last.get("result") == "Succeeded"
+    return applied(status.get("inputsHash"), status.get("lastUpdate"), digest)
 
 
 class MeshStates:
