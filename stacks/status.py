@@ -8,9 +8,9 @@ The logic that fills these in lives in automation.adapters.status.
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Mapping, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from stacks.names import CLUSTER_ID, CLUSTER_ID_MAX, RECONCILE_REQUEST_ANNOTATION
@@ -34,6 +34,7 @@ STACK_LOCKED = "StackLocked"
 INVALID_SPEC = "InvalidSpec"
 HUB_NOT_FOUND = "HubConfigNotFound"
 REGISTERED = "Registered"  # a registered-only cluster (no AWS part): Ready, with no stack to run
+INVALID_MESH_STATUS = "InvalidMeshStatus"  # an entry of HubConfig status.mesh the model cannot parse (left out)
 
 Result = Literal["Running", "Succeeded", "Failed"]
 # Bounds for the CRD schema (every string, list and map has one). Integers here are int64s (generations):
@@ -44,6 +45,9 @@ Short = Annotated[str, Field(max_length=512)]
 
 class StatusModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+
+M = TypeVar("M", bound=StatusModel)
 
 
 class Condition(StatusModel):
@@ -73,15 +77,15 @@ class LastUpdate(StatusModel):
 
     operation: Literal["up", "destroy", "preview", "recover"] = Field(description="What ran.")
     result: Result = Field(description="Running, Succeeded or Failed (Running with no run in flight: a killed run).")
-    message: str = Field("", max_length=32768, description="Why it ran, then what happened.")
-    start_time: Time | None = Field(None, description="When it started (RFC 3339).")
-    end_time: Time | None = Field(None, description="When it ended (RFC 3339).")
-    permalink: str | None = Field(None, max_length=2048,
+    message: str = Field(default="", max_length=32768, description="Why it ran, then what happened.")
+    start_time: Time | None = Field(default=None, description="When it started (RFC 3339).")
+    end_time: Time | None = Field(default=None, description="When it ended (RFC 3339).")
+    permalink: str | None = Field(default=None, max_length=2048,
         description="The backend's page of this update, when it has one.")
     changes: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict, max_length=16,
         description="Resources by operation (create, update, delete, same, ...): the engine's summary.")
-    progress: RunProgress | None = Field(None, description="Resources done / planned, written during a run (at most "
-                                                           "every few seconds).")
+    progress: RunProgress | None = Field(default=None,
+        description="Resources done / planned, written during a run (at most every few seconds).")
 
 
 class Recovery(StatusModel):
@@ -192,17 +196,21 @@ class ClusterStatus(StatusModel):
 
 
 # --- HubConfig.status: the mesh's shared state (stacks.transit), written by the service's leader ------------
+# The one model of status.mesh: the CRD's schema is generated from it (stacks.crds), the planner reads the recorded
+# state through it (stacks.transit.MeshStatus.from_hub_status), and the service's writer patches with it
+# (automation/service/transit.py, MeshStatusWriter).
 
 class GroupStatus(StatusModel):
     """A mesh group's state: what its stacks are built for (stacks.transit.GroupState), and a word on it."""
 
     topology: Literal["peering", "transitGateway"] = Field(description="What the group's stacks are built for now.")
-    migrating_to: Literal["peering", "transitGateway"] | None = Field(None,
+    migrating_to: Literal["peering", "transitGateway"] | None = Field(default=None,
         description="The topology the group is moving to, during a migration.")
-    step: Literal["attach", "routes"] | None = Field(None,
+    step: Literal["attach", "routes"] | None = Field(default=None,
         description="The migration's current step: attach, then routes.")
-    members: int = Field(0, ge=0, description="The group's member count.")
-    message: str | None = Field(None, max_length=4096, description="Why the group is not where its spec says yet.")
+    members: int = Field(default=0, ge=0, description="The group's member count.")
+    message: str | None = Field(default=None, max_length=4096,
+        description="Why the group is not where its spec says yet.")
 
 
 class TransitRegionStatus(StatusModel):
@@ -219,14 +227,32 @@ class TransitOutputsStatus(StatusModel):
     regions: dict[str, TransitRegionStatus] = Field(default_factory=dict, max_length=40,
         description="The gateway of each region, by region.")
 
+    @classmethod
+    def from_stack(cls, outputs: Mapping[str, Any]) -> "TransitOutputsStatus":
+        """From the transit stack's outputs (components.transit: {"regions": {region: {...}}}): a region without a
+        gateway ID, or one the model cannot hold, is left out; a route table that is not a string too."""
+        regions = {}
+        raw_regions = outputs.get("regions") if isinstance(outputs, Mapping) else None
+        for region, raw in (raw_regions.items() if isinstance(raw_regions, Mapping) else ()):
+            if isinstance(raw, Mapping) and isinstance(raw.get("transitGatewayId"), str):
+                tables = raw.get("routeTables")
+                tables = tables if isinstance(tables, Mapping) else {}
+                try:
+                    regions[region] = TransitRegionStatus(
+                        transit_gateway_id=raw["transitGatewayId"],
+                        route_tables={k: v for k, v in tables.items() if isinstance(v, str)})
+                except ValidationError:
+                    continue
+        return cls(regions=regions)
+
 
 class TransitStatus(StatusModel):
     """A transit stack (one per network account, `_tgw_<account>`): its last run and the outputs members read."""
 
-    inputs_hash: str | None = Field(None, max_length=64,
+    inputs_hash: str | None = Field(default=None, max_length=64,
         description="The digest of the transit stack's inputs of its last successful up.")
-    last_update: LastUpdate | None = Field(None, description="The last engine run on the transit stack.")
-    outputs: TransitOutputsStatus | None = Field(None,
+    last_update: LastUpdate | None = Field(default=None, description="The last engine run on the transit stack.")
+    outputs: TransitOutputsStatus | None = Field(default=None,
         description="The transit stack's outputs, which member stacks read.")
 
 
@@ -238,11 +264,45 @@ class MeshHubStatus(StatusModel):
     transit: dict[str, TransitStatus] = Field(default_factory=dict, max_length=1000,
         description="Each transit stack (one per network account), by account.")
 
+    @classmethod
+    def read(cls, status: object) -> tuple["MeshHubStatus", tuple[str, ...]]:
+        """status.mesh out of a HubConfig's whole status, entry by entry: an entry the model cannot parse is left
+        out (a group without a recorded state; a transit stack not applied, so it runs again and is rewritten) and
+        named in the problems (the field and the reason), never raised: one bad entry stops nothing else."""
+        mesh = status.get("mesh") if isinstance(status, Mapping) else None
+        if mesh is None:
+            return cls(), ()
+        if not isinstance(mesh, Mapping):
+            return cls(), (f"status.mesh: not an object ({type(mesh).__name__})",)
+        problems: list[str] = []
+        groups = _entries(mesh, "groups", GroupStatus, problems)
+        transit = _entries(mesh, "transit", TransitStatus, problems)
+        return cls(groups=groups, transit=transit), tuple(problems)
+
+
+def _entries(mesh: Mapping[str, Any], field: str, model: type[M], problems: list[str]) -> dict[str, M]:
+    raw = mesh.get(field)
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append(f"status.mesh.{field}: not an object ({type(raw).__name__})")
+        return {}
+    out: dict[str, M] = {}
+    for key, entry in raw.items():
+        try:
+            out[str(key)] = model.model_validate(entry)
+        except ValidationError as exc:
+            where = ", ".join(f"{'.'.join(str(p) for p in err['loc']) or '(entry)'}: {err['msg']}"
+                              for err in exc.errors()[:3])
+            problems.append(f"status.mesh.{field}[{key}]: {where}")
+    return out
+
 
 class HubStatus(StatusModel):
     """The hub's shared state, written by the service's leader."""
 
-    mesh: MeshHubStatus | None = Field(None, description="The mesh's shared state, written by the service's leader.")
+    mesh: MeshHubStatus | None = Field(default=None,
+        description="The mesh's shared state, written by the service's leader.")
 
 
 def applied(inputs_hash: object, last_update: object, digest: str | None) -> bool:

@@ -31,9 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
-from pydantic import ValidationError
-
 from stacks.model import MeshGroup, Topology
+from stacks.status import GroupStatus, MeshHubStatus, TransitOutputsStatus, TransitRegionStatus
 from stacks.targets import AwsTarget, Frozen, config_digest
 
 TRANSIT_STACK_PREFIX = "_tgw_"
@@ -61,20 +60,16 @@ class GroupState(Frozen):
     migrating_to: Topology | None = None
     step: Step | None = None
 
-    def to_status(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"topology": self.topology}
-        if self.migrating_to is not None:
-            out.update(migratingTo=self.migrating_to, step=self.step)
-        return out
-
     @classmethod
-    def from_status(cls, raw: Any) -> "GroupState | None":
-        if not isinstance(raw, Mapping):
-            return None
-        try:
-            return cls(topology=raw.get("topology"), migrating_to=raw.get("migratingTo"), step=raw.get("step"))
-        except ValidationError:
-            return None
+    def of(cls, entry: GroupStatus) -> "GroupState":
+        """The state a group's status.mesh.groups entry records."""
+        return cls(topology=entry.topology, migrating_to=entry.migrating_to, step=entry.step)
+
+    def entry(self, *, members: int, message: str | None = None) -> GroupStatus:
+        """The group's status.mesh.groups entry: this state, its member count and a word on it (none: no message)."""
+        return GroupStatus(topology=self.topology, migrating_to=self.migrating_to,
+                           step=self.step if self.migrating_to is not None else None, members=members,
+                           message=message or None)
 
     def describe(self) -> str:
         if self.migrating_to is None:
@@ -132,7 +127,7 @@ def advance(state: GroupState) -> GroupState:
     """The next state, once every stack of the group has applied `state`."""
     if state.step == "attach":
         return state.model_copy(update={"step": "routes"})
-    if state.step == "routes":
+    if state.step == "routes" and state.migrating_to is not None:
         return GroupState(topology=state.migrating_to)
     return state
 
@@ -148,33 +143,9 @@ def migration_steps(start: Topology, end: Topology) -> list[GroupState]:
 
 # --- what the transit stack made (HubConfig status.mesh.transit[<stack>].outputs) ---------------
 
-class TransitRegionOutputs(Frozen):
-    transit_gateway_id: str
-    route_tables: dict[str, str] = {}  # group key -> its route table in this gateway
-
-
-class TransitOutputs(Frozen):
-    regions: dict[str, TransitRegionOutputs] = {}
-
-    @classmethod
-    def from_stack(cls, outputs: Mapping[str, Any]) -> "TransitOutputs":
-        """From the transit stack's outputs (components.transit: {"regions": {region: {...}}})."""
-        regions = {}
-        for region, raw in ((outputs.get("regions") or {}) if isinstance(outputs, Mapping) else {}).items():
-            if isinstance(raw, Mapping) and isinstance(raw.get("transitGatewayId"), str):
-                tables = raw.get("routeTables") if isinstance(raw.get("routeTables"), Mapping) else {}
-                regions[region] = TransitRegionOutputs(
-                    transit_gateway_id=raw["transitGatewayId"],
-                    route_tables={k: v for k, v in tables.items() if isinstance(v, str)})
-        return cls(regions=regions)
-
-    def to_status(self) -> dict[str, Any]:
-        return {"regions": {r: {"transitGatewayId": o.transit_gateway_id, "routeTables": dict(o.route_tables)}
-                            for r, o in sorted(self.regions.items())}}
-
-    @classmethod
-    def from_status(cls, raw: Any) -> "TransitOutputs":
-        return cls.from_stack(raw if isinstance(raw, Mapping) else {})
+# A transit stack's outputs, as member stacks read them: the status model itself (stacks.status), one model.
+TransitRegionOutputs = TransitRegionStatus
+TransitOutputs = TransitOutputsStatus
 
 
 @dataclass(frozen=True)
@@ -184,6 +155,7 @@ class MeshStatus:
     groups: Mapping[str, GroupState]  # group key -> state
     transit: Mapping[str, TransitOutputs]  # transit stack -> its outputs
     attachments: Mapping[str, str]  # cluster key -> its VPC attachment ID (status.outputs.transitAttachment)
+    problems: tuple[str, ...] = ()  # entries of status.mesh the model could not parse (left out), by field
 
     @classmethod
     def empty(cls) -> "MeshStatus":
@@ -191,12 +163,11 @@ class MeshStatus:
 
     @classmethod
     def from_hub_status(cls, status: Any, attachments: Mapping[str, str] | None = None) -> "MeshStatus":
-        mesh = (status or {}).get("mesh") if isinstance(status, Mapping) else None
-        mesh = mesh if isinstance(mesh, Mapping) else {}
-        groups = {k: s for k, v in (mesh.get("groups") or {}).items() if (s := GroupState.from_status(v))}
-        transit = {k: TransitOutputs.from_status((v or {}).get("outputs"))
-                   for k, v in (mesh.get("transit") or {}).items() if isinstance(v, Mapping)}
-        return cls(groups, transit, dict(attachments or {}))
+        """From a HubConfig's whole status, through the one model of status.mesh (stacks.status.MeshHubStatus)."""
+        mesh, problems = MeshHubStatus.read(status)
+        groups = {k: GroupState.of(v) for k, v in mesh.groups.items()}
+        transit = {k: v.outputs or TransitOutputs() for k, v in mesh.transit.items()}
+        return cls(groups, transit, dict(attachments or {}), problems)
 
     def gateway(self, stack: str, region: str) -> TransitRegionOutputs | None:
         outputs = self.transit.get(stack)

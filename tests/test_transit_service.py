@@ -95,6 +95,11 @@ def test_a_transit_gateway_group_forms_and_a_join_or_leave_costs_two_runs(env):
         settled(env, svc, 3, "transitGateway")
         assert runs_since(before, [("destroy", f"{env.ns}.m3"), ("up", TRANSIT)]) == [("destroy", f"{env.ns}.m3"),
                                                                                     ("up", TRANSIT)]
+        # Each transit run is told on the HubConfig (Events of a cluster-scoped object go to `default`).
+        def told() -> int:
+            return sum(r == "UpdateSucceeded" and TRANSIT in m for _, r, m in env.events("default", env.hub_name))
+        wait_until(lambda: told() == engine.count("up", TRANSIT), 10, what="an Event on the hub per transit up")
+        assert engine.count("up", TRANSIT) >= 3  # the group forming, the join, the leave
 
 
 def _phases(engine: RecordingEngine, stack: str) -> list[tuple]:

@@ -50,7 +50,8 @@ from automation.service.queue import Outcome, WorkQueue, Workers
 from automation.service.reconcile import Audit, Guard, ReconcileOptions, Reconciler
 from automation.service.server import Metrics, ProbeServer
 from automation.service.tenants import TenantController
-from automation.service.transit import HubStatus, MeshStates, TransitReconciler
+from automation.service.runs import Runs
+from automation.service.transit import MeshStates, MeshStatusWriter, TransitReconciler
 from stacks.accounts import hub_target
 from stacks.guards import check_move
 from stacks.model import HubConfig
@@ -305,10 +306,13 @@ class Pipeline:
                                      options.stalled_recheck, options.drift_policy),
             guards=guards, audit=audit, metrics=metrics)
         # The mesh's shared state (automation/service/transit.py): transit stacks are queue keys of their own.
-        hub_status = HubStatus(api_client, options.hub_name)
-        self.transit = TransitReconciler(desired=self.desired, cache=self.cache, engine=engine, hub_status=hub_status,
-                                         run_engine=self.reconciler.run_engine, lock_retry=options.lock_retry)
-        self.mesh_states = MeshStates(self.cache, hub_status)
+        # Its runs pass the service's one gate (automation/service/runs.py); the Reconciler is to take the same Runs.
+        self.runs = Runs(metrics)
+        mesh_status = MeshStatusWriter(api_client, options.hub_name, recorded=lambda: self.cache.hub_status)
+        self.transit = TransitReconciler(desired=self.desired, cache=self.cache, engine=engine, writer=mesh_status,
+                                         runs=self.runs, events=self.events, lock_retry=options.lock_retry,
+                                         stalled_recheck=options.stalled_recheck)
+        self.mesh_states = MeshStates(self.cache, mesh_status, self.events)
         self.mapper = Mapper(self.cache, self.desired, add=self.queue.add, add_after=self.queue.add_after,
                              triage=self.reconciler.triage, observers=[shared_ingress_sync(api_client)],
                              watchers=[self.mesh_states], reset=self.queue.forget)
@@ -333,7 +337,7 @@ class Pipeline:
 
     def reconcile(self, key: str) -> Outcome:
         """A queue key: a transit stack's (`_tgw_<account>`) or a cluster's (namespace/name)."""
-        return self.transit(key) if is_transit_stack(key) else self.reconciler(key)
+        return self.transit.reconcile(key) if is_transit_stack(key) else self.reconciler(key)
 
     def start(self) -> None:
         if self.tenants is not None:
@@ -388,6 +392,7 @@ class Pipeline:
         self.queue.shutdown()
         self.workers.halt()
         self.reconciler.halt()
+        self.runs.halt()
         if self.tenants is not None:
             self.tenants.halt()
 
@@ -396,7 +401,7 @@ class Pipeline:
         before it and reaches the engine only now."""
         deadline = time.monotonic() + grace + 5
         self.engine.cancel(grace)
-        while self.reconciler.active() and time.monotonic() < deadline:
+        while (self.reconciler.active() or self.runs.active()) and time.monotonic() < deadline:
             time.sleep(0.01)
             self.engine.cancel(grace)
 

@@ -299,8 +299,8 @@ class StatusWriter:
 
 
 class EventRecorder:
-    """core/v1 Events on Clusters, sent by a background thread (like client-go's broadcaster) so that a
-    worker never waits on one. Best effort: a failure to record is logged, never raised."""
+    """core/v1 Events on Clusters (and the HubConfig), sent by a background thread (like client-go's broadcaster)
+    so that a worker never waits on one. Best effort: a failure to record is logged, never raised."""
 
     def __init__(self, api_client: client.ApiClient, *, instance: str = "",
                  clock: Callable[[], float] = time.time, pending: int = 1000):
@@ -312,14 +312,16 @@ class EventRecorder:
         self._lock = threading.Lock()
         self.dropped = 0
 
-    def event(self, raw: dict[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+    def event(self, raw: dict[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str, *,
+              kind: str = "HubCluster") -> None:
+        """An Event on `raw` (its metadata); a cluster-scoped object's (a HubConfig's) goes to `default`."""
         meta = raw.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
         now = rfc3339(self._clock())
         body = {
             "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
-            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "name": meta.get("name"),
-                               "namespace": namespace, "uid": meta.get("uid"),
+            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "name": meta.get("name"),
+                               "namespace": meta.get("namespace"), "uid": meta.get("uid"),
                                "resourceVersion": meta.get("resourceVersion")},
             "type": type_, "reason": reason, "message": message[:1024],
             "source": {"component": COMPONENT}, "reportingComponent": f"{GROUP}/{COMPONENT}",
