@@ -49,11 +49,12 @@ class Runnable(Protocol):
 class Controller:
     """A queue of keys and the workers that reconcile them; what it watches puts keys in the queue."""
 
-    def __init__(self, manager: Manager, name: str, reconcile: Reconcile, queue: WorkQueue, workers: int):
+    def __init__(self, manager: Manager, name: str, reconcile: Reconcile, queue: WorkQueue, workers: int,
+                 threads: str | None = None):
         self.name = name
         self.reconcile = reconcile
         self.queue = queue
-        self.workers = Workers(queue, reconcile, workers, name=f"{name}-worker")
+        self.workers = Workers(queue, reconcile, workers, name=threads or f"{name}-worker")
         self._manager = manager
 
     def watches(self, kind: str, keys: KeysOf) -> Controller:
@@ -105,9 +106,10 @@ class Manager:
     def store(self, kind: str) -> Store:
         return self._fanouts[kind].store
 
-    def controller(self, name: str, reconcile: Reconcile, *, queue: WorkQueue | None = None,
-                   workers: int = 1) -> Controller:
-        controller = Controller(self, name, reconcile, queue if queue is not None else WorkQueue(), workers)
+    def controller(self, name: str, reconcile: Reconcile, *, queue: WorkQueue | None = None, workers: int = 1,
+                   threads: str | None = None) -> Controller:
+        """A controller: `workers` threads (named `threads`-N, default `name`-worker-N) reconciling its queue's keys."""
+        controller = Controller(self, name, reconcile, queue if queue is not None else WorkQueue(), workers, threads)
         self.controllers.append(controller)
         return controller
 

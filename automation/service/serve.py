@@ -326,7 +326,8 @@ class Pipeline:
             self.manager.source(source, stores[kind])
         # One queue for every stack (clusters' and transit stacks'), served by --workers threads: both share the
         # engine's bound (the WorkerPool has as many processes).
-        self.stacks = self.manager.controller("stacks", self.reconcile, queue=self.queue, workers=options.workers)
+        self.stacks = self.manager.controller("stacks", self.reconcile, queue=self.queue, workers=options.workers,
+                                              threads="worker")
         self.workers = self.stacks.workers
         self.census = EndpointCensus(self.cache, census, interval=options.endpoint_census_interval) \
             if census is not None and options.endpoint_census_interval > 0 else None
