@@ -180,7 +180,10 @@ def role_map_entries(raw: Mapping[str, Any] | None) -> Mapping[str, str]:
 def shared_ingress_sync(api_client: client.ApiClient) -> Callable[[Resolution], None]:
     """Keeps the central proxy's ConfigMap in step with the Clusters (automation.adapters.kube.ingress_sync)."""
     sync = IngressSync(api_client)
-    return lambda resolution: sync.sync(resolution.hub, resolution.routes)
+
+    def observe(resolution: Resolution) -> None:
+        sync.sync(resolution.hub, resolution.routes)  # whether it wrote is the sync's business (and its log's)
+    return observe
 
 
 def default_guards() -> list[Guard]:
