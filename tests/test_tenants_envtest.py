@@ -16,6 +16,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
+from automation.adapters.kube.informer import sources
+from automation.service.runtime import Manager
 from automation.service.tenants import TenantController
 from doubles import RecordingEngine
 from stacks.admission import TENANT_ADMIN_CLUSTERROLE, TENANT_ADMINS_ROLEBINDING, tenant_controller_rules
@@ -62,18 +64,25 @@ class Tenants:
         self.names: list[str] = []
         self.namespaces: list[str] = []
         self.controller: TenantController | None = None
+        self.manager: Manager | None = None
 
     # -- the controller, as the least-privileged ServiceAccount
     def start(self) -> TenantController:
-        self.controller = TenantController(self.world.controller, hub_account=lambda: HUB_ACCOUNT,
-                                           backoff=Backoff(0.05, 0.5), watch_timeout=30)
-        self.controller.start()
-        wait_until(lambda: all(self.controller.synced().values()), WAIT, what="the tenant controller to sync")
+        """The controller on a runtime of its own over the kinds it reads (Tenants, Clusters, Namespaces)."""
+        self.manager = Manager(watch_timeout=30)
+        for kind, source in sources(self.world.controller, hub_name="hub", role_map_name="none",
+                                    role_map_namespace=self.world.users, tenants=True).items():
+            if kind in ("clusters", "namespaces"):
+                self.manager.source(source)
+        self.controller = TenantController(self.world.controller, self.manager, hub_account=lambda: HUB_ACCOUNT,
+                                           backoff=Backoff(0.05, 0.5))
+        self.manager.start()
+        wait_until(lambda: self.manager.started.is_set(), WAIT, what="the tenant controller to sync")
         return self.controller
 
     def stop(self) -> None:
-        if self.controller is not None:
-            self.controller.stop()
+        if self.controller is not None and self.manager is not None:
+            self.manager.stop()
             self.controller = None
 
     # -- objects
@@ -440,7 +449,10 @@ def test_only_the_leader_runs_the_tenant_controller_and_stops_it_with_its_term(w
         follower.start()
         wait_until(lambda: follower.elector.holder, WAIT, what="the follower to see the leader")
         controller = leader.pipeline.tenants
-        assert controller is not None and {"hubtenants", "tenant-clusters"} <= set(leader.ready()[1]["synced"])
+        informers = leader.pipeline.informers
+        # One informer per kind, shared with the stacks' controller: Clusters are watched once.
+        assert controller is not None and set(leader.ready()[1]["synced"]) == \
+            {"clusters", "hubconfigs", "namespaces", "configmaps", "hubtenants"}
         assert follower.pipeline is None
 
         name = tenants.name()
@@ -450,7 +462,7 @@ def test_only_the_leader_runs_the_tenant_controller_and_stops_it_with_its_term(w
         leader.stop()
         follower.stop()
     assert leader.pipeline is None
-    assert not any(informer._thread.is_alive() for informer in controller.informers)
+    assert not any(informer._thread.is_alive() for informer in informers)
 
 
 def test_annotating_the_namespace_as_the_refusal_says_adopts_it_within_seconds(world, tenants):

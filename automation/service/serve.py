@@ -1,10 +1,13 @@
 """The service: watch -> queue -> reconcile -> engine, behind a Lease, with probes and metrics.
 
     Informers ──► Cache ──► Mapper ──► WorkQueue ──► Workers ──► Reconciler ──► Engine
-    adapters/   service/    service/   service/     service/   service/        adapters/
-    watch.py    cache.py    mapper.py  queue.py     queue.py   reconcile.py    pulumi_engine.py
+    adapters/     service/  service/   service/      service/    service/       adapters/
+    kube/         cache.py  mapper.py  queue.py      queue.py    reconcile.py   engine/
+    informer.py
 
-Beside it, the tenant controller (service/tenants.py) turns Tenants into Namespaces (--no-tenants: off).
+The informers, the queues and their workers are the runtime's (service/runtime.py: one informer per kind,
+one start-when-synced). Beside the stacks' controller, the tenant controller (service/tenants.py) turns Tenants
+into Namespaces over the same informers (--no-tenants: off).
 Only the leader runs the pipeline; a follower keeps its probes up and runs nothing.
 Losing the Lease starts nothing more, kills the runs in flight and exits, before
 another replica may take the Lease; the next leader recovers their locks. The engine
@@ -41,12 +44,13 @@ from automation.adapters.aws.preflight import Preflight
 from automation.adapters.engine.pool import WorkerPool
 from automation.adapters.engine.settings import PulumiSettings
 from automation.adapters.kube.status import EventRecorder, StatusWriter, state_of
-from automation.adapters.kube.informer import Informer, informers, sources, wait_synced
+from automation.adapters.kube.informer import Informer, sources
 from automation.adapters import logs
 from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
 from automation.service.mapper import Desired, Mapper, Resolution
-from automation.service.queue import Outcome, WorkQueue, Workers
+from automation.service.queue import Outcome, WorkQueue
+from automation.service.runtime import Manager
 from automation.service.reconcile import Audit, Guard, ReconcileOptions, Reconciler
 from automation.service.server import Metrics, ProbeServer
 from automation.service.tenants import TenantController
@@ -177,7 +181,10 @@ def role_map_entries(raw: Mapping[str, Any] | None) -> Mapping[str, str]:
 def shared_ingress_sync(api_client: client.ApiClient) -> Callable[[Resolution], None]:
     """Keeps the central proxy's ConfigMap in step with the Clusters (automation.adapters.kube.ingress_sync)."""
     sync = IngressSync(api_client)
-    return lambda resolution: sync.sync(resolution.hub, resolution.routes)
+
+    def observe(resolution: Resolution) -> None:
+        sync.sync(resolution.hub, resolution.routes)  # whether it wrote is the sync's business (and its log's)
+    return observe
 
 
 def default_guards() -> list[Guard]:
@@ -316,16 +323,31 @@ class Pipeline:
         self.mapper = Mapper(self.cache, self.desired, add=self.queue.add, add_after=self.queue.add_after,
                              triage=self.reconciler.triage, observers=[shared_ingress_sync(api_client)],
                              watchers=[self.mesh_states], reset=self.queue.forget)
-        self.informers: list[Informer] = informers(
-            self.cache.stores(), sources(api_client, hub_name=options.hub_name, role_map_name=options.role_map_configmap,
-                                role_map_namespace=options.namespace, watch_namespace=options.watch_namespace),
-            timeout_seconds=options.watch_timeout, on_restart=metrics.watch_restarted)
-        self.workers = Workers(self.queue, self.reconcile, options.workers)
+        # The runtime (automation/service/runtime.py): one informer per kind, the Cache the store of the four the
+        # stacks read, shared with the tenant controller; one start-when-synced for both controllers.
+        self.manager = Manager(watch_timeout=options.watch_timeout, on_restart=metrics.watch_restarted)
+        stores = self.cache.stores()
+        for kind, source in sources(api_client, hub_name=options.hub_name, role_map_name=options.role_map_configmap,
+                                    role_map_namespace=options.namespace, watch_namespace=options.watch_namespace,
+                                    tenants=options.tenants).items():
+            self.manager.source(source, stores[kind])
+        # One queue for every stack (clusters' and transit stacks'), served by --workers threads: both share the
+        # engine's bound (the WorkerPool has as many processes).
+        self.stacks = self.manager.controller("stacks", self.reconcile, queue=self.queue, workers=options.workers,
+                                              threads="worker")
+        self.workers = self.stacks.workers
         self.census = EndpointCensus(self.cache, census, interval=options.endpoint_census_interval) \
             if census is not None and options.endpoint_census_interval > 0 else None
         self.tenants = TenantController(
-            api_client, hub_account=self._hub_account, backoff=Backoff(options.backoff_base, options.backoff_cap), watch_timeout=options.watch_timeout,
-            on_restart=metrics.watch_restarted) if options.tenants else None
+            api_client, self.manager, hub_account=self._hub_account,
+            backoff=Backoff(options.backoff_base, options.backoff_cap)) if options.tenants else None
+        # The mapper waits for every list, so a cluster is never judged against a half-filled cache.
+        self.manager.on_synced(self._seed_routes)
+        self.manager.on_synced(self._first_census)
+        self.manager.on_synced(self._sweep_agents)
+        if self.census is not None:  # placed with the counts from the first resolution on
+            self.manager.runnable(self.census)
+        self.manager.runnable(self.mapper)
         metrics.track_queue(lambda: self.queue.depth, lambda: self.queue.in_flight, lambda: self.queue.scheduled)
         metrics.track_clusters(self.cluster_counts)
         self._stopped = threading.Event()
@@ -339,26 +361,12 @@ class Pipeline:
         """A queue key: a transit stack's (`_tgw_<account>`) or a cluster's (namespace/name)."""
         return self.transit.reconcile(key) if is_transit_stack(key) else self.reconciler(key)
 
-    def start(self) -> None:
-        if self.tenants is not None:
-            self.tenants.start()
-        for informer in self.informers:
-            informer.start()
-        # The mapper waits for every list, so a cluster is never judged against a half-filled cache.
-        threading.Thread(target=self._start_when_synced, name="pipeline-start", daemon=True).start()
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self.manager.informers.values())
 
-    def _start_when_synced(self) -> None:
-        if not wait_synced(self.informers, self._stopped):
-            return
-        if not self._seed_routes():
-            return
-        if self.census is not None:  # placed with the counts from the first resolution on
-            self.census.count_once()
-            self.census.start()
-        self._sweep_agents()
-        self.mapper.start()
-        self.workers.start()
-        LOG.info("watches synced: %d clusters", len(self.cache.entries()))
+    def start(self) -> None:
+        self.manager.start()
 
     def _seed_routes(self) -> bool:
         """Before the first resolution: the routes the shared ingress publishes now (Desired.seed_routes), so the
@@ -378,23 +386,27 @@ class Pipeline:
             attempt += 1
         return False
 
-    def _sweep_agents(self) -> None:
+    def _first_census(self) -> bool:
+        if self.census is not None:
+            self.census.count_once()
+        return True
+
+    def _sweep_agents(self) -> bool:
         """Agents whose Cluster went while no service ran: revoked now (the garbage collector does it too, where
         kube-controller-manager runs); a failure is logged, never fatal (the next term sweeps again)."""
         try:
             sweep_agents(self._api_client, self._watch_namespace)
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             LOG.warning("could not sweep the facts agents of deleted Clusters: %s", getattr(exc, "reason", exc))
+        LOG.info("watches synced: %d clusters", len(self.cache.entries()))
+        return True
 
     def halt(self) -> None:
         """Start no more runs (the runs in flight go on)."""
         self._stopped.set()
-        self.queue.shutdown()
-        self.workers.halt()
+        self.manager.halt()
         self.reconciler.halt()
         self.runs.halt()
-        if self.tenants is not None:
-            self.tenants.halt()
 
     def cancel_runs(self, grace: float) -> None:
         """After halt(): cancel until no engine call is left, including one that passed the halt check just
@@ -409,24 +421,15 @@ class Pipeline:
         """Halt, cancel the runs in flight (killed after `grace` seconds), then stop every thread."""
         self.halt()
         self.cancel_runs(grace)
-        if self.census is not None:
-            self.census.stop()
-        self.mapper.stop()
-        self.workers.stop(timeout=WORKERS_STOP_TIMEOUT)
+        self.manager.stop(timeout=WORKERS_STOP_TIMEOUT)  # the mapper, the census, the workers, the informers
         self.reconciler.close()
         self.events.close()
-        for informer in self.informers:
-            informer.stop()
-        if self.tenants is not None:
-            self.tenants.stop(timeout=WORKERS_STOP_TIMEOUT)
 
     def synced(self) -> dict[str, bool]:
-        tenants = self.tenants.synced() if self.tenants is not None else {}
-        return {**{i.source.name: i.synced.is_set() for i in self.informers}, **tenants}
+        return self.manager.synced()
 
     def alive(self) -> bool:
-        return self._stopped.is_set() or (all(i.alive() for i in self.informers) and self.workers.alive()
-                                          and (self.tenants is None or self.tenants.alive()))
+        return self._stopped.is_set() or self.manager.alive()
 
     def cluster_counts(self) -> tuple[dict[str, int], int, dict[str, int]]:
         """The clusters by condition (one story each), how many stacks have uncorrected drift, and the Stalled

@@ -1,10 +1,14 @@
 """The tenant controller: each Tenant becomes a Namespace its admins may run Clusters in (docs/registry.md).
 
-    Informer(tenants)    ─┐
-    Informer(clusters)   ─┼─► WorkQueue ──► one worker ──► reconcile(tenant)
-    Informer(namespaces) ─┘   (+ a resync of every Tenant each `resync` seconds)
+    Manager: Informer(hubtenants) ─► TenantStore      ─┐
+             Informer(clusters)   ─► ClusterCounts    ─┼─► WorkQueue ──► one worker ──► reconcile(tenant)
+             Informer(namespaces) ─► NamespaceMarks   ─┘   (+ a resync of every Tenant each `resync` seconds)
 
-Only the leader runs it (automation/service/serve.py starts it with the pipeline and stops it with it).
+It owns no informer: the runtime's (automation/service/runtime.py) are shared with the stacks controller, so
+Clusters are watched once, in --watch-namespace when set. The Tenants' informer keeps them in a TenantStore;
+ClusterCounts and NamespaceMarks are handlers of the Clusters' and Namespaces' informers (whose stores are the
+service's Cache) that keep only what a Tenant's reconcile reads.
+Only the leader runs it (automation/service/serve.py registers it on the pipeline's Manager).
 What it makes of a Tenant is decided in stacks.admission; here it is read from and written to the API server:
 
 - the finalizer stacks.names.TENANT_FINALIZER, before anything is made;
@@ -46,8 +50,9 @@ from kubernetes.client.rest import ApiException
 from automation.adapters.backoff import Backoff
 from automation.adapters.loop import Loop
 from automation.adapters.kube.status import rfc3339
-from automation.adapters.kube.informer import DictStore, Informer, Raw, Source, object_key, wait_synced
-from automation.service.queue import Outcome, WorkQueue, Workers
+from automation.adapters.kube.informer import DictStore, Raw, Source, object_key
+from automation.service.queue import Outcome, WorkQueue
+from automation.service.runtime import Manager
 from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, TENANT_QUOTA,
                               admins_rolebinding, namespace_metadata, released_metadata, tenant_of,
                               tenant_quota, tenant_reader, tenant_refusal)
@@ -91,9 +96,9 @@ def _namespaces_of(raw: Raw) -> set[str]:
 
 
 class ClusterCounts:
-    """A Store for the Clusters' informer that keeps only where each Cluster is: counts per namespace, not
-    copies of the Clusters (the pipeline's cache holds those). `changed(namespace)` hears of arrivals and
-    departures, not of edits, which change no count."""
+    """A handler of the Clusters' informer that keeps only where each Cluster is: counts per namespace, not
+    copies of the Clusters (the informer's store, the pipeline's cache, holds those). `changed(namespace)` hears
+    of arrivals and departures, not of edits, which change no count."""
 
     def __init__(self, changed: Callable[[str], None]):
         self._changed = changed
@@ -101,16 +106,7 @@ class ClusterCounts:
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> Raw | None:
-        with self._lock:
-            namespace = self._where.get(key)
-        return None if namespace is None else {"metadata": {"namespace": namespace, "name": key.split("/", 1)[1]}}
-
-    def keys(self) -> list[str]:
-        with self._lock:
-            return list(self._where)
-
-    def apply(self, kind: str, raw: Raw) -> None:
+    def __call__(self, kind: str, raw: Raw) -> None:
         key, namespace = object_key(raw), str((raw.get("metadata") or {}).get("namespace"))
         with self._lock:
             if kind == "DELETED":
@@ -130,7 +126,7 @@ class ClusterCounts:
 
 
 class NamespaceMarks:
-    """A Store for the Namespaces' informer that keeps only what a Tenant's reconcile reads of each namespace (its
+    """A handler of the Namespaces' informer that keeps only what a Tenant's reconcile reads of each namespace (its
     hubwright labels and annotations, whether it is being deleted), and says `changed(namespace)` when that moves:
     the hub administrator's annotation that lets a Tenant adopt its namespace takes effect at once, not at the
     next resync."""
@@ -140,15 +136,11 @@ class NamespaceMarks:
         self._marks: dict[str, Raw] = {}  # name -> {"metadata": {name, labels, annotations, deletionTimestamp}}
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> Raw | None:
+    def get(self, name: str) -> Raw | None:
         with self._lock:
-            return self._marks.get(key)
+            return self._marks.get(name)
 
-    def keys(self) -> list[str]:
-        with self._lock:
-            return list(self._marks)
-
-    def apply(self, kind: str, raw: Raw) -> None:
+    def __call__(self, kind: str, raw: Raw) -> None:
         meta = raw.get("metadata") or {}
         name = str(meta.get("name"))
         marks = {"metadata": {"name": name, "labels": _ours(meta.get("labels")),
@@ -183,12 +175,13 @@ class Resync(Loop):
 # --------------------------------------------------------------------------- the controller
 
 class TenantController:
-    """Watches Tenants, Clusters and Namespaces and reconciles one Tenant at a time (see the module docstring)."""
+    """Reconciles one Tenant at a time over the Manager's Tenants, Clusters and Namespaces (module docstring)."""
 
-    def __init__(self, api_client: client.ApiClient, *, hub_account: Callable[[], str | None],
-                 backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0, watch_timeout: int = 300,
-                 on_restart: Callable[[str, str], None] | None = None, request_timeout: float = 30.0):
-        """`hub_account`: the valid HubConfig's spec.accountID, None while there is none (the service's cache)."""
+    def __init__(self, api_client: client.ApiClient, manager: Manager, *, hub_account: Callable[[], str | None],
+                 backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0, request_timeout: float = 30.0):
+        """Registers on `manager` the Tenants' source and handlers of its "clusters" and "namespaces" (every
+        namespace: automation.adapters.kube.informer.sources(..., tenants=True)); started and stopped with it.
+        `hub_account`: the valid HubConfig's spec.accountID, None while there is none (the service's cache)."""
         self.api_client = api_client
         self.hub_account = hub_account
         self.request_timeout = request_timeout
@@ -198,51 +191,14 @@ class TenantController:
         self.queue = WorkQueue(backoff)
         self.tenants = TenantStore(self.queue.add)
         self.clusters = ClusterCounts(self._namespace_changed)
-        options: dict[str, Any] = {"timeout_seconds": watch_timeout, "on_restart": on_restart}
-        self.informers = [
-            Informer(Source(TENANTS, self.custom.list_cluster_custom_object, (GROUP, VERSION, TENANTS)),
-                     self.tenants, **options),
-            Informer(Source("tenant-clusters", self.custom.list_cluster_custom_object, (GROUP, VERSION, CLUSTERS)),
-                     self.clusters, **options),
-            Informer(Source("tenant-namespaces", self.core.list_namespace), NamespaceMarks(self._namespace_changed),
-                     **options),
-        ]
-        self.workers = Workers(self.queue, self.reconcile, 1, name="tenant-worker")
+        self.namespaces = NamespaceMarks(self._namespace_changed)
+        self.controller = manager.controller("tenant", self.reconcile, queue=self.queue, workers=1)
+        manager.source(Source(TENANTS, self.custom.list_cluster_custom_object, (GROUP, VERSION, TENANTS)),
+                       self.tenants)
+        manager.watch("clusters", self.clusters)
+        manager.watch("namespaces", self.namespaces)
         self.resync = Resync(resync, self._resync)
-        self._stopped = threading.Event()
-
-    # -- lifecycle
-    def start(self) -> None:
-        for informer in self.informers:
-            informer.start()
-        # Counts are only right once both lists are in: the worker starts after them.
-        threading.Thread(target=self._start_when_synced, name="tenants-start", daemon=True).start()
-
-    def _start_when_synced(self) -> None:
-        if wait_synced(self.informers, self._stopped):
-            self.workers.start()
-            self.resync.start()
-            LOG.info("tenant controller synced: %d tenants", len(self.tenants.keys()))
-
-    def halt(self) -> None:
-        """Take no more Tenants (the one in hand is finished)."""
-        self._stopped.set()
-        self.queue.shutdown()
-        self.workers.halt()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self.halt()
-        self.resync.stop()
-        self.workers.stop(timeout=timeout)
-        for informer in self.informers:
-            informer.stop()
-
-    def synced(self) -> dict[str, bool]:
-        return {i.source.name: i.synced.is_set() for i in self.informers}
-
-    def alive(self) -> bool:
-        return self._stopped.is_set() or (all(i.alive() for i in self.informers) and self.workers.alive()
-                                          and self.resync.alive())
+        manager.runnable(self.resync)
 
     def _resync(self) -> None:
         for name in self.tenants.keys():
@@ -464,7 +420,8 @@ class TenantController:
 
 def _stalled(reason: str, message: str, raw: Raw) -> dict[str, Any]:
     """The Stalled condition of a refused Tenant (kstatus; Ready is absent while it is refused)."""
-    old = next((c for c in ((raw.get("status") or {}).get("conditions") or []) if c.get("type") == "Stalled"), {})
+    old: Raw = next((c for c in ((raw.get("status") or {}).get("conditions") or []) if c.get("type") == "Stalled"),
+                    {})
     now = old.get("lastTransitionTime") if old.get("reason") == reason else None
     return {"type": "Stalled", "status": "True", "reason": reason, "message": message[:MESSAGE_MAX],
             "lastTransitionTime": now or rfc3339(time.time()),

@@ -2,8 +2,10 @@
 
 An Informer lists, then watches from the list's resourceVersion; a dropped stream resumes from the last
 version seen; 410 Gone relists and passes on the differences only. Its Store is the one copy of the objects:
-the service's Cache (automation/service/cache.py) is the store of all four sources(), so nothing is kept
-twice. Official `kubernetes` client only; no monkeypatching, no custom transport.
+the service's Cache (automation/service/cache.py) is the store of the four kinds it reads, so nothing is kept
+twice; a Fanout passes each change the store took on to the other consumers of the kind (the runtime,
+automation/service/runtime.py, runs one informer per kind for every controller). Official `kubernetes`
+client only; no monkeypatching, no custom transport.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
 import urllib3
 from kubernetes import client, watch
@@ -27,6 +29,7 @@ Raw = dict[str, Any]
 Handler = Callable[[str, Raw], None]  # (ADDED | MODIFIED | DELETED, object)
 
 
+@runtime_checkable
 class Store(Protocol):
     """Where an informer keeps what it has seen: the one copy of each object (the service's Cache is one).
     `apply` is told every change, after the informer has dropped replays of what the store already holds."""
@@ -63,6 +66,30 @@ class DictStore:
         self.handler(kind, raw)
 
 
+class Fanout:
+    """A Store that is `store` (the one copy of the kind), and passes every change it took on to more handlers:
+    one informer, several consumers. A handler that raises is logged; the others still hear of the change."""
+
+    def __init__(self, name: str, store: Store):
+        self.name = name
+        self.store = store
+        self.handlers: list[Handler] = []
+
+    def get(self, key: str) -> Raw | None:
+        return self.store.get(key)
+
+    def keys(self) -> list[str]:
+        return self.store.keys()
+
+    def apply(self, kind: str, raw: Raw) -> None:
+        self.store.apply(kind, raw)
+        for handler in self.handlers:
+            try:
+                handler(kind, raw)
+            except Exception:  # noqa: BLE001 - one consumer's bug must not starve the others
+                LOG.exception("%s: a handler of %s %s failed", self.name, kind, object_key(raw))
+
+
 def object_key(raw: Raw) -> str:
     meta = raw.get("metadata") or {}
     namespace = meta.get("namespace")
@@ -89,7 +116,7 @@ class Informer(Loop):
                  on_restart: Callable[[str, str], None] | None = None):
         super().__init__(f"informer-{source.name}")
         self.source = source
-        self.store: Store = store if hasattr(store, "apply") else DictStore(store)
+        self.store: Store = store if isinstance(store, Store) else DictStore(store)
         self.timeout_seconds = timeout_seconds
         self.page_size = page_size
         self._backoff = Backoff(retry_base, retry_cap)
@@ -211,15 +238,17 @@ class Informer(Loop):
 # --------------------------------------------------------------------------- wiring
 
 def sources(api_client: client.ApiClient, *, hub_name: str, role_map_name: str, role_map_namespace: str,
-            watch_namespace: str | None = None) -> dict[str, Source]:
-    """The four lists the service watches (Clusters in one namespace or all)."""
+            watch_namespace: str | None = None, tenants: bool = False) -> dict[str, Source]:
+    """What the service watches, one Source per kind: Clusters (in one namespace or all), their Namespaces, the
+    HubConfig and the role-map ConfigMap. With `tenants` (the tenant controller runs beside: it adds the Tenants'
+    source itself), every Namespace even with `watch_namespace`: a Tenant's namespace may be any."""
     custom = client.CustomObjectsApi(api_client)
     core = client.CoreV1Api(api_client)
     if watch_namespace:
         clusters = Source("clusters", custom.list_namespaced_custom_object, (GROUP, VERSION, watch_namespace,
                                                                              CLUSTERS))
-        namespaces = Source("namespaces", core.list_namespace,
-                            kwargs={"field_selector": f"metadata.name={watch_namespace}"})
+        namespaces = Source("namespaces", core.list_namespace) if tenants else \
+            Source("namespaces", core.list_namespace, kwargs={"field_selector": f"metadata.name={watch_namespace}"})
     else:
         clusters = Source("clusters", custom.list_cluster_custom_object, (GROUP, VERSION, CLUSTERS))
         namespaces = Source("namespaces", core.list_namespace)
@@ -233,12 +262,7 @@ def sources(api_client: client.ApiClient, *, hub_name: str, role_map_name: str, 
     }
 
 
-def informers(stores: Mapping[str, Store], srcs: Mapping[str, Source], **options: Any) -> list[Informer]:
-    """One Informer per source, into the store of the same name (the service's Cache.stores())."""
-    return [Informer(src, stores[name], **options) for name, src in srcs.items()]
-
-
-def wait_synced(informers: list[Informer], stop: threading.Event, *, poll: float = 0.2) -> bool:
+def wait_synced(informers: Iterable[Informer], stop: threading.Event, *, poll: float = 0.2) -> bool:
     """Block until every informer has listed once (True), or until `stop` is set (False): what a consumer of
     their caches waits for, so nothing is judged against a half-filled cache."""
     for informer in informers:
