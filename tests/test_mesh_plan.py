@@ -11,7 +11,7 @@ from automation.adapters.engine.plan import plan_stack
 from stacks.inputs import StackInputs
 from stacks.mesh import pair_name
 from stacks.resolve import resolve_fleet
-from tests.factories import fleet as make_fleet
+from doubles.factories import fleet as make_fleet
 from tests.test_mesh import group, hub, member
 
 PEERING = "aws:ec2/vpcPeeringConnection:VpcPeeringConnection"

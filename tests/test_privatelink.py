@@ -6,7 +6,7 @@ import pytest
 from automation.adapters.engine.plan import PlanError, plan_stack
 from automation.adapters.engine.standins import StandIns
 
-from tests.factories import HUB_ACCOUNT, HUB_ROLE, cluster, hub, resolve_one
+from doubles.factories import HUB_ACCOUNT, HUB_ROLE, cluster, hub, resolve_one
 
 SERVICE = "aws:ec2/vpcEndpointService:VpcEndpointService"
 ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
