@@ -4,7 +4,7 @@ Needs the real `pulumi` CLI and `pulumi-resource-pulumi-python` on PATH (scripts
 
     PATH=$PWD/.tools/bin:$PATH .venv/bin/python -m bench.drift --json
 
-For stacks of 1, 10 and 50 dynamic resources (tests.pulumi_live_programs.cloudy: each resource's "cloud" is a
+For stacks of 1, 10 and 50 dynamic resources (doubles.pulumi_programs.cloudy: each resource's "cloud" is a
 file, so a refresh reads one file per resource through the dynamic provider; no network, no cloud account),
 on a file:// backend, the median of --runs runs (interleaved, so a change in the machine's load hits all alike):
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from automation.adapters.engine.pulumi_engine import PulumiEngine
-from tests.pulumi_live_programs import cloudy, engine_settings, make_inputs
+from doubles.pulumi_programs import cloudy, engine_settings, make_inputs
 
 
 def timed(fn: Callable[[], object]) -> float:

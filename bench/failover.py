@@ -3,7 +3,7 @@
 Two replicas of the service (automation.service.serve.Service) against a real kube-apiserver
 (doubles/envtest.py), sharing one engine double (doubles.RecordingEngine) so that runs of one stack by both
 replicas would show as overlapping. Replica A leads and talks to the API server through a TCP proxy
-(tests/stall_proxy.py); while A's `up` of a Cluster is in flight, the proxy stops forwarding without closing
+(doubles/stall_proxy.py); while A's `up` of a Cluster is in flight, the proxy stops forwarding without closing
 anything (issue #13). Replica B, directly connected, takes over and runs the stack.
 
 Prints one JSON object with, for the deployed Lease timings (ServiceOptions' defaults) and the fast ones of
@@ -14,7 +14,7 @@ the tests, over --runs repetitions:
   stopped_before_new_leader   in how many repetitions A had stopped before B started to lead (must be all)
   max_concurrent_per_stack    the most runs of one stack at once, over every repetition (must be 1)
 
-The scenario is tests/failover.py's `failover`, which tests/test_leader_stall.py runs once and asserts on.
+The scenario is doubles/failover.py's `failover`, which tests/test_leader_stall.py runs once and asserts on.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import statistics
 from typing import Any
 
 from doubles.envtest import EnvTest, missing_binaries, project_crds, start_envtest
-from tests.failover import DEPLOYED, FAST, failover
+from doubles.failover import DEPLOYED, FAST, failover
 
 def spread(values: list[float | None]) -> dict[str, float | None]:
     seen = [v for v in values if v is not None]

@@ -19,6 +19,15 @@ Prints one JSON object:
                             fleet of N clusters (--fleet, repeatable; target p99 < 50 ms at 1,000 and 10,000)
   event_to_run_p99_ratio    p99 at the largest --fleet / p99 at the smallest (target <= 1.5)
   rss_mb_per_1000_clusters  the restarted service's resident memory growth, per 1,000 clusters
+
+With --apiserver real, every scenario runs against a real kube-apiserver and etcd (doubles/envtest.py, the
+project's CRDs installed, as tests/envtest.py starts it) instead of kmock's emulator, and the latency scenario
+also measures the floor in the same run, over the same settled fleet, before the service starts:
+
+  watch_floor_ms_p50/p99_at_N     the same spec edit (PATCH sent) to its MODIFIED event arriving on a bare watch
+                                  of HubClusters in this process (kubernetes.watch, nothing else running)
+  watch_create_floor_ms_p50/p99_at_N  a HubCluster create sent to its ADDED event on that watch
+  event_to_run_floor_ratio_p50/p99_at_N  event_to_run / watch_floor: the service's own share (goal p99 <= 1.5)
 """
 from __future__ import annotations
 
@@ -35,11 +44,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from kubernetes import client
+from kubernetes import client, config, watch
 
 from automation.service.serve import Service, ServiceOptions
 from bench.fleets import ACCOUNTS, REGIONS
 from doubles import RecordingEngine
+from doubles.envtest import missing_binaries, project_crds, start_envtest
 from stacks.names import CLUSTERS, HUBCONFIGS, GROUP, OWNER_ACCOUNT_ANNOTATION, VERSION
 
 SYSTEM = "hubwright-system"
@@ -48,8 +58,13 @@ SYSTEM = "hubwright-system"
 # --------------------------------------------------------------------------- the API server
 
 @contextmanager
-def api_server() -> Iterator[str]:
-    """A MockKubeAPI in a child process; yields its URL."""
+def api_server(kind: str = "kmock") -> Iterator[str]:
+    """Yields where the API server is, for api_client(): kmock's URL (a MockKubeAPI in a child process), or the
+    kubeconfig of a real etcd + kube-apiserver with the project's CRDs (kind "real")."""
+    if kind == "real":
+        with start_envtest(crds=project_crds()) as env:
+            yield str(env.kubeconfig())
+        return
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-m", "doubles", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, env=env)
@@ -67,9 +82,13 @@ def api_server() -> Iterator[str]:
             proc.wait()
 
 
-def api_client(url: str) -> client.ApiClient:
+def api_client(where: str) -> client.ApiClient:
+    """A client of api_server()'s server: `where` is a URL (kmock) or a kubeconfig path (the real one)."""
     cfg = client.Configuration()
-    cfg.host = url
+    if where.startswith("http"):
+        cfg.host = where
+    else:
+        config.load_kube_config(config_file=where, client_configuration=cfg)
     cfg.connection_pool_maxsize = 32
     return client.ApiClient(cfg)
 
@@ -172,8 +191,8 @@ def rss_mb() -> float:
 
 # --------------------------------------------------------------------------- scenarios
 
-def restart(clusters: int, workers: int) -> dict[str, float]:
-    with api_server() as url:
+def restart(clusters: int, workers: int, apiserver: str = "kmock") -> dict[str, float]:
+    with api_server(apiserver) as url:
         api = api_client(url)
         populate(api, clusters)
         first = RecordingEngine()
@@ -212,8 +231,8 @@ def restart_child(url: str, clusters: int, workers: int) -> None:
                       "rss_mb_per_1000_clusters": round((after - before) * 1000 / max(cached, 1), 1)}))
 
 
-def burst(updates: int, run_ms: float) -> dict[str, float]:
-    with api_server() as url:
+def burst(updates: int, run_ms: float, apiserver: str = "kmock") -> dict[str, float]:
+    with api_server(apiserver) as url:
         api = api_client(url)
         populate(api, 1)
         engine = RecordingEngine(run_ms / 1000)
@@ -238,9 +257,9 @@ def burst(updates: int, run_ms: float) -> dict[str, float]:
             "burst_final_state_applied": last == f"api.burst-{updates - 1}.example.com"}
 
 
-def join_runs(members: int, group: dict | None = None) -> int:
+def join_runs(members: int, group: dict | None = None, apiserver: str = "kmock") -> int:
     """Engine runs when one cluster joins a settled mesh group of `members` (HubConfig settings `group`)."""
-    with api_server() as url:
+    with api_server(apiserver) as url:
         api = api_client(url)
         populate(api, members, mesh="payments", group=group)
         engine = RecordingEngine()
@@ -258,14 +277,14 @@ def join_runs(members: int, group: dict | None = None) -> int:
     return engine.count() - before
 
 
-def mesh_join(members: int) -> dict[str, float]:
-    return {"mesh_join_runs": join_runs(members), "mesh_join_promised": 1, "mesh_group_size": members}
+def mesh_join(members: int, apiserver: str = "kmock") -> dict[str, float]:
+    return {"mesh_join_runs": join_runs(members, apiserver=apiserver), "mesh_join_promised": 1, "mesh_group_size": members}
 
 
-def tgw_join(members: int) -> dict[str, float]:
+def tgw_join(members: int, apiserver: str = "kmock") -> dict[str, float]:
     """A Transit Gateway group: with summaryCIDRs, and without them."""
     runs = {summary: join_runs(members, {"topology": "transitGateway",
-                                         "summaryCIDRs": ["10.0.0.0/8"] if summary else []})
+                                         "summaryCIDRs": ["10.0.0.0/8"] if summary else []}, apiserver)
             for summary in (True, False)}
     return {"tgw_join_runs": runs[True], "tgw_join_runs_no_summary": runs[False], "tgw_join_promised": 2,
             "tgw_group_size": members}
@@ -307,8 +326,8 @@ def counting_engine(run_ms: float) -> tuple[RecordingEngine, Runs]:
     return RecordingEngine(run_ms / 1000, on_start=runs.on_start, on_end=runs.on_end), runs
 
 
-def fanout(clusters: int, workers: int, run_ms: float) -> dict[str, float]:
-    with api_server() as url:
+def fanout(clusters: int, workers: int, run_ms: float, apiserver: str = "kmock") -> dict[str, float]:
+    with api_server(apiserver) as url:
         api = api_client(url)
         populate(api, clusters)
         engine, runs = counting_engine(run_ms)
@@ -326,11 +345,19 @@ def fanout(clusters: int, workers: int, run_ms: float) -> dict[str, float]:
             "fanout_ideal_s": round(ideal, 3), "service_cpu_ms_per_reconcile": round(cpu * 1000 / runs.ups, 2)}
 
 
-def latency(fleet: int, workers: int, samples: int) -> dict[str, float]:
-    """event_to_run over a settled fleet of `fleet` clusters (applied at once: runs take no time)."""
-    with api_server() as url:
+def latency(fleet: int, workers: int, samples: int, apiserver: str = "kmock") -> dict[str, float]:
+    """event_to_run over a settled fleet of `fleet` clusters (applied at once: runs take no time); over the real
+    API server, the bare watch's floor first, on the same fleet."""
+    floor: dict[str, float] = {}
+    with api_server(apiserver) as url:
         api = api_client(url)
         populate(api, fleet)
+        if apiserver == "real":
+            edits, creates = watch_floor(api, samples)
+            floor = {f"watch_floor_ms_p50_at_{fleet}": round(statistics.median(edits), 1),
+                     f"watch_floor_ms_p99_at_{fleet}": round(percentile(edits, 0.99), 1),
+                     f"watch_create_floor_ms_p50_at_{fleet}": round(statistics.median(creates), 1),
+                     f"watch_create_floor_ms_p99_at_{fleet}": round(percentile(creates, 0.99), 1)}
         engine, runs = counting_engine(0)
         svc = service(api, engine, max(workers, 16))
         svc.start()
@@ -340,8 +367,13 @@ def latency(fleet: int, workers: int, samples: int) -> dict[str, float]:
             latencies = event_to_run(api, runs, samples)
         finally:
             svc.stop()
-    return {f"event_to_run_ms_p50_at_{fleet}": round(statistics.median(latencies), 1),
-            f"event_to_run_ms_p99_at_{fleet}": round(percentile(latencies, 0.99), 1)}
+    result = {f"event_to_run_ms_p50_at_{fleet}": round(statistics.median(latencies), 1),
+              f"event_to_run_ms_p99_at_{fleet}": round(percentile(latencies, 0.99), 1), **floor}
+    if floor:
+        for q in ("p50", "p99"):
+            result[f"event_to_run_floor_ratio_{q}_at_{fleet}"] = round(
+                result[f"event_to_run_ms_{q}_at_{fleet}"] / max(floor[f"watch_floor_ms_{q}_at_{fleet}"], 0.1), 2)
+    return result
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -367,6 +399,84 @@ def event_to_run(api: client.ApiClient, runs: Runs, samples: int) -> list[float]
     return latencies
 
 
+class Seen:
+    """A bare watch of every HubCluster (kubernetes.watch on this process's client, nothing else): when each
+    (name, spec.apiURL) was first seen, by event type."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._lock = threading.Condition()
+        self.at: dict[tuple[str, str, str], float] = {}  # (event type, name, apiURL) -> monotonic time seen
+        self._watch = watch.Watch()
+        custom = client.CustomObjectsApi(api)
+        listed = custom.list_cluster_custom_object(GROUP, VERSION, CLUSTERS, limit=1, _request_timeout=30)
+        self._stream = self._watch.stream(custom.list_cluster_custom_object, GROUP, VERSION, CLUSTERS,
+                                          resource_version=listed["metadata"]["resourceVersion"],
+                                          allow_watch_bookmarks=False, timeout_seconds=3600,
+                                          _request_timeout=(10, 3700))
+        self._thread = threading.Thread(target=self._run, name="bare-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for event in self._stream:
+                now = time.monotonic()
+                obj = event["object"]
+                key = (event["type"], obj["metadata"]["name"], obj.get("spec", {}).get("apiURL", ""))
+                with self._lock:
+                    self.at.setdefault(key, now)
+                    self._lock.notify_all()
+        except Exception as exc:  # noqa: BLE001 - the server going away after stop() is the normal end
+            with self._lock:
+                self.error = exc
+                self._lock.notify_all()
+
+    error: Exception | None = None
+
+    def wait(self, key: tuple[str, str, str], timeout: float = 30) -> float:
+        with self._lock:
+            if not self._lock.wait_for(lambda: key in self.at or self.error is not None, timeout):
+                raise TimeoutError(f"the bare watch did not see {key} within {timeout:.0f}s")
+            if key not in self.at:
+                raise RuntimeError(f"the bare watch ended before {key}: {self.error!r}")
+            return self.at[key]
+
+    def stop(self) -> None:
+        self._watch.stop()  # the stream ends at its next event, or when the server goes (the thread is a daemon)
+
+
+FLOOR_NAMESPACE = "bench-floor"
+
+
+def watch_floor(api: client.ApiClient, samples: int) -> tuple[list[float], list[float]]:
+    """The bare watch's delivery (ms from the call sent), before any service runs: `samples` spec edits like
+    event_to_run's (PATCH of c0000..c0049's apiURL) to their MODIFIED event, and `samples` creates of a HubCluster
+    (in FLOOR_NAMESPACE, deleted afterwards, so the service never sees them) to their ADDED event."""
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    seen = Seen(api)
+    edits, creates = [], []
+    try:
+        for i in range(samples):
+            n = i % 50
+            url = f"https://api.floor-{i}.c{n:04d}.example.com"
+            sent = time.monotonic()
+            custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(n), CLUSTERS, f"c{n:04d}",
+                                                  {"spec": {"apiURL": url}}, _request_timeout=30)
+            edits.append((seen.wait(("MODIFIED", f"c{n:04d}", url)) - sent) * 1000)
+        core.create_namespace({"metadata": {"name": FLOOR_NAMESPACE}}, _request_timeout=30)
+        for i in range(samples):
+            doc = cluster_doc(9000 + i % 1000, FLOOR_NAMESPACE)
+            doc["metadata"]["name"] = f"floor-{i:04d}"
+            sent = time.monotonic()
+            custom.create_namespaced_custom_object(GROUP, VERSION, FLOOR_NAMESPACE, CLUSTERS, doc, _request_timeout=30)
+            creates.append((seen.wait(("ADDED", doc["metadata"]["name"], doc["spec"]["apiURL"])) - sent) * 1000)
+        for i in range(samples):
+            custom.delete_namespaced_custom_object(GROUP, VERSION, FLOOR_NAMESPACE, CLUSTERS, f"floor-{i:04d}",
+                                                   _request_timeout=30)
+    finally:
+        seen.stop()
+    return edits, creates
+
+
 # --------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
@@ -385,28 +495,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=["restart", "burst", "mesh", "tgw", "fanout", "latency"],
                         action="append",
                         help="run only these scenarios (repeatable)")
+    parser.add_argument("--apiserver", choices=["kmock", "real"], default="kmock",
+                        help="kmock's emulator (default), or a real kube-apiserver and etcd (.tools/bin, "
+                             "scripts/tools.sh); with real, latency also measures the bare watch's floor")
     parser.add_argument("--restart-child", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.restart_child:
         restart_child(args.restart_child, args.clusters, args.workers)
         return 0
+    if args.apiserver == "real":
+        missing = missing_binaries("etcd", "kube-apiserver")
+        if missing:
+            parser.error(f"{', '.join(missing)} not found in .tools/bin or on PATH (scripts/tools.sh builds them)")
 
     chosen = set(args.only or ["restart", "burst", "mesh", "tgw", "fanout", "latency"])
-    result: dict[str, Any] = {"clusters": args.clusters, "workers": args.workers, "run_ms": args.run_ms}
+    result: dict[str, Any] = {"apiserver": args.apiserver, "clusters": args.clusters, "workers": args.workers,
+                              "run_ms": args.run_ms}
     if "restart" in chosen:
-        result.update(restart(args.clusters, args.workers))
+        result.update(restart(args.clusters, args.workers, args.apiserver))
     if "burst" in chosen:
-        result.update(burst(args.burst, args.run_ms))
+        result.update(burst(args.burst, args.run_ms, args.apiserver))
     if "mesh" in chosen:
-        result.update(mesh_join(args.mesh))
+        result.update(mesh_join(args.mesh, args.apiserver))
     if "tgw" in chosen:
-        result.update(tgw_join(args.mesh))
+        result.update(tgw_join(args.mesh, args.apiserver))
     if "fanout" in chosen:
-        result.update(fanout(args.fanout, args.workers, args.run_ms))
+        result.update(fanout(args.fanout, args.workers, args.run_ms, args.apiserver))
     if "latency" in chosen:
         fleets = sorted(set(args.fleet or [1000]))
         for size in fleets:
-            result.update(latency(size, args.workers, args.samples))
+            result.update(latency(size, args.workers, args.samples, args.apiserver))
         if len(fleets) > 1:
             result["event_to_run_p99_ratio"] = round(result[f"event_to_run_ms_p99_at_{fleets[-1]}"]
                                                      / result[f"event_to_run_ms_p99_at_{fleets[0]}"], 2)

@@ -6,6 +6,11 @@ pyproject.toml's [tool.importlinter] forbids it).
 - doubles.envtest: the real thing, not a double: etcd + kube-apiserver (+ kube-controller-manager) on loopback,
   the harness tests/ (its fixtures: tests/envtest.py) and bench/ share; doubles.agent_orphans: the scenario
   of an agent whose Cluster went while no service ran.
+- Harnesses tests/ and bench/ both use (bench/ never imports tests/: the "bench-doubles-not-tests" contract in
+  pyproject.toml): doubles.factories (model documents and fleets), doubles.service_env (a Service on kmock's
+  emulator or a shared envtest), doubles.stall_proxy (a TCP proxy that stalls), doubles.failover (the stalled-leader
+  scenario), doubles.pulumi_programs (dynamic-resource stack programs for the real pulumi CLI), doubles.plans (what
+  tests ask of an offline plan beyond what production reads: the destroy order).
 """
 from doubles.engine import RecordingEngine, fake_outputs
 from doubles.kube import CuttableProxy, MockKubeAPI

@@ -47,7 +47,7 @@ from automation.adapters.engine.plan import StackPlan, record
 from tests.dockerfile import DOCKERFILE, Image
 from tests.dockerfile import image as image_of
 from tests.envtest import TOOLS_BIN, install_crds
-from tests.service_env import wait_until
+from doubles.service_env import wait_until
 
 ROOT = DOCKERFILE.parent
 VENV_BIN = (ROOT / ".venv" / "bin").resolve()  # resolved: the repository is hidden in the sandbox

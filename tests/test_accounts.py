@@ -18,7 +18,7 @@ from stacks.errors import InvalidSpec
 from stacks.guards import check_move
 from stacks.inputs import stack_targets
 from stacks.resolve import resolve_fleet
-from tests.factories import HUB_ACCOUNT, HUB_ROLE, NAMESPACES, cluster, fleet, hub, resolve_one
+from doubles.factories import HUB_ACCOUNT, HUB_ROLE, NAMESPACES, cluster, fleet, hub, resolve_one
 from stacks.names import DEFAULT_REGION_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, REGION_ANNOTATION
 
 ROLE_2 = "arn:aws:iam::222222222222:role/hubwright"

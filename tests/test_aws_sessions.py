@@ -25,7 +25,7 @@ from stacks.mesh import FoundRoute, HubVpc
 from stacks.model import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 
-from tests.factories import HUB_ACCOUNT, cluster, hub, resolve_one
+from doubles.factories import HUB_ACCOUNT, cluster, hub, resolve_one
 from tests.moto_server import DEFAULT_ACCOUNT
 
 CLUSTER_ACCOUNT = "222222222222"

@@ -18,7 +18,7 @@ from automation.service.census import EndpointCensus
 from stacks.model import RESOLVED_METADATA, parse, resolved_part
 from stacks.names import JOIN_STATUS_KEY, ROLE_MAP_CONFIGMAP
 from stacks.resolve import resolve_fleet
-from tests.factories import NAMESPACES, cluster_doc, fleet, hub, hub_doc
+from doubles.factories import NAMESPACES, cluster_doc, fleet, hub, hub_doc
 
 
 def _cache() -> Cache:

@@ -110,7 +110,7 @@ def test_the_deploy_program_runs_the_service_and_the_central_proxy(tmp_path):
     import pulumi
     import yaml
 
-    from tests.factories import hub_doc
+    from doubles.factories import hub_doc
 
     hub_file = tmp_path / "hub.yaml"
     hub_file.write_text(yaml.safe_dump(hub_doc(sharedIngress={"address": "ingress.example.com:6443"})))

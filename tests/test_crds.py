@@ -15,7 +15,7 @@ from stacks.crds import crd_manifests, schema_of
 from stacks.errors import InvalidSpec
 from stacks.model import ClusterSpec, HubConfigSpec, parse
 from stacks.status import ClusterStatus
-from tests.factories import cluster_doc, hub_doc
+from doubles.factories import cluster_doc, hub_doc
 
 FORBIDDEN = ("$ref", "anyOf", "oneOf", "allOf", "const", "patternProperties", "propertyNames", "$defs")
 

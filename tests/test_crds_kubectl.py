@@ -16,7 +16,7 @@ import pytest
 
 from stacks.names import CLUSTER, GROUP, HUBCONFIG, TENANT
 from tests.envtest import BUILD_HINT, find_binary, kube_apiserver  # noqa: F401
-from tests.factories import cluster_doc
+from doubles.factories import cluster_doc
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,8 @@ from stacks.names import FINALIZER, GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL, 
 from tests import deployed
 from tests.dockerfile import Image, image
 from tests.envtest import free_port, start_envtest, tools_env
-from tests.factories import hub_doc
-from tests.service_env import ServiceEnv, wait_until
+from doubles.factories import hub_doc
+from doubles.service_env import ServiceEnv, wait_until
 
 MISSING = deployed.missing()
 pytestmark = [pytest.mark.live, pytest.mark.skipif(MISSING is not None, reason=str(MISSING))]

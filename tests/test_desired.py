@@ -12,7 +12,7 @@ from automation.service.mapper import Desired
 from stacks.names import ALLOWED_DOMAINS_ANNOTATION, ROLE_MAP_CONFIGMAP
 from stacks.resolve import Fleet, resolve_all
 from stacks.tenancy import DOMAIN_NOT_ALLOWED
-from tests.factories import NAMESPACES, cluster_doc, hub_doc
+from doubles.factories import NAMESPACES, cluster_doc, hub_doc
 
 SUBNETS = [{"subnetID": "subnet-0a", "availabilityZone": "us-east-1a"}]
 TWO_VPCS = [{"region": "us-east-1", "vpcID": f"vpc-0hub{x}", "cidr": f"10.{100 + i}.0.0/16", "subnets": SUBNETS}

@@ -1,5 +1,5 @@
 """Drift, end to end: the service with its real engine (a WorkerPool running the real `pulumi` CLI, file backend)
-keeps a stack whose "cloud" a test changes behind Pulumi's back (tests.pulumi_live_programs.cloudy: a dynamic
+keeps a stack whose "cloud" a test changes behind Pulumi's back (doubles.pulumi_programs.cloudy: a dynamic
 resource whose cloud is a file). The API server is kmock's emulator; the drift check is the service's own.
 
 Problem 2 of issue #14: the drift check ran `preview` without refresh, compared the program with the state
@@ -15,8 +15,8 @@ import pytest
 
 from automation.adapters.engine.pool import WorkerPool
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
-from tests.pulumi_live_programs import CLOUDY, change_cloud, cloud_value, engine_settings
-from tests.service_env import ServiceEnv, on_kmock, wait_until
+from doubles.pulumi_programs import CLOUDY, change_cloud, cloud_value, engine_settings
+from doubles.service_env import ServiceEnv, on_kmock, wait_until
 
 THING = "prod-1-thing-0"  # the one resource of cloudy() for the Cluster prod-1
 

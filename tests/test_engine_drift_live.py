@@ -6,7 +6,7 @@
 - applied(): the inputs of the last successful up from the stack's state (tag + output), however many failed
   updates came after it; the history window the old code read gives up after HISTORY_WINDOW of them.
 
-The "cloud" is a directory of files (tests.pulumi_live_programs.FileCloudProvider): the test edits a file, the
+The "cloud" is a directory of files (doubles.pulumi_programs.FileCloudProvider): the test edits a file, the
 provider's read() sees it. Tests that take `pulumi_cli` skip, saying why, when the CLI or the dynamic provider
 plugin is missing (scripts/tools.sh builds them); the others need no CLI.
 """
@@ -27,7 +27,7 @@ from automation.adapters.engine.run_output import DRIFT_LIMIT, ChangedResources,
 from automation.adapters.engine.worker import _plain
 from components.program import INPUTS_OUTPUT
 from doubles.engine import RecordingEngine
-from tests.pulumi_live_programs import (
+from doubles.pulumi_programs import (
     CLOUDY,
     change_cloud,
     cloud_value,

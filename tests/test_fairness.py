@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from doubles import MockKubeAPI, RecordingEngine
-from tests.service_env import FAST, ServiceEnv, wait_until
+from doubles.service_env import FAST, ServiceEnv, wait_until
 
 RUN = 1.0  # seconds per engine run: long against the API round trips below, so the wait measures the queue
 # On top of the one run B may wait for: the watch event and the resolve that queue B's key, the failed run's

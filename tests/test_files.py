@@ -14,7 +14,7 @@ from automation.cli import main
 from automation.adapters.files import inputs as files
 from automation.adapters.files.inputs import LOADERS, MAX_FILE_BYTES, load_fleet
 from stacks.errors import InvalidSpec
-from tests.factories import cluster_doc, hub_doc, namespace_doc
+from doubles.factories import cluster_doc, hub_doc, namespace_doc
 
 
 @pytest.fixture

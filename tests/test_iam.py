@@ -16,7 +16,7 @@ from automation.adapters.engine.plan import plan_stack
 from automation.adapters.engine.standins import StandIns
 from stacks.errors import InvalidSpec
 from stacks.resolve import resolve_fleet
-from tests.factories import HUB_ACCOUNT, cluster, fleet, hub, resolve_one
+from doubles.factories import HUB_ACCOUNT, cluster, fleet, hub, resolve_one
 from tests.test_mesh import group, hub as mesh_hub
 
 ROOT = Path(__file__).resolve().parent.parent

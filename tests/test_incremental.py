@@ -20,7 +20,7 @@ from stacks.names import (CLUSTER_ID_PREFIXES_ANNOTATION, INGRESS_STATUS_KEY, JO
                           MESH_LABEL)
 from stacks.resolve import Fleet, Resolved, resolve_all
 from stacks.transit import GroupState, MeshStatus, TransitOutputs, TransitRegionOutputs, transit_stack
-from tests.factories import HUB_ACCOUNT, INGRESS, OWNER_ANNOTATION, cluster_doc, hub
+from doubles.factories import HUB_ACCOUNT, INGRESS, OWNER_ANNOTATION, cluster_doc, hub
 
 KEYS = [("acme", "c0"), ("acme", "c1"), ("globex", "c2"), ("free", "c3"), ("free", "c4"), ("open", "c5"),
         ("open", "c6")]

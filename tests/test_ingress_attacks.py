@@ -23,7 +23,7 @@ from stacks.model import parse, resolved_part
 from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, BIND_PATTERN, CLUSTER_ID, CLUSTER_ID_PREFIXES_ANNOTATION,
                           HOST_PORT_PATTERN, MESH_ENABLED_ANNOTATION, MESH_LABEL, default_cluster_id)
 from stacks.resolve import resolve_all
-from tests.factories import INGRESS, NAMESPACES, cluster, cluster_doc, fleet, hub, hub_doc, namespace_doc, owned
+from doubles.factories import INGRESS, NAMESPACES, cluster, cluster_doc, fleet, hub, hub_doc, namespace_doc, owned
 from tests.envtest import free_port
 from tests.haproxy import HAPROXY, MISSING, check_central, wait_for_port
 

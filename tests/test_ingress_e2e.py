@@ -23,7 +23,7 @@ from automation.cli import main
 from stacks.haproxy import CentralConfig, CentralSettings, Route, render_central, render_guest
 from automation.adapters.files.haproxy import CentralRuntime, Debouncer, Loaded, MasterCLI, ReloadFailed, watch, write_atomically
 from stacks.inputs import SharedIngressInputs
-from tests.factories import cluster_doc, hub_doc, namespace_doc
+from doubles.factories import cluster_doc, hub_doc, namespace_doc
 from tests.envtest import free_port
 from tests.haproxy import HAPROXY, MISSING, OLD_HAPROXY, check, version, wait_for_port
 

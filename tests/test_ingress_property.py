@@ -15,7 +15,7 @@ from stacks.errors import InvalidSpec
 from stacks.ingress import Route
 from stacks.model import parse
 from stacks.resolve import resolve_all
-from tests.factories import INGRESS, cluster_doc, fleet, hub
+from doubles.factories import INGRESS, cluster_doc, fleet, hub
 from tests.haproxy import HAPROXY, MISSING, check_central
 
 pytestmark = pytest.mark.skipif(HAPROXY is None, reason=MISSING)

@@ -12,7 +12,7 @@ from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs
 from stacks.model import parse
 
-from tests.factories import INGRESS, cluster, cluster_doc, hub, hub_doc, namespace_doc, resolve_one
+from doubles.factories import INGRESS, cluster, cluster_doc, hub, hub_doc, namespace_doc, resolve_one
 
 MAP = "/etc/haproxy/clusters.map"
 ROUTES = [

@@ -8,7 +8,7 @@ from automation.adapters.engine.plan import record
 from components.ingress import CentralProxy, CentralProxyArgs
 from tests.envtest import kube_apiserver  # noqa: F401
 from stacks.ingress import Route
-from tests.factories import hub
+from doubles.factories import hub
 
 HUB = hub(sharedIngress={"address": "ingress.hub.example.com:6443", "namespace": "shared-ingress-test"})
 

@@ -30,8 +30,8 @@ from stacks.release import default_image
 from tests import deployed
 from tests.dockerfile import image
 from tests.envtest import TOOLS_BIN, free_port, start_envtest
-from tests.factories import hub_doc
-from tests.service_env import ServiceEnv, wait_until
+from doubles.factories import hub_doc
+from doubles.service_env import ServiceEnv, wait_until
 from tests.test_deploy_live import HUB, INGRESS_ONLY, backend_stacks, settled
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -35,6 +35,8 @@ def test_a_violation_of_each_kind_fails_the_check(tmp_path):
         "from automation.adapters.engine import pool\n")
     (tmp_path / "policy" / "rules.py").write_text(  # a rule reaches for the SDK: no longer a plain function
         (ROOT / "policy" / "rules.py").read_text() + "\nimport pulumi\n")
+    (tmp_path / "bench" / "leak.py").write_text("from tests.envtest import kube_apiserver\n")  # a bench on a fixture
+    (tmp_path / "doubles" / "leak.py").write_text("def f():\n    import tests.factories\n")  # a harness on tests/
     (tmp_path / "stacks" / "cycle_a.py").write_text("from stacks import cycle_b\n")
     (tmp_path / "stacks" / "cycle_b.py").write_text("def f():\n    from stacks import cycle_a\n")
     result = _lint(tmp_path)
@@ -45,6 +47,8 @@ def test_a_violation_of_each_kind_fails_the_check(tmp_path):
     assert "policy.rules -> pulumi" in out
     assert "automation.adapters.kube.reach -> automation.adapters.engine.pool" in out
     assert "No cycles are allowed in stacks" in out
+    assert "bench.leak -> tests" in out
+    assert "doubles.leak -> tests" in out
 
 
 def test_production_code_imports_only_at_module_level():

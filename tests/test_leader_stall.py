@@ -2,7 +2,7 @@
 
 The unit tests drive LeaderElector against an in-memory Lease whose calls can hang or answer late. The last
 test is the reported split brain against the real kube-apiserver (tests/envtest.py): two replicas, the
-leader behind a TCP proxy that stops forwarding (tests/stall_proxy.py), one engine double for both
+leader behind a TCP proxy that stops forwarding (doubles/stall_proxy.py), one engine double for both
 (bench/failover.py runs that scenario and prints its timings).
 """
 from __future__ import annotations
@@ -18,10 +18,10 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.kube.leader import MIN_MARGIN, LeaderElector
-from tests.failover import FAST, failover
+from doubles.failover import FAST, failover
 from tests import envtest
-from tests.service_env import wait_until
-from tests.stall_proxy import StallProxy
+from doubles.service_env import wait_until
+from doubles.stall_proxy import StallProxy
 
 kube_apiserver = envtest.kube_apiserver  # the fixture, for this module's tests
 

@@ -17,7 +17,7 @@ from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.model import parse
 from stacks.resolve import resolve_fleet
-from tests.factories import OWNERS, cluster_doc, fleet, hub
+from doubles.factories import OWNERS, cluster_doc, fleet, hub
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
 
 STACK = re.compile(r"[A-Za-z0-9_.-]{1,100}")

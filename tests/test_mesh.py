@@ -11,8 +11,8 @@ from stacks.mesh import group_of, pair_name
 from stacks.model import parse
 from stacks.names import JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.resolve import resolve_all, resolve_fleet
-from tests import factories
-from tests.factories import cluster_doc, fleet
+from doubles import factories
+from doubles.factories import cluster_doc, fleet
 
 ACCOUNTS = ("222222222222", "333333333333")
 REGIONS = ("us-east-1", "eu-west-1")
@@ -65,7 +65,7 @@ def local_hub(**spec):
 
 
 def plan_mesh(h, clusters, **kw):
-    """The mesh of a fleet whose namespaces own their accounts (tests.factories.NAMESPACES)."""
+    """The mesh of a fleet whose namespaces own their accounts (doubles.factories.NAMESPACES)."""
     return resolve_all(fleet(h, clusters, **kw)).mesh
 
 

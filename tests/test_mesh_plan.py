@@ -11,7 +11,8 @@ from automation.adapters.engine.plan import plan_stack
 from stacks.inputs import StackInputs
 from stacks.mesh import pair_name
 from stacks.resolve import resolve_fleet
-from tests.factories import fleet as make_fleet
+from doubles.factories import fleet as make_fleet
+from doubles.plans import destroy_order
 from tests.test_mesh import group, hub, member
 
 PEERING = "aws:ec2/vpcPeeringConnection:VpcPeeringConnection"
@@ -104,7 +105,7 @@ def test_routes_and_rules_are_deleted_before_the_accepter_and_the_peering(fleet)
     for p in plans.values():
         if not p.of_type(PEERING):
             continue
-        order = [r.urn for r in p.destroy_order()]
+        order = [r.urn for r in destroy_order(p)]
         for peering in p.of_type(PEERING):
             pair = peering.parent
             accepter = next(r for r in p.of_type(ACCEPTER) if r.parent == pair)

@@ -8,7 +8,7 @@ from stacks.errors import NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.resolve import resolve_all
 from stacks.transit import MeshStatus, TransitOutputs, TransitRegionOutputs
-from tests.factories import fleet
+from doubles.factories import fleet
 from tests.test_aws_sessions import CLUSTER_ACCOUNT, _setup_session, sessions  # noqa: F401 - fixture
 from tests.test_mesh import hub, member
 

@@ -5,7 +5,7 @@ import pytest
 
 from stacks.errors import InvalidSpec
 from stacks.model import parse
-from tests.factories import cluster_doc, hub_doc
+from doubles.factories import cluster_doc, hub_doc
 
 
 def errors_of(doc) -> list[str]:

@@ -22,7 +22,7 @@ from doubles.thirdparty import crds
 from stacks import monitoring
 from stacks.names import stack_name
 from tests.envtest import kube_apiserver  # noqa: F401 - fixture
-from tests.service_env import on_kmock, wait_until
+from doubles.service_env import on_kmock, wait_until
 
 NS = "hubwright-system"
 SELECTOR = {"app.kubernetes.io/name": "hubwright", "app.kubernetes.io/instance": "hubwright"}

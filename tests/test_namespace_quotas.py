@@ -13,7 +13,7 @@ from stacks.inputs import StackInputs
 from stacks.model import parse
 from stacks.names import MAX_CLUSTERS_ANNOTATION, MAX_ENDPOINTS_ANNOTATION
 from stacks.resolve import Fleet, resolve_all
-from tests.factories import cluster_doc, hub_doc, namespace_doc, owned
+from doubles.factories import cluster_doc, hub_doc, namespace_doc, owned
 from tests.test_tenancy import EVIL, plan, refused, write
 
 SMALL_VPC = {"endpointsPerVPC": 3}  # us-east-1 has one inventory VPC (vpc-0hub1): three endpoints fill it

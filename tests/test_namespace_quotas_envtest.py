@@ -13,7 +13,7 @@ import pytest
 from doubles import RecordingEngine
 from stacks.names import FINALIZER, GROUP, MAX_ENDPOINTS_ANNOTATION, VERSION
 from tests.envtest import kube_apiserver_alone  # noqa: F401 - fixture
-from tests.service_env import ServiceEnv, wait_until
+from doubles.service_env import ServiceEnv, wait_until
 
 EVIL = "333333333333"
 

@@ -9,7 +9,7 @@ import pytest
 from automation.cli.picture import SUMMARY_MEMBERS, empty_reason, render_dot, render_mermaid
 from stacks.resolve import resolve_all
 from stacks.transit import GroupState, MeshStatus
-from tests.factories import fleet
+from doubles.factories import fleet
 from tests.test_transit import hub, tgw_member
 
 ROOT = Path(__file__).resolve().parent.parent

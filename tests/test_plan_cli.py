@@ -6,7 +6,7 @@ import sys
 import pytest
 import yaml
 
-from tests.factories import cluster_doc, namespace_doc
+from doubles.factories import cluster_doc, namespace_doc
 
 
 def run(*args, cwd="."):

@@ -1,6 +1,6 @@
 """The policy pack loaded by the real engine: the built `pulumi` CLI runs policy/ (through
 pulumi-analyzer-policy-python, scripts/tools.sh) on PulumiEngine's up and preview, over a program whose dynamic
-resource imitates an endpoint service (tests/pulumi_live_programs.py). Skips, saying why, without the CLI."""
+resource imitates an endpoint service (doubles/pulumi_programs.py). Skips, saying why, without the CLI."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +13,7 @@ import pytest
 from automation.adapters.engine import PolicyViolation
 from automation.adapters.engine.pulumi_engine import PulumiEngine
 from automation.adapters.engine.run_output import policy_violations
-from tests.pulumi_live_programs import TOOLS_BIN, endpoint_service, engine_settings, make_inputs
+from doubles.pulumi_programs import TOOLS_BIN, endpoint_service, engine_settings, make_inputs
 
 NEEDS = ("pulumi", "pulumi-resource-pulumi-python", "pulumi-analyzer-policy-python")
 MISSING = [b for b in NEEDS if not (TOOLS_BIN / b).is_file() and shutil.which(b) is None]

@@ -1,7 +1,7 @@
 """WorkerPool (the service's engine) against the real `pulumi` CLI: parallel runs in worker processes, the run
 timeout's cancel-then-kill path, and no process outliving the service.
 
-The stack program is tests.pulumi_live_programs:sleepy (a dynamic resource whose create sleeps and writes the
+The stack program is doubles.pulumi_programs:sleepy (a dynamic resource whose create sleeps and writes the
 provider's pid to a marker file), so a test can find the plugin process a run started and prove it is gone.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 from automation.adapters.engine import proctree
 from automation.adapters.engine import RunCancelled, RunLimits
 from automation.adapters.engine.pool import WorkerPool
-from tests.pulumi_live_programs import ROOT, SLEEPY, engine_settings, make_inputs
-from tests.service_env import wait_until
+from doubles.pulumi_programs import ROOT, SLEEPY, engine_settings, make_inputs
+from doubles.service_env import wait_until
 
 
 def pool_at(tmp: Path, *, sleep: float = 0.0, marker: str = "", size: int = 1, limits: RunLimits = RunLimits(),
@@ -121,7 +121,7 @@ def test_nothing_outlives_a_killed_service(pulumi_cli, tmp_path):
     (before the pool, the plugin finished its create minutes later and left an untracked duplicate)."""
     marker = tmp_path / "provider.pid"
     service = subprocess.Popen(
-        [sys.executable, "-m", "tests.pulumi_live_programs", "up", "--pool", "--state", str(tmp_path / "state"),
+        [sys.executable, "-m", "doubles.pulumi_programs", "up", "--pool", "--state", str(tmp_path / "state"),
          "--home", str(tmp_path / "home"), "--sleep", "600", "--marker", str(marker)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
     try:

@@ -9,8 +9,8 @@ from automation.adapters.aws.preflight import Preflight
 from stacks.errors import NeedsAttention
 
 from doubles import MockKubeAPI, RecordingEngine
-from tests.factories import cluster, hub, resolve_one
-from tests.service_env import ServiceEnv, wait_until
+from doubles.factories import cluster, hub, resolve_one
+from doubles.service_env import ServiceEnv, wait_until
 from tests.test_aws_sessions import CLUSTER_ACCOUNT, _enforced, _nlb, sessions  # noqa: F401 - fixture
 
 
@@ -55,7 +55,7 @@ def test_in_the_pipeline_nothing_runs_until_the_installer_has_made_the_nlb(moto,
 from automation.adapters.aws.mesh_cidrs import MeshCidrPreflight  # noqa: E402
 from stacks.errors import InvalidSpec  # noqa: E402
 from stacks.resolve import resolve_all  # noqa: E402
-from tests.factories import HUB_ACCOUNT, fleet  # noqa: E402
+from doubles.factories import HUB_ACCOUNT, fleet  # noqa: E402
 from tests.test_aws_sessions import _setup_session  # noqa: E402
 from tests.test_mesh import hub as mesh_hub, member  # noqa: E402
 

@@ -6,7 +6,8 @@ import pytest
 from automation.adapters.engine.plan import PlanError, plan_stack
 from automation.adapters.engine.standins import StandIns
 
-from tests.factories import HUB_ACCOUNT, HUB_ROLE, cluster, hub, resolve_one
+from doubles.factories import HUB_ACCOUNT, HUB_ROLE, cluster, hub, resolve_one
+from doubles.plans import destroy_order
 
 SERVICE = "aws:ec2/vpcEndpointService:VpcEndpointService"
 ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
@@ -124,7 +125,7 @@ def test_a_record_mode_uses_the_endpoint_ips_for_partitions_without_alias():
 
 
 def test_destroy_removes_zone_then_endpoint_then_service():
-    order = [r.type for r in plan().destroy_order()]
+    order = [r.type for r in destroy_order(plan())]
     assert order.index(RECORD) < order.index(ZONE) < order.index(ENDPOINT) < order.index(SERVICE)
     assert order.index(ASSOC) < order.index(ZONE)
 
@@ -172,3 +173,9 @@ def test_pulumi_up_by_hand_builds_the_same_stack_as_the_plan():
 
     hand, planned = record(by_hand, stack=inputs.stack), plan_stack(inputs)
     assert [(r.urn, r.inputs) for r in hand.resources] == [(r.urn, r.inputs) for r in planned.resources]
+
+
+def test_one_of_a_type_names_the_stack_and_the_count_when_there_is_not_exactly_one():
+    p = plan()
+    with pytest.raises(LookupError, match=rf"stack {p.stack}: expected one no:such:Type, found 0"):
+        p.one("no:such:Type")

@@ -10,8 +10,9 @@ import threading
 
 from automation.adapters.engine.pool import WorkerPool
 from doubles import RecordingEngine
-from tests.pulumi_live_programs import CLOUDY, engine_settings, make_inputs, pulumi_cli  # noqa: F401 - fixture
-from tests.service_env import on_kmock, wait_until
+from doubles.pulumi_programs import CLOUDY, engine_settings, make_inputs
+from tests.pulumi_live_programs import pulumi_cli  # noqa: F401 - fixture
+from doubles.service_env import on_kmock, wait_until
 
 
 def test_a_real_up_of_n_resources_reports_progress_that_ends_at_planned(pulumi_cli, tmp_path):  # noqa: F811

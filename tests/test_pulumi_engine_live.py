@@ -2,7 +2,7 @@
 
 The live tests need `pulumi` and `pulumi-resource-pulumi-python` (built into
 .tools/bin by scripts/tools.sh, or on PATH) and skip, saying so, without them.
-The stack program is a dynamic resource (tests/pulumi_live_programs.py), so no
+The stack program is a dynamic resource (doubles/pulumi_programs.py), so no
 provider plugin and no cloud account are involved. The lock-policy tests at the
 bottom need no CLI.
 """
@@ -28,8 +28,8 @@ from automation.adapters.engine.locks import LockOwner, lock_is_stale, parse_loc
 from automation.adapters.engine.pulumi_engine import APPLIED_TAG, CONFIG_KEY, PulumiEngine
 from automation.adapters.engine.run_output import readable_error
 from stacks.inputs import StackInputs
-from tests.pulumi_live_programs import ROOT, engine_settings, human_stack, make_inputs, sleepy_program
-from tests.service_env import wait_until
+from doubles.pulumi_programs import ROOT, engine_settings, human_stack, make_inputs, sleepy_program
+from doubles.service_env import wait_until
 
 @pytest.fixture
 def home(tmp_path_factory) -> Path:
@@ -136,7 +136,7 @@ def test_killed_update_leaves_lock_and_pending_create_that_recover_clears(pulumi
     marker = tmp_path / "create-started"
     inputs = make_inputs()
     helper = subprocess.Popen(
-        [sys.executable, "-m", "tests.pulumi_live_programs", "up", "--state", str(state), "--home", str(home),
+        [sys.executable, "-m", "doubles.pulumi_programs", "up", "--state", str(state), "--home", str(home),
          "--stack", inputs.stack, "--sleep", "120", "--marker", str(marker)],
         cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )

@@ -18,8 +18,8 @@ from stacks.names import (CLUSTER_ID_PREFIXES_ANNOTATION, DEFAULT_REGION_ANNOTAT
                           SHARED_INGRESS_CONFIGMAP, VERSION)
 from automation.adapters.engine import PolicyViolation
 from doubles import RecordingEngine
-from tests.factories import INGRESS
-from tests.service_env import on_kmock, quiet, wait_until
+from doubles.factories import INGRESS
+from doubles.service_env import on_kmock, quiet, wait_until
 
 
 @pytest.fixture

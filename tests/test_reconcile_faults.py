@@ -19,7 +19,7 @@ from stacks.errors import NeedsAttention
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
 from doubles import RecordingEngine
 from doubles.kube import CuttableProxy
-from tests.service_env import on_kmock, wait_until
+from doubles.service_env import on_kmock, wait_until
 from tests.test_aws_sessions import CLUSTER_ACCOUNT, _base, _nlb
 
 

@@ -19,7 +19,7 @@ from automation.api.serve import MaskSecrets, NoQueryString, facts_url, listen_o
 from automation.cli import build_parser
 from automation.service.serve import ServiceOptions
 from tests.envtest import free_port, kube_apiserver  # noqa: F401 - the fixture
-from tests.service_env import wait_until
+from doubles.service_env import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "secret-value"

@@ -1,7 +1,7 @@
 """The registry API under a stalled Kubernetes API and a hostile caller (#31, items 5, 6, 7, 8 and 10).
 
 The stall and the flood go through the real `python -m automation api` process against the envtest kube-apiserver
-(the stall through tests/stall_proxy.py); the 403 body, the fleet list's tenants, the bounded fact scan and /docs
+(the stall through doubles/stall_proxy.py); the 403 body, the fleet list's tenants, the bounded fact scan and /docs
 through the FastAPI application on the same kube-apiserver.
 """
 from __future__ import annotations
@@ -31,8 +31,8 @@ from automation.api.docs import CSP, STATIC
 from stacks.names import GROUP, VERSION
 from tests.envtest import EnvTest, free_port, kube_apiserver  # noqa: F401 - the fixture
 from tests.registry_api_env import fleet, registry_api  # noqa: F401 - the fixtures
-from tests.service_env import wait_until
-from tests.stall_proxy import StallProxy
+from doubles.service_env import wait_until
+from doubles.stall_proxy import StallProxy
 
 ROOT = Path(__file__).resolve().parent.parent
 

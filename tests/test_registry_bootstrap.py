@@ -43,8 +43,8 @@ from stacks.model import parse
 from stacks.registry import token_hash, token_label
 from stacks.resolve import Fleet, resolve_all
 from tests.envtest import EnvTest, kube_apiserver  # noqa: F401 - the fixture
-from tests.factories import cluster_doc, hub_doc
-from tests.service_env import wait_until
+from doubles.factories import cluster_doc, hub_doc
+from doubles.service_env import wait_until
 from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, sa_subject, service_account_token,
                                  unbind_cluster_role, undo_all)
 

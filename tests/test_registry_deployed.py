@@ -30,7 +30,7 @@ from tests import deployed
 from tests.dockerfile import image
 from tests.envtest import EnvTest, free_port, kube_apiserver  # noqa: F401 - the fixture
 from tests.registry_rbac import delete_tenant, undo_all
-from tests.service_env import wait_until
+from doubles.service_env import wait_until
 
 MISSING = deployed.missing()
 pytestmark = [pytest.mark.live, pytest.mark.skipif(MISSING is not None, reason=str(MISSING))]

@@ -16,7 +16,7 @@ from stacks.names import FACTS_SUBRESOURCE, GROUP, VERSION
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from tests.registry_api_env import ROUTERS, bearer, fleet, make_registry, registry_api  # noqa: F401
 from tests.registry_rbac import bind_cluster_role, sa_subject, service_account_token, unbind_cluster_role
-from tests.service_env import wait_until
+from doubles.service_env import wait_until
 
 
 def test_pushes_are_versions_with_a_history_and_the_latest_is_mirrored_to_status(registry_api, fleet):

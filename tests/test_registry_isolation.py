@@ -11,7 +11,7 @@ from stacks.admission import TENANT_ADMIN_CLUSTERROLE, tenant_admin_clusterrole
 from stacks.names import GROUP, VERSION
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from tests.registry_api_env import fleet, registry_api  # noqa: F401 - the fixtures
-from tests.service_env import wait_until
+from doubles.service_env import wait_until
 
 
 def _apply_tenant_admin_role(kube: client.ApiClient) -> None:

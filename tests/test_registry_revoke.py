@@ -16,7 +16,7 @@ from doubles.engine import RecordingEngine
 from stacks.names import AGENT_CLUSTER_LABEL, AGENT_CLUSTER_UID_ANNOTATION, GROUP, VERSION, agent_name
 from doubles.agent_orphans import GC_WITHIN, orphaned_agent
 from tests.envtest import exists, kube_apiserver, kube_apiserver_gc  # noqa: F401 - the fixtures
-from tests.service_env import ServiceEnv, wait_until
+from doubles.service_env import ServiceEnv, wait_until
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from stacks.errors import InvalidSpec
 from stacks.names import KINDS, RESERVED_KINDS
 from stacks.release import IMAGE_REPOSITORY, NAME, default_image, image_problem, version
 from tests.envtest import free_port, kube_apiserver  # noqa: F401 - the fixture
-from tests.service_env import wait_until
+from doubles.service_env import wait_until
 from tests.test_registry_bootstrap import Made, manifest
 
 ROOT = Path(__file__).resolve().parent.parent

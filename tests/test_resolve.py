@@ -3,7 +3,7 @@ import pytest
 
 from stacks.errors import InvalidSpec
 from stacks.resolve import resolve_fleet
-from tests.factories import HUB_ROLE, INGRESS, cluster, hub, resolve_one, fleet
+from doubles.factories import HUB_ROLE, INGRESS, cluster, hub, resolve_one, fleet
 
 
 def test_cluster_provider_assumes_the_mapped_role_and_hub_uses_hub_credentials():

@@ -19,7 +19,7 @@ import pytest
 from automation.adapters import logs
 from doubles import MockKubeAPI, RecordingEngine
 from stacks.names import stack_name
-from tests.service_env import on_kmock, wait_until
+from doubles.service_env import on_kmock, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ from automation.adapters.engine import proctree
 from automation.cli import build_parser
 from automation.service.serve import ServiceOptions, options_from
 from doubles import MockKubeAPI
-from tests.service_env import wait_until
+from doubles.service_env import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,8 +19,8 @@ from automation.adapters.kube.informer import Informer, Source
 from stacks.crds import crd_manifests
 from doubles import RecordingEngine
 from tests.envtest import kube_apiserver, kube_apiserver_nocache  # noqa: F401 - fixtures
-from tests.factories import cluster_doc
-from tests.service_env import ServiceEnv, wait_until
+from doubles.factories import cluster_doc
+from doubles.service_env import ServiceEnv, wait_until
 from stacks.names import FINALIZER, GROUP, VERSION
 
 

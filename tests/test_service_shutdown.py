@@ -9,8 +9,8 @@ import pytest
 from automation.adapters.engine import RunCancelled
 from doubles import RecordingEngine
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-from tests.pulumi_live_programs import make_inputs
-from tests.service_env import ServiceEnv, wait_until
+from doubles.pulumi_programs import make_inputs
+from doubles.service_env import ServiceEnv, wait_until
 
 
 def test_stopping_cancels_the_run_in_flight_with_the_grace_period_and_returns(kube_apiserver):  # noqa: F811

@@ -13,8 +13,8 @@ from kubernetes.client.rest import ApiException
 from doubles import RecordingEngine
 from stacks.errors import NeedsAttention
 from tests.envtest import TOOLS_BIN, kube_apiserver  # noqa: F401 - the fixture
-from tests.factories import OWNER_ANNOTATION
-from tests.service_env import ServiceEnv, wait_until
+from doubles.factories import OWNER_ANNOTATION
+from doubles.service_env import ServiceEnv, wait_until
 from stacks.names import DEFAULT_REGION_ANNOTATION, GROUP, VERSION
 
 

@@ -19,7 +19,7 @@ from automation.adapters.kube.status import StatusWriter, status_patch
 from doubles import MockKubeAPI
 from stacks.status import ClusterStatus, Condition, LastUpdate, Peering, StackOutputs
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-from tests.service_env import ServiceEnv
+from doubles.service_env import ServiceEnv
 
 
 def merge(target: Any, patch: Any) -> Any:

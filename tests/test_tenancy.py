@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from automation.cli import main
-from tests.factories import HUB_ACCOUNT, cluster_doc, hub_doc, namespace_doc
+from doubles.factories import HUB_ACCOUNT, cluster_doc, hub_doc, namespace_doc
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
 
 EVIL = "333333333333"  # the attacker's own account (namespace evil owns it)

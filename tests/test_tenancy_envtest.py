@@ -15,8 +15,8 @@ from stacks.haproxy import MAP_FILE
 from components.controlplane import TENANT_RULES
 from doubles import RecordingEngine
 from tests.envtest import TENANT_USER, kube_apiserver_alone  # noqa: F401 - fixture
-from tests.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
-from tests.service_env import ServiceEnv, wait_until
+from doubles.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
+from doubles.service_env import ServiceEnv, wait_until
 from stacks.names import FINALIZER, GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL, VERSION
 
 MESH = {"labels": {MESH_LABEL: "payments"}, "annotations": {MESH_ENABLED_ANNOTATION: "true"}}

@@ -19,7 +19,7 @@ from stacks.names import GROUP, TENANT_FINALIZER, TENANT_OWNERSHIP_SUBRESOURCE, 
 from tests.envtest import exists, kube_apiserver_gc  # noqa: F401 - the fixture
 from tests.registry_rbac import (bind_cluster_role, eventually, install_registry_rules, sa_subject,
                                  service_account_token, unbind_cluster_role)
-from tests.service_env import wait_until
+from doubles.service_env import wait_until
 from tests.test_tenants_envtest import WAIT, Tenants, alice
 
 QUOTA_WAIT = 60.0  # the ResourceQuota controller's first sync of a new quota (its resync period is 10 s here)

@@ -24,10 +24,10 @@ from stacks.admission import TENANT_ADMIN_CLUSTERROLE, TENANT_ADMINS_ROLEBINDING
 from stacks.names import (DEFAULT_REGION_ANNOTATION, GROUP, OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION,
                           TENANT_FINALIZER, TENANT_LABEL, VERSION)
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-from tests.factories import HUB_ACCOUNT
+from doubles.factories import HUB_ACCOUNT
 from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, install_registry_rules, sa_subject,
                                  service_account_token, unbind_cluster_role)
-from tests.service_env import ServiceEnv, wait_until
+from doubles.service_env import ServiceEnv, wait_until
 
 WAIT = 20.0
 

@@ -11,7 +11,7 @@ from stacks.transit import (GroupState, MeshStatus, TransitOutputs, TransitRegio
 from stacks.model import MeshGroup
 from stacks.model import parse
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
-from tests.factories import HUB_ACCOUNT, cluster_doc, fleet
+from doubles.factories import HUB_ACCOUNT, cluster_doc, fleet
 from tests.test_mesh import REGIONS, hub, member
 
 TGW = "transitGateway"

@@ -7,7 +7,7 @@ import pytest
 
 from automation.adapters.engine.plan import plan_fleet
 from stacks.transit import GroupState, MeshStatus, migration_steps
-from tests.factories import HUB_ACCOUNT, fleet
+from doubles.factories import HUB_ACCOUNT, fleet
 from tests.test_mesh import hub
 from tests.test_transit import _covered as covered, elsewhere, tgw_member
 

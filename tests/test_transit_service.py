@@ -11,8 +11,8 @@ import pytest
 from doubles import RecordingEngine
 from stacks.names import GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL, VERSION
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-from tests.factories import HUB_ACCOUNT, cluster_doc
-from tests.service_env import ServiceEnv, quiet, wait_until
+from doubles.factories import HUB_ACCOUNT, cluster_doc
+from doubles.service_env import ServiceEnv, quiet, wait_until
 
 TRANSIT = f"_tgw_{HUB_ACCOUNT}"
 

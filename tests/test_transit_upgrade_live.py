@@ -15,7 +15,7 @@ import pytest
 
 from automation.adapters.engine import PolicyViolation
 from automation.adapters.engine.pulumi_engine import PulumiEngine
-from tests.pulumi_live_programs import TOOLS_BIN, engine_settings
+from doubles.pulumi_programs import TOOLS_BIN, engine_settings
 from tests.test_transit_components import ASSOC, STATIC, TABLE, TRANSIT, plans_of, tgw_hub
 from tests.test_transit import tgw_member
 from tests.transit_live_programs import gateway_tables, ops, routed

@@ -15,7 +15,7 @@ from kubernetes import client
 
 from automation.adapters.kube.informer import Informer, Source
 from doubles import CuttableProxy, MockKubeAPI, RecordingEngine
-from tests.service_env import ServiceEnv, wait_until
+from doubles.service_env import ServiceEnv, wait_until
 from stacks.names import GROUP, VERSION
 
 GONE = {"type": "ERROR", "object": {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 410,

@@ -54,28 +54,11 @@ class StackPlan:
         return [r for r in self.resources if r.type == type_]
 
     def one(self, type_: str) -> Registered:
+        """The one resource of `type_`; a LookupError naming the stack, the type and how many there are."""
         found = self.of_type(type_)
-        assert len(found) == 1, f"expected one {type_}, found {len(found)}"
+        if len(found) != 1:
+            raise LookupError(f"stack {self.stack}: expected one {type_}, found {len(found)}")
         return found[0]
-
-    def by_urn(self, urn: str) -> Registered:
-        return next(r for r in self.resources if r.urn == urn)
-
-    def destroy_order(self) -> list[Registered]:
-        """The order the engine deletes these resources in: dependents, children and users of a
-        provider before what they depend on (reverse topological order; URN breaks ties)."""
-        after: dict[str, set[str]] = {r.urn: set() for r in self.resources}  # urn → what it needs first
-        for r in self.resources:
-            after[r.urn] |= {u for u in (*r.dependencies, r.parent, r.provider) if u in after}
-        created: list[Registered] = []
-        done: set[str] = set()
-        while len(done) < len(self.resources):
-            ready = sorted(r.urn for r in self.resources if r.urn not in done and after[r.urn] <= done)
-            if not ready:
-                raise ValueError(f"dependency cycle among {sorted(set(after) - done)}")
-            done.update(ready)
-            created.extend(self.by_urn(u) for u in ready)
-        return created[::-1]
 
     def to_json(self) -> dict[str, Any]:
         return {"stack": self.stack, "cluster": self.cluster, "outputs": self.outputs,

@@ -43,8 +43,8 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[3]  # the import root of `automation` (the image's /app)
 DEFAULT_PROGRAM = "components.program:program"
-START_TIMEOUT_S = 60.0
-KILL_WAIT_S = 5.0  # after the grace, how long cancel() waits for the killed runs to be reaped  # a worker that is not ready by then (import, setup) is killed
+START_TIMEOUT_S = 60.0  # a worker that is not ready by then (import, setup) is killed
+KILL_WAIT_S = 5.0  # after the grace, how long cancel() waits for the killed runs to be reaped
 ERRORS = {cls.__name__: cls for cls in (EngineError, StackLocked, RunCancelled)}
 
 

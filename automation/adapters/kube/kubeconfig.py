@@ -1,7 +1,8 @@
 """Where a long-running command finds Kubernetes: a kubeconfig file and context, else the pod's ServiceAccount.
 
-Shared by `python -m automation serve` and `python -m automation api`, which are independent siblings and may
-not import each other.
+Used by the registry API (`python -m automation api`, automation/api/serve.py). The service
+(`python -m automation serve`) still builds its client the same way in a copy of its own,
+automation/service/serve.py's kube_client(options).
 """
 from __future__ import annotations
 

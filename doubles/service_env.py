@@ -11,7 +11,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.service.serve import Service, ServiceOptions
 from doubles import MockKubeAPI
-from tests.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
+from doubles.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
 from stacks.names import GROUP, VERSION
 
 SYSTEM_NAMESPACE = "hubwright-system"

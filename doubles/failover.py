@@ -1,9 +1,9 @@
 """The failover scenario: a leader whose API connection stalls, and the replica that takes over.
 
 Two replicas of the service (automation.service.serve.Service) against a real kube-apiserver
-(tests/envtest.py), sharing one engine double (doubles.RecordingEngine) so that runs of one stack by both
+(doubles/envtest.py), sharing one engine double (doubles.RecordingEngine) so that runs of one stack by both
 replicas would show as overlapping. Replica A leads and talks to the API server through a TCP proxy
-(tests/stall_proxy.py); while A's `up` of a Cluster is in flight, the proxy stops forwarding without closing
+(doubles/stall_proxy.py); while A's `up` of a Cluster is in flight, the proxy stops forwarding without closing
 anything. Replica B, directly connected, takes over and runs the stack.
 
 tests/test_leader_stall.py runs it once and asserts on it; `python -m bench.failover` repeats it and prints
@@ -22,9 +22,9 @@ from kubernetes import client
 from automation.service.serve import ServiceOptions
 from doubles import RecordingEngine
 from doubles.engine import Call
-from tests.envtest import EnvTest
-from tests.service_env import ServiceEnv, wait_until
-from tests.stall_proxy import StallProxy
+from doubles.envtest import EnvTest
+from doubles.service_env import ServiceEnv, wait_until
+from doubles.stall_proxy import StallProxy
 
 DEPLOYED = {name: ServiceOptions.__dataclass_fields__[name].default
             for name in ("lease_duration", "renew_deadline", "retry_period")}

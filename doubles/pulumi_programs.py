@@ -1,0 +1,275 @@
+"""Tiny stack programs for the live PulumiEngine tests and bench/: a dynamic resource whose create can sleep.
+
+Dynamic providers run in `pulumi-resource-pulumi-python` (no provider plugin to
+download); the provider class is pickled by reference, so the provider process
+needs the repository root on PYTHONPATH (`engine_settings` sets it).
+
+Also a command line, so a test can run an update in a process it can SIGKILL,
+and so the timings in docs/engine.md can be measured:
+
+    python -m doubles.pulumi_programs up --state DIR --stack acme.prod-1 --sleep 60 --marker FILE [--pool]
+    python -m doubles.pulumi_programs measure
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pulumi
+from pulumi import automation as auto
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+
+from automation.adapters.engine.pool import WorkerPool
+from automation.adapters.engine.pulumi_engine import PulumiEngine
+from automation.adapters.engine.settings import PulumiSettings
+from stacks.inputs import AwsTarget, StackInputs
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSPHRASE = "hubwright-live-tests"  # a throwaway passphrase for temp file backends
+
+
+class SleepProvider(ResourceProvider):
+    def create(self, props: dict) -> CreateResult:
+        if props.get("marker"):
+            Path(props["marker"]).write_text(str(os.getpid()))
+        time.sleep(float(props.get("sleep") or 0))
+        return CreateResult(id_=f"{props['label']}-id", outs=dict(props))
+
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        keys = ("label", "sleep")
+        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys))
+
+    def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
+        return UpdateResult(outs=dict(news))
+
+
+class Sleeper(Resource):
+    label: pulumi.Output[str]
+
+    def __init__(self, name: str, *, sleep: float, marker: str = "", opts: pulumi.ResourceOptions | None = None):
+        super().__init__(SleepProvider(), name, {"label": name, "sleep": sleep, "marker": marker}, opts)
+
+
+def sleepy(inputs: StackInputs, *, sleep: float = 0.0, marker: str = "") -> Mapping[str, Any]:
+    """A program like components.program.program: one Sleeper named after the cluster. Importable by name
+    (`doubles.pulumi_programs:sleepy`), as the worker pool needs."""
+    thing = Sleeper(f"{inputs.name}-thing", sleep=sleep, marker=marker)
+    return {"cluster": inputs.key, "inputsDigest": inputs.digest(), "thing": thing.id}
+
+
+SLEEPY = "doubles.pulumi_programs:sleepy"
+
+
+# --------------------------------------------------------------------------- an AWS resource, imitated
+#
+# The policy pack checks a dynamic resource named after an AWS type as that type (policy.rules.kind_of), so this
+# program shows the engine refusing a wildcard principal without the AWS plugin. Its create leaves a file behind,
+# so a test sees whether the engine let it run.
+
+
+class MarkerProvider(ResourceProvider):
+    def create(self, props: dict) -> CreateResult:
+        if props.get("marker"):
+            Path(props["marker"]).write_text(props["label"])
+        return CreateResult(id_=f"vpce-svc-{props['label']}", outs=dict(props))
+
+
+class VpcEndpointService(Resource, module="ec2", name="VpcEndpointService"):
+    """Checked by the pack as aws:ec2/vpcEndpointService:VpcEndpointService."""
+
+    def __init__(self, name: str, *, principals: list[str], marker: str = ""):
+        super().__init__(MarkerProvider(), name, {"label": name, "allowedPrincipals": principals,
+                                                  "acceptanceRequired": False, "marker": marker})
+
+
+def endpoint_service(inputs: StackInputs, *, principal: str, marker: str = "") -> Mapping[str, Any]:
+    """A program of one endpoint service that allows `principal`."""
+    service = VpcEndpointService(f"{inputs.name}-svc", principals=[principal], marker=marker)
+    return {"cluster": inputs.key, "service": service.id}
+
+
+# --------------------------------------------------------------------------- a "cloud" a test can change
+#
+# A CloudThing's "cloud" is a directory with one file per resource, holding its value. The provider writes the
+# file on create/update and reads it back on refresh (read), so a test that edits the file changes the cloud
+# behind Pulumi's back: drift, which only a refresh can see. One file per resource: creates run in parallel.
+
+
+class FileCloudProvider(ResourceProvider):
+    def create(self, props: dict) -> CreateResult:
+        if props.get("fail"):
+            raise RuntimeError(f"{props['name']}: the cloud refused the create (fail=True)")
+        _cloud_file(props).write_text(props["value"])
+        return CreateResult(id_=props["name"], outs=dict(props))
+
+    def read(self, id_: str, props: dict) -> ReadResult:
+        """What the cloud holds now; gone from the cloud: gone from the state (a preview then shows a create)."""
+        try:
+            value = _cloud_file(props).read_text()
+        except FileNotFoundError:
+            return ReadResult(None, {})
+        return ReadResult(id_, {**props, "value": value})
+
+    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
+        replaces = [k for k in ("cloud", "name") if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(replaces) or olds.get("value") != news.get("value"), replaces=replaces)
+
+    def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
+        _cloud_file(news).write_text(news["value"])
+        return UpdateResult(outs=dict(news))
+
+    def delete(self, _id: str, props: dict) -> None:
+        _cloud_file(props).unlink(missing_ok=True)
+
+
+def _cloud_file(props: Mapping[str, Any]) -> Path:
+    return Path(props["cloud"]) / props["name"]
+
+
+class CloudThing(Resource):
+    value: pulumi.Output[str]
+
+    def __init__(self, name: str, *, cloud: str, value: str, fail: bool = False,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__(FileCloudProvider(), name, {"cloud": cloud, "name": name, "value": value, "fail": fail}, opts)
+
+
+def cloudy(inputs: StackInputs, *, cloud: str, count: int = 1, value: str = "v1", fail: bool = False) -> Mapping[str, Any]:
+    """`count` CloudThings named after the cluster, each with `value`, in the "cloud" directory `cloud`; with
+    `fail`, one more whose create fails (the program itself completes: its outputs are registered).
+    Outputs like components.program.program's. Importable by name (`CLOUDY`), as a worker pool needs."""
+    Path(cloud).mkdir(parents=True, exist_ok=True)
+    things = [CloudThing(f"{inputs.name}-thing-{i}", cloud=cloud, value=value) for i in range(count)]
+    if fail:
+        things.append(CloudThing(f"{inputs.name}-refused", cloud=cloud, value=value, fail=True))
+    return {"cluster": inputs.key, "inputsDigest": inputs.digest(), "inputs": inputs.to_config(),
+            "things": len(things)}
+
+
+CLOUDY = "doubles.pulumi_programs:cloudy"
+
+
+def cloud_value(cloud: Path, name: str) -> str:
+    return (cloud / name).read_text()
+
+
+def change_cloud(cloud: Path, name: str, value: str) -> None:
+    """Change a resource behind Pulumi's back, as a person in the cloud console would."""
+    (cloud / name).write_text(value)
+
+
+def sleepy_program(sleep: float = 0.0, marker: str = "") -> Callable[[StackInputs], Mapping[str, Any]]:
+    """The sleepy program as an in-process PulumiEngine's program_factory."""
+    return functools.partial(sleepy, sleep=sleep, marker=marker)
+
+
+def make_inputs(name: str = "prod-1", namespace: str = "acme", **tags: str) -> StackInputs:
+    return StackInputs(
+        stack=f"{namespace}.{name}",
+        namespace=namespace,
+        name=name,
+        tenant="acme-corp",
+        cluster=AwsTarget(account_id="222222222222", region="eu-west-1"),
+        hub=AwsTarget(account_id="111111111111", region="us-east-1"),
+        tags=dict(tags),
+    )
+
+
+TOOLS_BIN = ROOT / ".tools" / "bin"
+
+
+def human_stack(engine: PulumiEngine, stack: str, tmp: Path) -> auto.Stack:
+    """The stack as a person at a terminal sees it: another workspace, the same backend, the Automation API
+    directly (no PulumiEngine in between)."""
+    work = tmp / "human"
+    work.mkdir(exist_ok=True)
+    ws = auto.LocalWorkspace(
+        work_dir=str(work),
+        pulumi_home=str(engine.settings.pulumi_home),
+        env_vars={"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PYTHONPATH": str(ROOT), "PULUMI_SKIP_UPDATE_CHECK": "true",
+                  "PULUMI_PYTHON_CMD": sys.executable},  # dynamic providers run in this interpreter
+        project_settings=auto.ProjectSettings(name="hubwright", runtime="python",
+                                              backend=auto.ProjectBackend(engine.settings.backend)),
+    )
+    return auto.Stack.select(stack, ws)
+
+
+def engine_settings(state_dir: Path, *, backend_url: str | None = None, home: Path | None = None) -> PulumiSettings:
+    return PulumiSettings(
+        state_dir=state_dir,
+        backend_url=backend_url,
+        pulumi_home=home or state_dir / "home",
+        env={"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def _up(args: argparse.Namespace) -> int:
+    settings = engine_settings(Path(args.state), backend_url=args.backend, home=Path(args.home) if args.home else None)
+    if args.pool:  # the service's way: the run in a worker process of a WorkerPool
+        engine = WorkerPool(settings, program=SLEEPY, program_options={"sleep": args.sleep, "marker": args.marker},
+                            size=1)
+    else:
+        engine = PulumiEngine(settings, program_factory=sleepy_program(args.sleep, args.marker))
+    namespace, _, name = args.stack.partition(".")
+    result = engine.up(make_inputs(name, namespace), message=args.message)
+    print(json.dumps({"ok": result.ok, "message": result.message}))
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    """Wall time of a first `up`, no-op `up`s (median of --noops) and a destroy of a one-resource dynamic stack (file
+    backend), with the policy pack at `--policy` (off: the engine starts no pack)."""
+    with tempfile.TemporaryDirectory(prefix="hubwright-measure-") as tmp:
+        settings = dataclasses.replace(engine_settings(Path(tmp)), policy=args.policy)
+        engine = PulumiEngine(settings, program_factory=sleepy_program())
+        inputs = make_inputs()
+        times: dict[str, Any] = {"policy": args.policy}
+        t0 = time.perf_counter()
+        times["up_create_changes"] = engine.up(inputs, message="measure create").changes
+        times["up_create_s"] = round(time.perf_counter() - t0, 2)
+        noops = []
+        for n in range(args.noops):
+            t0 = time.perf_counter()
+            engine.up(inputs, message=f"measure no-op {n}")
+            noops.append(time.perf_counter() - t0)
+        times["up_noop_s_p50"] = round(statistics.median(noops), 2)
+        t0 = time.perf_counter()
+        engine.destroy(inputs.stack, message="measure destroy")
+        times["destroy_s"] = round(time.perf_counter() - t0, 2)
+    print(json.dumps(times))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m doubles.pulumi_programs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="one PulumiEngine.up of the sleepy program")
+    up.add_argument("--state", required=True)
+    up.add_argument("--backend")
+    up.add_argument("--home")
+    up.add_argument("--stack", default="acme.prod-1")
+    up.add_argument("--sleep", type=float, default=0.0)
+    up.add_argument("--marker", default="")
+    up.add_argument("--message", default="live test: an update that will be killed")
+    up.add_argument("--pool", action="store_true", help="run it through a WorkerPool, as the service does")
+    up.set_defaults(func=_up)
+    measure = sub.add_parser("measure", help="time a first and a no-op up")
+    measure.add_argument("--policy", choices=("off", "advisory", "mandatory"), default="mandatory",
+                         help="the policy pack on each run, as HUBWRIGHT_POLICY (default mandatory, as deployed)")
+    measure.add_argument("--noops", type=int, default=5, help="no-op ups to take the median of")
+    measure.set_defaults(func=_measure)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
