@@ -25,8 +25,8 @@ from stacks.status import LastUpdate, MeshHubStatus, TransitOutputsStatus, Trans
 from stacks.targets import AwsTarget
 from stacks.transit import GroupState, MeshStatus, TransitInputs, TransitRegionInputs, transit_stack
 from tests.envtest import TENANT_USER, kube_apiserver  # noqa: F401 - the fixture
-from tests.factories import HUB_ACCOUNT, cluster_doc, hub_doc
-from tests.service_env import wait_until
+from doubles.factories import HUB_ACCOUNT, cluster_doc, hub_doc
+from doubles.service_env import wait_until
 
 TRANSIT = transit_stack(HUB_ACCOUNT)
 EAST, WEST = "us-east-1", "eu-west-1"

@@ -21,7 +21,7 @@ from automation.service.runtime import Manager
 from doubles import MockKubeAPI, RecordingEngine
 from stacks.names import CLUSTERS, TENANTS
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-from tests.service_env import ServiceEnv, wait_until
+from doubles.service_env import ServiceEnv, wait_until
 
 
 @pytest.fixture
