@@ -40,6 +40,7 @@ from automation.adapters.aws.mesh_quotas import MeshQuotaPreflight
 from automation.adapters.aws.preflight import Preflight
 from automation.adapters.engine.pool import WorkerPool
 from automation.adapters.engine.settings import PulumiSettings
+from automation.adapters.kube.clusters import KubeClusters
 from automation.adapters.kube.status import EventRecorder, StatusWriter, state_of
 from automation.adapters.kube.informer import Informer, informers, sources, wait_synced
 from automation.adapters import logs
@@ -47,7 +48,7 @@ from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
 from automation.service.mapper import Desired, Mapper, Resolution
 from automation.service.queue import Outcome, WorkQueue, Workers
-from automation.service.reconcile import Audit, Guard, ReconcileOptions, Reconciler
+from automation.service.clusters import Audit, Guard, ReconcileOptions, Reconciler
 from automation.service.server import Metrics, ProbeServer
 from automation.service.tenants import TenantController
 from automation.service.transit import HubStatus, MeshStates, TransitReconciler
@@ -300,7 +301,8 @@ class Pipeline:
         self.status = StatusWriter(api_client)
         self.events = EventRecorder(api_client, instance=identity)
         self.reconciler = Reconciler(
-            desired=self.desired, cache=self.cache, engine=engine, api_client=api_client, status=self.status, events=self.events,
+            desired=self.desired, cache=self.cache, engine=engine,
+            kube=KubeClusters(api_client, status=self.status, events=self.events),
             options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry,
                                      options.stalled_recheck, options.drift_policy),
             guards=guards, audit=audit, metrics=metrics)

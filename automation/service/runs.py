@@ -1,0 +1,120 @@
+"""Every engine run of the service goes through one gate (`Runs.run`): the clusters' and the transit stacks'.
+
+It owns the halt check (after `halt()` no run starts: a lost Lease, a shutdown), the count of runs in flight
+(the Pipeline cancels them), the run metrics, the failures by reason, and the run's one log line
+(`hubwright.run`: cluster, stack, operation, result, duration, changes, reason; automation/adapters/logs.py).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Protocol
+
+from automation.adapters.engine import EngineError, RunCancelled, RunResult, StackLocked
+from automation.adapters.logs import FIELDS
+from stacks import status as reasons
+from stacks.errors import Failure
+
+RUN_LOG = logging.getLogger("hubwright.run")  # one line per engine run, and per refusal (automation/adapters/logs.py)
+
+
+class Metrics(Protocol):
+    def observe_run(self, operation: str, result: str, seconds: float) -> None: ...
+
+    def run_failed(self, operation: str, reason: str) -> None: ...
+
+    def refused(self, reason: str) -> None: ...
+
+
+class Runs:
+    """The gate every engine call passes: halt, count, measure, log."""
+
+    def __init__(self, metrics: Metrics | None = None):
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        self._halted = False  # halt(): no engine run starts any more
+        self._active = 0  # engine calls in progress
+
+    def halt(self) -> None:
+        """No engine run starts after this returns; `active()` counts the ones that had (Pipeline cancels them)."""
+        with self._lock:
+            self._halted = True
+
+    def active(self) -> int:
+        """Engine calls in progress: started, or about to reach the engine."""
+        with self._lock:
+            return self._active
+
+    def run(self, operation: str, call: Callable[[], RunResult], *, stack: str = "", cluster: str = "") -> RunResult:
+        """Run `call` unless halted; an up or destroy that did not succeed raises EngineError (UpdateFailed,
+        DestroyFailed), so every caller reports it the same way (automation/service/outcomes.py)."""
+        started = time.monotonic()
+        result, reason, out, error = "error", "Error", None, ""
+        try:
+            with self._lock:
+                if self._halted:
+                    raise RunCancelled(f"{operation}: not started, the service stopped leading or is stopping")
+                self._active += 1
+            try:
+                out = call()
+            finally:
+                with self._lock:
+                    self._active -= 1
+            result, reason = ("succeeded", "") if out.ok else ("failed", "")
+            if operation in ("up", "destroy") and not out.ok:
+                raise EngineError(out.message or f"{operation} failed",
+                                  reason=reasons.DESTROY_FAILED if operation == "destroy" else reasons.UPDATE_FAILED)
+            return out
+        except StackLocked as exc:
+            result, reason, error = "locked", reasons.STACK_LOCKED, str(exc)
+            raise
+        except Failure as exc:
+            result, reason, error = ("failed" if isinstance(exc, EngineError) else "error"), exc.reason, str(exc)
+            raise
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            seconds = time.monotonic() - started
+            if self.metrics is not None:
+                self.metrics.observe_run(operation, result, seconds)
+                if result in ("failed", "error") and reason:
+                    self.metrics.run_failed(operation, reason)
+            log_run(operation, result, seconds, out, reason=reason, error=error, stack=stack, cluster=cluster)
+
+    def refused(self, cluster: str, stack: str, operation: str, reason: str, message: str) -> None:
+        """A refusal (Stalled: InvalidSpec, NeedsAttention): counted by reason, and its run log line."""
+        if self.metrics is not None:
+            self.metrics.refused(reason)
+        RUN_LOG.warning("%s %s: %s refused (%s)", cluster, stack, operation, reason, extra={FIELDS: {
+            "cluster": cluster, "stack": stack, "operation": operation, "result": "refused",
+            "duration": 0.0, "reason": reason, "error": message[:2048]}})
+
+
+def changes_text(changes: dict[str, int]) -> str:
+    return ", ".join(f"{n} to {op}" for op, n in sorted(changes.items()) if op != "same" and n)
+
+
+def summary(result: RunResult) -> str:
+    return changes_text(result.changes) or result.message or "no changes"
+
+
+def log_run(operation: str, result: str, seconds: float, out: RunResult | None, *, reason: str, error: str,
+            stack: str, cluster: str) -> None:
+    """The run's one log line: INFO when it did what it should (a preview that found drift says `drifted`),
+    WARNING when it failed."""
+    if operation == "preview" and result == "failed":
+        result = "drifted"  # the check ran; the cloud differs
+    fields: dict[str, Any] = {"cluster": cluster or None, "stack": stack, "operation": operation, "result": result,
+                              "duration": round(seconds, 3)}
+    if out is not None:
+        fields["changes"] = dict(out.changes)
+        if out.drifted:
+            fields["drifted"] = list(out.drifted)
+    if result in ("failed", "error", "locked"):
+        fields["reason"] = reason
+        fields["error"] = error[:2048]
+    level = logging.WARNING if result in ("failed", "error") else logging.INFO
+    RUN_LOG.log(level, "%s %s: %s %s in %.1fs%s", cluster or "-", stack or "-", operation, result, seconds,
+                f" ({reason})" if fields.get("reason") else "", extra={FIELDS: fields})
