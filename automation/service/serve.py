@@ -2,7 +2,7 @@
 
     Informers ──► Cache ──► Mapper ──► WorkQueue ──► Workers ──► Reconciler ──► Engine
     adapters/   service/    service/   service/     service/   service/        adapters/
-    watch.py    cache.py    mapper.py  queue.py     queue.py   reconcile.py    pulumi_engine.py
+    watch.py    cache.py    mapper.py  queue.py     queue.py   clusters/       pulumi_engine.py
 
 Beside it, the tenant controller (service/tenants.py) turns Tenants into Namespaces (--no-tenants: off).
 Only the leader runs the pipeline; a follower keeps its probes up and runs nothing.
