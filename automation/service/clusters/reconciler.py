@@ -55,11 +55,14 @@ from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedI
 LOG = logging.getLogger("hubwright.reconcile")
 STUCK_LOCK_RETRIES = 3  # StackLocked this many times in a row: ask the engine to recover a stale lock
 
+
 def up_to_date(status: ClusterStatus, digest: str) -> bool:
     return applied(status.inputs_hash, status.last_update, digest)
 
 
 class Reconciler:
+    """The clusters' controller (automation/service/clusters/context.py's Context, for delete.py and drift.py)."""
+
     def __init__(self, *, desired: DesiredView, cache: Cache, engine: Engine, kube: ClusterClient,
                  options: ReconcileOptions = ReconcileOptions(), guards: Iterable[Guard] = (),
                  audit: Audit | None = None, metrics: Metrics | None = None,
