@@ -110,8 +110,8 @@ class FakeClusters:
             return mine[1]
         try:
             return ClusterStatus.model_validate(raw.get("status") or {})
-        except ValueError:
-            return ClusterStatus()
+        except ValueError:  # garbage in the status: start over, as StatusWriter does
+            return ClusterStatus.model_validate({})
 
     def write(self, raw: Raw, status: ClusterStatus, *, previous: ClusterStatus) -> bool:
         return self._write(raw, status, later=False)

@@ -131,7 +131,8 @@ def test_a_new_cluster_is_applied_once_and_reported(world):
     assert status.last_update.operation == "up" and status.last_update.result == "Succeeded"
     assert status.outputs.endpoint_vpc == "vpc-0hub1" and status.outputs.endpoint.startswith("vpce-")
     assert (status.account, status.region) == ("222222222222", "us-east-1")
-    assert {c.type: c.status for c in status.conditions} == {"Ready": "True", "Reconciling": "False", "Stalled": "False"}
+    assert {c.type: c.status for c in status.conditions} == {"Ready": "True", "Reconciling": "False",
+                                                             "Stalled": "False"}
     assert world.reasons() == ["UpdateStarted", "UpdateSucceeded"]
     # The Running mark went first, written now; the report of the finished run later (off the worker's path).
     assert [(w.status.last_update.result, w.later) for w in world.kube.writes] == [("Running", False),

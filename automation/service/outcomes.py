@@ -1,10 +1,10 @@
 """The one rule that turns an error's class (stacks.errors) into a condition, an Event and what comes next.
 
-    class                 condition state   Event     counted and logged   next (queue.Outcome)
-    InvalidSpec           stalled           Warning   refused              stall: only when an input changes
-    NeedsAttention        stalled           Warning   refused              stall: looked at again every --stalled-recheck
-    StackLocked           progressing       Normal    -                    done after --lock-retry (jittered)
-    Failure (any other)   retrying          Warning   -                    retry with backoff
+    class                condition state  Event    counted and logged  next (queue.Outcome)
+    InvalidSpec          stalled          Warning  refused             stall: only when an input changes
+    NeedsAttention       stalled          Warning  refused             stall: looked at again every --stalled-recheck
+    StackLocked          progressing      Normal   -                   done after --lock-retry (jittered)
+    Failure (any other)  retrying         Warning  -                   retry with backoff
 
 `judge` decides; a reconciler applies the verdict to its own status target (a Cluster's status:
 automation/service/clusters/reconciler.py `_fail`; the mesh's transit stacks keep theirs in the HubConfig).

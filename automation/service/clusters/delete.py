@@ -15,12 +15,12 @@ import logging
 from automation.adapters.kube.informer import Raw
 from automation.adapters.kube.status import conditions, rfc3339
 from automation.service.clusters.context import Context
-from automation.service.clusters.status import generation_of, stack_of, succeeded
+from automation.service.clusters.status import generation_of, run_mark, stack_of, succeeded
 from automation.service.queue import Outcome
 from stacks import status as reasons
 from stacks.errors import Failure
 from stacks.names import FINALIZER, stack_name
-from stacks.status import ClusterStatus, LastUpdate
+from stacks.status import ClusterStatus
 
 LOG = logging.getLogger("hubwright.reconcile")
 
@@ -49,7 +49,7 @@ def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
     started = r.clock()
     generation = generation_of(raw)
     running = status.model_copy(update={
-        "last_update": LastUpdate(operation="destroy", result="Running", message=why, start_time=rfc3339(started)),
+        "last_update": run_mark("destroy", "Running", why, started),
         "conditions": conditions("progressing", reasons.DESTROYING, why, generation=generation,
                                  previous=status.conditions, now=rfc3339(started)),
     })

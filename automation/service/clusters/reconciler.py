@@ -40,8 +40,8 @@ from automation.service.cache import Cache
 from automation.service.clusters import delete, drift
 from automation.service.clusters.context import Audit, Guard, ReconcileOptions
 from automation.service.clusters.status import (annotation, generation_of, ready, ready_status, refused_status,
-                                                registered_status, requested, running_status, stack_of, succeeded,
-                                                why as why_up, with_placement)
+                                                registered_status, requested, run_mark, running_status, stack_of,
+                                                succeeded, why as why_up, with_placement)
 from automation.service.outcomes import Operation, judge
 from automation.service.queue import Outcome
 from automation.service.runs import Metrics, Runs, summary
@@ -304,8 +304,7 @@ class Reconciler:
             self._locked_streak[stack] = self._locked_streak.get(stack, 0) + 1
             last = (before or status).last_update
         else:
-            last = LastUpdate(operation=operation, result="Failed", message=verdict.event[:4096],
-                              start_time=rfc3339(started), end_time=rfc3339(now))
+            last = run_mark(operation, "Failed", verdict.event[:4096], started, now)
             LOG.warning("%s: %s failed (%s): %s", key, operation, verdict.reason, verdict.condition)
             if verdict.refused:
                 self._refused(raw, operation, verdict.reason, verdict.event)
@@ -333,7 +332,7 @@ class Reconciler:
         routes it on this ID from then on, whatever the default or the hub's prefixes become)."""
         current = status.shared_ingress.cluster_id if status.shared_ingress else None
         routed = self.desired.routed_id(key, current)
-        return SharedIngressStatus(cluster_id=routed) if routed else None
+        return SharedIngressStatus.model_validate({"clusterID": routed}) if routed else None
 
     def _placed(self, key: str, status: ClusterStatus) -> ClusterStatus:
         return with_placement(status, self.desired.placed_in(key))

@@ -5,7 +5,7 @@ Each builder returns the whole new status; one equal to the current status means
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from automation.adapters.engine import RunResult
 from automation.adapters.kube.informer import Raw
@@ -51,6 +51,13 @@ def succeeded(result: RunResult, message: str, started: float, ended: float,
                       end_time=rfc3339(ended), permalink=result.permalink, changes=result.changes, progress=progress)
 
 
+def run_mark(operation: Literal["up", "destroy"], result: Literal["Running", "Failed"], message: str,
+             started: float, ended: float | None = None) -> LastUpdate:
+    """status.lastUpdate of a run that starts (Running) or failed (nothing of an earlier run's end is kept)."""
+    return LastUpdate(operation=operation, result=result, message=message, start_time=rfc3339(started),
+                      end_time=rfc3339(ended) if ended is not None else None, permalink=None, progress=None)
+
+
 def ready_status(status: ClusterStatus, generation: int | None, desired: StackInputs, last: LastUpdate | None, *,
                  mesh_join: MeshJoin | None, routed: SharedIngressStatus | None, now: float,
                  outputs: dict[str, Any] | None = None, checked: float | None = None) -> ClusterStatus:
@@ -74,7 +81,7 @@ def running_status(status: ClusterStatus, generation: int | None, desired: Stack
     return status.model_copy(update={
         "observed_generation": generation, "stack": desired.stack, "mesh_join": mesh_join, "shared_ingress": routed,
         "account": desired.cluster.account_id, "region": desired.cluster.region,
-        "last_update": LastUpdate(operation="up", result="Running", message=why, start_time=rfc3339(started)),
+        "last_update": run_mark("up", "Running", why, started),
         "conditions": conditions("progressing", reasons.PROGRESSING, why, generation=generation,
                                  previous=status.conditions, now=rfc3339(started)),
     })
