@@ -298,7 +298,7 @@ def test_a_halted_service_starts_no_transit_run():
 
 
 def test_a_transit_failure_maps_by_its_class_like_a_clusters():
-    """runs.verdict, the one mapping: NeedsAttention (a policy refusal) stalls and is looked at again after
+    """outcomes.judge, the one rule (the clusters' too): NeedsAttention (a policy refusal) stalls and is looked at again after
     --stalled-recheck, not retried with backoff; a plain failure retries."""
     engine = RecordingEngine()
     cache = Cache(hub_name="h", role_map_name="none", role_map_namespace="default", parse_role_map=lambda raw: {})

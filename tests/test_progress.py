@@ -41,14 +41,14 @@ def test_the_service_writes_progress_to_status_during_a_run_at_a_bounded_rate():
         reconciler = service.pipeline.reconciler
         reconciler.progress_every = 0.5
         written: list[dict] = []
-        write_later = reconciler.status.write_later
+        write_later = reconciler.kube.write_later
 
         def spy(raw, status, *, previous):
             last = status.last_update
             if last is not None and last.result == "Running" and last.progress is not None:
                 written.append(last.progress.model_dump())
             return write_later(raw, status, previous=previous)
-        reconciler.status.write_later = spy
+        reconciler.kube.write_later = spy
 
         seen: list[dict] = []
         stop = threading.Event()

@@ -2,7 +2,10 @@
 
 The API server is kmock's Kubernetes emulator (doubles.MockKubeAPI) and the
 engine the recording double: every test states what ran on the engine and what the
-Cluster says about it.
+Cluster says about it. These are the cases that need the running service: the mapper's
+resolution (role map, hub, namespaces, mesh, placement, shared ingress), the queue, a restart,
+the real client's finalizer and status writes. The reconciler's own paths (failures, locks,
+recovery, drift, delete, refusals) are called directly in tests/test_reconcile_direct.py.
 """
 from __future__ import annotations
 
@@ -16,7 +19,6 @@ from stacks.ingress import Route
 from stacks.model import parse
 from stacks.names import (CLUSTER_ID_PREFIXES_ANNOTATION, DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP,
                           SHARED_INGRESS_CONFIGMAP, VERSION)
-from automation.adapters.engine import PolicyViolation
 from doubles import RecordingEngine
 from doubles.factories import INGRESS
 from doubles.service_env import on_kmock, quiet, wait_until
@@ -84,30 +86,6 @@ def test_a_restart_with_nothing_changed_costs_no_engine_run(env):
     assert second.calls == []
 
 
-def test_an_edit_that_changes_nothing_costs_no_run_but_is_observed(env):
-    engine = RecordingEngine()
-    env.create("prod-1")
-    with env.running(engine) as service:
-        wait_until(lambda: env.ready("prod-1"))
-        # Route tables matter only to a mesh member: a new generation, the same inputs.
-        env.patch("prod-1", {"spec": {"network": {"routeTableIDs": ["rtb-09"]}}})
-        wait_until(lambda: env.get("prod-1")["status"]["observedGeneration"] == 2, what="observedGeneration 2")
-        quiet(service)
-    assert engine.count("up") == 1
-
-
-def test_an_edit_that_changes_the_inputs_runs_up_again_saying_why(env):
-    engine = RecordingEngine()
-    env.create("prod-1")
-    with env.running(engine):
-        wait_until(lambda: env.ready("prod-1"))
-        env.patch("prod-1", {"spec": {"apiURL": "https://api.blue.example.com:6443"}})
-        wait_until(lambda: engine.count("up") == 2)
-        wait_until(lambda: env.get("prod-1")["status"]["inputsHash"] == engine.stacks["acme.prod-1"].digest())
-    assert engine.runs("up")[1].inputs.private_link.api_host == "api.blue.example.com"
-    assert engine.runs("up")[1].message.startswith("inputs changed (generation 2)")
-
-
 def test_invalid_input_stalls_with_the_reason_and_never_runs(env):
     engine = RecordingEngine()
     env.namespace("strays", owner="444444444444")
@@ -166,130 +144,6 @@ def test_delete_destroys_the_stack_before_releasing_the_cluster(env):
     assert [c.operation for c in engine.calls] == ["up", "destroy"]
     assert "acme.prod-1" not in engine.stacks
     assert [r for _, r, _ in env.events(name="prod-1")][-2:] == ["DestroyStarted", "DestroySucceeded"]
-
-
-def test_a_failed_destroy_keeps_the_finalizer_reports_and_retries(env):
-    engine = RecordingEngine()
-    env.create("prod-1")
-    with env.running(engine):
-        wait_until(lambda: env.ready("prod-1"))
-        engine.fail("destroy", "acme.prod-1", times=2, message="DependencyViolation: endpoint in use")
-        env.delete("prod-1")
-        # One read of the object: the retry (50 ms backoff here) soon replaces the condition with "Destroying".
-        obj = wait_until(lambda: (lambda o: o if o and ready_condition(o).get("reason") == "DestroyFailed" else None)(
-            env.get("prod-1")), what="DestroyFailed")
-        assert "DependencyViolation" in ready_condition(obj)["message"]
-        assert FINALIZER in obj["metadata"]["finalizers"] and obj["metadata"].get("deletionTimestamp")
-        wait_until(lambda: env.get("prod-1") is None, what="the retried destroy to release the Cluster")
-    assert [c.ok for c in engine.runs("destroy")] == [False, False, True]
-    assert ("Warning", "DestroyFailed") in [(t, r) for t, r, _ in env.events(name="prod-1")]
-
-
-def test_a_failed_update_is_retried_with_backoff_until_it_succeeds(env):
-    engine = RecordingEngine()
-    engine.fail("up", "acme.prod-1", times=2, message="AccessDenied: not authorized to CreateVpcEndpointService")
-    env.create("prod-1")
-    with env.running(engine, backoff_base=0.4, backoff_cap=0.8):
-        status = wait_until(lambda: (lambda s: s if s.get("lastUpdate", {}).get("result") == "Failed" else None)(
-            env.get("prod-1").get("status") or {}), what="a failed update")
-        conds = {c["type"]: c for c in status["conditions"]}
-        assert (conds["Ready"]["status"], conds["Ready"]["reason"]) == ("False", "UpdateFailed")
-        assert conds["Reconciling"]["status"] == "True" and conds["Stalled"]["status"] == "False"
-        assert "AccessDenied" in status["lastUpdate"]["message"]
-        wait_until(lambda: env.ready("prod-1"), what="the retry to succeed")
-    ups = engine.runs("up")
-    assert [c.ok for c in ups] == [False, False, True]
-    assert ups[1].started - ups[0].ended >= 0.2  # first retry: 0.4 s, jittered down to half at most
-    assert ups[2].started - ups[1].ended >= 0.4  # second: 0.8 s (the cap)
-
-
-def test_a_policy_violation_stalls_the_cluster_naming_the_rule_and_is_not_retried(env):
-    engine = RecordingEngine()
-    engine.fail("up", "acme.prod-1", times=5, error=PolicyViolation,
-                message="up acme.prod-1: the policy pack refused it: endpoint-service-one-hub-principal "
-                        "(aws:ec2/vpcEndpointService:VpcEndpointService: acme.prod-1-svc): principal '*' is a wildcard")
-    env.create("prod-1")
-    with env.running(engine, backoff_base=0.05, backoff_cap=0.1, stalled_recheck=60) as service:
-        status = wait_until(lambda: (lambda s: s if s.get("lastUpdate", {}).get("result") == "Failed" else None)(
-            env.get("prod-1").get("status") or {}), what="the refused update")
-        quiet(service)
-    conds = {c["type"]: c for c in status["conditions"]}
-    assert (conds["Stalled"]["status"], conds["Stalled"]["reason"]) == ("True", "PolicyViolation")
-    assert conds["Reconciling"]["status"] == "False"
-    assert "endpoint-service-one-hub-principal" in conds["Stalled"]["message"]
-    assert len(engine.runs("up")) == 1  # no backoff loop: looked at again after --stalled-recheck only
-    assert ("Warning", "PolicyViolation") in [(t, r) for t, r, _ in env.events(name="prod-1")]
-
-
-def test_a_locked_stack_is_requeued_not_failed(env):
-    engine = RecordingEngine()
-    engine.lock("acme.prod-1", times=2)
-    env.create("prod-1")
-    with env.running(engine) as service:
-        wait_until(lambda: env.ready("prod-1"))
-        assert service.pipeline.queue.failures("acme/prod-1") == 0
-        metrics = service.metrics.exposition().decode()
-    assert [c.ok for c in engine.runs("up")] == [False, False, True]
-    assert 'hubwright_runs_total{operation="up",result="locked"} 2.0' in metrics
-    assert "UpdateFailed" not in [r for _, r, _ in env.events(name="prod-1")]
-    assert "StackLocked" in [r for _, r, _ in env.events(name="prod-1")]
-
-
-def test_a_run_killed_mid_update_is_recovered_before_the_retry(env):
-    engine = RecordingEngine()
-    env.create("prod-1")
-    with env.running(engine):
-        wait_until(lambda: env.ready("prod-1"))
-    # The service dies during an update: the status says Running, the stack keeps a stale lock.
-    env.patch("prod-1", {"spec": {"apiURL": "https://api.blue.example.com:6443"}})
-    env.patch_status("prod-1", {"lastUpdate": {"operation": "up", "result": "Running", "message": "inputs changed",
-                                               "startTime": "2025-01-01T00:00:00Z"}})
-    engine.kill_mid_run("acme.prod-1")
-    with env.running(engine):
-        wait_until(lambda: engine.count("up") == 2 and env.ready("prod-1"))
-        status = env.get("prod-1")["status"]
-    assert [c.operation for c in engine.calls] == ["up", "recover", "up"]
-    assert "did not finish" in status["lastRecovery"]["message"]
-    assert "Recovered" in [r for _, r, _ in env.events(name="prod-1")]
-
-
-def test_a_lock_that_outlives_a_few_retries_is_handed_to_recovery(env):
-    engine = RecordingEngine()
-    engine.kill_mid_run("acme.prod-1")  # a stale lock with no Running mark to tell (a killed CLI, an old version)
-    env.create("prod-1")
-    with env.running(engine):
-        wait_until(lambda: env.ready("prod-1"))
-        status = env.get("prod-1")["status"]
-    assert [c.operation for c in engine.calls] == ["up", "up", "up", "recover", "up"]
-    assert "stayed locked through 3 retries" in status["lastRecovery"]["message"]
-
-
-def test_a_new_install_removes_the_old_private_link_first(env):
-    engine = RecordingEngine()
-    env.create("prod-1", infraID="prod1-old")
-    with env.running(engine):
-        wait_until(lambda: env.ready("prod-1"))
-        env.patch("prod-1", {"spec": {"infraID": "prod1-new"}})
-        wait_until(lambda: engine.count("up") == 3)
-        wait_until(lambda: env.get("prod-1")["status"]["outputs"]["infraID"] == "prod1-new")
-    first, removal, install = engine.runs("up")
-    assert first.inputs.private_link.infra_id == "prod1-old"
-    assert removal.inputs.private_link is None and "new install" in removal.message
-    assert install.inputs.private_link.infra_id == "prod1-new"
-
-
-def test_drift_found_by_the_periodic_check_triggers_an_update(env):
-    engine = RecordingEngine()
-    env.create("prod-1")
-    env.create("prod-2")
-    with env.running(engine, drift_interval=0.3, drift_jitter=0.0):
-        wait_until(lambda: env.ready("prod-1") and env.ready("prod-2"))
-        engine.drifted.add("acme.prod-1")
-        wait_until(lambda: engine.count("up", "acme.prod-1") == 2, what="the drift to be repaired")
-        wait_until(lambda: engine.count("preview", "acme.prod-2") >= 1)
-    assert engine.count("up", "acme.prod-2") == 1  # checked, found in step, left alone
-    correcting = engine.runs("up", "acme.prod-1")[1]
-    assert correcting.message.startswith("correcting drift") and correcting.refresh
 
 
 def test_endpoint_placement_stays_where_the_status_says(env):

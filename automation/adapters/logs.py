@@ -4,7 +4,7 @@
 
 In json mode every record is one line {"time", "level", "logger", "message", ...} with the record's extra fields
 beside them (`LOG.info(..., extra={"fields": {...}})`), so Loki, Fluent Bit or CloudWatch parse it without a
-pattern. The run log (`hubwright.run`, automation.service.reconcile.Reconciler.run_engine) writes one such line per
+pattern. The run log (`hubwright.run`, automation.service.runs.Runs.run) writes one such line per
 engine run: cluster, stack, operation, result, duration, changes, reason; docs/service.md lists the fields.
 The engine's worker processes (automation.adapters.engine.worker) write to the same stderr: they read the format from
 HUBWRIGHT_LOG_FORMAT / HUBWRIGHT_LOG_LEVEL (`environment()`, which `serve` exports) and log their own uncaught

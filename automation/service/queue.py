@@ -56,10 +56,13 @@ LOG = logging.getLogger("hubwright.queue")
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a reconcile asks of the queue for its key."""
+    """What a reconcile asks of the queue for its key: done (maybe come back after a while), retry with backoff,
+    or stalled with a reason (nothing runs until an input changes; with a recheck delay, looked at again then).
+    The queue treats a stalled outcome like done-after: the reason is for the reconciler's callers and tests."""
 
     failed: bool = False  # retry with backoff
-    requeue_after: float | None = None  # come back later (drift check, stack locked); not a failure
+    requeue_after: float | None = None  # come back later (drift check, stack locked, stalled recheck); not a failure
+    stalled: str | None = None  # the reason a person must act (a condition reason: InvalidSpec, AccessDenied, ...)
 
     @classmethod
     def done(cls, requeue_after: float | None = None) -> "Outcome":
@@ -68,6 +71,11 @@ class Outcome:
     @classmethod
     def retry(cls) -> "Outcome":
         return cls(True, None)
+
+    @classmethod
+    def stall(cls, reason: str, recheck: float | None = None) -> "Outcome":
+        """Refused for `reason`: looked at again after `recheck` seconds (None: only when an input changes)."""
+        return cls(False, recheck, reason)
 
 
 def namespace_of(key: Hashable) -> Hashable:

@@ -1,49 +1,43 @@
-"""Engine runs and failures, the same for every reconciler (the clusters' and the transit stacks').
+"""Every engine run of the service goes through one gate (`Runs.run`): the clusters' and the transit stacks'.
 
-    Runs        every engine run of the service goes through `Runs.run`: the halt check (a halted service starts
-                no run, and `active()` counts the ones that had started), the run metrics, the failures by
-                reason, and the run's one log line (`hubwright.run`; automation/adapters/logs.py). One object,
-                given to each reconciler, so halting it halts them all.
-    verdict     the one mapping of an error's class (stacks.errors) to what a reconciler reports and what comes
-                next: StackLocked waits (not a failure), NeedsAttention stalls (looked at again every
-                --stalled-recheck), any other Failure retries with backoff. Each reconciler writes the verdict
-                into its own status (a Cluster's conditions, a transit stack's lastUpdate) and sends its Event.
+It owns the halt check (after `halt()` no run starts: a lost Lease, a shutdown), the count of runs in flight
+(the Pipeline cancels them), the run metrics, the failures by reason, and the run's one log line
+(`hubwright.run`: cluster, stack, operation, result, duration, changes, reason; automation/adapters/logs.py).
 """
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Callable, Protocol
 
 from automation.adapters.engine import EngineError, RunCancelled, RunResult, StackLocked
 from automation.adapters.logs import FIELDS
-from automation.service.queue import Outcome
 from stacks import status as reasons
-from stacks.errors import Failure, NeedsAttention
-from stacks.names import RECONCILE_REQUEST_ANNOTATION
+from stacks.errors import Failure
 
-RUN_LOG = logging.getLogger("hubwright.run")  # one line per engine run (automation/adapters/logs.py)
+RUN_LOG = logging.getLogger("hubwright.run")  # one line per engine run, and per refusal (automation/adapters/logs.py)
 
-class RunMetrics(Protocol):
+
+class Metrics(Protocol):
     def observe_run(self, operation: str, result: str, seconds: float) -> None: ...
 
     def run_failed(self, operation: str, reason: str) -> None: ...
 
+    def refused(self, reason: str) -> None: ...
+
 
 class Runs:
-    """The gate every engine run passes: halt(), active(), run(operation, call, stack=, cluster=)."""
+    """The gate every engine call passes: halt, count, measure, log."""
 
-    def __init__(self, metrics: RunMetrics | None = None):
+    def __init__(self, metrics: Metrics | None = None):
         self.metrics = metrics
         self._lock = threading.Lock()
-        self._halted = False
-        self._active = 0
+        self._halted = False  # halt(): no engine run starts any more
+        self._active = 0  # engine calls in progress
 
     def halt(self) -> None:
-        """No engine run starts after this returns; `active()` counts the ones that had (the Pipeline cancels them)."""
+        """No engine run starts after this returns; `active()` counts the ones that had (Pipeline cancels them)."""
         with self._lock:
             self._halted = True
 
@@ -52,10 +46,9 @@ class Runs:
         with self._lock:
             return self._active
 
-    def run(self, operation: str, call: Callable[[], RunResult], *, stack: str = "",
-            cluster: str = "") -> RunResult:
-        """Run `call` unless halted (RunCancelled); an up or destroy that did not succeed raises EngineError
-        (UpdateFailed / DestroyFailed). Metrics and the one log line whatever happens."""
+    def run(self, operation: str, call: Callable[[], RunResult], *, stack: str = "", cluster: str = "") -> RunResult:
+        """Run `call` unless halted; an up or destroy that did not succeed raises EngineError (UpdateFailed,
+        DestroyFailed), so every caller reports it the same way (automation/service/outcomes.py)."""
         started = time.monotonic()
         result, reason, out, error = "error", "Error", None, ""
         try:
@@ -90,6 +83,22 @@ class Runs:
                     self.metrics.run_failed(operation, reason)
             log_run(operation, result, seconds, out, reason=reason, error=error, stack=stack, cluster=cluster)
 
+    def refused(self, cluster: str, stack: str, operation: str, reason: str, message: str) -> None:
+        """A refusal (Stalled: InvalidSpec, NeedsAttention): counted by reason, and its run log line."""
+        if self.metrics is not None:
+            self.metrics.refused(reason)
+        RUN_LOG.warning("%s %s: %s refused (%s)", cluster, stack, operation, reason, extra={FIELDS: {
+            "cluster": cluster, "stack": stack, "operation": operation, "result": "refused",
+            "duration": 0.0, "reason": reason, "error": message[:2048]}})
+
+
+def changes_text(changes: dict[str, int]) -> str:
+    return ", ".join(f"{n} to {op}" for op, n in sorted(changes.items()) if op != "same" and n)
+
+
+def summary(result: RunResult) -> str:
+    return changes_text(result.changes) or result.message or "no changes"
+
 
 def log_run(operation: str, result: str, seconds: float, out: RunResult | None, *, reason: str, error: str,
             stack: str, cluster: str) -> None:
@@ -109,34 +118,3 @@ def log_run(operation: str, result: str, seconds: float, out: RunResult | None, 
     level = logging.WARNING if result in ("failed", "error") else logging.INFO
     RUN_LOG.log(level, "%s %s: %s %s in %.1fs%s", cluster or "-", stack or "-", operation, result, seconds,
                 f" ({reason})" if fields.get("reason") else "", extra={FIELDS: fields})
-
-
-# --------------------------------------------------------------------------- an error's class -> what next
-
-@dataclass(frozen=True)
-class Verdict:
-    """What a failed operation reports and what comes next."""
-
-    state: Literal["locked", "stalled", "retrying"]  # locked: nothing ran, not a failure
-    reason: str  # the condition's and the Event's reason (CamelCase)
-    then: str  # what comes next, for people
-    outcome: Outcome
-
-    @property
-    def failed(self) -> bool:
-        """The operation ran and failed (its lastUpdate says Failed); a locked stack ran nothing."""
-        return self.state != "locked"
-
-
-def verdict(exc: Failure, operation: str, *, lock_retry: float, stalled_recheck: float) -> Verdict:
-    """The one place an error's class becomes a reason and what comes next (both reconcilers report through it).
-    A run's failure says which run: an engine error without a reason of its own is UpdateFailed/DestroyFailed."""
-    if isinstance(exc, StackLocked):
-        return Verdict("locked", reasons.STACK_LOCKED, "another update holds the stack; trying again shortly",
-                       Outcome.done(lock_retry * random.uniform(0.5, 1.5)))
-    reason = reasons.DESTROY_FAILED if operation == "destroy" and exc.reason == reasons.UPDATE_FAILED else exc.reason
-    if isinstance(exc, NeedsAttention):
-        return Verdict("stalled", reason,
-                       f"needs attention; looked at again in {stalled_recheck:g}s, or at once when an input changes "
-                       f"or {RECONCILE_REQUEST_ANNOTATION} is set", Outcome.done(stalled_recheck))
-    return Verdict("retrying", reason, "retrying with backoff", Outcome.retry())

@@ -2,7 +2,7 @@
 
     Informers ──► Cache ──► Mapper ──► WorkQueue ──► Workers ──► Reconciler ──► Engine
     adapters/     service/  service/   service/      service/    service/       adapters/
-    kube/         cache.py  mapper.py  queue.py      queue.py    reconcile.py   engine/
+    kube/         cache.py  mapper.py  queue.py      queue.py    clusters/      engine/
     informer.py
 
 The informers, the queues and their workers are the runtime's (service/runtime.py: one informer per kind,
@@ -43,6 +43,7 @@ from automation.adapters.aws.mesh_quotas import MeshQuotaPreflight
 from automation.adapters.aws.preflight import Preflight
 from automation.adapters.engine.pool import WorkerPool
 from automation.adapters.engine.settings import PulumiSettings
+from automation.adapters.kube.clusters import KubeClusters
 from automation.adapters.kube.status import EventRecorder, StatusWriter, state_of
 from automation.adapters.kube.informer import Informer, sources
 from automation.adapters import logs
@@ -51,7 +52,7 @@ from automation.service.census import Count, EndpointCensus
 from automation.service.mapper import Desired, Mapper, Resolution
 from automation.service.queue import Outcome, WorkQueue
 from automation.service.runtime import Manager
-from automation.service.reconcile import Audit, Guard, ReconcileOptions, Reconciler
+from automation.service.clusters import Audit, Guard, ReconcileOptions, Reconciler
 from automation.service.server import Metrics, ProbeServer
 from automation.service.tenants import TenantController
 from automation.service.runs import Runs
@@ -307,14 +308,15 @@ class Pipeline:
         self.queue = WorkQueue(Backoff(options.backoff_base, options.backoff_cap), settle=options.settle)
         self.status = StatusWriter(api_client)
         self.events = EventRecorder(api_client, instance=identity)
+        # Every engine run, the clusters' and the transit stacks', passes one gate (automation/service/runs.py).
+        self.runs = Runs(metrics)
         self.reconciler = Reconciler(
-            desired=self.desired, cache=self.cache, engine=engine, api_client=api_client, status=self.status, events=self.events,
+            desired=self.desired, cache=self.cache, engine=engine,
+            kube=KubeClusters(api_client, status=self.status, events=self.events),
             options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry,
                                      options.stalled_recheck, options.drift_policy),
-            guards=guards, audit=audit, metrics=metrics)
+            guards=guards, audit=audit, runs=self.runs)
         # The mesh's shared state (automation/service/transit.py): transit stacks are queue keys of their own.
-        # Its runs pass the service's one gate (automation/service/runs.py); the Reconciler is to take the same Runs.
-        self.runs = Runs(metrics)
         mesh_status = MeshStatusWriter(api_client, options.hub_name, recorded=lambda: self.cache.hub_status)
         self.transit = TransitReconciler(desired=self.desired, cache=self.cache, engine=engine, writer=mesh_status,
                                          runs=self.runs, events=self.events, lock_retry=options.lock_retry,
@@ -405,7 +407,6 @@ class Pipeline:
         """Start no more runs (the runs in flight go on)."""
         self._stopped.set()
         self.manager.halt()
-        self.reconciler.halt()
         self.runs.halt()
 
     def cancel_runs(self, grace: float) -> None:
@@ -413,7 +414,7 @@ class Pipeline:
         before it and reaches the engine only now."""
         deadline = time.monotonic() + grace + 5
         self.engine.cancel(grace)
-        while (self.reconciler.active() or self.runs.active()) and time.monotonic() < deadline:
+        while self.runs.active() and time.monotonic() < deadline:
             time.sleep(0.01)
             self.engine.cancel(grace)
 

@@ -4,7 +4,7 @@
                         changed, destroy when no group uses its network account any more; its outputs (the
                         gateways' and route tables' IDs) go to status.mesh.transit, where the members' StackInputs
                         read them. Runs go through the service's `Runs` (automation/service/runs.py), failures
-                        through its `verdict`, and each step is an Event on the HubConfig.
+                        through `outcomes.judge` (the clusters' rule), and each step is an Event on the HubConfig.
     MeshStates          on every mapper pass: status.mesh.groups says what each group is built for; a
                         migration step is recorded done (`advance`) once every stack of the group applied it
                         (stacks.status.applied, the one rule). An entry the model cannot parse is reported (a log
@@ -31,7 +31,8 @@ from automation.adapters.kube.status import rfc3339, status_patch
 from automation.service.cache import Cache
 from automation.service.mapper import Resolution
 from automation.service.queue import Outcome
-from automation.service.runs import Runs, verdict
+from automation.service.outcomes import judge
+from automation.service.runs import Runs
 from automation.service.snapshot import DesiredView
 from stacks import status as reasons
 from stacks.errors import Failure
@@ -226,16 +227,16 @@ class TransitReconciler:
 
     def _failed(self, stack: str, operation: Literal["up", "destroy"], why: str, exc: Failure, started: float,
                 recorded: TransitStatus) -> Outcome:
-        """A failed run reported by its class (runs.verdict, the clusters' mapping): a locked stack ran nothing
-        (an Event, no status); any other failure is the entry's lastUpdate and a Warning Event."""
-        judged = verdict(exc, operation, lock_retry=self.lock_retry, stalled_recheck=self.stalled_recheck)
-        if not judged.failed:
-            self._event("Normal", judged.reason, f"transit stack {stack}: {exc} ({judged.then})")
+        """A failed run reported by its class (automation/service/outcomes.py `judge`, the clusters' rule too): a
+        locked stack ran nothing (an Event, no status); any other failure is the entry's lastUpdate and an Event."""
+        judged = judge(exc, operation=operation, lock_retry=self.lock_retry, stalled_recheck=self.stalled_recheck)
+        if judged.state == "progressing":  # locked: nothing ran
+            self._event(judged.event_type, judged.reason, f"transit stack {stack}: {judged.condition}")
             return judged.outcome
-        LOG.warning("transit stack %s: %s failed (%s): %s; %s", stack, operation, judged.reason, exc, judged.then)
+        LOG.warning("transit stack %s: %s failed (%s): %s", stack, operation, judged.reason, judged.condition)
         self.writer.patch(transit={stack: recorded.model_copy(update={
             "last_update": self._last(operation, "Failed", f"{why}: {exc}", started)})})
-        self._event("Warning", judged.reason, f"transit stack {stack}: {operation} failed: {exc} ({judged.then})")
+        self._event(judged.event_type, judged.reason, f"transit stack {stack}: {operation} failed: {judged.condition}")
         return judged.outcome
 
     def _event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:

@@ -27,7 +27,7 @@ from stacks.mesh import MeshShare, hub_overlap, looked_up_cidrs, pair_routes, ro
 
 
 class MeshCidrPreflight:
-    """A reconcile guard (automation.service.reconcile.Guard) for a member of a mesh group."""
+    """A reconcile guard (automation.service.clusters.Guard) for a member of a mesh group."""
 
     def __init__(self, sessions: AwsSessions):
         self.sessions = sessions

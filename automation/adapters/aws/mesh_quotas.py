@@ -106,7 +106,7 @@ def problems(share: MeshShare, found: Found) -> list[str]:
 
 
 class MeshQuotaPreflight:
-    """A reconcile guard (automation.service.reconcile.Guard) for a member of a mesh group."""
+    """A reconcile guard (automation.service.clusters.Guard) for a member of a mesh group."""
 
     def __init__(self, sessions: AwsSessions):
         self.sessions = sessions

@@ -69,7 +69,7 @@ class StackLocked(EngineError):
 
 class RunCancelled(EngineError):
     """The run was stopped before it finished: its time limit passed, or the service is shutting down or lost
-    the Lease. The stack may be locked by it; the next run recovers the lock (reconcile._recover_if_killed)."""
+    the Lease. The stack may be locked by it; the next run recovers the lock (Reconciler.recover_if_killed)."""
 
     reason = "RunCancelled"
 

@@ -33,7 +33,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Protocol
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -368,12 +368,18 @@ class EventRecorder:
 PROGRESS_EVERY = 2.0  # seconds between two writes of a run's progress (status.lastUpdate.progress) per cluster
 
 
+class LaterWriter(Protocol):
+    """What ProgressReport writes through: StatusWriter, or the reconciler's ClusterClient (kube/clusters.py)."""
+
+    def write_later(self, raw: dict[str, Any], status: ClusterStatus, *, previous: ClusterStatus) -> None: ...
+
+
 class ProgressReport:
     """A running up's progress (done, planned: the engine's on_progress) into status.lastUpdate.progress, through the
     status writer's background writes, at most every `every` seconds. `status` is the last status written (the
     run's result is written over it); `latest` the last count heard, written or not."""
 
-    def __init__(self, writer: StatusWriter, raw: dict[str, Any], running: ClusterStatus, *,
+    def __init__(self, writer: LaterWriter, raw: dict[str, Any], running: ClusterStatus, *,
                  every: float = PROGRESS_EVERY, clock: Callable[[], float] = time.monotonic):
         self._writer, self._raw, self._every, self._clock = writer, raw, every, clock
         self.status = running

@@ -1,0 +1,51 @@
+"""What the parts of the clusters' controller share: its options, the checks before an up, and `Context`, the
+reconciler as delete.py and drift.py see it (so they depend on this, not on reconciler.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Protocol
+
+from automation.adapters.engine import Engine, RunResult
+from automation.adapters.kube.clusters import ClusterClient
+from automation.adapters.kube.informer import Raw
+from automation.service.outcomes import Operation
+from automation.service.queue import Outcome
+from stacks.errors import Failure, InvalidSpec
+from stacks.inputs import StackInputs
+from stacks.status import ClusterStatus
+
+# A check before every up: raises InvalidSpec (refused until the input changes), NeedsAttention (refused, looked at
+# again every --stalled-recheck) or a transient Failure (retried with backoff).
+Guard = Callable[[StackInputs | None, StackInputs], None]
+Audit = Callable[[StackInputs, str], Any]
+
+
+@dataclass(frozen=True)
+class ReconcileOptions:
+    drift_interval: float = 3600.0  # seconds between drift checks of a stack; 0 turns them off
+    drift_jitter: float = 0.25  # each stack's interval is stretched by up to this fraction (stable per stack)
+    lock_retry: float = 15.0  # StackLocked: look again after about this long
+    stalled_recheck: float = 600.0  # NeedsAttention: look again after this long (an input change: at once)
+    drift_policy: Literal["correct", "report"] = "correct"  # on drift: an up with refresh, or the condition only
+
+
+class Context(Protocol):
+    engine: Engine
+    kube: ClusterClient
+    options: ReconcileOptions
+    audit: Audit | None
+    clock: Callable[[], float]
+    released: set[str]  # destroyed and let go by us: no orphan check when they vanish
+
+    def run_engine(self, operation: str, call: Callable[[], RunResult], *, stack: str = "",
+                   cluster: str = "") -> RunResult: ...
+
+    def write(self, raw: Raw, before: ClusterStatus, after: ClusterStatus) -> bool: ...
+
+    def fail(self, raw: Raw, status: ClusterStatus, operation: Operation, exc: InvalidSpec | Failure,
+             started: float, *, before: ClusterStatus | None = None, note: str = "") -> Outcome: ...
+
+    def recover_if_killed(self, raw: Raw, status: ClusterStatus, stack: str) -> ClusterStatus | None: ...
+
+    def run_up(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs, *, why: str,
+               refresh: bool = False) -> Outcome: ...

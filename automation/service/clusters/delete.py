@@ -1,0 +1,100 @@
+"""What happens on delete: the finalizer, the destroy, the facts agent's revocation, the orphan check.
+
+- The finalizer `hubwright.io/stack` is added before the first `up` (clusters/reconciler.py), so a delete
+  cannot skip the destroy.
+- A deleted Cluster (deletionTimestamp) that carries it: `destroy` of its stack (recovering a killed run's
+  lock first); on success the finalizer is removed and the Cluster goes. A failed destroy keeps the finalizer,
+  says why (DestroyFailed) and is retried with backoff.
+- When the Cluster has left the cache: its facts agent loses its hub identity (so its tokens); if our
+  finalizer was removed by hand while the stack still has resources, that is logged with how to destroy it.
+"""
+from __future__ import annotations
+
+import logging
+
+from automation.adapters.kube.informer import Raw
+from automation.adapters.kube.status import conditions, rfc3339
+from automation.service.clusters.context import Context
+from automation.service.clusters.status import generation_of, run_mark, stack_of, succeeded
+from automation.service.queue import Outcome
+from stacks import status as reasons
+from stacks.errors import Failure
+from stacks.names import FINALIZER, stack_name
+from stacks.status import ClusterStatus
+
+LOG = logging.getLogger("hubwright.reconcile")
+
+
+def has_finalizer(raw: Raw) -> bool:
+    return FINALIZER in ((raw.get("metadata") or {}).get("finalizers") or [])
+
+
+def ensure_finalizer(r: Context, raw: Raw) -> bool:
+    """Our finalizer on the Cluster (False: the Cluster is gone)."""
+    if has_finalizer(raw):
+        return True
+    return r.kube.edit_finalizers(raw, lambda names: names if FINALIZER in names else [*names, FINALIZER])
+
+
+def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
+    """A deleted Cluster: destroy its stack, then let it go."""
+    if not has_finalizer(raw):
+        return Outcome.done()  # not ours (never applied, or already destroyed)
+    stack = stack_of(raw, status)
+    recovered = r.recover_if_killed(raw, status, stack)
+    if recovered is None:
+        return Outcome.retry()
+    status = recovered
+    why = "the Cluster was deleted: destroying its stack"
+    started = r.clock()
+    generation = generation_of(raw)
+    running = status.model_copy(update={
+        "last_update": run_mark("destroy", "Running", why, started),
+        "conditions": conditions("progressing", reasons.DESTROYING, why, generation=generation,
+                                 previous=status.conditions, now=rfc3339(started)),
+    })
+    if not r.write(raw, status, running):
+        return Outcome.done()
+    r.kube.event(raw, "Normal", "DestroyStarted", why)
+    try:
+        if r.audit is not None:
+            applied = r.engine.applied(stack)
+            if applied is not None:
+                r.audit(applied, "destroy")
+        result = r.run_engine("destroy", lambda: r.engine.destroy(stack, message=why), stack=stack, cluster=key)
+    except Failure as exc:  # StackLocked included: one rule (automation/service/outcomes.py)
+        return r.fail(raw, running, "destroy", exc, started, before=status)
+    finished = running.model_copy(update={
+        "inputs_hash": None, "outputs": None,
+        "last_update": succeeded(result, result.message or why, started, r.clock())})
+    r.write(raw, running, finished)
+    r.kube.event(raw, "Normal", "DestroySucceeded", f"stack {stack} destroyed; releasing the Cluster")
+    if r.kube.edit_finalizers(raw, lambda names: [n for n in names if n != FINALIZER]):
+        r.kube.forget(key)
+        r.released.add(key)
+    return Outcome.done()
+
+
+def gone(r: Context, key: str) -> Outcome:
+    """The Cluster left the cache: its facts agent loses its hub identity (so its tokens), and when our
+    finalizer was removed by hand, a stack that still has resources is reported."""
+    r.kube.forget(key)
+    namespace, _, name = key.partition("/")
+    try:
+        r.kube.revoke_agent(namespace, name)
+    except Exception as exc:  # noqa: BLE001 - the API server may be away: try again
+        LOG.warning("%s: could not revoke the facts agent's identity (%s); retrying", key, exc)
+        return Outcome.retry()
+    if key in r.released:  # we destroyed its stack and let it go
+        r.released.discard(key)
+        return Outcome.done()
+    stack = stack_name(namespace, name)
+    try:
+        applied = r.engine.applied(stack)
+    except Exception:  # noqa: BLE001 - best effort: the object is gone either way
+        applied = None
+    if applied is not None:
+        LOG.warning("Cluster %s is gone but stack %s still has resources: its finalizer %s was removed "
+                    "by hand. Destroy the stack yourself (pulumi destroy -s %s) or re-create the Cluster "
+                    "and delete it.", key, stack, FINALIZER, stack)
+    return Outcome.done()

@@ -1,0 +1,362 @@
+"""Reconcile one cluster key: `reconcile(key) -> Outcome`, level-triggered, safe to call any number of times.
+
+It never trusts the event that queued the key, only the current state:
+
+    cached Cluster ──► desired StackInputs (DesiredView: published by the mapper, never resolved here)
+         │                    │ digest()
+         ▼                    ▼
+    stacks.status.applied(status.inputsHash, status.lastUpdate, digest)?  ── yes ──► nothing to run
+         │ no                                                                       (drift check when due)
+         ▼
+    finalizer · recover a killed run · refuse a move · new install? · engine.up · status + Events
+
+Deletion (clusters/delete.py): the finalizer `hubwright.io/stack` holds a deleted Cluster until
+`engine.destroy` succeeded; a failed destroy keeps it, says why, and retries. Drift: clusters/drift.py.
+What the status says in each case: clusters/status.py. Every engine run: automation/service/runs.py.
+Errors, wherever they are raised on a path, go through `fail`, which applies the one rule
+(automation/service/outcomes.py) to the Cluster's status:
+  InvalidSpec          Stalled, no engine run, until an input changes
+  NeedsAttention       Stalled, no engine run, looked at again every --stalled-recheck
+  StackLocked          requeued after --lock-retry, not counted as a failure
+  Failure (transient)  Reconciling, retried with backoff
+The annotation hubwright.io/reconcile-request (any new value) runs an `up` with refresh now.
+Everything it does to the API server goes through a ClusterClient (automation/adapters/kube/clusters.py).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable
+
+from kubernetes.client.rest import ApiException
+
+from automation.adapters.engine import EngineError, Engine, RunResult
+from automation.adapters.kube.clusters import ClusterClient
+from automation.adapters.kube.informer import Raw, object_key
+from automation.adapters.kube.status import PROGRESS_EVERY, ProgressReport, conditions, rfc3339, with_drift
+from automation.service.cache import Cache
+from automation.service.clusters import delete, drift
+from automation.service.clusters.context import Audit, Guard, ReconcileOptions
+from automation.service.clusters.status import (annotation, generation_of, ready, ready_status, refused_status,
+                                                registered_status, requested, run_mark, running_status, stack_of,
+                                                succeeded, why as why_up, with_placement)
+from automation.service.outcomes import Operation, judge
+from automation.service.queue import Outcome
+from automation.service.runs import Metrics, Runs, summary
+from automation.service.snapshot import DesiredView
+from stacks import status as reasons
+from stacks.errors import Failure, InvalidSpec
+from stacks.inputs import StackInputs
+from stacks.names import RECONCILE_REQUEST_ANNOTATION
+from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus, applied
+
+LOG = logging.getLogger("hubwright.reconcile")
+STUCK_LOCK_RETRIES = 3  # StackLocked this many times in a row: ask the engine to recover a stale lock
+
+
+def up_to_date(status: ClusterStatus, digest: str) -> bool:
+    return applied(status.inputs_hash, status.last_update, digest)
+
+
+class Reconciler:
+    """The clusters' controller (automation/service/clusters/context.py's Context, for delete.py and drift.py)."""
+
+    def __init__(self, *, desired: DesiredView, cache: Cache, engine: Engine, kube: ClusterClient,
+                 options: ReconcileOptions = ReconcileOptions(), guards: Iterable[Guard] = (),
+                 audit: Audit | None = None, metrics: Metrics | None = None, runs: Runs | None = None,
+                 clock: Callable[[], float] = time.time):
+        """`runs`: the service's one gate for engine runs, shared with the transit stacks (a new one over `metrics`
+        when not given)."""
+        self.desired = desired
+        self.cache = cache
+        self.engine = engine
+        self.kube = kube
+        self.options = options
+        self.guards = tuple(guards)
+        self.audit = audit
+        self.runs = runs if runs is not None else Runs(metrics)
+        self.clock = clock
+        self.progress_every = PROGRESS_EVERY
+        self.released: set[str] = set()  # destroyed and let go by us: no orphan check when they vanish
+        self._side_pool: ThreadPoolExecutor | None = None
+        self._side_lock = threading.Lock()
+        self._locked_streak: dict[str, int] = {}  # stack -> StackLocked answers in a row
+
+    def _side(self) -> ThreadPoolExecutor:
+        """A few threads for API writes that can go alongside another one."""
+        with self._side_lock:
+            if self._side_pool is None:
+                self._side_pool = ThreadPoolExecutor(4, thread_name_prefix="reconcile-side")
+            return self._side_pool
+
+    def close(self) -> None:
+        """Wait for the writes still in flight (status reports, side writes)."""
+        with self._side_lock:
+            pool, self._side_pool = self._side_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        self.kube.close()
+
+    # -- the run gate (automation/service/runs.py), shared with the transit stacks
+    def halt(self) -> None:
+        """No engine run starts after this returns; `active()` counts the ones that had (Pipeline cancels them)."""
+        self.runs.halt()
+
+    def active(self) -> int:
+        return self.runs.active()
+
+    def run_engine(self, operation: str, call: Callable[[], RunResult], *, stack: str = "",
+                   cluster: str = "") -> RunResult:
+        return self.runs.run(operation, call, stack=stack, cluster=cluster)
+
+    # ------------------------------------------------------------------ entry points
+
+    def reconcile(self, key: str) -> Outcome:
+        raw = self.cache.get(key)
+        if raw is None:
+            return delete.gone(self, key)
+        status = self.kube.status(key, raw)
+        deleting = bool((raw.get("metadata") or {}).get("deletionTimestamp"))
+        try:
+            if deleting:
+                return delete.destroy(self, key, raw, status)
+            desired = self.desired.inputs(key)
+            if desired is None and self.desired.registered_only(key):  # no stack: its status only
+                return self._registered(raw, status)
+            if desired is None:  # not resolved yet (the cache moved on): the mapper queues it again
+                return Outcome.done()
+            if isinstance(desired, InvalidSpec):
+                return self.fail(raw, status, "up", desired, self.clock())
+            return self._apply(key, raw, status, desired)
+        except Failure as exc:  # raised outside a run's own handling (applied(), a lookup): reported all the same
+            current = self.kube.status(key, raw)
+            return self.fail(raw, current, "destroy" if deleting else "up", exc, self.clock())
+
+    __call__ = reconcile
+
+    def triage(self, key: str, raw: Raw, desired: StackInputs | InvalidSpec | None) -> float | None:
+        """For a cluster seen for the first time: seconds until it needs a reconcile (0: now; None: never)."""
+        meta = raw.get("metadata") or {}
+        status = self.kube.status(key, raw)
+        if meta.get("deletionTimestamp"):
+            return 0 if delete.has_finalizer(raw) else None
+        if desired is None:
+            if self.desired.registered_only(key):  # a status left by a refusal, or by an older spec: heal it
+                return 0 if registered_status(status, meta.get("generation"), now=self.clock()) != status else None
+            return None
+        if status.observed_generation != meta.get("generation") or requested(raw, status) is not None:
+            return 0
+        if self._mesh_join(key, status) != status.mesh_join or self._routed(key, status) != status.shared_ingress:
+            return 0
+        if isinstance(desired, InvalidSpec):  # a status left by an older service or input: recomputed
+            return None if self._refused_status(raw, status, desired) == status else 0
+        if not up_to_date(status, desired.digest()) or ready(status) != "True":
+            return 0
+        return drift.due_in(self.options, key, status, self.clock())
+
+    # ------------------------------------------------------------------ paths
+
+    def _apply(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs) -> Outcome:
+        generation = generation_of(raw)
+        digest = desired.digest()
+        request = requested(raw, status)
+        if request is not None:
+            return self.run_up(key, raw, status, desired, refresh=True,
+                               why=f"reconcile requested ({RECONCILE_REQUEST_ANNOTATION}={request}): up with refresh")
+        if up_to_date(status, digest):
+            if status.observed_generation != generation or ready(status) != "True" \
+                    or self._mesh_join(key, status) != status.mesh_join \
+                    or self._routed(key, status) != status.shared_ingress:
+                self.write(raw, status, self._ready_status(status, generation, desired, status.last_update))
+            due = drift.due_in(self.options, key, status, self.clock())
+            if due is not None and due <= 0:
+                return drift.check(self, key, raw, self.kube.status(key, raw), desired)
+            return Outcome.done(due)
+        return self.run_up(key, raw, status, desired, why=why_up(status, digest, generation))
+
+    def run_up(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs, *, why: str,
+               refresh: bool = False) -> Outcome:
+        generation = generation_of(raw)
+        recovered = self.recover_if_killed(raw, status, desired.stack)
+        if recovered is None:
+            return Outcome.retry()
+        status = recovered
+        request = annotation(raw)
+        if request is not None and request != status.last_handled_reconcile_request:  # handled, whatever happens
+            status = status.model_copy(update={"last_handled_reconcile_request": request})
+        try:
+            was = self.engine.applied(desired.stack)
+            for guard in self.guards:
+                guard(was, desired)
+        except InvalidSpec as exc:
+            return self.fail(raw, status, "up", exc, self.clock())
+        except Failure as exc:  # a preflight that may pass later (the installer's NLB not there yet), or a lookup
+            return self.fail(raw, self._placed(key, status), "up", exc, self.clock(), note="preflight, nothing ran: ")
+
+        started = self.clock()
+        running = running_status(status, generation, desired, why, mesh_join=self._mesh_join(key, status),
+                                 routed=self._routed(key, status), started=started)
+        # Both land before the engine starts: the finalizer (so a delete cannot skip the destroy) and the
+        # Running mark (so a killed run is recognised); written side by side, one round trip.
+        finalizer = None
+        if not delete.has_finalizer(raw):
+            finalizer = self._side().submit(delete.ensure_finalizer, self, raw)
+        wrote = self.write(raw, status, running)
+        if (finalizer is not None and not finalizer.result()) or not wrote:
+            return Outcome.done()  # the Cluster is gone
+        self.kube.event(raw, "Normal", "UpdateStarted", why)
+        if self.audit is not None:
+            self.audit(desired, "up")
+        progress = ProgressReport(self.kube, raw, running, every=self.progress_every)
+        try:
+            old_link = was.private_link if was is not None else None
+            if old_link is not None and desired.private_link is not None \
+                    and old_link.infra_id != desired.private_link.infra_id:
+                note = (f"new install (infraID {old_link.infra_id} -> {desired.private_link.infra_id}): "
+                        "removing the old install's PrivateLink first")
+                self.kube.event(raw, "Normal", "NewInstall", note)
+                self.run_engine("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
+                                                             message=f"{why}; {note}"), stack=desired.stack,
+                                cluster=key)
+            result = self.run_engine("up", lambda: self.engine.up(desired, message=why, refresh=refresh,
+                                                                  on_progress=progress),
+                                     stack=desired.stack, cluster=key)
+        except Failure as exc:  # over the last progress written (the Failed lastUpdate drops it); StackLocked too
+            return self.fail(raw, progress.status, "up", exc, started, before=status)
+        ended = self.clock()
+        running = progress.status
+        done = self._ready_status(running, generation, desired, succeeded(
+            result, f"{why}: {result.message}".rstrip(": "), started, ended, progress.latest), outputs=result.outputs,
+            checked=ended)
+        if refresh and (found := done.condition(reasons.DRIFT_CONDITION)) is not None and found.status == "True":
+            done = done.model_copy(update={"conditions": with_drift(
+                done.conditions, False, reasons.DRIFT_CORRECTED, f"corrected by the update at {rfc3339(ended)}",
+                generation=generation, now=rfc3339(ended))})
+        self.kube.write_later(raw, done, previous=running)
+        self._locked_streak.pop(desired.stack, None)
+        self.kube.event(raw, "Normal", "UpdateSucceeded", f"{why}: {summary(result)}")
+        return Outcome.done(drift.due_in(self.options, key, done, self.clock()))
+
+    def _registered(self, raw: Raw, status: ClusterStatus) -> Outcome:
+        """A registered-only cluster (no AWS part): no stack, so Ready with nothing to run; whatever refusal it
+        carried (its HubConfig gone, then back) is recomputed away, and observedGeneration follows the spec."""
+        new = registered_status(status, generation_of(raw), now=self.clock())
+        if new != status:
+            self.write(raw, status, new)
+        return Outcome.done()
+
+    def recover_if_killed(self, raw: Raw, status: ClusterStatus, stack: str) -> ClusterStatus | None:
+        """Clean up what a killed run left, and say so on the cluster (None: recovery failed, retry).
+
+        A Running last update that nobody runs any more is a killed run of ours. A lock that outlives
+        a few lock retries may be one too (left before the Running mark existed, or by a killed CLI):
+        engine.recover removes only a stale lock of this service, never a live one.
+        """
+        last = status.last_update
+        stuck = self._locked_streak.get(stack, 0) >= STUCK_LOCK_RETRIES
+        if not stuck and (last is None or last.result != "Running"):
+            return status
+        try:
+            result = self.run_engine("recover", lambda: self.engine.recover(stack), stack=stack,
+                                     cluster=object_key(raw))
+        except EngineError as exc:
+            LOG.warning("%s: recovering the stack failed: %s", stack, exc)
+            self.kube.event(raw, "Warning", "RecoveryFailed", str(exc))
+            return None
+        self._locked_streak.pop(stack, None)
+        if last is not None and last.result == "Running":
+            note = (f"the {last.operation} started {last.start_time or '?'} did not finish (service restarted "
+                    f"or killed); recovered: {result.message or 'ok'}")
+            last = last.model_copy(update={"result": "Failed", "message": f"{last.message}; did not finish",
+                                           "end_time": rfc3339(self.clock())})
+        else:
+            note = f"the stack stayed locked through {STUCK_LOCK_RETRIES} retries; recovered: {result.message or 'ok'}"
+        recovered = status.model_copy(update={
+            "last_recovery": Recovery(time=rfc3339(self.clock()), message=note), "last_update": last})
+        self.write(raw, status, recovered)
+        self.kube.event(raw, "Warning", "Recovered", note)
+        return recovered
+
+    # ------------------------------------------------------------------ errors
+
+    def fail(self, raw: Raw, status: ClusterStatus, operation: Operation, exc: InvalidSpec | Failure, started: float, *,
+             before: ClusterStatus | None = None, note: str = "") -> Outcome:
+        """The one place an error reaches a Cluster: the verdict of automation/service/outcomes.py (the condition,
+        the Event, the refusal line, what comes next) applied to its status. `status` is the status the error
+        found (a run's Running mark); `before`, the one before the run (a locked stack ran nothing: its lastUpdate
+        stays)."""
+        verdict = judge(exc, operation=operation, stalled_recheck=self.options.stalled_recheck,
+                        lock_retry=self.options.lock_retry, note=note)
+        key, generation, now = object_key(raw), generation_of(raw), self.clock()
+        if isinstance(exc, InvalidSpec):  # the whole status recomputed from the input, written now
+            new = self._refused_status(raw, status, exc)
+            if new == status:
+                return verdict.outcome
+            stalled = status.condition("Stalled")
+            told = stalled is not None and stalled.status == "True" and stalled.reason == exc.reason \
+                and stalled.message == str(exc)
+            if self.write(raw, status, new) and not told:  # an Event (and a run line) per new refusal, not rewrite
+                self.kube.event(raw, verdict.event_type, verdict.reason, verdict.event)
+                self._refused(raw, operation, verdict.reason, verdict.event)
+            return verdict.outcome
+        if verdict.reason == reasons.STACK_LOCKED:  # nothing ran: the last update stays the one before
+            stack = stack_of(raw, status)
+            self._locked_streak[stack] = self._locked_streak.get(stack, 0) + 1
+            last = (before or status).last_update
+        else:
+            last = run_mark(operation, "Failed", verdict.event[:4096], started, now)
+            LOG.warning("%s: %s failed (%s): %s", key, operation, verdict.reason, verdict.condition)
+            if verdict.refused:
+                self._refused(raw, operation, verdict.reason, verdict.event)
+        failed = status.model_copy(update={"last_update": last, "conditions": conditions(
+            verdict.state, verdict.reason, verdict.condition, generation=generation, previous=status.conditions,
+            now=rfc3339(now))})
+        self.kube.write_later(raw, failed, previous=status)
+        self.kube.event(raw, verdict.event_type, verdict.reason, verdict.event)
+        return verdict.outcome
+
+    def _refused(self, raw: Raw, operation: Operation, reason: str, message: str) -> None:
+        key = object_key(raw)
+        self.runs.refused(key, stack_of(raw, self.kube.status(key, raw)), operation, reason, message)
+
+    # ------------------------------------------------------------------ what the status carries
+
+    def _mesh_join(self, key: str, status: ClusterStatus) -> MeshJoin | None:
+        """The mesh join stamp the cluster should carry (written once; stacks.mesh orders members by it)."""
+        current = status.mesh_join.model_dump() if status.mesh_join else None
+        wanted = self.desired.mesh_join(key, current)
+        return MeshJoin.model_validate(wanted) if wanted else None
+
+    def _routed(self, key: str, status: ClusterStatus) -> SharedIngressStatus | None:
+        """status.sharedIngress: the shared-ingress ID the cluster is routed on, recorded for good (stacks.ingress
+        routes it on this ID from then on, whatever the default or the hub's prefixes become)."""
+        current = status.shared_ingress.cluster_id if status.shared_ingress else None
+        routed = self.desired.routed_id(key, current)
+        return SharedIngressStatus.model_validate({"clusterID": routed}) if routed else None
+
+    def _placed(self, key: str, status: ClusterStatus) -> ClusterStatus:
+        return with_placement(status, self.desired.placed_in(key))
+
+    def _refused_status(self, raw: Raw, status: ClusterStatus, exc: InvalidSpec) -> ClusterStatus:
+        key = object_key(raw)
+        return refused_status(raw, status, exc, placed=self.desired.placed_in(key),
+                              mesh_join=self._mesh_join(key, status), routed=self._routed(key, status),
+                              now=self.clock())
+
+    def _ready_status(self, status: ClusterStatus, generation: int | None, desired: StackInputs,
+                      last: LastUpdate | None, *, outputs: dict[str, Any] | None = None,
+                      checked: float | None = None) -> ClusterStatus:
+        return ready_status(status, generation, desired, last, mesh_join=self._mesh_join(desired.key, status),
+                            routed=self._routed(desired.key, status), now=self.clock(), outputs=outputs,
+                            checked=checked)
+
+    def write(self, raw: Raw, before: ClusterStatus, after: ClusterStatus) -> bool:
+        """Patch the status now (False: the Cluster is gone)."""
+        try:
+            return self.kube.write(raw, after, previous=before)
+        except ApiException as exc:
+            LOG.warning("%s: status not written (%s %s)", object_key(raw), exc.status, exc.reason)
+            raise
+

@@ -1,0 +1,129 @@
+"""What a Cluster's status says in each case, built from the current status and the facts (no I/O).
+
+Each builder returns the whole new status; one equal to the current status means there is nothing to write
+(the transition times of conditions that did not flip are kept).
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from automation.adapters.engine import RunResult
+from automation.adapters.kube.informer import Raw
+from automation.adapters.kube.status import conditions, outputs_from, rfc3339
+from stacks import status as reasons
+from stacks.errors import InvalidSpec
+from stacks.inputs import StackInputs
+from stacks.names import RECONCILE_REQUEST_ANNOTATION, stack_name
+from stacks.status import ClusterStatus, LastUpdate, MeshJoin, RunProgress, SharedIngressStatus
+
+
+def stack_of(raw: Raw, status: ClusterStatus) -> str:
+    """The cluster's stack name: as recorded, else as stacks.names.stack_name makes it."""
+    meta = raw.get("metadata") or {}
+    return status.stack or stack_name(meta.get("namespace"), str(meta.get("name")))
+
+
+def generation_of(raw: Raw) -> int | None:
+    return (raw.get("metadata") or {}).get("generation")
+
+
+def annotation(raw: Raw) -> str | None:
+    """The value of the reconcile-request annotation, if any."""
+    value = ((raw.get("metadata") or {}).get("annotations") or {}).get(RECONCILE_REQUEST_ANNOTATION)
+    return str(value)[:256] if value else None
+
+
+def requested(raw: Raw, status: ClusterStatus) -> str | None:
+    """A reconcile request not yet handled: its value, else None."""
+    value = annotation(raw)
+    return value if value is not None and value != status.last_handled_reconcile_request else None
+
+
+def ready(status: ClusterStatus) -> str | None:
+    cond = status.condition("Ready")
+    return cond.status if cond else None
+
+
+def succeeded(result: RunResult, message: str, started: float, ended: float,
+              progress: RunProgress | None = None) -> LastUpdate:
+    """status.lastUpdate of a run that succeeded."""
+    return LastUpdate(operation=result.operation, result="Succeeded", message=message, start_time=rfc3339(started),
+                      end_time=rfc3339(ended), permalink=result.permalink, changes=result.changes, progress=progress)
+
+
+def run_mark(operation: Literal["up", "destroy"], result: Literal["Running", "Failed"], message: str,
+             started: float, ended: float | None = None) -> LastUpdate:
+    """status.lastUpdate of a run that starts (Running) or failed (nothing of an earlier run's end is kept)."""
+    return LastUpdate(operation=operation, result=result, message=message, start_time=rfc3339(started),
+                      end_time=rfc3339(ended) if ended is not None else None, permalink=None, progress=None)
+
+
+def ready_status(status: ClusterStatus, generation: int | None, desired: StackInputs, last: LastUpdate | None, *,
+                 mesh_join: MeshJoin | None, routed: SharedIngressStatus | None, now: float,
+                 outputs: dict[str, Any] | None = None, checked: float | None = None) -> ClusterStatus:
+    """The stack is up to date with `desired`."""
+    update: dict[str, Any] = {
+        "observed_generation": generation, "stack": desired.stack, "inputs_hash": desired.digest(),
+        "mesh_join": mesh_join, "shared_ingress": routed,
+        "account": desired.cluster.account_id, "region": desired.cluster.region, "last_update": last,
+        "conditions": conditions("ready", reasons.SUCCEEDED, f"stack {desired.stack} is up to date",
+                                 generation=generation, previous=status.conditions, now=rfc3339(now))}
+    if outputs is not None:
+        update["outputs"] = outputs_from(outputs)
+    if checked is not None:
+        update["last_drift_check"] = rfc3339(checked)
+    return status.model_copy(update=update)
+
+
+def running_status(status: ClusterStatus, generation: int | None, desired: StackInputs, why: str, *,
+                   mesh_join: MeshJoin | None, routed: SharedIngressStatus | None, started: float) -> ClusterStatus:
+    """An up is about to start (the Running mark: a killed run is recognised by it)."""
+    return status.model_copy(update={
+        "observed_generation": generation, "stack": desired.stack, "mesh_join": mesh_join, "shared_ingress": routed,
+        "account": desired.cluster.account_id, "region": desired.cluster.region,
+        "last_update": run_mark("up", "Running", why, started),
+        "conditions": conditions("progressing", reasons.PROGRESSING, why, generation=generation,
+                                 previous=status.conditions, now=rfc3339(started)),
+    })
+
+
+def refused_status(raw: Raw, status: ClusterStatus, exc: InvalidSpec, *, placed: tuple[str | None, str | None],
+                   mesh_join: MeshJoin | None, routed: SharedIngressStatus | None, now: float) -> ClusterStatus:
+    """What a refused cluster's status says, every field recomputed from the input."""
+    generation = generation_of(raw)
+    return with_placement(status, placed).model_copy(update={  # account and region: facts of the input
+        "observed_generation": generation, "mesh_join": mesh_join,
+        "last_handled_reconcile_request": annotation(raw) or status.last_handled_reconcile_request,
+        "shared_ingress": routed,
+        "conditions": conditions("stalled", exc.reason, str(exc), generation=generation,
+                                 previous=status.conditions, now=rfc3339(now))})
+
+
+def registered_status(status: ClusterStatus, generation: int | None, *, now: float) -> ClusterStatus:
+    """What a registered-only cluster's status says: Ready with no stack, observedGeneration following the spec."""
+    return status.model_copy(update={
+        "observed_generation": generation, "account": None, "region": None,
+        "conditions": conditions("ready", reasons.REGISTERED, "registered only (no accountID, infraID, apiURL "
+                                 "or network): no stack to run", generation=generation,
+                                 previous=status.conditions, now=rfc3339(now))})
+
+
+def with_placement(status: ClusterStatus, placed: tuple[str | None, str | None]) -> ClusterStatus:
+    """`status` with the account and region the cluster's input gives (DesiredView.placed_in), where known."""
+    account, region = placed
+    return status.model_copy(update={"account": account or status.account, "region": region or status.region})
+
+
+def why(status: ClusterStatus, digest: str, generation: int | None) -> str:
+    """Why an up runs now, in the words of its Event and its lastUpdate."""
+    last = status.last_update
+    if status.inputs_hash is None:
+        return "first update of the stack" if last is None else f"retrying: {last.message}"[:512]
+    if status.inputs_hash != digest:
+        spec = f"generation {generation}" if generation != status.observed_generation else "the fleet"
+        return f"inputs changed ({spec}): {status.inputs_hash[:8]} -> {digest[:8]}"
+    if last is not None and last.result == "Failed":
+        return f"retrying after a failed {last.operation}"
+    if last is not None and last.result == "Running":
+        return "re-running an update that did not finish"
+    return "bringing the stack up to date"
