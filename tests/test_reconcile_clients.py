@@ -19,8 +19,8 @@ from stacks.model import Cluster, parse
 from stacks.names import FINALIZER
 from stacks.status import ClusterStatus
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-from tests.factories import cluster_doc, resolve_one
-from tests.service_env import ServiceEnv
+from doubles.factories import cluster_doc, resolve_one
+from doubles.service_env import ServiceEnv
 
 RUNNING = ClusterStatus.model_validate({"lastUpdate": {"operation": "up", "result": "Running", "message": "test"}})
 

@@ -25,7 +25,7 @@ from stacks.inputs import StackInputs
 from stacks.model import Cluster, parse
 from stacks.names import FINALIZER, RECONCILE_REQUEST_ANNOTATION
 from stacks.status import ClusterStatus
-from tests.factories import cluster_doc, resolve_one
+from doubles.factories import cluster_doc, resolve_one
 
 KEY = "acme/prod-1"
 STACK = "acme.prod-1"
