@@ -300,13 +300,13 @@ class Pipeline:
         self.status = StatusWriter(api_client)
         self.events = EventRecorder(api_client, instance=identity)
         self.reconciler = Reconciler(
-            desired=self.desired, cache=self.cache, engine=engine, api_client=api_client, status=self.status, events=self.events,
+            desired=self.desired.view, cache=self.cache, engine=engine, api_client=api_client, status=self.status, events=self.events,
             options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry,
                                      options.stalled_recheck, options.drift_policy),
             guards=guards, audit=audit, metrics=metrics)
         # The mesh's shared state (automation/service/transit.py): transit stacks are queue keys of their own.
         hub_status = HubStatus(api_client, options.hub_name)
-        self.transit = TransitReconciler(desired=self.desired, cache=self.cache, engine=engine, hub_status=hub_status,
+        self.transit = TransitReconciler(desired=self.desired.view, cache=self.cache, engine=engine, hub_status=hub_status,
                                          run_engine=self.reconciler.run_engine, lock_retry=options.lock_retry)
         self.mesh_states = MeshStates(self.cache, hub_status)
         self.mapper = Mapper(self.cache, self.desired, add=self.queue.add, add_after=self.queue.add_after,
