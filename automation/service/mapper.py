@@ -21,6 +21,7 @@ from automation.adapters.kube.informer import Raw
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.incremental import FleetResolver
+from stacks.resolve import Resolved
 from stacks.model import Cluster, HubConfig
 from stacks.ingress import Route, recorded_id
 from stacks.mesh import MeshPlan
@@ -185,7 +186,8 @@ class Desired:
                     self._resolver.set_namespace(name, namespaces.get(name))
                 self._namespaces = (self._namespaces - delta.namespaces) | (delta.namespaces & set(namespaces))
             moved = {key for key in keys if self._put(key)}
-            resolved, changed = None, set()
+            resolved: Resolved | None = None
+            changed: set[str] = set()
             scope, passes = keys, 0
             while self._resolver is not None:
                 resolved, more = self._resolver.resolve()
@@ -221,7 +223,7 @@ class Desired:
         digests: dict[str, str] = {}
         gone = []
         for key in moved:
-            value = self._invalid.get(key)
+            value: StackInputs | InvalidSpec | None = self._invalid.get(key)
             if value is None:
                 value = resolved.get(key)
             if value is None:
@@ -297,7 +299,8 @@ class Desired:
         if entry is not None and isinstance(entry.parsed, InvalidSpec):
             refused = entry.parsed
         elif entry is not None and self._resolver is None:
-            refused = hub_problem(self.cache.hub_name, key, self._hub_as_cached)
+            cached = self._hub_as_cached  # not a valid HubConfig: the resolver would be there
+            refused = hub_problem(self.cache.hub_name, key, cached if isinstance(cached, InvalidSpec) else None)
         if self._resolver is not None:
             if entry is None or refused is not None or isinstance(entry.parsed, InvalidSpec):
                 self._resolver.remove(key)

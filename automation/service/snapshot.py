@@ -76,7 +76,7 @@ class Frozen(Mapping[K, V], Generic[K, V]):
         return value
 
     def __contains__(self, key: object) -> bool:
-        value = self._over.get(key, _MISSING)  # type: ignore[call-overload]
+        value = self._over.get(key, _MISSING)  # type: ignore[arg-type]
         return key in self._base if value is _MISSING else value is not _DROPPED
 
     def __iter__(self) -> Iterator[K]:
