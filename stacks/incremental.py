@@ -297,9 +297,9 @@ class FleetResolver:
                 self._count(old, -1)
                 self._count(wanted, 1)
                 _set(self._wants, key, wanted)
-                for region in (old and old[0].region, want and want.region):
-                    if region:
-                        regions.setdefault(region, set()).add(key)
+                for side in (old[0].region if old else None, want.region if want else None):
+                    if side:
+                        regions.setdefault(side, set()).add(key)
                 self._by_region.move(key, want.region if want else None)
         changed = set()
         for region, moved in regions.items():
