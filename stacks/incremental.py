@@ -30,7 +30,7 @@ from stacks.ingress import Route, claim_ids, cluster_id_of, route_of
 from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.mesh import GroupView, MeshPlan, MeshShare, coupling, membership, mesh_view, plan_mesh
 from stacks.model import Cluster, EndpointVPC, HubConfig
-from stacks.placement import Want, place_endpoints
+from stacks.placement import Want, kept, place_endpoints, place_pending
 from stacks.resolve import (Fleet, Resolved, admit, base_inputs, claims_host, claims_id, finish, quotas, seat_of,
                             want_of)
 from stacks.targets import AwsTarget
@@ -202,6 +202,9 @@ class FleetResolver:
         self._by_region = _Index()
         self._wants: dict[str, tuple[Want, str | None]] = {}
         self._placed: dict[str, EndpointVPC | InvalidSpec] = {}
+        self._inventory = {vpc.vpc_id: vpc for vpc in self._hub.spec.endpoint_vpc_inventory}
+        self._kept_per_vpc: dict[Hashable, dict[str, int]] = {}  # region -> VPC -> endpoints kept there (_count)
+        self._pending: dict[Hashable, int] = {}  # region -> its clusters that keep no VPC
         self._by_unit = _Index()
         self._views_of: dict[str, tuple] = {}  # key -> what the mesh read of it
         self._unit_plans: dict[Hashable, MeshPlan] = {}
@@ -279,29 +282,59 @@ class FleetResolver:
         return {key for key, target in final.items() if _set(self._targets, key, target)}
 
     def _place(self, keys: set[str]) -> set[str]:
-        """Re-place every region a cluster's want (or recorded VPC) entered or left; the keys whose VPC changed."""
-        regions: set[Hashable] = set()
+        """Re-place every region a cluster's want (or recorded VPC) entered or left; the keys whose VPC changed.
+
+        A region whose other clusters all keep their VPC (stacks.placement.kept: the usual case, since the service
+        pins what it placed) places only the clusters that moved, around the counts kept per VPC: a new cluster
+        costs the same in a region of 10 or of 10,000. Otherwise the whole region is placed again."""
+        regions: dict[Hashable, set[str]] = {}  # region -> its clusters whose want entered or left it
         for key in keys:
             entry = self._entries.get(key)
             want = want_of(entry.cluster, self._targets[key]) if entry is not None else None
             wanted = (want, entry.placement) if want is not None else None
             if self._wants.get(key) != wanted:
                 old = self._wants.get(key)
+                self._count(old, -1)
+                self._count(wanted, 1)
                 _set(self._wants, key, wanted)
-                regions.update(r for r in (old and old[0].region, want and want.region) if r)
+                for side in (old[0].region if old else None, want.region if want else None):
+                    if side:
+                        regions.setdefault(side, set()).add(key)
                 self._by_region.move(key, want.region if want else None)
         changed = set()
-        for region in regions:
+        for region, moved in regions.items():
             members = self._by_region.members.get(region, set())
-            was = {k: self._placed.get(k) for k in members}
-            placed = place_endpoints(self._hub, [self._wants[k][0] for k in members],
-                                     {k: p for k in members if (p := self._wants[k][1])}, self._foreign)
-            changed |= {k for k in members if placed.get(k) != was[k]}
+            here = [key for key in moved if key in members]
+            pending = [key for key in here if self._kept(self._wants[key]) is None]
+            placed: dict[str, EndpointVPC | InvalidSpec]
+            if self._pending.get(region, 0) == len(pending):
+                placed = {key: vpc for key in here if (vpc := self._kept(self._wants[key])) is not None}
+                placed.update(place_pending(self._hub, [self._wants[key][0] for key in pending],
+                                            self._kept_per_vpc.get(region, {}), self._foreign))
+            else:
+                placed = place_endpoints(self._hub, [self._wants[k][0] for k in members],
+                                         {k: p for k in members if (p := self._wants[k][1])}, self._foreign)
+            changed |= {k for k, vpc in placed.items() if (was := self._placed.get(k)) is not vpc and was != vpc}
             self._placed.update(placed)
         for key in keys:  # left every region
             if key not in self._by_region.of and self._placed.pop(key, None) is not None:
                 changed.add(key)
         return changed
+
+    def _kept(self, wanted: tuple[Want, str | None]) -> EndpointVPC | None:
+        return kept(self._inventory, wanted[0], wanted[1])
+
+    def _count(self, wanted: tuple[Want, str | None] | None, sign: int) -> None:
+        """Keep, per region, the endpoints kept in each VPC and how many clusters keep none (see _place)."""
+        if wanted is None:
+            return
+        region = wanted[0].region
+        vpc = self._kept(wanted)
+        if vpc is None:
+            self._pending[region] = self._pending.get(region, 0) + sign
+        else:
+            counts = self._kept_per_vpc.setdefault(region, {})
+            counts[vpc.vpc_id] = counts.get(vpc.vpc_id, 0) + sign
 
     def _mesh(self, keys: set[str]) -> set[str]:
         """Re-plan every mesh unit (stacks.mesh.coupling) a cluster's view entered or left; the keys whose share,

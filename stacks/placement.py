@@ -32,22 +32,42 @@ def place_endpoints(
     `existing`: cluster key → the VPC its endpoint already uses (kept). `foreign`: VPC → endpoints there
     that are not hubwright's."""
     inventory = hub.spec.endpoint_vpc_inventory
-    limit = hub.spec.private_link.endpoints_per_vpc
     by_id = {vpc.vpc_id: vpc for vpc in inventory}
-    others = {vpc.vpc_id: max(0, (foreign or {}).get(vpc.vpc_id, 0)) for vpc in inventory}
-    used = dict(others)
+    used = dict.fromkeys(by_id, 0)
     result: dict[str, EndpointVPC | InvalidSpec] = {}
     pending: list[Want] = []
 
     for want in wants:
-        vpc = by_id.get(existing.get(want.key, ""))
-        if vpc is not None and vpc.region == want.region:
+        vpc = kept(by_id, want, existing.get(want.key))
+        if vpc is not None:
             result[want.key] = vpc
             used[vpc.vpc_id] += 1
         else:
             pending.append(want)
+    result.update(place_pending(hub, pending, used, foreign))
+    return result
 
-    for want in sorted(pending, key=lambda w: (w.created, w.key)):
+
+def kept(by_id: Mapping[str, EndpointVPC], want: Want, existing: str | None) -> EndpointVPC | None:
+    """The VPC a cluster keeps: the one its endpoint already uses, while that is in the inventory, in its region."""
+    vpc = by_id.get(existing or "")
+    return vpc if vpc is not None and vpc.region == want.region else None
+
+
+def place_pending(hub: HubConfig, pending: Iterable[Want], kept_per_vpc: Mapping[str, int],
+                  foreign: Mapping[str, int] | None = None) -> dict[str, EndpointVPC | InvalidSpec]:
+    """place_endpoints' second half: the clusters that keep no VPC, oldest first, each in the least-used VPC of its
+    region, around `kept_per_vpc` (VPC -> hubwright's endpoints kept there). stacks.incremental calls it alone for
+    a region whose other clusters all keep theirs, with counts it keeps, so a new cluster is placed without a pass
+    over its region."""
+    pending = sorted(pending, key=lambda w: (w.created, w.key))
+    regions = {want.region for want in pending}
+    inventory = [vpc for vpc in hub.spec.endpoint_vpc_inventory if vpc.region in regions]
+    limit = hub.spec.private_link.endpoints_per_vpc
+    others = {vpc.vpc_id: max(0, (foreign or {}).get(vpc.vpc_id, 0)) for vpc in inventory}
+    used = {vpc_id: count + kept_per_vpc.get(vpc_id, 0) for vpc_id, count in others.items()}
+    result: dict[str, EndpointVPC | InvalidSpec] = {}
+    for want in pending:
         candidates = [vpc for vpc in inventory if vpc.region == want.region]
         if not candidates:
             result[want.key] = InvalidSpec.one(

@@ -74,13 +74,13 @@ def test_a_tenant_over_its_endpoint_cap_is_stalled_takes_no_slot_and_a_lowered_c
     # A new service (nothing in memory) keeps both stacks too: their status records their endpoints.
     with env.running(engine) as service:
         settle(service)
-        wait_until(lambda: service.pipeline.desired.get().inputs.get(f"{evil}/e-3") is not None, 20,
+        wait_until(lambda: service.pipeline.desired.view.inputs(f"{evil}/e-3") is not None, 20,
                    what="the new service to resolve the fleet")
         assert env.reason("e-3", evil) == "QuotaExceeded"
         for name, status in before.items():
             assert env.ready(name, evil)
             now = env.get(name, evil)["status"]
             assert (now["inputsHash"], now["lastUpdate"]) == (status["inputsHash"], status["lastUpdate"])
-            assert service.pipeline.desired.get().inputs[f"{evil}/{name}"].private_link.endpoint_vpc.vpc_id == \
+            assert service.pipeline.desired.view.inputs(f"{evil}/{name}").private_link.endpoint_vpc.vpc_id == \
                 "vpc-0hub1"
     assert len(engine.calls) == ran  # nothing ran again, nothing was destroyed

@@ -1,6 +1,11 @@
 """From the cache to cluster keys: resolve_all() over the cache, kept up to date change by change
 (Desired, on stacks.incremental), mesh join stamps handed out in plan order (JoinStamps), and the Mapper, which enqueues
-exactly the clusters whose StackInputs.digest() (or deletion, generation, validity) changed."""
+exactly the clusters whose StackInputs.digest() (or deletion, generation, validity) changed.
+
+Decisions are made on one thread: Desired is entered from the mapper's thread alone (WrongThread otherwise). After
+each pass the mapper publishes a frozen Snapshot (automation/service/snapshot.py), then queues the keys; the workers
+read that snapshot and never drain or resolve. One Cluster event walks cache -> mapper -> queue -> reconciler ->
+engine, with no climb back up."""
 from __future__ import annotations
 
 import json
@@ -10,16 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from automation.service.cache import Cache, Shared, hub_problem
+from automation.service.snapshot import Frozen, Published, Snapshot
 from automation.adapters.loop import Loop
 from automation.adapters.kube.informer import Raw
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
-from stacks.accounts import cluster_region
 from stacks.incremental import FleetResolver
+from stacks.resolve import Resolved
 from stacks.model import Cluster, HubConfig
 from stacks.ingress import Route, recorded_id
 from stacks.mesh import MeshPlan
-from stacks.tenancy import namespace_of
 from stacks.transit import GroupState, MeshStatus, TransitInputs
 from stacks.names import INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 
@@ -49,6 +54,10 @@ class Resolution:
 _UNSET: Any = object()
 
 
+class WrongThread(RuntimeError):
+    """Desired was entered from a thread other than the mapper's: a worker must read the published Snapshot."""
+
+
 class JoinStamps:
     """The mesh join stamps this service has handed out (stacks.mesh: written once, in plan order).
 
@@ -59,7 +68,7 @@ class JoinStamps:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._stamps: dict[str, dict | None] = {}  # key -> status.meshJoin (None: take it away)
+        self._stamps: Frozen[str, dict | None] = Frozen()  # key -> status.meshJoin (None: take it away)
         self._changed: set[str] = set()  # keys whose stamp changed since Desired last drained them
 
     def get(self, key: str, default: Any = _UNSET) -> Any:
@@ -69,22 +78,27 @@ class JoinStamps:
     def take(self, stamps: Mapping[str, dict], unstamp: Iterable[str]) -> bool:
         """Adopt a plan's new stamps and removals; True when anything changed."""
         with self._lock:
-            changed = set()
+            changes: dict[str, dict | None] = {}
             for key, stamp in stamps.items():  # in plan order
                 if self._stamps.get(key) is None:
-                    self._stamps[key] = dict(stamp)
-                    changed.add(key)
+                    changes[key] = dict(stamp)
             for key in unstamp:
                 if key not in self._stamps or self._stamps[key] is not None:
-                    self._stamps[key] = None
-                    changed.add(key)
-            self._changed |= changed
-            return bool(changed)
+                    changes[key] = None
+            self._stamps = self._stamps.updated(changes)
+            self._changed |= set(changes)
+            return bool(changes)
 
     def forget(self, key: str) -> None:
         with self._lock:
-            if self._stamps.pop(key, _UNSET) is not _UNSET:
+            if key in self._stamps:
+                self._stamps = self._stamps.updated({}, [key])
                 self._changed.add(key)
+
+    def frozen(self) -> Frozen[str, dict | None]:
+        """The stamps handed out, as they are now: an immutable map (for the Snapshot)."""
+        with self._lock:
+            return self._stamps
 
     def drain(self) -> set[str]:
         """The keys whose stamp changed since the last drain."""
@@ -111,33 +125,54 @@ class Desired:
     """resolve_all() over the cache, kept up to date one change at a time (stacks.incremental.FleetResolver).
 
     `get()` reads only what changed since the last call (Cache.drain, JoinStamps.drain), so an event costs what
-    it couples, not the fleet; `take_changed()` hands the mapper the keys whose answer moved.
+    it couples, not the fleet; `take_changed()` hands the mapper the keys whose answer moved; `publish()` freezes
+    the answer into `view` (automation/service/snapshot.py), which is all a worker reads.
+
+    Only the mapper resolves: once `own()` (the mapper, as its thread starts), entering from any other thread
+    raises WrongThread. Before, a single thread (a test, the start-up's seed_routes) may use it.
     """
 
     def __init__(self, cache: Cache, stamps: JoinStamps | None = None):
         self.cache = cache
         self.stamps = stamps or JoinStamps()
+        self.view = Published()  # the latest Snapshot: what the reconcilers read (DesiredView)
+        self._owner: int | None = None  # the mapper's thread, once it started
         self._lock = threading.Lock()
         self._resolver: FleetResolver | None = None  # None while no valid HubConfig
         self._hub: HubConfig | None = None
         self._hub_as_cached: HubConfig | InvalidSpec | None = None
         self._namespaces: set[str] = set()  # the names the resolver was given
         self._invalid: dict[str, InvalidSpec] = {}  # refused before resolve: unparseable, or no valid hub
-        self._digests: dict[str, str] = {}
+        self._inputs: Frozen[str, StackInputs | InvalidSpec] = Frozen()  # the answer: resolved, or refused before
+        self._digests: Frozen[str, str] = Frozen()
         self._decided: dict[str, str] = {}  # key -> the endpoint VPC placed in, kept (see _pin)
         self._changed: set[str] = set()  # keys whose answer moved since the mapper last took them
         self._current: Resolution | None = None
         self.resolves = 0
         self._published: dict[str, str] = {}  # see seed_routes
 
+    def own(self) -> None:
+        """From now on only the calling thread (the mapper's) may enter: see WrongThread."""
+        self._owner = threading.get_ident()
+
+    def _enter(self) -> None:
+        if self._owner is not None and threading.get_ident() != self._owner:
+            raise WrongThread(f"Desired entered from thread {threading.current_thread().name!r}: only the mapper "
+                              f"resolves; a worker reads the published Snapshot (Desired.view)")
+
     def seed_routes(self, published: Mapping[str, str]) -> None:
         """The routes the shared-ingress ConfigMap held when this service started (cluster -> ID): a cluster routed
         there whose status records no ID yet (routed before IDs were recorded: the upgrade) is resolved as if it
         recorded that one, and the reconciler records it. So a node proxy installed before keeps working."""
+        self._enter()
         with self._lock:
             self._published = dict(published)
 
     def get(self) -> Resolution:
+        """The answer, brought up to date with what changed. One resolve pass, then again over only what that pass
+        decided itself: the endpoint VPCs it placed (pinned, see _pin) and the mesh join stamps it handed out
+        (adopted, see JoinStamps). A plain loop here: nothing below calls back up into it."""
+        self._enter()
         with self._lock:
             delta = self.cache.drain()
             keys = set(delta.clusters) | self.stamps.drain()
@@ -151,30 +186,65 @@ class Desired:
                     self._resolver.set_namespace(name, namespaces.get(name))
                 self._namespaces = (self._namespaces - delta.namespaces) | (delta.namespaces & set(namespaces))
             moved = {key for key in keys if self._put(key)}
-            resolved, changed = self._resolver.resolve() if self._resolver is not None else (None, frozenset())
-            if self._resolver is not None and self._pin(keys | changed):
-                resolved, more = self._resolver.resolve()  # the same placements, now pinned
+            resolved: Resolved | None = None
+            changed: set[str] = set()
+            scope, passes = keys, 0
+            while self._resolver is not None:
+                resolved, more = self._resolver.resolve()
                 changed |= more
+                again = self._pin(scope | more)  # the same placements, now kept
+                mesh = resolved.mesh
+                if not again and mesh is not None and self.stamps.take(mesh.stamps, mesh.unstamp):
+                    stamped = self.stamps.drain()  # the same plan, now seeing the stamps it handed out
+                    moved |= {key for key in stamped if self._put(key)}
+                    again |= stamped
+                passes += 1
+                if not again:
+                    break
+                if passes >= 4:  # a pin or a stamp is decided once: a second pass settles both
+                    LOG.warning("resolve did not settle after %d passes (%d keys still moving)", passes, len(again))
+                    break
+                scope = again
             moved |= changed
-            inputs: dict[str, StackInputs | InvalidSpec] = {**(resolved.inputs if resolved else {}), **self._invalid}
-            for key in moved:
-                value = inputs.get(key)
-                if value is None:
-                    self._digests.pop(key, None)
-                else:
-                    self._digests[key] = _digest(value)
+            self._answer(moved, resolved.inputs if resolved is not None else {})
             self._changed |= moved
             self.resolves += 1
             mesh = resolved.mesh if resolved is not None else None
             self._current = Resolution(
-                inputs, dict(self._digests), mesh.stamps if mesh else {},
+                self._inputs, self._digests, mesh.stamps if mesh else {},
                 frozenset(mesh.unstamp) if mesh else frozenset(), self._hub,
                 self._resolver.recorded_groups if self._resolver is not None else {},
                 resolved.routes if resolved is not None else (), mesh, resolved.guests if resolved is not None else {})
             return self._current
 
+    def _answer(self, moved: Iterable[str], resolved: Mapping[str, StackInputs | InvalidSpec]) -> None:
+        """Carry the moved keys' answers (a refusal before resolve wins) and digests into the next frozen maps."""
+        inputs: dict[str, StackInputs | InvalidSpec] = {}
+        digests: dict[str, str] = {}
+        gone = []
+        for key in moved:
+            value: StackInputs | InvalidSpec | None = self._invalid.get(key)
+            if value is None:
+                value = resolved.get(key)
+            if value is None:
+                gone.append(key)
+            else:
+                inputs[key], digests[key] = value, _digest(value)
+        self._inputs = self._inputs.updated(inputs, gone)
+        self._digests = self._digests.updated(digests, gone)
+
+    def publish(self, resolution: Resolution) -> Snapshot:
+        """Freeze `resolution` (get()'s last) and the stamps handed out into `view`, where the workers read it."""
+        self._enter()
+        snapshot = Snapshot(number=self.resolves, values=resolution.inputs, guests=resolution.guests,
+                            stamps=self.stamps.frozen(), transits=resolution.transit, hub=resolution.hub,
+                            cache=self.cache)
+        self.view.publish(snapshot)
+        return snapshot
+
     def take_changed(self) -> set[str]:
         """The keys whose desired inputs (or refusal) moved since the last call: the mapper looks at these."""
+        self._enter()
         with self._lock:
             changed, self._changed = self._changed, set()
             return changed
@@ -202,14 +272,16 @@ class Desired:
         self._namespaces = set(shared.namespaces)
         return everyone
 
-    def _pin(self, keys: Iterable[str]) -> bool:
-        """Keep each endpoint VPC decided from now on, as if the status recorded it already; True when any is new.
+    def _pin(self, keys: Iterable[str]) -> set[str]:
+        """Keep each endpoint VPC decided from now on, as if the status recorded it already; the keys newly pinned
+        (handed to the resolver again: get() resolves once more).
 
         Placement fills a region's VPCs in age order around the ones recorded, so a record arriving after a run
         could move a younger cluster that is not recorded yet, whose run then records the other VPC, and so on.
         A placement decided once, and given back as existing, never moves another."""
-        assert self._resolver is not None
-        pinned = False
+        if self._resolver is None:
+            return set()
+        pinned = set()
         for key in keys:
             vpc = self._resolver.endpoint_vpc(key)
             if vpc is None:
@@ -217,7 +289,7 @@ class Desired:
             elif self._decided.get(key) != vpc:
                 self._decided[key] = vpc
                 self._put(key)
-                pinned = True
+                pinned.add(key)
         return pinned
 
     def _put(self, key: str) -> bool:
@@ -227,9 +299,10 @@ class Desired:
         if entry is not None and isinstance(entry.parsed, InvalidSpec):
             refused = entry.parsed
         elif entry is not None and self._resolver is None:
-            refused = hub_problem(self.cache.hub_name, key, self._hub_as_cached)
+            cached = self._hub_as_cached  # not a valid HubConfig: the resolver would be there
+            refused = hub_problem(self.cache.hub_name, key, cached if isinstance(cached, InvalidSpec) else None)
         if self._resolver is not None:
-            if entry is None or refused is not None:
+            if entry is None or refused is not None or isinstance(entry.parsed, InvalidSpec):
                 self._resolver.remove(key)
             else:
                 cluster = self.stamps.overlay(entry.parsed)
@@ -244,46 +317,6 @@ class Desired:
         else:
             self._invalid[key] = refused
         return old != refused
-
-    def mesh_join(self, key: str, current: dict | None) -> dict | None:
-        """The status.meshJoin the cluster should carry: the stamp handed out, else what it has."""
-        wanted = self.stamps.get(key)
-        return current if wanted is _UNSET else wanted
-
-    def routed_id(self, key: str, current: str | None) -> str | None:
-        """The status.sharedIngress.clusterID the cluster should carry: the ID it is routed on now, else what it has
-        (a record is never taken away: the cluster is routed on it again when it comes back)."""
-        guest = self.get().guests.get(key)
-        return guest.cluster_id if guest is not None else current
-
-    def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
-        return self.get().inputs.get(key)
-
-    def transit(self, stack: str) -> TransitInputs | None:
-        return self.get().transit.get(stack)
-
-    def placed_in(self, key: str) -> tuple[str | None, str | None]:
-        """(account, region) of the cluster as its input says, refused or not: spec.accountID, and the region
-        stacks.accounts.cluster_region gives. None where the input cannot tell: a registered-only or unparseable
-        cluster, an unknown region, no valid HubConfig (whose region is the last fallback). The status's ACCOUNT
-        and REGION columns."""
-        entry = self.cache.entry(key)
-        if entry is None or not isinstance(entry.parsed, Cluster) or not entry.parsed.spec.provisioned:
-            return None, None
-        cluster = entry.parsed
-        with self._lock:
-            hub = self._hub
-        try:
-            region = cluster_region(cluster, hub, self.cache.annotations_of(namespace_of(cluster)))[0] \
-                if hub is not None else None
-        except InvalidSpec:
-            region = None
-        return cluster.spec.account_id, region
-
-    def registered_only(self, key: str) -> bool:
-        """Whether the cached cluster is registered only (no AWS part): resolve() gives it no inputs, by design."""
-        entry = self.cache.entry(key)
-        return entry is not None and isinstance(entry.parsed, Cluster) and not entry.parsed.spec.provisioned
 
 
 # --------------------------------------------------------------------------- mapper
@@ -319,6 +352,7 @@ class Mapper(Loop):
         self.mapped_revision = -1  # the cache revision the last pass saw (a later one: changes not mapped yet)
 
     def run(self) -> None:
+        self.desired.own()  # from here on, only this thread resolves
         revision = -1
         while not self._stop.is_set():
             revision = self.cache.wait_for_change(revision, timeout=0.5)
@@ -331,10 +365,10 @@ class Mapper(Loop):
     def map_once(self) -> None:
         touched = self.cache.take_touched()
         resolution = self.desired.get()
-        if self.desired.stamps.take(resolution.stamps, resolution.unstamp):
-            resolution = self.desired.get()  # the same plan, now seeing the stamps it handed out
         # The changed objects, and the clusters whose desired inputs moved because of them: never the whole fleet.
         keys = touched | self.desired.take_changed()
+        # Published before any key this pass found is queued: a worker reads an answer at least this new.
+        snapshot = self.desired.publish(resolution)
         if resolution is not self._resolution:
             for observe in self.observers:
                 try:
@@ -356,7 +390,7 @@ class Mapper(Loop):
             request = (meta.get("annotations") or {}).get(RECONCILE_REQUEST_ANNOTATION)
             guest = resolution.guests.get(key)  # routed on a new ID: the reconciler records it
             fingerprint = (resolution.digests.get(key), meta.get("generation"), bool(meta.get("deletionTimestamp")),
-                           json.dumps(self.desired.mesh_join(key, join), sort_keys=True),
+                           json.dumps(snapshot.mesh_join(key, join), sort_keys=True),
                            guest.cluster_id if guest is not None else None, request, meta.get("uid"))
             previous = self._seen.get(key)
             self._seen[key] = fingerprint

@@ -311,14 +311,14 @@ class Pipeline:
         # Every engine run, the clusters' and the transit stacks', passes one gate (automation/service/runs.py).
         self.runs = Runs(metrics)
         self.reconciler = Reconciler(
-            desired=self.desired, cache=self.cache, engine=engine,
+            desired=self.desired.view, cache=self.cache, engine=engine,
             kube=KubeClusters(api_client, status=self.status, events=self.events),
             options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry,
                                      options.stalled_recheck, options.drift_policy),
             guards=guards, audit=audit, runs=self.runs)
         # The mesh's shared state (automation/service/transit.py): transit stacks are queue keys of their own.
         mesh_status = MeshStatusWriter(api_client, options.hub_name, recorded=lambda: self.cache.hub_status)
-        self.transit = TransitReconciler(desired=self.desired, cache=self.cache, engine=engine, writer=mesh_status,
+        self.transit = TransitReconciler(desired=self.desired.view, cache=self.cache, engine=engine, writer=mesh_status,
                                          runs=self.runs, events=self.events, lock_retry=options.lock_retry,
                                          stalled_recheck=options.stalled_recheck)
         self.mesh_states = MeshStates(self.cache, mesh_status, self.events)

@@ -1,12 +1,29 @@
-"""DesiredView: what a worker thread may read of the desired state. Only the mapper resolves
-(automation/service/mapper.py); the reconcilers read through this view and never drain or resolve."""
+"""What a worker thread may read of the desired state. Only the mapper resolves (automation/service/mapper.py:
+Desired, entered from the mapper's thread alone); after each pass it publishes a `Snapshot`, frozen, and only then
+queues the keys that pass found. The reconcilers read through `DesiredView` (a `Published`: the latest Snapshot)
+and never drain or resolve.
+
+    mapper thread:  Cache.drain ─► Desired.get (resolve) ─► Snapshot ─► Published.publish ─► WorkQueue.add
+    worker threads:                                          Published.inputs(key), ... (reads, nothing else)
+
+A Snapshot shares its bulk with the one before (`Frozen`: a base nobody mutates and a small overlay of what
+changed), so publishing one costs what the pass changed, not a copy of the fleet.
+"""
 from __future__ import annotations
 
-from typing import Protocol
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Iterable, Iterator, Mapping, Protocol, TypeVar
 
+from stacks.accounts import cluster_region
 from stacks.errors import InvalidSpec
-from stacks.inputs import StackInputs
+from stacks.inputs import SharedIngressInputs, StackInputs
+from stacks.model import Cluster, HubConfig
+from stacks.tenancy import namespace_of
 from stacks.transit import TransitInputs
+
+if TYPE_CHECKING:
+    from automation.service.cache import Cache
 
 
 class DesiredView(Protocol):
@@ -27,3 +44,170 @@ class DesiredView(Protocol):
 
     def transit(self, stack: str) -> TransitInputs | None:
         """A transit stack's desired inputs; None when no mesh group uses it."""
+
+
+# --------------------------------------------------------------------------- a persistent map
+
+K = TypeVar("K")
+V = TypeVar("V")
+_DROPPED: Any = object()
+_MISSING: Any = object()
+
+
+class Frozen(Mapping[K, V], Generic[K, V]):
+    """An immutable mapping that shares its bulk with the one it was made from: a base dict nobody mutates and an
+    overlay of the changes since (a removal: _DROPPED). `updated` copies the overlay only, and folds it into a new
+    base once it outgrows √(base) entries: a change costs O(√n) at worst (about 20 µs at 50,000 entries), never a
+    copy of the whole map per pass."""
+
+    __slots__ = ("_base", "_over", "_len")
+
+    def __init__(self, items: Mapping[K, V] | None = None):
+        self._base: dict[K, V] = dict(items or {})
+        self._over: dict[K, Any] = {}
+        self._len = len(self._base)
+
+    def __getitem__(self, key: K) -> V:
+        value = self._over.get(key, _MISSING)
+        if value is _MISSING:
+            return self._base[key]
+        if value is _DROPPED:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        value = self._over.get(key, _MISSING)  # type: ignore[arg-type]
+        return key in self._base if value is _MISSING else value is not _DROPPED
+
+    def __iter__(self) -> Iterator[K]:
+        over = self._over
+        for key in self._base:
+            if key not in over:
+                yield key
+        for key, value in over.items():
+            if value is not _DROPPED:
+                yield key
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __repr__(self) -> str:
+        return f"Frozen({dict(self.items())!r})"
+
+    def updated(self, changes: Mapping[K, V], dropped: Iterable[K] = ()) -> "Frozen[K, V]":
+        """A new map: this one with `changes` set and `dropped` removed (a key is in one or the other, not both)."""
+        dropped = [key for key in dropped if key in self]
+        if not changes and not dropped:
+            return self
+        over = dict(self._over)
+        length = self._len
+        for key, value in changes.items():
+            length += key not in self
+            over[key] = value
+        for key in dropped:
+            length -= 1
+            if key in self._base:
+                over[key] = _DROPPED
+            else:
+                del over[key]
+        base = self._base
+        if len(over) > max(32, math.isqrt(len(base))):
+            base = dict(base)
+            for key, value in over.items():
+                if value is _DROPPED:
+                    del base[key]
+                else:
+                    base[key] = value
+            over = {}
+        new: Frozen[K, V] = Frozen.__new__(Frozen)
+        new._base, new._over, new._len = base, over, length
+        return new
+
+
+# --------------------------------------------------------------------------- the snapshot
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one mapper pass decided, frozen (DesiredView). `number`: the pass's (0: none yet, nothing resolved).
+
+    `placed_in` and `registered_only` read the Cluster as cached (like the reconciler's own read of it) against
+    this pass's HubConfig: a read, never a drain or a resolve."""
+
+    number: int = 0
+    values: Mapping[str, StackInputs | InvalidSpec] = field(default_factory=Frozen)
+    guests: Mapping[str, SharedIngressInputs] = field(default_factory=dict)
+    stamps: Mapping[str, dict | None] = field(default_factory=Frozen)  # the join stamps handed out (None: to be taken away)
+    transits: Mapping[str, TransitInputs] = field(default_factory=dict)
+    hub: HubConfig | None = None
+    cache: "Cache | None" = None
+
+    def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
+        return self.values.get(key)
+
+    def mesh_join(self, key: str, current: dict | None) -> dict | None:
+        """The status.meshJoin the cluster should carry: the stamp handed out, else what it has."""
+        wanted = self.stamps.get(key, _MISSING)
+        return current if wanted is _MISSING else wanted
+
+    def routed_id(self, key: str, current: str | None) -> str | None:
+        """The status.sharedIngress.clusterID the cluster should carry: the ID it is routed on now, else what it has
+        (a record is never taken away: the cluster is routed on it again when it comes back)."""
+        guest = self.guests.get(key)
+        return guest.cluster_id if guest is not None else current
+
+    def transit(self, stack: str) -> TransitInputs | None:
+        return self.transits.get(stack)
+
+    def placed_in(self, key: str) -> tuple[str | None, str | None]:
+        """(account, region) of the cluster as its input says, refused or not: spec.accountID, and the region
+        stacks.accounts.cluster_region gives. None where the input cannot tell: a registered-only or unparseable
+        cluster, an unknown region, no valid HubConfig (whose region is the last fallback). The status's ACCOUNT
+        and REGION columns."""
+        cluster = self._cluster(key)
+        if cluster is None or not cluster.spec.provisioned:
+            return None, None
+        try:
+            region = cluster_region(cluster, self.hub, self.cache.annotations_of(namespace_of(cluster)))[0] \
+                if self.hub is not None and self.cache is not None else None
+        except InvalidSpec:
+            region = None
+        return cluster.spec.account_id, region
+
+    def registered_only(self, key: str) -> bool:
+        """Whether the cached cluster is registered only (no AWS part): resolve() gives it no inputs, by design."""
+        cluster = self._cluster(key)
+        return cluster is not None and not cluster.spec.provisioned
+
+    def _cluster(self, key: str) -> Cluster | None:
+        entry = self.cache.entry(key) if self.cache is not None else None
+        return entry.parsed if entry is not None and isinstance(entry.parsed, Cluster) else None
+
+
+class Published:
+    """The latest Snapshot, as the workers read it (DesiredView). The mapper publishes one after each pass, before
+    it queues any key that pass found, so a worker never reads an answer older than the change it was queued for.
+    Publishing is one reference assignment: a reader sees the old snapshot or the new one, whole."""
+
+    def __init__(self) -> None:
+        self.current = Snapshot()
+
+    def publish(self, snapshot: Snapshot) -> None:
+        self.current = snapshot
+
+    def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
+        return self.current.inputs(key)
+
+    def registered_only(self, key: str) -> bool:
+        return self.current.registered_only(key)
+
+    def mesh_join(self, key: str, current: dict | None) -> dict | None:
+        return self.current.mesh_join(key, current)
+
+    def routed_id(self, key: str, current: str | None) -> str | None:
+        return self.current.routed_id(key, current)
+
+    def placed_in(self, key: str) -> tuple[str | None, str | None]:
+        return self.current.placed_in(key)
+
+    def transit(self, stack: str) -> TransitInputs | None:
+        return self.current.transit(stack)

@@ -1,0 +1,151 @@
+"""Decisions on one thread: only the mapper resolves (automation/service/mapper.py: Desired); the workers read the
+Snapshot it publishes (automation/service/snapshot.py), published before the keys it motivated are queued, and a
+new cluster's resolution does not pass over its region (the fleet scan per create)."""
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+import stacks.incremental
+from automation.service.cache import Cache
+from automation.service.mapper import Desired, Mapper, WrongThread
+from automation.service.snapshot import Frozen, Snapshot
+from doubles import RecordingEngine
+from stacks.inputs import StackInputs
+from stacks.names import ROLE_MAP_CONFIGMAP
+from tests.factories import NAMESPACES, cluster_doc, hub_doc
+from tests.service_env import on_kmock, quiet, wait_until
+
+RESOLVING = ("get", "take_changed", "publish", "seed_routes", "_put", "_pin", "_take_shared", "_answer")
+
+
+def test_workers_never_resolve_through_the_real_service(monkeypatch):
+    """Create, edit and delete Clusters through the real Service (kmock, recording engine): every entry into
+    Desired comes from the mapper's thread. On the old code the workers' `desired.inputs(key)` resolved (get())."""
+    entered: list[tuple[str, str]] = []
+    for name in RESOLVING:
+        original = getattr(Desired, name)
+
+        def recording(self, *args, __original=original, __name=name, **kwargs):
+            entered.append((__name, threading.current_thread().name))
+            return __original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Desired, name, recording)
+    engine = RecordingEngine()
+    with on_kmock() as env:
+        env.create("prod-1")
+        env.create("prod-2")
+        with env.running(engine) as service:
+            wait_until(lambda: env.ready("prod-1") and env.ready("prod-2"), what="both Ready")
+            env.patch("prod-1", {"spec": {"apiURL": "https://api.edited.prod-1.example.com:6443"}})
+            wait_until(lambda: engine.count("up") >= 3, what="the edit's run")
+            env.delete("prod-2")
+            wait_until(lambda: env.get("prod-2") is None, what="prod-2 gone")
+            quiet(service)
+            desired = service.pipeline.desired
+    assert engine.count("up") == 3 and engine.count("destroy") == 1
+    assert {name for name, _ in entered} >= {"get", "take_changed", "_put"}
+    resolving_threads = {thread for name, thread in entered if name != "seed_routes"}
+    assert resolving_threads == {"mapper"}, f"Desired entered from {resolving_threads - {'mapper'}}"
+    published = desired.view.current
+    assert isinstance(published, Snapshot) and published.number > 0
+    assert isinstance(published.inputs("acme/prod-1"), StackInputs) and published.inputs("acme/prod-2") is None
+
+
+def _cache() -> Cache:
+    cache = Cache(hub_name="default", role_map_name=ROLE_MAP_CONFIGMAP, role_map_namespace="hubwright-system",
+                  parse_role_map=lambda raw: {})
+    cache.on_hub("ADDED", hub_doc())
+    for name, owned in NAMESPACES.items():
+        cache.on_namespace("ADDED", {"metadata": {"name": name, "annotations": owned}})
+    return cache
+
+
+def _cluster(n: int) -> dict:
+    doc = cluster_doc(f"c{n}", network={"vpcID": f"vpc-0c{n}", "cidr": f"10.{n}.0.0/16", "routeTableIDs": ["rtb-1"],
+                                        "nodeSecurityGroupIDs": ["sg-1"]})
+    doc["metadata"].update(uid=f"u-{n}", generation=1, creationTimestamp=f"2025-01-01T00:{n // 60:02d}:{n % 60:02d}Z")
+    return doc
+
+
+def test_desired_entered_from_another_thread_than_the_mappers_is_refused():
+    cache = _cache()
+    cache.apply("ADDED", _cluster(1))
+    desired = Desired(cache)
+    owner = threading.Thread(target=desired.own, name="mapper")
+    owner.start()
+    owner.join()
+    for call in (desired.get, desired.take_changed, lambda: desired.seed_routes({})):
+        with pytest.raises(WrongThread, match="only the mapper resolves"):
+            call()
+    assert desired.resolves == 0  # nothing was resolved on the way to the refusal
+    assert desired.view.inputs("acme/c1") is None  # and nothing was published: the workers' view is untouched
+
+
+def test_a_key_is_queued_only_after_the_snapshot_that_motivated_it_is_published():
+    cache = _cache()
+    desired = Desired(cache)
+    seen: dict[str, object] = {}
+    mapper = Mapper(cache, desired, add=lambda key: seen.setdefault(key, desired.view.inputs(key)),
+                    add_after=lambda key, due: None, triage=lambda key, raw, wanted: 0)
+    for n in range(3):
+        cache.apply("ADDED", _cluster(n))
+    mapper.map_once()
+    edited = _cluster(1)
+    edited["spec"]["apiURL"] = "https://api.edited.c1.example.com:6443"
+    edited["metadata"]["generation"] = 2
+    cache.apply("MODIFIED", edited)
+    before = seen.pop("acme/c1")
+    mapper.map_once()
+    assert set(seen) == {"acme/c0", "acme/c1", "acme/c2"}
+    assert all(isinstance(value, StackInputs) for value in seen.values())
+    assert seen["acme/c1"].digest() != before.digest()  # the worker reads the edit, not the answer before it
+
+
+def test_a_new_cluster_is_placed_without_a_pass_over_its_region(monkeypatch):
+    """The fleet scan per create: placing a region whole (stacks.placement.place_endpoints) on every new cluster made
+    the service's own work before its run grow with the fleet. With every placement pinned, a create places only
+    itself."""
+    cache = _cache()
+    desired = Desired(cache)
+    mapper = Mapper(cache, desired, add=lambda key: None, add_after=lambda key, due: None,
+                    triage=lambda key, raw, wanted: 0)
+    for n in range(40):
+        cache.apply("ADDED", _cluster(n))
+    mapper.map_once()
+    passes: list[int] = []
+    whole = stacks.incremental.place_endpoints
+
+    def counted(hub, wants, *args):
+        wants = list(wants)
+        passes.append(len(wants))
+        return whole(hub, wants, *args)
+
+    monkeypatch.setattr(stacks.incremental, "place_endpoints", counted)
+    cache.apply("ADDED", _cluster(40))
+    mapper.map_once()
+    assert passes == []
+    assert isinstance(desired.view.inputs("acme/c40"), StackInputs)
+    assert desired.view.inputs("acme/c40").private_link.endpoint_vpc is not None
+
+
+def test_frozen_answers_as_a_dict_would_and_never_changes_once_made():
+    rng = random.Random(7)
+    model: dict[int, int] = {}
+    frozen: Frozen[int, int] = Frozen()
+    history: list[tuple[Frozen[int, int], dict[int, int]]] = []
+    for step in range(3000):
+        keys = rng.sample(range(400), rng.randint(0, 6))
+        changes = {k: step for k in keys[: len(keys) // 2]}
+        dropped = keys[len(keys) // 2:]
+        frozen = frozen.updated(changes, dropped)
+        for k in dropped:
+            model.pop(k, None)
+        model.update(changes)
+        assert len(frozen) == len(model) and dict(frozen) == model
+        if step % 97 == 0:
+            history.append((frozen, dict(model)))
+    for old, then in history:  # every map made earlier still answers as it did
+        assert dict(old) == then and len(old) == len(then) and all((k in old) == (k in then) for k in range(400))
