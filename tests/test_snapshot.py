@@ -15,8 +15,8 @@ from automation.service.snapshot import Frozen, Snapshot
 from doubles import RecordingEngine
 from stacks.inputs import StackInputs
 from stacks.names import ROLE_MAP_CONFIGMAP
-from tests.factories import NAMESPACES, cluster_doc, hub_doc
-from tests.service_env import on_kmock, quiet, wait_until
+from doubles.factories import NAMESPACES, cluster_doc, hub_doc
+from doubles.service_env import on_kmock, quiet, wait_until
 
 RESOLVING = ("get", "take_changed", "publish", "seed_routes", "_put", "_pin", "_take_shared", "_answer")
 
