@@ -157,6 +157,10 @@ def test_endpoint_placement_stays_where_the_status_says(env):
         inventory = hub["spec"]["endpointVPCInventory"]
         # A new, emptier VPC listed first would win a fresh placement; the applied cluster stays.
         env.patch_hub({"spec": {"endpointVPCInventory": [second_vpc, *inventory]}})
+        # HubConfigs and HubClusters are two watches: their events may arrive in either order. The new cluster is
+        # created once the service holds the new inventory (else it is placed, and kept, in the only VPC there was).
+        wait_until(lambda: "vpc-0hub9" in {vpc.vpc_id for vpc in getattr(
+            getattr(service.pipeline.cache.hub, "spec", None), "endpoint_vpc_inventory", [])}, what="the new VPC")
         env.create("prod-2")
         wait_until(lambda: env.ready("prod-2"))
         quiet(service)
