@@ -177,6 +177,9 @@ def direct_reads(tree: ast.AST) -> list[tuple[int, str]]:
 def test_every_environment_variable_read_is_an_option_or_listed():
     options = {o.env for o in OPTIONS if o.env}
     assert not options & set(NOT_OPTIONS)
+    secrets = {"PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE", "PULUMI_ACCESS_TOKEN", "AWS_ACCESS_KEY_ID",
+               "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
+    assert not options & secrets and not any("passphrase" in o.flag or "token" == o.flag for o in OPTIONS)
     named: dict[str, set[str]] = {}
     for path in production_files():
         source = path.read_text(encoding="utf-8")
