@@ -143,7 +143,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("retry-period", float, 2.0, "seconds between Lease attempts", ELECTION),
     _o("identity", str, None, "this replica's name in the Lease (default: hostname + random)", ELECTION,
        env="POD_NAME"),
-    # ------------------------------------------------------------------ where the stacks live (serve), the history (api)
+    # ------------------------------------------------------------------ the stacks (serve), the history (api)
     _o("state-dir", str, {SERVE: "state", API: "."}, "serve: per-stack workspaces, and the file:// backend when "
        "--backend is unset; api: where the default SQLite facts history lives (registry-facts.db)", STATE, BOTH,
        env="HUBWRIGHT_STATE_DIR"),

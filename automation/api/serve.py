@@ -126,7 +126,8 @@ def add_api_command(subparsers: Any, environ: Mapping[str, str] | None = None) -
 def settings_from(args: argparse.Namespace) -> ApiSettings:
     problem = image_problem(args.agent_image)
     if problem:  # every cluster installed from this API would run it: refused before anything starts
-        raise InvalidSpec.one("python -m automation api", "--agent-image", f"{problem} (env {option('agent-image').env})")
+        raise InvalidSpec.one("python -m automation api", "--agent-image",
+                              f"{problem} (env {option('agent-image').env})")
     host, port = listen_on(args.bind)
     public = args.public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
     names = {f.name for f in dataclasses.fields(ApiSettings)} - {"public_url"}

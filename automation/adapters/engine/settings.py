@@ -103,7 +103,8 @@ class PulumiSettings:
         try:
             self.policy_settings()
         except ValueError as err:
-            raise ValueError(f"--policy / --policy-config (HUBWRIGHT_POLICY / HUBWRIGHT_POLICY_CONFIG): {err}") from None
+            raise ValueError(f"--policy / --policy-config (HUBWRIGHT_POLICY / HUBWRIGHT_POLICY_CONFIG): {err}") \
+                from None
         if self.policy != "off" and not (Path(self.policy_pack) / "PulumiPolicy.yaml").is_file():
             raise ValueError(f"--policy-pack {self.policy_pack}: no PulumiPolicy.yaml there (HUBWRIGHT_POLICY_PACK)")
 
