@@ -46,7 +46,8 @@ from typing import Any, Iterator
 
 from kubernetes import client, config, watch
 
-from automation.service.serve import Service, ServiceOptions
+from automation.service.options import ServiceOptions
+from automation.service.serve import Service
 from bench.fleets import ACCOUNTS, REGIONS
 from doubles import RecordingEngine
 from doubles.envtest import missing_binaries, project_crds, start_envtest

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 from kubernetes import client
 
-from automation.service.serve import ServiceOptions
+from automation.service.options import ServiceOptions
 from doubles import RecordingEngine
 from doubles.engine import Call
 from doubles.envtest import EnvTest

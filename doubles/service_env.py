@@ -9,7 +9,8 @@ from typing import Any, Callable, Iterator
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.service.serve import Service, ServiceOptions
+from automation.service.options import ServiceOptions
+from automation.service.serve import Service
 from doubles import MockKubeAPI
 from doubles.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
 from stacks.names import GROUP, VERSION

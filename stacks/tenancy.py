@@ -150,7 +150,11 @@ def first_claims(hub: HubConfig, clusters: Iterable[Cluster], namespaces: Mappin
 # --------------------------------------------------------------------------- tenant
 
 def tenant_of(namespace: str, annotations: Mapping[str, str]) -> str:
-    """The tenant name for tags: the namespace's hubwright.io/tenant annotation, else the namespace."""
+    """The tenant of a namespace's clusters: its hubwright.io/tenant annotation, else the namespace. The one rule:
+    the stack's tags and the registry's install answer (automation/api/bootstrap.py, what the agent pushes as)
+    both come from here. The annotation is the hub administrator's (the tenant controller writes the Tenant's
+    name there); the hubwright.io/tenant label is not read: a namespace labelled for another Tenant, but not
+    annotated, must not make the hub name that Tenant."""
     tenant = annotations.get(TENANT_ANNOTATION) or namespace
     if len(tenant) > TAG_VALUE_MAX or not _TAG_VALUE.fullmatch(tenant):
         raise InvalidSpec.one(

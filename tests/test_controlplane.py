@@ -134,7 +134,7 @@ def container_of(plan):
 def test_the_container_args_are_the_serve_flags_they_mean():
     """Parsed by the service's own CLI: the run limits, the state and the backend reach ServiceOptions."""
     from automation.cli import build_parser
-    from automation.service.serve import options_from
+    from automation.service.command import options_from
 
     _, container = container_of(deploy(run_timeout=900, cancel_grace=45.5))
     assert container["args"][:3] == ["python", "-m", "automation"]

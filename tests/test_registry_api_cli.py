@@ -17,7 +17,7 @@ from pathlib import Path
 from automation.api.app import ApiSettings
 from automation.api.serve import MaskSecrets, NoQueryString, facts_url, listen_on, settings_from
 from automation.cli import build_parser
-from automation.service.serve import ServiceOptions
+from automation.service.options import ServiceOptions
 from tests.envtest import free_port, kube_apiserver  # noqa: F401 - the fixture
 from doubles.service_env import wait_until
 

@@ -36,12 +36,13 @@ from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from automation.cli.agent import Agent, AgentError, renewal_due, token_times
 from doubles.envtest import find_binary
 from stacks.install import AGENT, AGENT_NAMESPACE, API_RULES
-from stacks.names import (AGENT_CLUSTER_UID_ANNOTATION, API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP,
-                          SHARED_INGRESS_CONFIGMAP, TENANT_ANNOTATION, TENANT_LABEL, VERSION, agent_name)
+from stacks.names import (AGENT_CLUSTER_UID_ANNOTATION, ANNOTATION_PREFIX, API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP,
+                          OWNER_ACCOUNT_ANNOTATION, SHARED_INGRESS_CONFIGMAP, TENANT_ANNOTATION, TENANT_LABEL,
+                          TENANT_TAG, VERSION, agent_name)
 from stacks.haproxy import CONFIG_FILE, MAP_FILE, parse_map, published_routes, split_backends
 from stacks.model import parse
 from stacks.registry import token_hash, token_label
-from stacks.resolve import Fleet, resolve_all
+from stacks.resolve import Fleet, resolve, resolve_all
 from tests.envtest import EnvTest, kube_apiserver  # noqa: F401 - the fixture
 from doubles.factories import cluster_doc, hub_doc
 from doubles.service_env import wait_until
@@ -787,3 +788,48 @@ def test_the_openapi_document_describes_the_bootstrap_routes(http):
     assert "post" in paths["/tenants/{tenant}/clusters/{cluster}/bootstrap-token"]
     install = paths["/install/agent.json"]["get"]
     assert {"401", "409", "429"} <= set(install["responses"])
+
+
+# --------------------------------------------------------------------------- one tenant rule (stacks.tenancy.tenant_of)
+
+def test_the_install_answer_names_the_tenant_the_stack_tags_name(made, admin):
+    """Attack: a namespace labelled hubwright.io/tenant for another Tenant, but not annotated (a label left behind,
+    or put there by whoever may label namespaces: platforms hand namespace labels out for network and pod-security
+    selection). The stack's tags come from the annotation (else the namespace); an install answer read from the
+    label named the other Tenant, so the agent pushed as it while the cloud was tagged with the namespace. One rule
+    now (stacks.tenancy.tenant_of): both name the namespace, never the Tenant the label names."""
+    victim, _ = made.tenant()
+    namespace = f"t-boot-{uuid.uuid4().hex[:8]}"  # a Tenant of its own, whose namespace carries victim's label
+    account = "222222222222"
+    custom(admin).create_cluster_custom_object(GROUP, VERSION, "hubtenants", {
+        "apiVersion": API_VERSION, "kind": "HubTenant", "metadata": {"name": namespace}, "spec": {}})
+    made.tenants.append(namespace)  # made.cleanup() deletes it and its namespace
+    core = client.CoreV1Api(admin)
+    core.create_namespace({"metadata": {"name": namespace, "labels": {TENANT_LABEL: victim},
+                                        "annotations": {OWNER_ACCOUNT_ANNOTATION: account}}})
+    cluster = made.cluster(namespace, {
+        "accountID": account, "region": "us-east-1", "infraID": "demo-abc12",
+        "apiURL": "https://api.demo.example.com:6443", "network": {"vpcID": "vpc-0abc", "cidr": "10.20.0.0/16"}})
+    response = made.install(made.token(namespace, cluster))
+    assert response.status_code == 200, response.text
+    answered = response.json()["tenant"]
+    # The tags, as the service resolves them: from the namespace's hubwright.io/ annotations it caches.
+    annotations = core.read_namespace(namespace).metadata.annotations or {}
+    tagged = resolve(parse(made.read(namespace, cluster)), parse(hub_doc()),
+                     ns_annotations={k: v for k, v in annotations.items() if k.startswith(ANNOTATION_PREFIX)}
+                     ).tags[TENANT_TAG]
+    assert answered == tagged == namespace != victim
+    assert manifest(response.json(), "Secret")["stringData"]["tenant"] == namespace
+
+
+def test_an_install_for_a_tenant_no_tag_can_name_is_refused_before_the_token_is_used(made, admin):
+    """The hub administrator's hubwright.io/tenant annotation must be an AWS tag value: the service refuses such a
+    namespace's clusters (InvalidNamespace), so the install answers 409 for it too, and keeps the token."""
+    tenant, namespace = made.tenant()
+    cluster = made.cluster(namespace)
+    client.CoreV1Api(admin).patch_namespace(namespace, {"metadata": {"annotations": {TENANT_ANNOTATION: "evil <corp>"}}})
+    token = made.token(tenant, cluster)
+    response = made.install(token)
+    assert response.status_code == 409 and "cannot be an AWS tag value" in response.json()["detail"], response.text
+    assert TENANT_ANNOTATION in response.json()["detail"]
+    assert made.read(namespace, cluster)["status"]["bootstrapToken"]["used"] is False  # not used up

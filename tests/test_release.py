@@ -25,7 +25,7 @@ import pytest
 from automation.api.app import ApiSettings
 from automation.api.serve import settings_from
 from automation.cli import build_parser
-from automation.service.serve import ServiceOptions
+from automation.service.options import ServiceOptions
 from stacks.crds import crd_manifests
 from stacks.errors import InvalidSpec
 from stacks.names import KINDS, RESERVED_KINDS

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from automation.adapters.engine import proctree
 from automation.cli import build_parser
-from automation.service.serve import ServiceOptions, options_from
+from automation.service.command import options_from
+from automation.service.options import ServiceOptions
 from doubles import MockKubeAPI
 from doubles.service_env import wait_until
 

@@ -32,39 +32,45 @@ from kubernetes.client.rest import ApiException
 from automation.api.docs import add_docs
 from automation.api.ratelimit import CallerLimits, RateLimiter
 from stacks.names import API_VERSION, BOOTSTRAP_SUBRESOURCE, FACTS_SUBRESOURCE, GROUP
-from stacks.release import NAME, default_image, version
+from stacks.options import API, default, default_factory
+from stacks.release import NAME, version
 
 LOG = logging.getLogger("hubwright.api")
 VERSION = version()
 
 
+def _default(flag: str) -> Any:
+    return default(flag, API)
+
+
 @dataclass(frozen=True)
 class ApiSettings:
-    """What the API is told at start (automation.api.serve turns flags into these)."""
+    """What the API is told at start (automation.api.serve turns flags into these, by name): each field is the `api`
+    option of its name in the one table (stacks/options.py), with its default and help there."""
 
-    token_cache: int = 1024  # per-token Kubernetes clients kept (LRU)
-    install_rate: float = 1.0  # install requests per second per client address, per replica
-    install_burst: int = 10
-    agent_image: str = field(default_factory=default_image)  # the facts agent's image: ours, at this release
-    public_url: str = "http://127.0.0.1:8081"  # where agents reach this API
+    token_cache: int = _default("token-cache")  # per-token Kubernetes clients kept (LRU)
+    install_rate: float = _default("install-rate")  # install requests per second per client address, per replica
+    install_burst: int = _default("install-burst")
+    agent_image: str = field(default_factory=default_factory("agent-image", API))  # ours, at this release
+    public_url: str = "http://127.0.0.1:8081"  # where agents reach this API (serve.settings_from: from --bind)
     # lifetime of the agent's ServiceAccount token (it rotates it through this API), capped by the hub's
     # maxTokenLifetime (stacks.registry.agent_token_seconds)
-    agent_token_seconds: int = 86400
-    trust_forwarded_for: bool = False  # rate-limit by X-Forwarded-For (behind a proxy you run) or the peer
-    hub_name: str = "default"  # the HubConfig whose shared ingress install answers use (the service's --hub-name)
+    agent_token_seconds: int = _default("agent-token-seconds")
+    trust_forwarded_for: bool = _default("trust-forwarded-for")  # rate-limit by X-Forwarded-For, or by the peer
+    hub_name: str = _default("hub-name")  # the HubConfig whose shared ingress install answers use
     # Every Kubernetes call the API makes waits at most this long to connect, and this long for each read of the
     # answer (TimedApiClient); one that does not answer in time is a 504, and frees its worker thread.
-    kube_connect_timeout: float = 5.0
-    kube_read_timeout: float = 30.0
+    kube_connect_timeout: float = _default("kube-connect-timeout")
+    kube_read_timeout: float = _default("kube-read-timeout")
     # Per caller (the SHA-256 of its bearer token), every authenticated route: requests at once, and requests per
     # second with bursts (CallerLimits; 429 with Retry-After beyond either), so one caller cannot take every worker.
-    caller_concurrency: int = 8
-    caller_rate: float = 20.0
-    caller_burst: int = 100
+    caller_concurrency: int = _default("caller-concurrency")
+    caller_rate: float = _default("caller-rate")
+    caller_burst: int = _default("caller-burst")
     # Of those, fact-filtered lists (each scans up to listing.MAX_CHUNKS chunks of the fleet): one at a time, and
     # this many per second with bursts.
-    caller_scan_rate: float = 1.0
-    caller_scan_burst: int = 10
+    caller_scan_rate: float = _default("caller-scan-rate")
+    caller_scan_burst: int = _default("caller-scan-burst")
 
 
 class TimedApiClient(client.ApiClient):

@@ -49,9 +49,10 @@ from stacks.install import install_response
 from stacks.model import Cluster, HubConfig
 from stacks.haproxy import published_routes
 from stacks.names import (CLUSTERS, HUBCONFIGS, BOOTSTRAP_SUBRESOURCE, BOOTSTRAP_TOKEN_LABEL, GROUP, SHARED_INGRESS_CONFIGMAP,
-                          TENANT_ANNOTATION, TENANT_LABEL, VERSION)
+                          VERSION)
 from stacks.registry import agent_token_seconds, bootstrap_token_seconds, token_hash, token_label
 from stacks.resolve import shared_ingress_inputs
+from stacks.tenancy import tenant_of
 
 Caller = Annotated[client.ApiClient, Depends(caller)]
 Reg = Annotated[Registry, Depends(registry)]
@@ -250,8 +251,11 @@ def router() -> APIRouter:
             raise HTTPException(409, f"HubCluster {namespace}/{name} does not validate; fix its spec, then ask for a "
                                      "new bootstrap token") from None
         meta = client.CoreV1Api(reg.own).read_namespace(namespace).metadata
-        annotations, labels = meta.annotations or {}, meta.labels or {}
-        tenant = annotations.get(TENANT_ANNOTATION) or labels.get(TENANT_LABEL) or namespace
+        annotations = meta.annotations or {}
+        try:  # the one rule the stack's tags follow too: the agent pushes as the tenant the cloud is tagged with
+            tenant = tenant_of(namespace, annotations)
+        except InvalidSpec as exc:  # refused before the token is used up, as the service refuses the namespace
+            raise HTTPException(409, "; ".join(str(err) for err in exc.errors)) from None
         hub = hub_config(reg)
         node_proxy = _node_proxy(reg, cluster, annotations, hub)  # refused before the token is used up
         if not _mark_used(own, namespace, name, digest):

@@ -12,13 +12,14 @@ requests in flight, then the process exits 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import re
 import signal
 import sys
 import tempfile
-from typing import Any
+from typing import Any, Mapping
 
 import uvicorn
 
@@ -28,10 +29,10 @@ from automation.api import agents, bootstrap, facts, tenants
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from stacks.errors import InvalidSpec
 from stacks.names import parse_host_port
+from stacks.options import API, HelpFormatter, add_options, option, values
 from stacks.release import image_problem
 
 LOG = logging.getLogger("hubwright.api")
-DEFAULT_BIND = "127.0.0.1:8081"  # not serve's metrics port (8080): both run on one machine by hand; the pod binds 0.0.0.0:8080
 FACTS_FILE = "registry-facts.db"
 ROUTERS = (tenants.router, facts.router, bootstrap.router, agents.router)  # every resource module's routes
 _SECRET = re.compile(r"(?i)((?:[?&;]|\b)token=|bearer\s+)[^\s&\"';]+")
@@ -108,92 +109,29 @@ def state_dir_problem(args: argparse.Namespace) -> str | None:
             "another database")
 
 
-def add_api_command(subparsers: Any) -> None:
-    """Register `api` on the CLI's subparsers."""
-    defaults = ApiSettings()
-    env = os.environ.get
+def add_api_command(subparsers: Any, environ: Mapping[str, str] | None = None) -> None:
+    """Register `api` on the CLI's subparsers: one flag per `api` option of the one table (stacks/options.py),
+    each named with the environment variable that sets its default (read here, once)."""
     api = subparsers.add_parser(
-        "api", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        "api", formatter_class=HelpFormatter,
         help="run the registry's REST API (tenants, clusters, facts, bootstrap tokens)",
         description="Serve the registry's REST API: tenants, clusters, dynamic facts and one-time bootstrap over "
                     "the Tenant and Cluster resources. Callers send their own Kubernetes bearer token; RBAC "
-                    "decides. OpenAPI at /openapi.json, interactive docs at /docs.")
-    kube = api.add_argument_group("Kubernetes")
-    kube.add_argument("--kubeconfig", default=env("KUBECONFIG"),
-                      help="kubeconfig file; unset: the in-cluster ServiceAccount in a pod, else ~/.kube/config "
-                           "(env KUBECONFIG)")
-    kube.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
-    kube.add_argument("--token-cache", type=int, default=defaults.token_cache,
-                      help="Kubernetes clients kept, one per caller's token (least recently used go first)")
-    kube.add_argument("--kube-connect-timeout", type=float, default=defaults.kube_connect_timeout,
-                      help="seconds every Kubernetes call waits to connect (then the request answers 504)")
-    kube.add_argument("--kube-read-timeout", type=float, default=defaults.kube_read_timeout,
-                      help="seconds every Kubernetes call waits for each read of its answer (then 504)")
-
-    serving = api.add_argument_group("serving")
-    serving.add_argument("--bind", default=env("HUBWRIGHT_API_BIND", DEFAULT_BIND),
-                         help="host:port to listen on (:8081 or 0.0.0.0:8081: every address; env HUBWRIGHT_API_BIND)")
-    serving.add_argument("--public-url", default=env("HUBWRIGHT_PUBLIC_URL"),
-                         help="where agents reach this API, written into their manifests (default: http://<bind>; "
-                              "env HUBWRIGHT_PUBLIC_URL)")
-    serving.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    serving.add_argument("--caller-concurrency", type=int, default=defaults.caller_concurrency,
-                         help="requests one caller (bearer token) may have in flight at once, per replica (429 beyond)")
-    serving.add_argument("--caller-rate", type=float, default=defaults.caller_rate,
-                         help="requests per second one caller (bearer token) may make, per replica (429 beyond)")
-    serving.add_argument("--caller-burst", type=int, default=defaults.caller_burst,
-                         help="requests one caller (bearer token) may make at once above --caller-rate, per replica")
-    serving.add_argument("--caller-scan-rate", type=float, default=defaults.caller_scan_rate,
-                         help="fact-filtered lists per second one caller may make (one at a time), per replica")
-    serving.add_argument("--caller-scan-burst", type=int, default=defaults.caller_scan_burst,
-                         help="fact-filtered lists one caller may make in a burst above --caller-scan-rate")
-
-    facts = api.add_argument_group("facts history")
-    facts.add_argument("--state-dir", default=env("HUBWRIGHT_STATE_DIR", "."),
-                       help=f"where the default SQLite history lives ({FACTS_FILE}; env HUBWRIGHT_STATE_DIR)")
-    facts.add_argument("--facts-db", default=env("HUBWRIGHT_FACTS_DB"),
-                       help="SQLAlchemy URL of the history: sqlite:///path.db (one replica) or postgresql://... "
-                            f"(several) (default: sqlite:///<state-dir>/{FACTS_FILE}; env HUBWRIGHT_FACTS_DB)")
-    facts.add_argument("--facts-retention", type=int, default=1000,
-                       help="versions kept per cluster (the oldest go first; the latest is always kept)")
-
-    install = api.add_argument_group("bootstrap and install")
-    install.add_argument("--install-rate", type=float, default=defaults.install_rate,
-                         help="install requests per second per client address, per replica")
-    install.add_argument("--install-burst", type=int, default=defaults.install_burst,
-                         help="install requests a client address may make at once, per replica")
-    install.add_argument("--trust-forwarded-for", action=argparse.BooleanOptionalAction,
-                         default=defaults.trust_forwarded_for,
-                         help="rate-limit by X-Forwarded-For: only behind a proxy you run that sets it")
-    install.add_argument("--agent-image", default=env("HUBWRIGHT_AGENT_IMAGE", defaults.agent_image),
-                         help="the facts agent's image: hubwright's, pinned by version or digest (repo@sha256:...), "
-                              "never :latest (default: this release's; env HUBWRIGHT_AGENT_IMAGE)")
-    install.add_argument("--agent-token-seconds", type=int, default=defaults.agent_token_seconds,
-                         help="lifetime of the agent's ServiceAccount token (it requests a new one before expiry)")
-    install.add_argument("--hub-name", default=env("HUBWRIGHT_HUB_NAME", defaults.hub_name),
-                         help="the HubConfig whose shared ingress install answers use: the service's --hub-name "
-                              "(env HUBWRIGHT_HUB_NAME)")
-    # Agents rotate their token through this API now (automation.api.agents), never at the hub's Kubernetes API:
-    # these two are accepted so existing command lines still start, and ignored.
-    install.add_argument("--hub-url", default=None, help=argparse.SUPPRESS)
-    install.add_argument("--hub-ca", default=None, help=argparse.SUPPRESS)
+                    "decides. OpenAPI at /openapi.json, interactive docs at /docs. Every option may be given by "
+                    "its environment variable instead (a flag wins).")
+    add_options(api, API, os.environ if environ is None else environ)
     api.set_defaults(func=api_command)
 
 
 def settings_from(args: argparse.Namespace) -> ApiSettings:
     problem = image_problem(args.agent_image)
     if problem:  # every cluster installed from this API would run it: refused before anything starts
-        raise InvalidSpec.one("python -m automation api", "--agent-image", f"{problem} (env HUBWRIGHT_AGENT_IMAGE)")
+        raise InvalidSpec.one("python -m automation api", "--agent-image",
+                              f"{problem} (env {option('agent-image').env})")
     host, port = listen_on(args.bind)
     public = args.public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    return ApiSettings(token_cache=args.token_cache, install_rate=args.install_rate,
-                       install_burst=args.install_burst, agent_image=args.agent_image, public_url=public,
-                       agent_token_seconds=args.agent_token_seconds, trust_forwarded_for=args.trust_forwarded_for,
-                       hub_name=args.hub_name,
-                       kube_connect_timeout=args.kube_connect_timeout, kube_read_timeout=args.kube_read_timeout,
-                       caller_concurrency=args.caller_concurrency, caller_rate=args.caller_rate,
-                       caller_burst=args.caller_burst, caller_scan_rate=args.caller_scan_rate,
-                       caller_scan_burst=args.caller_scan_burst)
+    names = {f.name for f in dataclasses.fields(ApiSettings)} - {"public_url"}
+    return ApiSettings(**values(args, API, names), public_url=public)
 
 
 def api_command(args: argparse.Namespace) -> int:

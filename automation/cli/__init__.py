@@ -11,7 +11,7 @@ from automation.api.serve import add_api_command
 from automation.cli import agent, iam
 from automation.cli.install import add_install_command
 from automation.cli.plan import add_plan_command
-from automation.service.serve import add_serve_command
+from automation.service.command import add_serve_command
 from stacks.errors import FieldError, InvalidSpec
 from stacks.haproxy import (CONFIG_FILE, GUEST_FOLDER, MAP_FILE, CentralSettings, dropped_lines, guest_files,
                             rendered_by_us, render_central)

@@ -28,6 +28,8 @@ from typing import Any, Callable
 import httpx
 from kubernetes import client, config
 
+from stacks.options import AGENT, add_options
+
 LOG = logging.getLogger("hubwright.agent")
 RENEW_AT = 1 / 3  # renew once less than this share of the token's lifetime is left
 
@@ -117,11 +119,9 @@ def _detail(response: httpx.Response) -> str:
 
 
 def add_agent_command(subparsers: Any) -> None:
-    env = os.environ.get
     agent = subparsers.add_parser("agent", help="the facts agent a cluster runs (from its install manifests)",
                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    agent.add_argument("--api", default=env("HUBWRIGHT_API_URL"), required=env("HUBWRIGHT_API_URL") is None,
-                       help="the registry API's URL")
+    add_options(agent, AGENT, os.environ)  # --api (env HUBWRIGHT_API_URL): the table's (stacks/options.py)
     agent.add_argument("--token-file", required=True, help="the hub token (the install's Secret, key token)")
     agent.add_argument("--tenant", required=True)
     agent.add_argument("--namespace", required=True, help="the cluster's namespace on the hub")

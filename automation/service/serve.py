@@ -11,45 +11,33 @@ into Namespaces over the same informers (--no-tenants: off).
 Only the leader runs the pipeline; a follower keeps its probes up and runs nothing.
 Losing the Lease starts nothing more, kills the runs in flight and exits, before
 another replica may take the Lease; the next leader recovers their locks. The engine
-runs every Pulumi operation in a worker process (automation.adapters.engine.pool).
+runs every Pulumi operation in a worker process (automation.adapters.engine.pool). Its options are
+ServiceOptions (automation/service/options.py); the `serve` command around it is automation/service/command.py.
 """
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import logging
-import os
-import signal
 import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.kube.agent import sweep_agents
 from automation.adapters.aws.audit import audit_stack
-from automation.adapters.aws.sessions import AwsSessions
 from automation.adapters.backoff import Backoff
-from automation.adapters.engine import Engine, RunLimits
+from automation.adapters.engine import Engine
 from automation.adapters.kube.ingress_sync import IngressSync
 from automation.adapters.kube.leader import LeaderElector, default_identity
-from automation.adapters.aws.lookups import foreign_endpoint_counts
-from automation.adapters.aws.mesh_cidrs import MeshCidrPreflight
-from automation.adapters.aws.mesh_quotas import MeshQuotaPreflight
-from automation.adapters.aws.preflight import Preflight
-from automation.adapters.engine.pool import WorkerPool
-from automation.adapters.engine.settings import PulumiSettings
 from automation.adapters.kube.clusters import KubeClusters
 from automation.adapters.kube.status import EventRecorder, StatusWriter, state_of
 from automation.adapters.kube.informer import Informer, sources
-from automation.adapters import logs
 from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
 from automation.service.mapper import Desired, Mapper, Resolution
+from automation.service.options import ServiceOptions
 from automation.service.queue import Outcome, WorkQueue
 from automation.service.runtime import Manager
 from automation.service.clusters import Audit, Guard, ReconcileOptions, Reconciler
@@ -57,11 +45,9 @@ from automation.service.server import Metrics, ProbeServer
 from automation.service.tenants import TenantController
 from automation.service.runs import Runs
 from automation.service.transit import MeshStates, MeshStatusWriter, TransitReconciler
-from stacks.accounts import hub_target
 from stacks.guards import check_move
 from stacks.model import HubConfig
 from stacks.monitoring import metric_reason
-from stacks.names import ROLE_MAP_CONFIGMAP
 from stacks.rolemap import from_configmap
 from stacks.status import DRIFT_CONDITION
 from stacks.transit import is_transit_stack
@@ -70,103 +56,6 @@ LOG = logging.getLogger("hubwright.service")
 
 # After the engine cancelled every run, a worker thread still writes its run's status: this bounds the wait.
 WORKERS_STOP_TIMEOUT = 10.0
-
-
-def _flag(help: str, group: str, *, env: str | None = None, choices: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """A ServiceOptions field's `serve` flag: its help, its group in --help, an environment variable that
-    overrides the default, and the values it takes. The flag's name is the field's (--lease-duration), its
-    default the field's."""
-    return {"help": help, "group": group, "env": env, "choices": choices}
-
-
-KUBE, WORK, SERVING, ELECTION = "Kubernetes", "work queue", "probes and metrics", "leader election"
-
-
-@dataclass(frozen=True)
-class ServiceOptions:
-    """Every knob of `python -m automation serve`: each field is a flag (add_serve_command reads them)."""
-
-    kubeconfig: str | None = field(default=None, metadata=_flag(
-        "kubeconfig file; unset: the in-cluster service account when running in a pod, else ~/.kube/config",
-        KUBE, env="KUBECONFIG"))
-    context: str | None = field(default=None, metadata=_flag("kubeconfig context (default: the current one)", KUBE))
-    namespace: str = field(default="hubwright-system", metadata=_flag(
-        "the service's own namespace: its Lease and the role-map ConfigMap live here", KUBE, env="POD_NAMESPACE"))
-    watch_namespace: str | None = field(default=None, metadata=_flag(
-        "watch Clusters in this namespace only (default: all namespaces)", KUBE))
-    hub_name: str = field(default="default", metadata=_flag("the cluster-scoped HubConfig this service serves", KUBE))
-    role_map_configmap: str = field(default=ROLE_MAP_CONFIGMAP, metadata=_flag(
-        "ConfigMap (in --namespace) mapping AWS account IDs to the IAM role to assume there", KUBE))
-    watch_timeout: int = field(default=300, metadata=_flag(
-        "seconds per watch request; renewed from the last version seen, without a relist", KUBE))
-    tenants: bool = field(default=True, metadata=_flag(
-        "run the tenant controller: each Tenant gets its Namespace, annotated with its owner account and region, "
-        "and a RoleBinding for its admins (cluster-wide: needs stacks.admission.tenant_controller_rules())", KUBE))
-    workers: int = field(default=4, metadata=_flag(
-        "stacks updated in parallel (one run per stack at a time), each in a worker process of its own", WORK))
-    run_timeout: float = field(default=1800.0, metadata=_flag(
-        "seconds one Pulumi run may take; then it is cancelled (SIGINT, Pulumi's graceful cancel), its process "
-        "tree killed after --cancel-grace, and its lock recovered", WORK))
-    cancel_grace: float = field(default=60.0, metadata=_flag(
-        "seconds a cancelled run (timed out, or in flight at shutdown) gets to stop by itself before its whole "
-        "process tree is killed; the pod's terminationGracePeriodSeconds covers it", WORK))
-    worker_runs: int = field(default=50, metadata=_flag(
-        "runs a worker process serves before it is replaced by a fresh one", WORK))
-    backoff_base: float = field(default=2.0, metadata=_flag("seconds before the first retry of a failure", WORK))
-    backoff_cap: float = field(default=300.0, metadata=_flag(
-        "retries double their wait (with jitter) up to this many seconds, and keep retrying", WORK))
-    lock_retry: float = field(default=15.0, metadata=_flag(
-        "seconds (jittered) before trying again a stack another update holds", WORK))
-    settle: float = field(default=0.5, metadata=_flag(
-        "seconds a cluster that changed during its own run waits for its changes to stop before it runs again "
-        "(a burst of edits costs two runs; capped at 20x)", WORK))
-    drift_interval: float = field(default=3600.0, metadata=_flag(
-        "seconds between drift checks (pulumi preview --refresh) of each stack, stretched by up to --drift-jitter "
-        "per stack; 0 turns drift checks off", WORK))
-    drift_jitter: float = field(default=0.25, metadata=_flag("fraction the drift interval is stretched by", WORK))
-    drift_policy: str = field(default="correct", metadata=_flag(
-        "what a drift check that finds the cloud changed does: 'correct' runs `pulumi up --refresh` to put it "
-        "back, 'report' only sets the DriftDetected condition (an Event and the hubwright_drifted_stacks metric "
-        "either way)", WORK, choices=("correct", "report")))
-    stalled_recheck: float = field(default=600.0, metadata=_flag(
-        "seconds before a cluster Stalled on something a person must fix (AccessDenied, a wrong account) is looked "
-        "at again; an input change or the hubwright.io/reconcile-request annotation looks at once", WORK))
-    endpoint_census_interval: float = field(default=600.0, metadata=_flag(
-        "seconds between counts of the endpoints in the inventory VPCs that hubwright did not make, which "
-        "placement leaves room for (also once at start); 0 turns the census off", WORK))
-    metrics_bind: str = field(default="0.0.0.0", metadata=_flag("address of /healthz, /readyz and /metrics", SERVING))
-    metrics_port: int = field(default=8080, metadata=_flag("port of /healthz, /readyz and /metrics", SERVING))
-    leader_election: bool = field(default=True, metadata=_flag(
-        "hold a coordination.k8s.io Lease before running anything (run one replica without it only)", ELECTION))
-    leader_election_id: str = field(default="hubwright", metadata=_flag("the Lease's name (in --namespace)",
-                                                                           ELECTION))
-    lease_duration: float = field(default=15.0, metadata=_flag(
-        "seconds a follower waits on an unrenewed Lease before taking it", ELECTION))
-    renew_deadline: float = field(default=10.0, metadata=_flag(
-        "seconds the leader keeps trying to renew before it stops (and exits)", ELECTION))
-    retry_period: float = field(default=2.0, metadata=_flag("seconds between Lease attempts", ELECTION))
-    identity: str | None = field(default=None, metadata=_flag(
-        "this replica's name in the Lease (default: hostname + random)", ELECTION, env="POD_NAME"))
-
-    def __post_init__(self) -> None:
-        for option in dataclasses.fields(self):
-            choices = option.metadata.get("choices")
-            if choices and getattr(self, option.name) not in choices:
-                raise ValueError(f"--{option.name.replace('_', '-')}: {getattr(self, option.name)!r} is not one of "
-                                 f"{', '.join(choices)}")
-        if self.stalled_recheck <= 0:
-            raise ValueError(f"--stalled-recheck must be > 0 seconds (got {self.stalled_recheck})")
-
-
-def kube_client(options: ServiceOptions) -> client.ApiClient:
-    """An ApiClient from --kubeconfig/--context, the in-cluster service account, or ~/.kube/config."""
-    configuration = client.Configuration()
-    if options.kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        config.load_kube_config(config_file=options.kubeconfig, context=options.context,
-                                client_configuration=configuration)
-    return client.ApiClient(configuration)
 
 
 def role_map_entries(raw: Mapping[str, Any] | None) -> Mapping[str, str]:
@@ -313,8 +202,7 @@ class Pipeline:
         self.reconciler = Reconciler(
             desired=self.desired.view, cache=self.cache, engine=engine,
             kube=KubeClusters(api_client, status=self.status, events=self.events),
-            options=ReconcileOptions(options.drift_interval, options.drift_jitter, options.lock_retry,
-                                     options.stalled_recheck, options.drift_policy),
+            options=options.part(ReconcileOptions),
             guards=guards, audit=audit, runs=self.runs)
         # The mesh's shared state (automation/service/transit.py): transit stacks are queue keys of their own.
         mesh_status = MeshStatusWriter(api_client, options.hub_name, recorded=lambda: self.cache.hub_status)
@@ -448,99 +336,3 @@ class Pipeline:
             drift = status.condition(DRIFT_CONDITION)
             drifted += drift is not None and drift.status == "True"
         return counts, drifted, stalled
-
-
-# --------------------------------------------------------------------------- `python -m automation serve`
-
-def add_serve_command(subparsers: Any) -> None:
-    """Register `serve` on the CLI's subparsers: one flag per ServiceOptions field, then the engine's."""
-
-    class Formatter(argparse.HelpFormatter):
-        def _get_help_string(self, action: argparse.Action) -> str:
-            text = action.help or ""
-            if action.default not in (None, argparse.SUPPRESS) and "default" not in text:
-                text += " (default: %(default)s)"
-            return text
-
-    env = os.environ.get
-    serve = subparsers.add_parser(
-        "serve", formatter_class=Formatter,
-        help="run the service: watch Clusters and keep one Pulumi stack per cluster up to date",
-        description="Watch Clusters (and their Namespaces, the HubConfig and the role-map ConfigMap) and keep one "
-                    "Pulumi stack per cluster up to date: watch -> queue -> reconcile -> engine. Only the holder "
-                    "of the Lease runs anything. Secrets (PULUMI_CONFIG_PASSPHRASE[_FILE], PULUMI_ACCESS_TOKEN, "
-                    "AWS credentials) come from the environment, never from flags.")
-    groups: dict[str, Any] = {}
-    for option in dataclasses.fields(ServiceOptions):
-        meta = option.metadata
-        group = groups.get(meta["group"]) or groups.setdefault(meta["group"], serve.add_argument_group(meta["group"]))
-        flag = "--" + option.name.replace("_", "-")
-        default = env(meta["env"], option.default) if meta["env"] else option.default
-        help_text = meta["help"] + (f" (env {meta['env']})" if meta["env"] else "")
-        if option.type in (bool, "bool"):
-            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
-        else:
-            kind = {"int": int, "float": float}.get(str(option.type), str)
-            group.add_argument(flag, type=kind, default=default, help=help_text, choices=meta["choices"])
-
-    state = serve.add_argument_group("Pulumi state")
-    state.add_argument("--state-dir", default=env("HUBWRIGHT_STATE_DIR", "state"),
-                       help="per-stack workspaces, and the file:// backend when --backend is unset "
-                            "(env HUBWRIGHT_STATE_DIR)")
-    state.add_argument("--backend", default=env("PULUMI_BACKEND_URL"),
-                       help="backend URL: file://..., s3://bucket/prefix, https://api.pulumi.com "
-                            "(default: file://<state-dir>; env PULUMI_BACKEND_URL)")
-    state.add_argument("--pulumi-org", default=env("HUBWRIGHT_PULUMI_ORG"),
-                       help="Pulumi Cloud organization for the stacks (env HUBWRIGHT_PULUMI_ORG)")
-    state.add_argument("--secrets-provider", default=env("HUBWRIGHT_SECRETS_PROVIDER"),
-                       help="stack secrets provider (default: passphrase on DIY backends, the service on Cloud)")
-    serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    serve.add_argument("--log-format", default=env("HUBWRIGHT_LOG_FORMAT", "text"), choices=logs.FORMATS,
-                       help="text for a person, or json: one object a line {time, level, logger, message, ...} "
-                            "for a log shipper; each engine run writes one line (logger hubwright.run) "
-                            "(env HUBWRIGHT_LOG_FORMAT)")
-    serve.set_defaults(func=serve_command)
-
-
-def options_from(args: Any) -> ServiceOptions:
-    names = set(ServiceOptions.__dataclass_fields__)
-    return ServiceOptions(**{k: v for k, v in vars(args).items() if k in names})
-
-
-def serve_command(args: Any) -> int:
-    logs.configure(args.log_level, args.log_format)
-    os.environ.update(logs.environment(args.log_level, args.log_format))  # the engine's workers log the same way
-    options = options_from(args)
-    limits = RunLimits(timeout=options.run_timeout, grace=options.cancel_grace)
-    settings = dataclasses.replace(
-        PulumiSettings.from_env(limits=limits), state_dir=Path(args.state_dir), backend_url=args.backend or None,
-        organization=args.pulumi_org or None, secrets_provider=args.secrets_provider or None)
-    # Checks the backend, the passphrase and the stale-lock age before anything runs; starts the workers.
-    engine = WorkerPool(settings, size=options.workers, limits=limits, max_runs=options.worker_runs)
-
-    def lost() -> None:
-        LOG.error("lost the Lease: runs in flight killed; exiting")
-        os._exit(1)
-
-    sessions = AwsSessions.from_env()
-    # Reach every account, find the NLB; then count what is already in a mesh member's VPC against its quotas;
-    # then check its CIDR against its VPC's and the hub's, and its pair routes against the routes already there.
-    guards = [*default_guards(), Preflight(sessions), MeshQuotaPreflight(sessions), MeshCidrPreflight(sessions)]
-
-    def census(hub: HubConfig) -> Mapping[str, int]:
-        return foreign_endpoint_counts(sessions, hub_target(hub), hub.spec.endpoint_vpc_inventory)
-
-    service = Service(options, api_client=kube_client(options), engine=engine, guards=guards, census=census,
-                      on_lost_leadership=lost)
-    stopped = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopped.set())
-    service.start()
-    LOG.info("serving probes and metrics on %s:%d (identity %s)", options.metrics_bind, service.server.port,
-             service.identity)
-    stopped.wait()
-    LOG.info("stopping: cancelling the runs in flight (killed after %.0fs), releasing the Lease",
-             options.cancel_grace)
-    service.stop()
-    engine.close()
-    return 0

@@ -18,9 +18,9 @@ expiry times only, and by default caps the `botocore`/`boto3` loggers at INFO,
 because botocore's DEBUG output contains the AssumeRole response body and the
 signed request headers (`guard_logs=False` leaves them alone).
 
-The endpoint is overridable for moto or a VPC endpoint: `endpoint_url=`, or the
-environment variable HUBWRIGHT_AWS_ENDPOINT_URL (botocore also honours
-AWS_ENDPOINT_URL by itself).
+The endpoint is overridable for moto or a VPC endpoint: `endpoint_url=` (`serve --aws-endpoint-url`, or the
+environment variable HUBWRIGHT_AWS_ENDPOINT_URL: stacks/options.py; botocore also honours AWS_ENDPOINT_URL by
+itself).
 """
 from __future__ import annotations
 
@@ -40,8 +40,9 @@ from automation.adapters.aws import audit
 from stacks.errors import Failure, NeedsAttention
 from stacks.inputs import AwsTarget
 from stacks.model import partition_of
+from stacks.options import SERVE, option
 
-ENDPOINT_ENV = "HUBWRIGHT_AWS_ENDPOINT_URL"
+ENDPOINT = option("aws-endpoint-url")  # --aws-endpoint-url, env HUBWRIGHT_AWS_ENDPOINT_URL
 LOG = logging.getLogger("hubwright.aws")
 _ADVISORY_MAX, _MANDATORY_MAX = 15 * 60, 10 * 60  # botocore's defaults, for long-lived credentials
 
@@ -175,8 +176,9 @@ class AwsSessions:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> "AwsSessions":
+        """For a caller without `serve`'s command line: the endpoint from the environment, as --help says."""
         environ = os.environ if environ is None else environ
-        return cls(endpoint_url=environ.get(ENDPOINT_ENV) or None, **kwargs)
+        return cls(endpoint_url=ENDPOINT.from_environment(SERVE, environ) or None, **kwargs)
 
     # -- public ---------------------------------------------------------------
     def session(self, target: AwsTarget, *, operation: str, cluster: str | None = None,

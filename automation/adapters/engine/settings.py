@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 from automation.adapters.engine.policy import PACK_DIR, PolicySettings
 from automation.adapters.engine.protocol import RunLimits
 from stacks.inputs import StackInputs
+from stacks.options import SERVE, default, environment
 
 ProgramFactory = Callable[[StackInputs], Mapping[str, Any]]
 
@@ -50,24 +51,29 @@ class PulumiSettings:
         return self.backend.startswith(("https://", "http://"))
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, *, limits: RunLimits = RunLimits()) -> "PulumiSettings":
-        """HUBWRIGHT_STATE_DIR, PULUMI_BACKEND_URL, HUBWRIGHT_PULUMI_ORG, PULUMI_HOME,
-        HUBWRIGHT_SECRETS_PROVIDER, HUBWRIGHT_LOCK_HOSTS, HUBWRIGHT_STALE_LOCK_SECONDS, HUBWRIGHT_POLICY,
-        HUBWRIGHT_POLICY_CONFIG, HUBWRIGHT_POLICY_PACK."""
-        env = os.environ if environ is None else environ
-        home = env.get("PULUMI_HOME")
+    def from_options(cls, values: Mapping[str, Any], *, limits: RunLimits = RunLimits()) -> "PulumiSettings":
+        """From `serve`'s parsed options ({dest: value}, stacks.options.values): --state-dir, --backend,
+        --pulumi-org, --pulumi-home, --secrets-provider, --lock-hosts, --stale-lock-seconds (default: from
+        `limits`), --policy, --policy-config, --policy-pack (default: the pack this release ships)."""
+        home, stale, pack = values.get("pulumi_home"), values.get("stale_lock_seconds"), values.get("policy_pack")
         return cls(
-            state_dir=Path(env.get("HUBWRIGHT_STATE_DIR", "state")),
-            backend_url=env.get("PULUMI_BACKEND_URL") or None,
-            organization=env.get("HUBWRIGHT_PULUMI_ORG") or None,
+            state_dir=Path(values.get("state_dir") or default("state-dir")),
+            backend_url=values.get("backend") or None,
+            organization=values.get("pulumi_org") or None,
             pulumi_home=Path(home) if home else None,
-            secrets_provider=env.get("HUBWRIGHT_SECRETS_PROVIDER") or None,
-            own_hosts=env.get("HUBWRIGHT_LOCK_HOSTS") or None,
-            stale_lock_after_s=float(env.get("HUBWRIGHT_STALE_LOCK_SECONDS") or limits.stale_lock_after),
-            policy=env.get("HUBWRIGHT_POLICY") or "mandatory",
-            policy_config=env.get("HUBWRIGHT_POLICY_CONFIG") or None,
-            policy_pack=env.get("HUBWRIGHT_POLICY_PACK") or str(PACK_DIR),
+            secrets_provider=values.get("secrets_provider") or None,
+            own_hosts=values.get("lock_hosts") or None,
+            stale_lock_after_s=limits.stale_lock_after if stale is None else float(stale),
+            policy=values.get("policy") or default("policy"),
+            policy_config=values.get("policy_config") or None,
+            policy_pack=pack or str(PACK_DIR),
         )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, limits: RunLimits = RunLimits()) -> "PulumiSettings":
+        """For a caller without `serve`'s command line (a test, a bench): the same options, from the environment
+        variables `serve --help` lists (stacks.options), else their defaults."""
+        return cls.from_options(environment(SERVE, os.environ if environ is None else environ), limits=limits)
 
     def to_json(self) -> dict[str, Any]:
         """For a worker process (automation.adapters.engine.worker): sent on its stdin, never on a command line."""
@@ -77,7 +83,8 @@ class PulumiSettings:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> "PulumiSettings":
         paths = {"state_dir", "pulumi_home"}
-        return cls(**{k: (Path(v) if k in paths and v is not None else v) for k, v in raw.items()})
+        fields: dict[str, Any] = {k: (Path(v) if k in paths and v is not None else v) for k, v in raw.items()}
+        return cls(**fields)
 
     def check(self) -> None:
         """Fail at start-up, naming the setting, rather than at the first update."""
@@ -96,9 +103,10 @@ class PulumiSettings:
         try:
             self.policy_settings()
         except ValueError as err:
-            raise ValueError(f"HUBWRIGHT_POLICY / HUBWRIGHT_POLICY_CONFIG: {err}") from None
+            raise ValueError(f"--policy / --policy-config (HUBWRIGHT_POLICY / HUBWRIGHT_POLICY_CONFIG): {err}") \
+                from None
         if self.policy != "off" and not (Path(self.policy_pack) / "PulumiPolicy.yaml").is_file():
-            raise ValueError(f"policy_pack {self.policy_pack}: no PulumiPolicy.yaml there (HUBWRIGHT_POLICY_PACK)")
+            raise ValueError(f"--policy-pack {self.policy_pack}: no PulumiPolicy.yaml there (HUBWRIGHT_POLICY_PACK)")
 
     def policy_settings(self) -> PolicySettings:
         return PolicySettings.load(self.policy, self.policy_config)

@@ -1,0 +1,89 @@
+"""`python -m automation serve`: its flags (generated from the one table of options, stacks/options.py), the
+options and engine settings built from them by name, and the process around the Service (automation/service/
+serve.py): the worker pool, the AWS preflights, signals, and an exit when the Lease is lost."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from typing import Any, Mapping
+
+from automation.adapters import logs
+from automation.adapters.aws.lookups import foreign_endpoint_counts
+from automation.adapters.aws.mesh_cidrs import MeshCidrPreflight
+from automation.adapters.aws.mesh_quotas import MeshQuotaPreflight
+from automation.adapters.aws.preflight import Preflight
+from automation.adapters.aws.sessions import AwsSessions
+from automation.adapters.engine import RunLimits
+from automation.adapters.engine.pool import WorkerPool
+from automation.adapters.engine.settings import PulumiSettings
+from automation.adapters.kube.kubeconfig import kube_client
+from automation.service.options import ServiceOptions
+from automation.service.reconcile import Guard
+from automation.service.serve import LOG, Service, default_guards
+from stacks.accounts import hub_target
+from stacks.model import HubConfig
+from stacks.options import SERVE, HelpFormatter, add_options, values
+
+
+def add_serve_command(subparsers: Any, environ: Mapping[str, str] | None = None) -> None:
+    """Register `serve` on the CLI's subparsers: one flag per `serve` option of the table, each named with the
+    environment variable that sets its default (read here, once)."""
+    serve = subparsers.add_parser(
+        "serve", formatter_class=HelpFormatter,
+        help="run the service: watch Clusters and keep one Pulumi stack per cluster up to date",
+        description="Watch Clusters (and their Namespaces, the HubConfig and the role-map ConfigMap) and keep one "
+                    "Pulumi stack per cluster up to date: watch -> queue -> reconcile -> engine. Only the holder "
+                    "of the Lease runs anything. Every option may be given by its environment variable instead "
+                    "(a flag wins). Secrets (PULUMI_CONFIG_PASSPHRASE[_FILE], PULUMI_ACCESS_TOKEN, AWS "
+                    "credentials) come from the environment, never from flags.")
+    add_options(serve, SERVE, os.environ if environ is None else environ)
+    serve.set_defaults(func=serve_command)
+
+
+def options_from(args: argparse.Namespace) -> ServiceOptions:
+    return ServiceOptions.from_args(args)
+
+
+def settings_from(args: argparse.Namespace, limits: RunLimits) -> PulumiSettings:
+    """The engine's settings: the Pulumi state and policy options, by name."""
+    return PulumiSettings.from_options(values(args, SERVE), limits=limits)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    logs.configure(args.log_level, args.log_format)
+    os.environ.update(logs.environment(args.log_level, args.log_format))  # the engine's workers log the same way
+    options = options_from(args)
+    limits = RunLimits(timeout=options.run_timeout, grace=options.cancel_grace)
+    settings = settings_from(args, limits)
+    # Checks the backend, the passphrase and the stale-lock age before anything runs; starts the workers.
+    engine = WorkerPool(settings, size=options.workers, limits=limits, max_runs=options.worker_runs)
+
+    def lost() -> None:
+        LOG.error("lost the Lease: runs in flight killed; exiting")
+        os._exit(1)
+
+    sessions = AwsSessions(endpoint_url=args.aws_endpoint_url or None)
+    # Reach every account, find the NLB; then count what is already in a mesh member's VPC against its quotas;
+    # then check its CIDR against its VPC's and the hub's, and its pair routes against the routes already there.
+    guards: list[Guard] = [*default_guards(), Preflight(sessions), MeshQuotaPreflight(sessions),
+                           MeshCidrPreflight(sessions)]
+
+    def census(hub: HubConfig) -> Mapping[str, int]:
+        return foreign_endpoint_counts(sessions, hub_target(hub), hub.spec.endpoint_vpc_inventory)
+
+    service = Service(options, api_client=kube_client(options.kubeconfig, options.context), engine=engine,
+                      guards=guards, census=census, on_lost_leadership=lost)
+    stopped = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.set())
+    service.start()
+    LOG.info("serving probes and metrics on %s:%d (identity %s)", options.metrics_bind, service.server.port,
+             service.identity)
+    stopped.wait()
+    LOG.info("stopping: cancelling the runs in flight (killed after %.0fs), releasing the Lease",
+             options.cancel_grace)
+    service.stop()
+    engine.close()
+    return 0
