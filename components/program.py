@@ -1,4 +1,5 @@
-"""program(inputs): the one place that turns a StackInputs into Pulumi resources.
+"""program(inputs): the one place that turns a stack's inputs (a cluster's StackInputs, or a transit stack's
+TransitInputs) into Pulumi resources.
 
 `__main__.py` (pulumi up/preview), the offline plan and the service's engine all
 call this function, so all three build the same stack.
@@ -14,7 +15,7 @@ from components.mesh import Mesh, MeshProviders
 from components.privatelink import PrivateLink, PrivateLinkProviders
 from components.providers import Providers
 from components.transit import TransitNetwork
-from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, inputs_from_config, stack_targets
+from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, StackProgramInputs, inputs_from_config, stack_targets
 from stacks.transit import TransitInputs
 
 
@@ -25,10 +26,17 @@ from stacks.transit import TransitInputs
 INPUTS_OUTPUT = "inputs"
 
 
-def program(inputs: StackInputs | TransitInputs) -> dict[str, Any]:
+def program(inputs: StackProgramInputs) -> dict[str, Any]:
     """Register the stack's resources; return the stack outputs (the caller exports them)."""
     if isinstance(inputs, TransitInputs):
         return transit_program(inputs)
+    if not isinstance(inputs, StackInputs):
+        raise TypeError(f"stack {inputs.stack}: no program builds {type(inputs).__name__}")
+    return cluster_program(inputs)
+
+
+def cluster_program(inputs: StackInputs) -> dict[str, Any]:
+    """A cluster's stack: its PrivateLink, its share of its mesh group, its node-side proxy's manifests."""
     providers = Providers(inputs.tags)
     outputs: dict[str, Any] = {"cluster": inputs.key, "inputsDigest": inputs.digest(), INPUTS_OUTPUT: inputs.to_config()}
 

@@ -37,7 +37,7 @@ from typing import Any, Mapping
 from automation.adapters.engine import proctree
 from automation.adapters.engine.protocol import EngineError, OnProgress, RunCancelled, RunLimits, RunResult, StackLocked
 from automation.adapters.engine.settings import PulumiSettings
-from stacks.inputs import StackInputs, inputs_from_config
+from stacks.inputs import StackProgramInputs, inputs_from_config
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ class WorkerPool:
 
     # ----------------------------------------------------------------- the Engine protocol
 
-    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False,
+    def up(self, inputs: StackProgramInputs, *, message: str, refresh: bool = False,
            on_progress: OnProgress | None = None) -> RunResult:
         return _result(self._call("up", inputs.stack, {"inputs": inputs.to_config(), "message": message,
                                                        "refresh": refresh, "progress": on_progress is not None},
@@ -180,13 +180,13 @@ class WorkerPool:
     def destroy(self, stack: str, *, message: str) -> RunResult:
         return _result(self._call("destroy", stack, {"stack": stack, "message": message}))
 
-    def preview(self, inputs: StackInputs) -> RunResult:
+    def preview(self, inputs: StackProgramInputs) -> RunResult:
         return _result(self._call("preview", inputs.stack, {"inputs": inputs.to_config()}))
 
     def recover(self, stack: str) -> RunResult:
         return _result(self._call("recover", stack, {"stack": stack}))
 
-    def applied(self, stack: str) -> StackInputs | None:
+    def applied(self, stack: str) -> StackProgramInputs | None:
         reply = self._call("applied", stack, {"stack": stack})
         return inputs_from_config(reply["inputs"]) if reply else None
 
