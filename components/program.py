@@ -16,6 +16,7 @@ from components.privatelink import PrivateLink, PrivateLinkProviders
 from components.providers import Providers
 from components.transit import TransitNetwork
 from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, StackProgramInputs, inputs_from_config, stack_targets
+from stacks.targets import AwsTarget
 from stacks.transit import TransitInputs
 
 
@@ -43,12 +44,12 @@ def cluster_program(inputs: StackInputs) -> dict[str, Any]:
     targets = stack_targets(inputs)  # the one list of where each provider points (the audit and preflight read it)
     link = inputs.private_link
     if link is not None:
-        hub_here = providers.aws(targets.endpoint_hub)
+        hub_here = providers.aws(_where(targets.endpoint_hub, inputs.stack, "PrivateLink"))
         private_link = PrivateLink(
             inputs.stack,
             link,
             PrivateLinkProviders(
-                cluster=providers.aws(targets.cluster),
+                cluster=providers.aws(_where(targets.cluster, inputs.stack, "PrivateLink")),
                 hub=hub_here,
                 hub_by_region={region: providers.aws(target) for region, target in targets.hub_by_region.items()},
             ),
@@ -57,7 +58,7 @@ def cluster_program(inputs: StackInputs) -> dict[str, Any]:
 
     share = inputs.mesh
     if share is not None:  # the pairs this stack owns: both sides, each through its own account's provider
-        own = providers.aws(targets.cluster)
+        own = providers.aws(_where(targets.cluster, inputs.stack, "mesh share"))
         mesh = Mesh(
             inputs.stack,
             share,
@@ -69,6 +70,13 @@ def cluster_program(inputs: StackInputs) -> dict[str, Any]:
         outputs["sharedIngress"] = guest_manifests(inputs.shared_ingress)
 
     return outputs
+
+
+def _where(target: AwsTarget | None, stack: str, what: str) -> AwsTarget:
+    """A target stack_targets gives whenever the stack has `what` (its PrivateLink, its mesh share)."""
+    if target is None:
+        raise ValueError(f"stack {stack}: stacks.inputs.stack_targets gives no provider for its {what}")
+    return target
 
 
 def transit_program(inputs: TransitInputs) -> dict[str, Any]:

@@ -102,3 +102,15 @@ def test_the_partition_follows_the_region_name(region, partition):
     assert partition_of(region) == partition
     from stacks.names import ROLE_ARN
     assert ROLE_ARN.fullmatch(f"arn:{partition}:iam::222222222222:role/hubwright")  # its roles are accepted too
+
+
+def test_api_version_is_the_group_and_version():
+    """stacks.names spells API_VERSION out (a Literal for the type checker): it is still GROUP/VERSION, and the
+    models take it and nothing else."""
+    from stacks.names import API_VERSION, GROUP, VERSION
+
+    assert API_VERSION == f"{GROUP}/{VERSION}"
+    doc = cluster_doc("c1", "acme")
+    assert parse(doc).api_version == API_VERSION
+    with pytest.raises(InvalidSpec, match="apiVersion"):
+        parse({**doc, "apiVersion": f"{GROUP}/v1"})

@@ -235,10 +235,10 @@ class WorkerPool:
         if reply is None:
             return self._after_kill(run, killed or [])
         if "error" in reply:
-            err = reply["error"]
+            failure = reply["error"]
             if run.why:
-                raise RunCancelled(f"{op} {stack}: {run.why}, then stopped: {err['message']}")
-            raise ERRORS.get(err["type"], EngineError)(err["message"], reason=err.get("reason"))
+                raise RunCancelled(f"{op} {stack}: {run.why}, then stopped: {failure['message']}")
+            raise ERRORS.get(failure["type"], EngineError)(failure["message"], reason=failure.get("reason"))
         return reply["result"]
 
     def _await(self, worker: Worker, run: _Run) -> dict | None:

@@ -490,6 +490,10 @@ class PulumiEngine:
 def _parse_inputs(stack: str, raw: Any) -> StackProgramInputs | None:
     """A history entry's hubwright:inputs; None (and a warning) when today's model rejects it."""
     value = raw.get("value") if isinstance(raw, Mapping) else getattr(raw, "value", raw)
+    if not isinstance(value, str):  # json.loads would raise TypeError, not ValueError, on it
+        log.warning("stack %s: the last applied inputs are no JSON text (%s); treating them as unknown", stack,
+                    type(value).__name__)
+        return None
     try:
         return inputs_from_config(value)
     except ValueError as err:  # pydantic's ValidationError: inputs written by an older model

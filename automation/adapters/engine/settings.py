@@ -77,7 +77,8 @@ class PulumiSettings:
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> "PulumiSettings":
         paths = {"state_dir", "pulumi_home"}
-        return cls(**{k: (Path(v) if k in paths and v is not None else v) for k, v in raw.items()})
+        values: dict[str, Any] = {k: (Path(v) if k in paths and v is not None else v) for k, v in raw.items()}
+        return cls(**values)
 
     def check(self) -> None:
         """Fail at start-up, naming the setting, rather than at the first update."""
