@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import IO, Any, Mapping
 
 from automation.adapters.engine import proctree
 from automation.adapters.engine.protocol import EngineError, OnProgress, RunCancelled, RunLimits, RunResult, StackLocked
@@ -52,6 +52,13 @@ class WorkerDied(Exception):
     pass
 
 
+def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    """The worker's stdin and stdout: Popen makes both for PIPE (which its type cannot say)."""
+    if proc.stdin is None or proc.stdout is None:
+        raise WorkerDied(f"worker {proc.pid}: started without its pipes")
+    return proc.stdin, proc.stdout
+
+
 class Worker:
     """One worker process and its pipes: requests on stdin, replies on stdout, a lifeline it watches."""
 
@@ -65,6 +72,7 @@ class Worker:
         finally:
             os.close(lifeline_r)
         self.pid = self.proc.pid
+        self._stdin, self._stdout = _pipes(self.proc)
         self.runs = 0
         self._buffer = b""
         self.send(setup)
@@ -74,17 +82,15 @@ class Worker:
             raise WorkerDied(f"worker {self.pid} did not start within {START_TIMEOUT_S:.0f}s: {ready}")
 
     def send(self, message: Mapping[str, Any]) -> None:
-        assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-            self.proc.stdin.flush()
+            self._stdin.write(json.dumps(message).encode() + b"\n")
+            self._stdin.flush()
         except (BrokenPipeError, ValueError) as err:
             raise WorkerDied(f"worker {self.pid}: {err}") from None
 
     def read(self, timeout: float) -> dict | None:
         """The next reply, or None when none came within `timeout` seconds; WorkerDied when its stdout closed."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
+        fd = self._stdout.fileno()
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
@@ -117,16 +123,16 @@ class Worker:
     def retire(self) -> None:
         """EOF on stdin: the worker exits after its current run (it has none when retired)."""
         try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
+            self._stdin.close()
             self.proc.wait(5)
             self._close()
         except (OSError, subprocess.TimeoutExpired):
             self.kill()
 
     def _close(self) -> None:
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self._stdin, self._stdout):
             try:
-                stream.close()  # type: ignore[union-attr]
+                stream.close()
             except OSError:
                 pass
         try:
