@@ -56,10 +56,12 @@ class MeshPeering(pulumi.ComponentResource):
         after: list[pulumi.Resource] = []
         link: pulumi.Input[str] | None = None
         if share.peerings:
-            link = self._peer(name, owner, peer, tags, own_provider, peer_provider)
+            self.peering, self.accepter = self._peer(name, owner, peer, tags, own_provider, peer_provider)
+            # Through the accepter's output: nothing routes over a peering that is not accepted yet.
+            link = self.accepter.vpc_peering_connection_id
             after = [self.peering, self.accepter]
         # Where the pair's routes point: the peering, or each side's regional gateway (None: no pair routes).
-        via_gateway = share.routes_via == "transitGateway"
+        via_gateway: bool | None = share.routes_via == "transitGateway"
         if via_gateway and share.attachment is not None and share.attachment.summary_cidrs:
             via_gateway = None  # the members' summary routes (TransitLink) carry the pair
 
@@ -76,17 +78,18 @@ class MeshPeering(pulumi.ComponentResource):
                 target = ("vpc_peering_connection_id", "peeringId", link)
             elif via_gateway and member.transit_gateway_id is not None:  # unknown: the transit stack has not run
                 target = ("transit_gateway_id", "transitGatewayId", member.transit_gateway_id)
-            for table in member.route_table_ids if target is not None else ():
+            if target is not None:
                 argument, key, value = target
-                aws.ec2.Route(
-                    f"{name}-{table}",
-                    route_table_id=table,
-                    destination_cidr_block=other.cidr,
-                    opts=child,
-                    **{argument: value},
-                )
-                self.routes.append({"cluster": member.key, "routeTableId": table, "destination": other.cidr,
-                                    key: value})
+                for table in member.route_table_ids:
+                    aws.ec2.Route(
+                        f"{name}-{table}",
+                        route_table_id=table,
+                        destination_cidr_block=other.cidr,
+                        opts=child,
+                        **{argument: value},
+                    )
+                    self.routes.append({"cluster": member.key, "routeTableId": table, "destination": other.cidr,
+                                        key: value})
             for label, group_id in groups:
                 for rule in rules:
                     ports = {} if rule.protocol == "-1" else {"from_port": rule.from_port, "to_port": rule.to_port}
@@ -100,7 +103,7 @@ class MeshPeering(pulumi.ComponentResource):
                         opts=child,
                         **ports,
                     )
-                    entry = {"cluster": member.key, "securityGroupId": group_id, "source": other.cidr,
+                    entry: dict[str, Any] = {"cluster": member.key, "securityGroupId": group_id, "source": other.cidr,
                              "protocol": rule.protocol}
                     if ports:
                         entry.update(fromPort=rule.from_port, toPort=rule.to_port)
@@ -118,9 +121,10 @@ class MeshPeering(pulumi.ComponentResource):
         self.register_outputs(self.outputs)
 
     def _peer(self, name: str, owner: MeshMember, peer: MeshMember, tags: dict[str, str],
-              own_provider: aws.Provider, peer_provider: aws.Provider) -> pulumi.Output[str]:
-        """The peering and its acceptance; routes go through the accepter's output (an accepted peering)."""
-        self.peering = aws.ec2.VpcPeeringConnection(
+              own_provider: aws.Provider, peer_provider: aws.Provider) -> tuple[aws.ec2.VpcPeeringConnection,
+                                                                                aws.ec2.VpcPeeringConnectionAccepter]:
+        """The peering and its acceptance."""
+        peering = aws.ec2.VpcPeeringConnection(
             name,
             vpc_id=owner.vpc_id,
             peer_vpc_id=peer.vpc_id,
@@ -129,15 +133,14 @@ class MeshPeering(pulumi.ComponentResource):
             tags={**tags, "hubwright.io/side": "requester"},
             opts=pulumi.ResourceOptions(parent=self, provider=own_provider),
         )
-        self.accepter = aws.ec2.VpcPeeringConnectionAccepter(
+        accepter = aws.ec2.VpcPeeringConnectionAccepter(
             f"{name}-accept",
-            vpc_peering_connection_id=self.peering.id,
+            vpc_peering_connection_id=peering.id,
             auto_accept=True,
             tags={**tags, "hubwright.io/side": "accepter"},
             opts=pulumi.ResourceOptions(parent=self, provider=peer_provider),
         )
-        # Through the accepter's output: nothing routes over a peering that is not accepted yet.
-        return self.accepter.vpc_peering_connection_id
+        return peering, accepter
 
     def _peer_groups(self, peer: MeshMember, provider: aws.Provider) -> list[tuple[str, pulumi.Input[str]]]:
         if peer.dedicated_security_group is None:

@@ -1,4 +1,5 @@
-"""program(inputs): the one place that turns a StackInputs into Pulumi resources.
+"""program(inputs): the one place that turns a stack's inputs (a cluster's StackInputs, or a transit stack's
+TransitInputs) into Pulumi resources.
 
 `__main__.py` (pulumi up/preview), the offline plan and the service's engine all
 call this function, so all three build the same stack.
@@ -14,7 +15,8 @@ from components.mesh import Mesh, MeshProviders
 from components.privatelink import PrivateLink, PrivateLinkProviders
 from components.providers import Providers
 from components.transit import TransitNetwork
-from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, inputs_from_config, stack_targets
+from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, StackProgramInputs, inputs_from_config, stack_targets
+from stacks.targets import AwsTarget
 from stacks.transit import TransitInputs
 
 
@@ -25,22 +27,29 @@ from stacks.transit import TransitInputs
 INPUTS_OUTPUT = "inputs"
 
 
-def program(inputs: StackInputs | TransitInputs) -> dict[str, Any]:
+def program(inputs: StackProgramInputs) -> dict[str, Any]:
     """Register the stack's resources; return the stack outputs (the caller exports them)."""
     if isinstance(inputs, TransitInputs):
         return transit_program(inputs)
+    if not isinstance(inputs, StackInputs):
+        raise TypeError(f"stack {inputs.stack}: no program builds {type(inputs).__name__}")
+    return cluster_program(inputs)
+
+
+def cluster_program(inputs: StackInputs) -> dict[str, Any]:
+    """A cluster's stack: its PrivateLink, its share of its mesh group, its node-side proxy's manifests."""
     providers = Providers(inputs.tags)
     outputs: dict[str, Any] = {"cluster": inputs.key, "inputsDigest": inputs.digest(), INPUTS_OUTPUT: inputs.to_config()}
 
     targets = stack_targets(inputs)  # the one list of where each provider points (the audit and preflight read it)
     link = inputs.private_link
     if link is not None:
-        hub_here = providers.aws(targets.endpoint_hub)
+        hub_here = providers.aws(_where(targets.endpoint_hub, inputs.stack, "PrivateLink"))
         private_link = PrivateLink(
             inputs.stack,
             link,
             PrivateLinkProviders(
-                cluster=providers.aws(targets.cluster),
+                cluster=providers.aws(_where(targets.cluster, inputs.stack, "PrivateLink")),
                 hub=hub_here,
                 hub_by_region={region: providers.aws(target) for region, target in targets.hub_by_region.items()},
             ),
@@ -49,7 +58,7 @@ def program(inputs: StackInputs | TransitInputs) -> dict[str, Any]:
 
     share = inputs.mesh
     if share is not None:  # the pairs this stack owns: both sides, each through its own account's provider
-        own = providers.aws(targets.cluster)
+        own = providers.aws(_where(targets.cluster, inputs.stack, "mesh share"))
         mesh = Mesh(
             inputs.stack,
             share,
@@ -61,6 +70,13 @@ def program(inputs: StackInputs | TransitInputs) -> dict[str, Any]:
         outputs["sharedIngress"] = guest_manifests(inputs.shared_ingress)
 
     return outputs
+
+
+def _where(target: AwsTarget | None, stack: str, what: str) -> AwsTarget:
+    """A target stack_targets gives whenever the stack has `what` (its PrivateLink, its mesh share)."""
+    if target is None:
+        raise ValueError(f"stack {stack}: stacks.inputs.stack_targets gives no provider for its {what}")
+    return target
 
 
 def transit_program(inputs: TransitInputs) -> dict[str, Any]:

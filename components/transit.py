@@ -65,8 +65,8 @@ class TransitNetwork(pulumi.ComponentResource):
                         made = self._peering(name, inputs, region, by_region[remote.region], group.group,
                                              remote.cidrs, provider_for)
                         peerings[region.region].append(made)
-        for region, out in regions.items():
-            out["peeringAttachments"] = peerings[region]
+        for region_name, out in regions.items():
+            out["peeringAttachments"] = peerings[region_name]
         self.outputs = {"stack": inputs.stack, "account": inputs.account_id, "regions": regions}
         self.register_outputs(self.outputs)
 
@@ -108,27 +108,27 @@ class TransitNetwork(pulumi.ComponentResource):
                 slug, transit_gateway_id=gateway.id, tags={**tags, "Name": slug, GROUP_TAG: group.group}, opts=here)
             self.tables[(region.region, group.group)] = table
             tables[group.group] = table.id
-            for member in group.attachments:
+            for attached in group.attachments:
                 after: list[pulumi.Resource] = []
-                if member.accept:
+                if attached.accept:
                     after.append(aws.ec2transitgateway.VpcAttachmentAccepter(
-                        f"{slug}-{member.cluster.replace('/', '.')}-accept",
-                        transit_gateway_attachment_id=member.attachment_id,
+                        f"{slug}-{attached.cluster.replace('/', '.')}-accept",
+                        transit_gateway_attachment_id=attached.attachment_id,
                         transit_gateway_default_route_table_association=False,
                         transit_gateway_default_route_table_propagation=False,
-                        tags={**tags, "Name": member.cluster, GROUP_TAG: group.group},
+                        tags={**tags, "Name": attached.cluster, GROUP_TAG: group.group},
                         opts=pulumi.ResourceOptions(parent=self, provider=provider_for(region.network))))
                 member_opts = pulumi.ResourceOptions(parent=self, provider=provider_for(region.network),
                                                      depends_on=after)
                 aws.ec2transitgateway.RouteTableAssociation(
-                    f"{slug}-{member.cluster.replace('/', '.')}", transit_gateway_attachment_id=member.attachment_id,
+                    f"{slug}-{attached.cluster.replace('/', '.')}", transit_gateway_attachment_id=attached.attachment_id,
                     transit_gateway_route_table_id=table.id, opts=member_opts)
                 # A static route to exactly the declared CIDR, never a propagation: a propagation advertises every
                 # CIDR the VPC has, undeclared secondary ones included (issue 31). A different type and name from
                 # the propagation it replaces, so an update creates it before it deletes the propagation.
                 aws.ec2transitgateway.Route(
-                    member_route_name(slug, member), destination_cidr_block=member.cidr,
-                    transit_gateway_attachment_id=member.attachment_id, transit_gateway_route_table_id=table.id,
+                    member_route_name(slug, attached), destination_cidr_block=attached.cidr,
+                    transit_gateway_attachment_id=attached.attachment_id, transit_gateway_route_table_id=table.id,
                     opts=member_opts)
         return {"transitGatewayId": gateway.id, "transitGatewayArn": gateway.arn, "shareArn": share.arn,
                 "routeTables": tables}

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from automation.adapters.engine import EngineError, RunCancelled, RunResult, StackLocked
-from stacks.inputs import StackInputs
+from stacks.inputs import StackInputs, StackProgramInputs
 from stacks.transit import TransitInputs
 
 
@@ -27,7 +27,7 @@ def utc_now() -> str:
 class Call:
     operation: str
     stack: str
-    inputs: StackInputs | None = None
+    inputs: StackProgramInputs | None = None
     message: str = ""
     started: float = 0.0  # time.monotonic()
     ended: float = 0.0
@@ -43,13 +43,15 @@ class _Fault:
     error: Callable[[], EngineError]
 
 
-def fake_outputs(inputs: StackInputs | TransitInputs) -> dict[str, Any]:
+def fake_outputs(inputs: StackProgramInputs) -> dict[str, Any]:
     """Outputs shaped like components.program's, derived from the inputs."""
     if isinstance(inputs, TransitInputs):  # a transit stack: a gateway and a route table per group, per region
         return {"transit": inputs.stack, "inputsDigest": inputs.digest(), "regions": {
             r.region: {"transitGatewayId": f"tgw-{inputs.account_id}-{r.region}",
                        "routeTables": {g.group: f"tgw-rtb-{g.group.replace('/', '-')}-{r.region}" for g in r.groups}}
             for r in inputs.regions}}
+    if not isinstance(inputs, StackInputs):
+        raise TypeError(f"stack {inputs.stack}: no fake outputs for {type(inputs).__name__}")
     outputs: dict[str, Any] = {"cluster": inputs.key, "inputsDigest": inputs.digest()}
     if inputs.mesh is not None and inputs.mesh.attachment is not None:
         outputs["mesh"] = {"transitAttachment": f"tgw-attach-{inputs.stack}"}
@@ -77,7 +79,7 @@ class RecordingEngine:
         self.on_start = on_start
         self.on_end = on_end
         self.calls: list[Call] = []
-        self.stacks: dict[str, StackInputs] = {}  # what `up` last applied, per stack
+        self.stacks: dict[str, StackProgramInputs] = {}  # what `up` last applied, per stack
         self.drifted: set[str] = set()
         self.stale: set[str] = set()  # stacks a killed run left locked with pending operations
         self.gates: dict[str, threading.Event] = {}  # runs of these stacks wait for the event
@@ -121,7 +123,7 @@ class RecordingEngine:
         return len(self.runs(operation, stack))
 
     # -- the protocol
-    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False,
+    def up(self, inputs: StackProgramInputs, *, message: str, refresh: bool = False,
            on_progress: Callable[[int, int], None] | None = None) -> RunResult:
         """`refresh` (an up that first reads the cloud) is recorded on the call. As with the real engine, only an
         up with refresh puts the cloud's drift back (tests/test_engine_drift_live.py): a plain up diffs the state.
@@ -156,7 +158,7 @@ class RecordingEngine:
             self._end(call, None)
             raise
 
-    def preview(self, inputs: StackInputs) -> RunResult:
+    def preview(self, inputs: StackProgramInputs) -> RunResult:
         call = self._begin("preview", inputs.stack, inputs, "drift check")
         try:
             self._check(call)
@@ -181,7 +183,7 @@ class RecordingEngine:
             self.stale.discard(stack)
         return self._end(call, RunResult("recover", True, "cancelled a stale lock" if was_stale else "nothing to do"))
 
-    def applied(self, stack: str) -> StackInputs | None:
+    def applied(self, stack: str) -> StackProgramInputs | None:
         with self._lock:
             return self.stacks.get(stack)
 
@@ -199,7 +201,7 @@ class RecordingEngine:
         self._cancelled.clear()
 
     # -- internals
-    def _begin(self, operation: str, stack: str, inputs: StackInputs | None, message: str, *,
+    def _begin(self, operation: str, stack: str, inputs: StackProgramInputs | None, message: str, *,
                refresh: bool = False) -> Call:
         call = Call(operation, stack, inputs, message, started=time.monotonic(), refresh=refresh)
         with self._lock:

@@ -43,7 +43,7 @@ def resource_policy(rule: Rule) -> ResourceValidationPolicy:
     def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
         resource = Resource(args.urn, args.resource_type, args.name, args.props, provider_of(args.provider))
         for reason in rule.check(context(), resource, {**rule.defaults(), **args.get_config()}):
-            report(reason)
+            report(reason, None)  # a resource policy's violation is about that resource: no other URN
 
     return ResourceValidationPolicy(name=rule.name, description=rule.description, validate=validate,
                                     config_schema=_schema(rule))

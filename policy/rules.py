@@ -287,8 +287,13 @@ def _network(cidr: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
 
 def _within(cidr: str, allowed: Iterable[str]) -> bool:
     net = _network(cidr)
-    return net is not None and any((a := _network(x)) is not None and net.version == a.version and net.subnet_of(a)
-                                   for x in allowed)
+    for x in allowed:
+        a = _network(x)
+        if isinstance(net, ipaddress.IPv4Network) and isinstance(a, ipaddress.IPv4Network) and net.subnet_of(a):
+            return True
+        if isinstance(net, ipaddress.IPv6Network) and isinstance(a, ipaddress.IPv6Network) and net.subnet_of(a):
+            return True
+    return False
 
 
 def no_world_cidr(_ctx: Context, r: Resource, config: Config) -> Iterator[str]:
@@ -469,12 +474,12 @@ def peerings_routed(ctx: Context, resources: Sequence[Resource], _config: Config
     routes = {(str(r.props.get("routeTableId")), str(r.props.get("destinationCidrBlock")),
                str(r.props.get("vpcPeeringConnectionId"))) for r in resources if r.kind == ROUTE}
     for pcx in (r for r in resources if r.kind == PEERING):
-        ends = [by_vpc.get(str(pcx.props.get(k))) for k in ("vpcId", "peerVpcId")]
-        if None in ends:
+        requester, accepter = (by_vpc.get(str(pcx.props.get(k))) for k in ("vpcId", "peerVpcId"))
+        if requester is None or accepter is None:
             yield pcx.urn, f"the peering joins {pcx.props.get('vpcId')} and {pcx.props.get('peerVpcId')}: not two members"
             continue
         pid = str(pcx.props.get("id"))
-        for side, other in (ends, ends[::-1]):
+        for side, other in ((requester, accepter), (accepter, requester)):
             missing = [t for t in side.route_tables if (t, other.cidr, pid) not in routes]
             if missing:
                 yield pcx.urn, (f"{side.key}'s route tables {', '.join(missing)} have no route to {other.key} "

@@ -62,7 +62,7 @@ def _validator_schema(fn: Callable[..., Any]) -> dict[str, Any]:
 class _KubeSchema(GenerateJsonSchema):
     """pydantic's generator, plus the rules of AfterValidators that map to schema keywords."""
 
-    def function_after_schema(self, schema):  # type: ignore[override]
+    def function_after_schema(self, schema):
         out = super().function_after_schema(schema)
         fn = schema.get("function", {}).get("function")
         return {**out, **_validator_schema(fn)} if fn is not None else out
@@ -181,7 +181,7 @@ def _ready(field: str) -> str:
     return f'.status.conditions[?(@.type=="Ready")].{field}'
 
 
-CLUSTER_COLUMNS = [
+CLUSTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Account", "type": "string", "jsonPath": ".status.account"},
     {"name": "Region", "type": "string", "jsonPath": ".status.region"},
     {"name": "Ready", "type": "string", "jsonPath": _ready("status")},

@@ -278,13 +278,13 @@ def parse_map(text: str) -> dict[str, str]:
 def split_backends(config: str) -> tuple[str, dict[str, str]]:
     """Split a rendered central config into its fixed part and its per-cluster backend sections."""
     fixed: list[str] = []
-    backends: dict[str, str] = {}
+    backends: dict[str, list[str]] = {}
     current: list[str] = fixed
     for line in config.splitlines(keepends=True):
         if line.strip() and not line[0].isspace():  # a section header
             found = _BACKEND_LINE.fullmatch(line.strip())
             if found and found[1].startswith(BACKEND_PREFIX):
-                current = backends.setdefault(found[1], [])  # type: ignore[assignment]
+                current = backends.setdefault(found[1], [])
                 current.append(line)
                 continue
             current = fixed

@@ -22,7 +22,7 @@ resolve_all's after random sequences of changes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from stacks import accounts
 from stacks.errors import FieldError, InvalidSpec
@@ -38,7 +38,8 @@ from stacks.tenancy import (Owners, api_host, claim_hosts, first_claims, namespa
                             owned_accounts)
 from stacks.transit import GroupState, MeshStatus, TransitInputs, TransitOutputs
 
-K = TypeVar("K", bound=Hashable)
+K = TypeVar("K")
+V = TypeVar("V")
 Target = AwsTarget | InvalidSpec
 Value = StackInputs | InvalidSpec
 
@@ -52,13 +53,14 @@ class _Entry:
 
 
 class _Index:
-    """Partition key -> the cluster keys in it, and each cluster's key (None: in none)."""
+    """Partition (an account, namespace, region, mesh unit, API host or ingress ID) -> the cluster keys in it, and
+    each cluster's partition (None: in none)."""
 
     def __init__(self) -> None:
-        self.members: dict[Hashable, set[str]] = {}
-        self.of: dict[str, Hashable] = {}
+        self.members: dict[str, set[str]] = {}
+        self.of: dict[str, str] = {}
 
-    def move(self, key: str, part: Hashable | None) -> tuple[Hashable | None, Hashable | None]:
+    def move(self, key: str, part: str | None) -> tuple[str | None, str | None]:
         """Put `key` in `part`; (the part it left, the part it joined), or (None, None) when it stays."""
         old = self.of.get(key)
         if old == part:
@@ -203,17 +205,17 @@ class FleetResolver:
         self._wants: dict[str, tuple[Want, str | None]] = {}
         self._placed: dict[str, EndpointVPC | InvalidSpec] = {}
         self._inventory = {vpc.vpc_id: vpc for vpc in self._hub.spec.endpoint_vpc_inventory}
-        self._kept_per_vpc: dict[Hashable, dict[str, int]] = {}  # region -> VPC -> endpoints kept there (_count)
-        self._pending: dict[Hashable, int] = {}  # region -> its clusters that keep no VPC
+        self._kept_per_vpc: dict[str, dict[str, int]] = {}  # region -> VPC -> endpoints kept there (_count)
+        self._pending: dict[str, int] = {}  # region -> its clusters that keep no VPC
         self._by_unit = _Index()
-        self._views_of: dict[str, tuple] = {}  # key -> what the mesh read of it
-        self._unit_plans: dict[Hashable, MeshPlan] = {}
+        self._views_of: dict[str, tuple[Any, ...]] = {}  # key -> what the mesh read of it
+        self._unit_plans: dict[str, MeshPlan] = {}
         self._membership_errors: dict[str, InvalidSpec] = {}
         self._unstamp: dict[str, None] = {}  # an ordered set
         self._shares: dict[str, MeshShare] = {}
         self._mesh_errors: dict[str, InvalidSpec] = {}
         self._views: dict[str, GroupView] = {}
-        self._stamps: dict[str, dict] = {}
+        self._stamps: dict[str, dict[str, Any]] = {}
         self._transit: dict[str, TransitInputs] = {}
         self._mesh_stale = False
         self._base_values: dict[str, Value] = {}
@@ -229,8 +231,8 @@ class FleetResolver:
     def _admit(self, dirty: set[str]) -> set[str]:
         """Targets of the dirty clusters and of those whose account's first claimant changed; the keys whose
         target changed."""
-        accounts_touched: set[Hashable] = set()
-        namespaces: set[Hashable] = set()
+        accounts_touched: set[str | None] = set()
+        namespaces: set[str | None] = set()
         for key in dirty:
             entry = self._entries.get(key)
             namespaces.update(self._by_namespace.move(key, namespace_of(entry.cluster) if entry else None))
@@ -242,7 +244,7 @@ class FleetResolver:
         readmit = set(dirty)
         if self._hub.spec.tenancy.unowned_namespaces != "FirstClaim":
             accounts_touched = set()  # no claims: an account couples nobody
-        for account in accounts_touched - {None}:
+        for account in _present(accounts_touched):
             members = [self._entries[k].cluster for k in self._by_account.members.get(account, ())]
             claim = first_claims(self._hub, members, self._namespaces, self._owned).get(account)
             if claim != self._claims.get(account):
@@ -259,14 +261,13 @@ class FleetResolver:
                     target = exc
                 namespaces.add(namespace_of(entry.cluster))
             _set(self._admitted, key, target)
-        return self._caps(readmit, namespaces - {None})
+        return self._caps(readmit, _present(namespaces))
 
-    def _caps(self, readmit: set[str], namespaces: set[Hashable]) -> set[str]:
+    def _caps(self, readmit: set[str], namespaces: set[str]) -> set[str]:
         """The namespaces' caps over their admitted clusters (each namespace with a cap is judged whole; one
         without passes the readmitted ones through); the keys whose target changed."""
         final: dict[str, Target | None] = {key: self._admitted.get(key) for key in readmit}
-        for namespace in namespaces:
-            name = str(namespace)
+        for name in namespaces:
             annotations = self._namespaces.get(name, {})
             try:
                 capped = bool(namespace_caps(self._hub, name, annotations))
@@ -274,7 +275,7 @@ class FleetResolver:
                 capped = False  # admit refused every cluster of the namespace
             if not capped:
                 continue
-            members = self._by_namespace.members.get(namespace, set())
+            members = self._by_namespace.members.get(name, set())
             seats = [seat_of(e.cluster, self._admitted[k], e.stack, e.placement)
                      for k in members if (e := self._entries[k]) is not None]
             refused = quotas(self._hub, name, annotations, seats)
@@ -287,11 +288,11 @@ class FleetResolver:
         A region whose other clusters all keep their VPC (stacks.placement.kept: the usual case, since the service
         pins what it placed) places only the clusters that moved, around the counts kept per VPC: a new cluster
         costs the same in a region of 10 or of 10,000. Otherwise the whole region is placed again."""
-        regions: dict[Hashable, set[str]] = {}  # region -> its clusters whose want entered or left it
+        regions: dict[str, set[str]] = {}  # region -> its clusters whose want entered or left it
         for key in keys:
             entry = self._entries.get(key)
             want = want_of(entry.cluster, self._targets[key]) if entry is not None else None
-            wanted = (want, entry.placement) if want is not None else None
+            wanted = (want, entry.placement) if entry is not None and want is not None else None
             if self._wants.get(key) != wanted:
                 old = self._wants.get(key)
                 self._count(old, -1)
@@ -342,7 +343,7 @@ class FleetResolver:
         stale, self._mesh_stale = self._mesh_stale, False
         if stale:
             keys = keys | set(self._views_of)
-        units: set[Hashable] = set(self._unit_plans) if stale else set()
+        units: set[str] = set(self._unit_plans) if stale else set()
         changed: set[str] = set()
         for key in keys:
             entry = self._entries.get(key)
@@ -367,11 +368,11 @@ class FleetResolver:
         return MeshStatus(self._groups, self._transit_outputs,
                           {k: a for k in keys if (a := self._entries[k].attachment)})
 
-    def _plan_units(self, units: set[Hashable]) -> set[str]:
+    def _plan_units(self, units: set[str]) -> set[str]:
         """Plan the units again: every old plan's part of the mesh goes first, then every new plan's comes in (a
         group may move between units); the keys whose share, stamp or refusal differ."""
-        per_key = (self._shares, self._mesh_errors, self._stamps)
-        named = (self._views, self._transit)
+        per_key: tuple[dict[str, Any], ...] = (self._shares, self._mesh_errors, self._stamps)
+        named: tuple[dict[str, Any], ...] = (self._views, self._transit)
         keys: set[str] = set()
         before: dict[str, tuple] = {}
         for unit in units:
@@ -412,22 +413,24 @@ class FleetResolver:
     def _names(self, keys: set[str]) -> set[str]:
         """API hosts and shared-ingress IDs claimed twice: re-claim every name a cluster took or gave up."""
         owners = self._owners()
-        hosts: set[Hashable] = set()
-        ids: set[Hashable] = set()
+        hosts: set[str | None] = set()
+        ids: set[str | None] = set()
         for key in keys:
             entry = self._entries.get(key)
             target = self._targets.get(key)
-            host = api_host(entry.cluster).lower() if entry is not None and claims_host(target) else None
+            host = api_host(entry.cluster).lower() if entry is not None and target is not None \
+                and claims_host(target) else None
             hosts.update((*self._by_host.move(key, host), host))  # its age may have changed too
             cluster_id = cluster_id_of(entry.cluster) \
-                if entry is not None and claims_id(entry.cluster, self._hub, owners, target) else None
+                if entry is not None and target is not None and claims_id(entry.cluster, self._hub, owners, target) \
+                else None
             ids.update((*self._by_id.move(key, cluster_id), cluster_id))
-        changed = self._reclaim(keys, hosts - {None}, self._by_host, self._host_refusals, claim_hosts)
-        changed |= self._reclaim(keys, ids - {None}, self._by_id, self._id_refusals, lambda cs: claim_ids(cs)[1])
+        changed = self._reclaim(keys, _present(hosts), self._by_host, self._host_refusals, claim_hosts)
+        changed |= self._reclaim(keys, _present(ids), self._by_id, self._id_refusals, lambda cs: claim_ids(cs)[1])
         return changed
 
-    def _reclaim(self, keys: set[str], names: set[Hashable], index: _Index, refusals: dict,
-                 claim: Callable[[list[Cluster]], Mapping[str, object]]) -> set[str]:
+    def _reclaim(self, keys: set[str], names: set[str], index: _Index, refusals: dict[str, V],
+                 claim: Callable[[list[Cluster]], Mapping[str, V]]) -> set[str]:
         """Claim each name again among its claimants; `keys` that claim nothing now are refused nothing."""
         changed = {k for k in keys if k not in index.of and _set(refusals, k, None)}
         for name in names:
@@ -449,14 +452,14 @@ class FleetResolver:
             if _set(self._final, key, value):
                 changed.add(key)
             _set(self._guests, key, guest)
-            if _set(self._route_of, key, route_of(entry.cluster) if guest is not None else None):
+            if _set(self._route_of, key, route_of(entry.cluster) if entry is not None and guest is not None else None):
                 self._routes_stale = True
             opted_in = entry is not None and entry.cluster.spec.shared_ingress.enabled
             _set(self._unrouted, key, value if opted_in and guest is None and isinstance(value, InvalidSpec) else None)
         return changed
 
 
-def _set(mapping: dict[K, object], key: K, value: object) -> bool:
+def _set(mapping: dict[K, V], key: K, value: V | None) -> bool:
     """mapping[key] = value (None: absent); True when that changed it."""
     old = mapping.get(key)
     if value is None:
@@ -464,3 +467,8 @@ def _set(mapping: dict[K, object], key: K, value: object) -> bool:
     else:
         mapping[key] = value
     return old != value
+
+
+def _present(parts: set[str | None]) -> set[str]:
+    """The partitions a step touched, without None (a cluster that left every partition)."""
+    return {part for part in parts if part is not None}

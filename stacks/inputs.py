@@ -7,12 +7,16 @@ service (whose skip-check is `digest()`), so the three can never disagree.
 `stack_targets(inputs)` says which (account, region) each of the stack's providers
 points at: components.program builds its providers from it, and the audit and the
 preflight read the same list, so what they check is what the program uses.
+
+StackProgramInputs is what the engine, its worker pool and the stack program read of any
+stack's inputs: a cluster's (StackInputs) or a network account's transit stack
+(stacks.transit.TransitInputs). Both satisfy it as they are; neither fakes a field of the other.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from stacks.mesh import MeshShare
 from stacks.transit import TransitInputs
@@ -20,6 +24,33 @@ from stacks.model import AssociatedVPC, EndpointVPC
 from stacks.targets import AwsTarget, Frozen, config_digest
 
 INPUTS_CONFIG_KEY = "inputs"  # stack config key (hubwright:inputs) that holds the JSON
+
+
+class StackProgramInputs(Protocol):
+    """One stack's inputs, as the engine (automation.adapters.engine), its worker pool and components.program
+    see them, whatever the stack builds. inputs_from_config() reads them back from the config JSON."""
+
+    @property
+    def stack(self) -> str:
+        """The Pulumi stack's name (stacks.names)."""
+        ...
+
+    @property
+    def key(self) -> str:
+        """What the stack is reconciled for: a cluster's namespace/name, or the transit stack's own name."""
+        ...
+
+    def to_config(self) -> str:
+        """The JSON held in the stack's config (hubwright:inputs): what the program is built from."""
+        ...
+
+    def digest(self) -> str:
+        """A stable hash of to_config(): equal digests build the same stack."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """The stack's tags: who and where, for the console and for humans."""
+        ...
 
 
 class PrivateLinkInputs(Frozen):
@@ -88,7 +119,7 @@ class StackInputs(Frozen):
         }
 
 
-def inputs_from_config(raw: str) -> "StackInputs | TransitInputs":
+def inputs_from_config(raw: str) -> StackInputs | TransitInputs:
     """A stack's inputs from its config JSON: a cluster's, or a transit stack's (`"kind": "transit"`)."""
     if json.loads(raw).get("kind") == "transit":
         return TransitInputs.from_config(raw)

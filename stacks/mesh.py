@@ -231,7 +231,7 @@ def membership(cluster: Cluster, hub: HubConfig) -> tuple[str | InvalidSpec | No
     group = group_of(cluster)
     key = group_key(cluster, group, hub) if group is not None else None
     stamp = (cluster.status or {}).get(JOIN_STATUS_KEY)
-    stale = bool(stamp) and (not isinstance(key, str) or join_stamp(cluster, group) is None)
+    stale = bool(stamp) and (group is None or not isinstance(key, str) or join_stamp(cluster, group) is None)
     return key, stale
 
 
@@ -297,7 +297,7 @@ class HubCidrs:
 
     def __init__(self, cidrs: Iterable[HubCidr]):
         spans = sorted((int(net.network_address), int(net.broadcast_address), i, c)
-                       for i, c in enumerate(cidrs) for net in (ipaddress.ip_network(c.cidr),))
+                       for i, c in enumerate(cidrs) for net in (ipaddress.IPv4Network(c.cidr),))
         self._starts = [start for start, _, _, _ in spans]
         self._ends = [end for _, end, _, _ in spans]
         self._reach = list(accumulate(self._ends, max))  # the highest address any of the first k reaches
@@ -314,7 +314,7 @@ class HubCidrs:
 def hub_overlap(ref: str, cidr: str, owned: HubCidrs | Iterable[HubCidr], group: str) -> InvalidSpec | None:
     """The refusal of a member CIDR that overlaps a CIDR of the hub's, naming both objects and both CIDRs."""
     owned = owned if isinstance(owned, HubCidrs) else HubCidrs(owned)
-    hub_cidr = owned.overlapping(ipaddress.ip_network(cidr))
+    hub_cidr = owned.overlapping(ipaddress.IPv4Network(cidr))
     if hub_cidr is not None:
         return InvalidSpec.one(
             ref, "spec.network.cidr",
@@ -330,7 +330,7 @@ def vpc_cidr_problem(member: MeshMember, blocks: tuple[str, ...] | None) -> str 
     where = f"VPC {member.vpc_id} in account {member.target.account_id} ({member.target.region})"
     if blocks is None:
         return f"there is no {where}"
-    if ipaddress.ip_network(member.cidr) not in {ipaddress.ip_network(b) for b in blocks}:
+    if ipaddress.IPv4Network(member.cidr) not in {ipaddress.IPv4Network(b) for b in blocks}:
         return (f"CIDR {member.cidr} is not a CIDR block of {where}, which has {', '.join(blocks)}; a member "
                 f"declares one of its VPC's own CIDR blocks, since its peers route exactly that range to it")
     return None
@@ -379,12 +379,12 @@ def route_hijacks(share: MeshShare, found: Mapping[str, Iterable[FoundRoute]]) -
     """
     limits = share.limits
     own = set(limits.group_cidrs) if limits is not None else set()
-    ranges = [ipaddress.ip_network(c) for c in (limits.member_cidrs if limits is not None else ())]
+    ranges = [ipaddress.IPv4Network(c) for c in (limits.member_cidrs if limits is not None else ())]
     out = []
     for route in pair_routes(share):
-        mine = ipaddress.ip_network(route.cidr)
+        mine = ipaddress.IPv4Network(route.cidr)
         for there in found.get(route.table, ()):
-            theirs = ipaddress.ip_network(there.cidr)
+            theirs = ipaddress.IPv4Network(there.cidr)
             if there.target == "local" or theirs.prefixlen == 0 or there.cidr in own \
                     or any(theirs.subnet_of(r) for r in ranges):
                 continue
@@ -437,9 +437,9 @@ def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets, sta
         key, stale = membership(cluster, hub)
         if isinstance(key, InvalidSpec):
             errors[cluster.key] = key
-        elif key is not None:
+        elif key is not None and (name := group_of(cluster)) is not None:  # a key is always some group's
             by_group.setdefault(key, []).append(cluster)
-            names[key] = group_of(cluster)
+            names[key] = name
         if stale:
             unstamp.append(cluster.key)
 
@@ -486,7 +486,7 @@ def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], ta
     note = ""
     starting = state.migrating_to == "transitGateway" and (recorded is None or recorded.migrating_to is None)
     if starting:  # a migration to a gateway starts only when every member can attach: nobody is dropped
-        missing = [c.key for c, _ in reachable if not c.spec.network.transit_subnets]
+        missing = [c.key for c, _ in reachable if not c.spec.aws.network.transit_subnets]
         if missing:
             state = recorded or GroupState(topology="peering")
             note = (f"stays on {state.topology}: a Transit Gateway needs spec.network.transitSubnets on every "
@@ -547,7 +547,7 @@ def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[_Candida
             attachment = TransitAttachment(
                 transit_stack=view.transit_stack,
                 transit_gateway_id=owner.member.transit_gateway_id,
-                subnet_ids=tuple(s.subnet_id for s in sorted(owner.cluster.spec.network.transit_subnets,
+                subnet_ids=tuple(s.subnet_id for s in sorted(owner.cluster.spec.aws.network.transit_subnets,
                                                               key=lambda s: s.availability_zone)),
                 summary_cidrs=tuple(config.summary_cidrs))
         account = owner.member.target.account_id
@@ -566,7 +566,7 @@ def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[_Candida
 
 
 def _candidate(cluster: Cluster, target: AwsTarget, dedicated: bool, gateway: str | None) -> _Candidate:
-    net = cluster.spec.network
+    net = cluster.spec.aws.network
     stack = cluster.stack
     member = MeshMember(
         key=cluster.key,
@@ -579,7 +579,7 @@ def _candidate(cluster: Cluster, target: AwsTarget, dedicated: bool, gateway: st
         dedicated_security_group=dedicated_group_name(stack) if dedicated else None,
         transit_gateway_id=gateway,
     )
-    return _Candidate(cluster, member, ipaddress.ip_network(net.cidr))
+    return _Candidate(cluster, member, ipaddress.IPv4Network(net.cidr))
 
 
 def _cidr_problems(c: _Candidate, group: str, config: MeshGroup, owned: HubCidrs) -> InvalidSpec | None:
@@ -588,7 +588,7 @@ def _cidr_problems(c: _Candidate, group: str, config: MeshGroup, owned: HubCidrs
     refused = hub_overlap(c.cluster.ref, c.member.cidr, owned, group)
     if refused is not None:
         return refused
-    ranges = [ipaddress.ip_network(cidr) for cidr in config.member_cidrs]
+    ranges = [ipaddress.IPv4Network(cidr) for cidr in config.member_cidrs]
     if ranges and not any(c.net.subnet_of(r) for r in ranges):
         return InvalidSpec.one(
             c.cluster.ref, "spec.network.cidr",
@@ -604,18 +604,18 @@ def _own_problems(c: _Candidate, group: str, dedicated: bool, phase: Phase, conf
     if not c.member.route_table_ids:
         errors.append(FieldError(ref, "spec.network.routeTableIDs",
                                  f"mesh group {group} needs at least one route table to route to its peers"))
-    if not dedicated and not c.cluster.spec.network.node_security_group_ids:
+    if not dedicated and not c.cluster.spec.aws.network.node_security_group_ids:
         errors.append(FieldError(
             ref, "spec.network.nodeSecurityGroupIDs",
             f"mesh group {group} admits peers on the node security groups (securityGroup: nodes) and this "
             f"cluster lists none; list them, or set HubConfig spec.mesh.groups.{group}.securityGroup: dedicated"))
     if phase.attachments:
-        if not c.cluster.spec.network.transit_subnets:
+        if not c.cluster.spec.aws.network.transit_subnets:
             errors.append(FieldError(
                 ref, "spec.network.transitSubnets",
                 f"mesh group {group} uses a Transit Gateway, which attaches a VPC through one subnet per "
                 f"availability zone; list them"))
-        summaries = [ipaddress.ip_network(cidr) for cidr in config.summary_cidrs]
+        summaries = [ipaddress.IPv4Network(cidr) for cidr in config.summary_cidrs]
         if summaries and not any(c.net.subnet_of(s) for s in summaries):
             errors.append(FieldError(
                 ref, "spec.network.cidr",
@@ -751,7 +751,7 @@ def _transit_inputs(hub: HubConfig, groups: Mapping[str, GroupView], admitted: M
     """One transit stack per network account that a group in a Transit Gateway phase uses."""
     by_network: dict[str, list[str]] = {}
     for key, view in sorted(groups.items()):
-        if view.transit_stack is not None and view.members:
+        if view.transit_stack is not None and view.network_account is not None and view.members:
             by_network.setdefault(view.network_account, []).append(key)
     out: dict[str, TransitInputs] = {}
     for network, keys in sorted(by_network.items()):

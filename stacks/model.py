@@ -10,10 +10,11 @@ import difflib
 import ipaddress
 import re
 from types import UnionType
-from typing import Annotated, Any, Literal, Mapping, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Mapping, NamedTuple, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 from stacks.errors import FieldError, InvalidSpec
 from stacks.names import (API_VERSION, PARTITIONS, CLUSTER_ID, CLUSTER_ID_MAX, LABEL_MAX, MAX_CLUSTERS_ANNOTATION,
@@ -566,7 +567,7 @@ class ClusterSpec(Spec):
     def _aws_all_or_none(self) -> "ClusterSpec":
         given = [name for name in AWS_FIELDS if getattr(self, name) is not None]
         if given and len(given) < len(AWS_FIELDS):
-            missing = [type(self).model_fields[name].alias for name in AWS_FIELDS if getattr(self, name) is None]
+            missing = [type(self).model_fields[name].alias or name for name in AWS_FIELDS if getattr(self, name) is None]
             raise ValueError(f"{', '.join(missing)} missing: a cluster gives accountID, infraID, apiURL and "
                              "network together, or none of them (registered only, no stack)")
         return self
@@ -575,6 +576,23 @@ class ClusterSpec(Spec):
     def provisioned(self) -> bool:
         """True when the cluster has its AWS part: only then does it get a stack."""
         return self.network is not None
+
+    @property
+    def aws(self) -> "AwsPart":
+        """The AWS part of a provisioned cluster, for what only those have (a stack, a placement, a mesh share).
+        Raises ValueError on a registered-only one: a caller that reaches it there is wrong."""
+        if self.account_id is None or self.infra_id is None or self.api_url is None or self.network is None:
+            raise ValueError("a registered-only cluster has no AWS part (accountID, infraID, apiURL, network)")
+        return AwsPart(self.account_id, self.infra_id, self.api_url, self.network)
+
+
+class AwsPart(NamedTuple):
+    """ClusterSpec's AWS fields, all given (ClusterSpec.aws)."""
+
+    account_id: str
+    infra_id: str
+    api_url: str
+    network: Network
 
 
 class ObjectMeta(BaseModel):
@@ -643,7 +661,8 @@ class Namespace(BaseModel):
 
 def _describe(doc: Any) -> str:
     if isinstance(doc, dict):
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        meta = doc.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         name, ns, kind = meta.get("name"), meta.get("namespace"), doc.get("kind")
         name = name if isinstance(name, str) else "?"  # a document is described before it is validated
         ns = ns if isinstance(ns, str) else None
@@ -683,7 +702,8 @@ def _locate(loc: tuple, model: type[BaseModel]) -> tuple[str, Any, bool]:
     Fields are dotted (spec.network.cidr), list items and map keys in brackets (spec.network.routeTableIDs[2],
     metadata.annotations[hubwright.io/owner-account-id]): walked along the model, so a key with dots is one key.
     """
-    path, tp, parent, in_key = "", model, None, False
+    path, parent, in_key = "", None, False
+    tp: Any = model
     for part in loc:
         tp = _inner(tp)
         if part == "[key]":  # pydantic's marker: the map key itself is wrong, not its value
@@ -718,7 +738,7 @@ def _quote_hint(value: Any) -> str:
     return f"YAML read {value!r} as a number; quote it"
 
 
-def _reason(err: dict, path: str, parent: Any, in_key: bool) -> str:
+def _reason(err: ErrorDetails, path: str, parent: Any, in_key: bool) -> str:
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         name = str(err["loc"][-1])
@@ -733,7 +753,7 @@ def _reason(err: dict, path: str, parent: Any, in_key: bool) -> str:
     return f"not a valid key: {msg}" if in_key else msg
 
 
-def _field_error(where: str, err: dict, model: type[BaseModel]) -> FieldError:
+def _field_error(where: str, err: ErrorDetails, model: type[BaseModel]) -> FieldError:
     path, parent, in_key = _locate(tuple(err["loc"]), model)
     return FieldError(where, path, _reason(err, path, parent, in_key))
 
@@ -765,8 +785,9 @@ def parse(doc: dict, *, source: str | None = None) -> HubConfig | Cluster | Name
     """Validate one Kubernetes-style document. Raises InvalidSpec naming object, field and reason."""
     where = f"{_describe(doc)}{f' ({source})' if source else ''}"
     kind = doc.get("kind") if isinstance(doc, dict) else None
-    model = {"HubConfig": HubConfig, "HubCluster": Cluster, "Namespace": Namespace}.get(kind) \
-        if isinstance(kind, str) else None
+    models: dict[str, type[HubConfig] | type[Cluster] | type[Namespace]] = {
+        "HubConfig": HubConfig, "HubCluster": Cluster, "Namespace": Namespace}
+    model = models.get(kind) if isinstance(kind, str) else None
     if model is None:
         raise InvalidSpec.one(where, "kind", f"expected HubConfig, HubCluster or Namespace, got {kind!r}")
     try:

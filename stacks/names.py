@@ -19,12 +19,14 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 # --------------------------------------------------------------------------- the API
 GROUP = "hubwright.io"
 VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+# GROUP/VERSION spelled out, so that type checkers read it as the Literal stacks.model's apiVersion field takes
+# (tests/test_model.py checks that it is GROUP/VERSION).
+API_VERSION: Final = "hubwright.io/v1alpha1"
 CATEGORY = "hubwright"  # `kubectl get hubwright` lists every object of ours
 
 

@@ -111,7 +111,7 @@ def _private_link(cluster: Cluster, hub: HubConfig, region: str, vpc: EndpointVP
         return None
     if vpc is None:  # resolved alone, not as part of a fleet: placed as if it were the only cluster
         vpc = _placed(hub, cluster, region)
-    host, port = names.parse_api_url(cluster.spec.api_url)
+    host, port = names.parse_api_url(cluster.spec.aws.api_url)
     return PrivateLinkInputs(
         infra_id=cluster.spec.infra_id,
         nlb_name=f"{cluster.spec.infra_id}-int",

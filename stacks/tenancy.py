@@ -86,7 +86,7 @@ class Owners:
     def account(self, cluster: Cluster) -> str:
         """The account the cluster may live in, which spec.accountID must name; InvalidSpec otherwise."""
         namespace = namespace_of(cluster)
-        wanted = cluster.spec.account_id
+        wanted = cluster.spec.aws.account_id
         owner = self.annotations(namespace).get(OWNER_ACCOUNT_ANNOTATION)
         if owner is not None:
             if not _ACCOUNT_ID.fullmatch(owner):
@@ -139,7 +139,7 @@ def first_claims(hub: HubConfig, clusters: Iterable[Cluster], namespaces: Mappin
     if hub.spec.tenancy.unowned_namespaces != "FirstClaim":
         return claims
     for cluster in sorted(clusters, key=_age):
-        namespace, account = namespace_of(cluster), cluster.spec.account_id
+        namespace, account = namespace_of(cluster), cluster.spec.aws.account_id
         if OWNER_ACCOUNT_ANNOTATION in namespaces.get(namespace, {}):
             continue
         if account != hub.spec.account_id and account not in owned:
@@ -167,7 +167,7 @@ def tenant_of(namespace: str, annotations: Mapping[str, str]) -> str:
 # --------------------------------------------------------------------------- names
 
 def api_host(cluster: Cluster) -> str:
-    return parse_api_url(cluster.spec.api_url)[0]
+    return parse_api_url(cluster.spec.aws.api_url)[0]
 
 
 def allowed_domains(namespace: str, annotations: Mapping[str, str]) -> tuple[str, ...] | None:

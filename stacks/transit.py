@@ -232,20 +232,16 @@ class TransitInputs(Frozen):
     tags: dict[str, str]
     regions: tuple[TransitRegionInputs, ...]
 
-    # -- the same surface as StackInputs, for the engine and the plan
+    # Read by nothing: kept because it has always been in the config JSON (to_config), so dropping it would change
+    # the digest of every applied transit stack (a run each) and make their stored configs unreadable (extra=forbid).
     generation: None = None
+
+    # -- stacks.inputs.StackProgramInputs (with stack, to_config, digest, describe): what the engine and plan read
 
     @property
     def key(self) -> str:
+        """A transit stack is reconciled under its own name (automation.service.transit)."""
         return self.stack
-
-    @property
-    def name(self) -> str:
-        return self.stack
-
-    @property
-    def namespace(self) -> str:
-        return ""
 
     def to_config(self) -> str:
         return self.model_dump_json()

@@ -102,3 +102,29 @@ def test_the_partition_follows_the_region_name(region, partition):
     assert partition_of(region) == partition
     from stacks.names import ROLE_ARN
     assert ROLE_ARN.fullmatch(f"arn:{partition}:iam::222222222222:role/hubwright")  # its roles are accepted too
+
+
+def test_api_version_is_the_group_and_version():
+    """stacks.names spells API_VERSION out (a Literal for the type checker): it is still GROUP/VERSION, and the
+    models take it and nothing else."""
+    from stacks.names import API_VERSION, GROUP, VERSION
+
+    assert API_VERSION == f"{GROUP}/{VERSION}"
+    doc = cluster_doc("c1", "acme")
+    assert parse(doc).api_version == API_VERSION
+    with pytest.raises(InvalidSpec, match="apiVersion"):
+        parse({**doc, "apiVersion": f"{GROUP}/v1"})
+
+
+def test_the_aws_part_is_read_only_from_a_provisioned_cluster():
+    """ClusterSpec.aws: what only a provisioned cluster has (a stack, a placement, a mesh share) is read through
+    it, all four fields given; a registered-only cluster has none, and reaching for it there is refused."""
+    provisioned = parse(cluster_doc("c1", "acme")).spec
+    assert provisioned.aws.account_id == "222222222222" and provisioned.aws.network.cidr == "10.1.0.0/16"
+    doc = cluster_doc("c2", "acme")
+    for field in ("accountID", "infraID", "apiURL", "network", "privateLink"):
+        del doc["spec"][field]
+    registered = parse(doc).spec
+    assert not registered.provisioned
+    with pytest.raises(ValueError, match="registered-only"):
+        registered.aws

@@ -168,6 +168,8 @@ def _node_proxy(reg: Registry, cluster: Cluster, annotations: Mapping[str, str],
     except InvalidSpec as exc:
         raise HTTPException(409, f"{cluster.ref} cannot use the shared ingress: "
                                  f"{'; '.join(str(err) for err in exc.errors)}") from None
+    if guest is None:  # not opted in: checked above
+        return None
     routed = _published(reg, hub).get(cluster.key)
     if routed != guest.cluster_id:  # the central proxy would send its ID elsewhere, or nowhere
         raise HTTPException(409, f"{cluster.ref} is not routed by the shared ingress (yet): {_why_not(cluster)}")

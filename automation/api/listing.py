@@ -27,6 +27,8 @@ from typing import Any, Callable, Mapping, Sequence
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 
+from automation.api.models import section
+
 TOKEN_PREFIX = "cnf1."  # a fact-filtered list's continue token (Kubernetes' own never starts with it)
 # Clusters per Kubernetes list call while filtering by facts. Small because the scan's cost is the clusters it
 # fetches (kube-apiserver serializing, this process parsing JSON under the GIL): at 500 (kubectl's chunk size)
@@ -58,11 +60,8 @@ def parse_facts(values: Sequence[str]) -> list[tuple[str, str]]:
 
 def has_facts(doc: Mapping[str, Any], wanted: Sequence[tuple[str, str]]) -> bool:
     """Every wanted fact is a static fact (spec.facts) or a latest dynamic fact (status.facts.facts) of `doc`."""
-    spec = doc.get("spec") if isinstance(doc.get("spec"), Mapping) else {}
-    status = doc.get("status") if isinstance(doc.get("status"), Mapping) else {}
-    static = spec.get("facts") if isinstance(spec.get("facts"), Mapping) else {}
-    dynamic_status = status.get("facts") if isinstance(status.get("facts"), Mapping) else {}
-    dynamic = dynamic_status.get("facts") if isinstance(dynamic_status.get("facts"), Mapping) else {}
+    static = section(section(doc, "spec"), "facts")
+    dynamic = section(section(section(doc, "status"), "facts"), "facts")
     return all(static.get(key) == value or dynamic.get(key) == value for key, value in wanted)
 
 

@@ -228,12 +228,18 @@ def _facts(status: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
 
 
+def section(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """doc[key] when it is a mapping, else empty: an object is shown (or filtered) before it is validated."""
+    value = doc.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def cluster_view(doc: Mapping[str, Any], tenant: str | None) -> dict[str, Any]:
     """A Cluster as the API shows it (ClusterView)."""
     spec, problem = spec_view(ClusterSpec, doc.get("spec"))
-    status = doc.get("status") if isinstance(doc.get("status"), Mapping) else {}
+    status = section(doc, "status")
     token = status.get("bootstrapToken") if isinstance(status.get("bootstrapToken"), Mapping) else None
-    outputs = status.get("outputs") if isinstance(status.get("outputs"), Mapping) else {}
+    outputs = section(status, "outputs")
     return {
         **_meta_view(doc),
         "tenant": tenant,
@@ -255,14 +261,14 @@ def cluster_view(doc: Mapping[str, Any], tenant: str | None) -> dict[str, Any]:
 
 def tenant_namespace(doc: Mapping[str, Any]) -> str:
     """The namespace of a Tenant's clusters: the one it adopts (spec.namespace), else its own name."""
-    spec = doc.get("spec") if isinstance(doc.get("spec"), Mapping) else {}
-    return spec.get("namespace") or (doc.get("metadata") or {}).get("name")
+    namespace = section(doc, "spec").get("namespace") or section(doc, "metadata").get("name")
+    return namespace if isinstance(namespace, str) else ""  # the API server always gives a name
 
 
 def tenant_view(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A Tenant as the API shows it (TenantView)."""
     spec, problem = spec_view(TenantSpec, doc.get("spec"))
-    status = doc.get("status") if isinstance(doc.get("status"), Mapping) else {}
+    status = section(doc, "status")
     return {
         **_meta_view(doc),
         "namespace": tenant_namespace(doc),

@@ -147,7 +147,7 @@ def agent_command(args: argparse.Namespace) -> int:
     secret = tuple(args.secret.split("/", 1)) if args.secret and "/" in args.secret else None
     with httpx.Client(timeout=30) as http, client.ApiClient() as guest:
         agent = Agent(api_url=args.api, tenant=args.tenant, namespace=args.namespace, cluster=args.cluster,
-                      token=token, guest=guest, http=http, secret=secret)  # type: ignore[arg-type]
+                      token=token, guest=guest, http=http, secret=secret)
         while True:
             try:
                 pushed = agent.step()

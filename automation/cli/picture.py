@@ -148,7 +148,7 @@ def _quote(text: str) -> str:
     return text.replace('"', "'")
 
 
-def render_dot(mesh: MeshPlan, why_empty: str | None = None) -> str:
+def render_dot(mesh: MeshPlan | None, why_empty: str | None = None) -> str:
     lines = ["graph mesh {", "  node [shape=box, fontsize=10];"]
     if why_empty:
         lines.append(f'  label="{_quote(why_empty)}";')
@@ -171,7 +171,7 @@ def render_dot(mesh: MeshPlan, why_empty: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_mermaid(mesh: MeshPlan, why_empty: str | None = None) -> str:
+def render_mermaid(mesh: MeshPlan | None, why_empty: str | None = None) -> str:
     lines = ["flowchart LR"]
     if why_empty:
         lines.append(f'  empty["{_quote(why_empty)}"]')

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, TextIO
+from typing import Any, Iterator, Sequence, TextIO
 
 from automation.adapters.files.inputs import load_fleet
 from automation.adapters.engine.plan import converge, drain, raise_invalid
@@ -27,8 +27,10 @@ from automation.cli.picture import empty_reason, render_dot, render_mermaid
 from automation.cli.render import render_stack, render_summary, stack_json
 from policy.rules import Violation
 from stacks.errors import InvalidSpec
+from stacks.inputs import StackInputs
 from stacks.mesh import summary
 from stacks.resolve import resolve_all
+from stacks.transit import TransitInputs
 
 POLICY_FAILED = 3  # exit status: a mandatory rule of the policy pack is broken
 
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
     with PlanPool(args.jobs, render, rules) as pool, Progress("planned", "stacks") as progress:
 
-        def plan_many(inputs: list) -> Any:
+        def plan_many(inputs: Sequence[StackInputs | TransitInputs]) -> Iterator[Planned]:
             progress.expect(len(inputs))
             for planned in pool.map(inputs):
                 progress.advance()

@@ -23,7 +23,7 @@ from automation.adapters.aws.lookups import hub_vpc_cidrs, routes_in, vpc_cidrs
 from stacks.errors import FieldError, NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.names import MESH_LABEL
-from stacks.mesh import MeshShare, hub_overlap, looked_up_cidrs, pair_routes, route_hijacks, vpc_cidr_problem
+from stacks.mesh import HubVpc, MeshShare, hub_overlap, looked_up_cidrs, pair_routes, route_hijacks, vpc_cidr_problem
 
 
 class MeshCidrPreflight:
@@ -37,7 +37,7 @@ class MeshCidrPreflight:
         if share is None or share.limits is None:
             return
         self._vpcs(desired, share)
-        self._hub(desired, share)
+        self._hub(desired, share, share.limits.hub_vpcs)
         self._routes(desired, share)
 
     def _vpcs(self, desired: StackInputs, share: MeshShare) -> None:
@@ -55,8 +55,7 @@ class MeshCidrPreflight:
                 f"its peer HubCluster {member.key} in mesh group {share.group} declares what AWS does not say: "
                 f"{problem}; no pair route to it is written until it does")), reason="MeshCIDRNotInVPC")
 
-    def _hub(self, desired: StackInputs, share: MeshShare) -> None:
-        vpcs = share.limits.hub_vpcs
+    def _hub(self, desired: StackInputs, share: MeshShare, vpcs: tuple[HubVpc, ...]) -> None:
         if not vpcs:
             return
         found = hub_vpc_cidrs(self.sessions, desired.hub, vpcs, operation="mesh-cidrs")

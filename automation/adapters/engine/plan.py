@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Iterable, Protocol, TypeVar
+from typing import Any, Callable, Generator, Iterable, Protocol, Sequence, TypeVar
 
 import pulumi
 from pulumi.runtime import rpc, settings
@@ -166,7 +166,7 @@ class PlannedStack(Protocol):
 
 
 P = TypeVar("P", bound=PlannedStack)
-PlanMany = Callable[[list[StackInputs | TransitInputs]], Iterable[P]]
+PlanMany = Callable[[Sequence[StackInputs | TransitInputs]], Iterable[P]]
 
 
 def converge(fleet: Fleet, plan_many: PlanMany, earlier: list | None = None,
@@ -198,7 +198,8 @@ def converge(fleet: Fleet, plan_many: PlanMany, earlier: list | None = None,
         return resolved
     status = dataclasses.replace(status, attachments={**status.attachments, **attached})
     resolved = resolve_all(dataclasses.replace(fleet, mesh_status=status))
-    yield from plan_many([t for _, t in sorted(resolved.mesh.transit.items())])
+    final = resolved.mesh.transit if resolved.mesh is not None else {}
+    yield from plan_many([t for _, t in sorted(final.items())])
     return resolved
 
 
@@ -251,5 +252,5 @@ def raise_invalid(resolved: dict[str, StackInputs | InvalidSpec], earlier: list 
     errors += [err for value in resolved.values() if isinstance(value, InvalidSpec) for err in value.errors]
     if errors:
         raise InvalidSpec(errors)
-    return list(resolved.values())
+    return [value for value in resolved.values() if isinstance(value, StackInputs)]  # every one, errors raised
 

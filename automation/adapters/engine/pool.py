@@ -32,12 +32,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import IO, Any, Mapping
 
 from automation.adapters.engine import proctree
 from automation.adapters.engine.protocol import EngineError, OnProgress, RunCancelled, RunLimits, RunResult, StackLocked
 from automation.adapters.engine.settings import PulumiSettings
-from stacks.inputs import StackInputs, inputs_from_config
+from stacks.inputs import StackProgramInputs, inputs_from_config
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,13 @@ ERRORS = {cls.__name__: cls for cls in (EngineError, StackLocked, RunCancelled)}
 
 class WorkerDied(Exception):
     pass
+
+
+def _pipes(proc: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    """The worker's stdin and stdout: Popen makes both for PIPE (which its type cannot say)."""
+    if proc.stdin is None or proc.stdout is None:
+        raise WorkerDied(f"worker {proc.pid}: started without its pipes")
+    return proc.stdin, proc.stdout
 
 
 class Worker:
@@ -65,6 +72,7 @@ class Worker:
         finally:
             os.close(lifeline_r)
         self.pid = self.proc.pid
+        self._stdin, self._stdout = _pipes(self.proc)
         self.runs = 0
         self._buffer = b""
         self.send(setup)
@@ -74,17 +82,15 @@ class Worker:
             raise WorkerDied(f"worker {self.pid} did not start within {START_TIMEOUT_S:.0f}s: {ready}")
 
     def send(self, message: Mapping[str, Any]) -> None:
-        assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-            self.proc.stdin.flush()
+            self._stdin.write(json.dumps(message).encode() + b"\n")
+            self._stdin.flush()
         except (BrokenPipeError, ValueError) as err:
             raise WorkerDied(f"worker {self.pid}: {err}") from None
 
     def read(self, timeout: float) -> dict | None:
         """The next reply, or None when none came within `timeout` seconds; WorkerDied when its stdout closed."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
+        fd = self._stdout.fileno()
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
@@ -117,16 +123,16 @@ class Worker:
     def retire(self) -> None:
         """EOF on stdin: the worker exits after its current run (it has none when retired)."""
         try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
+            self._stdin.close()
             self.proc.wait(5)
             self._close()
         except (OSError, subprocess.TimeoutExpired):
             self.kill()
 
     def _close(self) -> None:
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self._stdin, self._stdout):
             try:
-                stream.close()  # type: ignore[union-attr]
+                stream.close()
             except OSError:
                 pass
         try:
@@ -171,7 +177,7 @@ class WorkerPool:
 
     # ----------------------------------------------------------------- the Engine protocol
 
-    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False,
+    def up(self, inputs: StackProgramInputs, *, message: str, refresh: bool = False,
            on_progress: OnProgress | None = None) -> RunResult:
         return _result(self._call("up", inputs.stack, {"inputs": inputs.to_config(), "message": message,
                                                        "refresh": refresh, "progress": on_progress is not None},
@@ -180,13 +186,13 @@ class WorkerPool:
     def destroy(self, stack: str, *, message: str) -> RunResult:
         return _result(self._call("destroy", stack, {"stack": stack, "message": message}))
 
-    def preview(self, inputs: StackInputs) -> RunResult:
+    def preview(self, inputs: StackProgramInputs) -> RunResult:
         return _result(self._call("preview", inputs.stack, {"inputs": inputs.to_config()}))
 
     def recover(self, stack: str) -> RunResult:
         return _result(self._call("recover", stack, {"stack": stack}))
 
-    def applied(self, stack: str) -> StackInputs | None:
+    def applied(self, stack: str) -> StackProgramInputs | None:
         reply = self._call("applied", stack, {"stack": stack})
         return inputs_from_config(reply["inputs"]) if reply else None
 
@@ -235,10 +241,10 @@ class WorkerPool:
         if reply is None:
             return self._after_kill(run, killed or [])
         if "error" in reply:
-            err = reply["error"]
+            failure = reply["error"]
             if run.why:
-                raise RunCancelled(f"{op} {stack}: {run.why}, then stopped: {err['message']}")
-            raise ERRORS.get(err["type"], EngineError)(err["message"], reason=err.get("reason"))
+                raise RunCancelled(f"{op} {stack}: {run.why}, then stopped: {failure['message']}")
+            raise ERRORS.get(failure["type"], EngineError)(failure["message"], reason=failure.get("reason"))
         return reply["result"]
 
     def _await(self, worker: Worker, run: _Run) -> dict | None:

@@ -61,9 +61,10 @@ def descendants(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for child, parent in parents().items():
         children.setdefault(parent, []).append(child)
-    found, frontier = [], [pid]
+    found: list[int] = []
+    frontier = [pid]
     while frontier:
-        nxt = []
+        nxt: list[int] = []
         for p in frontier:
             nxt.extend(children.get(p, ()))
         found.extend(nxt)

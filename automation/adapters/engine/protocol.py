@@ -1,4 +1,4 @@
-"""The Engine protocol: what the reconciler asks of Pulumi, one stack per cluster.
+"""The Engine protocol: what the reconcilers ask of Pulumi, one stack per cluster or per transit network account.
 
 The real implementation is automation.adapters.engine.pulumi_engine.PulumiEngine (Automation API);
 tests and benchmarks use a recording double behind this same protocol (doubles.engine.RecordingEngine).
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol
 
 from stacks.errors import Failure, NeedsAttention
-from stacks.inputs import StackInputs
+from stacks.inputs import StackProgramInputs
 
 Operation = Literal["up", "destroy", "preview", "recover"]
 OnProgress = Callable[[int, int], None]  # (resources done, planned so far), from the engine's events during a run
@@ -83,7 +83,7 @@ class PolicyViolation(EngineError, NeedsAttention):
 
 
 class Engine(Protocol):
-    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False,
+    def up(self, inputs: StackProgramInputs, *, message: str, refresh: bool = False,
            on_progress: OnProgress | None = None) -> RunResult:
         """Create or update the stack so that it matches `inputs`. `message` says why it ran. With `refresh`, the
         state is first read back from the cloud (`pulumi up --refresh`), so drift is put back too. `on_progress`
@@ -92,15 +92,16 @@ class Engine(Protocol):
     def destroy(self, stack: str, *, message: str) -> RunResult:
         """Delete every resource of the stack, then remove the stack. A stack that does not exist is a success."""
 
-    def preview(self, inputs: StackInputs) -> RunResult:
+    def preview(self, inputs: StackProgramInputs) -> RunResult:
         """Drift check: refresh from the cloud, then diff against `inputs`, writing nothing (no history entry).
         ok=True when nothing would change; else `drifted` names the resources that would."""
 
     def recover(self, stack: str) -> RunResult:
         """Clear what a killed run left behind: a stale lock this service owns and pending operations."""
 
-    def applied(self, stack: str) -> StackInputs | None:
-        """The inputs of the last successful `up`, or None when the stack does not exist."""
+    def applied(self, stack: str) -> StackProgramInputs | None:
+        """The inputs of the last successful `up` (a cluster's StackInputs, or a transit stack's TransitInputs), or
+        None when the stack does not exist."""
 
     def cancel(self, grace: float) -> None:
         """Stop every run in flight: Pulumi's graceful cancel first, each run's whole process tree killed once

@@ -70,7 +70,7 @@ from automation.adapters.engine.run_output import (ANSI_ESCAPES, NO_CHANGE_OPS, 
                                                    program_outputs, readable_error)
 from automation.adapters.engine.settings import ProgramFactory, PulumiSettings
 from components.program import program
-from stacks.inputs import INPUTS_CONFIG_KEY, StackInputs, inputs_from_config
+from stacks.inputs import INPUTS_CONFIG_KEY, StackProgramInputs, inputs_from_config
 from stacks.targets import config_digest
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ class PulumiEngine:
 
     # ----------------------------------------------------------------- protocol
 
-    def up(self, inputs: StackInputs, *, message: str, refresh: bool = False,
+    def up(self, inputs: StackProgramInputs, *, message: str, refresh: bool = False,
            on_progress: OnProgress | None = None) -> RunResult:
         """`refresh`: read every resource from the cloud first (`pulumi up --refresh`), so that the update also
         puts back what changed behind Pulumi's back (drift); without it, an up diffs against the state only.
@@ -169,7 +169,7 @@ class PulumiEngine:
             permalink=permalink_of(result.stdout),
         )
 
-    def preview(self, inputs: StackInputs) -> RunResult:
+    def preview(self, inputs: StackProgramInputs) -> RunResult:
         """Drift check: `pulumi preview --refresh`. The refresh reads every resource from the cloud into the
         preview's copy of the state only; then the program's inputs are diffed against it. Nothing is written: no
         state, no history entry (tests/test_engine_drift_live.py). ok=True when nothing would change; `drifted`
@@ -218,7 +218,7 @@ class PulumiEngine:
         log.info("recover %s: %s", stack, message)
         return RunResult("recover", True, message, started=started, ended=now_rfc3339())
 
-    def applied(self, stack: str) -> StackInputs | None:
+    def applied(self, stack: str) -> StackProgramInputs | None:
         """The inputs of the last successful `up`: the output `inputs.<digest>` named by the tag APPLIED_TAG (two
         CLI calls, however many updates failed since). None when the stack does not exist. A stack whose tag
         or output is missing (written before this engine, updated by hand with __main__.py, a backend without
@@ -234,7 +234,7 @@ class PulumiEngine:
                     return _parse_inputs(stack, raw)
             return self._applied_from_history(st)
 
-    def _applied_from_history(self, st: Any) -> StackInputs | None:
+    def _applied_from_history(self, st: Any) -> StackProgramInputs | None:
         """LEGACY (stacks without the tag and output of `applied`): the config of the newest successful update
         in the last HISTORY_WINDOW history entries (a newer successful destroy: None). Failed updates fill the
         window too: after that many failed retries this returns None although the stack holds resources."""
@@ -291,7 +291,7 @@ class PulumiEngine:
             self._command = auto.PulumiCommand()
         return self._command
 
-    def _inline(self, inputs: StackInputs | None) -> Callable[[], None] | None:
+    def _inline(self, inputs: StackProgramInputs | None) -> Callable[[], None] | None:
         if inputs is None:
             return None
         factory = self._program_factory
@@ -306,7 +306,7 @@ class PulumiEngine:
         return run
 
     @contextmanager
-    def _stack(self, name: str, inputs: StackInputs | None, *, create: bool) -> Iterator[tuple[Any, Any]]:
+    def _stack(self, name: str, inputs: StackProgramInputs | None, *, create: bool) -> Iterator[tuple[Any, Any]]:
         """A fresh workspace in the stack's own directory, selected (or created); None when absent."""
         work_dir = self._workdir(name)
         with self._guard:
@@ -422,7 +422,7 @@ class PulumiEngine:
             return True, f"stale {what} ({age:.0f}s old, by this service)"
         return False, f"{what}: {'by this service, ' if ours else 'not by this service: '}{age:.0f}s old"
 
-    def _write_settings(self, ws: Any, stack: Any, inputs: StackInputs) -> None:
+    def _write_settings(self, ws: Any, stack: Any, inputs: StackProgramInputs) -> None:
         """Tags, then hubwright:inputs in Pulumi.<stack>.yaml (so `pulumi up` with __main__.py builds the
         same stack). Both derive from the inputs: unchanged config (a file read) means no CLI call at all."""
         value = inputs.to_config()
@@ -435,7 +435,7 @@ class PulumiEngine:
         self._write_tags(stack, inputs)
         self._call(stack, "config", lambda: stack.set_config(CONFIG_KEY, auto.ConfigValue(value)))
 
-    def _mark_applied(self, stack: Any, inputs: StackInputs) -> None:
+    def _mark_applied(self, stack: Any, inputs: StackProgramInputs) -> None:
         """After a successful up: tag the stack with the digest of the inputs it now holds (see APPLIED_TAG).
         Not written (no tags, an error): applied() reads this stack's history instead, and the up stays a success."""
         if not self._tags_supported:
@@ -466,7 +466,7 @@ class PulumiEngine:
         result = ws.pulumi_command.run(["stack", "output", "--json", "--stack", stack.name], ws.work_dir, env)
         return json.loads(result.stdout or "{}")
 
-    def _write_tags(self, stack: Any, inputs: StackInputs) -> None:
+    def _write_tags(self, stack: Any, inputs: StackProgramInputs) -> None:
         """Stack tags (cluster, namespace, tenant, account, region); a backend without tags is logged once."""
         if not self._tags_supported:
             return
@@ -487,9 +487,13 @@ class PulumiEngine:
                 log.warning("stack %s: tags not written, the update goes on: %s", stack.name, text)
 
 
-def _parse_inputs(stack: str, raw: Any) -> StackInputs | None:
+def _parse_inputs(stack: str, raw: Any) -> StackProgramInputs | None:
     """A history entry's hubwright:inputs; None (and a warning) when today's model rejects it."""
     value = raw.get("value") if isinstance(raw, Mapping) else getattr(raw, "value", raw)
+    if not isinstance(value, str):  # json.loads would raise TypeError, not ValueError, on it
+        log.warning("stack %s: the last applied inputs are no JSON text (%s); treating them as unknown", stack,
+                    type(value).__name__)
+        return None
     try:
         return inputs_from_config(value)
     except ValueError as err:  # pydantic's ValidationError: inputs written by an older model

@@ -14,10 +14,10 @@ from typing import Any, Callable, Mapping
 
 from automation.adapters.engine.policy import PACK_DIR, PolicySettings
 from automation.adapters.engine.protocol import RunLimits
-from stacks.inputs import StackInputs
+from stacks.inputs import StackProgramInputs
 from stacks.options import SERVE, default, environment
 
-ProgramFactory = Callable[[StackInputs], Mapping[str, Any]]
+ProgramFactory = Callable[[StackProgramInputs], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ class StandIns(pulumi.runtime.Mocks):
     def __init__(self, zones: Mapping[str, list[str]] | None = None):
         """zones: region → the AZs an endpoint service supports as seen from the hub (default: a, b, c)."""
         self.zones = dict(zones or {})
-        self.where: dict[str, tuple[str, str]] = {}  # provider id → (account, region)
+        self.where: dict[str, tuple[str | None, str | None]] = {}  # provider id → (account, region)
 
     def location(self, provider_ref: str | None) -> tuple[str | None, str | None]:
         if not provider_ref:
@@ -60,10 +60,10 @@ class StandIns(pulumi.runtime.Mocks):
                 return {"arn": arn, "issuerArn": f"arn:aws:iam::{acct}:role/{role}", "issuerName": role}
             return {"arn": arn, "issuerArn": arn}
         if args.token == "aws:ec2/getVpcEndpointService:getVpcEndpointService":
-            zones = self.zones.get(region, [f"{region}a", f"{region}b", f"{region}c"])
+            zones = self.zones.get(region or "", [f"{region}a", f"{region}b", f"{region}c"])
             return {"serviceName": a.get("serviceName"), "availabilityZones": list(zones), "serviceType": "Interface"}
         if args.token == "aws:ec2/getVpc:getVpc":
-            return {"id": a.get("id"), "cidrBlock": _cidr_for(a.get("id"))}
+            return {"id": a.get("id"), "cidrBlock": _cidr_for(str(a.get("id")))}
         if args.token == "aws:ec2/getSecurityGroup:getSecurityGroup":
             # The same ID the SecurityGroup stand-in gives a group whose resource name is its AWS name.
             return {"id": f"sg-{_h(a.get('name'), account)}", "name": a.get("name"), "vpcId": a.get("vpcId")}

@@ -240,8 +240,10 @@ class Debouncer(Generic[T]):
             return False
         with self._lock:
             value, self._pending = self._pending, None
+        if value is None:  # another thread's flush took it since due() was asked
+            return False
         try:
-            self._apply(value)  # type: ignore[arg-type]
+            self._apply(value)
         except BaseException:
             with self._lock:
                 if self._pending is None:  # nothing newer arrived: try this one again later

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 from yaml.composer import Composer
@@ -93,19 +93,21 @@ def _read_text(path: str) -> str:
         raise _BadFile(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
 
 
-class _Bounded:
+class _Bounded(Composer):
     """Measures each value as it is composed, before anything is built from it (mixed into a loader).
 
     An alias (a merge key `<<: *x` too) counts as the whole value it names, so an alias bomb, which costs
     exponential work or memory once built, is refused after a few thousand steps; literal nesting is refused
     at MAX_DEPTH + 1 levels, before the composer's recursion can get deep."""
 
+    check_event: Callable[..., bool]  # the loader's parser (Parser, or libyaml's CParser) gives it
+
     def _start_measuring(self) -> None:
         self._ancestors = 0  # values around the one being composed
         self._measured: dict[yaml.Node, tuple[int, int]] = {}  # value -> (values, levels), aliases expanded
         self._total = 0  # values of the documents composed so far
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         alias = self.check_event(yaml.AliasEvent)
         if self._ancestors >= MAX_DEPTH + 1:
             raise _BadFile(f"nested deeper than {MAX_DEPTH} levels")
@@ -114,6 +116,8 @@ class _Bounded:
             node = super().compose_node(parent, index)
         finally:
             self._ancestors -= 1
+        if node is None:  # Composer's type allows it; PyYAML's composer always gives a node
+            return None
         if alias and node not in self._measured:
             raise _BadFile("a YAML alias inside the value it names")
         values, levels = self._measured.get(node) or self._measure(node)
@@ -158,7 +162,7 @@ if yaml.__with_libyaml__:
     class _PlainCLoader(yaml.CSafeLoader):
         """libyaml end to end (its composer too): only for text `_plain` has walked (shallow, no aliases)."""
 
-    LOADERS: tuple[type, ...] = (_BoundedCLoader, _BoundedLoader)
+    LOADERS: tuple[type[yaml.SafeLoader | yaml.CSafeLoader], ...] = (_BoundedCLoader, _BoundedLoader)
 else:  # pragma: no cover - PyYAML without libyaml
     LOADERS = (_BoundedLoader,)
 

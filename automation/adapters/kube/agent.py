@@ -27,6 +27,7 @@ rolebindings (components.controlplane.CLUSTER_RULES). The token is returned to t
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -126,7 +127,7 @@ def revoke_agent(api_client: client.ApiClient, namespace: str, cluster: str, *, 
                          (rbac.read_namespaced_role, rbac.delete_namespaced_role),
                          (core.read_namespaced_service_account, core.delete_namespaced_service_account)):
         if keep is None:
-            _ignore_missing(lambda delete=delete: delete(name, namespace, _request_timeout=TIMEOUT))
+            _ignore_missing(functools.partial(delete, name, namespace, _request_timeout=TIMEOUT))
             continue
         try:
             found = json.loads(read(name, namespace, _preload_content=False, _request_timeout=TIMEOUT).data)
@@ -136,8 +137,8 @@ def revoke_agent(api_client: client.ApiClient, namespace: str, cluster: str, *, 
             continue
         if keep in _owners(found["metadata"]):
             continue
-        _ignore_missing(lambda delete=delete, found=found: delete(
-            name, namespace, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(
+        _ignore_missing(functools.partial(
+            delete, name, namespace, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(
                 uid=found["metadata"]["uid"])), _request_timeout=TIMEOUT), also=(409,))
 
 
@@ -190,8 +191,8 @@ def _adopt(api_client: client.ApiClient, namespace: str, cluster: str, uid: str,
         "annotations": {AGENT_CLUSTER_UID_ANNOTATION: uid}, "ownerReferences": owners}},
         _request_timeout=TIMEOUT), also=(409, 422))
     for patch in (rbac.patch_namespaced_role, rbac.patch_namespaced_role_binding):
-        _ignore_missing(lambda patch=patch: patch(name, namespace, {"metadata": {"ownerReferences": owners}},
-                                                  _request_timeout=TIMEOUT))
+        _ignore_missing(functools.partial(patch, name, namespace, {"metadata": {"ownerReferences": owners}},
+                                          _request_timeout=TIMEOUT))
 
 
 def _owners(meta: Mapping[str, Any]) -> set[str]:
