@@ -139,13 +139,14 @@ class Cache:
                         f"HubConfig {self.hub_name}", "kind", "not a HubConfig")
                 except InvalidSpec as exc:
                     self.hub = exc
-                self.hub_status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
+                status = raw.get("status")
+                self.hub_status = status if isinstance(status, dict) else {}
             self._changed_shared = True
             self._changed()
 
     def on_namespace(self, kind: str, raw: Raw) -> None:
         meta = raw.get("metadata") or {}
-        name = meta.get("name")
+        name = str(meta.get("name"))
         annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(ANNOTATION_PREFIX)}
         with self._lock:
             old = self.namespaces.get(name)

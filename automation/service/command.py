@@ -20,7 +20,7 @@ from automation.adapters.engine.pool import WorkerPool
 from automation.adapters.engine.settings import PulumiSettings
 from automation.adapters.kube.kubeconfig import kube_client
 from automation.service.options import ServiceOptions
-from automation.service.reconcile import Guard
+from automation.service.clusters import Guard
 from automation.service.serve import LOG, Service, default_guards
 from stacks.accounts import hub_target
 from stacks.model import HubConfig

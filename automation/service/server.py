@@ -99,7 +99,8 @@ class _Clusters:
     def collect(self) -> Iterable[GaugeMetricFamily]:
         family = GaugeMetricFamily("hubwright_clusters", "Clusters by condition (Ready, Reconciling, Stalled, "
                                    "Unknown).", labels=["condition"])
-        counts, drifted, stalled = {"Ready": 0, "Reconciling": 0, "Stalled": 0, "Unknown": 0}, 0, {}
+        stalled: dict[str, int] = {}
+        counts, drifted = {"Ready": 0, "Reconciling": 0, "Stalled": 0, "Unknown": 0}, 0
         try:
             by_condition, drifted, stalled = self._counts()
             counts.update(by_condition)

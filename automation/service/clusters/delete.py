@@ -19,6 +19,7 @@ from automation.service.clusters.status import generation_of, run_mark, stack_of
 from automation.service.queue import Outcome
 from stacks import status as reasons
 from stacks.errors import Failure
+from stacks.inputs import StackInputs
 from stacks.names import FINALIZER, stack_name
 from stacks.status import ClusterStatus
 
@@ -59,7 +60,7 @@ def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
     try:
         if r.audit is not None:
             applied = r.engine.applied(stack)
-            if applied is not None:
+            if isinstance(applied, StackInputs):  # a cluster's stack holds a cluster's inputs
                 r.audit(applied, "destroy")
         result = r.run_engine("destroy", lambda: r.engine.destroy(stack, message=why), stack=stack, cluster=key)
     except Failure as exc:  # StackLocked included: one rule (automation/service/outcomes.py)

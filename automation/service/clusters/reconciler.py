@@ -187,7 +187,8 @@ class Reconciler:
         if request is not None and request != status.last_handled_reconcile_request:  # handled, whatever happens
             status = status.model_copy(update={"last_handled_reconcile_request": request})
         try:
-            was = self.engine.applied(desired.stack)
+            applied = self.engine.applied(desired.stack)
+            was = applied if isinstance(applied, StackInputs) else None  # a cluster's stack holds a cluster's inputs
             for guard in self.guards:
                 guard(was, desired)
         except InvalidSpec as exc:
