@@ -21,7 +21,7 @@ from automation.api.serve import settings_from as api_settings_from
 from automation.cli import build_parser
 from automation.service.command import options_from, settings_from
 from automation.service.options import ServiceOptions
-from automation.service.reconcile import ReconcileOptions
+from automation.service.clusters import ReconcileOptions
 from stacks.options import API, NOT_OPTIONS, OPTIONS, SERVE, environment, of, option
 
 ROOT = Path(__file__).resolve().parent.parent
