@@ -199,14 +199,20 @@ class Reconciler:
         started = self.clock()
         running = running_status(status, generation, desired, why, mesh_join=self._mesh_join(key, status),
                                  routed=self._routed(key, status), started=started)
-        # Both land before the engine starts: the finalizer (so a delete cannot skip the destroy) and the
-        # Running mark (so a killed run is recognised); written side by side, one round trip.
-        finalizer = None
-        if not delete.has_finalizer(raw):
-            finalizer = self._side().submit(delete.ensure_finalizer, self, raw)
-        wrote = self.write(raw, status, running)
-        if (finalizer is not None and not finalizer.result()) or not wrote:
-            return Outcome.done()  # the Cluster is gone
+        # The stack's first run waits for two writes, side by side (one round trip): the finalizer (so a delete
+        # cannot skip the destroy) and the Running mark, which records status.stack (the stack exists: it keeps
+        # its place under the namespace's caps). Later runs have both already: their Running mark goes in the
+        # background and the engine starts at once (6.5 / 18.7 ms p50 / p99 off each edit's run, issue 33). A newer
+        # write supersedes it, and the writer patches against what the server holds, so the result never loses
+        # it. If the service dies within those milliseconds, the killed run is found by its stale lock instead
+        # (recover_if_killed after STUCK_LOCK_RETRIES), not by the mark.
+        if delete.has_finalizer(raw) and status.stack:
+            self.kube.write_later(raw, running, previous=status)
+        else:
+            finalizer = None if delete.has_finalizer(raw) else self._side().submit(delete.ensure_finalizer, self, raw)
+            wrote = self.write(raw, status, running)
+            if (finalizer is not None and not finalizer.result()) or not wrote:
+                return Outcome.done()  # the Cluster is gone
         self.kube.event(raw, "Normal", "UpdateStarted", why)
         if self.audit is not None:
             self.audit(desired, "up")
