@@ -25,7 +25,8 @@ import pulumi_aws as aws
 
 from components.providers import invoke_opts
 from components.transit import TransitLink
-from stacks.mesh import MeshMember, MeshPair, MeshShare, rule_label
+from stacks.mesh.labels import rule_label
+from stacks.mesh.share import MeshMember, MeshPair, MeshShare
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,7 @@ class Mesh(pulumi.ComponentResource):
         self.outputs = {
             "group": share.group,
             "member": member.key,
-            # This member and the peers whose pairs this stack owns; the whole group is stacks.mesh.plan_mesh.
+            # This member and the peers whose pairs this stack owns; the whole group is stacks.mesh.plan.plan_mesh.
             "members": [_side(member), *(_side(pair.peer) for pair in share.pairs)],
             "securityGroupId": self.security_group.id if self.security_group is not None else None,
             "peerings": [p.outputs for p in self.peerings if p.peering is not None],

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import pulumi
 import pulumi_aws as aws
 
-from stacks.mesh import MeshMember
+from stacks.mesh.share import MeshMember
 from stacks.transit import (GROUP_TAG, TRANSIT_TAG, TransitAttachment, TransitInputs, TransitMember,
                             TransitRegionInputs)
 from stacks.targets import AwsTarget

@@ -9,8 +9,8 @@ change can affect, with the same functions resolve_all calls:
   accounts       an account (FirstClaim only: the first claimant)  account, namespace, age
   caps           a namespace (only while it has a cap)             admission, PrivateLink, age, stack, recorded VPC
   placement      a region's endpoint VPCs                          region, PrivateLink, age, recorded VPC, admission
-  mesh           a group (a network account's groups, once any     stacks.mesh.mesh_view, account, region,
-                 may use a Transit Gateway: stacks.mesh.coupling)  attachment
+  mesh           a group (a network account's groups, once any     stacks.mesh.membership.mesh_view,
+                 may use a Transit Gateway: membership.coupling)   account, region, attachment
   API hosts      a host                                            host, admission
   ingress IDs    an ID                                             ID, opt-in, admission
   the rest       nothing: the cluster alone                        anything above, or its own fields
@@ -28,7 +28,9 @@ from stacks import accounts
 from stacks.errors import FieldError, InvalidSpec
 from stacks.ingress import Route, claim_ids, cluster_id_of, route_of
 from stacks.inputs import SharedIngressInputs, StackInputs
-from stacks.mesh import GroupView, MeshPlan, MeshShare, coupling, membership, mesh_view, plan_mesh
+from stacks.mesh.membership import coupling, membership, mesh_view
+from stacks.mesh.plan import GroupView, MeshPlan, plan_mesh
+from stacks.mesh.share import MeshShare
 from stacks.model import Cluster, EndpointVPC, HubConfig
 from stacks.placement import Want, kept, place_endpoints, place_pending
 from stacks.resolve import (Fleet, Resolved, admit, base_inputs, claims_host, claims_id, finish, quotas, seat_of,
@@ -338,8 +340,8 @@ class FleetResolver:
             counts[vpc.vpc_id] = counts.get(vpc.vpc_id, 0) + sign
 
     def _mesh(self, keys: set[str]) -> set[str]:
-        """Re-plan every mesh unit (stacks.mesh.coupling) a cluster's view entered or left; the keys whose share,
-        stamp or mesh refusal changed."""
+        """Re-plan every mesh unit (stacks.mesh.membership.coupling) a cluster's view entered or left; the keys
+        whose share, stamp or mesh refusal changed."""
         stale, self._mesh_stale = self._mesh_stale, False
         if stale:
             keys = keys | set(self._views_of)

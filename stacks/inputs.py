@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from stacks.mesh import MeshShare
+from stacks.mesh.share import MeshShare
 from stacks.transit import TransitInputs
 from stacks.model import AssociatedVPC, EndpointVPC
 from stacks.targets import AwsTarget, Frozen, config_digest

@@ -340,7 +340,7 @@ class HubMesh(Spec):
         description="Member accounts and the network account are in one AWS Organization with RAM sharing enabled: "
                     "gateways are shared without invitations. Otherwise each member account accepts the share.")
     # Ranges the hub owns besides its endpoint and associated VPCs (on-premises, shared services): no member
-    # CIDR may overlap them, as none may overlap those VPCs' (stacks.mesh.hub_cidrs).
+    # CIDR may overlap them, as none may overlap those VPCs' (stacks.mesh.hub_cidrs.hub_cidrs).
     reserved_cidrs: list[SourceCidr] = Field(default_factory=list, alias="reservedCIDRs", max_length=1000,
         description="Ranges the hub owns besides its endpoint and associated VPCs (on-premises, shared services): "
                     "no member CIDR may overlap them.")

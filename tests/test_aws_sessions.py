@@ -21,7 +21,8 @@ from automation.adapters.aws.lookups import LookupFailed
 from automation.adapters.aws.preflight import Preflight
 from stacks.accounts import hub_target
 from stacks.errors import NeedsAttention
-from stacks.mesh import FoundRoute, HubVpc
+from stacks.mesh.routes import FoundRoute
+from stacks.mesh.share import HubVpc
 from stacks.model import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 

@@ -7,7 +7,7 @@ import pytest
 
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
-from stacks.mesh import group_of, pair_name
+from stacks.mesh.membership import group_of, pair_name
 from stacks.model import parse
 from stacks.names import JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.resolve import resolve_all, resolve_fleet
@@ -283,7 +283,7 @@ def test_member_cidrs_bound_what_a_member_may_declare():
 
 
 def test_an_associated_vpc_without_a_cidr_is_checked_with_the_blocks_looked_up_for_it():
-    from stacks.mesh import HubCidr, hub_cidrs, hub_overlap
+    from stacks.mesh.hub_cidrs import HubCidr, hub_cidrs, hub_overlap
 
     h = hub(associatedVPCs=[{"region": "eu-west-1", "vpcID": "vpc-0mgmteu"}])
     declared = hub_cidrs(h)
@@ -352,9 +352,10 @@ def test_the_share_round_trips_through_the_stack_config_and_moves_the_digest():
     assert alone.mesh.pairs == () and alone.digest() != inputs.digest()
 
 
-@pytest.mark.parametrize("first", ["stacks.mesh", "stacks.inputs", "stacks.accounts", "stacks.resolve"])
+@pytest.mark.parametrize("first", ["stacks.mesh.share", "stacks.mesh.plan", "stacks.inputs", "stacks.accounts",
+                                   "stacks.resolve"])
 def test_stacks_modules_import_in_any_order(first):
-    code = (f"import {first}\nfrom stacks.inputs import StackInputs\nfrom stacks.mesh import MeshShare\n"
+    code = (f"import {first}\nfrom stacks.inputs import StackInputs\nfrom stacks.mesh.share import MeshShare\n"
             "assert StackInputs.model_fields['mesh'].annotation is not None\n"
             "print(StackInputs.model_json_schema()['properties']['mesh'] is not None)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -400,7 +401,7 @@ def test_undeclaring_a_spanning_group_keeps_every_same_namespace_peering_as_it_i
 # --- the pre-flight's route rule (automation.adapters.aws.mesh_cidrs reads the tables; stacks.mesh decides) -------
 
 def test_a_pair_route_beats_only_a_wider_route_that_is_not_the_meshs():
-    from stacks.mesh import FoundRoute, pair_routes, route_hijacks
+    from stacks.mesh.routes import FoundRoute, pair_routes, route_hijacks
 
     h = hub(mesh={"groups": {"core": {"memberCIDRs": ["10.0.0.0/12"]}}})
     clusters = [member(1, cidr="10.1.0.0/16"), member(2, cidr="10.40.9.0/24")]  # c02 joins last: owns the pair
@@ -438,7 +439,7 @@ def test_the_hub_cidr_index_finds_exactly_the_overlaps_a_scan_finds():
     import ipaddress
     import random
 
-    from stacks.mesh import HubCidr, HubCidrs
+    from stacks.mesh.hub_cidrs import HubCidr, HubCidrs
 
     rng = random.Random(31)
 

@@ -9,7 +9,7 @@ import pytest
 
 from automation.adapters.engine.plan import plan_stack
 from stacks.inputs import StackInputs
-from stacks.mesh import pair_name
+from stacks.mesh.membership import pair_name
 from stacks.resolve import resolve_fleet
 from doubles.factories import fleet as make_fleet
 from doubles.plans import destroy_order

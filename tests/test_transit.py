@@ -4,7 +4,7 @@ import ipaddress
 import pytest
 
 from stacks.inputs import StackInputs
-from stacks.mesh import pair_name
+from stacks.mesh.membership import pair_name
 from stacks.resolve import resolve_all
 from stacks.transit import (GroupState, MeshStatus, TransitOutputs, TransitRegionOutputs, advance, migration_steps,
                             next_state, phase_of, transit_stack, wanted_topology)
@@ -322,7 +322,7 @@ def test_every_step_of_a_migration_keeps_a_route_to_every_peer_cidr(start, end, 
 
 
 def test_the_plan_summary_shows_a_switch_and_its_steps_before_it_happens():
-    from stacks.mesh import summary
+    from stacks.mesh.summary import summary
 
     h = hub(mesh={"groups": {"core": {"topology": "auto", "autoThreshold": 4}}})
     peering = MeshStatus({"core": GroupState(topology="peering")}, {}, {})

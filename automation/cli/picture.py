@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from stacks.mesh import GroupView, MeshPlan, group_of
+from stacks.mesh.membership import group_of
+from stacks.mesh.plan import GroupView, MeshPlan
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.resolve import Fleet
 

@@ -28,7 +28,7 @@ from automation.cli.render import render_stack, render_summary, stack_json
 from policy.rules import Violation
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
-from stacks.mesh import summary
+from stacks.mesh.summary import summary
 from stacks.resolve import resolve_all
 from stacks.transit import TransitInputs
 

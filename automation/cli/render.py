@@ -7,7 +7,7 @@ from automation.adapters.engine.plan import StackPlan
 
 
 def render_summary(mesh: dict[str, dict]) -> str:
-    """The mesh groups (stacks.mesh.summary): where each is, and the steps still ahead of it."""
+    """The mesh groups (stacks.mesh.summary.summary): where each is, and the steps still ahead of it."""
     if not mesh:
         return ""
     lines = ["mesh groups"]

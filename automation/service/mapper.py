@@ -24,7 +24,7 @@ from stacks.incremental import FleetResolver
 from stacks.resolve import Resolved
 from stacks.model import Cluster, HubConfig
 from stacks.ingress import Route, recorded_id
-from stacks.mesh import MeshPlan
+from stacks.mesh.plan import MeshPlan
 from stacks.transit import GroupState, MeshStatus, TransitInputs
 from stacks.names import INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 

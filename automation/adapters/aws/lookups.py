@@ -15,7 +15,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from automation.adapters.aws.sessions import AwsError, AwsSessions, transient
 from stacks.inputs import AwsTarget, StackInputs
 from stacks.errors import NeedsAttention
-from stacks.mesh import FoundRoute, HubVpc
+from stacks.mesh.routes import FoundRoute
+from stacks.mesh.share import HubVpc
 from stacks.model import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 

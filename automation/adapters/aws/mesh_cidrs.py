@@ -12,7 +12,7 @@ form is not the cloud, so before a member's stack runs this reads, through the a
 - the route tables the stack's pair routes go into, the member's and each peer's (DescribeRouteTables in each
   account): a pair route strictly more specific than a route already there that is not the mesh's would take
   that route's traffic (longest prefix wins), so the cluster is Stalled (MeshRouteHijack) naming the table,
-  both routes and the one that would lose (stacks.mesh.route_hijacks decides).
+  both routes and the one that would lose (stacks.mesh.routes.route_hijacks decides).
 
 Nothing runs while any of these holds; refusing never touches the stack.
 """
@@ -23,7 +23,9 @@ from automation.adapters.aws.lookups import hub_vpc_cidrs, routes_in, vpc_cidrs
 from stacks.errors import FieldError, NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.names import MESH_LABEL
-from stacks.mesh import HubVpc, MeshShare, hub_overlap, looked_up_cidrs, pair_routes, route_hijacks, vpc_cidr_problem
+from stacks.mesh.hub_cidrs import hub_overlap, looked_up_cidrs, vpc_cidr_problem
+from stacks.mesh.routes import pair_routes, route_hijacks
+from stacks.mesh.share import HubVpc, MeshShare
 
 
 class MeshCidrPreflight:

@@ -24,7 +24,7 @@ from automation.adapters.aws.sessions import AwsSessions
 from automation.adapters.aws.lookups import LookupFailed
 from stacks.errors import NeedsAttention
 from stacks.inputs import StackInputs
-from stacks.mesh import MeshShare
+from stacks.mesh.share import MeshShare
 
 GONE_ATTACHMENT_STATES = {"deleted", "deleting", "failed", "failing", "rejected", "rejecting"}
 MESH_RULE_PREFIX = "hubwright mesh"
