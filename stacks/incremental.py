@@ -29,7 +29,8 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.ingress import Route, claim_ids, cluster_id_of, route_of
 from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.mesh import GroupView, MeshPlan, MeshShare, coupling, membership, mesh_view, plan_mesh
-from stacks.model import Cluster, EndpointVPC, HubConfig
+from stacks.model.cluster import Cluster
+from stacks.model.hub import EndpointVPC, HubConfig
 from stacks.placement import Want, kept, place_endpoints, place_pending
 from stacks.resolve import (Fleet, Resolved, admit, base_inputs, claims_host, claims_id, finish, quotas, seat_of,
                             want_of)

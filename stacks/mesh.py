@@ -56,7 +56,8 @@ from typing import Iterable, Mapping
 from stacks import accounts
 from stacks.errors import FieldError, InvalidSpec
 from stacks.targets import AwsTarget, Frozen
-from stacks.model import Cluster, HubConfig, MeshGroup, MeshRule, Topology
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig, MeshGroup, MeshRule, Topology
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 from stacks.transit import (MTU, TRANSIT_TAG, GroupState, MeshStatus, Phase, TransitAttachment, TransitGroupInputs,
                             TransitInputs, TransitMember, TransitRegionInputs, TransitRemote, migration_steps,

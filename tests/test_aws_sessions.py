@@ -22,7 +22,7 @@ from automation.adapters.aws.preflight import Preflight
 from stacks.accounts import hub_target
 from stacks.errors import NeedsAttention
 from stacks.mesh import FoundRoute, HubVpc
-from stacks.model import EndpointVPC
+from stacks.model.hub import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 
 from doubles.factories import HUB_ACCOUNT, cluster, hub, resolve_one

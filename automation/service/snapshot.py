@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Generic, Iterable, Iterator, Mapping, Pro
 from stacks.accounts import cluster_region
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
-from stacks.model import Cluster, HubConfig
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig
 from stacks.tenancy import namespace_of
 from stacks.transit import TransitInputs
 

@@ -16,7 +16,7 @@ from automation.adapters.aws.sessions import AwsError, AwsSessions, transient
 from stacks.inputs import AwsTarget, StackInputs
 from stacks.errors import NeedsAttention
 from stacks.mesh import FoundRoute, HubVpc
-from stacks.model import EndpointVPC
+from stacks.model.hub import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 
 Side = Literal["hub", "cluster"]
