@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stacks.model import Cluster, HubConfig, parse
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig
+from stacks.model.loading import parse
 from stacks.names import API_VERSION, OWNER_ACCOUNT_ANNOTATION
 
 REGIONS = ("us-east-1", "eu-west-1")

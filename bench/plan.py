@@ -35,7 +35,7 @@ from automation.adapters.engine.plan import plan_stack, raise_invalid
 from automation.adapters.engine.plan_pool import default_jobs
 from automation.adapters.engine.proctree import descendants
 from bench import fleets
-from stacks.model import parse
+from stacks.model.loading import parse
 from stacks.names import API_VERSION
 from stacks.resolve import Fleet, resolve_fleet
 

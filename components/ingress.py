@@ -24,7 +24,7 @@ import pulumi_kubernetes as k8s
 
 from stacks.haproxy import CONFIG_DIR, CONFIG_FILE, HEALTH_PORT, MAP_FILE, render_for_proxy
 from stacks.ingress import Route
-from stacks.model import HubSharedIngress
+from stacks.model.hub import HubSharedIngress
 from stacks.names import parse_host_port
 
 RUN_DIR = "/var/run/haproxy"  # the master CLI socket, shared with the reloader

@@ -19,7 +19,7 @@ import pulumi_aws as aws
 
 from components.providers import invoke_opts
 from stacks.inputs import PrivateLinkInputs
-from stacks.model import AssociatedVPC, Subnet
+from stacks.model.hub import AssociatedVPC, Subnet
 
 _REGIONAL_DNS = re.compile(r"vpce-[0-9a-z]+-[0-9a-z]+\.vpce-svc-[0-9a-z]+\..*")
 

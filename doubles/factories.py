@@ -4,7 +4,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from stacks.model import Cluster, HubConfig, parse
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig
+from stacks.model.loading import parse
 from stacks.names import API_VERSION
 
 HUB_ACCOUNT = "111111111111"

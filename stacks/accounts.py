@@ -21,7 +21,9 @@ import re
 from typing import Mapping
 
 from stacks.errors import InvalidSpec
-from stacks.model import Cluster, HubConfig, partition_of, region_error
+from stacks.model.cluster import Cluster
+from stacks.model.fields import partition_of, region_error
+from stacks.model.hub import HubConfig
 from stacks.targets import AwsTarget
 from stacks.names import DEFAULT_REGION_ANNOTATION, REGION_ANNOTATION, ROLE_ARN
 from stacks.tenancy import Owners, namespace_of

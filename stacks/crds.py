@@ -24,17 +24,18 @@ from typing import Any, Callable
 from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema
 
-from stacks import model
-from stacks.model import ClusterSpec, HubConfigSpec
+from stacks.model import fields
+from stacks.model.cluster import ClusterSpec
+from stacks.model.hub import HubConfigSpec
 from stacks.registry import TenantSpec, TenantStatus
 from stacks.names import CATEGORY, CLUSTER, HUBCONFIG, TENANT, GROUP, VERSION, KindNames, LABEL_MAX, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
 from stacks.status import ClusterStatus, HubStatus
 
 
-# Validators of stacks.model whose rule can be written as a schema keyword.
+# Validators of stacks.model.fields whose rule can be written as a schema keyword.
 # (Regex-built validators are found by the compiled pattern in their closure.)
 _VALIDATOR_SCHEMAS: dict[str, dict[str, Any]] = {
-    "_region": {"pattern": model.REGION_PATTERN},
+    "_region": {"pattern": fields.REGION_PATTERN},
     "_vpc_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/(1[6-9]|2[0-8])$"},
     "_source_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/([1-9]|[12][0-9]|3[0-2])$"},
     "_api_url": {"pattern": API_URL_PATTERN},
@@ -47,7 +48,7 @@ _VALIDATOR_SCHEMAS: dict[str, dict[str, Any]] = {
 
 def _validator_schema(fn: Callable[..., Any]) -> dict[str, Any]:
     for name, extra in _VALIDATOR_SCHEMAS.items():
-        if getattr(model, name, None) is fn:
+        if getattr(fields, name, None) is fn:
             return dict(extra)
     try:
         nonlocals = inspect.getclosurevars(fn).nonlocals
@@ -198,7 +199,7 @@ HUB_COLUMNS = [
 ]
 
 
-# The AWS part of a Cluster (stacks.model.AWS_FIELDS): all or none, and never taken away once given.
+# The AWS part of a Cluster (stacks.model.cluster.AWS_FIELDS): all or none, and never taken away once given.
 CLUSTER_SPEC_RULES = [
     {"rule": "has(self.accountID) == has(self.network) && has(self.infraID) == has(self.network)"
              " && has(self.apiURL) == has(self.network)",

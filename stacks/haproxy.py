@@ -29,7 +29,7 @@ import yaml
 
 from stacks.ingress import Route
 from stacks.inputs import SharedIngressInputs
-from stacks.model import WIRE_MODE_MIN_HAPROXY, HubSharedIngress
+from stacks.model.hub import WIRE_MODE_MIN_HAPROXY, HubSharedIngress
 from stacks.names import CLUSTER_ID, format_host_port, parse_host_port, stack_name
 
 WireMode = Literal["unique-id", "custom-tlv"]

@@ -31,7 +31,8 @@ from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.mesh.membership import coupling, membership, mesh_view
 from stacks.mesh.plan import GroupView, MeshPlan, plan_mesh
 from stacks.mesh.share import MeshShare
-from stacks.model import Cluster, EndpointVPC, HubConfig
+from stacks.model.cluster import Cluster
+from stacks.model.hub import EndpointVPC, HubConfig
 from stacks.placement import Want, kept, place_endpoints, place_pending
 from stacks.resolve import (Fleet, Resolved, admit, base_inputs, claims_host, claims_id, finish, quotas, seat_of,
                             want_of)

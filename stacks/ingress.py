@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.model import Cluster, HubConfig
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig
 from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, CLUSTER_ID, CLUSTER_ID_PREFIXES_ANNOTATION, INGRESS_STATUS_KEY,
                           Host, default_cluster_id, parse_host_port, under)
 from stacks.tenancy import allowed_backends, namespace_of

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 
 from stacks.mesh.share import MeshShare
 from stacks.transit import TransitInputs
-from stacks.model import AssociatedVPC, EndpointVPC
+from stacks.model.hub import AssociatedVPC, EndpointVPC
 from stacks.targets import AwsTarget, Frozen, config_digest
 
 INPUTS_CONFIG_KEY = "inputs"  # stack config key (hubwright:inputs) that holds the JSON

@@ -33,7 +33,7 @@ import yaml
 
 from stacks.haproxy import guest_manifests
 from stacks.inputs import SharedIngressInputs
-from stacks.model import Cluster
+from stacks.model.cluster import Cluster
 from stacks.names import CLUSTERS, HUBCONFIGS, TENANTS, GROUP, SHARED_INGRESS_CONFIGMAP
 
 RBAC = "rbac.authorization.k8s.io"

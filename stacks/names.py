@@ -24,7 +24,7 @@ from typing import Final, NamedTuple
 # --------------------------------------------------------------------------- the API
 GROUP = "hubwright.io"
 VERSION = "v1alpha1"
-# GROUP/VERSION spelled out, so that type checkers read it as the Literal stacks.model's apiVersion field takes
+# GROUP/VERSION spelled out, so that type checkers read it as the Literal stacks.model.resource's apiVersion field takes
 # (tests/test_model.py checks that it is GROUP/VERSION).
 API_VERSION: Final = "hubwright.io/v1alpha1"
 CATEGORY = "hubwright"  # `kubectl get hubwright` lists every object of ours
@@ -67,7 +67,7 @@ REGION_ANNOTATION = f"{GROUP}/region"
 MESH_LABEL = f"{GROUP}/mesh"
 MESH_ENABLED_ANNOTATION = f"{GROUP}/mesh-enabled"
 # Any new value: reconcile now (an `up` with refresh) and reset the backoff; status.lastHandledReconcileRequest
-# says which value was handled. Not an input: resolve() never sees it (stacks.model.resolved_part drops it).
+# says which value was handled. Not an input: resolve() never sees it (stacks.model.loading.resolved_part drops it).
 RECONCILE_REQUEST_ANNOTATION = f"{GROUP}/reconcile-request"
 JOIN_STATUS_KEY = "meshJoin"  # status.meshJoin: a status field resolve() reads
 # status.sharedIngress.clusterID: the shared-ingress ID the cluster was routed on, recorded once (resolve() reads it)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from stacks.errors import InvalidSpec
-from stacks.model import EndpointVPC, HubConfig
+from stacks.model.hub import EndpointVPC, HubConfig
 
 
 @dataclass(frozen=True)

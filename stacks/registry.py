@@ -18,8 +18,9 @@ from typing import Literal, Mapping
 from pydantic import Field, model_validator
 
 from stacks.errors import InvalidSpec
-from stacks.model import (INT32_MAX, AccountID, DisplayName, Facts, HubConfig, HubRegistry, NamespaceName, Region,
-                          Resource, Spec)
+from stacks.model.fields import INT32_MAX, AccountID, DisplayName, Facts, NamespaceName, Region, Spec
+from stacks.model.hub import HubConfig, HubRegistry
+from stacks.model.resource import Resource
 from stacks.status import Condition
 from stacks.names import BOOTSTRAP_LABEL_CHARS
 
@@ -155,7 +156,7 @@ def seconds(duration: str) -> int:
 
 # --------------------------------------------------------------------------- credential lifetimes
 
-DEFAULT_TOKEN_LIFETIME = "24h"  # a Cluster's spec.tokenLifetime when it gives none (stacks.model.ClusterSpec)
+DEFAULT_TOKEN_LIFETIME = "24h"  # a Cluster's spec.tokenLifetime when it gives none (stacks.model.cluster.ClusterSpec)
 
 
 def max_token_lifetime(hub: HubConfig | None) -> tuple[int, str]:

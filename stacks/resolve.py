@@ -19,7 +19,8 @@ from stacks.ingress import Route, claim_ids, cluster_id_of, ingress_error, route
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh.plan import MeshPlan, plan_mesh
 from stacks.mesh.share import MeshShare
-from stacks.model import Cluster, EndpointVPC, HubConfig
+from stacks.model.cluster import Cluster
+from stacks.model.hub import EndpointVPC, HubConfig
 from stacks.transit import MeshStatus
 from stacks.names import CLUSTER_TAG, MANAGED_BY, MANAGED_BY_TAG, TENANT_TAG, stack_name_error
 from stacks.placement import Want, place_endpoints

@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.model import INT32_MAX, Cluster, HubConfig, backend_rule
+from stacks.model.cluster import Cluster
+from stacks.model.fields import INT32_MAX, backend_rule
+from stacks.model.hub import HubConfig
 from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, ALLOWED_DOMAINS_ANNOTATION, MAX_CLUSTERS_ANNOTATION,
                           MAX_ENDPOINTS_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, TAG_VALUE_MAX, TENANT_ANNOTATION,
                           hostname_error, parse_api_url, under)

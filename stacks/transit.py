@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
-from stacks.model import MeshGroup, Topology
+from stacks.model.hub import MeshGroup, Topology
 from stacks.status import GroupStatus, MeshHubStatus, TransitOutputsStatus, TransitRegionStatus
 from stacks.targets import AwsTarget, Frozen, config_digest
 

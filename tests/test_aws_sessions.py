@@ -23,7 +23,7 @@ from stacks.accounts import hub_target
 from stacks.errors import NeedsAttention
 from stacks.mesh.routes import FoundRoute
 from stacks.mesh.share import HubVpc
-from stacks.model import EndpointVPC
+from stacks.model.hub import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 
 from doubles.factories import HUB_ACCOUNT, cluster, hub, resolve_one

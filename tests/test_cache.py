@@ -1,6 +1,6 @@
 """The service's Cache: the one store of the watched objects, and what counts as a change of a cluster's inputs.
 
-stacks.model.resolved_part decides both what the cache parses and what it hands Desired as changed
+stacks.model.loading.resolved_part decides both what the cache parses and what it hands Desired as changed
 (`Cache.drain`), so a field outside it can neither reach resolve() nor cost a re-resolve; these tests hold the two
 to each other.
 """
@@ -15,7 +15,7 @@ from automation.adapters.aws.lookups import LookupFailed
 from automation.adapters.kube.informer import Informer, Source
 from automation.service.cache import Cache
 from automation.service.census import EndpointCensus
-from stacks.model import RESOLVED_METADATA, parse, resolved_part
+from stacks.model.loading import RESOLVED_METADATA, parse, resolved_part
 from stacks.names import JOIN_STATUS_KEY, ROLE_MAP_CONFIGMAP
 from stacks.resolve import resolve_fleet
 from doubles.factories import NAMESPACES, cluster_doc, fleet, hub, hub_doc

@@ -13,7 +13,9 @@ from pydantic import BaseModel
 
 from stacks.crds import crd_manifests, schema_of
 from stacks.errors import InvalidSpec
-from stacks.model import ClusterSpec, HubConfigSpec, parse
+from stacks.model.cluster import ClusterSpec
+from stacks.model.hub import HubConfigSpec
+from stacks.model.loading import parse
 from stacks.status import ClusterStatus
 from doubles.factories import cluster_doc, hub_doc
 
@@ -212,7 +214,7 @@ def test_every_field_of_every_crd_has_a_description_for_kubectl_explain(kind):
 
 
 def test_descriptions_come_from_the_models_so_they_cannot_drift():
-    from stacks.model import Network
+    from stacks.model.cluster import Network
 
     spec = _schema("HubCluster")["properties"]["spec"]
     assert spec["description"] == inspect.cleandoc(ClusterSpec.__doc__)

@@ -2,7 +2,7 @@
 
 `kubectl explain` prints each field's description (from the models: stacks.crds), never `<no description>`;
 `kubectl get hubclusters` prints the printer columns, and `-o wide` the priority ones too; the API server
-itself refuses a mistyped region (the pattern of stacks.model.REGION_PATTERN) and takes one AWS opened
+itself refuses a mistyped region (the pattern of stacks.model.fields.REGION_PATTERN) and takes one AWS opened
 after the code was written.
 """
 from __future__ import annotations

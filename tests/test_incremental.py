@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stacks.incremental import FleetResolver
-from stacks.model import Cluster, parse
+from stacks.model.cluster import Cluster
+from stacks.model.loading import parse
 from stacks.names import (CLUSTER_ID_PREFIXES_ANNOTATION, INGRESS_STATUS_KEY, JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION,
                           MESH_LABEL)
 from stacks.resolve import Fleet, Resolved, resolve_all

@@ -19,7 +19,7 @@ from stacks.crds import cluster_crd, hubconfig_crd
 from stacks.errors import InvalidSpec
 from stacks.ingress import BACKEND_NOT_ALLOWED, ID_NOT_ALLOWED, Route
 from stacks.inputs import SharedIngressInputs
-from stacks.model import parse, resolved_part
+from stacks.model.loading import parse, resolved_part
 from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, BIND_PATTERN, CLUSTER_ID, CLUSTER_ID_PREFIXES_ANNOTATION,
                           HOST_PORT_PATTERN, MESH_ENABLED_ANNOTATION, MESH_LABEL, default_cluster_id)
 from stacks.resolve import resolve_all

@@ -8,7 +8,7 @@ from stacks.haproxy import Route, parse_map
 from automation.adapters.engine.plan import record
 from automation.adapters.engine.standins import StandIns
 from components.ingress import CONFIG_DIR, MASTER_SOCKET, CentralProxy, CentralProxyArgs
-from stacks.model import HubSharedIngress
+from stacks.model.hub import HubSharedIngress
 
 LB_HOST = "a1b2c3.elb.us-east-1.amazonaws.com"
 ROUTES = [Route("prod-1", "10.0.1.10:6443", cluster="acme/prod-1"), Route("eu-1", "10.0.3.10:6443")]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from stacks.haproxy import BACKEND_PREFIX, CentralSettings, render_central
 from stacks.errors import InvalidSpec
 from stacks.ingress import Route
-from stacks.model import parse
+from stacks.model.loading import parse
 from stacks.resolve import resolve_all
 from doubles.factories import INGRESS, cluster_doc, fleet, hub
 from tests.haproxy import HAPROXY, MISSING, check_central

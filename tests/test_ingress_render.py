@@ -10,7 +10,7 @@ from stacks.haproxy import (CentralSettings, Route, guest_manifests, render_cent
 from automation.adapters.engine.plan import plan_stack
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs
-from stacks.model import parse
+from stacks.model.loading import parse
 
 from doubles.factories import INGRESS, cluster, cluster_doc, hub, hub_doc, namespace_doc, resolve_one
 

@@ -24,7 +24,7 @@ from components.ingress import CentralProxy, CentralProxyArgs
 from doubles.envtest import find_binary
 from stacks.deployment import BACKEND_SECRET_KEYS, IRSA_ANNOTATION, InstallValues, load_values, value_keys
 from stacks.errors import InvalidSpec
-from stacks.model import parse
+from stacks.model.loading import parse
 from stacks.names import FINALIZER, SHARED_INGRESS_CONFIGMAP
 from stacks.release import default_image
 from tests import deployed

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 from automation.adapters.engine.plan import plan_stack
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
-from stacks.model import parse
+from stacks.model.loading import parse
 from stacks.resolve import resolve_fleet
 from doubles.factories import OWNERS, cluster_doc, fleet, hub
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL

@@ -8,7 +8,7 @@ import pytest
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.mesh.membership import group_of, pair_name
-from stacks.model import parse
+from stacks.model.loading import parse
 from stacks.names import JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.resolve import resolve_all, resolve_fleet
 from doubles import factories

@@ -4,7 +4,7 @@ import re
 import pytest
 
 from stacks.errors import InvalidSpec
-from stacks.model import parse
+from stacks.model.loading import parse
 from doubles.factories import cluster_doc, hub_doc
 
 
@@ -97,7 +97,7 @@ def test_a_region_typo_is_refused_by_the_model_and_the_crd_with_a_clear_message(
                                                ("cn-northwest-1", "aws-cn"), ("us-iso-east-1", "aws-iso"),
                                                ("us-isob-east-1", "aws-iso-b"), ("eusc-de-east-1", "aws-eusc")])
 def test_the_partition_follows_the_region_name(region, partition):
-    from stacks.model import partition_of
+    from stacks.model.fields import partition_of
 
     assert partition_of(region) == partition
     from stacks.names import ROLE_ARN

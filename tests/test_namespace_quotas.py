@@ -10,7 +10,7 @@ from __future__ import annotations
 from stacks.errors import InvalidSpec
 from stacks.incremental import FleetResolver
 from stacks.inputs import StackInputs
-from stacks.model import parse
+from stacks.model.loading import parse
 from stacks.names import MAX_CLUSTERS_ANNOTATION, MAX_ENDPOINTS_ANNOTATION
 from stacks.resolve import Fleet, resolve_all
 from doubles.factories import cluster_doc, hub_doc, namespace_doc, owned

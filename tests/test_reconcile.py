@@ -16,7 +16,7 @@ from stacks.guards import check_move
 from automation.adapters.kube.ingress_sync import central_files
 from stacks.haproxy import published_routes
 from stacks.ingress import Route
-from stacks.model import parse
+from stacks.model.loading import parse
 from stacks.names import (CLUSTER_ID_PREFIXES_ANNOTATION, DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP,
                           SHARED_INGRESS_CONFIGMAP, VERSION)
 from doubles import RecordingEngine

@@ -15,7 +15,8 @@ from automation.service.clusters import ReconcileOptions, Reconciler
 from automation.service.queue import Outcome
 from doubles import RecordingEngine
 from doubles.clusters import FakeClusters, StaticDesired
-from stacks.model import Cluster, parse
+from stacks.model.cluster import Cluster
+from stacks.model.loading import parse
 from stacks.names import FINALIZER
 from stacks.status import ClusterStatus
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture

@@ -22,7 +22,8 @@ from doubles import RecordingEngine
 from doubles.clusters import FakeClusters, StaticDesired
 from stacks.errors import InvalidSpec, NeedsAttention
 from stacks.inputs import StackInputs
-from stacks.model import Cluster, parse
+from stacks.model.cluster import Cluster
+from stacks.model.loading import parse
 from stacks.names import FINALIZER, RECONCILE_REQUEST_ANNOTATION
 from stacks.status import ClusterStatus
 from doubles.factories import cluster_doc, resolve_one

@@ -40,7 +40,7 @@ from stacks.names import (AGENT_CLUSTER_UID_ANNOTATION, ANNOTATION_PREFIX, API_V
                           OWNER_ACCOUNT_ANNOTATION, SHARED_INGRESS_CONFIGMAP, TENANT_ANNOTATION, TENANT_LABEL,
                           TENANT_TAG, VERSION, agent_name)
 from stacks.haproxy import CONFIG_FILE, MAP_FILE, parse_map, published_routes, split_backends
-from stacks.model import parse
+from stacks.model.loading import parse
 from stacks.registry import token_hash, token_label
 from stacks.resolve import Fleet, resolve, resolve_all
 from tests.envtest import EnvTest, kube_apiserver  # noqa: F401 - the fixture

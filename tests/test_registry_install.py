@@ -5,7 +5,7 @@ from automation.api.ratelimit import RateLimiter
 from stacks.inputs import SharedIngressInputs
 from stacks.install import (AGENT, AGENT_NAMESPACE, API_RULES, agent_rules, install_response,
                             node_proxy_config_map)
-from stacks.model import Cluster
+from stacks.model.cluster import Cluster
 from stacks.names import GROUP
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stacks.errors import InvalidSpec
-from stacks.model import HubConfig
+from stacks.model.hub import HubConfig
 from stacks.registry import agent_standing, agent_token_seconds, bootstrap_token_seconds, max_token_lifetime
 
 CLUSTER = "HubCluster acme/prod-1"

@@ -8,8 +8,8 @@ from stacks.mesh.membership import pair_name
 from stacks.resolve import resolve_all
 from stacks.transit import (GroupState, MeshStatus, TransitOutputs, TransitRegionOutputs, advance, migration_steps,
                             next_state, phase_of, transit_stack, wanted_topology)
-from stacks.model import MeshGroup
-from stacks.model import parse
+from stacks.model.hub import MeshGroup
+from stacks.model.loading import parse
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
 from doubles.factories import HUB_ACCOUNT, cluster_doc, fleet
 from tests.test_mesh import REGIONS, hub, member

@@ -38,7 +38,7 @@ from sqlalchemy import (JSON, Column, DateTime, Index, Integer, MetaData, String
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
-from stacks.model import Facts
+from stacks.model.fields import Facts
 from stacks.registry import facts_change
 
 PUSH_ATTEMPTS = 8  # concurrent pushes to one cluster from other replicas; each lost race is one attempt

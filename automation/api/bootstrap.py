@@ -46,7 +46,8 @@ from automation.api.ratelimit import RateLimiter, client_address
 from automation.api.tenants import ClusterId, TenantId
 from stacks.errors import InvalidSpec
 from stacks.install import install_response
-from stacks.model import Cluster, HubConfig
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig
 from stacks.haproxy import published_routes
 from stacks.names import (CLUSTERS, HUBCONFIGS, BOOTSTRAP_SUBRESOURCE, BOOTSTRAP_TOKEN_LABEL, GROUP, SHARED_INGRESS_CONFIGMAP,
                           VERSION)

@@ -1,6 +1,6 @@
 """The registry API's request and response bodies, and how a Kubernetes object becomes a response.
 
-The specs are the model's own (stacks.registry.TenantSpec, stacks.model.ClusterSpec), so the OpenAPI document,
+The specs are the model's own (stacks.registry.TenantSpec, stacks.model.cluster.ClusterSpec), so the OpenAPI document,
 the CRD schema and the service's validation say the same thing. A response is a view of the object: its id, its
 tenant, its spec and a summary of its status. For a cluster that summary is the Ready condition, the resolved
 account and region, the endpoint, the latest dynamic facts and the bootstrap token's validity, never its hash.
@@ -15,7 +15,8 @@ from typing import Any, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from stacks.model import ClusterSpec, Facts, NamespaceName
+from stacks.model.cluster import ClusterSpec
+from stacks.model.fields import Facts, NamespaceName
 from stacks.names import BOOTSTRAP_TOKEN_LABEL
 from stacks.registry import TenantSpec
 from stacks.status import FactsStatus

@@ -27,7 +27,7 @@ from automation.api.listing import fingerprint, has_facts, page, parse_facts
 from automation.api.models import (CONFLICT, ERRORS, ClusterCreate, ClusterList, ClusterReplace, ClusterView,
                                    Deleted, Patch, TenantCreate, TenantList, TenantReplace, TenantView, cluster_view,
                                    tenant_view)
-from stacks.model import ClusterSpec
+from stacks.model.cluster import ClusterSpec
 from stacks.names import CLUSTERS, TENANTS, API_VERSION, GROUP, VERSION
 from stacks.registry import TenantSpec
 

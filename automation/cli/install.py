@@ -4,7 +4,6 @@ and defaults: docs/install.md). Bad values exit 2, naming each key and why; noth
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import yaml

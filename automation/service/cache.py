@@ -11,7 +11,9 @@ from typing import Callable, Mapping
 
 from automation.adapters.kube.informer import DictStore, Raw, Store, object_key
 from stacks.errors import FieldError, InvalidSpec
-from stacks.model import Cluster, HubConfig, parse, resolved_part
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig
+from stacks.model.loading import parse, resolved_part
 from stacks.names import ANNOTATION_PREFIX
 from stacks.status import HUB_NOT_FOUND
 
@@ -22,7 +24,7 @@ from stacks.status import HUB_NOT_FOUND
 class ClusterEntry:
     raw: Raw
     parsed: Cluster | InvalidSpec
-    inputs: bytes  # a hash of stacks.model.resolved_part of the object: a change here may change StackInputs
+    inputs: bytes  # a hash of stacks.model.loading.resolved_part of the object: a change here may change StackInputs
     placement: str | None  # the endpoint VPC the status says the stack uses
     attachment: str | None = None  # its Transit Gateway attachment, as its status says (the transit stack reads it)
     stack: bool = False  # its stack exists (status.stack, written as its first run starts): it keeps its slot
@@ -50,7 +52,7 @@ def _stack_of(raw: Raw) -> bool:
 
 
 def _parse_cluster(part: Raw) -> Cluster | InvalidSpec:
-    """The Cluster of `part` (stacks.model.resolved_part of the object): resolve() can read nothing else."""
+    """The Cluster of `part` (stacks.model.loading.resolved_part of the object): resolve() can read nothing else."""
     try:
         parsed = parse(part)
     except InvalidSpec as exc:

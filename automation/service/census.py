@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 from automation.adapters.loop import Loop
 from automation.service.cache import Cache
 from stacks.errors import Failure
-from stacks.model import HubConfig
+from stacks.model.hub import HubConfig
 
 LOG = logging.getLogger("hubwright.census")
 

@@ -23,7 +23,7 @@ from automation.service.options import ServiceOptions
 from automation.service.clusters import Guard
 from automation.service.serve import LOG, Service, default_guards
 from stacks.accounts import hub_target
-from stacks.model import HubConfig
+from stacks.model.hub import HubConfig
 from stacks.options import SERVE, HelpFormatter, add_options, values
 
 

@@ -22,7 +22,8 @@ from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.incremental import FleetResolver
 from stacks.resolve import Resolved
-from stacks.model import Cluster, HubConfig
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig
 from stacks.ingress import Route, recorded_id
 from stacks.mesh.plan import MeshPlan
 from stacks.transit import GroupState, MeshStatus, TransitInputs

@@ -46,7 +46,7 @@ from automation.service.tenants import TenantController
 from automation.service.runs import Runs
 from automation.service.transit import MeshStates, MeshStatusWriter, TransitReconciler
 from stacks.guards import check_move
-from stacks.model import HubConfig
+from stacks.model.hub import HubConfig
 from stacks.monitoring import metric_reason
 from stacks.rolemap import from_configmap
 from stacks.status import DRIFT_CONDITION

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Iterable, Iterator, Mapping, Protocol, TypeVar
+from typing import Any, Generic, Iterable, Iterator, Mapping, Protocol, TypeVar
 
+from automation.service.cache import Cache
 from stacks.accounts import cluster_region
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
-from stacks.model import Cluster, HubConfig
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig
 from stacks.tenancy import namespace_of
 from stacks.transit import TransitInputs
 
-if TYPE_CHECKING:
-    from automation.service.cache import Cache
 
 
 class DesiredView(Protocol):

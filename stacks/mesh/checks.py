@@ -13,7 +13,8 @@ from stacks.mesh.hub_cidrs import HubCidrs, hub_overlap
 from stacks.mesh.labels import camel, label_unless_peering
 from stacks.mesh.membership import group_rules
 from stacks.mesh.share import MeshMember
-from stacks.model import Cluster, HubConfig, MeshGroup
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig, MeshGroup
 from stacks.names import MESH_LABEL
 from stacks.transit import Phase
 

@@ -9,7 +9,7 @@ from typing import Iterable, Mapping
 
 from stacks.errors import InvalidSpec
 from stacks.mesh.share import HubVpc, MeshMember
-from stacks.model import HubConfig
+from stacks.model.hub import HubConfig
 from stacks.targets import Frozen
 
 

@@ -2,7 +2,7 @@
 rule's name fragment. Pure."""
 from __future__ import annotations
 
-from stacks.model import MeshRule
+from stacks.model.hub import MeshRule
 from stacks.transit import Phase
 
 

@@ -3,7 +3,8 @@ place, pair names, which groups plan together, and a group's rules. Pure."""
 from __future__ import annotations
 
 from stacks.errors import InvalidSpec
-from stacks.model import Cluster, HubConfig, MeshGroup, MeshRule
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig, MeshGroup, MeshRule
 from stacks.names import JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.tenancy import namespace_of
 from stacks.transit import MeshStatus

@@ -14,7 +14,8 @@ from stacks.mesh.hub_cidrs import HubCidrs, hub_cidrs, hub_vpcs
 from stacks.mesh.membership import dedicated_group_name, group_of, group_rules, join_key, join_stamp, membership, \
     pair_name
 from stacks.mesh.share import HubVpc, MeshLimits, MeshMember, MeshPair, MeshShare
-from stacks.model import Cluster, HubConfig, MeshGroup, Topology
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig, MeshGroup, Topology
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG, MESH_LABEL
 from stacks.targets import AwsTarget
 from stacks.transit import (TRANSIT_TAG, GroupState, MeshStatus, Phase, TransitAttachment, TransitGroupInputs,

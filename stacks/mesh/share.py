@@ -1,7 +1,7 @@
 """What one stack builds of the mesh (stacks.mesh): its member, the pairs it owns and its share. Pure."""
 from __future__ import annotations
 
-from stacks.model import MeshRule, Topology
+from stacks.model.hub import MeshRule, Topology
 from stacks.targets import AwsTarget, Frozen
 from stacks.transit import TransitAttachment
 

@@ -3,7 +3,7 @@ and the steps still ahead. Pure."""
 from __future__ import annotations
 
 from stacks.mesh.plan import MeshPlan
-from stacks.model import HubConfig, MeshGroup
+from stacks.model.hub import HubConfig, MeshGroup
 from stacks.transit import MTU, migration_steps
 
 

@@ -17,7 +17,7 @@ from stacks.inputs import AwsTarget, StackInputs
 from stacks.errors import NeedsAttention
 from stacks.mesh.routes import FoundRoute
 from stacks.mesh.share import HubVpc
-from stacks.model import EndpointVPC
+from stacks.model.hub import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 
 Side = Literal["hub", "cluster"]

@@ -39,7 +39,7 @@ from botocore.exceptions import (BotoCoreError, ClientError, NoCredentialsError,
 from automation.adapters.aws import audit
 from stacks.errors import Failure, NeedsAttention
 from stacks.inputs import AwsTarget
-from stacks.model import partition_of
+from stacks.model.fields import partition_of
 from stacks.options import SERVE, option
 
 ENDPOINT = option("aws-endpoint-url")  # --aws-endpoint-url, env HUBWRIGHT_AWS_ENDPOINT_URL

@@ -17,7 +17,10 @@ import yaml
 from yaml.composer import Composer
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.model import Cluster, HubConfig, Namespace, parse
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig
+from stacks.model.loading import parse
+from stacks.model.resource import Namespace
 from stacks.resolve import Fleet
 from stacks.transit import MeshStatus
 

@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from stacks.haproxy import CONFIG_FILE, MAP_FILE, dropped_lines, published_routes, render_for_proxy
 from stacks.ingress import Route
-from stacks.model import HubConfig
+from stacks.model.hub import HubConfig
 from stacks.names import SHARED_INGRESS_CONFIGMAP
 
 LOG = logging.getLogger("hubwright.ingress")
