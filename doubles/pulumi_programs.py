@@ -71,7 +71,7 @@ SLEEPY = "doubles.pulumi_programs:sleepy"
 
 # --------------------------------------------------------------------------- an AWS resource, imitated
 #
-# The policy pack checks a dynamic resource named after an AWS type as that type (policy.rules.kind_of), so this
+# The policy pack checks a dynamic resource named after an AWS type as that type (policy.rules.kinds.kind_of), so this
 # program shows the engine refusing a wildcard principal without the AWS plugin. Its create leaves a file behind,
 # so a test sees whether the engine let it run.
 

@@ -18,7 +18,8 @@ from pulumi_policy import (EnforcementLevel, PolicyConfigSchema, PolicyPack, Rep
                            ResourceValidationArgs, ResourceValidationPolicy, StackValidationArgs,
                            StackValidationPolicy)
 
-from policy.rules import RULES, Context, Provider, Resource, Rule  # noqa: E402
+from policy.rules.catalog import RULES  # noqa: E402
+from policy.rules.view import Context, Provider, Resource, Rule  # noqa: E402
 from stacks.inputs import INPUTS_CONFIG_KEY, inputs_from_config  # noqa: E402
 
 NO_INPUTS = f"the stack has no hubwright:{INPUTS_CONFIG_KEY} config (or it does not parse): nothing may be checked " \

@@ -21,8 +21,9 @@ import pytest
 from pulumi import automation as auto
 
 from automation.adapters.engine import EngineError, RunResult
+from automation.adapters.engine.applied_inputs import HISTORY_WINDOW
 from automation.adapters.engine.pool import WorkerPool, _result
-from automation.adapters.engine.pulumi_engine import APPLIED_TAG, HISTORY_WINDOW, PulumiEngine
+from automation.adapters.engine.pulumi_engine import APPLIED_TAG, PulumiEngine
 from automation.adapters.engine.run_output import DRIFT_LIMIT, ChangedResources, applied_output
 from automation.adapters.engine.worker import _plain
 from components.program import INPUTS_OUTPUT

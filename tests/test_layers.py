@@ -33,8 +33,11 @@ def test_a_violation_of_each_kind_fails_the_check(tmp_path):
         "from automation.service import serve\n")
     (tmp_path / "automation" / "adapters" / "kube" / "reach.py").write_text(  # a sibling's internals, not its package
         "from automation.adapters.engine import pool\n")
-    (tmp_path / "policy" / "rules.py").write_text(  # a rule reaches for the SDK: no longer a plain function
-        (ROOT / "policy" / "rules.py").read_text() + "\nimport pulumi\n")
+    (tmp_path / "policy" / "rules" / "check.py").write_text(  # a rule reaches for the SDK: no longer a plain function
+        (ROOT / "policy" / "rules" / "check.py").read_text() + "\nimport pulumi\n")
+    (tmp_path / "policy" / "rules" / "sdk.py").write_text("import pulumi_policy\n")  # so does a module added later
+    (tmp_path / "policy" / "rules" / "cycle_a.py").write_text("from policy.rules import cycle_b\n")
+    (tmp_path / "policy" / "rules" / "cycle_b.py").write_text("from policy.rules import cycle_a\n")
     (tmp_path / "bench" / "leak.py").write_text("from tests.envtest import kube_apiserver\n")  # a bench on a fixture
     (tmp_path / "doubles" / "leak.py").write_text("def f():\n    import tests.factories\n")  # a harness on tests/
     (tmp_path / "stacks" / "cycle_a.py").write_text("from stacks import cycle_b\n")
@@ -44,7 +47,9 @@ def test_a_violation_of_each_kind_fails_the_check(tmp_path):
     out = result.stdout
     assert "stacks.leak -> boto3" in out
     assert "automation.adapters.upward -> automation.service" in out
-    assert "policy.rules -> pulumi" in out
+    assert "policy.rules.check -> pulumi" in out
+    assert "policy.rules.sdk -> pulumi_policy" in out
+    assert "No cycles are allowed in policy.rules" in out
     assert "automation.adapters.kube.reach -> automation.adapters.engine.pool" in out
     assert "No cycles are allowed in stacks" in out
     assert "bench.leak -> tests" in out

@@ -15,9 +15,12 @@ from automation.adapters.files.inputs import load_fleet
 from automation.adapters.engine.plan import plan_fleet
 from automation.adapters.engine.policy import PolicySettings, resources_of
 from automation.cli import main
-from policy.rules import (API_SIDE, ENDPOINT_PRINCIPAL, NACL_RULE, PEERING, RAM_PRINCIPAL, ROUTE, RULES, SG_EGRESS,
-                          SG_INGRESS, SG_RULE, TGW_PEERING, TGW_ROUTE, Context, Member, Resource, Violation,
-                          check_fleet, check_stack, settings)
+from policy.rules.catalog import RULES
+from policy.rules.check import check_fleet, check_stack
+from policy.rules.enforcement import settings
+from policy.rules.kinds import (API_SIDE, ENDPOINT_PRINCIPAL, NACL_RULE, PEERING, RAM_PRINCIPAL, ROUTE, SG_EGRESS,
+                                SG_INGRESS, SG_RULE, TGW_PEERING, TGW_ROUTE)
+from policy.rules.view import Context, Member, Resource, Violation
 from tests.test_transit import elsewhere, tgw_member
 from tests.test_transit_components import TRANSIT, hub, plans_of
 

@@ -25,7 +25,7 @@ from automation.adapters.engine.policy import POLICY_LEVELS, PolicySettings, fle
 from automation.adapters.progress import Progress
 from automation.cli.picture import empty_reason, render_dot, render_mermaid
 from automation.cli.render import render_stack, render_summary, stack_json
-from policy.rules import Violation
+from policy.rules.view import Violation
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.mesh.summary import summary

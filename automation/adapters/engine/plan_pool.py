@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from automation.adapters.engine.plan import StackPlan, plan_stack
 from automation.adapters.engine.policy import plan_violations
-from policy.rules import Setting, Violation
+from policy.rules.enforcement import Setting
+from policy.rules.view import Violation
 from stacks.inputs import StackInputs
 from stacks.transit import TransitInputs
 

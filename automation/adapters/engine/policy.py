@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from automation.adapters.engine.plan import Registered, StackPlan
-from policy.rules import Context, Provider, Resource, Setting, Violation, check_fleet, check_stack, settings
+from policy.rules.check import check_fleet, check_stack
+from policy.rules.enforcement import Setting, settings
+from policy.rules.view import Context, Provider, Resource, Violation
 from stacks.inputs import StackInputs
 from stacks.transit import TransitInputs
 

@@ -19,7 +19,7 @@ entry); ``RunResult.drifted`` names the resources that would change. An ``up`` w
 Applied inputs: every run exports its inputs as ``inputs.<digest>`` and a successful
 ``up`` tags the stack ``hubwright:applied=<digest>``; ``applied`` reads the two (see
 APPLIED_TAG), so no number of failed updates hides the last successful one. Stacks
-without them are read from their history (legacy).
+without them are read from their history (legacy: applied_inputs.py).
 
 Crash safety: a killed run leaves the backend lock and pending operations.
 ``up``/``destroy``/``preview`` on a locked stack raise ``StackLocked``; ``recover``
@@ -62,6 +62,7 @@ from pulumi.automation.errors import (
 )
 
 from automation.adapters.engine import proctree
+from automation.adapters.engine.applied_inputs import HISTORY_PAGE, from_history, parse_inputs
 from automation.adapters.engine.protocol import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunResult,
                                         StackLocked)
 from automation.adapters.engine.locks import lock_is_stale, parse_lock_owners
@@ -70,7 +71,7 @@ from automation.adapters.engine.run_output import (ANSI_ESCAPES, NO_CHANGE_OPS, 
                                                    program_outputs, readable_error)
 from automation.adapters.engine.settings import ProgramFactory, PulumiSettings
 from components.program import program
-from stacks.inputs import INPUTS_CONFIG_KEY, StackProgramInputs, inputs_from_config
+from stacks.inputs import INPUTS_CONFIG_KEY, StackProgramInputs
 from stacks.targets import config_digest
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,6 @@ MESSAGE_PREFIX = "hubwright: "  # marks updates this service started (history, c
 # so a single `inputs` output would hold a failed run's inputs; per-digest keys keep the successful run's,
 # and only the tag, written after the CLI reported success, says which of them that is.
 APPLIED_TAG = f"{PROJECT}:applied"
-HISTORY_PAGE, HISTORY_WINDOW = 10, 50  # the legacy applied(): how far back it reads the history
 
 
 # --------------------------------------------------------------------------- the engine
@@ -231,26 +231,16 @@ class PulumiEngine:
                 outputs = self._call(st, "applied", lambda: self._stack_outputs(ws, st))
                 raw = outputs.get(applied_output(digest))
                 if raw is not None:
-                    return _parse_inputs(stack, raw)
+                    return parse_inputs(stack, raw)
             return self._applied_from_history(st)
 
     def _applied_from_history(self, st: Any) -> StackProgramInputs | None:
-        """LEGACY (stacks without the tag and output of `applied`): the config of the newest successful update
-        in the last HISTORY_WINDOW history entries (a newer successful destroy: None). Failed updates fill the
-        window too: after that many failed retries this returns None although the stack holds resources."""
-        for page in range(1, HISTORY_WINDOW // HISTORY_PAGE + 1):
-            entries = self._call(st, "history", lambda: st.history(page_size=HISTORY_PAGE, page=page, show_secrets=False))
-            for entry in entries:
-                if entry.result != "succeeded":
-                    continue
-                if entry.kind == "destroy":
-                    return None
-                raw = (entry.config or {}).get(CONFIG_KEY)
-                if entry.kind == "update" and raw is not None:
-                    return _parse_inputs(st.name, raw)
-            if len(entries) < HISTORY_PAGE:
-                break
-        return None
+        """LEGACY (stacks without the tag and output of `applied`): applied_inputs.from_history, over this stack's
+        history through the CLI."""
+        def page(number: int) -> Any:
+            return self._call(st, "history", lambda: st.history(page_size=HISTORY_PAGE, page=number, show_secrets=False))
+
+        return from_history(st.name, CONFIG_KEY, page)
 
     def cancel(self, grace: float) -> None:
         """SIGINT every `pulumi` CLI this process runs (Pulumi's graceful cancel); after `grace` seconds kill
@@ -485,21 +475,6 @@ class PulumiEngine:
                 log.warning("backend %s does not support stack tags; stacks stay untagged: %s", self.settings.backend, text)
             else:
                 log.warning("stack %s: tags not written, the update goes on: %s", stack.name, text)
-
-
-def _parse_inputs(stack: str, raw: Any) -> StackProgramInputs | None:
-    """A history entry's hubwright:inputs; None (and a warning) when today's model rejects it."""
-    value = raw.get("value") if isinstance(raw, Mapping) else getattr(raw, "value", raw)
-    if not isinstance(value, str):  # json.loads would raise TypeError, not ValueError, on it
-        log.warning("stack %s: the last applied inputs are no JSON text (%s); treating them as unknown", stack,
-                    type(value).__name__)
-        return None
-    try:
-        return inputs_from_config(value)
-    except ValueError as err:  # pydantic's ValidationError: inputs written by an older model
-        log.warning("stack %s: the last applied inputs no longer parse (%s); treating them as unknown",
-                    stack, str(err).splitlines()[0])
-        return None
 
 
 def _message(why: str) -> str:
