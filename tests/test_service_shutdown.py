@@ -53,7 +53,7 @@ def test_a_lost_lease_kills_the_runs_in_flight_at_once_and_starts_nothing_more(k
         assert all(call.ended for call in engine.runs())  # none is still in flight
         # A worker that had taken a key before the halt cannot reach the engine any more.
         with pytest.raises(RunCancelled, match="not started"):
-            pipeline.reconciler.run_engine("up", lambda: engine.up(make_inputs("prod-3", env.ns), message="late"))
+            pipeline.runs.run("up", lambda: engine.up(make_inputs("prod-3", env.ns), message="late"))
         assert engine.count() == runs
     finally:
         service.stop()

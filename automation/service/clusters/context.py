@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Protocol
 
-from automation.adapters.engine import Engine, RunResult
+from automation.adapters.engine import Engine
 from automation.adapters.kube.clusters import ClusterClient
 from automation.adapters.kube.informer import Raw
 from automation.service.outcomes import Operation
 from automation.service.queue import Outcome
+from automation.service.runs import Runs
 from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.status import ClusterStatus
@@ -36,9 +37,7 @@ class Context(Protocol):
     audit: Audit | None
     clock: Callable[[], float]
     released: set[str]  # destroyed and let go by us: no orphan check when they vanish
-
-    def run_engine(self, operation: str, call: Callable[[], RunResult], *, stack: str = "",
-                   cluster: str = "") -> RunResult: ...
+    runs: Runs  # every engine run passes this gate (automation/service/runs.py)
 
     def write(self, raw: Raw, before: ClusterStatus, after: ClusterStatus) -> bool: ...
 

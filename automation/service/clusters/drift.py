@@ -41,7 +41,7 @@ def due_in(options: ReconcileOptions, key: str, status: ClusterStatus, now: floa
 def check(r: Context, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs) -> Outcome:
     """Preview with refresh; on drift, correct it (an up with refresh) or only report it, as --drift-policy says."""
     try:
-        result = r.run_engine("preview", lambda: r.engine.preview(desired), stack=desired.stack, cluster=key)
+        result = r.runs.run("preview", lambda: r.engine.preview(desired), stack=desired.stack, cluster=key)
     except StackLocked:
         return Outcome.done(r.options.lock_retry)
     except EngineError as exc:

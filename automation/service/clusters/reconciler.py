@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.engine import EngineError, Engine, RunResult
+from automation.adapters.engine import EngineError, Engine
 from automation.adapters.kube.clusters import ClusterClient
 from automation.adapters.kube.informer import Raw, object_key
 from automation.adapters.kube.status import PROGRESS_EVERY, ProgressReport, conditions, rfc3339, with_drift
@@ -98,18 +98,6 @@ class Reconciler:
         if pool is not None:
             pool.shutdown(wait=True)
         self.kube.close()
-
-    # -- the run gate (automation/service/runs.py), shared with the transit stacks
-    def halt(self) -> None:
-        """No engine run starts after this returns; `active()` counts the ones that had (Pipeline cancels them)."""
-        self.runs.halt()
-
-    def active(self) -> int:
-        return self.runs.active()
-
-    def run_engine(self, operation: str, call: Callable[[], RunResult], *, stack: str = "",
-                   cluster: str = "") -> RunResult:
-        return self.runs.run(operation, call, stack=stack, cluster=cluster)
 
     # ------------------------------------------------------------------ entry points
 
@@ -224,10 +212,10 @@ class Reconciler:
                 note = (f"new install (infraID {old_link.infra_id} -> {desired.private_link.infra_id}): "
                         "removing the old install's PrivateLink first")
                 self.kube.event(raw, "Normal", "NewInstall", note)
-                self.run_engine("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
+                self.runs.run("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
                                                              message=f"{why}; {note}"), stack=desired.stack,
                                 cluster=key)
-            result = self.run_engine("up", lambda: self.engine.up(desired, message=why, refresh=refresh,
+            result = self.runs.run("up", lambda: self.engine.up(desired, message=why, refresh=refresh,
                                                                   on_progress=progress),
                                      stack=desired.stack, cluster=key)
         except Failure as exc:  # over the last progress written (the Failed lastUpdate drops it); StackLocked too
@@ -266,7 +254,7 @@ class Reconciler:
         if not stuck and (last is None or last.result != "Running"):
             return status
         try:
-            result = self.run_engine("recover", lambda: self.engine.recover(stack), stack=stack,
+            result = self.runs.run("recover", lambda: self.engine.recover(stack), stack=stack,
                                      cluster=object_key(raw))
         except EngineError as exc:
             LOG.warning("%s: recovering the stack failed: %s", stack, exc)
