@@ -76,6 +76,21 @@ INGRESS_STATUS_KEY = "sharedIngress"
 # (besides "<namespace>.", which is always the namespace's own).
 CLUSTER_ID_PREFIXES_ANNOTATION = f"{GROUP}/cluster-id-prefixes"
 
+# Cluster sources (docs/sources.md): another project's cluster object (Cluster API, Hive) opts in with these, on
+# itself, as in the clustermesh seed; MESH_LABEL and MESH_ENABLED_ANNOTATION put it in a group as on a HubCluster.
+ENABLED_ANNOTATION = f"{GROUP}/enabled"  # "true": keep a HubCluster for this source object
+PRIVATELINK_ANNOTATION = f"{GROUP}/privatelink"  # "true": the derived HubCluster asks for PrivateLink
+SOURCE_FINALIZER = f"{GROUP}/source"  # holds a deleted source object until every stack touching it converged
+# On a hand-written HubCluster: "true" keeps it as written when a source object of the same name opts in
+# (otherwise the source's derived spec replaces it, keeping its stack).
+OVERRIDES_SOURCE_ANNOTATION = f"{GROUP}/overrides-source"
+# status.network: what discovery found in the cluster's account (stacks.network.found.FoundNetwork); resolve()
+# reads it, all but its observedAt.
+NETWORK_STATUS_KEY = "network"
+# The installer's cluster tag (OpenShift installers and CAPA both write it): kubernetes.io/cluster/<infraID>.
+INSTALLER_CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
+INSTALLER_CLUSTER_TAG_VALUES = ("owned", "shared")
+
 # The registry (docs/registry.md). A Tenant is materialised as a Namespace of its name (or the one it adopts),
 # labelled and annotated with TENANT_ANNOTATION = the Tenant's name.
 TENANT_LABEL = f"{GROUP}/tenant"

@@ -116,7 +116,7 @@ def _private_link(cluster: Cluster, hub: HubConfig, region: str, vpc: EndpointVP
     host, port = names.parse_api_url(cluster.spec.aws.api_url)
     return PrivateLinkInputs(
         infra_id=cluster.spec.infra_id,
-        nlb_name=f"{cluster.spec.infra_id}-int",
+        nlb_name=cluster.spec.private_link.load_balancer_name or f"{cluster.spec.infra_id}-int",
         api_host=host,
         api_port=port,
         allowed_principal=hub.spec.allowed_principal or hub.spec.credentials.role_arn,

@@ -14,20 +14,46 @@ from stacks.names import CLUSTER_ID, CLUSTER_ID_MAX, cluster_key, stack_name
 
 
 class Network(Spec):
-    """The cluster's VPC, as the hub connects it."""
+    """The cluster's VPC, as the hub connects it. Every fact may be left out: discovery reads it from the cluster's
+    account (status.network). What is declared is compared with what discovery finds, and a disagreement is
+    refused by name (stacks.network.merge); the stack is built from the merged network."""
 
-    vpc_id: VpcID = Field(alias="vpcID", description="The cluster's VPC (vpc-...).")
-    cidr: VpcCidr = Field(description="The cluster VPC's CIDR block (/16 to /28).")
+    vpc_id: VpcID | None = Field(None, alias="vpcID",
+        description="The cluster's VPC (vpc-...). Unset: the VPC tagged kubernetes.io/cluster/<infraID> "
+                    "(owned or shared) in the cluster's account.")
+    cidr: VpcCidr | None = Field(None,
+        description="The cluster VPC's primary CIDR block (/16 to /28). Unset: discovered. Declared: must be one "
+                    "of the VPC's blocks.")
+    secondary_cidrs: list[VpcCidr] = Field(default_factory=list, alias="secondaryCIDRs", max_length=5,
+        description="The VPC's other associated IPv4 CIDR blocks (AWS allows 5 per VPC by default); discovery "
+                    "fills them.")
     # AWS: 200 route tables per VPC, 5 security groups per network interface (16 at most by quota).
     route_table_ids: list[RouteTableID] = Field(default_factory=list, alias="routeTableIDs", max_length=200,
-        description="The route tables that get routes to the hub and to mesh peers (at most 200, AWS's per VPC).")
+        description="The route tables that get routes to the hub and to mesh peers (at most 200, AWS's per VPC). "
+                    "Empty: the VPC's tables, as HubConfig spec.discovery.routeTables chooses.")
     node_security_group_ids: list[SecurityGroupID] = Field(default_factory=list, alias="nodeSecurityGroupIDs",
                                                            max_length=16,
                                                            description="The nodes' security groups, which get the "
-                                                                       "mesh rules (at most 16).")
+                                                                       "mesh rules (at most 16). Empty: found by "
+                                                                       "tag.")
     # Transit Gateway mode: the subnets its attachment uses, at most one per availability zone.
     transit_subnets: list[Subnet] = Field(default_factory=list, alias="transitSubnets", max_length=32,
-        description="Transit Gateway mode: the subnets the attachment uses, at most one per availability zone.")
+        description="Transit Gateway mode: the subnets the attachment uses, at most one per availability zone. "
+                    "Empty: one discovered subnet per zone.")
+
+    @property
+    def vpc(self) -> str:
+        """The VPC ID, declared or discovered (stacks.network.merge fills it before anything plans)."""
+        if self.vpc_id is None:
+            raise ValueError("the network is not resolved yet: no VPC declared or discovered")
+        return self.vpc_id
+
+    @property
+    def cidrs(self) -> tuple[str, ...]:
+        """Every IPv4 CIDR block of the VPC, the primary first (declared, or filled by stacks.network.merge)."""
+        if self.cidr is None:
+            raise ValueError("the network is not resolved yet: no CIDR declared or discovered")
+        return tuple(dict.fromkeys([self.cidr, *self.secondary_cidrs]))
 
     @model_validator(mode="after")
     def _one_subnet_per_zone(self) -> "Network":
@@ -44,6 +70,11 @@ class ClusterPrivateLink(Spec):
 
     enabled: bool = Field(False,
         description="Publish the cluster's API server to the hub through a PrivateLink endpoint service.")
+    # CAPA names its control-plane NLB itself (status.networkStatus.apiServerElb.name); installers use <infraID>-int.
+    load_balancer_name: str | None = Field(None, alias="loadBalancerName", min_length=1, max_length=32,
+                                           pattern=r"^[A-Za-z0-9]([-A-Za-z0-9]{0,30}[A-Za-z0-9])?$",
+        description="The internal network load balancer in front of the API server. Unset: <infraID>-int, the "
+                    "installer's.")
 
 
 class ClusterSharedIngress(Spec):

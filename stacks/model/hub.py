@@ -292,6 +292,46 @@ class HubRegistry(Spec):
                     "Longer is refused; an agent's token is capped to it.")
 
 
+class TagMatch(Spec):
+    """A tag to match: key and value; "{infraID}" in the value stands for the cluster's infra ID."""
+
+    key: str = Field(min_length=1, max_length=128, description="The tag's key.")
+    value: str = Field(min_length=1, max_length=256,
+        description="The tag's value; {infraID} stands for the cluster's infra ID.")
+
+
+def _default_node_groups() -> list[TagMatch]:
+    # CAPA tags its node group with the role; OpenShift installers name it <infraID>-node (4.x) or
+    # <infraID>-worker-sg (4.16+, CAPA-based).
+    return [TagMatch(key="sigs.k8s.io/cluster-api-provider-aws/role", value="node"),
+            TagMatch(key="Name", value="{infraID}-node"), TagMatch(key="Name", value="{infraID}-worker-sg")]
+
+
+class Discovery(Spec):
+    """How discovery reads a cluster's network from its account (docs/sources.md): which route tables and
+    security groups are the cluster's."""
+
+    route_tables: Literal["all", "private"] = Field("all", alias="routeTables",
+        description="The route tables a cluster's network takes: all of its VPC's, or only those of subnets "
+                    "tagged private (privateSubnetTag).")
+    private_subnet_tag: str = Field("kubernetes.io/role/internal-elb", alias="privateSubnetTag", min_length=1,
+                                    max_length=128,
+        description="The subnet tag that marks a private subnet (any value but \"0\" and \"false\").")
+    node_security_groups: list[TagMatch] = Field(default_factory=_default_node_groups,
+                                                 alias="nodeSecurityGroups", max_length=10,
+        description="A security group of the cluster's VPC is a node group when it has any of these tags.")
+    interval: Duration = Field("10m",
+        description="How often the network is read again (a duration); a new subnet's route table is meshed "
+                    "within one interval.")
+
+
+class Sources(Spec):
+    """Which namespaces' Cluster API and Hive objects may opt in (docs/sources.md)."""
+
+    namespaces: list[NamespaceName] | None = Field(None, max_length=10000,
+        description="Take source objects only in these namespaces. Unset: in any namespace that owns an account.")
+
+
 class HubConfigSpec(Spec):
     """The hub: its account and region, how to reach it, its endpoint VPCs and role map, mesh groups,
     shared ingress, tenancy rules and registry limits."""
@@ -323,6 +363,10 @@ class HubConfigSpec(Spec):
                     "caps.")
     registry: HubRegistry = Field(default_factory=lambda: HubRegistry(),
         description="Limits on the registry's credentials.")
+    discovery: Discovery = Field(default_factory=lambda: Discovery(),
+        description="How a cluster's network is read from its account.")
+    sources: Sources = Field(default_factory=lambda: Sources(),
+        description="Which namespaces' Cluster API and Hive objects may opt in.")
 
 
 class HubConfig(Resource):
