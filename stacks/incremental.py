@@ -34,8 +34,10 @@ from stacks.mesh.share import MeshShare
 from stacks.model.cluster import Cluster
 from stacks.model.hub import EndpointVPC, HubConfig
 from stacks.placement import Want, kept, place_endpoints, place_pending
-from stacks.resolve import (Fleet, Resolved, admit, base_inputs, claims_host, claims_id, finish, quotas, seat_of,
-                            want_of)
+from stacks.network.found import found_of
+from stacks.network.merge import vpc_claims
+from stacks.resolve import (Fleet, Resolved, admit, base_inputs, claims_host, claims_id, finish, merged_refusals,
+                            quotas, seat_of, want_of, with_network)
 from stacks.targets import AwsTarget
 from stacks.tenancy import (Owners, api_host, claim_hosts, first_claims, namespace_caps, namespace_of,
                             owned_accounts)
@@ -84,9 +86,10 @@ class FleetResolver:
 
     def __init__(self, hub: HubConfig, *, namespaces: Mapping[str, Mapping[str, str]] | None = None,
                  role_map: Mapping[str, str] | None = None, foreign_endpoints: Mapping[str, int] | None = None,
-                 mesh_status: MeshStatus | None = None):
+                 mesh_status: MeshStatus | None = None, discovery: bool = False):
         status = mesh_status or MeshStatus.empty()
         self._hub = hub
+        self._discovery = discovery  # stacks.resolve.Fleet.discovery
         self._namespaces: dict[str, Mapping[str, str]] = dict(namespaces or {})
         self._role_map = role_map
         self._foreign = dict(foreign_endpoints or {})
@@ -107,7 +110,8 @@ class FleetResolver:
     def of(cls, fleet: Fleet) -> "FleetResolver":
         """A resolver holding `fleet`: its first resolve() is resolve_all(fleet)."""
         resolver = cls(fleet.hub, namespaces=fleet.namespaces, role_map=fleet.role_map,
-                       foreign_endpoints=fleet.foreign_endpoints, mesh_status=fleet.mesh_status)
+                       foreign_endpoints=fleet.foreign_endpoints, mesh_status=fleet.mesh_status,
+                       discovery=fleet.discovery)
         for cluster in fleet.clusters:
             resolver.put(cluster, fleet.placements.get(cluster.key), fleet.mesh_status.attachments.get(cluster.key),
                          cluster.key in fleet.stacks)
@@ -203,6 +207,8 @@ class FleetResolver:
         self._by_account = _Index()
         self._claims: dict[str, str] = {}
         self._admitted: dict[str, Target] = {}  # admit's answer, before the namespace's caps
+        self._gate: dict[str, Target] = {}  # after the namespace's caps, before the network (target_of)
+        self._networked: dict[str, Cluster] = {}  # admitted clusters with their network merged (with_network)
         self._targets: dict[str, Target] = {}
         self._by_region = _Index()
         self._wants: dict[str, tuple[Want, str | None]] = {}
@@ -226,6 +232,8 @@ class FleetResolver:
         self._host_refusals: dict[str, InvalidSpec] = {}
         self._by_id = _Index()
         self._id_refusals: dict[str, FieldError] = {}
+        self._by_vpc = _Index()
+        self._vpc_refusals: dict[str, InvalidSpec] = {}
         self._dirty |= set(self._entries)
 
     def _owners(self) -> Owners:
@@ -283,7 +291,24 @@ class FleetResolver:
                      for k in members if (e := self._entries[k]) is not None]
             refused = quotas(self._hub, name, annotations, seats)
             final.update({k: refused.get(k) or self._admitted.get(k) for k in members})
+        for key, target in list(final.items()):
+            _set(self._gate, key, target)
+            entry = self._entries.get(key)
+            if entry is None or target is None:
+                self._networked.pop(key, None)
+                continue
+            cluster, final[key] = with_network(entry.cluster, target, self._hub, self._discovery)
+            self._networked[key] = cluster
         return {key for key, target in final.items() if _set(self._targets, key, target)}
+
+    def _cluster(self, key: str) -> Cluster:
+        """The cluster with its network merged, once admitted (the mesh plans with it)."""
+        return self._networked.get(key) or self._entries[key].cluster
+
+    def target_of(self, key: str) -> AwsTarget | None:
+        """Where the tenancy gate admitted the cluster (before its network is merged): where discovery looks."""
+        target = self._gate.get(key)
+        return target if isinstance(target, AwsTarget) else None
 
     def _place(self, keys: set[str]) -> set[str]:
         """Re-place every region a cluster's want (or recorded VPC) entered or left; the keys whose VPC changed.
@@ -351,7 +376,7 @@ class FleetResolver:
         for key in keys:
             entry = self._entries.get(key)
             group, unstamp = membership(entry.cluster, self._hub) if entry is not None else (None, False)
-            view = (mesh_view(entry.cluster), self._targets[key], entry.attachment) \
+            view = (mesh_view(self._cluster(key)), self._targets[key], entry.attachment) \
                 if entry is not None and (group is not None or unstamp) else None  # else the mesh does not see it
             if not _set(self._views_of, key, view) and not stale:
                 continue
@@ -394,7 +419,7 @@ class FleetResolver:
             members = self._by_unit.members.get(unit)
             if not members:
                 continue
-            clusters = [self._entries[k].cluster for k in sorted(members)]
+            clusters = [self._cluster(k) for k in sorted(members)]
             new = plan_mesh(self._hub, clusters, self._targets, self._status_for(members), self._roles)
             self._unit_plans[unit] = new
             for part, values in zip((*per_key, *named), (new.shares, new.errors, new.stamps, new.groups, new.transit)):
@@ -428,7 +453,15 @@ class FleetResolver:
                 if entry is not None and target is not None and claims_id(entry.cluster, self._hub, owners, target) \
                 else None
             ids.update((*self._by_id.move(key, cluster_id), cluster_id))
+        vpcs: set[str | None] = set()
+        for key in keys:
+            entry = self._entries.get(key)
+            found = found_of(entry.cluster.status) if entry is not None \
+                and isinstance(self._targets.get(key), AwsTarget) else None
+            vpc = found.vpc_id if found is not None else None
+            vpcs.update((*self._by_vpc.move(key, vpc), vpc))
         changed = self._reclaim(keys, _present(hosts), self._by_host, self._host_refusals, claim_hosts)
+        changed |= self._reclaim(keys, _present(vpcs), self._by_vpc, self._vpc_refusals, vpc_claims)
         changed |= self._reclaim(keys, _present(ids), self._by_id, self._id_refusals, lambda cs: claim_ids(cs)[1])
         return changed
 
@@ -449,7 +482,8 @@ class FleetResolver:
             value: Value | None = None
             guest = None
             if entry is not None:
-                value, guest = finish(entry.cluster, self._base_values[key], self._host_refusals.get(key),
+                value, guest = finish(entry.cluster, self._base_values[key],
+                                      merged_refusals(self._host_refusals.get(key), self._vpc_refusals.get(key)),
                                       self._id_refusals.get(key), self._mesh_errors.get(key)
                                       or self._membership_errors.get(key))
             if _set(self._final, key, value):

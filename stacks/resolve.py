@@ -19,6 +19,7 @@ from stacks.ingress import Route, claim_ids, cluster_id_of, ingress_error, route
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh.plan import MeshPlan, plan_mesh
 from stacks.mesh.share import MeshShare
+from stacks.network.merge import merged, vpc_claims
 from stacks.model.cluster import Cluster
 from stacks.model.hub import EndpointVPC, HubConfig
 from stacks.transit import MeshStatus
@@ -47,6 +48,9 @@ class Fleet:
     # What the service recorded of the mesh: each group's state and the transit stacks' outputs (HubConfig
     # status.mesh), each member's attachment (its status). The offline plan reads the hub file's status.
     mesh_status: MeshStatus = field(default_factory=MeshStatus.empty)
+    # Whether a discovery reads the clusters' networks (the service with AWS, the plan with its stand-ins): then a
+    # cluster waits for its status.network before anything is built (stacks.network.merge).
+    discovery: bool = False
 
     def owners(self) -> Owners:
         return Owners.of(self.hub, self.clusters, self.namespaces)
@@ -175,6 +179,17 @@ def fleet_targets(fleet: Fleet, owners: Owners | None = None) -> dict[str, AwsTa
     return targets
 
 
+def with_network(cluster: Cluster, target: AwsTarget | InvalidSpec, hub: HubConfig,
+                 discovery: bool) -> tuple[Cluster, AwsTarget | InvalidSpec]:
+    """An admitted cluster with its network merged from what discovery found (stacks.network.merge), or refused
+    (Pending while discovery has not read it, NetworkMismatch when the account contradicts it): a refusal here
+    is an admission refusal, and the cluster takes nothing from the fleet."""
+    if isinstance(target, InvalidSpec):
+        return cluster, target
+    found = merged(cluster, target, hub.spec.discovery, discovery=discovery)
+    return (cluster, found) if isinstance(found, InvalidSpec) else (found, target)
+
+
 def seat_of(cluster: Cluster, target: AwsTarget | InvalidSpec, stack: bool, placement: str | None) -> Seat:
     """The cluster as its namespace's caps see it: admitted or not, asking for an endpoint, holding what."""
     return Seat(cluster, isinstance(target, AwsTarget), cluster.spec.private_link.enabled, stack, bool(placement))
@@ -221,6 +236,10 @@ def resolve_all(fleet: Fleet) -> Resolved:
     hub = fleet.hub
     owners = fleet.owners()
     targets = fleet_targets(fleet, owners)
+    networked = [with_network(c, targets[c.key], hub, fleet.discovery) for c in fleet.clusters]
+    targets.update({c.key: target for c, target in networked})
+    fleet = replace(fleet, clusters=tuple(c for c, _ in networked))
+    vpc_refusals = vpc_claims(c for c in fleet.clusters if isinstance(targets[c.key], AwsTarget))
     wants = [w for c in fleet.clusters if (w := want_of(c, targets[c.key])) is not None]
     placed = place_endpoints(hub, wants, fleet.placements, fleet.foreign_endpoints)
     mesh = plan_mesh(hub, fleet.clusters, targets, fleet.mesh_status, accounts.merged_role_map(hub, fleet.role_map))
@@ -233,7 +252,8 @@ def resolve_all(fleet: Fleet) -> Resolved:
     for cluster in fleet.clusters:
         key = cluster.key
         base = base_inputs(cluster, hub, owners, fleet.role_map, targets[key], placed.get(key), mesh.share(key))
-        value, guest = finish(cluster, base, host_refusals.get(key), id_refusals.get(key), mesh.errors.get(key))
+        value, guest = finish(cluster, base, merged_refusals(host_refusals.get(key), vpc_refusals.get(key)),
+                              id_refusals.get(key), mesh.errors.get(key))
         result[key] = value
         if guest is not None:
             guests[key] = guest
@@ -285,6 +305,14 @@ def finish(cluster: Cluster, base: StackInputs | InvalidSpec, host: InvalidSpec 
     value = _merged(_merged(base, host), InvalidSpec([taken]) if taken is not None else None)
     guest = value.shared_ingress if isinstance(value, StackInputs) and cluster.spec.shared_ingress.enabled else None
     return _merged(value, mesh), guest
+
+
+def merged_refusals(first: InvalidSpec | None, second: InvalidSpec | None) -> InvalidSpec | None:
+    """Two fleet-wide refusals of one cluster as one (either may be None)."""
+    if first is None or second is None:
+        return first or second
+    merged_ = _merged(first, second)
+    return merged_ if isinstance(merged_, InvalidSpec) else None
 
 
 def _merged(earlier: StackInputs | InvalidSpec, problem: InvalidSpec | None) -> StackInputs | InvalidSpec:

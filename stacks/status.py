@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal, Mapping, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from stacks.names import CLUSTER_ID, CLUSTER_ID_MAX, RECONCILE_REQUEST_ANNOTATION
+from stacks.names import CLUSTER_ID, CLUSTER_ID_MAX, NETWORK_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
+from stacks.network.found import FoundNetwork
 
 CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")  # kstatus: exactly one story at a time
 DRIFT_CONDITION = "DriftDetected"  # beside them: True while the last drift check found the cloud changed
@@ -159,6 +160,9 @@ class BootstrapTokenStatus(StatusModel):
 # Status fields the registry API writes (docs/registry.md). The service neither writes nor nulls them, and
 # resolve() never reads them: a cluster's facts or token can never change its stack.
 REGISTRY_STATUS_FIELDS = ("facts", "bootstrapToken")
+# Fields of a HubCluster's status that another writer than the cluster reconciler owns (the registry's, and the
+# discovery's status.network): the reconciler's patches never carry or null them.
+OTHER_WRITERS_STATUS_FIELDS = (*REGISTRY_STATUS_FIELDS, NETWORK_STATUS_KEY)
 
 
 class ClusterStatus(StatusModel):
@@ -190,6 +194,8 @@ class ClusterStatus(StatusModel):
         description="The latest dynamic facts the cluster's agent pushed (written by the registry).")
     bootstrap_token: BootstrapTokenStatus | None = Field(None,
         description="The cluster's one-time bootstrap token (written by the registry).")
+    network: FoundNetwork | None = Field(None,
+        description="The cluster's network as discovery read it in its account (written by the discovery).")
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)

@@ -20,6 +20,7 @@ from automation.adapters.loop import Loop
 from automation.adapters.kube.informer import Raw
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
+from stacks.targets import AwsTarget
 from stacks.incremental import FleetResolver
 from stacks.resolve import Resolved
 from stacks.model.cluster import Cluster
@@ -133,8 +134,9 @@ class Desired:
     raises WrongThread. Before, a single thread (a test, the start-up's seed_routes) may use it.
     """
 
-    def __init__(self, cache: Cache, stamps: JoinStamps | None = None):
+    def __init__(self, cache: Cache, stamps: JoinStamps | None = None, *, discovery: bool = False):
         self.cache = cache
+        self.discovery = discovery  # a discovery reads the networks: a cluster waits for its status.network
         self.stamps = stamps or JoinStamps()
         self.view = Published()  # the latest Snapshot: what the reconcilers read (DesiredView)
         self._owner: int | None = None  # the mapper's thread, once it started
@@ -146,6 +148,7 @@ class Desired:
         self._invalid: dict[str, InvalidSpec] = {}  # refused before resolve: unparseable, or no valid hub
         self._inputs: Frozen[str, StackInputs | InvalidSpec] = Frozen()  # the answer: resolved, or refused before
         self._digests: Frozen[str, str] = Frozen()
+        self._gates: Frozen[str, AwsTarget] = Frozen()  # where each admitted cluster's discovery looks
         self._decided: dict[str, str] = {}  # key -> the endpoint VPC placed in, kept (see _pin)
         self._changed: set[str] = set()  # keys whose answer moved since the mapper last took them
         self._current: Resolution | None = None
@@ -233,13 +236,19 @@ class Desired:
                 inputs[key], digests[key] = value, _digest(value)
         self._inputs = self._inputs.updated(inputs, gone)
         self._digests = self._digests.updated(digests, gone)
+        gates: dict[str, AwsTarget] = {}
+        for key in moved:
+            gate = self._resolver.target_of(key) if self._resolver is not None else None
+            if gate is not None:
+                gates[key] = gate
+        self._gates = self._gates.updated(gates, [key for key in moved if key not in gates and key in self._gates])
 
     def publish(self, resolution: Resolution) -> Snapshot:
         """Freeze `resolution` (get()'s last) and the stamps handed out into `view`, where the workers read it."""
         self._enter()
         snapshot = Snapshot(number=self.resolves, values=resolution.inputs, guests=resolution.guests,
                             stamps=self.stamps.frozen(), transits=resolution.transit, hub=resolution.hub,
-                            cache=self.cache)
+                            cache=self.cache, gates=self._gates)
         self.view.publish(snapshot)
         return snapshot
 
@@ -261,7 +270,8 @@ class Desired:
             everyone |= set(self._invalid)  # the hub's problem changed: every refusal says so
         elif self._resolver is None:
             self._resolver = FleetResolver(hub, namespaces=shared.namespaces, role_map=shared.role_map,
-                                           foreign_endpoints=shared.foreign_endpoints, mesh_status=status)
+                                           foreign_endpoints=shared.foreign_endpoints, mesh_status=status,
+                                           discovery=self.discovery)
         else:
             self._resolver.set_hub(hub)
             self._resolver.set_role_map(shared.role_map)
@@ -340,12 +350,14 @@ class Mapper(Loop):
                  add_after: Callable[[str, float], None], triage: Triage,
                  observers: Iterable[Callable[[Resolution], None]] = (),
                  watchers: Iterable[Callable[[Resolution], None]] = (),
-                 reset: Callable[[str], None] = lambda key: None):
+                 reset: Callable[[str], None] = lambda key: None,
+                 followers: Iterable[Callable[[str], None]] = ()):
         super().__init__("mapper")
         self.cache, self.desired = cache, desired
         self.add, self.add_after, self.triage, self.reset = add, add_after, triage, reset
         self.observers = tuple(observers)
         self.watchers = tuple(watchers)
+        self.followers = tuple(followers)  # other controllers reading the snapshot: each pass's keys, once published
         self._seen: dict[str, tuple] = {}
         self._seen_transit: dict[str, str | None] = {}  # transit stack -> digest last queued for (None: to go)
         self._resolution: Resolution | None = None
@@ -377,6 +389,9 @@ class Mapper(Loop):
                 except Exception:  # noqa: BLE001 - an observer must not stop the mapping
                     LOG.exception("observer %r failed", observe)
         self._resolution = resolution
+        for follow in self.followers:
+            for key in keys:
+                follow(key)
         for key in sorted(keys):
             entry = self.cache.entry(key)
             if entry is None:

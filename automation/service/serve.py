@@ -32,10 +32,12 @@ from automation.adapters.engine import Engine
 from automation.adapters.kube.ingress_sync import IngressSync
 from automation.adapters.kube.leader import LeaderElector, default_identity
 from automation.adapters.kube.clusters import KubeClusters
+from automation.adapters.kube.network_status import NetworkStatus
 from automation.adapters.kube.status import EventRecorder, StatusWriter, state_of
 from automation.adapters.kube.informer import Informer, sources
 from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
+from automation.service.discovery import Discovery, Lookup
 from automation.service.mapper import Desired, Mapper, Resolution
 from automation.service.options import ServiceOptions
 from automation.service.queue import Outcome, WorkQueue
@@ -89,8 +91,10 @@ def default_audit() -> Audit:
 class Service:
     def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
                  guards: Iterable[Guard] | None = None, audit: Audit | None = None,
-                 census: Count | None = None, on_lost_leadership: Callable[[], None] | None = None):
+                 census: Count | None = None, on_lost_leadership: Callable[[], None] | None = None,
+                 discovery: Lookup | None = None):
         self.options = options
+        self.discovery = discovery  # reads each cluster's network (None: the declared network is taken as is)
         self.census = census  # counts other endpoints in the inventory VPCs (None: placement assumes none)
         self.api_client = api_client
         self.engine = engine
@@ -159,7 +163,7 @@ class Service:
                 return
             self.pipeline = Pipeline(self.options, api_client=self.api_client, engine=self.engine,
                                      guards=self.guards, audit=self.audit, metrics=self.metrics,
-                                     identity=self.identity, census=self.census)
+                                     identity=self.identity, census=self.census, discovery=self.discovery)
             self.pipeline.start()
 
     def _stop_pipeline(self, grace: float) -> None:
@@ -187,11 +191,11 @@ class Pipeline:
 
     def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
                  guards: Iterable[Guard], audit: Audit | None, metrics: Metrics, identity: str,
-                 census: Count | None = None):
+                 census: Count | None = None, discovery: Lookup | None = None):
         self._api_client, self._watch_namespace = api_client, options.watch_namespace
         self.cache = Cache(hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                            role_map_namespace=options.namespace, parse_role_map=role_map_entries)
-        self.desired = Desired(self.cache)
+        self.desired = Desired(self.cache, discovery=discovery is not None)
         self._ingress = IngressSync(api_client)  # reads the published routes once, at start
         self.engine = engine
         self.queue = WorkQueue(Backoff(options.backoff_base, options.backoff_cap), settle=options.settle)
@@ -210,9 +214,18 @@ class Pipeline:
                                          runs=self.runs, events=self.events, lock_retry=options.lock_retry,
                                          stalled_recheck=options.stalled_recheck)
         self.mesh_states = MeshStates(self.cache, mesh_status, self.events)
+        # Discovery (automation/service/discovery.py): each admitted cluster's network read into status.network,
+        # on a queue of its own, fed by the mapper's passes (the snapshot says where to look) and requeued when due.
+        self.discovery: Discovery | None = None
+        self.discovery_queue = WorkQueue(Backoff(options.backoff_base, options.backoff_cap))
+        if discovery is not None:
+            self.discovery = Discovery(desired=self.desired.view, cache=self.cache, lookup=discovery,
+                                       sink=NetworkStatus(api_client, self.events),
+                                       stalled_recheck=options.stalled_recheck)
         self.mapper = Mapper(self.cache, self.desired, add=self.queue.add, add_after=self.queue.add_after,
                              triage=self.reconciler.triage, observers=[shared_ingress_sync(api_client)],
-                             watchers=[self.mesh_states], reset=self.queue.forget)
+                             watchers=[self.mesh_states], reset=self.queue.forget,
+                             followers=[self.discovery_queue.add] if discovery is not None else [])
         # The runtime (automation/service/runtime.py): one informer per kind, the Cache the store of the four the
         # stacks read, shared with the tenant controller; one start-when-synced for both controllers.
         self.manager = Manager(watch_timeout=options.watch_timeout, on_restart=metrics.watch_restarted)
@@ -226,6 +239,9 @@ class Pipeline:
         self.stacks = self.manager.controller("stacks", self.reconcile, queue=self.queue, workers=options.workers,
                                               threads="worker")
         self.workers = self.stacks.workers
+        if self.discovery is not None:
+            self.manager.controller("discovery", self.discovery.reconcile, queue=self.discovery_queue,
+                                    workers=max(1, options.workers))
         self.census = EndpointCensus(self.cache, census, interval=options.endpoint_census_interval) \
             if census is not None and options.endpoint_census_interval > 0 else None
         self.tenants = TenantController(

@@ -21,6 +21,8 @@ from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
+from stacks.network.query import NetworkQuery, query_of
+from stacks.targets import AwsTarget
 from stacks.tenancy import namespace_of
 from stacks.transit import TransitInputs
 
@@ -44,6 +46,10 @@ class DesiredView(Protocol):
 
     def transit(self, stack: str) -> TransitInputs | None:
         """A transit stack's desired inputs; None when no mesh group uses it."""
+
+    def network_query(self, key: str) -> NetworkQuery | None:
+        """What discovery reads for the cluster (stacks.network.query), in the account the tenancy gate admitted
+        it to; None: registered only, refused at the gate, or unknown."""
 
 
 # --------------------------------------------------------------------------- a persistent map
@@ -140,6 +146,7 @@ class Snapshot:
     transits: Mapping[str, TransitInputs] = field(default_factory=dict)
     hub: HubConfig | None = None
     cache: "Cache | None" = None
+    gates: Mapping[str, AwsTarget] = field(default_factory=Frozen)  # where each admitted cluster was admitted
 
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
         return self.values.get(key)
@@ -178,6 +185,12 @@ class Snapshot:
         cluster = self._cluster(key)
         return cluster is not None and not cluster.spec.provisioned
 
+    def network_query(self, key: str) -> NetworkQuery | None:
+        cluster, target = self._cluster(key), self.gates.get(key)
+        if cluster is None or target is None or self.hub is None:
+            return None
+        return query_of(cluster, target, self.hub)
+
     def _cluster(self, key: str) -> Cluster | None:
         entry = self.cache.entry(key) if self.cache is not None else None
         return entry.parsed if entry is not None and isinstance(entry.parsed, Cluster) else None
@@ -211,3 +224,6 @@ class Published:
 
     def transit(self, stack: str) -> TransitInputs | None:
         return self.current.transit(stack)
+
+    def network_query(self, key: str) -> NetworkQuery | None:
+        return self.current.network_query(key)

@@ -14,7 +14,7 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.model.resource import Namespace
-from stacks.names import INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
+from stacks.names import INGRESS_STATUS_KEY, JOIN_STATUS_KEY, NETWORK_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 
 
 def _describe(doc: Any) -> str:
@@ -134,6 +134,9 @@ def resolved_part(doc: Mapping[str, Any]) -> dict[str, Any]:
     status = doc.get("status")
     kept = {key: status[key] for key in (JOIN_STATUS_KEY, INGRESS_STATUS_KEY)
             if isinstance(status, Mapping) and status.get(key)}
+    network = status.get(NETWORK_STATUS_KEY) if isinstance(status, Mapping) else None
+    if isinstance(network, Mapping):  # what discovery found, but not when: reading it again changes no stack
+        kept[NETWORK_STATUS_KEY] = {k: v for k, v in network.items() if k != "observedAt"}
     if kept:
         part["status"] = kept
     return part

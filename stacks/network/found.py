@@ -6,7 +6,7 @@ the same network again changes no stack.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -14,44 +14,55 @@ from pydantic.alias_generators import to_camel
 from stacks.names import NETWORK_STATUS_KEY
 
 
+_Id = Annotated[str, Field(max_length=64)]
+_Cidr = Annotated[str, Field(max_length=18)]
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
 
 
 class FoundSubnet(_Wire):
-    """A subnet of the VPC: its zone, the route table it uses (explicit, or the VPC's main table) and whether it
-    is tagged private (HubConfig spec.discovery.privateSubnetTag)."""
+    """A subnet of the VPC: its zone, the route table it uses and whether it is tagged private."""
 
-    subnet_id: str = Field(alias="subnetID")
-    availability_zone: str
-    route_table_id: str | None = Field(None, alias="routeTableID")
-    private: bool = False
+    subnet_id: str = Field(alias="subnetID", max_length=64, description="The subnet's ID.")
+    availability_zone: str = Field(max_length=32, description="The subnet's availability zone.")
+    route_table_id: str | None = Field(None, alias="routeTableID", max_length=64,
+        description="The route table the subnet uses: its explicit association, else the VPC's main table.")
+    private: bool = Field(False,
+        description="Tagged private (HubConfig spec.discovery.privateSubnetTag, any value but 0 and false).")
 
 
 class FoundLoadBalancer(_Wire):
-    """The internal load balancer the cluster's API server is behind (PrivateLink's)."""
+    """The internal load balancer in front of the cluster's API server (PrivateLink's)."""
 
-    name: str
-    arn: str = ""
-    type: str = ""  # "network", "application", "gateway"; classic ELBs are not listed by elbv2
-    scheme: str = ""
-    vpc_id: str = Field("", alias="vpcID")
+    name: str = Field(max_length=64, description="The load balancer's name.")
+    arn: str = Field("", max_length=256, description="Its ARN.")
+    type: str = Field("", max_length=16, description="network, application or gateway.")
+    scheme: str = Field("", max_length=32, description="internal or internet-facing.")
+    vpc_id: str = Field("", alias="vpcID", max_length=64, description="The VPC it is in.")
 
 
 class FoundNetwork(_Wire):
-    """Everything discovery read about one cluster's VPC, in the cluster's own account and region."""
+    """What discovery read of the cluster's VPC, in the cluster's own account and region; the stack is built from
+    it and from what the spec declares, which must agree with it."""
 
-    account_id: str = Field(alias="accountID")
-    region: str
-    vpc_id: str = Field(alias="vpcID")
-    cidrs: tuple[str, ...] = ()  # every associated IPv4 block, the primary first
-    subnets: tuple[FoundSubnet, ...] = ()
-    route_table_ids: tuple[str, ...] = Field((), alias="routeTableIDs")  # every table of the VPC
-    # Security groups: every group of the VPC, and those matching HubConfig spec.discovery.nodeSecurityGroups.
-    security_group_ids: tuple[str, ...] = Field((), alias="securityGroupIDs")
-    node_security_group_ids: tuple[str, ...] = Field((), alias="nodeSecurityGroupIDs")
-    load_balancer: FoundLoadBalancer | None = Field(None, alias="loadBalancer")
-    observed_at: str | None = Field(None, alias="observedAt")
+    account_id: str = Field(alias="accountID", max_length=12, description="The account it was read in.")
+    region: str = Field(max_length=20, description="The region it was read in.")
+    vpc_id: str = Field(alias="vpcID", max_length=64, description="The cluster's VPC.")
+    cidrs: tuple[_Cidr, ...] = Field((), max_length=50,
+        description="Every IPv4 CIDR block associated with the VPC, the primary first.")
+    subnets: tuple[FoundSubnet, ...] = Field((), max_length=1000, description="The VPC's subnets.")
+    route_table_ids: tuple[_Id, ...] = Field((), alias="routeTableIDs", max_length=1000,
+        description="Every route table of the VPC.")
+    security_group_ids: tuple[_Id, ...] = Field((), alias="securityGroupIDs", max_length=2500,
+        description="Every security group of the VPC.")
+    node_security_group_ids: tuple[_Id, ...] = Field((), alias="nodeSecurityGroupIDs", max_length=100,
+        description="The node security groups: those with a tag of HubConfig spec.discovery.nodeSecurityGroups.")
+    load_balancer: FoundLoadBalancer | None = Field(None, alias="loadBalancer",
+        description="The API server's internal load balancer (PrivateLink clusters), when it exists.")
+    observed_at: str | None = Field(None, alias="observedAt", max_length=40,
+        description="When it was read (RFC 3339); the next read is due HubConfig spec.discovery.interval later.")
 
     def to_status(self) -> dict[str, Any]:
         """The wire form for status.network."""

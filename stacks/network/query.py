@@ -24,6 +24,7 @@ class NetworkQuery(Frozen):
     load_balancer_name: str | None = None  # PrivateLink's NLB; None: no PrivateLink, no look-up
     private_subnet_tag: str = "kubernetes.io/role/internal-elb"
     node_security_groups: tuple[tuple[str, str], ...] = ()  # (tag key, value) with {infraID} filled in
+    interval: str = "10m"  # between reads: HubConfig spec.discovery.interval (a duration, stacks.registry.seconds)
 
     @property
     def installer_tag(self) -> str:
@@ -46,4 +47,5 @@ def query_of(cluster: Cluster, target: AwsTarget, hub: HubConfig) -> NetworkQuer
         key=cluster.key, target=target, infra_id=spec.infra_id, vpc_id=spec.network.vpc_id,
         load_balancer_name=(link.load_balancer_name or f"{spec.infra_id}-int") if link.enabled else None,
         private_subnet_tag=settings.private_subnet_tag,
-        node_security_groups=tuple(_fill(m, spec.infra_id) for m in settings.node_security_groups))
+        node_security_groups=tuple(_fill(m, spec.infra_id) for m in settings.node_security_groups),
+        interval=settings.interval)

@@ -40,7 +40,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from stacks.names import CLUSTERS, GROUP, VERSION
-from stacks.status import (CONDITION_TYPES, DRIFT_CONDITION, REGISTRY_STATUS_FIELDS, ClusterStatus, Condition, Peering,
+from stacks.status import (CONDITION_TYPES, DRIFT_CONDITION, OTHER_WRITERS_STATUS_FIELDS, ClusterStatus, Condition, Peering,
                            RunProgress, StackOutputs)
 
 LOG = logging.getLogger("hubwright.status")
@@ -162,8 +162,9 @@ def _union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def _service_part(status: dict[str, Any]) -> dict[str, Any]:
-    """The status without the registry's fields: the service's patches never carry or null them."""
-    return {key: value for key, value in status.items() if key not in REGISTRY_STATUS_FIELDS}
+    """The status without the fields other writers own (the registry's, the discovery's): the reconciler's patches
+    never carry or null them."""
+    return {key: value for key, value in status.items() if key not in OTHER_WRITERS_STATUS_FIELDS}
 
 
 class StatusWriter:

@@ -12,6 +12,7 @@ from automation.adapters.kube.informer import Raw
 from automation.adapters.kube.status import conditions, outputs_from, rfc3339
 from stacks import status as reasons
 from stacks.errors import InvalidSpec
+from stacks.network.merge import Pending
 from stacks.inputs import StackInputs
 from stacks.names import RECONCILE_REQUEST_ANNOTATION, stack_name
 from stacks.status import ClusterStatus, LastUpdate, MeshJoin, RunProgress, SharedIngressStatus
@@ -95,8 +96,9 @@ def refused_status(raw: Raw, status: ClusterStatus, exc: InvalidSpec, *, placed:
         "observed_generation": generation, "mesh_join": mesh_join,
         "last_handled_reconcile_request": annotation(raw) or status.last_handled_reconcile_request,
         "shared_ingress": routed,
-        "conditions": conditions("stalled", exc.reason, str(exc), generation=generation,
-                                 previous=status.conditions, now=rfc3339(now))})
+        # Waiting for discovery is not a refusal: Progressing, until its status.network resolves the cluster again.
+        "conditions": conditions("progressing" if isinstance(exc, Pending) else "stalled", exc.reason, str(exc),
+                                 generation=generation, previous=status.conditions, now=rfc3339(now))})
 
 
 def registered_status(status: ClusterStatus, generation: int | None, *, now: float) -> ClusterStatus:

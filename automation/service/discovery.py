@@ -1,0 +1,122 @@
+"""The discovery controller: each HubCluster's network read from its own account into status.network.
+
+One controller on the shared runtime (automation/service/runtime.py), keyed by cluster, watching HubClusters. For
+each admitted cluster the mapper's snapshot says where to look (DesiredView.network_query: the account, region and
+role the tenancy gate admitted, the declared VPC or the installer tag). The lookup (automation.adapters.aws.discovery,
+or its stand-in) reads the VPC's CIDR blocks, subnets, route tables, security groups and the API's load balancer
+there; what it found is written to status.network with observedAt. The mapper re-resolves the cluster when the
+facts change (observedAt alone changes no stack: stacks.model.loading.resolved_part), and stacks.network.merge
+compares them with what the cluster declares.
+
+The network is read again every HubConfig spec.discovery.interval (a new subnet's route table is meshed within
+one interval, at the cost of one run), at once when the query changes (another account, region, VPC or load
+balancer), and sooner while a PrivateLink cluster's load balancer is not there yet.
+
+A lookup AWS refuses (AccessDenied, two VPCs with the installer's tag) stalls this controller's key with the
+reason, looked at again every --stalled-recheck, and says so in a Warning Event on the HubCluster; a transient
+failure is retried with backoff. Neither touches the stack: the cluster waits (Progressing, NetworkNotDiscovered)
+until a network is found, and keeps its last one meanwhile.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Literal, Protocol
+
+from automation.adapters.aws.lookups import LookupFailed, LookupRefused
+from automation.adapters.kube.status import parse_time, rfc3339
+from automation.service.cache import Cache
+from automation.service.queue import Outcome
+from automation.service.snapshot import DesiredView
+from stacks.network.found import FoundNetwork, found_of
+from stacks.network.query import NetworkQuery
+from stacks.registry import seconds
+
+LOG = logging.getLogger("hubwright.discovery")
+LOAD_BALANCER_RECHECK = 30.0  # seconds: a PrivateLink cluster whose load balancer is not there yet
+
+
+class Lookup(Protocol):
+    def discover(self, query: NetworkQuery, *, now: str) -> FoundNetwork: ...
+
+
+class StatusSink(Protocol):
+    def write(self, raw: dict[str, Any], network: dict[str, Any]) -> bool: ...
+
+    def event(self, raw: dict[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str) -> None: ...
+
+
+def stale(query: NetworkQuery, found: FoundNetwork | None) -> str | None:
+    """Why `found` no longer answers `query` (read it again now), or None."""
+    if found is None:
+        return "never read"
+    if (found.account_id, found.region) != (query.target.account_id, query.target.region):
+        return f"read in {found.account_id} ({found.region}), the cluster is in " \
+               f"{query.target.account_id} ({query.target.region})"
+    if query.vpc_id is not None and found.vpc_id != query.vpc_id:
+        return f"read for VPC {found.vpc_id}, the cluster names {query.vpc_id}"
+    if query.load_balancer_name is not None and (found.load_balancer is None
+                                                 or found.load_balancer.name != query.load_balancer_name):
+        return None  # not there yet, or renamed: looked at again on the shorter recheck (due_in)
+    return None
+
+
+def due_in(query: NetworkQuery, found: FoundNetwork, interval: float, now: float) -> float:
+    """Seconds until the next read (<= 0: now)."""
+    observed = parse_time(found.observed_at)
+    age = now - observed if observed is not None else interval
+    wait = interval
+    if query.load_balancer_name is not None and (found.load_balancer is None
+                                                 or found.load_balancer.name != query.load_balancer_name):
+        wait = min(wait, LOAD_BALANCER_RECHECK)
+    return wait - age
+
+
+class Discovery:
+    """The controller's reconcile: one key, one read when due, one status write when the facts moved."""
+
+    def __init__(self, *, desired: DesiredView, cache: Cache, lookup: Lookup, sink: StatusSink,
+                 stalled_recheck: float, clock: Callable[[], float] = time.time):
+        self.desired, self.cache, self.lookup, self.sink = desired, cache, lookup, sink
+        self.stalled_recheck = stalled_recheck
+        self.clock = clock
+        self.reads = 0  # lookups made (the bench and the tests count them)
+
+    def reconcile(self, key: str) -> Outcome:
+        raw = self.cache.get(key)
+        if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
+            return Outcome.done()  # gone or going: its network no longer matters
+        query = self.desired.network_query(key)
+        if query is None:
+            return Outcome.done()  # registered only, or refused at the gate: nothing to read, nowhere admitted
+        found = found_of(raw.get("status"))
+        now = self.clock()
+        interval = max(float(seconds(query.interval)), 1.0)
+        why = stale(query, found)
+        if why is None and found is not None:
+            due = due_in(query, found, interval, now)
+            if due > 0:
+                return Outcome.done(due)
+            why = "due"
+        try:
+            self.reads += 1
+            fresh = self.lookup.discover(query, now=rfc3339(now))
+        except LookupRefused as exc:
+            LOG.warning("%s: discovery refused: %s", key, exc)
+            self.sink.event(raw, "Warning", exc.reason, f"discovery: {exc}")
+            return Outcome.stall(exc.reason, self.stalled_recheck)
+        except LookupFailed as exc:
+            LOG.info("%s: discovery failed (retried): %s", key, exc)
+            self.sink.event(raw, "Warning", exc.reason, f"discovery: {exc}")
+            return Outcome.retry()
+        if not self.sink.write(raw, fresh.to_status()):
+            return Outcome.done()
+        if not fresh.same_as(found):
+            LOG.info("%s: network read (%s): VPC %s, %d CIDR blocks, %d route tables", key, why, fresh.vpc_id,
+                     len(fresh.cidrs), len(fresh.route_table_ids))
+            self.sink.event(raw, "Normal", "NetworkDiscovered",
+                            f"VPC {fresh.vpc_id}: {', '.join(fresh.cidrs)}; {len(fresh.route_table_ids)} route "
+                            f"tables, {len(fresh.node_security_group_ids)} node security groups")
+        return Outcome.done(due_in(query, fresh, interval, now))
+
+    __call__ = reconcile

@@ -1,0 +1,159 @@
+"""The declared network against the found one: one rule for what a cluster's stack is built from. Pure.
+
+`merged(cluster, found, ...)` returns the cluster with spec.network filled from what discovery found in the
+cluster's own account (status.network, stacks.network.found), or why it cannot be:
+
+- every fact the cluster declares is compared with what was found, and a disagreement is refused by name
+  (InvalidSpec, reason NetworkMismatch) before anything runs: a CIDR that is not one of the VPC's associations
+  (naming the VPC and its real blocks), a route table not in the VPC, a security group in another VPC, a
+  transit subnet not in the VPC or in another zone;
+- what the cluster leaves out is taken from what was found: the VPC's every CIDR block (the primary first: the
+  declared one, else the VPC's own), its route tables (all of them, or those of subnets tagged private, as
+  HubConfig spec.discovery.routeTables chooses), its node security groups (by tag), one subnet per zone for a
+  Transit Gateway attachment (a private one where there is one);
+- nothing found yet: the declared network as it is when discovery is off (the offline plan without
+  stand-ins, a service without AWS), else Pending (NetworkNotDiscovered: the cluster waits, nothing runs).
+
+`vpc_claims` is the fleet-wide rule: a VPC that discovery found for two clusters is refused for the younger one.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from stacks.errors import FieldError, InvalidSpec
+from stacks.model.cluster import Cluster, Network
+from stacks.model.hub import Discovery, Subnet
+from stacks.network.found import FoundNetwork, found_of
+from stacks.targets import AwsTarget
+
+MISMATCH = "NetworkMismatch"  # a declared fact the cluster's account contradicts
+NOT_DISCOVERED = "NetworkNotDiscovered"  # discovery has not read the network yet (or read it elsewhere)
+VPC_CLAIMED = "VPCClaimed"  # another, older cluster's VPC
+
+
+class Pending(InvalidSpec):
+    """Not invalid: waiting for a fact from elsewhere (discovery). Nothing runs; the status says Progressing,
+    and the discovery's status write is the input change that resolves it again."""
+
+    def __init__(self, obj: str, field: str, reason: str):
+        super().__init__([FieldError(obj, field, reason)], NOT_DISCOVERED)
+
+
+def _where(found: FoundNetwork) -> str:
+    return f"VPC {found.vpc_id} in account {found.account_id} ({found.region})"
+
+
+def _blocks(found: FoundNetwork) -> str:
+    return ", ".join(found.cidrs) or "no IPv4 block"
+
+
+def _tables(found: FoundNetwork, settings: Discovery) -> list[str]:
+    """The route tables a cluster that names none takes: all of its VPC's, or those of its private subnets."""
+    if settings.route_tables == "all":
+        return sorted(found.route_table_ids)
+    return sorted({s.route_table_id for s in found.subnets if s.private and s.route_table_id})
+
+
+def _transit_subnets(found: FoundNetwork) -> list[Subnet]:
+    """One subnet per zone for a Transit Gateway attachment: a private one where the zone has one."""
+    by_zone: dict[str, list] = {}
+    for subnet in found.subnets:
+        by_zone.setdefault(subnet.availability_zone, []).append(subnet)
+    out = []
+    for zone, subnets in sorted(by_zone.items()):
+        best = sorted(subnets, key=lambda s: (not s.private, s.subnet_id))[0]
+        out.append(Subnet(subnet_id=best.subnet_id, availability_zone=zone))
+    return out
+
+
+def disagreements(ref: str, declared: Network, found: FoundNetwork) -> list[FieldError]:
+    """Every declared fact the cluster's account contradicts, each naming the field and what was found."""
+    errors = []
+    where = _where(found)
+    blocks = set(found.cidrs)
+    for field, cidr in [("spec.network.cidr", declared.cidr),
+                        *((f"spec.network.secondaryCIDRs[{i}]", c) for i, c in enumerate(declared.secondary_cidrs))]:
+        if cidr is not None and cidr not in blocks:
+            errors.append(FieldError(ref, field, f"CIDR {cidr} is not a CIDR block of {where}, which has "
+                                                 f"{_blocks(found)}"))
+    tables = set(found.route_table_ids)
+    for i, table in enumerate(declared.route_table_ids):
+        if table not in tables:
+            errors.append(FieldError(ref, f"spec.network.routeTableIDs[{i}]",
+                                     f"route table {table} is not in {where}"))
+    groups = set(found.security_group_ids)
+    for i, group in enumerate(declared.node_security_group_ids):
+        if group not in groups:
+            errors.append(FieldError(ref, f"spec.network.nodeSecurityGroupIDs[{i}]",
+                                     f"security group {group} is not in {where}: it belongs to another VPC or "
+                                     "account"))
+    zones = {s.subnet_id: s.availability_zone for s in found.subnets}
+    for i, subnet in enumerate(declared.transit_subnets):
+        zone = zones.get(subnet.subnet_id)
+        if zone is None:
+            errors.append(FieldError(ref, f"spec.network.transitSubnets[{i}]",
+                                     f"subnet {subnet.subnet_id} is not in {where}"))
+        elif zone != subnet.availability_zone:
+            errors.append(FieldError(ref, f"spec.network.transitSubnets[{i}].availabilityZone",
+                                     f"subnet {subnet.subnet_id} is in {zone}, not {subnet.availability_zone}"))
+    return errors
+
+
+def merged(cluster: Cluster, target: AwsTarget, settings: Discovery, *, discovery: bool) -> Cluster | InvalidSpec:
+    """The cluster with its network filled from status.network, or why it cannot be (module docstring).
+    `target`: the account and region the tenancy gate admitted it to; `discovery`: whether one is running."""
+    declared = cluster.spec.network
+    if declared is None:
+        return cluster  # registered only: no network, no stack
+    found = found_of(cluster.status)
+    ref = cluster.ref
+    if found is not None and (found.account_id, found.region) != (target.account_id, target.region):
+        found = None  # read where the cluster no longer is: read again before anything runs
+    if found is not None and declared.vpc_id is not None and found.vpc_id != declared.vpc_id:
+        found = None  # read for another VPC: the same
+    if found is None:
+        if not discovery and declared.vpc_id is not None and declared.cidr is not None:
+            return cluster
+        what = (f"VPC {declared.vpc_id}" if declared.vpc_id else
+                f"the VPC tagged kubernetes.io/cluster/{cluster.spec.infra_id}")
+        return Pending(ref, "status.network", f"waiting for discovery to read {what} in account "
+                                              f"{target.account_id} ({target.region})")
+    errors = disagreements(ref, declared, found)
+    if errors:
+        return InvalidSpec(errors, MISMATCH)
+    if not found.cidrs:
+        return InvalidSpec.one(ref, "status.network.cidrs", f"{_where(found)} has no IPv4 CIDR block",
+                               condition=MISMATCH)
+    primary = declared.cidr or found.cidrs[0]
+    network = declared.model_copy(update={
+        "vpc_id": found.vpc_id,
+        "cidr": primary,
+        "secondary_cidrs": [c for c in found.cidrs if c != primary],
+        "route_table_ids": list(declared.route_table_ids) or _tables(found, settings),
+        "node_security_group_ids": list(declared.node_security_group_ids) or sorted(found.node_security_group_ids),
+        "transit_subnets": list(declared.transit_subnets) or _transit_subnets(found),
+    })
+    return cluster.model_copy(update={"spec": cluster.spec.model_copy(update={"network": network})})
+
+
+def vpc_claims(clusters: Iterable[Cluster]) -> Mapping[str, InvalidSpec]:
+    """Cluster key → refusal, for every cluster whose found VPC an older cluster's discovery found too (the
+    oldest by creationTimestamp, then by key, keeps it). Declared-only networks are not the cloud's word, and are
+    left out."""
+    by_vpc: dict[str, list[Cluster]] = {}
+    for cluster in clusters:
+        found = found_of(cluster.status)
+        if found is not None and cluster.spec.network is not None:
+            by_vpc.setdefault(found.vpc_id, []).append(cluster)
+    refused: dict[str, InvalidSpec] = {}
+    for vpc_id, claimants in by_vpc.items():
+        if len(claimants) < 2:
+            continue
+        ordered = sorted(claimants, key=lambda c: (c.metadata.creation_timestamp or "~", c.key))
+        first = ordered[0]
+        for younger in ordered[1:]:
+            refused[younger.key] = InvalidSpec.one(
+                younger.ref, "spec.network.vpcID",
+                f"VPC {vpc_id} is already {first.ref}'s (the older claim keeps it); a VPC is one cluster's",
+                condition=VPC_CLAIMED)
+    return refused
