@@ -1,0 +1,140 @@
+"""The Kubernetes calls of the sources controller (automation/service/sources.py): the HubClusters it keeps for
+other projects' cluster objects, and its finalizer on those objects. Every call has a timeout.
+
+- A derived HubCluster is created with an ownerReference to its source (controller: true), so the garbage
+  collector deletes it with the source too; updated by a merge patch that nulls what the source no longer says;
+  deleted with a uid precondition (never a later object of the same name).
+- The finalizer `hubwright.io/source` on the source object is added and removed by merge patches that carry the
+  resourceVersion, so a concurrent edit (CAPA's own finalizers) is never lost: a conflict is retried by the queue.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from automation.adapters.kube.informer import Source
+from automation.adapters.kube.status import status_patch
+from stacks.names import CLUSTERS, GROUP, SOURCE_FINALIZER, VERSION
+
+TIMEOUT = (5, 30)  # (connect, read) seconds of every call here
+Raw = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    """Another project's kind the service watches: the informer's name and where the API serves it."""
+
+    name: str  # the informer's (and the queue keys') name: "capi-clusters", ...
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+def source_of(api_client: client.ApiClient, kind: SourceKind, namespace: str | None = None) -> Source:
+    """List (and watch) `kind` in every namespace, or in one."""
+    custom = client.CustomObjectsApi(api_client)
+    if namespace:
+        return Source(kind.name, custom.list_namespaced_custom_object, (kind.group, kind.version, namespace,
+                                                                          kind.plural))
+    return Source(kind.name, custom.list_cluster_custom_object, (kind.group, kind.version, kind.plural))
+
+
+def served(api_client: client.ApiClient, kinds: list[SourceKind]) -> list[SourceKind]:
+    """The kinds the API server serves now (their CRDs installed): a hub without Hive watches no Hive."""
+    apis = client.ApisApi(api_client)
+    try:
+        groups = {(g.name, v.version) for g in apis.get_api_versions(_request_timeout=TIMEOUT).groups or []
+                  for v in g.versions or []}
+    except ApiException:
+        return []
+    out = []
+    for kind in kinds:
+        if (kind.group, kind.version) not in groups:
+            continue
+        resources = client.CustomObjectsApi(api_client).get_api_resources(kind.group, kind.version,
+                                                                          _request_timeout=TIMEOUT)
+        if any(r.name == kind.plural for r in (resources.resources or [])):
+            out.append(kind)
+    return out
+
+
+class SourceClient:
+    """HubClusters derived from sources, and the finalizer on the sources."""
+
+    def __init__(self, api_client: client.ApiClient):
+        self._api = client.CustomObjectsApi(api_client)
+
+    # -- HubClusters
+    def create_cluster(self, doc: Raw) -> bool:
+        """Create the derived HubCluster; False when one of that name exists already (the cache will show it)."""
+        meta = doc["metadata"]
+        try:
+            self._api.create_namespaced_custom_object(GROUP, VERSION, meta["namespace"], CLUSTERS, doc,
+                                                      _request_timeout=TIMEOUT)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    def update_cluster(self, current: Raw, doc: Raw, managed: Callable[[str], bool]) -> bool:
+        """Make the HubCluster `current` say what `doc` says: its spec whole, the labels and annotations `managed`
+        names, its ownerReferences; False when it is gone."""
+        meta, want = current["metadata"], doc["metadata"]
+        patch: Raw = {"spec": status_patch(doc["spec"], current.get("spec") or {})}
+        meta_patch: Raw = {"ownerReferences": want["ownerReferences"]}
+        for part in ("labels", "annotations"):
+            have = {k: v for k, v in (meta.get(part) or {}).items() if managed(k)}
+            wanted = want.get(part) or {}
+            changes = {k: None for k in have if k not in wanted}
+            changes.update(wanted)
+            if changes:
+                meta_patch[part] = changes
+        patch["metadata"] = meta_patch
+        try:
+            self._api.patch_namespaced_custom_object(GROUP, VERSION, meta["namespace"], CLUSTERS, meta["name"], patch,
+                                                     _request_timeout=TIMEOUT)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def delete_cluster(self, current: Raw) -> None:
+        meta = current["metadata"]
+        try:
+            self._api.delete_namespaced_custom_object(
+                GROUP, VERSION, meta["namespace"], CLUSTERS, meta["name"],
+                body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=meta.get("uid"))),
+                _request_timeout=TIMEOUT)
+        except ApiException as exc:
+            if exc.status not in (404, 409):  # gone, or another object of the name now: not ours to delete
+                raise
+
+    # -- the finalizer on the source
+    def set_finalizer(self, kind: SourceKind, raw: Raw, present: bool) -> bool:
+        """Add or remove SOURCE_FINALIZER on the source object, written with the resourceVersion it was read at (a
+        409 is raised: the queue retries against the next cached copy); False when it is gone."""
+        meta = raw["metadata"]
+        names = list(meta.get("finalizers") or [])
+        if (SOURCE_FINALIZER in names) == present:
+            return True
+        wanted = [*names, SOURCE_FINALIZER] if present else [n for n in names if n != SOURCE_FINALIZER]
+        try:
+            self._api.patch_namespaced_custom_object(
+                kind.group, kind.version, meta["namespace"], kind.plural, meta["name"],
+                {"metadata": {"finalizers": wanted or None, "resourceVersion": meta.get("resourceVersion")}},
+                _request_timeout=TIMEOUT)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True

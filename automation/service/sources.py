@@ -1,0 +1,247 @@
+"""The sources controller: one HubCluster per opted-in Cluster API Cluster or Hive ClusterDeployment.
+
+A controller on the shared runtime (automation/service/runtime.py), keyed by source object ("<kind>|ns/name"). It
+reads the source (and, for Cluster API, its infrastructure object, in the same namespace only) and asks
+stacks.sources.derive, the one rule the offline plan uses too, what HubCluster it stands for:
+
+- taken (the annotation `hubwright.io/enabled: "true"`, in a namespace HubConfig spec.sources allows): our
+  finalizer goes on the source first, then the HubCluster is created with an ownerReference to it (controller)
+  or updated to say what the source says. A hand-written HubCluster of the same name is adopted (its stack
+  kept: same name, same stack) unless it carries `hubwright.io/overrides-source: "true"`, which keeps it as
+  written. A HubCluster another source controls is never taken over: the younger source is refused.
+- refused (a cross-namespace reference, a classic ELB for PrivateLink, Hive's own PrivateLink besides ours) or
+  pending (not installed yet): a Warning or Normal Event on the source says why; a HubCluster kept already is
+  left as it is (refusing never destroys).
+- not taken any more (the annotation removed, the source deleted, its namespace no longer allowed): the
+  HubCluster it controls is deleted (its own finalizer destroys the stack first); our finalizer on the source is
+  removed only once that HubCluster is gone and every stack of its mesh group has converged without it (the
+  later joiners own the pairs with it: their runs remove the peerings). So the source outlives every resource of
+  ours that uses its VPC or load balancer.
+
+Note: a finalizer keeps the source object visible; it cannot stop Cluster API's or Hive's own deletion, which
+starts on the deletion timestamp. Cluster API deletes the machines and the control plane before the
+infrastructure (the VPC), which in practice gives the stacks their time (docs/sources.md).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Hashable, Iterable, Mapping
+
+from automation.adapters.kube.informer import Raw, object_key
+from automation.adapters.kube.sources import SourceClient, SourceKind
+from automation.adapters.kube.status import EventRecorder
+from automation.service.cache import Cache
+from automation.service.clusters.reconciler import up_to_date
+from automation.service.queue import Outcome
+from automation.service.snapshot import DesiredView
+from stacks.inputs import StackInputs
+from stacks.model.cluster import Cluster
+from stacks.model.hub import HubConfig
+from stacks.names import (MESH_ENABLED_ANNOTATION, MESH_LABEL, OVERRIDES_SOURCE_ANNOTATION, OWNER_ACCOUNT_ANNOTATION,
+                          SOURCE_FINALIZER)
+from stacks.sources.derive import Derived, Pending, Refused, derive
+from stacks.status import ClusterStatus
+
+LOG = logging.getLogger("hubwright.sources")
+WAIT = 2.0  # seconds between looks while a released source waits for its HubCluster and its group's stacks
+MANAGED_METADATA = (MESH_LABEL, MESH_ENABLED_ANNOTATION)  # the labels and annotations a source decides
+
+
+def source_key(kind: SourceKind, raw: Raw) -> str:
+    return f"{kind.name}|{object_key(raw)}"
+
+
+def controller_ref(raw: Raw | None) -> dict[str, Any] | None:
+    for ref in ((raw or {}).get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+class Sources:
+    """The controller's reconcile and what maps events to its keys."""
+
+    def __init__(self, *, kinds: Iterable[SourceKind], related: Iterable[SourceKind], stores: Mapping[str, Any],
+                 cache: Cache, desired: DesiredView, kube: SourceClient, events: EventRecorder,
+                 namespaces: Callable[[], Iterable[str]] | None = None):
+        self.kinds = {k.name: k for k in kinds}
+        self.related = {k.name: k for k in related}
+        self.stores = stores  # kind name -> Store (the runtime's, one informer per kind)
+        self.cache, self.desired, self.kube, self.events = cache, desired, kube, events
+        self._said: dict[str, str] = {}  # key -> the last refusal or wait an Event told (told once)
+
+    # ------------------------------------------------------------------ event -> keys
+    def keys_of_source(self, kind: SourceKind) -> Callable[[str, Raw], list[Hashable]]:
+        return lambda event, raw: [source_key(kind, raw)]
+
+    def keys_of_related(self, related: SourceKind) -> Callable[[str, Raw], list[Hashable]]:
+        """An infrastructure object changed: the sources in its namespace that reference it."""
+        def keys(event: str, raw: Raw) -> list[Hashable]:
+            meta = raw.get("metadata") or {}
+            return [key for key in self._all_keys(meta.get("namespace"))
+                    if self._references(key, related, meta.get("name"))]
+        return keys
+
+    def keys_of_cluster(self, event: str, raw: Raw) -> list[Hashable]:
+        """A HubCluster changed: the source that controls it (a released source waits for it to go)."""
+        ref = controller_ref(raw)
+        ns = (raw.get("metadata") or {}).get("namespace")
+        if ref is None:
+            return [k for k in self._all_keys(ns) if k.split("|", 1)[1] == object_key(raw)]
+        return [f"{kind.name}|{ns}/{ref.get('name')}" for kind in self.kinds.values()
+                if kind.kind == ref.get("kind") and str(ref.get("apiVersion", "")).startswith(f"{kind.group}/")]
+
+    def keys_of_namespace(self, event: str, raw: Raw) -> list[Hashable]:
+        return self._all_keys((raw.get("metadata") or {}).get("name"))
+
+    def keys_of_hub(self, event: str, raw: Raw) -> list[Hashable]:
+        return self._all_keys(None)
+
+    def _all_keys(self, namespace: str | None) -> list[Hashable]:
+        out: list[Hashable] = []
+        for kind in self.kinds.values():
+            out += [f"{kind.name}|{k}" for k in self.stores[kind.name].keys()
+                    if namespace is None or k.split("/", 1)[0] == namespace]
+        return out
+
+    def _references(self, key: Hashable, related: SourceKind, name: str | None) -> bool:
+        kind_name, obj = str(key).split("|", 1)
+        raw = self.stores[kind_name].get(obj) or {}
+        spec = raw.get("spec") or {}
+        return any((ref or {}).get("name") == name and (ref or {}).get("kind") == related.kind
+                   for ref in (spec.get("infrastructureRef"), spec.get("controlPlaneRef")))
+
+    # ------------------------------------------------------------------ reconcile
+    def reconcile(self, key: str) -> Outcome:
+        kind_name, obj = key.split("|", 1)
+        kind = self.kinds[kind_name]
+        src = self.stores[kind_name].get(obj)
+        if src is None:
+            self._said.pop(key, None)
+            return Outcome.done()  # gone: our finalizer was released (or never held)
+        hub = self.cache.shared().hub
+        if not isinstance(hub, HubConfig):
+            return Outcome.done()  # no valid HubConfig: nothing is taken or released (its event queues us again)
+        meta = src.get("metadata") or {}
+        ns = meta.get("namespace")
+        current = self.cache.get(obj)
+        deleting = bool(meta.get("deletionTimestamp"))
+        result = None if deleting else derive(
+            src, self._related(ns), owner_account=self.cache.annotations_of(ns).get(OWNER_ACCOUNT_ANNOTATION),
+            hub=hub)
+        if result is None:
+            return self._release(kind, key, src, current)
+        if isinstance(result, (Refused, Pending)):
+            self._tell(key, src, "Warning" if isinstance(result, Refused) else "Normal", result.reason, str(result))
+            return Outcome.done()
+        assert isinstance(result, Derived)
+        return self._keep(kind, key, src, current, result.doc)
+
+    __call__ = reconcile
+
+    def _related(self, namespace: str | None) -> Callable[[str, str, str], Raw | None]:
+        """The infrastructure objects a source may read: in its own namespace only (derive refuses any other)."""
+        def get(kind: str, ref_namespace: str, name: str) -> Raw | None:
+            if ref_namespace != namespace:
+                return None
+            for related in self.related.values():
+                if related.kind == kind:
+                    return self.stores[related.name].get(f"{namespace}/{name}")
+            return None
+        return get
+
+    def _keep(self, kind: SourceKind, key: str, src: Raw, current: Raw | None, doc: dict[str, Any]) -> Outcome:
+        ref = controller_ref(current)
+        uid = (src.get("metadata") or {}).get("uid")
+        if current is not None and ref is not None and ref.get("uid") != uid:
+            self._tell(key, src, "Warning", "NameTaken",
+                       f"HubCluster {object_key(current)} is kept for {ref.get('kind')} {ref.get('name')} already: "
+                       "rename one of them")
+            return Outcome.done()
+        if current is not None and ref is None and \
+                ((current.get("metadata") or {}).get("annotations") or {}).get(OVERRIDES_SOURCE_ANNOTATION) == "true":
+            self._tell(key, src, "Normal", "Overridden",
+                       f"HubCluster {object_key(current)} is hand-written with {OVERRIDES_SOURCE_ANNOTATION}: "
+                       "\"true\" and is kept as written")
+            return self._release_finalizer(kind, src)
+        if not self.kube.set_finalizer(kind, src, True):
+            return Outcome.done()
+        if current is None:
+            if self.kube.create_cluster(doc):
+                self._tell(key, src, "Normal", "HubClusterCreated", f"HubCluster {object_key(doc)} created")
+            return Outcome.done()
+        if _differs(current, doc):
+            adopted = ref is None
+            if self.kube.update_cluster(current, doc, lambda k: k in MANAGED_METADATA) and adopted:
+                self._tell(key, src, "Normal", "HubClusterAdopted",
+                           f"hand-written HubCluster {object_key(current)} now follows this object (its stack is "
+                           f"kept); annotate it {OVERRIDES_SOURCE_ANNOTATION}: \"true\" to keep it as written")
+        self._said.pop(key, None)
+        return Outcome.done()
+
+    def _release(self, kind: SourceKind, key: str, src: Raw, current: Raw | None) -> Outcome:
+        """Not taken (any more): the HubCluster it controls goes, then, once its group converged, our finalizer."""
+        uid = (src.get("metadata") or {}).get("uid")
+        ref = controller_ref(current)
+        if current is not None and ref is not None and ref.get("uid") == uid:
+            if not (current.get("metadata") or {}).get("deletionTimestamp"):
+                self.kube.delete_cluster(current)
+                self._tell(key, src, "Normal", "HubClusterDeleted",
+                           f"HubCluster {object_key(current)} deleted: its stack is destroyed first")
+            return Outcome.done(WAIT)
+        if SOURCE_FINALIZER not in ((src.get("metadata") or {}).get("finalizers") or []):
+            return Outcome.done()
+        waiting = self._unconverged(object_key(src), src)
+        if waiting:
+            LOG.info("%s: waiting for %d stack(s) of its mesh group to converge (%s) before releasing it", key,
+                     len(waiting), ", ".join(sorted(waiting)[:5]))
+            return Outcome.done(WAIT)
+        return self._release_finalizer(kind, src)
+
+    def _release_finalizer(self, kind: SourceKind, src: Raw) -> Outcome:
+        self.kube.set_finalizer(kind, src, False)
+        return Outcome.done()
+
+    def _unconverged(self, key: str, src: Raw) -> list[str]:
+        """The stacks that may still use the source's network: its own (while the snapshot still holds it) and
+        every stack of its mesh group whose last up did not apply what the group is without it."""
+        if self.desired.inputs(key) is not None:
+            return [key]  # the mapper has not resolved the fleet without it yet
+        group = ((src.get("metadata") or {}).get("labels") or {}).get(MESH_LABEL)
+        if not group:
+            return []
+        out = []
+        for peer, entry in self.cache.entries().items():
+            if not isinstance(entry.parsed, Cluster) or entry.parsed.metadata.labels.get(MESH_LABEL) != group:
+                continue
+            desired = self.desired.inputs(peer)
+            if not isinstance(desired, StackInputs):
+                continue  # refused or registered only: it runs nothing, so it converges to nothing
+            try:
+                status = ClusterStatus.model_validate(entry.raw.get("status") or {})
+            except ValueError:
+                continue
+            if not up_to_date(status, desired.digest()):
+                out.append(peer)
+        return out
+
+    def _tell(self, key: str, src: Raw, type_: str, reason: str, message: str) -> None:
+        """An Event on the source, once per message (a refusal is not repeated on every resync)."""
+        if self._said.get(key) == message:
+            return
+        self._said[key] = message
+        LOG.info("%s: %s: %s", key, reason, message)
+        self.events.event(src, "Warning" if type_ == "Warning" else "Normal", reason, message[:1024])
+
+
+def _differs(current: Raw, doc: dict[str, Any]) -> bool:
+    """Whether the HubCluster says something else than the source: its spec, the managed labels and annotations,
+    its ownerReferences."""
+    have, want = current.get("metadata") or {}, doc["metadata"]
+    if current.get("spec") != doc["spec"] or have.get("ownerReferences") != want.get("ownerReferences"):
+        return True
+    for part in ("labels", "annotations"):
+        mine = {k: v for k, v in (have.get(part) or {}).items() if k in MANAGED_METADATA}
+        if mine != (want.get(part) or {}):
+            return True
+    return False
