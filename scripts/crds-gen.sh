@@ -56,16 +56,15 @@ download() {
     printf '%s\n' "$dir"
 }
 
-# controller_gen GENERATOR GENSUM: the path of controller-gen at the pinned version, built once into the cache,
-# and linked as .tools/bin/controller-gen.
+# controller_gen GENERATOR: the path of controller-gen at GENERATOR's version, built once into the cache, and
+# linked as .tools/bin/controller-gen (download GENERATOR first: that checks its hash).
 controller_gen() {
-    local generator=$1 gensum=$2 version=${1#*@} out log t
+    local generator=$1 version=${1#*@} out log t
     [ "${generator%@*}" = sigs.k8s.io/controller-tools ] || die "$TABLE: the generator must be sigs.k8s.io/controller-tools@VERSION, not '$generator'"
     out="$CACHE/bin/controller-gen-$version" log="$CACHE/logs/controller-gen-$version.log"
     mkdir -p "$CACHE/bin" "$CACHE/logs" "$BIN"
     if [ ! -x "$out" ]; then
         t=$(date +%s)
-        download controller-gen "$generator" "$gensum" >/dev/null
         say "controller-gen $version: building (log: $log) ..." >&2
         if ! (cd "$work" && GOBIN="$work/gobin" GOFLAGS="-trimpath -buildvcs=false" \
                 go install -ldflags="-s -w" "sigs.k8s.io/controller-tools/cmd/controller-gen@$version") >"$log" 2>&1; then
@@ -90,11 +89,13 @@ while read -r project module version sum generator gensum packages files rest; d
     t=$(date +%s)
     stamp="$module@$version $sum $generator $gensum $packages $files"
     if [ -f "$DEST/$project/.source" ] && [ "$(cat "$DEST/$project/.source")" = "$stamp" ]; then
-        [ -x "$CACHE/bin/controller-gen-${generator#*@}" ] && controller_gen "$generator" "$gensum" >/dev/null
+        [ -x "$CACHE/bin/controller-gen-${generator#*@}" ] && controller_gen "$generator" >/dev/null
         say "$project ($module@$version, ${generator#*/}): cached, $(find "$DEST/$project" -name '*.yaml' | wc -l) files [$(elapsed "$t")]"
         continue
     fi
-    gen=$(controller_gen "$generator" "$gensum")
+    # The generator's hash is checked on every generation, also when its binary is already in the cache.
+    download controller-gen "$generator" "$gensum" >/dev/null
+    gen=$(controller_gen "$generator")
     dir=$(download "$project" "$module@$version" "$sum")
     # A writable copy (the module cache is read-only) without vendor/: its modules.txt alone would make go
     # default to -mod=vendor, and a module zip holds no vendored package.
