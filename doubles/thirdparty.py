@@ -3,7 +3,10 @@
 ``scripts/crds.sh`` (run by ``scripts/tools.sh``) reads them out of each project's Go module into
 ``.tools/crds/<project>/``; ``tools/crds/modules.txt`` pins the module, version and hash of each project and is
 the one list of projects. Tests install them beside ours (``crds("cluster-api")`` for ``kubectl get clusters``,
-``crds("prometheus-operator")`` for ServiceMonitor and PrometheusRule) and compare resource names with them::
+``crds("prometheus-operator")`` for ServiceMonitor and PrometheusRule) and compare resource names with them.
+A project whose module holds only Go types has its CRDs generated from them by controller-gen
+(``scripts/crds-gen.sh``; ``tools/crds/generated.txt`` pins the module and the generator): ``crds("hive-apis")``
+is Hive's ClusterDeployment, structural, as a hub running Hive serves it::
 
     from doubles.thirdparty import crds
     install_crds(api, [c for c in crds("prometheus-operator")
@@ -23,7 +26,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 CRDS_DIR = ROOT / ".tools" / "crds"
 MODULES = ROOT / "tools" / "crds" / "modules.txt"
+GENERATED = ROOT / "tools" / "crds" / "generated.txt"
 FETCH_HINT = "run scripts/crds.sh (scripts/tools.sh runs it) to fetch them from the Go module proxy"
+GENERATE_HINT = "run scripts/crds-gen.sh (scripts/tools.sh runs it) to generate them from the module's Go types"
 
 
 
@@ -67,27 +72,64 @@ def modules() -> dict[str, Module]:
     return found
 
 
+class Generated(NamedTuple):
+    """One line of tools/crds/generated.txt: CRDs generated from `module`'s Go types by `generator`."""
+    project: str
+    module: str
+    version: str
+    sum: str
+    generator: str          # sigs.k8s.io/controller-tools@VERSION
+    generator_sum: str
+    packages: str           # controller-gen's paths=, inside the module
+    files: tuple[str, ...]  # what is kept of what it writes
+
+    @property
+    def source(self) -> str:
+        """What scripts/crds-gen.sh writes to .tools/crds/<project>/.source once it has generated them."""
+        return (f"{self.module}@{self.version} {self.sum} {self.generator} {self.generator_sum} {self.packages} "
+                f"{','.join(self.files)}")
+
+
+def generated() -> dict[str, Generated]:
+    """The projects whose CRDs are generated, by name, in the order of tools/crds/generated.txt."""
+    found: dict[str, Generated] = {}
+    for number, line in enumerate(GENERATED.read_text().splitlines(), 1):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        if len(fields) != 8:
+            raise ValueError(f"{GENERATED}:{number}: expected PROJECT MODULE VERSION SUM GENERATOR GENSUM "
+                             f"PACKAGES FILES, got {line!r}")
+        project, module, version, digest, generator, generator_sum, packages, files = fields
+        found[project] = Generated(project, module, version, digest, generator, generator_sum, packages,
+                                   tuple(files.split(",")))
+    return found
+
+
 def projects() -> list[str]:
-    return list(modules())
+    """Every project: those whose CRDs are published, then those whose CRDs are generated."""
+    return [*modules(), *generated()]
 
 
 def crd_files(project: str) -> list[Path]:
     """The CRD files of `project` in .tools/crds/<project>/, sorted; MissingCRDs when they are not there."""
-    pinned = modules()
+    pinned: dict[str, Module | Generated] = {**modules(), **generated()}
     if project not in pinned:
-        raise KeyError(f"no project {project!r} in {MODULES.relative_to(ROOT)} "
+        raise KeyError(f"no project {project!r} in {MODULES.relative_to(ROOT)} or {GENERATED.relative_to(ROOT)} "
                        f"(known: {', '.join(pinned)})")
     module = pinned[project]
+    hint = GENERATE_HINT if isinstance(module, Generated) else FETCH_HINT
     where = CRDS_DIR / project
     stamp = where / ".source"
     if not stamp.is_file():
-        raise MissingCRDs(f"{project}'s CRDs ({module.module}@{module.version}) are not in {where}: {FETCH_HINT}")
+        raise MissingCRDs(f"{project}'s CRDs ({module.module}@{module.version}) are not in {where}: {hint}")
     if stamp.read_text().strip() != module.source:
         raise MissingCRDs(f"{project}'s CRDs in {where} are from {stamp.read_text().split()[0]}, "
-                          f"not the pinned {module.module}@{module.version}: {FETCH_HINT}")
+                          f"not the pinned {module.module}@{module.version}"
+                          f"{f' by {module.generator}' if isinstance(module, Generated) else ''}: {hint}")
     files = sorted(where.glob("*.yaml"))
     if not files:
-        raise MissingCRDs(f"{where} holds no CRD file: {FETCH_HINT}")
+        raise MissingCRDs(f"{where} holds no CRD file: {hint}")
     return files
 
 
@@ -101,5 +143,6 @@ def crds(project: str) -> list[dict]:
             if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
                 found.append(doc)
     if not found:
-        raise MissingCRDs(f"no CustomResourceDefinition in {CRDS_DIR / project}: {FETCH_HINT}")
+        hint = GENERATE_HINT if project in generated() else FETCH_HINT
+        raise MissingCRDs(f"no CustomResourceDefinition in {CRDS_DIR / project}: {hint}")
     return found

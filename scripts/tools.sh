@@ -3,7 +3,8 @@
 # scripts), kube-apiserver, kube-controller-manager (garbage collection and
 # ResourceQuota usage in the envtest harness), kubectl (the client users type,
 # which tests drive), etcd, and an HAProxy >= 2.9 (scripts/haproxy.sh); then
-# other projects' published CRDs into .tools/crds (scripts/crds.sh).
+# other projects' published CRDs into .tools/crds (scripts/crds.sh), and those generated from their Go types
+# (scripts/crds-gen.sh, with controller-gen).
 #
 # Release binaries cannot be downloaded here, so each one is built from its Go
 # module (tools/pulumi/go.mod, tools/kube/go.mod pin the versions). A binary
@@ -189,6 +190,8 @@ bash "$ROOT/scripts/haproxy.sh" || die "haproxy: see above"
 
 # --- other projects' CRDs (Cluster API, Prometheus Operator, ...) -------------------
 bash "$ROOT/scripts/crds.sh" || die "third-party CRDs: see above"
+# Hive's ClusterDeployment, generated from its Go types by controller-gen (also linked into .tools/bin).
+bash "$ROOT/scripts/crds-gen.sh" || die "third-party CRDs generated from Go types: see above"
 
 # --- check --------------------------------------------------------------------
 "$BIN/pulumi" version >/dev/null 2>&1 || die "pulumi in $BIN does not run"
