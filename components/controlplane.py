@@ -26,6 +26,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stacks.admission import admission_manifests, tenant_admin_clusterrole, tenant_controller_rules
+from stacks.sources.watched import rules as source_rules
 from stacks.deployment import PASSPHRASE_FILE, InstallValues
 from stacks.names import CLUSTERS, HUBCONFIGS, GROUP
 
@@ -101,7 +102,9 @@ class ControlPlaneArgs:
 
 # Least privilege: exactly what automation/ reads and writes.
 CLUSTER_RULES = [
-    {"apiGroups": [GROUP], "resources": [CLUSTERS], "verbs": ["get", "list", "watch", "update", "patch"]},
+    # create and delete: the HubClusters kept for Cluster API and Hive objects (automation/service/sources.py).
+    {"apiGroups": [GROUP], "resources": [CLUSTERS],
+     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
     {"apiGroups": [GROUP], "resources": [f"{CLUSTERS}/status"], "verbs": ["get", "update", "patch"]},
     {"apiGroups": [GROUP], "resources": [HUBCONFIGS], "verbs": ["get", "list", "watch"]},
     # status.mesh: each mesh group's state and the transit stacks' outputs (automation/service/transit.py).
@@ -114,6 +117,8 @@ CLUSTER_RULES = [
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["get", "patch", "delete"]},
     # Tenants become namespaces with their admins' RoleBinding (automation/service/tenants.py).
     *tenant_controller_rules(),
+    # Cluster API's Clusters and Hive's ClusterDeployments (automation/service/sources.py): read, and our finalizer.
+    *source_rules(),
 ]
 
 

@@ -99,6 +99,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("tenants", bool, True, "run the tenant controller: each Tenant gets its Namespace, annotated with its owner "
        "account and region, and a RoleBinding for its admins (cluster-wide: needs "
        "stacks.admission.tenant_controller_rules())", KUBE),
+    _o("sources", str, "auto", "other projects' cluster objects to keep HubClusters for (docs/sources.md): 'auto' "
+       "watches those the API server serves (Cluster API's Cluster, Hive's ClusterDeployment), 'none' none, or a "
+       "comma-separated list of capi and hive", KUBE),
     _o("token-cache", int, 1024, "Kubernetes clients kept, one per caller's token (least recently used go first)",
        KUBE, API),
     _o("kube-connect-timeout", float, 5.0, "seconds every Kubernetes call waits to connect (then the request "

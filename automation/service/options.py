@@ -25,6 +25,7 @@ class ServiceOptions:
     role_map_configmap: str = default("role-map-configmap")
     watch_timeout: int = default("watch-timeout")
     tenants: bool = default("tenants")
+    sources: str = default("sources")
     workers: int = default("workers")
     run_timeout: float = default("run-timeout")
     cancel_grace: float = default("cancel-grace")

@@ -33,6 +33,7 @@ from automation.adapters.kube.ingress_sync import IngressSync
 from automation.adapters.kube.leader import LeaderElector, default_identity
 from automation.adapters.kube.clusters import KubeClusters
 from automation.adapters.kube.network_status import NetworkStatus
+from automation.adapters.kube.sources import SourceClient, selected, source_of
 from automation.adapters.kube.status import EventRecorder, StatusWriter, state_of
 from automation.adapters.kube.informer import Informer, sources
 from automation.service.cache import Cache
@@ -46,6 +47,7 @@ from automation.service.clusters import Audit, Guard, ReconcileOptions, Reconcil
 from automation.service.server import Metrics, ProbeServer
 from automation.service.tenants import TenantController
 from automation.service.runs import Runs
+from automation.service.sources import Sources
 from automation.service.transit import MeshStates, MeshStatusWriter, TransitReconciler
 from stacks.guards import check_move
 from stacks.model.hub import HubConfig
@@ -239,6 +241,7 @@ class Pipeline:
         self.stacks = self.manager.controller("stacks", self.reconcile, queue=self.queue, workers=options.workers,
                                               threads="worker")
         self.workers = self.stacks.workers
+        self.sources = self._sources(options, api_client)
         if self.discovery is not None:
             self.manager.controller("discovery", self.discovery.reconcile, queue=self.discovery_queue,
                                     workers=max(1, options.workers))
@@ -257,6 +260,27 @@ class Pipeline:
         metrics.track_queue(lambda: self.queue.depth, lambda: self.queue.in_flight, lambda: self.queue.scheduled)
         metrics.track_clusters(self.cluster_counts)
         self._stopped = threading.Event()
+
+    def _sources(self, options: ServiceOptions, api_client: client.ApiClient) -> Sources | None:
+        """Other projects' cluster objects (--sources): one informer per kind, one controller keeping a HubCluster
+        per opted-in object (automation/service/sources.py)."""
+        kinds, related = selected(api_client, options.sources)
+        if not kinds:
+            return None
+        stores = {kind.name: self.manager.source(source_of(api_client, kind, options.watch_namespace))
+                  for kind in (*kinds, *related)}
+        sources = Sources(kinds=kinds, related=related, stores=stores, cache=self.cache, desired=self.desired.view,
+                          kube=SourceClient(api_client), events=self.events)
+        controller = self.manager.controller("sources", sources.reconcile)
+        for kind in kinds:
+            controller.watches(kind.name, sources.keys_of_source(kind))
+        for kind in related:
+            controller.watches(kind.name, sources.keys_of_related(kind))
+        controller.watches("clusters", sources.keys_of_cluster)
+        controller.watches("namespaces", sources.keys_of_namespace)
+        controller.watches("hubconfigs", sources.keys_of_hub)
+        LOG.info("watching cluster sources: %s", ", ".join(k.api_version + "/" + k.plural for k in kinds))
+        return sources
 
     def _hub_account(self) -> str | None:
         """The hub account, as the valid HubConfig in the cache says (None: none valid yet)."""

@@ -9,7 +9,6 @@ other projects' cluster objects, and its finalizer on those objects. Every call 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from kubernetes import client
@@ -18,24 +17,26 @@ from kubernetes.client.exceptions import ApiException
 from automation.adapters.kube.informer import Source
 from automation.adapters.kube.status import status_patch
 from stacks.names import CLUSTERS, GROUP, SOURCE_FINALIZER, VERSION
+from stacks.sources.watched import FAMILIES, SourceKind
 
 TIMEOUT = (5, 30)  # (connect, read) seconds of every call here
 Raw = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class SourceKind:
-    """Another project's kind the service watches: the informer's name and where the API serves it."""
-
-    name: str  # the informer's (and the queue keys') name: "capi-clusters", ...
-    group: str
-    version: str
-    plural: str
-    kind: str
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
+def selected(api_client: client.ApiClient, option: str) -> tuple[list[SourceKind], list[SourceKind]]:
+    """(the sources, the infrastructure kinds) `--sources` asks for: 'auto' those the API server serves."""
+    option = option.strip()
+    if option == "none":
+        return [], []
+    names = list(FAMILIES) if option == "auto" else [n.strip() for n in option.split(",") if n.strip()]
+    unknown = [n for n in names if n not in FAMILIES]
+    if unknown:
+        raise ValueError(f"--sources: unknown {', '.join(unknown)} (known: auto, none, {', '.join(FAMILIES)})")
+    wanted = [FAMILIES[n] for n in names]
+    if option == "auto":
+        here = {k.name for k in served(api_client, [k for s, r in wanted for k in (s, *r)])}
+        wanted = [(s, tuple(k for k in r if k.name in here)) for s, r in wanted if s.name in here]
+    return [s for s, _ in wanted], [k for _, r in wanted for k in r]
 
 
 def source_of(api_client: client.ApiClient, kind: SourceKind, namespace: str | None = None) -> Source:
