@@ -14,7 +14,7 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.model.resource import Namespace
-from stacks.names import INGRESS_STATUS_KEY, JOIN_STATUS_KEY, NETWORK_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
+from stacks.names import API_VERSION, INGRESS_STATUS_KEY, JOIN_STATUS_KEY, NETWORK_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 
 
 def _describe(doc: Any) -> str:
@@ -146,6 +146,11 @@ def parse(doc: dict, *, source: str | None = None) -> HubConfig | Cluster | Name
     """Validate one Kubernetes-style document. Raises InvalidSpec naming object, field and reason."""
     where = f"{_describe(doc)}{f' ({source})' if source else ''}"
     kind = doc.get("kind") if isinstance(doc, dict) else None
+    api_version = doc.get("apiVersion") if isinstance(doc, dict) else None
+    if isinstance(api_version, str) and api_version not in (API_VERSION, "v1"):  # by apiVersion, never by kind alone
+        raise InvalidSpec.one(where, "apiVersion",
+                              f"is {api_version}, not hubwright's {API_VERSION}: another project's object is never "
+                              "read as ours (a Cluster API or Hive cluster is read as a source: docs/sources.md)")
     models: dict[str, type[HubConfig] | type[Cluster] | type[Namespace]] = {
         "HubConfig": HubConfig, "HubCluster": Cluster, "Namespace": Namespace}
     model = models.get(kind) if isinstance(kind, str) else None

@@ -1,5 +1,9 @@
 """Reading a hub and a folder of clusters from YAML files (the plan's and the CLI's input).
 
+A folder may hold Cluster API, CAPA and Hive objects beside ours (docs/sources.md): they are never parsed as
+ours; each opted-in source object's HubCluster is derived with stacks.sources.derive, the service's own, and a
+refused or pending one is named among the errors, never dropped.
+
 Files come from people, so every way a file can be bad ends in an InvalidSpec naming the file and the reason,
 never in a traceback or a hang: missing paths, broken or looping symbolic links, files that are not UTF-8, too
 large, nested too deep, YAML whose aliases expand past a bound ("billion laughs"), numbers Python will not
@@ -21,7 +25,12 @@ from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.model.loading import parse
 from stacks.model.resource import Namespace
+from stacks.names import OWNER_ACCOUNT_ANNOTATION
 from stacks.resolve import Fleet
+from stacks.sources.derive import derive
+from stacks.sources.kinds import SOURCES, SourceKind, kind_of, of_source_project
+from stacks.sources.optin import namespace_of, overrides_source
+from stacks.sources.outcome import Derived, Pending
 from stacks.transit import MeshStatus
 
 MAX_FILE_BYTES = 1 << 20  # 1 MiB, about a Kubernetes object's own limit (etcd's request size)
@@ -31,6 +40,8 @@ MAX_NUMBER_CHARS = 100  # a Kubernetes integer is at most 20 characters
 SUFFIXES = (".yaml", ".yml")
 
 Objects = list[HubConfig | Cluster | Namespace]
+Sourced = list[tuple[HubConfig | Cluster | Namespace, str]]  # each object with where it was read
+Foreign = list[tuple[dict, str]]  # Cluster API's, its providers' and Hive's objects, with where they were read
 
 
 class _BadFile(Exception):
@@ -231,12 +242,14 @@ def _documents(path: str) -> list[dict]:
     return docs
 
 
-def _read_sourced(path: str) -> tuple[list[tuple[HubConfig | Cluster | Namespace, str]], list[FieldError]]:
-    """Every valid object at `path` with where it was read ("file, document N"), and the errors."""
+def _read_sourced(path: str) -> tuple[Sourced, Foreign, list[FieldError]]:
+    """Every valid object of ours at `path` with where it was read ("file, document N"), the source projects'
+    objects (never parsed as ours), and the errors."""
     files, errors = yaml_files(path)
     if not files and not errors:
         errors.append(FieldError(path, "", "no YAML files (*.yaml, *.yml) there"))
-    objects: list[tuple[HubConfig | Cluster | Namespace, str]] = []
+    objects: Sourced = []
+    foreign: Foreign = []
     for file in files:
         try:
             docs = _documents(file)
@@ -245,23 +258,26 @@ def _read_sourced(path: str) -> tuple[list[tuple[HubConfig | Cluster | Namespace
             errors.append(FieldError(file, "", reason))
             continue
         for i, doc in enumerate(docs):
+            if of_source_project(doc):  # by apiVersion: a Cluster API Cluster is not ours, whatever its kind
+                foreign.append((doc, f"{file}, document {i + 1}"))
+                continue
             try:
                 objects.append((parse(doc, source=file), f"{file}, document {i + 1}"))
             except InvalidSpec as exc:
                 errors.extend(exc.errors)
-    return objects, errors
+    return objects, foreign, errors
 
 
 def read_documents(path: str) -> tuple[Objects, list[FieldError]]:
     """Every valid object in the YAML files at `path`, and the errors of the files and objects that are not."""
-    sourced, errors = _read_sourced(path)
+    sourced, _, errors = _read_sourced(path)
     return [obj for obj, _ in sourced], errors
 
 
-def _duplicates(sourced: list[tuple[HubConfig | Cluster | Namespace, str]]) -> list[FieldError]:
+def _duplicates(sourced: Sourced) -> list[FieldError]:
     """One error per object defined more than once (same kind, namespace and name), naming every place: a
     Cluster twice, or a Namespace twice with different annotations (which owner account would be meant?)."""
-    places: dict[str, list[tuple[HubConfig | Cluster | Namespace, str]]] = {}
+    places: dict[str, Sourced] = {}
     for obj, where in sourced:
         if isinstance(obj, (Cluster, Namespace)):
             places.setdefault(obj.ref, []).append((obj, where))
@@ -286,6 +302,45 @@ def load_hub(path: str) -> HubConfig:
     return hubs[0]
 
 
+# --------------------------------------------------------------------------- cluster sources
+
+def _derived(hub: HubConfig, foreign: Foreign, namespaces: dict[str, dict[str, str]]) -> tuple[Sourced, list[FieldError]]:
+    """The HubClusters of the folder's opted-in source objects (stacks.sources.derive, as the service derives them:
+    the account is the namespace's owner account), and an error for each refused or pending one."""
+    index: dict[tuple[SourceKind, str | None, object], dict] = {}
+    for doc, _ in foreign:
+        kind = kind_of(doc)
+        if kind is not None:
+            index[(kind, namespace_of(doc), (doc.get("metadata") or {}).get("name"))] = doc
+
+    def related(kind: SourceKind, namespace: str, name: str) -> dict | None:
+        return index.get((kind, namespace, name))
+
+    clusters: Sourced = []
+    errors: list[FieldError] = []
+    for doc, where in foreign:
+        if kind_of(doc) not in SOURCES:
+            continue
+        owner = namespaces.get(namespace_of(doc) or "default", {}).get(OWNER_ACCOUNT_ANNOTATION)
+        outcome = derive(doc, related, owner_account=owner, hub=hub)
+        if isinstance(outcome, Derived):
+            clusters.append((outcome.cluster, f"{where} ({outcome.source})"))
+        elif isinstance(outcome, Pending):  # the plan cannot wait: named, not planned
+            errors.extend(FieldError(e.obj, e.field, f"not ready: {e.reason}") for e in outcome.error.errors)
+        elif outcome is not None:
+            errors.extend(outcome.errors)
+    return clusters, errors
+
+
+def _with_sources(sourced: Sourced, derived: Sourced) -> Sourced:
+    """Ours and the derived HubClusters: where both name one cluster, the hand-written one wins only when it says
+    so (stacks.sources.optin.overrides_source); otherwise the derived one replaces it, as in the service."""
+    keep = {o.key for o, _ in sourced if isinstance(o, Cluster) and overrides_source(o.metadata.annotations)}
+    replaced = {c.key for c, _ in derived if isinstance(c, Cluster)} - keep
+    return [*((o, w) for o, w in sourced if not (isinstance(o, Cluster) and o.key in replaced)),
+            *((c, w) for c, w in derived if isinstance(c, Cluster) and c.key not in keep)]
+
+
 # --------------------------------------------------------------------------- a fleet
 
 def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | None = None) -> Fleet:
@@ -295,7 +350,11 @@ def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | No
     valid clusters still load, so a caller can report every problem of the fleet at once.
     """
     hub = load_hub(hub_path)
-    sourced, errors = _read_sourced(clusters_path)
+    sourced, foreign, errors = _read_sourced(clusters_path)
+    namespaces = {o.metadata.name: dict(o.metadata.annotations) for o, _ in sourced if isinstance(o, Namespace)}
+    derived, refused = _derived(hub, foreign, namespaces)
+    errors.extend(refused)
+    sourced = _with_sources(sourced, derived)
     objects = [obj for obj, _ in sourced]
     if errors and invalid is None:
         raise InvalidSpec(errors)
@@ -306,6 +365,5 @@ def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | No
     dupes = _duplicates(sourced)
     if dupes:  # which of the two is meant cannot be guessed: nothing is planned, every problem is named
         raise InvalidSpec([*errors, *dupes])
-    namespaces = {o.metadata.name: dict(o.metadata.annotations) for o in objects if isinstance(o, Namespace)}
     # The hub file's status.mesh, when it has one (a copy of the live HubConfig): the groups' recorded states.
     return Fleet(hub=hub, clusters=clusters, namespaces=namespaces, mesh_status=MeshStatus.from_hub_status(hub.status))
