@@ -20,7 +20,8 @@ SYSTEM_NAMESPACE = "hubwright-system"
 # Fast enough for tests: short backoff, lock retry and watch renewals. No tenant controller: it is cluster-wide,
 # and these services share their API server with other tests' Tenants (tests/test_tenants_envtest.py runs it).
 FAST = dict(metrics_port=0, metrics_bind="127.0.0.1", leader_election=False, workers=4, backoff_base=0.05,
-            backoff_cap=0.5, lock_retry=0.1, watch_timeout=30, namespace=SYSTEM_NAMESPACE, tenants=False)
+            backoff_cap=0.5, lock_retry=0.1, watch_timeout=30, namespace=SYSTEM_NAMESPACE, tenants=False,
+            sources="none")
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, *, what: str = "condition") -> Any:
@@ -149,9 +150,10 @@ class ServiceEnv:
         guards = options.pop("guards", [])
         audit = options.pop("audit", None) or (lambda inputs, operation: None)
         census = options.pop("census", None)
+        discovery = options.pop("discovery", None)  # automation.service.discovery.Lookup: reads status.network
         defaults = {**FAST, "namespace": self.system_namespace, "hub_name": self.hub_name}
         return Service(ServiceOptions(**{**defaults, **options}), api_client=self.api_client, engine=engine,
-                       guards=guards, audit=audit, census=census)
+                       guards=guards, audit=audit, census=census, discovery=discovery)
 
     @contextlib.contextmanager
     def running(self, engine: Any, **options: Any) -> Iterator[Service]:

@@ -267,19 +267,19 @@ class Pipeline:
         kinds, related = selected(api_client, options.sources)
         if not kinds:
             return None
-        stores = {kind.name: self.manager.source(source_of(api_client, kind, options.watch_namespace))
+        stores = {kind.qualified: self.manager.source(source_of(api_client, kind, options.watch_namespace))
                   for kind in (*kinds, *related)}
         sources = Sources(kinds=kinds, related=related, stores=stores, cache=self.cache, desired=self.desired.view,
                           kube=SourceClient(api_client), events=self.events)
         controller = self.manager.controller("sources", sources.reconcile)
         for kind in kinds:
-            controller.watches(kind.name, sources.keys_of_source(kind))
+            controller.watches(kind.qualified, sources.keys_of_source(kind))
         for kind in related:
-            controller.watches(kind.name, sources.keys_of_related(kind))
+            controller.watches(kind.qualified, sources.keys_of_related(kind))
         controller.watches("clusters", sources.keys_of_cluster)
         controller.watches("namespaces", sources.keys_of_namespace)
         controller.watches("hubconfigs", sources.keys_of_hub)
-        LOG.info("watching cluster sources: %s", ", ".join(k.api_version + "/" + k.plural for k in kinds))
+        LOG.info("watching cluster sources: %s", ", ".join(k.qualified for k in kinds))
         return sources
 
     def _hub_account(self) -> str | None:

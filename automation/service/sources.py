@@ -28,7 +28,7 @@ import logging
 from typing import Any, Callable, Hashable, Iterable, Mapping
 
 from automation.adapters.kube.informer import Raw, object_key
-from automation.adapters.kube.sources import SourceClient, SourceKind
+from automation.adapters.kube.sources import SourceClient
 from automation.adapters.kube.status import EventRecorder
 from automation.service.cache import Cache
 from automation.service.clusters.reconciler import up_to_date
@@ -37,18 +37,18 @@ from automation.service.snapshot import DesiredView
 from stacks.inputs import StackInputs
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
-from stacks.names import (MESH_ENABLED_ANNOTATION, MESH_LABEL, OVERRIDES_SOURCE_ANNOTATION, OWNER_ACCOUNT_ANNOTATION,
-                          SOURCE_FINALIZER)
-from stacks.sources.derive import Derived, Pending, Refused, derive
+from stacks.names import MESH_LABEL, OVERRIDES_SOURCE_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, SOURCE_FINALIZER
+from stacks.sources.derive import derive
+from stacks.sources.kinds import SourceKind
+from stacks.sources.outcome import Derived, Pending, Refused
 from stacks.status import ClusterStatus
 
 LOG = logging.getLogger("hubwright.sources")
 WAIT = 2.0  # seconds between looks while a released source waits for its HubCluster and its group's stacks
-MANAGED_METADATA = (MESH_LABEL, MESH_ENABLED_ANNOTATION)  # the labels and annotations a source decides
 
 
 def source_key(kind: SourceKind, raw: Raw) -> str:
-    return f"{kind.name}|{object_key(raw)}"
+    return f"{kind.qualified}|{object_key(raw)}"
 
 
 def controller_ref(raw: Raw | None) -> dict[str, Any] | None:
@@ -64,8 +64,8 @@ class Sources:
     def __init__(self, *, kinds: Iterable[SourceKind], related: Iterable[SourceKind], stores: Mapping[str, Any],
                  cache: Cache, desired: DesiredView, kube: SourceClient, events: EventRecorder,
                  namespaces: Callable[[], Iterable[str]] | None = None):
-        self.kinds = {k.name: k for k in kinds}
-        self.related = {k.name: k for k in related}
+        self.kinds = {k.qualified: k for k in kinds}
+        self.related = {k.qualified: k for k in related}
         self.stores = stores  # kind name -> Store (the runtime's, one informer per kind)
         self.cache, self.desired, self.kube, self.events = cache, desired, kube, events
         self._said: dict[str, str] = {}  # key -> the last refusal or wait an Event told (told once)
@@ -87,8 +87,8 @@ class Sources:
         ref = controller_ref(raw)
         ns = (raw.get("metadata") or {}).get("namespace")
         if ref is None:
-            return [k for k in self._all_keys(ns) if k.split("|", 1)[1] == object_key(raw)]
-        return [f"{kind.name}|{ns}/{ref.get('name')}" for kind in self.kinds.values()
+            return [k for k in self._all_keys(ns) if str(k).split("|", 1)[1] == object_key(raw)]
+        return [f"{kind.qualified}|{ns}/{ref.get('name')}" for kind in self.kinds.values()
                 if kind.kind == ref.get("kind") and str(ref.get("apiVersion", "")).startswith(f"{kind.group}/")]
 
     def keys_of_namespace(self, event: str, raw: Raw) -> list[Hashable]:
@@ -100,7 +100,7 @@ class Sources:
     def _all_keys(self, namespace: str | None) -> list[Hashable]:
         out: list[Hashable] = []
         for kind in self.kinds.values():
-            out += [f"{kind.name}|{k}" for k in self.stores[kind.name].keys()
+            out += [f"{kind.qualified}|{k}" for k in self.stores[kind.qualified].keys()
                     if namespace is None or k.split("/", 1)[0] == namespace]
         return out
 
@@ -123,7 +123,7 @@ class Sources:
         if not isinstance(hub, HubConfig):
             return Outcome.done()  # no valid HubConfig: nothing is taken or released (its event queues us again)
         meta = src.get("metadata") or {}
-        ns = meta.get("namespace")
+        ns = str(meta.get("namespace"))
         current = self.cache.get(obj)
         deleting = bool(meta.get("deletionTimestamp"))
         result = None if deleting else derive(
@@ -134,23 +134,20 @@ class Sources:
         if isinstance(result, (Refused, Pending)):
             self._tell(key, src, "Warning" if isinstance(result, Refused) else "Normal", result.reason, str(result))
             return Outcome.done()
-        assert isinstance(result, Derived)
-        return self._keep(kind, key, src, current, result.doc)
+        return self._keep(kind, key, src, current, result)
 
     __call__ = reconcile
 
-    def _related(self, namespace: str | None) -> Callable[[str, str, str], Raw | None]:
+    def _related(self, namespace: str) -> Callable[[SourceKind, str, str], Raw | None]:
         """The infrastructure objects a source may read: in its own namespace only (derive refuses any other)."""
-        def get(kind: str, ref_namespace: str, name: str) -> Raw | None:
-            if ref_namespace != namespace:
+        def get(kind: SourceKind, ref_namespace: str, name: str) -> Raw | None:
+            store = self.stores.get(kind.qualified)
+            if ref_namespace != namespace or store is None:
                 return None
-            for related in self.related.values():
-                if related.kind == kind:
-                    return self.stores[related.name].get(f"{namespace}/{name}")
-            return None
+            return store.get(f"{namespace}/{name}")
         return get
 
-    def _keep(self, kind: SourceKind, key: str, src: Raw, current: Raw | None, doc: dict[str, Any]) -> Outcome:
+    def _keep(self, kind: SourceKind, key: str, src: Raw, current: Raw | None, derived: Derived) -> Outcome:
         ref = controller_ref(current)
         uid = (src.get("metadata") or {}).get("uid")
         if current is not None and ref is not None and ref.get("uid") != uid:
@@ -167,12 +164,13 @@ class Sources:
         if not self.kube.set_finalizer(kind, src, True):
             return Outcome.done()
         if current is None:
-            if self.kube.create_cluster(doc):
-                self._tell(key, src, "Normal", "HubClusterCreated", f"HubCluster {object_key(doc)} created")
+            if self.kube.create_cluster(derived.doc):
+                self._tell(key, src, "Normal", "HubClusterCreated", f"HubCluster {derived.key} created")
             return Outcome.done()
-        if _differs(current, doc):
+        patch = derived.merge_patch(current)
+        if patch is not None:
             adopted = ref is None
-            if self.kube.update_cluster(current, doc, lambda k: k in MANAGED_METADATA) and adopted:
+            if self.kube.patch_cluster(current, patch) and adopted:
                 self._tell(key, src, "Normal", "HubClusterAdopted",
                            f"hand-written HubCluster {object_key(current)} now follows this object (its stack is "
                            f"kept); annotate it {OVERRIDES_SOURCE_ANNOTATION}: \"true\" to keep it as written")
@@ -233,15 +231,3 @@ class Sources:
         LOG.info("%s: %s: %s", key, reason, message)
         self.events.event(src, "Warning" if type_ == "Warning" else "Normal", reason, message[:1024])
 
-
-def _differs(current: Raw, doc: dict[str, Any]) -> bool:
-    """Whether the HubCluster says something else than the source: its spec, the managed labels and annotations,
-    its ownerReferences."""
-    have, want = current.get("metadata") or {}, doc["metadata"]
-    if current.get("spec") != doc["spec"] or have.get("ownerReferences") != want.get("ownerReferences"):
-        return True
-    for part in ("labels", "annotations"):
-        mine = {k: v for k, v in (have.get(part) or {}).items() if k in MANAGED_METADATA}
-        if mine != (want.get(part) or {}):
-            return True
-    return False

@@ -9,15 +9,15 @@ other projects' cluster objects, and its finalizer on those objects. Every call 
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from automation.adapters.kube.informer import Source
-from automation.adapters.kube.status import status_patch
 from stacks.names import CLUSTERS, GROUP, SOURCE_FINALIZER, VERSION
-from stacks.sources.watched import FAMILIES, SourceKind
+from stacks.sources.kinds import SourceKind
+from stacks.sources.watched import FAMILIES, watched_version
 
 TIMEOUT = (5, 30)  # (connect, read) seconds of every call here
 Raw = dict[str, Any]
@@ -34,18 +34,19 @@ def selected(api_client: client.ApiClient, option: str) -> tuple[list[SourceKind
         raise ValueError(f"--sources: unknown {', '.join(unknown)} (known: auto, none, {', '.join(FAMILIES)})")
     wanted = [FAMILIES[n] for n in names]
     if option == "auto":
-        here = {k.name for k in served(api_client, [k for s, r in wanted for k in (s, *r)])}
-        wanted = [(s, tuple(k for k in r if k.name in here)) for s, r in wanted if s.name in here]
+        here = set(served(api_client, [k for s, r in wanted for k in (s, *r)]))
+        wanted = [(s, tuple(k for k in r if k in here)) for s, r in wanted if s in here]
     return [s for s, _ in wanted], [k for _, r in wanted for k in r]
 
 
 def source_of(api_client: client.ApiClient, kind: SourceKind, namespace: str | None = None) -> Source:
     """List (and watch) `kind` in every namespace, or in one."""
     custom = client.CustomObjectsApi(api_client)
+    version = watched_version(kind)
     if namespace:
-        return Source(kind.name, custom.list_namespaced_custom_object, (kind.group, kind.version, namespace,
-                                                                          kind.plural))
-    return Source(kind.name, custom.list_cluster_custom_object, (kind.group, kind.version, kind.plural))
+        return Source(kind.qualified, custom.list_namespaced_custom_object, (kind.group, version, namespace,
+                                                                               kind.plural))
+    return Source(kind.qualified, custom.list_cluster_custom_object, (kind.group, version, kind.plural))
 
 
 def served(api_client: client.ApiClient, kinds: list[SourceKind]) -> list[SourceKind]:
@@ -58,9 +59,9 @@ def served(api_client: client.ApiClient, kinds: list[SourceKind]) -> list[Source
         return []
     out = []
     for kind in kinds:
-        if (kind.group, kind.version) not in groups:
+        if (kind.group, watched_version(kind)) not in groups:
             continue
-        resources = client.CustomObjectsApi(api_client).get_api_resources(kind.group, kind.version,
+        resources = client.CustomObjectsApi(api_client).get_api_resources(kind.group, watched_version(kind),
                                                                           _request_timeout=TIMEOUT)
         if any(r.name == kind.plural for r in (resources.resources or [])):
             out.append(kind)
@@ -86,20 +87,9 @@ class SourceClient:
             raise
         return True
 
-    def update_cluster(self, current: Raw, doc: Raw, managed: Callable[[str], bool]) -> bool:
-        """Make the HubCluster `current` say what `doc` says: its spec whole, the labels and annotations `managed`
-        names, its ownerReferences; False when it is gone."""
-        meta, want = current["metadata"], doc["metadata"]
-        patch: Raw = {"spec": status_patch(doc["spec"], current.get("spec") or {})}
-        meta_patch: Raw = {"ownerReferences": want["ownerReferences"]}
-        for part in ("labels", "annotations"):
-            have = {k: v for k, v in (meta.get(part) or {}).items() if managed(k)}
-            wanted = want.get(part) or {}
-            changes = {k: None for k in have if k not in wanted}
-            changes.update(wanted)
-            if changes:
-                meta_patch[part] = changes
-        patch["metadata"] = meta_patch
+    def patch_cluster(self, current: Raw, patch: Raw) -> bool:
+        """A JSON merge patch (stacks.sources.outcome.Derived.merge_patch) on the HubCluster; False when it is gone."""
+        meta = current["metadata"]
         try:
             self._api.patch_namespaced_custom_object(GROUP, VERSION, meta["namespace"], CLUSTERS, meta["name"], patch,
                                                      _request_timeout=TIMEOUT)
@@ -131,7 +121,7 @@ class SourceClient:
         wanted = [*names, SOURCE_FINALIZER] if present else [n for n in names if n != SOURCE_FINALIZER]
         try:
             self._api.patch_namespaced_custom_object(
-                kind.group, kind.version, meta["namespace"], kind.plural, meta["name"],
+                kind.group, watched_version(kind), meta["namespace"], kind.plural, meta["name"],
                 {"metadata": {"finalizers": wanted or None, "resourceVersion": meta.get("resourceVersion")}},
                 _request_timeout=TIMEOUT)
         except ApiException as exc:

@@ -1,0 +1,181 @@
+"""Cluster sources on the real kube-apiserver with Cluster API's, CAPA's and Hive's real CRDs: the service keeps
+one HubCluster per opted-in object, reads its network through discovery, runs its stack (engine double), and
+cleans everything up when the object opts out or goes (automation/service/sources.py, docs/sources.md)."""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from doubles.engine import RecordingEngine
+from doubles.envtest import install_crds
+from doubles.service_env import ServiceEnv, quiet, wait_until
+from doubles.sources import aws_cluster_doc, capi_cluster_doc, cluster_deployment_doc
+from doubles.thirdparty import crds
+from tests.envtest import kube_apiserver_alone  # noqa: F401 - the fixture
+from stacks.names import ENABLED_ANNOTATION, SOURCE_FINALIZER
+from stacks.network.found import FoundLoadBalancer, FoundNetwork, FoundSubnet
+from stacks.network.query import NetworkQuery
+
+ACCOUNT = "222222222222"
+GROUP_MESH = {"mesh": {"groups": {"payments": {"topology": "peering"}}}}
+KINDS = {"Cluster": ("cluster.x-k8s.io", "v1beta2", "clusters"),
+         "AWSCluster": ("infrastructure.cluster.x-k8s.io", "v1beta2", "awsclusters"),
+         "ClusterDeployment": ("hive.openshift.io", "v1", "clusterdeployments")}
+
+
+class Cloud:
+    """What the cluster accounts hold, as discovery reads it (the moto-backed AWS discovery has its own tests):
+    VPCs by ID and by the installer tag, in one account and region; every read counted."""
+
+    def __init__(self) -> None:
+        self.vpcs: dict[str, FoundNetwork] = {}
+        self.tags: dict[str, str] = {}  # infraID -> VPC ID
+        self.reads: list[str] = []
+
+    def add(self, vpc: str, cidr: str, tag: str, *, infra_id: str | None = None, nlb: str | None = None) -> None:
+        subnets = (FoundSubnet(subnet_id=f"subnet-0{tag}0", availability_zone="us-east-1a",
+                               route_table_id=f"rtb-0{tag}0", private=True),
+                   FoundSubnet(subnet_id=f"subnet-0{tag}1", availability_zone="us-east-1a",
+                               route_table_id=f"rtb-0{tag}1"),
+                   FoundSubnet(subnet_id=f"subnet-0{tag}2", availability_zone="us-east-1b",
+                               route_table_id=f"rtb-0{tag}2", private=True),
+                   FoundSubnet(subnet_id=f"subnet-0{tag}3", availability_zone="us-east-1b",
+                               route_table_id=f"rtb-0{tag}3"))
+        self.vpcs[vpc] = FoundNetwork(
+            account_id=ACCOUNT, region="us-east-1", vpc_id=vpc, cidrs=(cidr,), subnets=subnets,
+            route_table_ids=tuple(f"rtb-0{tag}{n}" for n in range(4)),
+            security_group_ids=(f"sg-0{tag}node", f"sg-0{tag}cp"), node_security_group_ids=(f"sg-0{tag}node",),
+            load_balancer=FoundLoadBalancer(name=nlb, type="network", scheme="internal", vpc_id=vpc) if nlb else None)
+        if infra_id:
+            self.tags[infra_id] = vpc
+
+    def discover(self, query: NetworkQuery, *, now: str) -> FoundNetwork:
+        from automation.adapters.aws.lookups import LookupFailed
+        self.reads.append(query.key)
+        assert query.target.account_id == ACCOUNT  # only ever the namespace's owner account
+        vpc = query.vpc_id or self.tags.get(query.infra_id)
+        if vpc not in self.vpcs:
+            raise LookupFailed(f"no VPC for {query.key}", reason="VpcNotFound")
+        return self.vpcs[vpc].model_copy(update={"observed_at": now})
+
+
+@pytest.fixture(scope="module")
+def api(kube_apiserver_alone) -> Iterator[client.ApiClient]:
+    api_client = kube_apiserver_alone.api_client()
+    wanted = {"clusters.cluster.x-k8s.io", "awsclusters.infrastructure.cluster.x-k8s.io",
+              "awsmanagedcontrolplanes.controlplane.cluster.x-k8s.io", "clusterdeployments.hive.openshift.io"}
+    install_crds(api_client, [c for project in ("cluster-api", "cluster-api-provider-aws", "hive-apis")
+                              for c in crds(project) if c["metadata"]["name"] in wanted])
+    yield api_client
+
+
+def create(api: client.ApiClient, doc: dict[str, Any]) -> dict:
+    group, version, plural = KINDS[doc["kind"]]
+    custom = client.CustomObjectsApi(api)
+    meta = doc["metadata"]
+    body = {k: v for k, v in doc.items() if k != "status"}
+    body["metadata"] = {k: v for k, v in meta.items() if k not in ("uid", "creationTimestamp")}
+    made = custom.create_namespaced_custom_object(group, version, meta["namespace"], plural, body)
+    if doc.get("status"):
+        made = custom.patch_namespaced_custom_object_status(group, version, meta["namespace"], plural, meta["name"],
+                                                            {"status": doc["status"]})
+    return made
+
+
+def get(api: client.ApiClient, kind: str, namespace: str, name: str) -> dict | None:
+    group, version, plural = KINDS[kind]
+    try:
+        return client.CustomObjectsApi(api).get_namespaced_custom_object(group, version, namespace, plural, name)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def patch(api: client.ApiClient, kind: str, namespace: str, name: str, body: dict) -> None:
+    group, version, plural = KINDS[kind]
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(group, version, namespace, plural, name, body)
+
+
+def delete(api: client.ApiClient, kind: str, namespace: str, name: str) -> None:
+    group, version, plural = KINDS[kind]
+    client.CustomObjectsApi(api).delete_namespaced_custom_object(group, version, namespace, plural, name)
+
+
+def capi(api: client.ApiClient, ns: str, name: str, vpc: str, cidr: str, tag: str, cloud: Cloud) -> None:
+    cloud.add(vpc, cidr, tag)
+    create(api, aws_cluster_doc(name, ns, vpc=vpc, cidr=cidr, tag=tag, node_group=f"sg-0{tag}node"))
+    create(api, capi_cluster_doc(name, ns, mesh="payments"))
+
+
+def ready(env: ServiceEnv, name: str) -> bool:
+    return env.ready(name)
+
+
+def test_the_clustermesh_seed_flow_two_capi_clusters_are_peered_a_third_joins_with_one_run_and_all_clean_up(api):
+    env = ServiceEnv.isolated(api)
+    env.patch_hub({"spec": GROUP_MESH})
+    ns = env.ns
+    cloud, engine = Cloud(), RecordingEngine()
+    with env.running(engine, discovery=cloud, sources="capi,hive") as service:
+        capi(api, ns, "web-1", "vpc-0web1", "10.20.0.0/16", "w1", cloud)
+        capi(api, ns, "web-2", "vpc-0web2", "10.21.0.0/16", "w2", cloud)
+        for name in ("web-1", "web-2"):
+            wait_until(lambda n=name: ready(env, n), 30, what=f"HubCluster {name} Ready")
+            hub_cluster = env.get(name)
+            source = get(api, "Cluster", ns, name)
+            assert hub_cluster["metadata"]["ownerReferences"][0]["uid"] == source["metadata"]["uid"]
+            assert hub_cluster["metadata"]["ownerReferences"][0]["controller"] is True
+            assert SOURCE_FINALIZER in source["metadata"]["finalizers"]
+            network = hub_cluster["status"]["network"]
+            assert network["vpcID"] == f"vpc-0{name.replace('-', '')}" and network["observedAt"]
+        # The two are peered: the younger owns the pair, routed into both VPCs' tables (all of them: the default).
+        share = engine.stacks[f"{ns}.web-2"].mesh
+        assert share is not None and [p.peer.key for p in share.pairs] == [f"{ns}/web-1"]
+        assert share.member.route_table_ids == ("rtb-0w20", "rtb-0w21", "rtb-0w22", "rtb-0w23")
+        assert share.member.security_group_ids == ("sg-0w2node",)
+
+        # A third joins: one run, its own (it owns its pairs with both).
+        quiet(service)
+        before = engine.count("up")
+        capi(api, ns, "web-3", "vpc-0web3", "10.22.0.0/16", "w3", cloud)
+        wait_until(lambda: ready(env, "web-3"), 30, what="web-3 Ready")
+        quiet(service)
+        assert [c.stack for c in engine.runs("up")][before:] == [f"{ns}.web-3"]
+        assert sorted(p.peer.key for p in engine.stacks[f"{ns}.web-3"].mesh.pairs) == [f"{ns}/web-1", f"{ns}/web-2"]
+
+        # Opting out cleans up: the HubCluster goes (its stack destroyed first), then our finalizer on the source.
+        patch(api, "Cluster", ns, "web-3", {"metadata": {"annotations": {ENABLED_ANNOTATION: None}}})
+        wait_until(lambda: env.get("web-3") is None, 30, what="HubCluster web-3 gone")
+        assert engine.count("destroy", f"{ns}.web-3") == 1
+        wait_until(lambda: SOURCE_FINALIZER not in (get(api, "Cluster", ns, "web-3")["metadata"].get("finalizers")
+                                                    or []), 30, what="our finalizer off web-3")
+
+        # Deleting a source does too; the source itself goes once its HubCluster and its group's stacks are done.
+        delete(api, "Cluster", ns, "web-2")
+        wait_until(lambda: get(api, "Cluster", ns, "web-2") is None, 30, what="Cluster web-2 gone")
+        assert env.get("web-2") is None and engine.count("destroy", f"{ns}.web-2") == 1
+        assert ready(env, "web-1")
+
+
+def test_a_hive_clusterdeployment_gets_privatelink_on_its_installers_nlb_and_hive_s_own_privatelink_is_refused(api):
+    env = ServiceEnv.isolated(api)
+    ns = env.ns
+    cloud, engine = Cloud(), RecordingEngine()
+    cloud.add("vpc-0ocp1", "10.40.0.0/16", "o1", infra_id="ocp-1-x7k2p", nlb="ocp-1-x7k2p-int")
+    with env.running(engine, discovery=cloud, sources="capi,hive"):
+        create(api, cluster_deployment_doc("ocp-1", ns, privatelink=True))
+        wait_until(lambda: ready(env, "ocp-1"), 30, what="HubCluster ocp-1 Ready")
+        inputs = engine.stacks[f"{ns}.ocp-1"]
+        assert inputs.private_link is not None and inputs.private_link.nlb_name == "ocp-1-x7k2p-int"
+        assert env.get("ocp-1")["status"]["network"]["vpcID"] == "vpc-0ocp1"  # found by the installer's tag
+
+        create(api, cluster_deployment_doc("ocp-2", ns, infra_id="ocp-2-abcde", privatelink=True,
+                                           hive_privatelink=True))
+        wait_until(lambda: [e for e in env.events(ns, "ocp-2") if e[0] == "Warning"], 30, what="a refusal Event")
+        (event,) = [e for e in env.events(ns, "ocp-2") if e[0] == "Warning"]
+        assert "spec.platform.aws.privateLink.enabled" in event[2]
+        assert env.get("ocp-2") is None
