@@ -117,10 +117,10 @@ def ready(env: ServiceEnv, name: str) -> bool:
 
 def test_the_clustermesh_seed_flow_two_capi_clusters_are_peered_a_third_joins_with_one_run_and_all_clean_up(api):
     env = ServiceEnv.isolated(api)
-    env.patch_hub({"spec": GROUP_MESH})
     ns = env.ns
+    env.patch_hub({"spec": GROUP_MESH})
     cloud, engine = Cloud(), RecordingEngine()
-    with env.running(engine, discovery=cloud, sources="capi,hive") as service:
+    with env.running(engine, discovery=cloud, sources="capi,hive", watch_namespace=ns) as service:
         capi(api, ns, "web-1", "vpc-0web1", "10.20.0.0/16", "w1", cloud)
         capi(api, ns, "web-2", "vpc-0web2", "10.21.0.0/16", "w2", cloud)
         for name in ("web-1", "web-2"):
@@ -166,7 +166,7 @@ def test_a_hive_clusterdeployment_gets_privatelink_on_its_installers_nlb_and_hiv
     ns = env.ns
     cloud, engine = Cloud(), RecordingEngine()
     cloud.add("vpc-0ocp1", "10.40.0.0/16", "o1", infra_id="ocp-1-x7k2p", nlb="ocp-1-x7k2p-int")
-    with env.running(engine, discovery=cloud, sources="capi,hive"):
+    with env.running(engine, discovery=cloud, sources="capi,hive", watch_namespace=ns):
         create(api, cluster_deployment_doc("ocp-1", ns, privatelink=True))
         wait_until(lambda: ready(env, "ocp-1"), 30, what="HubCluster ocp-1 Ready")
         inputs = engine.stacks[f"{ns}.ocp-1"]
@@ -179,3 +179,65 @@ def test_a_hive_clusterdeployment_gets_privatelink_on_its_installers_nlb_and_hiv
         (event,) = [e for e in env.events(ns, "ocp-2") if e[0] == "Warning"]
         assert "spec.platform.aws.privateLink.enabled" in event[2]
         assert env.get("ocp-2") is None
+
+
+def test_a_hand_written_hubcluster_is_adopted_by_its_source_unless_it_says_it_overrides_it(api):
+    env = ServiceEnv.isolated(api)
+    ns = env.ns
+    cloud, engine = Cloud(), RecordingEngine()
+    cloud.add("vpc-0web1", "10.20.0.0/16", "w1")
+    cloud.add("vpc-0web2", "10.21.0.0/16", "w2")
+    network = {"vpcID": "vpc-0web1", "cidr": "10.20.0.0/16", "routeTableIDs": ["rtb-0w10"],
+               "nodeSecurityGroupIDs": ["sg-0w1node"]}
+    with env.running(engine, discovery=cloud, sources="capi,hive", watch_namespace=ns):
+        # Hand-written, overriding: kept as written while its source opts in beside it.
+        env.create("web-1", network=network, privateLink={"enabled": False},
+                   annotations={"hubwright.io/overrides-source": "true"})
+        wait_until(lambda: ready(env, "web-1"), 30, what="hand-written web-1 Ready")
+        create(api, aws_cluster_doc("web-1", ns, vpc="vpc-0web1", cidr="10.20.0.0/16", tag="w1",
+                                    node_group="sg-0w1node"))
+        create(api, capi_cluster_doc("web-1", ns))
+        wait_until(lambda: [e for e in env.events(ns, "web-1") if e[1] == "Overridden"], 30, what="Overridden")
+        kept = env.get("web-1")
+        assert "ownerReferences" not in kept["metadata"] and kept["spec"]["network"] == network
+        # Hand-written, not overriding: its source adopts it, and its stack is kept (same name, same stack).
+        env.create("web-2", network={**network, "vpcID": "vpc-0web2", "cidr": "10.21.0.0/16",
+                                     "routeTableIDs": ["rtb-0w20"], "nodeSecurityGroupIDs": ["sg-0w2node"]},
+                   privateLink={"enabled": False})
+        wait_until(lambda: ready(env, "web-2"), 30, what="hand-written web-2 Ready")
+        create(api, aws_cluster_doc("web-2", ns, vpc="vpc-0web2", cidr="10.21.0.0/16", tag="w2",
+                                    node_group="sg-0w2node"))
+        create(api, capi_cluster_doc("web-2", ns))
+        wait_until(lambda: (env.get("web-2")["metadata"].get("ownerReferences") or [{}])[0].get("kind") == "Cluster",
+                   30, what="web-2 adopted")
+        wait_until(lambda: env.get("web-2")["spec"]["network"]["routeTableIDs"] == [f"rtb-0w2{n}" for n in range(4)]
+                   and ready(env, "web-2"), 30, what="web-2 follows its source, and is Ready")
+        assert engine.count("destroy", f"{ns}.web-2") == 0  # adopted, never destroyed
+
+
+def test_a_cluster_waits_for_discovery_and_a_route_table_added_later_is_picked_up_with_one_run(api):
+    env = ServiceEnv.isolated(api)
+    ns = env.ns
+    env.patch_hub({"spec": {**GROUP_MESH, "discovery": {"interval": "2s"}}})
+    cloud, engine = Cloud(), RecordingEngine()
+    with env.running(engine, discovery=cloud, sources="capi,hive", watch_namespace=ns) as service:
+        # A ClusterDeployment types no network: discovery finds its VPC by the installer's tag.
+        create(api, cluster_deployment_doc("ocp-1", ns, mesh="payments"))
+        # The VPC is not in the account yet: the cluster waits, Progressing, and nothing runs.
+        wait_until(lambda: (env.condition("ocp-1", "Reconciling") or {}).get("reason") == "NetworkNotDiscovered", 30,
+                   what="ocp-1 waiting for discovery")
+        assert env.condition("ocp-1", "Stalled")["status"] == "False" and engine.count("up") == 0
+        cloud.add("vpc-0ocp1", "10.40.0.0/16", "o1", infra_id="ocp-1-x7k2p")
+        wait_until(lambda: ready(env, "ocp-1"), 30, what="ocp-1 Ready once discovered")
+        quiet(service)
+        ups = engine.count("up", f"{ns}.ocp-1")
+        # A new subnet's route table: found at the next read (one interval), one run, and its route is planned.
+        found = cloud.vpcs["vpc-0ocp1"]
+        cloud.vpcs["vpc-0ocp1"] = found.model_copy(update={
+            "route_table_ids": (*found.route_table_ids, "rtb-0o1new"),
+            "subnets": (*found.subnets, FoundSubnet(subnet_id="subnet-0o1new", availability_zone="us-east-1c",
+                                                   route_table_id="rtb-0o1new", private=True))})
+        wait_until(lambda: "rtb-0o1new" in engine.stacks[f"{ns}.ocp-1"].mesh.member.route_table_ids, 30,
+                   what="the new route table in ocp-1's inputs")
+        quiet(service)
+        assert engine.count("up", f"{ns}.ocp-1") == ups + 1
