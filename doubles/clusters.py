@@ -244,3 +244,7 @@ class StaticDesired:
 
     def transit(self, stack: str) -> TransitInputs | None:
         return self.transits.get(stack)
+
+    def network_query(self, key: str) -> None:
+        """No discovery here: the declared networks are taken as they are."""
+        return None

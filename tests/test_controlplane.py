@@ -49,7 +49,13 @@ def test_rbac_is_least_privilege():
     deletes = {key for key, v in verbs.items() if "delete" in v}
     assert deletes == {("", "serviceaccounts"), ("rbac.authorization.k8s.io", "roles"),
                        ("rbac.authorization.k8s.io", "rolebindings"),  # a gone Cluster's agent; a Tenant's admins
-                       ("", "resourcequotas")}  # a Tenant's quota, when its spec.quota goes
+                       ("", "resourcequotas"),  # a Tenant's quota, when its spec.quota goes
+                       ("hubwright.io", "hubclusters")}  # the HubCluster of a source that opted out or went
+    # Other projects' cluster objects: read, and our finalizer on the sources (update/patch); never more.
+    assert verbs[("cluster.x-k8s.io", "clusters")] == verbs[("hive.openshift.io", "clusterdeployments")] == \
+        {"get", "list", "watch", "update", "patch"}
+    assert verbs[("infrastructure.cluster.x-k8s.io", "awsclusters")] == \
+        verbs[("controlplane.cluster.x-k8s.io", "awsmanagedcontrolplanes")] == {"get", "list", "watch"}
     assert all("*" not in v and "escalate" not in v for v in verbs.values())
     [bind] = [rule for rule in rules if "bind" in rule["verbs"]]
     assert bind["resourceNames"] == ["hubwright-tenant-admin"]
