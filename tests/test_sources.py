@@ -261,3 +261,13 @@ def test_the_digest_and_merge_patch_see_only_what_the_source_decides():
     patch = second.merge_patch(kept)
     assert patch == {"metadata": {"labels": {MESH_LABEL: None}, "annotations": {MESH_ENABLED_ANNOTATION: None}},
                      "spec": {"network": {"secondaryCIDRs": ["100.64.0.0/16"]}}}
+
+
+def test_capas_load_balancer_name_as_api_host_is_refused_and_the_clusters_own_endpoint_is_read_first():
+    elb = "web-1-apiserver-1234567890.elb.us-east-1.amazonaws.com"
+    error = refusal(run(capi_cluster_doc(), aws_cluster_doc(endpoint=elb)))
+    assert (error.obj, error.field) == ("AWSCluster.infrastructure.cluster.x-k8s.io acme/web-1",
+                                        "spec.controlPlaneEndpoint")
+    assert "amazonaws.com" in error.reason
+    doc = derived(run(capi_cluster_doc(endpoint="api.web-1.acme.example.com"), aws_cluster_doc(endpoint=elb))).doc
+    assert doc["spec"]["apiURL"] == "https://api.web-1.acme.example.com:6443"
