@@ -3,6 +3,7 @@ HubClusters with the one derive() the service calls, names every refused or pend
 hand-written HubCluster win only when it says so."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,11 @@ def test_two_sources_of_one_name_are_both_named(tmp_path):
     (error,) = exc.value.errors
     assert error.obj == "HubCluster acme/prod-1" and "defined 2 times" in error.reason
     assert "Cluster.cluster.x-k8s.io acme/prod-1" in error.reason and "ClusterDeployment.hive.openshift.io" in error.reason
+
+
+def test_the_sources_doc_picture_is_what_the_command_draws():
+    text = Path("docs/sources.md").read_text()
+    [block] = re.findall(r"```mermaid\n(.*?)```", text, re.S)
+    done = run("plan", "--hub", "examples/capi/hub.yaml", "--clusters", "examples/capi/clusters", "--format", "mermaid")
+    assert done.returncode == 0, done.stderr
+    assert block == done.stdout
