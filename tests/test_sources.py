@@ -2,9 +2,11 @@
 writes these objects: another namespace's object, a classic ELB, Hive's own PrivateLink, a kind we do not read)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from doubles.factories import hub
 from doubles.sources import (aws_cluster_doc, aws_managed_control_plane_doc, capi_cluster_doc,
@@ -14,6 +16,7 @@ from stacks.model.cluster import Cluster
 from stacks.model.loading import parse
 from stacks.names import (ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, PRIVATELINK_ANNOTATION,
                           REGION_ANNOTATION)
+from stacks.sources.capi import get
 from stacks.sources.derive import derive
 from stacks.sources.kinds import SourceKind, kind_of
 from stacks.sources.outcome import Derived, Pending, Refused
@@ -24,7 +27,8 @@ ACCOUNT = "222222222222"
 def related_in(*docs: dict[str, Any]):
     """related(kind, namespace, name) over `docs`, recording every question asked (the attack tests check that an
     object of another namespace is never even asked for)."""
-    index = {(kind_of(d), d["metadata"]["namespace"], d["metadata"]["name"]): d for d in docs}
+    index = {(kind_of(d), get(d, "metadata.namespace"), get(d, "metadata.name")): d for d in docs
+             if isinstance(get(d, "metadata.namespace"), str) and isinstance(get(d, "metadata.name"), str)}
     asked: list[tuple[str, str, str]] = []
 
     def related(kind: SourceKind, namespace: str, name: str) -> dict | None:
@@ -271,3 +275,47 @@ def test_capas_load_balancer_name_as_api_host_is_refused_and_the_clusters_own_en
     assert "amazonaws.com" in error.reason
     doc = derived(run(capi_cluster_doc(endpoint="api.web-1.acme.example.com"), aws_cluster_doc(endpoint=elb))).doc
     assert doc["spec"]["apiURL"] == "https://api.web-1.acme.example.com:6443"
+
+
+# --------------------------------------------------------------------------- whatever a tenant writes
+
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8), st.lists(st.integers(), max_size=2),
+                 st.dictionaries(st.text(max_size=4), st.integers(), max_size=2))
+
+
+def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
+    found = [prefix] if prefix else []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            found += _paths(value, (*prefix, key))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            found += _paths(value, (*prefix, i))
+    return found
+
+
+def _replace(doc: Any, path: tuple, value: Any) -> Any:
+    copy = json.loads(json.dumps(doc))
+    node = copy
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return copy
+
+
+@settings(max_examples=150, deadline=None)
+@given(which=st.integers(min_value=0), at=st.integers(min_value=0), junk=JUNK)
+def test_any_value_anywhere_in_a_source_gives_an_answer_never_an_exception(which, at, junk):
+    sources = [(capi_cluster_doc(privatelink=True, mesh="payments"), [aws_cluster_doc(elb_name="web-1-api")]),
+               (cluster_deployment_doc(privatelink=True), [])]
+    source, related = sources[which % 2]
+    docs = [source, *related]
+    paths = [(i, p) for i, d in enumerate(docs) for p in _paths(d) if p[0] not in ("apiVersion", "kind")]
+    i, path = paths[at % len(paths)]
+    docs[i] = _replace(docs[i], path, junk)
+    outcome = run(docs[0], *docs[1:])
+    assert outcome is None or isinstance(outcome, (Derived, Refused, Pending))
+    if isinstance(outcome, Derived):  # whatever was written, what is kept is one of ours
+        assert isinstance(parse(outcome.doc), Cluster)
+    elif isinstance(outcome, (Refused, Pending)):
+        assert all(e.obj and e.reason for e in (outcome.errors if isinstance(outcome, Refused) else [outcome.wait]))

@@ -146,3 +146,16 @@ def test_the_sources_doc_picture_is_what_the_command_draws():
     done = run("plan", "--hub", "examples/capi/hub.yaml", "--clusters", "examples/capi/clusters", "--format", "mermaid")
     assert done.returncode == 0, done.stderr
     assert block == done.stdout
+
+
+def test_a_malformed_source_object_in_a_folder_is_named_never_a_traceback(tmp_path):
+    broken = [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": [1]},
+              {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": 7}},
+              {**capi_cluster_doc("web-1"), "spec": "infrastructureRef"},
+              {**aws_cluster_doc("web-2"), "spec": {"network": {"subnets": 3, "vpc": [2]}, "region": "us-east-1"}},
+              capi_cluster_doc("web-2", endpoint="api.web-2.acme.example.com")]
+    done = run("plan", "--hub", HUB, "--clusters", folder(tmp_path, *broken, capi_cluster_doc("web-3"),
+                                                           aws_cluster_doc("web-3")), "--format", "json")
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2 and "Cluster.cluster.x-k8s.io acme/web-1: spec.infrastructureRef: not ready" in \
+        done.stderr  # names no infrastructure object yet: a spec that is not an object holds none
