@@ -124,6 +124,21 @@ def _subnet_id(subnet: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _list(value: Any) -> list[Any]:
+    """A list field as written; anything else (a tenant's object is not checked by any schema in a plan folder) is
+    none."""
+    return value if isinstance(value, list) else []
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    """`values` in order without repeats, whatever they are (a value the model refuses is kept, so it is named)."""
+    kept: list[Any] = []
+    for value in values:
+        if value not in kept:
+            kept.append(value)
+    return kept
+
+
 def _network(holder: Mapping[str, Any], hub: HubConfig, oref: SourceRef, provenance: Provenance) -> dict[str, Any]:
     network: dict[str, Any] = {}
     vpc_id, cidr = get(holder, "spec.network.vpc.id"), get(holder, "spec.network.vpc.cidrBlock")
@@ -133,16 +148,17 @@ def _network(holder: Mapping[str, Any], hub: HubConfig, oref: SourceRef, provena
     if cidr:
         network["cidr"] = cidr
         provenance["spec.network.cidr"] = (oref, "spec.network.vpc.cidrBlock")
-    secondary = [get(block, "ipv4CidrBlock") for block in get(holder, "spec.network.vpc.secondaryCidrBlocks") or []]
+    secondary = [get(block, "ipv4CidrBlock") if isinstance(block, Mapping) else block
+                 for block in _list(get(holder, "spec.network.vpc.secondaryCidrBlocks"))]
     if secondary:
         network["secondaryCIDRs"] = secondary
         provenance["spec.network.secondaryCIDRs"] = (oref, "spec.network.vpc.secondaryCidrBlocks")
-    subnets = [s for s in get(holder, "spec.network.subnets") or [] if isinstance(s, Mapping)]
+    subnets = [s for s in _list(get(holder, "spec.network.subnets")) if isinstance(s, Mapping)]
     private_only = hub.spec.discovery.route_tables == "private"
     tables = [s.get("routeTableId") for s in subnets if s.get("routeTableId") and not (
         private_only and s.get("isPublic") is True)]
     if tables:
-        network["routeTableIDs"] = list(dict.fromkeys(tables))
+        network["routeTableIDs"] = _unique(tables)
         provenance["spec.network.routeTableIDs"] = (oref, "spec.network.subnets[].routeTableId")
     per_zone: dict[str, str] = {}
     for subnet in subnets:
@@ -155,7 +171,7 @@ def _network(holder: Mapping[str, Any], hub: HubConfig, oref: SourceRef, provena
     groups = get(holder, "status.networkStatus.securityGroups") or {}
     nodes = [get(groups, f"{role}.id") for role in NODE_ROLES if get(groups, f"{role}.id")]
     if nodes:
-        network["nodeSecurityGroupIDs"] = list(dict.fromkeys(nodes))
+        network["nodeSecurityGroupIDs"] = _unique(nodes)
         provenance["spec.network.nodeSecurityGroupIDs"] = (oref, "status.networkStatus.securityGroups")
     return network
 

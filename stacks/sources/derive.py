@@ -22,7 +22,7 @@ from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.model.loading import parse
 from stacks.names import API_VERSION, CLUSTER, OWNER_ACCOUNT_ANNOTATION, REGION_ANNOTATION
-from stacks.sources.capi import Part, Provenance, Related, capi_part
+from stacks.sources.capi import Part, Provenance, Related, capi_part, get
 from stacks.sources.hive import hive_part
 from stacks.sources.kinds import CAPI_CLUSTER, SOURCES, SourceRef, kind_of
 from stacks.sources.optin import grouping, opted_in, wants_privatelink
@@ -42,7 +42,7 @@ def _document(source: Mapping[str, Any], ref: SourceRef, part: Part, account: st
     labels, annotations = grouping(source)
     annotations[REGION_ANNOTATION] = part.spec["region"]
     meta: dict[str, Any] = {"name": ref.name, "namespace": ref.namespace}
-    created = (source.get("metadata") or {}).get("creationTimestamp")
+    created = get(source, "metadata.creationTimestamp")
     if isinstance(created, str):  # the plan's "younger" is the source's age; an API server sets its own
         meta["creationTimestamp"] = created
     meta |= {k: v for k, v in (("labels", labels), ("annotations", annotations),

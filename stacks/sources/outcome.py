@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from stacks.errors import FieldError, InvalidSpec
-from stacks.model.cluster import Cluster
+from stacks.model.cluster import Cluster, ClusterSpec
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL, REGION_ANNOTATION
 from stacks.sources.kinds import SourceRef
 
@@ -28,16 +28,25 @@ SOURCE_REFUSED = "SourceRefused"
 SOURCE_PENDING = "SourcePending"
 
 
+def _spec(spec: Any) -> dict[str, Any]:
+    """A HubCluster spec as the model reads it: the defaults our CRD makes the API server write (privateLink.enabled,
+    tokenLifetime, ...) filled in on both sides, so that what the server added never asks for a patch."""
+    try:
+        return ClusterSpec.model_validate(spec).model_dump(mode="json", by_alias=True, exclude_none=True)
+    except ValueError:  # not one of ours as it stands: compared as written, so it is patched to the derived one
+        return dict(spec) if isinstance(spec, Mapping) else {}
+
+
 def managed_part(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a HubCluster document that its source decides: spec, the mesh label, the mesh and region
-    annotations, and the ownerReferences. Absent labels and annotations are absent here too."""
+    """The part of a HubCluster document that its source decides: spec (as the model reads it), the mesh label,
+    the mesh and region annotations, and the ownerReferences. Absent labels and annotations are absent here too."""
     meta = doc.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     return {"metadata": {"labels": {k: labels[k] for k in MANAGED_LABELS if k in labels},
                          "annotations": {k: annotations[k] for k in MANAGED_ANNOTATIONS if k in annotations},
                          "ownerReferences": list(meta.get("ownerReferences") or [])},
-            "spec": doc.get("spec") or {}}
+            "spec": _spec(doc.get("spec") or {})}
 
 
 def digest_of(doc: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ from stacks.model.loading import parse
 from stacks.model.resource import Namespace
 from stacks.names import OWNER_ACCOUNT_ANNOTATION
 from stacks.resolve import Fleet
+from stacks.sources.capi import get
 from stacks.sources.derive import derive
 from stacks.sources.kinds import SOURCES, SourceKind, kind_of, of_source_project
 from stacks.sources.optin import namespace_of, overrides_source
@@ -307,11 +308,11 @@ def load_hub(path: str) -> HubConfig:
 def _derived(hub: HubConfig, foreign: Foreign, namespaces: dict[str, dict[str, str]]) -> tuple[Sourced, list[FieldError]]:
     """The HubClusters of the folder's opted-in source objects (stacks.sources.derive, as the service derives them:
     the account is the namespace's owner account), and an error for each refused or pending one."""
-    index: dict[tuple[SourceKind, str | None, object], dict] = {}
+    index: dict[tuple[SourceKind, str, str], dict] = {}
     for doc, _ in foreign:
-        kind = kind_of(doc)
-        if kind is not None:
-            index[(kind, namespace_of(doc), (doc.get("metadata") or {}).get("name"))] = doc
+        kind, namespace, name = kind_of(doc), namespace_of(doc), get(doc, "metadata.name")
+        if kind is not None and namespace is not None and isinstance(name, str):
+            index[(kind, namespace, name)] = doc
 
     def related(kind: SourceKind, namespace: str, name: str) -> dict | None:
         return index.get((kind, namespace, name))
