@@ -55,7 +55,7 @@ def test_the_generated_crds_are_established_with_their_columns(env):
     ({"region": "mars-north-1"}, "spec.region"),
     ({"infraID": "Not_A_Label"}, "spec.infraID"),
     ({"apiURL": "http://api.example.com"}, "spec.apiURL"),
-    ({"network": {"vpcID": "vpc-0c1"}}, "spec.network.cidr"),
+    ({"network": {"vpcID": "vpc-0c1", "cidr": "10.0.0.0/8"}}, "spec.network.cidr"),  # a VPC block is /16 to /28
     ({"network": {"vpcID": "subnet-1", "cidr": "10.1.0.0/16"}}, "spec.network.vpcID"),
     ({"privateLink": {"enabled": "yes"}}, "spec.privateLink.enabled"),
 ])

@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster, Network
 from stacks.model.hub import Discovery, Subnet
-from stacks.network.found import FoundNetwork, found_of
+from stacks.network.found import FoundNetwork, FoundSubnet, found_of
 from stacks.targets import AwsTarget
 
 MISMATCH = "NetworkMismatch"  # a declared fact the cluster's account contradicts
@@ -47,17 +47,20 @@ def _blocks(found: FoundNetwork) -> str:
     return ", ".join(found.cidrs) or "no IPv4 block"
 
 
-def _tables(found: FoundNetwork, settings: Discovery) -> list[str]:
-    """The route tables a cluster that names none takes: all of its VPC's, or those of its private subnets."""
+def chosen_tables(subnets: Iterable[FoundSubnet], every: Iterable[str], settings: Discovery) -> list[str]:
+    """The route tables a cluster that names none takes (HubConfig spec.discovery.routeTables): all of them
+    (`every`), or those of its private subnets. The one rule for discovery and for a source that knows its
+    subnets (stacks.sources.capi)."""
     if settings.route_tables == "all":
-        return sorted(found.route_table_ids)
-    return sorted({s.route_table_id for s in found.subnets if s.private and s.route_table_id})
+        return sorted(set(every))
+    return sorted({s.route_table_id for s in subnets if s.private and s.route_table_id})
 
 
-def _transit_subnets(found: FoundNetwork) -> list[Subnet]:
-    """One subnet per zone for a Transit Gateway attachment: a private one where the zone has one."""
+def one_per_zone(subnets: Iterable[FoundSubnet]) -> list[Subnet]:
+    """One subnet per zone for a Transit Gateway attachment: a private one where the zone has one (then by ID).
+    The one rule for discovery and for a source that knows its subnets."""
     by_zone: dict[str, list] = {}
-    for subnet in found.subnets:
+    for subnet in subnets:
         by_zone.setdefault(subnet.availability_zone, []).append(subnet)
     out = []
     for zone, subnets in sorted(by_zone.items()):
@@ -129,9 +132,10 @@ def merged(cluster: Cluster, target: AwsTarget, settings: Discovery, *, discover
         "vpc_id": found.vpc_id,
         "cidr": primary,
         "secondary_cidrs": [c for c in found.cidrs if c != primary],
-        "route_table_ids": list(declared.route_table_ids) or _tables(found, settings),
+        "route_table_ids": list(declared.route_table_ids) or chosen_tables(found.subnets, found.route_table_ids,
+                                                                           settings),
         "node_security_group_ids": list(declared.node_security_group_ids) or sorted(found.node_security_group_ids),
-        "transit_subnets": list(declared.transit_subnets) or _transit_subnets(found),
+        "transit_subnets": list(declared.transit_subnets) or one_per_zone(found.subnets),
     })
     return cluster.model_copy(update={"spec": cluster.spec.model_copy(update={"network": network})})
 

@@ -24,6 +24,8 @@ from typing import Any, Callable, Mapping, NamedTuple
 from stacks.errors import FieldError
 from stacks.model.hub import HubConfig
 from stacks.names import PRIVATELINK_ANNOTATION
+from stacks.network.found import FoundSubnet
+from stacks.network.merge import chosen_tables, one_per_zone
 from stacks.sources.kinds import (AWS_CLUSTER, AWS_MANAGED_CLUSTER, AWS_MANAGED_CONTROL_PLANE, SourceKind, SourceRef,
                                   group_of, kind_of)
 from stacks.sources.optin import namespace_of
@@ -154,19 +156,20 @@ def _network(holder: Mapping[str, Any], hub: HubConfig, oref: SourceRef, provena
         network["secondaryCIDRs"] = secondary
         provenance["spec.network.secondaryCIDRs"] = (oref, "spec.network.vpc.secondaryCidrBlocks")
     subnets = [s for s in _list(get(holder, "spec.network.subnets")) if isinstance(s, Mapping)]
-    private_only = hub.spec.discovery.route_tables == "private"
-    tables = [s.get("routeTableId") for s in subnets if s.get("routeTableId") and not (
-        private_only and s.get("isPublic") is True)]
+    # CAPA's subnets as discovery would find them: a subnet is private unless CAPA says isPublic.
+    known = [FoundSubnet(subnet_id=subnet_id, availability_zone=zone, route_table_id=table if isinstance(table, str)
+                         else None, private=s.get("isPublic") is not True)
+             for s in subnets for subnet_id, zone, table in ((_subnet_id(s), s.get("availabilityZone"),
+                                                              s.get("routeTableId")),)
+             if isinstance(subnet_id, str) and isinstance(zone, str)]
+    tables = chosen_tables(known, [s.route_table_id for s in known if s.route_table_id], hub.spec.discovery)
     if tables:
-        network["routeTableIDs"] = _unique(tables)
+        network["routeTableIDs"] = tables
         provenance["spec.network.routeTableIDs"] = (oref, "spec.network.subnets[].routeTableId")
-    per_zone: dict[str, str] = {}
-    for subnet in subnets:
-        subnet_id, zone = _subnet_id(subnet), subnet.get("availabilityZone")
-        if subnet_id and isinstance(zone, str) and subnet.get("isPublic") is not True:
-            per_zone.setdefault(zone, subnet_id)
+    per_zone = one_per_zone(s for s in known if s.private)
     if per_zone:
-        network["transitSubnets"] = [{"subnetID": per_zone[zone], "availabilityZone": zone} for zone in sorted(per_zone)]
+        network["transitSubnets"] = [{"subnetID": s.subnet_id, "availabilityZone": s.availability_zone}
+                                     for s in per_zone]
         provenance["spec.network.transitSubnets"] = (oref, "spec.network.subnets")
     groups = get(holder, "status.networkStatus.securityGroups") or {}
     nodes = [get(groups, f"{role}.id") for role in NODE_ROLES if get(groups, f"{role}.id")]
