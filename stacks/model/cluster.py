@@ -18,6 +18,7 @@ class Network(Spec):
 
     vpc_id: VpcID = Field(alias="vpcID", description="The cluster's VPC (vpc-...).")
     cidr: VpcCidr = Field(description="The cluster VPC's CIDR block (/16 to /28).")
+    secondary_cidrs: list[VpcCidr] = Field(default_factory=list, alias="secondaryCIDRs", max_length=5, description="The VPC's other associated IPv4 CIDR blocks (AWS allows 5 per VPC by default); discovery fills them.")
     # AWS: 200 route tables per VPC, 5 security groups per network interface (16 at most by quota).
     route_table_ids: list[RouteTableID] = Field(default_factory=list, alias="routeTableIDs", max_length=200,
         description="The route tables that get routes to the hub and to mesh peers (at most 200, AWS's per VPC).")
