@@ -3,8 +3,11 @@ associations), and every mesh rule applies to each block: memberCIDRs and summar
 another member's blocks and with the hub's CIDRs, the routes and rules each pair writes, the Transit Gateway's
 static routes, the quotas, the route-hijack check and the preflight against the VPC's real blocks (moto)."""
 import json
+import subprocess
+import sys
 
 import pytest
+import yaml
 
 from automation.adapters.aws.mesh_cidrs import MeshCidrPreflight
 from automation.adapters.engine.plan import plan_fleet
@@ -14,11 +17,15 @@ from stacks.inputs import StackInputs
 from stacks.mesh.routes import FoundRoute, pair_routes, route_hijacks
 from stacks.resolve import resolve_all
 from stacks.transit import MeshStatus
-from doubles.factories import HUB_ACCOUNT, fleet
+from doubles import RecordingEngine
+from doubles.factories import HUB_ACCOUNT, cluster_doc, fleet, namespace_doc
+from doubles.service_env import wait_until
+from tests.envtest import kube_apiserver_alone  # noqa: F401 - fixture
 from tests.test_aws_sessions import CLUSTER_ACCOUNT, sessions  # noqa: F401 - fixture
 from tests.test_mesh import hub, member, plan_mesh
 from tests.test_mesh_plan import ROUTE, RULE, plans_of
 from tests.test_preflight import ATTACKER_ACCOUNT, _vpc
+from tests.test_tenancy_envtest import MESH, env, settle  # noqa: F401 - fixture
 from tests.test_transit import tgw_member
 
 SECONDARY = "spec.network.secondaryCIDRs"
@@ -271,3 +278,60 @@ def test_the_policy_pack_passes_the_routes_and_rules_of_every_block_and_the_flee
     b = Context("x.b", group="acme/g", members=(Member("x/b", "vpc-b", "10.1.0.0/16", (), None, ("100.64.8.0/24",)),))
     [violation] = check_fleet([a, b])
     assert violation.reason == "mesh group acme/g: x/a (100.64.0.0/16) and x/b (100.64.8.0/24) overlap"
+
+
+# --- through the real surfaces: the CLI's offline plan and the service on the real API server ----------------------
+
+def test_the_plan_refuses_a_secondary_block_inside_the_hubs_management_vpc_naming_its_field(tmp_path):
+    """The hijack of issue 31 moved to the second block: globex declares a harmless primary CIDR and, as its
+    VPC's other block, 10.0.9.0/24, inside the hub's management VPC 10.0.0.0/16."""
+    hub_doc = yaml.safe_load(open("examples/hub.yaml"))
+    hub_doc["spec"]["mesh"] = {"groups": {"core": {"namespaces": ["acme", "globex"]}}}
+    (tmp_path / "hub.yaml").write_text(yaml.safe_dump(hub_doc))
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    (clusters / "ns.yaml").write_text(yaml.safe_dump_all([namespace_doc("acme"), namespace_doc("globex")]))
+    mesh = {"labels": {"hubwright.io/mesh": "core"}, "annotations": {"hubwright.io/mesh-enabled": "true"}}
+    (clusters / "victim.yaml").write_text(yaml.safe_dump(cluster_doc("victim", "acme", privateLink={"enabled": False},
+                                                                     **mesh)))
+    evil = cluster_doc("evil", "globex", accountID="333333333333", privateLink={"enabled": False}, **mesh,
+                       network={"vpcID": "vpc-0e1", "cidr": "10.77.0.0/16", "secondaryCIDRs": ["10.0.9.0/24"],
+                                "routeTableIDs": ["rtb-0e1"], "nodeSecurityGroupIDs": ["sg-0e1"]})
+    (clusters / "evil.yaml").write_text(yaml.safe_dump(evil))
+    done = subprocess.run([sys.executable, "-m", "automation", "plan", "--hub", str(tmp_path / "hub.yaml"),
+                           "--clusters", str(clusters), "--format", "json"], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert f"HubCluster globex/evil: {SECONDARY}[0]: CIDR 10.0.9.0/24 of HubCluster globex/evil overlaps CIDR " \
+           "10.0.0.0/16 of HubConfig default spec.associatedVPCs[0] (VPC vpc-0mgmt)" in done.stderr
+    assert "HubCluster acme/victim" not in done.stderr
+
+
+def test_on_the_api_server_a_member_whose_secondary_block_overlaps_a_peers_is_stalled_and_runs_nothing(env):  # noqa: F811
+    """A tenant of another namespace in a spanning group declares, besides a CIDR of its own, a second block inside
+    the first member's second block: Stalled naming both objects and both blocks; it runs nothing, and the first
+    member's stack does not change."""
+    evil = f"evil-{env.suffix}"
+    env.namespace(evil, owner="333333333333")
+    env.patch_hub({"spec": {"mesh": {"groups": {"payments": {"namespaces": [env.ns, evil]}}}}})
+
+    def member_of(name, namespace, cidr, secondary, **spec):
+        return env.create(name, namespace, **MESH, privateLink={"enabled": False}, **spec,
+                          network={"vpcID": f"vpc-0{name.replace('-', '')}", "cidr": cidr, "secondaryCIDRs": secondary,
+                                   "routeTableIDs": ["rtb-01"], "nodeSecurityGroupIDs": ["sg-01"]})
+
+    engine = RecordingEngine()
+    member_of("pay-1", env.ns, "10.1.0.0/16", ["100.64.0.0/16"])
+    with env.running(engine) as service:
+        wait_until(lambda: env.ready("pay-1"), 30, what="the first member")
+        before = env.get("pay-1")["status"]
+        member_of("hijack", evil, "10.9.0.0/16", ["100.65.0.0/16", "100.64.7.0/24"], accountID="333333333333")
+        wait_until(lambda: env.reason("hijack", evil) == "MeshCIDROverlap", 20, what=f"{evil}/hijack MeshCIDROverlap")
+        message = env.condition("hijack", "Stalled", evil)["message"]
+        assert f"HubCluster {evil}/hijack: {SECONDARY}[1]: CIDR 100.64.7.0/24 of HubCluster {evil}/hijack overlaps " \
+               f"CIDR 100.64.0.0/16 of HubCluster {env.ns}/pay-1, an earlier member of mesh group payments" in message
+        settle(env, service)
+        assert [c.stack for c in engine.calls] == [f"{env.ns}.pay-1"]  # the refused member ran nothing
+        assert engine.stacks[f"{env.ns}.pay-1"].mesh.member.cidrs == ("10.1.0.0/16", "100.64.0.0/16")
+        assert engine.stacks[f"{env.ns}.pay-1"].mesh.pairs == ()
+        now = env.get("pay-1")["status"]
+        assert (now["inputsHash"], now["lastUpdate"]) == (before["inputsHash"], before["lastUpdate"])
