@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping
 
 from stacks.errors import FieldError, InvalidSpec
@@ -25,7 +26,7 @@ class Candidate:
     member: MeshMember
     nets: tuple[ipaddress.IPv4Network, ...]  # member.cidrs, parsed
 
-    @property
+    @cached_property  # read for every earlier member a joiner is checked against
     def blocks(self) -> tuple[tuple[str, str, ipaddress.IPv4Network], ...]:
         """(CIDR, the field that says it, the network) for each of the member's blocks, primary first."""
         return tuple((cidr, where, net) for (cidr, where), net in zip(self.member.blocks, self.nets))
