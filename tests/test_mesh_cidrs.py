@@ -108,6 +108,12 @@ def test_the_quotas_count_every_peer_block():
     share = plan_mesh(hub(), [member(0, secondaryCIDRs=["100.64.0.0/16"]), member(1)]).shares["globex/c01"]
     assert (share.limits.mesh_routes, share.limits.mesh_rules) == (2, 2)  # c01's tables: c00's two blocks
     assert set(share.limits.group_cidrs) == {"10.0.0.0/16", "100.64.0.0/16", "10.1.0.0/16"}
+    # The plan's summary of a gateway group without summaryCIDRs says the same: c01 and c02 route c00's two blocks
+    # and each other's one.
+    from stacks.mesh.summary import summary
+    h = hub(mesh={"groups": {"core": {"topology": "transitGateway"}}})
+    plan = plan_mesh(h, [tgw_member(0, secondaryCIDRs=["100.64.0.0/16"]), tgw_member(1), tgw_member(2)])
+    assert summary(plan, h)["core"]["routesPerTable"] == 3
 
 
 # --- what the stacks build: a route and a rule per peer block; the primary's keep their names -------------------
