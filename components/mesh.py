@@ -6,10 +6,15 @@
     └── MeshPeering (hubwright:mesh:MeshPeering)  one per pair this stack owns, named from the pair
         ├── VpcPeeringConnection                    while the group's phase has peerings: requester here
         ├── VpcPeeringConnectionAccepter            the peer's account/region (the peer's provider)
-        ├── Route ×(route tables of both members)  to the other member's CIDR, via the peering or via the
-        │                                           gateway of the table's region (`routes_via`); none
-        │                                           via a gateway with summaryCIDRs (TransitLink's cover it)
-        └── SecurityGroupIngressRule ×(groups × rules of both members)  from the other member's CIDR only
+        ├── Route ×(route tables of both members × the other's blocks)  to each CIDR block of the other
+        │                                           member, via the peering or via the gateway of the table's
+        │                                           region (`routes_via`); none via a gateway with
+        │                                           summaryCIDRs (TransitLink's cover it)
+        └── SecurityGroupIngressRule ×(groups × rules of both members × the other's blocks)  from the other
+                                                    member's CIDR blocks only
+
+A route or rule for a member's primary block has the name it had before members had several; one for another
+block adds the block to it (stacks.mesh.blocks.block_suffix).
 
 A route keeps its name whichever its target, so moving a group between topologies updates each route's
 target in place (no moment without a route). In peering phases routes and rules depend on the peering and
@@ -25,6 +30,7 @@ import pulumi_aws as aws
 
 from components.providers import invoke_opts
 from components.transit import TransitLink
+from stacks.mesh.blocks import block_suffix
 from stacks.mesh.labels import rule_label
 from stacks.mesh.share import MeshMember, MeshPair, MeshShare
 
@@ -36,8 +42,11 @@ class MeshProviders:
 
 
 def _side(member: MeshMember) -> dict[str, Any]:
-    return {"cluster": member.key, "vpcId": member.vpc_id, "cidr": member.cidr,
-            "account": member.target.account_id, "region": member.target.region}
+    side: dict[str, Any] = {"cluster": member.key, "vpcId": member.vpc_id, "cidr": member.cidrs[0],
+                            "account": member.target.account_id, "region": member.target.region}
+    if len(member.cidrs) > 1:
+        side["secondaryCidrs"] = list(member.cidrs[1:])
+    return side
 
 
 class MeshPeering(pulumi.ComponentResource):
@@ -82,33 +91,35 @@ class MeshPeering(pulumi.ComponentResource):
             if target is not None:
                 argument, key, value = target
                 for table in member.route_table_ids:
-                    aws.ec2.Route(
-                        f"{name}-{table}",
-                        route_table_id=table,
-                        destination_cidr_block=other.cidr,
-                        opts=child,
-                        **{argument: value},
-                    )
-                    self.routes.append({"cluster": member.key, "routeTableId": table, "destination": other.cidr,
-                                        key: value})
+                    for cidr in other.cidrs:
+                        aws.ec2.Route(
+                            f"{name}-{table}{block_suffix(other.cidrs, cidr)}",
+                            route_table_id=table,
+                            destination_cidr_block=cidr,
+                            opts=child,
+                            **{argument: value},
+                        )
+                        self.routes.append({"cluster": member.key, "routeTableId": table, "destination": cidr,
+                                            key: value})
             for label, group_id in groups:
                 for rule in rules:
                     ports = {} if rule.protocol == "-1" else {"from_port": rule.from_port, "to_port": rule.to_port}
-                    aws.vpc.SecurityGroupIngressRule(
-                        f"{name}-{label}-{rule_label(rule)}",
-                        security_group_id=group_id,
-                        ip_protocol=rule.protocol,
-                        cidr_ipv4=other.cidr,
-                        description=f"hubwright mesh {group}: from {other.key}",
-                        tags=tags,  # Name: the pair (the description says from whom); fits 256
-                        opts=child,
-                        **ports,
-                    )
-                    entry: dict[str, Any] = {"cluster": member.key, "securityGroupId": group_id, "source": other.cidr,
-                             "protocol": rule.protocol}
-                    if ports:
-                        entry.update(fromPort=rule.from_port, toPort=rule.to_port)
-                    self.ingress.append(entry)
+                    for cidr in other.cidrs:
+                        aws.vpc.SecurityGroupIngressRule(
+                            f"{name}-{label}-{rule_label(rule)}{block_suffix(other.cidrs, cidr)}",
+                            security_group_id=group_id,
+                            ip_protocol=rule.protocol,
+                            cidr_ipv4=cidr,
+                            description=f"hubwright mesh {group}: from {other.key}",
+                            tags=tags,  # Name: the pair (the description says from whom); fits 256
+                            opts=child,
+                            **ports,
+                        )
+                        entry: dict[str, Any] = {"cluster": member.key, "securityGroupId": group_id, "source": cidr,
+                                 "protocol": rule.protocol}
+                        if ports:
+                            entry.update(fromPort=rule.from_port, toPort=rule.to_port)
+                        self.ingress.append(entry)
 
         self.outputs = {
             "name": pair.name,

@@ -10,7 +10,7 @@
         └── per group: RouteTable
             ├── VpcAttachmentAccepter ×member of another account
             ├── RouteTableAssociation ×member attachment: its group's table only
-            ├── Route ×member attachment: its declared CIDR only, to its attachment (static: never propagated)
+            ├── Route ×(member attachment × declared CIDR block), to its attachment (static: never propagated)
             └── to each later region of the group: PeeringAttachment (here) + PeeringAttachmentAccepter
                 (there), associated with the group's table on both sides, static Routes both ways
 
@@ -40,9 +40,10 @@ def _slug(group: str) -> str:
     return group.replace("/", "-")
 
 
-def member_route_name(table: str, member: TransitMember) -> str:
-    """The static route to a member's declared CIDR in its group's table (named after the table's resource)."""
-    return f"{table}-{member.cluster.replace('/', '.')}-to-{member.cidr}"
+def member_route_name(table: str, member: TransitMember, cidr: str) -> str:
+    """The static route to one of a member's declared CIDR blocks in its group's table (named after the table's
+    resource and the block: adding or removing another block leaves it alone)."""
+    return f"{table}-{member.cluster.replace('/', '.')}-to-{cidr}"
 
 
 class TransitNetwork(pulumi.ComponentResource):
@@ -123,13 +124,14 @@ class TransitNetwork(pulumi.ComponentResource):
                 aws.ec2transitgateway.RouteTableAssociation(
                     f"{slug}-{attached.cluster.replace('/', '.')}", transit_gateway_attachment_id=attached.attachment_id,
                     transit_gateway_route_table_id=table.id, opts=member_opts)
-                # A static route to exactly the declared CIDR, never a propagation: a propagation advertises every
-                # CIDR the VPC has, undeclared secondary ones included (issue 31). A different type and name from
-                # the propagation it replaces, so an update creates it before it deletes the propagation.
-                aws.ec2transitgateway.Route(
-                    member_route_name(slug, attached), destination_cidr_block=attached.cidr,
-                    transit_gateway_attachment_id=attached.attachment_id, transit_gateway_route_table_id=table.id,
-                    opts=member_opts)
+                # A static route to exactly each declared CIDR block, never a propagation: a propagation advertises
+                # every CIDR the VPC has, undeclared secondary ones included (issue 31). A different type and name
+                # from the propagation it replaces, so an update creates it before it deletes the propagation.
+                for cidr in attached.cidrs:
+                    aws.ec2transitgateway.Route(
+                        member_route_name(slug, attached, cidr), destination_cidr_block=cidr,
+                        transit_gateway_attachment_id=attached.attachment_id, transit_gateway_route_table_id=table.id,
+                        opts=member_opts)
         return {"transitGatewayId": gateway.id, "transitGatewayArn": gateway.arn, "shareArn": share.arn,
                 "routeTables": tables}
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+
 from stacks.model.hub import MeshGroup, Topology
 from stacks.status import GroupStatus, MeshHubStatus, TransitOutputsStatus, TransitRegionStatus
 from stacks.targets import AwsTarget, Frozen, config_digest
@@ -187,14 +189,51 @@ class TransitAttachment(Frozen):
 
 # --- the transit stack's inputs ------------------------------------------------------------
 
+# --- a member's CIDR blocks in a config JSON (MeshMember, TransitMember) ------------------------------------
+
+# In a stack's config JSON (StackInputs.to_config, TransitInputs.to_config) a member's CIDR blocks keep the form a
+# member had when it had one: `cidr` is the primary, and `secondary_cidrs` is there only when it has others. So the
+# config, and the digest, of every single-CIDR member is what it was: adding the list re-runs no stack.
+
+def blocks_in(data: Any) -> Any:
+    """The wire form (`cidr` + `secondary_cidrs`) read back as `cidrs` (a model's before-validator)."""
+    if isinstance(data, dict) and "cidr" in data and "cidrs" not in data:
+        data = dict(data)
+        data["cidrs"] = (data.pop("cidr"), *data.pop("secondary_cidrs", ()))
+    return data
+
+
+def blocks_out(out: dict[str, Any]) -> dict[str, Any]:
+    """`cidrs` written in the wire form, in its place among the other keys (a model's wrap serializer)."""
+    written: dict[str, Any] = {}
+    for key, value in out.items():
+        if key != "cidrs":
+            written[key] = value
+            continue
+        written["cidr"] = value[0]
+        if len(value) > 1:
+            written["secondary_cidrs"] = value[1:]
+    return written
+
+
 class TransitMember(Frozen):
     """A member's attachment as the transit stack sees it (known once the member's stack has made it)."""
 
     cluster: str  # namespace/name
     account_id: str
-    cidr: str
+    # Its VPC's CIDR blocks, primary first: one static route each (stacks.mesh.blocks: the wire form).
+    cidrs: tuple[str, ...] = Field(min_length=1)
     attachment_id: str
     accept: bool  # another account, outside an Organization: the network account accepts the attachment
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wire(cls, data: Any) -> Any:
+        return blocks_in(data)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return blocks_out(handler(self))
 
 
 class TransitRemote(Frozen):

@@ -147,7 +147,7 @@ def test_the_share_carries_each_peers_target_for_the_owner_to_build_its_provider
     assert (c02.target.account_id, c02.target.region) == ("222222222222", "eu-west-1")
     assert c02.target.role_arn == "arn:aws:iam::222222222222:role/hubwright"
     assert c02.target.session_name == "hubwright-mesh-globex.c03"  # CloudTrail says which stack acted
-    assert (c02.cidr, c02.route_table_ids, c02.security_group_ids) == ("10.2.0.0/16", ("rtb-002a",), ("sg-002",))
+    assert (c02.cidrs, c02.route_table_ids, c02.security_group_ids) == (("10.2.0.0/16",), ("rtb-002a",), ("sg-002",))
 
 
 def test_order_and_ownership_do_not_depend_on_the_order_clusters_are_listed():
@@ -266,7 +266,7 @@ def test_a_member_cidr_overlapping_a_hub_cidr_is_refused_before_it_takes_a_place
     assert f"CIDR {cidr} of HubCluster acme/c00 overlaps CIDR {hub_cidr} of {where}, which the hub owns" in e.reason
     assert plan.groups["core"].members == ("globex/c01",)
     assert plan.errors["acme/c02"].reason == "MeshCIDROverlap"  # the same rule, whoever joins
-    assert all(s.member.cidr != cidr and all(p.peer.cidr != cidr for p in s.pairs) for s in plan.shares.values())
+    assert all(cidr not in s.member.cidrs and all(cidr not in p.peer.cidrs for p in s.pairs) for s in plan.shares.values())
 
 
 def test_member_cidrs_bound_what_a_member_may_declare():

@@ -378,7 +378,7 @@ def test_a_tgw_route_goes_to_its_members_declared_cidr_through_its_attachment(tr
     route, other = members[0], next(r for r in members if r.props["transitGatewayAttachmentId"] !=
                                     members[0].props["transitGatewayAttachmentId"])
     attachment = route.props["transitGatewayAttachmentId"]
-    cluster, cidr = planned.context.tgw_groups["core"].attachments[attachment]
+    cluster, (cidr,) = planned.context.tgw_groups["core"].attachments[attachment]
     [(rule, reason)] = the_pack(planned, planned.changed(lambda r: r is route, destinationCidrBlock="0.0.0.0/0"))
     assert rule == "tgw-routes-in-their-group"
     assert reason == (f"the route to 0.0.0.0/0 targets {cluster}'s attachment {attachment}, whose declared CIDR is "

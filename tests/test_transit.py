@@ -293,7 +293,8 @@ def _routes(resolved, clusters):
                 if target is None:
                     continue
                 for table in by_key[member.key].spec.network.route_table_ids:
-                    routes[(table, other.cidr)] = share.routes_via
+                    for cidr in other.cidrs:
+                        routes[(table, cidr)] = share.routes_via
     return routes
 
 

@@ -1,7 +1,7 @@
 """The mesh as a picture: `python -m automation plan --format dot|mermaid`.
 
 One box per group, labelled with its state (topology, or the migration step); a node per cluster (name,
-account, region, CIDR); an edge per VPC peering while the group has peerings, and while it has attachments
+account, region, CIDR blocks); an edge per VPC peering while the group has peerings, and while it has attachments
 a node per Transit Gateway (network account, region), an edge from each member to its region's gateway and
 one between the gateways of two regions the group spans. Pure text, sorted, so the same fleet draws the same.
 
@@ -59,7 +59,7 @@ def groups(mesh: MeshPlan) -> list[_Group]:
     for key, view in sorted(mesh.groups.items()):
         phase = view.phase
         members = [mesh.shares[m].member for m in view.members]
-        nodes = [_Node(_id(key, m.key), f"{m.key}\\n{m.target.account_id} {m.target.region}\\n{m.cidr}")
+        nodes = [_Node(_id(key, m.key), f"{m.key}\\n{m.target.account_id} {m.target.region}\\n{', '.join(m.cidrs)}")
                  for m in members]
         edges: list[_Edge] = []
         gateways: dict[str, _Node] = {}
@@ -113,7 +113,7 @@ def _summary(key: str, view: GroupView, mesh: MeshPlan, label: str, gateways: li
                          + (f" with {_numbers(owned[member])}" if owned[member] else ""))
         if gateways:
             links.append(f"attachment to the {m.target.region} gateway")
-        rows.append(f"{place[member]}  {m.key}  {m.target.account_id} {m.target.region}  {m.cidr}  "
+        rows.append(f"{place[member]}  {m.key}  {m.target.account_id} {m.target.region}  {', '.join(m.cidrs)}  "
                     f"{', '.join(links) or 'none'}")  # no ";" after "#N": mermaid reads "#N;" as a character code
     for refused in view.rejected:
         error = mesh.errors.get(refused)

@@ -31,9 +31,9 @@ def check_fleet(contexts: Iterable[Context], chosen: Mapping[str, Setting] | Non
     setting = (chosen or settings())["member-cidrs-disjoint"]
     if setting.level == "disabled":
         return []
-    groups: dict[str, dict[str, str]] = {}
+    groups: dict[str, dict[str, tuple[str, ...]]] = {}
     for ctx in contexts:
         if ctx.group is not None:
-            groups.setdefault(ctx.group, {}).update({m.key: m.cidr for m in ctx.members})
+            groups.setdefault(ctx.group, {}).update({m.key: m.cidrs for m in ctx.members})
     return [Violation("member-cidrs-disjoint", None, reason, setting.level)
             for group, cidrs in sorted(groups.items()) for reason in overlaps(cidrs, group)]

@@ -9,7 +9,7 @@ from policy.rules.kinds import PEERING, ROUTE, ROUTE_TARGETS
 from policy.rules.view import Config, Context, Member, Resource
 
 def _members(ctx: Context) -> tuple[dict[str, Member], dict[str, Member]]:
-    return {m.cidr: m for m in ctx.members}, {t: m for m in ctx.members for t in m.route_tables}
+    return {c: m for m in ctx.members for c in m.cidrs}, {t: m for m in ctx.members for t in m.route_tables}
 
 
 def _peerings(resources: Sequence[Resource]) -> dict[str, Resource]:
@@ -74,21 +74,25 @@ def peerings_routed(ctx: Context, resources: Sequence[Resource], _config: Config
             continue
         pid = str(pcx.props.get("id"))
         for side, other in ((requester, accepter), (accepter, requester)):
-            missing = [t for t in side.route_tables if (t, other.cidr, pid) not in routes]
-            if missing:
-                yield pcx.urn, (f"{side.key}'s route tables {', '.join(missing)} have no route to {other.key} "
-                                f"({other.cidr}) through this peering")
+            for cidr in other.cidrs:
+                missing = [t for t in side.route_tables if (t, cidr, pid) not in routes]
+                if missing:
+                    yield pcx.urn, (f"{side.key}'s route tables {', '.join(missing)} have no route to {other.key} "
+                                    f"({cidr}) through this peering")
 
 
 def cidrs_disjoint(ctx: Context, _resources: Sequence[Resource], _config: Config) -> Iterator[tuple[str | None, str]]:
-    for reason in overlaps({m.key: m.cidr for m in ctx.members}, ctx.group):
+    for reason in overlaps({m.key: m.cidrs for m in ctx.members}, ctx.group):
         yield None, reason
 
 
-def overlaps(cidrs: Mapping[str, str], group: str | None) -> Iterator[str]:
+def overlaps(cidrs: Mapping[str, tuple[str, ...]], group: str | None) -> Iterator[str]:
+    """Each pair of blocks of two members (member key -> its CIDR blocks) that overlap."""
     keys = sorted(cidrs)
     for i, a in enumerate(keys):
         for b in keys[i + 1:]:
-            na, nb = network(cidrs[a]), network(cidrs[b])
-            if na is None or nb is None or (na.version == nb.version and na.overlaps(nb)):
-                yield f"mesh group {group}: {a} ({cidrs[a]}) and {b} ({cidrs[b]}) overlap"
+            for ca in cidrs[a]:
+                for cb in cidrs[b]:
+                    na, nb = network(ca), network(cb)
+                    if na is None or nb is None or (na.version == nb.version and na.overlaps(nb)):
+                        yield f"mesh group {group}: {a} ({ca}) and {b} ({cb}) overlap"

@@ -65,7 +65,7 @@ def no_world_cidr(_ctx: Context, r: Resource, config: Config) -> Iterator[str]:
 def mesh_ingress_from_members(ctx: Context, r: Resource, _config: Config) -> Iterator[str]:
     if API_SIDE in r.urn:
         return
-    cidrs = [m.cidr for m in ctx.members]
+    cidrs = [c for m in ctx.members for c in m.cidrs]
     for rule in sg_rules(r):
         if rule.direction != "ingress":
             continue

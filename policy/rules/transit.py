@@ -33,10 +33,11 @@ def tgw_routes(ctx: Context, resources: Sequence[Resource], _config: Config) -> 
         elif r.props.get("blackhole") or not attachment:
             yield r.urn, f"the route to {dest} in mesh group {group.group}'s table has no attachment"
         elif attachment in group.attachments:
-            cluster, cidr = group.attachments[attachment]
-            if not within(dest, [cidr]):
-                yield r.urn, (f"the route to {dest} targets {cluster}'s attachment {attachment}, whose declared CIDR "
-                              f"is {cidr}: a member's attachment is routed only its own CIDR")
+            cluster, cidrs = group.attachments[attachment]
+            if not within(dest, cidrs):
+                declared = f"CIDR is {cidrs[0]}" if len(cidrs) == 1 else f"CIDR blocks are {', '.join(cidrs)}"
+                yield r.urn, (f"the route to {dest} targets {cluster}'s attachment {attachment}, whose declared "
+                              f"{declared}: a member's attachment is routed only its own CIDR")
         elif peerings.get(attachment) == group.group:
             region = r.provider.props.get("region") if r.provider is not None else None
             remote = group.remotes.get(str(region), ())

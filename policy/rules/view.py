@@ -41,13 +41,19 @@ class Member:
     cidr: str
     route_tables: tuple[str, ...]
     gateway: str | None  # its region's Transit Gateway, once made
+    secondary: tuple[str, ...] = ()  # its VPC's other CIDR blocks, each routed and admitted as cidr is
+
+    @property
+    def cidrs(self) -> tuple[str, ...]:
+        return (self.cidr, *self.secondary)
 
 
 @dataclass(frozen=True)
 class TgwGroup:
     """A mesh group in a transit stack: what its route tables may route, and to which attachment."""
     group: str
-    attachments: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # member attachment -> (cluster, CIDR)
+    attachments: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # member attachment ->
+    # (cluster, its CIDR blocks)
     remotes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # a table's region -> the group's CIDRs in
     # other regions, which that table routes to the group's peering attachments
 
@@ -94,8 +100,8 @@ class Context:
             attachment = share.attachment
             context = _replace(
                 context, group=share.group, routes_via=share.routes_via,
-                members=tuple(Member(m.key, m.vpc_id, m.cidr, m.route_table_ids, m.transit_gateway_id)
-                              for m in members),
+                members=tuple(Member(m.key, m.vpc_id, m.cidrs[0], m.route_table_ids, m.transit_gateway_id,
+                                     m.cidrs[1:]) for m in members),
                 summary_cidrs=attachment.summary_cidrs if attachment is not None else (),
                 summary_gateway=attachment.transit_gateway_id if attachment is not None else None)
         return context
@@ -106,12 +112,12 @@ def _replace(context: Context, **changes: Any) -> Context:
 
 
 def _tgw_groups(inputs: TransitInputs) -> dict[str, TgwGroup]:
-    attachments: dict[str, dict[str, tuple[str, str]]] = {}
+    attachments: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {}
     remotes: dict[str, dict[str, tuple[str, ...]]] = {}
     for region in inputs.regions:
         for group in region.groups:
             attachments.setdefault(group.group, {}).update(
-                {m.attachment_id: (m.cluster, m.cidr) for m in group.attachments})
+                {m.attachment_id: (m.cluster, m.cidrs) for m in group.attachments})
             remotes.setdefault(group.group, {})[region.region] = tuple(sorted(c for r in group.remotes for c in r.cidrs))
     return {g: TgwGroup(g, attachments[g], remotes[g]) for g in sorted(attachments)}
 

@@ -31,7 +31,8 @@ Cost in stack runs (group of N members, the joiner/leaver included)
     removes the pairs it owns, and every later joiner's stack removes its pair with it.
     From 1 (the last joiner) to N (the first); (N + 1) / 2 on average.
 
-Validation, in join order, so an existing member is never blocked by a newcomer's mistake: a member
+Validation, in join order, so an existing member is never blocked by a newcomer's mistake (each rule on
+each of a member's CIDR blocks: spec.network.cidr, then the VPC's other blocks): a member
 whose CIDR overlaps a CIDR the hub owns (`hub_cidrs`: its endpoint and associated VPCs, spec.mesh.reservedCIDRs;
 checked first, so it never takes a place) or lies outside its group's memberCIDRs, whose CIDR overlaps an
 earlier member's, or that would push a VPC past `HubConfig spec.mesh` (or its
@@ -46,6 +47,7 @@ so a join costs the joiner's stack (+ the transit stack's, with a gateway) and a
 
 Modules (each name is imported from the module that defines it; this package re-exports nothing)
     share       what one stack builds: MeshMember, MeshPair, MeshShare (+ MeshLimits, HubVpc)
+    blocks      a member's CIDR blocks (primary first): their fields, their wire form, names per block
     membership  who asks for which group, the join order, pair names, coupling of groups, a group's rules
     hub_cidrs   the hub's CIDRs, which no member may declare (hub_cidrs, HubCidr, HubCidrs, hub_overlap)
     routes      the pair routes a stack writes and the routes they must not beat (route_hijacks)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping
 
 from stacks.errors import FieldError, InvalidSpec
@@ -23,7 +24,16 @@ from stacks.transit import Phase
 class Candidate:
     cluster: Cluster
     member: MeshMember
-    net: ipaddress.IPv4Network
+    nets: tuple[ipaddress.IPv4Network, ...]  # member.cidrs, parsed
+
+    @cached_property  # read for every earlier member a joiner is checked against
+    def blocks(self) -> tuple[tuple[str, str, ipaddress.IPv4Network], ...]:
+        """(CIDR, the field that says it, the network) for each of the member's blocks, primary first."""
+        return tuple((cidr, where, net) for (cidr, where), net in zip(self.member.blocks, self.nets))
+
+    @property
+    def block_count(self) -> int:
+        return len(self.nets)
 
 
 @dataclass
@@ -39,24 +49,32 @@ class Network:
 
 
 def cidr_problems(c: Candidate, group: str, config: MeshGroup, owned: HubCidrs) -> InvalidSpec | None:
-    """A member CIDR must not be the hub's, and must lie in the group's memberCIDRs when it has any: checked
-    before the other members', so a CIDR the hub owns never takes a place in the group."""
-    refused = hub_overlap(c.cluster.ref, c.member.cidr, owned, group)
-    if refused is not None:
-        return refused
+    """No block of a member may be the hub's, and each must lie in the group's memberCIDRs when it has any:
+    checked before the other members', so a CIDR the hub owns never takes a place in the group."""
+    for cidr, where, _ in c.blocks:
+        refused = hub_overlap(c.cluster.ref, cidr, owned, group, field=where)
+        if refused is not None:
+            return refused
     ranges = [ipaddress.IPv4Network(cidr) for cidr in config.member_cidrs]
-    if ranges and not any(c.net.subnet_of(r) for r in ranges):
-        return InvalidSpec.one(
-            c.cluster.ref, "spec.network.cidr",
-            f"CIDR {c.member.cidr} of {c.cluster.ref} is in none of mesh group {group}'s memberCIDRs "
-            f"({', '.join(config.member_cidrs)}), the ranges the hub administrator lets its members declare",
-            condition="MeshCIDRNotAllowed")
+    for cidr, where, net in c.blocks:
+        if ranges and not any(net.subnet_of(r) for r in ranges):
+            return InvalidSpec.one(
+                c.cluster.ref, where,
+                f"CIDR {cidr} of {c.cluster.ref} is in none of mesh group {group}'s memberCIDRs "
+                f"({', '.join(config.member_cidrs)}), the ranges the hub administrator lets its members declare",
+                condition="MeshCIDRNotAllowed")
     return None
 
 
 def own_problems(c: Candidate, group: str, dedicated: bool, phase: Phase, config: MeshGroup) -> InvalidSpec | None:
     errors = []
     ref = c.cluster.ref
+    blocks = c.blocks
+    for i, (cidr, where, net) in enumerate(blocks):
+        mine = next(((other, at) for other, at, earlier in blocks[:i] if net.overlaps(earlier)), None)
+        if mine is not None:
+            errors.append(FieldError(ref, where, f"CIDR {cidr} overlaps its own CIDR {mine[0]} ({mine[1]}): the CIDR "
+                                                 f"blocks of one VPC are disjoint, so one of them is not its VPC's"))
     if not c.member.route_table_ids:
         errors.append(FieldError(ref, "spec.network.routeTableIDs",
                                  f"mesh group {group} needs at least one route table to route to its peers"))
@@ -72,11 +90,12 @@ def own_problems(c: Candidate, group: str, dedicated: bool, phase: Phase, config
                 f"mesh group {group} uses a Transit Gateway, which attaches a VPC through one subnet per "
                 f"availability zone; list them"))
         summaries = [ipaddress.IPv4Network(cidr) for cidr in config.summary_cidrs]
-        if summaries and not any(c.net.subnet_of(s) for s in summaries):
-            errors.append(FieldError(
-                ref, "spec.network.cidr",
-                f"CIDR {c.member.cidr} is in none of mesh group {group}'s summaryCIDRs "
-                f"({', '.join(config.summary_cidrs)}): its peers would have no route to it"))
+        for cidr, where, net in blocks:
+            if summaries and not any(net.subnet_of(s) for s in summaries):
+                errors.append(FieldError(
+                    ref, where,
+                    f"CIDR {cidr} is in none of mesh group {group}'s summaryCIDRs "
+                    f"({', '.join(config.summary_cidrs)}): its peers would have no route to it"))
     return InvalidSpec(errors, "MeshInvalid") if errors else None
 
 
@@ -84,12 +103,14 @@ def fit_problems(c: Candidate, group: str, admitted: list[Candidate], hub: HubCo
                   phase: Phase) -> InvalidSpec | None:
     ref = c.cluster.ref
     for other in admitted:
-        if c.net.overlaps(other.net):
-            return InvalidSpec.one(
-                ref, "spec.network.cidr",
-                f"CIDR {c.member.cidr} of {ref} overlaps CIDR {other.member.cidr} of {other.cluster.ref}, "
-                f"an earlier member of mesh group {group}; connected VPCs need disjoint CIDRs",
-                condition="MeshCIDROverlap")
+        for cidr, where, net in c.blocks:
+            theirs = next((o for o, _, n in other.blocks if net.overlaps(n)), None)
+            if theirs is not None:
+                return InvalidSpec.one(
+                    ref, where,
+                    f"CIDR {cidr} of {ref} overlaps CIDR {theirs} of {other.cluster.ref}, "
+                    f"an earlier member of mesh group {group}; connected VPCs need disjoint CIDRs",
+                    condition="MeshCIDROverlap")
         if c.member.vpc_id == other.member.vpc_id:
             return InvalidSpec.one(
                 ref, "spec.network.vpcID",
@@ -106,9 +127,13 @@ def fit_problems(c: Candidate, group: str, admitted: list[Candidate], hub: HubCo
             getattr(mesh.account_quotas[account], name) is not None else f"spec.mesh.{camel(name)}"
         return value, where
 
-    routes = mesh_routes(peers, phase, tuple(config.summary_cidrs))
+    # Each member's tables route to every block of its peers: the member with the fewest blocks has the most.
+    blocks = [c.block_count, *(o.block_count for o in admitted)]
+    peer_blocks = sum(blocks) - min(blocks)
+    routes = mesh_routes(peer_blocks, phase, tuple(config.summary_cidrs))
     summary = tuple(config.summary_cidrs)
-    rules = peers * len(group_rules(config))
+    rules = peer_blocks * len(group_rules(config))
+    sources = f"{peers} peers" if peer_blocks == peers else f"{peer_blocks} CIDR blocks of {peers} peers"
     over = []
     if phase.peerings:
         most, where = limit("peerings_per_vpc")
@@ -122,7 +147,7 @@ def fit_problems(c: Candidate, group: str, admitted: list[Candidate], hub: HubCo
                     f"at most 1000){hint}")
     most, where = limit("rules_per_security_group")
     if rules > most:
-        over.append(f"{rules} mesh rules on each of its security groups ({peers} peers x {len(group_rules(config))} "
+        over.append(f"{rules} mesh rules on each of its security groups ({sources} x {len(group_rules(config))} "
                     f"rules; HubConfig {where} is {most}; AWS allows at most 1000)")
     if over:
         return InvalidSpec.one(
@@ -134,23 +159,25 @@ def fit_problems(c: Candidate, group: str, admitted: list[Candidate], hub: HubCo
     return None
 
 
-def mesh_routes(peers: int, phase: Phase, summary: tuple[str, ...]) -> int:
-    """Routes the group puts in each member table: one per peer (unless summaries carry them), one per summary."""
+def mesh_routes(peer_blocks: int, phase: Phase, summary: tuple[str, ...]) -> int:
+    """Routes the group puts in each member table: one per peer CIDR block (unless summaries carry them), one
+    per summary."""
     pair_routes = phase.routes_via == "peering" or not summary
-    return (peers if pair_routes else 0) + (len(summary) if phase.attachments and summary else 0)
+    return (peer_blocks if pair_routes else 0) + (len(summary) if phase.attachments and summary else 0)
 
 
-def gateway_problems(c: Candidate, group: str, network: str, net: Network, regions: set[str], peers: int,
+def gateway_problems(c: Candidate, group: str, network: str, net: Network, regions: set[str], blocks: int,
                       hub: HubConfig) -> InvalidSpec | None:
-    """The per-gateway quotas of the network account, with this member added; counts it in when it fits."""
+    """The per-gateway quotas of the network account, with this member added; counts it in when it fits.
+    `blocks`: the CIDR blocks of the group's members admitted so far."""
     mesh = hub.spec.mesh
     region = c.member.target.region
     new_region = region not in regions
     touched = regions | {region}
-    # Routes: each region's group table holds every member CIDR (static routes, here and elsewhere).
-    added_routes = {r: 1 for r in touched}
+    # Routes: each region's group table holds every block of every member (static routes, here and elsewhere).
+    added_routes = {r: c.block_count for r in touched}
     if new_region:
-        added_routes[region] = peers + 1
+        added_routes[region] = blocks + c.block_count
     added_peerings = {r: 1 for r in regions} if new_region else {}
     if new_region:
         added_peerings[region] = len(regions)

@@ -1,5 +1,5 @@
-"""The hub's CIDRs (stacks.mesh): every CIDR the hub owns, which no member may declare, and whether a member's
-declared CIDR is its VPC's. Pure."""
+"""The hub's CIDRs (stacks.mesh): every CIDR the hub owns, which no member may declare, and whether each of a
+member's declared CIDR blocks is its VPC's. Pure."""
 from __future__ import annotations
 
 import ipaddress
@@ -8,6 +8,7 @@ from itertools import accumulate
 from typing import Iterable, Mapping
 
 from stacks.errors import InvalidSpec
+from stacks.mesh.blocks import PRIMARY_FIELD
 from stacks.mesh.share import HubVpc, MeshMember
 from stacks.model.hub import HubConfig
 from stacks.targets import Frozen
@@ -70,26 +71,31 @@ class HubCidrs:
         return next(c for c, end in zip(self._cidrs[:below], self._ends[:below]) if end >= first)
 
 
-def hub_overlap(ref: str, cidr: str, owned: HubCidrs | Iterable[HubCidr], group: str) -> InvalidSpec | None:
-    """The refusal of a member CIDR that overlaps a CIDR of the hub's, naming both objects and both CIDRs."""
+def hub_overlap(ref: str, cidr: str, owned: HubCidrs | Iterable[HubCidr], group: str,
+                field: str = PRIMARY_FIELD) -> InvalidSpec | None:
+    """The refusal of a member CIDR block (at `field` of the member) that overlaps a CIDR of the hub's, naming
+    both objects and both CIDRs."""
     owned = owned if isinstance(owned, HubCidrs) else HubCidrs(owned)
     hub_cidr = owned.overlapping(ipaddress.IPv4Network(cidr))
     if hub_cidr is not None:
         return InvalidSpec.one(
-            ref, "spec.network.cidr",
+            ref, field,
             f"CIDR {cidr} of {ref} overlaps CIDR {hub_cidr.cidr} of {hub_cidr.owner}, which the hub owns; "
             f"mesh group {group} would route it to this cluster in its peers' route tables, taking the hub's "
             f"traffic. Declare the VPC's own CIDR", condition="MeshCIDROverlap")
     return None
 
 
-def vpc_cidr_problem(member: MeshMember, blocks: tuple[str, ...] | None) -> str | None:
-    """Why the member's declared CIDR is not its VPC's (`blocks`: what the member's account says the VPC has;
-    None: no such VPC), or None. Its peers route exactly the declared range to it."""
+def vpc_cidr_problem(member: MeshMember, blocks: tuple[str, ...] | None) -> tuple[str, str] | None:
+    """The field and why, when one of the member's declared CIDR blocks is not its VPC's (`blocks`: what the
+    member's account says the VPC has; None: no such VPC), or None. Its peers route exactly each declared range
+    to it."""
     where = f"VPC {member.vpc_id} in account {member.target.account_id} ({member.target.region})"
     if blocks is None:
-        return f"there is no {where}"
-    if ipaddress.IPv4Network(member.cidr) not in {ipaddress.IPv4Network(b) for b in blocks}:
-        return (f"CIDR {member.cidr} is not a CIDR block of {where}, which has {', '.join(blocks)}; a member "
-                f"declares one of its VPC's own CIDR blocks, since its peers route exactly that range to it")
+        return member.cidr_fields[0], f"there is no {where}"
+    real = {ipaddress.IPv4Network(b) for b in blocks}
+    for cidr, field in member.blocks:
+        if ipaddress.IPv4Network(cidr) not in real:
+            return field, (f"CIDR {cidr} is not a CIDR block of {where}, which has {', '.join(blocks)}; a member "
+                           f"declares one of its VPC's own CIDR blocks, since its peers route exactly that range to it")
     return None

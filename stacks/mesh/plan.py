@@ -8,6 +8,7 @@ from typing import Iterable, Mapping
 
 from stacks import accounts
 from stacks.errors import InvalidSpec
+from stacks.mesh.blocks import declared_fields
 from stacks.mesh.checks import (Candidate, Network, cidr_problems, fit_problems, gateway_problems, mesh_routes,
                                 network_problem, own_problems)
 from stacks.mesh.hub_cidrs import HubCidrs, hub_cidrs, hub_vpcs
@@ -17,6 +18,7 @@ from stacks.mesh.share import HubVpc, MeshLimits, MeshMember, MeshPair, MeshShar
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig, MeshGroup, Topology
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG, MESH_LABEL
+from stacks.network.found import found_of
 from stacks.targets import AwsTarget
 from stacks.transit import (TRANSIT_TAG, GroupState, MeshStatus, Phase, TransitAttachment, TransitGroupInputs,
                             TransitInputs, TransitMember, TransitRegionInputs, TransitRemote, next_state, phase_of,
@@ -163,7 +165,8 @@ def _plan_group(hub: HubConfig, key: str, group: str, members: list[Cluster], ta
             or cidr_problems(candidate, group, config, owned) \
             or own_problems(candidate, group, dedicated, phase, config) \
             or fit_problems(candidate, group, admitted, hub, config, phase) \
-            or (net is not None and gateway_problems(candidate, group, network, net, regions, len(admitted), hub))
+            or (net is not None and gateway_problems(candidate, group, network, net, regions,
+                                                     sum(a.block_count for a in admitted), hub))
         if problems:
             errors[cluster.key] = problems
             rejected.append(cluster.key)
@@ -185,7 +188,8 @@ def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[Candidat
     config = hub.spec.mesh.groups.get(group, MeshGroup())
     mesh = hub.spec.mesh
     phase = view.phase
-    cidrs = tuple(sorted({c.member.cidr for c in admitted} | set(config.summary_cidrs)))
+    cidrs = tuple(sorted({cidr for c in admitted for cidr in c.member.cidrs} | set(config.summary_cidrs)))
+    blocks = sum(c.block_count for c in admitted)
     shares: dict[str, MeshShare] = {}
     for i, owner in enumerate(admitted):
         session = accounts.session_name("mesh", owner.cluster)
@@ -211,27 +215,43 @@ def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[Candidat
                 routes_per_table=mesh.quota(account, "routes_per_table"),
                 rules_per_security_group=mesh.quota(account, "rules_per_security_group"),
                 transit_gateways_per_vpc=mesh.quota(account, "transit_gateways_per_vpc"),
-                mesh_routes=mesh_routes(len(admitted) - 1, phase, tuple(config.summary_cidrs)),
-                mesh_rules=(len(admitted) - 1) * len(group_rules(config)),
+                mesh_routes=mesh_routes(blocks - owner.block_count, phase, tuple(config.summary_cidrs)),
+                mesh_rules=(blocks - owner.block_count) * len(group_rules(config)),
                 group_cidrs=cidrs, member_cidrs=tuple(config.member_cidrs), hub_vpcs=vpcs))
     return shares
+
+
+def member_blocks(cluster: Cluster) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The cluster's CIDR blocks as the mesh takes them, and the field that says each: spec.network.cidr first,
+    then each of secondaryCIDRs not already taken (a block repeated counts once, where it first stands). A block
+    discovery found (stacks.network.merge filled the network from status.network) is named where the cloud said
+    it: status.network.cidrs[i]."""
+    net = cluster.spec.aws.network
+    found = found_of(cluster.status)
+    said = {cidr: f"status.network.cidrs[{i}]" for i, cidr in enumerate(found.cidrs)} if found is not None else {}
+    blocks: dict[str, str] = {}
+    for cidr, where in zip((net.cidrs[0], *net.secondary_cidrs), declared_fields(1 + len(net.secondary_cidrs))):
+        blocks.setdefault(cidr, said.get(cidr, where))
+    return tuple(blocks), tuple(blocks.values())
 
 
 def _candidate(cluster: Cluster, target: AwsTarget, dedicated: bool, gateway: str | None) -> Candidate:
     net = cluster.spec.aws.network
     stack = cluster.stack
+    cidrs, fields = member_blocks(cluster)
     member = MeshMember(
         key=cluster.key,
         stack=stack,
         target=target,
-        vpc_id=net.vpc_id,
-        cidr=net.cidr,
+        vpc_id=net.vpc,
+        cidrs=cidrs,
+        cidr_fields=fields,
         route_table_ids=tuple(sorted(set(net.route_table_ids))),
         security_group_ids=() if dedicated else tuple(sorted(set(net.node_security_group_ids))),
         dedicated_security_group=dedicated_group_name(stack) if dedicated else None,
         transit_gateway_id=gateway,
     )
-    return Candidate(cluster, member, ipaddress.IPv4Network(net.cidr))
+    return Candidate(cluster, member, tuple(ipaddress.IPv4Network(cidr) for cidr in cidrs))
 
 
 def _transit_inputs(hub: HubConfig, groups: Mapping[str, GroupView], admitted: Mapping[str, list[Candidate]],
@@ -256,7 +276,7 @@ def _transit_inputs(hub: HubConfig, groups: Mapping[str, GroupView], admitted: M
                 elsewhere: dict[str, list[str]] = {}
                 for c in admitted[key]:
                     if c.member.target.region != region:
-                        elsewhere.setdefault(c.member.target.region, []).append(c.member.cidr)
+                        elsewhere.setdefault(c.member.target.region, []).extend(c.member.cidrs)
                 if not here and not elsewhere:
                     continue
                 for c in here:
@@ -264,7 +284,7 @@ def _transit_inputs(hub: HubConfig, groups: Mapping[str, GroupView], admitted: M
                         members.setdefault(c.member.target.account_id, c.member.target.model_copy(
                             update={"session_name": accounts.session_name("transit")}))
                 attachments = tuple(
-                    TransitMember(cluster=c.member.key, account_id=c.member.target.account_id, cidr=c.member.cidr,
+                    TransitMember(cluster=c.member.key, account_id=c.member.target.account_id, cidrs=c.member.cidrs,
                                   attachment_id=status.attachments[c.member.key],
                                   accept=c.member.target.account_id != network)
                     for c in sorted(here, key=lambda c: c.member.key) if c.member.key in status.attachments)

@@ -1,9 +1,14 @@
 """What one stack builds of the mesh (stacks.mesh): its member, the pairs it owns and its share. Pure."""
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+
+from stacks.mesh.blocks import declared_fields
 from stacks.model.hub import MeshRule, Topology
 from stacks.targets import AwsTarget, Frozen
-from stacks.transit import TransitAttachment
+from stacks.transit import TransitAttachment, blocks_in, blocks_out
 
 
 # --- the share: what one stack builds -------------------------------------------
@@ -15,11 +20,38 @@ class MeshMember(Frozen):
     stack: str  # namespace.name
     target: AwsTarget  # its account, region and role: the provider that reaches its VPC
     vpc_id: str
-    cidr: str
+    # Its VPC's CIDR blocks: the primary first, then the others, each once (stacks.mesh.blocks: the wire form).
+    cidrs: tuple[str, ...] = Field(min_length=1)
     route_table_ids: tuple[str, ...]
     security_group_ids: tuple[str, ...] = ()  # node security groups ("nodes" mode)
     dedicated_security_group: str | None = None  # the group's name ("dedicated" mode)
     transit_gateway_id: str | None = None  # the gateway of its region, once the transit stack has made it
+    # Where each block stands in the object, parallel to cidrs ("spec.network.secondaryCIDRs[0]", or the status
+    # field discovery wrote): what a refusal names. Outside the config JSON: where a block came from builds nothing.
+    cidr_fields: tuple[str, ...] = Field((), exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wire(cls, data: Any) -> Any:
+        data = blocks_in(data)
+        if isinstance(data, dict) and not data.get("cidr_fields") and data.get("cidrs"):
+            data = {**data, "cidr_fields": declared_fields(len(data["cidrs"]))}
+        return data
+
+    @model_validator(mode="after")
+    def _parallel(self) -> "MeshMember":
+        if len(self.cidr_fields) != len(self.cidrs):
+            raise ValueError(f"cidr_fields names {len(self.cidr_fields)} blocks and cidrs has {len(self.cidrs)}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return blocks_out(handler(self))
+
+    @property
+    def blocks(self) -> tuple[tuple[str, str], ...]:
+        """(CIDR, the field that says it) for each block, primary first."""
+        return tuple(zip(self.cidrs, self.cidr_fields))
 
 
 class MeshPair(Frozen):

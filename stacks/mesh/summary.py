@@ -26,7 +26,10 @@ def summary(plan: MeshPlan, hub: HubConfig) -> dict[str, dict]:
                              f"{config.peering_below}")
         if view.transit_stack is not None:
             entry["transitStack"] = view.transit_stack
-            entry["routesPerTable"] = len(config.summary_cidrs) if config.summary_cidrs else max(0, len(view.members) - 1)
+            # Without summaries each member's tables route every block of its peers: the fewest blocks, the most.
+            blocks = [len(plan.shares[m].member.cidrs) for m in view.members]
+            entry["routesPerTable"] = len(config.summary_cidrs) if config.summary_cidrs else \
+                sum(blocks) - min(blocks, default=0)
         if view.note:
             entry["note"] = view.note
         out[key] = entry
