@@ -123,7 +123,8 @@ def discovered(fleet: Fleet, lookup: NetworkLookup, invalid: list, *, workers: i
     """The fleet with status.network written into every provisioned cluster that has none, as discovery reads it
     in the cluster's admitted account (a cluster its namespace may not have is left for resolve to refuse). A
     network that cannot be read is appended to `invalid`, naming the cluster, the reason and AWS's message."""
-    targets = fleet_targets(fleet)
+    targets = fleet_targets(dataclasses.replace(fleet, clusters=tuple(c for c in fleet.clusters
+                                                                       if c.spec.provisioned)))
     queries = {}
     for cluster in fleet.clusters:
         target = targets.get(cluster.key)
