@@ -17,7 +17,7 @@ from automation.adapters.aws.discovery_standin import StandInDiscovery
 from automation.adapters.files.inputs import load_fleet
 from automation.cli.plan import discovered
 from stacks.network.found import found_of
-from stacks.network.query import query_of
+from stacks.network.query import NetworkQuery, query_of
 from stacks.resolve import fleet_targets
 from stacks.targets import AwsTarget
 
@@ -31,10 +31,11 @@ EXAMPLES = [(ROOT / "examples/hub.yaml", ROOT / "examples/clusters"),
 NOW = "2026-11-25T10:00:00Z"
 
 
-def _queries(f):
+def _queries(f) -> dict[str, NetworkQuery]:
     targets = fleet_targets(dataclasses.replace(f, clusters=tuple(c for c in f.clusters if c.spec.provisioned)))
-    return {c.key: query_of(c, targets[c.key], f.hub) for c in f.clusters
-            if isinstance(targets[c.key], AwsTarget) and c.spec.provisioned}
+    queries = {c.key: query_of(c, target, f.hub) for c in f.clusters
+               if isinstance(target := targets.get(c.key), AwsTarget)}
+    return {key: query for key, query in queries.items() if query is not None}
 
 
 # --- the stand-in ----------------------------------------------------------------------------------------------
@@ -48,7 +49,7 @@ def test_the_stand_in_finds_exactly_what_each_bundled_example_declares(hub_path,
     for c in f.clusters:
         if c.key not in queries:
             continue
-        net, found = c.spec.network, standin.discover(queries[c.key], now=NOW)
+        net, found = c.spec.aws.network, standin.discover(queries[c.key], now=NOW)
         assert (found.account_id, found.vpc_id) == (c.spec.account_id, net.vpc_id)
         assert found.cidrs == net.cidrs
         assert list(found.route_table_ids) == net.route_table_ids
