@@ -18,8 +18,13 @@ Every call is a lookup of automation.adapters.aws.lookups, so the cluster role's
 allows exactly them. Which tables and groups the stack takes, and whether what a cluster declares agrees with what
 was found, are decided in stacks.network.merge, not here.
 
-Failures: LookupFailed (retried: no such VPC yet, VpcNotFound, or AWS unavailable) and LookupRefused (a person
-must act: access denied, two VPCs carrying the installer's tag). discover() raises nothing else of AWS's.
+Failures: LookupFailed (retried: no such VPC yet, VpcNotFound, or AWS unavailable), LookupRefused (a person must
+act: access denied, two VPCs carrying the installer's tag, VpcAmbiguous), and the sessions' AccountAccessDenied
+(the account's role cannot be assumed); all are AwsErrors, and discover() raises no other error of AWS's.
+
+Cost: five calls per cluster (four without PrivateLink), each one page for a VPC of ordinary size (the paginators
+follow NextToken past it); bench/discovery.py
+measures them against moto.
 
 The offline plan uses automation.adapters.aws.discovery_standin instead (deterministic, no AWS).
 """
@@ -40,7 +45,9 @@ NOT_SET = frozenset({"0", "false"})  # a private-subnet tag with one of these va
 
 
 class NetworkLookup(Protocol):
-    """Reads one cluster's network. Raises LookupFailed (retried) or LookupRefused (a person must act)."""
+    """Reads one cluster's network. Raises LookupFailed (retried) or LookupRefused (a person must act); AwsDiscovery
+    also raises the session's AccountAccessDenied when the account's role cannot be assumed (Stalled, as for a
+    stack)."""
 
     def discover(self, query: NetworkQuery, *, now: str) -> FoundNetwork: ...
 
