@@ -23,8 +23,7 @@ act: access denied, two VPCs carrying the installer's tag, VpcAmbiguous), and th
 (the account's role cannot be assumed); all are AwsErrors, and discover() raises no other error of AWS's.
 
 Cost: five calls per cluster (four without PrivateLink), each one page for a VPC of ordinary size (the paginators
-follow NextToken past it); bench/discovery.py
-measures them against moto.
+follow NextToken past it); bench/discovery.py measures them against moto.
 
 The offline plan uses automation.adapters.aws.discovery_standin instead (deterministic, no AWS).
 """
