@@ -176,6 +176,18 @@ def test_a_policy_without_describe_subnets_is_refused_access_denied(moto):
     assert caught.value.reason == "AccessDenied" and "subnets" in str(caught.value)
 
 
+def test_an_account_whose_role_cannot_be_assumed_is_refused_with_the_sessions_reason(moto):
+    """globex's account 333333333333: the controller may not assume its role (not in its policy)."""
+    c = cluster("eu-1", namespace="globex", accountID=OTHER_ACCOUNT, infraID=INFRA, network={})
+    h = hub()
+    query = query_of(c, fleet_targets(fleet(h, [c]))[c.key], h)  # type: ignore[arg-type]
+    assert query is not None
+    with pytest.raises(LookupRefused) as caught:
+        AwsDiscovery(_enforced(moto)).discover(query, now=NOW)
+    assert caught.value.reason == "AssumeRoleFailed"
+    assert f"arn:aws:iam::{OTHER_ACCOUNT}:role/hubwright" in str(caught.value)
+
+
 # --- attacks: a query never leaves its target's account ---------------------------------------------------------
 
 def test_a_vpc_id_of_another_account_is_not_found_in_the_clusters_account(moto):

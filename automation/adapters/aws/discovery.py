@@ -18,9 +18,9 @@ Every call is a lookup of automation.adapters.aws.lookups, so the cluster role's
 allows exactly them. Which tables and groups the stack takes, and whether what a cluster declares agrees with what
 was found, are decided in stacks.network.merge, not here.
 
-Failures: LookupFailed (retried: no such VPC yet, VpcNotFound, or AWS unavailable), LookupRefused (a person must
-act: access denied, two VPCs carrying the installer's tag, VpcAmbiguous), and the sessions' AccountAccessDenied
-(the account's role cannot be assumed); all are AwsErrors, and discover() raises no other error of AWS's.
+Failures: LookupFailed (retried: no such VPC yet, VpcNotFound, AWS or STS unavailable) and LookupRefused (a person
+must act: access denied, the account's role refused with the session's reason, e.g. AssumeRoleFailed or
+NoCredentials, two VPCs carrying the installer's tag, VpcAmbiguous); discover() raises no other error of AWS's.
 
 Cost: five calls per cluster (four without PrivateLink), each one page for a VPC of ordinary size (the paginators
 follow NextToken past it); bench/discovery.py measures them against moto.
@@ -35,7 +35,7 @@ from typing import Iterable, Mapping, Protocol
 
 from automation.adapters.aws import lookups
 from automation.adapters.aws.lookups import LookupFailed, LookupRefused
-from automation.adapters.aws.sessions import AwsError, AwsSessions
+from automation.adapters.aws.sessions import AccountAccessDenied, AwsError, AwsSessions
 from stacks.network.found import FoundLoadBalancer, FoundNetwork, FoundSubnet
 from stacks.network.query import NetworkQuery
 
@@ -44,9 +44,8 @@ NOT_SET = frozenset({"0", "false"})  # a private-subnet tag with one of these va
 
 
 class NetworkLookup(Protocol):
-    """Reads one cluster's network. Raises LookupFailed (retried) or LookupRefused (a person must act); AwsDiscovery
-    also raises the session's AccountAccessDenied when the account's role cannot be assumed (Stalled, as for a
-    stack)."""
+    """Reads one cluster's network. Raises LookupFailed (retried) or LookupRefused (a person must act), nothing else
+    of AWS's."""
 
     def discover(self, query: NetworkQuery, *, now: str) -> FoundNetwork: ...
 
@@ -73,6 +72,12 @@ class AwsDiscovery:
                 groups = lookups.security_groups_of(self.sessions, target, vpc.vpc_id, **where)
                 balancer = lookups.find_load_balancer(self.sessions, target, query.load_balancer_name, **where) \
                     if query.load_balancer_name else None
+            except LookupFailed:
+                raise
+            except AccountAccessDenied as exc:  # the account's role: a person must act, as for a stack
+                raise LookupRefused(f"reading the network: {exc}", reason=exc.reason) from None
+            except AwsError as exc:  # AssumeRole unavailable for now: retried
+                raise LookupFailed(f"reading the network: {exc}", reason=exc.reason) from None
             finally:
                 with self._lock:
                     self.calls += calls()
@@ -130,8 +135,8 @@ def _tagged(tags: Mapping[str, str], key: str) -> bool:
 
 def discover_all(lookup: NetworkLookup, queries: Iterable[NetworkQuery], *, now: str,
                  workers: int = 1) -> dict[str, FoundNetwork | AwsError]:
-    """Cluster key -> its network, or why it could not be read (a LookupFailed, or the account's role refused:
-    AccountAccessDenied), in the order of `queries`; `workers` discoveries side by side."""
+    """Cluster key -> its network, or why it could not be read (LookupFailed or LookupRefused; any AwsError of
+    another NetworkLookup), in the order of `queries`; `workers` discoveries side by side."""
     queries = list(queries)
 
     def one(query: NetworkQuery) -> FoundNetwork | AwsError:
