@@ -29,6 +29,8 @@ from stacks.names import MANAGED_BY, MANAGED_BY_TAG
 from doubles.factories import HUB_ACCOUNT, cluster, hub, resolve_one
 from tests.moto_server import DEFAULT_ACCOUNT
 
+DISCOVERY_LOOKUPS = {"find_vpcs", "subnets_of", "route_tables_of", "security_groups_of", "find_load_balancer"}
+
 CLUSTER_ACCOUNT = "222222222222"
 REGION = "us-east-1"
 
@@ -276,8 +278,9 @@ def test_lookups_succeed_with_exactly_the_generated_policies(moto):
     assert lookups.vpc_cidrs(sessions, inputs.cluster, vpc) == ("10.7.0.0/16",)
     assert lookups.routes_in(sessions, inputs.cluster, [table]) == {table: (FoundRoute(cidr="10.7.0.0/16",
                                                                                        target="local"),)}
+    # each is exercised here; discovery's (find_vpcs, subnets_of, ...) under the same policies in test_discovery.py
     assert set(lookups.all_lookups()) == {"find_nlb", "foreign_endpoint_counts", "hub_vpc_cidrs", "vpc_cidrs",
-                                          "routes_in"}, "each is exercised here"
+                                          "routes_in", *DISCOVERY_LOOKUPS}
 
 
 def test_a_policy_missing_the_lookups_action_is_refused(moto):

@@ -10,14 +10,25 @@ same bytes whatever --jobs), and the mesh summary last. Progress goes to stderr 
 The policy pack's rules (--policy, --policy-config) run over every stack's recorded resources in the worker that
 planned it, and the rules that span stacks over the whole plan; each violation is printed on stderr with its rule,
 URN and reason, and a mandatory one makes the plan exit 3 (after the whole plan is written).
+
+Before anything resolves, each provisioned cluster without a status.network gets one, as the service's discovery
+writes it: from the deterministic stand-in (automation.adapters.aws.discovery_standin: what the cluster declares,
+the rest made up), or with --discover from AWS itself (automation.adapters.aws.discovery, with the ambient
+credentials and the hub's role map, in each cluster's admitted account only). A cluster whose network cannot be
+read is refused like any invalid cluster, naming it and the reason.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence, TextIO
 
+from automation.adapters.aws.discovery import AwsDiscovery, NetworkLookup, discover_all
+from automation.adapters.aws.discovery_standin import StandInDiscovery
+from automation.adapters.aws.sessions import AwsSessions
 from automation.adapters.files.inputs import load_fleet
 from automation.adapters.engine.plan import converge, drain, raise_invalid
 from automation.adapters.engine.plan_pool import Planned, PlanPool, default_jobs
@@ -26,10 +37,14 @@ from automation.adapters.progress import Progress
 from automation.cli.picture import empty_reason, render_dot, render_mermaid
 from automation.cli.render import render_stack, render_summary, stack_json
 from policy.rules.view import Violation
-from stacks.errors import InvalidSpec
+from stacks.errors import FieldError, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.mesh.summary import summary
-from stacks.resolve import resolve_all
+from stacks.network.found import found_of
+from stacks.network.query import query_of
+from stacks.names import NETWORK_STATUS_KEY
+from stacks.resolve import Fleet, fleet_targets, resolve_all
+from stacks.targets import AwsTarget
 from stacks.transit import TransitInputs
 
 POLICY_FAILED = 3  # exit status: a mandatory rule of the policy pack is broken
@@ -72,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
     rules = policy.rules() if policy.enabled else None
     invalid: list = []
     fleet = load_fleet(args.hub, args.clusters, invalid)
+    lookup = AwsDiscovery(AwsSessions.from_env()) if args.discover else \
+        StandInDiscovery({c.key: c.spec.network for c in fleet.clusters})
+    fleet = discovered(fleet, lookup, invalid, workers=args.jobs)
     if args.format in ("dot", "mermaid"):  # the mesh only: no stack is planned
         resolved = resolve_all(fleet)
         raise_invalid(resolved.inputs, invalid)
@@ -101,6 +119,37 @@ def run(args: argparse.Namespace) -> int:
     return report(violations)
 
 
+def discovered(fleet: Fleet, lookup: NetworkLookup, invalid: list, *, workers: int = 1) -> Fleet:
+    """The fleet with status.network written into every provisioned cluster that has none, as discovery reads it
+    in the cluster's admitted account (a cluster its namespace may not have is left for resolve to refuse). A
+    network that cannot be read is appended to `invalid`, naming the cluster, the reason and AWS's message."""
+    targets = fleet_targets(dataclasses.replace(fleet, clusters=tuple(c for c in fleet.clusters
+                                                                       if c.spec.provisioned)))
+    queries = {}
+    for cluster in fleet.clusters:
+        target = targets.get(cluster.key)
+        query = query_of(cluster, target, fleet.hub) if isinstance(target, AwsTarget) else None
+        if query is not None and found_of(cluster.status) is None:
+            queries[cluster.key] = query
+    if not queries:
+        return fleet
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    found = discover_all(lookup, queries.values(), now=now, workers=workers)
+    clusters = []
+    for cluster in fleet.clusters:
+        network = found.get(cluster.key)
+        if network is None:
+            clusters.append(cluster)
+        elif isinstance(network, Exception):
+            invalid.append(FieldError(cluster.ref, f"status.{NETWORK_STATUS_KEY}",
+                                      f"discovery failed ({network.reason}): {network}"))
+            clusters.append(cluster)
+        else:
+            clusters.append(cluster.model_copy(
+                update={"status": {**(cluster.status or {}), NETWORK_STATUS_KEY: network.to_status()}}))
+    return dataclasses.replace(fleet, clusters=tuple(clusters))
+
+
 def report(violations: list[Violation]) -> int:
     """Each violation on stderr; exit 3 when one of them is mandatory."""
     for violation in violations:
@@ -126,6 +175,10 @@ def add_plan_command(subparsers: Any) -> None:
     plan.add_argument("--jobs", type=_jobs, default=default_jobs(), metavar="N",
                       help="processes planning stacks side by side (default: the cores this process may use, "
                            f"{default_jobs()} here); the output is the same whatever N")
+    plan.add_argument("--discover", action="store_true",
+                      help="read each cluster's network from AWS (its admitted account, through the hub's role "
+                           "map, with this shell's AWS credentials) instead of the offline stand-in, for the "
+                           "clusters whose file has no status.network: what the service will see")
     plan.add_argument("--policy", choices=POLICY_LEVELS, default="mandatory",
                       help="the policy pack's rules over every stack (policy/, docs/security.md): mandatory (default: "
                            "each rule at its own level; a mandatory violation exits 3), advisory (printed, never "

@@ -7,8 +7,10 @@ lookup under moto's IAM enforcement with exactly those policies.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, Literal
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -69,7 +71,39 @@ def _refused(exc: ClientError | BotoCoreError, what: str, target: AwsTarget) -> 
     return LookupFailed(f"{where}: {exc}") if transient(exc) else LookupRefused(f"{where}: {exc}")
 
 
-# --- the cluster's NLB -----------------------------------------------------------
+# --- clients, and counting the calls they make --------------------------------------------------------
+
+_TALLY = threading.local()  # this thread's open counting() blocks, innermost last
+
+
+def _count_call(**_: Any) -> None:
+    """botocore's before-call hook: one AWS API call (a page of a paginated one counts as one)."""
+    for tally in getattr(_TALLY, "open", ()):
+        tally[0] += 1
+
+
+@contextmanager
+def counting() -> Iterator[Callable[[], int]]:
+    """The AWS API calls the lookups make in this thread inside the block (each page one call; AssumeRole is
+    not one of them: AwsSessions counts those)."""
+    tally = [0]
+    stack = _TALLY.__dict__.setdefault("open", [])
+    stack.append(tally)
+    try:
+        yield lambda: tally[0]
+    finally:
+        stack.remove(tally)
+
+
+def _client(sessions: AwsSessions, target: AwsTarget, service: str, operation: str, cluster: str | None,
+            namespace: str | None) -> Any:
+    """sessions.client, its calls counted by counting()."""
+    client = sessions.client(target, service, operation=operation, cluster=cluster, namespace=namespace)
+    client.meta.events.register("before-call", _count_call, unique_id="hubwright-count-calls")
+    return client
+
+
+# --- a load balancer by name: the installer's NLB, or CAPA's ------------------------------------------------
 
 @dataclass(frozen=True)
 class LoadBalancer:
@@ -79,11 +113,34 @@ class LoadBalancer:
     vpc_id: str
     scheme: str
     state: str
+    type: str = ""  # "network", "application", "gateway" (elbv2 does not list classic ELBs)
+
+
+@needs("cluster", "elasticloadbalancing:DescribeLoadBalancers")
+def find_load_balancer(sessions: AwsSessions, target: AwsTarget, name: str, *, operation: str = "find-nlb",
+                       cluster: str | None = None, namespace: str | None = None) -> LoadBalancer | None:
+    """The load balancer `name` in the target's account and region, or None when there is none of that name."""
+    client = _client(sessions, target, "elbv2", operation, cluster, namespace)
+    try:
+        found = client.describe_load_balancers(Names=[name])["LoadBalancers"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "LoadBalancerNotFound":
+            return None
+        raise _refused(exc, f"looking up load balancer {name}", target) from None
+    except BotoCoreError as exc:
+        raise _refused(exc, f"looking up load balancer {name}", target) from None
+    if not found:
+        return None
+    lb = found[0]
+    return LoadBalancer(arn=lb["LoadBalancerArn"], name=lb["LoadBalancerName"], dns_name=lb.get("DNSName", ""),
+                        vpc_id=lb.get("VpcId", ""), scheme=lb.get("Scheme", ""),
+                        state=(lb.get("State") or {}).get("Code", ""), type=lb.get("Type", ""))
 
 
 @needs("cluster", "elasticloadbalancing:DescribeLoadBalancers")
 def find_nlb(sessions: AwsSessions, inputs: StackInputs, *, operation: str = "find-nlb") -> LoadBalancer:
-    """The installer's internal NLB "{infraID}-int" in the cluster's account and region.
+    """The installer's internal NLB "{infraID}-int" (or the one the cluster names) in the cluster's account and
+    region.
 
     Raises LookupFailed with reason LoadBalancerNotFound (retried), or LookupRefused (NotANetworkLoadBalancer)
     before any stack runs, instead of a failed `pulumi up` later.
@@ -92,29 +149,18 @@ def find_nlb(sessions: AwsSessions, inputs: StackInputs, *, operation: str = "fi
     if link is None:
         raise ValueError(f"HubCluster {inputs.key} does not use PrivateLink; it has no NLB to find")
     target = inputs.cluster
-    client = sessions.client(target, "elbv2", operation=operation, cluster=inputs.name, namespace=inputs.namespace)
-    try:
-        found = client.describe_load_balancers(Names=[link.nlb_name])["LoadBalancers"]
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "LoadBalancerNotFound":
-            found = []
-        else:
-            raise _refused(exc, f"looking up load balancer {link.nlb_name}", target) from None
-    except BotoCoreError as exc:
-        raise _refused(exc, f"looking up load balancer {link.nlb_name}", target) from None
-    if not found:
+    lb = find_load_balancer(sessions, target, link.nlb_name, operation=operation, cluster=inputs.name,
+                            namespace=inputs.namespace)
+    if lb is None:
         raise LookupFailed(
             f"no load balancer {link.nlb_name} in account {target.account_id} ({target.region}); the installer "
             f"creates it as '<infraID>-int': check spec.infraID and the cluster's account and region",
             reason="LoadBalancerNotFound")
-    lb = found[0]
-    if lb.get("Type") != "network":
-        raise LookupRefused(f"load balancer {link.nlb_name} in account {target.account_id} is a {lb.get('Type')} "
+    if lb.type != "network":
+        raise LookupRefused(f"load balancer {link.nlb_name} in account {target.account_id} is a {lb.type or None} "
                             "load balancer; PrivateLink needs a network load balancer",
                             reason="NotANetworkLoadBalancer")
-    return LoadBalancer(arn=lb["LoadBalancerArn"], name=lb["LoadBalancerName"], dns_name=lb.get("DNSName", ""),
-                        vpc_id=lb.get("VpcId", ""), scheme=lb.get("Scheme", ""),
-                        state=(lb.get("State") or {}).get("Code", ""))
+    return lb
 
 
 # --- endpoints already in the inventory VPCs -------------------------------------------
@@ -135,7 +181,7 @@ def foreign_endpoint_counts(sessions: AwsSessions, hub: AwsTarget, inventory: It
     counts: dict[str, int] = {}
     for region, vpc_ids in sorted(by_region.items()):
         target = hub.in_region(region)
-        client = sessions.client(target, "ec2", operation=operation)
+        client = _client(sessions, target, "ec2", operation, None, None)
         counts.update({vpc_id: 0 for vpc_id in vpc_ids})
         try:
             for page in client.get_paginator("describe_vpc_endpoints").paginate(
@@ -158,23 +204,55 @@ _ROUTE_TARGETS = ("GatewayId", "TransitGatewayId", "VpcPeeringConnectionId", "Na
                   "InstanceId", "LocalGatewayId", "CarrierGatewayId", "EgressOnlyInternetGatewayId", "CoreNetworkArn")
 
 
+@dataclass(frozen=True)
+class Vpc:
+    vpc_id: str
+    cidrs: tuple[str, ...]  # every associated IPv4 block, the primary first
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def _tags(raw: dict) -> dict[str, str]:
+    return {t["Key"]: t.get("Value", "") for t in raw.get("Tags") or [] if "Key" in t}
+
+
 def _blocks(vpc: dict) -> tuple[str, ...]:
-    """A VPC's associated IPv4 CIDR blocks (the primary and every secondary; none being added or removed)."""
+    """A VPC's associated IPv4 CIDR blocks (the primary first, then every secondary; none being added or
+    removed)."""
     blocks = {a["CidrBlock"] for a in vpc.get("CidrBlockAssociationSet") or []
               if (a.get("CidrBlockState") or {}).get("State") == "associated"}
-    return tuple(sorted(blocks or {vpc["CidrBlock"]}))
+    primary = vpc["CidrBlock"]
+    return (primary, *sorted(blocks - {primary})) if primary in blocks or not blocks else tuple(sorted(blocks))
+
+
+@needs("cluster", "ec2:DescribeVpcs")
+def find_vpcs(sessions: AwsSessions, target: AwsTarget, *, vpc_ids: Iterable[str] = (),
+              tag: tuple[str, tuple[str, ...]] | None = None, operation: str = "vpc-cidrs",
+              cluster: str | None = None, namespace: str | None = None) -> tuple[Vpc, ...]:
+    """The VPCs in the target's account and region among `vpc_ids` and/or carrying tag key `tag[0]` with one of
+    the values `tag[1]`, each with its associated CIDR blocks and tags, by VPC ID: the one VPC lookup (the mesh
+    pre-flight, the hub's VPCs and discovery all read VPCs through it)."""
+    ids = sorted(set(vpc_ids))
+    filters = ([{"Name": "vpc-id", "Values": ids}] if ids else []) + \
+        ([{"Name": f"tag:{tag[0]}", "Values": list(tag[1])}] if tag else [])
+    if not filters:
+        raise ValueError("find_vpcs needs VPC IDs or a tag: it never lists every VPC of an account")
+    what = f"VPC {', '.join(ids)}" if ids else f"the VPC tagged {tag[0] if tag else ''}"
+    client = _client(sessions, target, "ec2", operation, cluster, namespace)
+    found: list[Vpc] = []
+    try:
+        for page in client.get_paginator("describe_vpcs").paginate(Filters=filters):
+            found += [Vpc(vpc_id=v["VpcId"], cidrs=_blocks(v), tags=_tags(v)) for v in page.get("Vpcs", [])]
+    except (ClientError, BotoCoreError) as exc:
+        raise _refused(exc, f"looking up {what}", target) from None
+    return tuple(sorted(found, key=lambda v: v.vpc_id))
 
 
 @needs("cluster", "ec2:DescribeVpcs")
 def vpc_cidrs(sessions: AwsSessions, target: AwsTarget, vpc_id: str, *, operation: str = "vpc-cidrs",
               cluster: str | None = None, namespace: str | None = None) -> tuple[str, ...] | None:
     """The CIDR blocks VPC `vpc_id` has in the target's account and region, or None when it has no such VPC."""
-    client = sessions.client(target, "ec2", operation=operation, cluster=cluster, namespace=namespace)
-    try:
-        found = client.describe_vpcs(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["Vpcs"]
-    except (ClientError, BotoCoreError) as exc:
-        raise _refused(exc, f"looking up VPC {vpc_id}", target) from None
-    return _blocks(found[0]) if found else None
+    found = find_vpcs(sessions, target, vpc_ids=[vpc_id], operation=operation, cluster=cluster, namespace=namespace)
+    return found[0].cidrs if found else None
 
 
 @needs("hub", "ec2:DescribeVpcs")
@@ -187,15 +265,20 @@ def hub_vpc_cidrs(sessions: AwsSessions, hub: AwsTarget, vpcs: Iterable[HubVpc],
         by_region.setdefault(vpc.region, set()).add(vpc.vpc_id)
     out: dict[str, tuple[str, ...]] = {}
     for region, vpc_ids in sorted(by_region.items()):
-        target = hub.in_region(region)
-        client = sessions.client(target, "ec2", operation=operation)
-        try:
-            for page in client.get_paginator("describe_vpcs").paginate(
-                    Filters=[{"Name": "vpc-id", "Values": sorted(vpc_ids)}]):
-                out.update({vpc["VpcId"]: _blocks(vpc) for vpc in page.get("Vpcs", [])})
-        except (ClientError, BotoCoreError) as exc:
-            raise _refused(exc, f"looking up the CIDR blocks of {', '.join(sorted(vpc_ids))}", target) from None
+        out.update({vpc.vpc_id: vpc.cidrs for vpc in find_vpcs(sessions, hub.in_region(region), vpc_ids=vpc_ids,
+                                                               operation=operation)})
     return out
+
+
+def _route_tables(sessions: AwsSessions, target: AwsTarget, filters: list[dict], what: str, operation: str,
+                  cluster: str | None, namespace: str | None) -> list[dict]:
+    """DescribeRouteTables with `filters`, every page."""
+    client = _client(sessions, target, "ec2", operation, cluster, namespace)
+    try:
+        return [table for page in client.get_paginator("describe_route_tables").paginate(Filters=filters)
+                for table in page.get("RouteTables", [])]
+    except (ClientError, BotoCoreError) as exc:
+        raise _refused(exc, f"reading {what}", target) from None
 
 
 @needs("cluster", "ec2:DescribeRouteTables")
@@ -206,19 +289,73 @@ def routes_in(sessions: AwsSessions, target: AwsTarget, tables: Iterable[str], *
     wanted = sorted(set(tables))
     if not wanted:
         return {}
-    client = sessions.client(target, "ec2", operation=operation, cluster=cluster, namespace=namespace)
-    out: dict[str, tuple[FoundRoute, ...]] = {}
+    found = _route_tables(sessions, target, [{"Name": "route-table-id", "Values": wanted}],
+                          f"route tables {', '.join(wanted)}", operation, cluster, namespace)
+    return {table["RouteTableId"]: tuple(
+        FoundRoute(cidr=r["DestinationCidrBlock"], target=next((r[k] for k in _ROUTE_TARGETS if r.get(k)), "?"))
+        for r in table.get("Routes", []) if r.get("DestinationCidrBlock")) for table in found}
+
+
+@dataclass(frozen=True)
+class RouteTable:
+    route_table_id: str
+    main: bool  # the VPC's main table: the subnets without an explicit association use it
+    subnet_ids: tuple[str, ...]  # explicitly associated
+
+
+@needs("cluster", "ec2:DescribeRouteTables")
+def route_tables_of(sessions: AwsSessions, target: AwsTarget, vpc_id: str, *, operation: str = "discover",
+                    cluster: str | None = None, namespace: str | None = None) -> tuple[RouteTable, ...]:
+    """Every route table of VPC `vpc_id`, with its explicit subnet associations, by ID."""
+    found = _route_tables(sessions, target, [{"Name": "vpc-id", "Values": [vpc_id]}], f"the route tables of {vpc_id}",
+                          operation, cluster, namespace)
+    return tuple(sorted((RouteTable(
+        route_table_id=table["RouteTableId"],
+        main=any(a.get("Main") for a in table.get("Associations") or []),
+        subnet_ids=tuple(sorted(a["SubnetId"] for a in table.get("Associations") or [] if a.get("SubnetId"))))
+        for table in found), key=lambda t: t.route_table_id))
+
+
+@dataclass(frozen=True)
+class Subnet:
+    subnet_id: str
+    availability_zone: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@needs("cluster", "ec2:DescribeSubnets")
+def subnets_of(sessions: AwsSessions, target: AwsTarget, vpc_id: str, *, operation: str = "discover",
+               cluster: str | None = None, namespace: str | None = None) -> tuple[Subnet, ...]:
+    """Every subnet of VPC `vpc_id`, with its zone and tags, by ID."""
+    client = _client(sessions, target, "ec2", operation, cluster, namespace)
     try:
-        for page in client.get_paginator("describe_route_tables").paginate(
-                Filters=[{"Name": "route-table-id", "Values": wanted}]):
-            for table in page.get("RouteTables", []):
-                out[table["RouteTableId"]] = tuple(
-                    FoundRoute(cidr=r["DestinationCidrBlock"],
-                               target=next((r[k] for k in _ROUTE_TARGETS if r.get(k)), "?"))
-                    for r in table.get("Routes", []) if r.get("DestinationCidrBlock"))
+        found = [Subnet(subnet_id=s["SubnetId"], availability_zone=s.get("AvailabilityZone", ""), tags=_tags(s))
+                 for page in client.get_paginator("describe_subnets").paginate(
+                     Filters=[{"Name": "vpc-id", "Values": [vpc_id]}]) for s in page.get("Subnets", [])]
     except (ClientError, BotoCoreError) as exc:
-        raise _refused(exc, f"reading route tables {', '.join(wanted)}", target) from None
-    return out
+        raise _refused(exc, f"reading the subnets of {vpc_id}", target) from None
+    return tuple(sorted(found, key=lambda s: s.subnet_id))
+
+
+@dataclass(frozen=True)
+class SecurityGroup:
+    group_id: str
+    name: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@needs("cluster", "ec2:DescribeSecurityGroups")
+def security_groups_of(sessions: AwsSessions, target: AwsTarget, vpc_id: str, *, operation: str = "discover",
+                       cluster: str | None = None, namespace: str | None = None) -> tuple[SecurityGroup, ...]:
+    """Every security group of VPC `vpc_id`, with its name and tags, by ID."""
+    client = _client(sessions, target, "ec2", operation, cluster, namespace)
+    try:
+        found = [SecurityGroup(group_id=g["GroupId"], name=g.get("GroupName", ""), tags=_tags(g))
+                 for page in client.get_paginator("describe_security_groups").paginate(
+                     Filters=[{"Name": "vpc-id", "Values": [vpc_id]}]) for g in page.get("SecurityGroups", [])]
+    except (ClientError, BotoCoreError) as exc:
+        raise _refused(exc, f"reading the security groups of {vpc_id}", target) from None
+    return tuple(sorted(found, key=lambda g: g.group_id))
 
 
 def all_lookups() -> dict[str, Needs]:
