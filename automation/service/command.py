@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from automation.adapters import logs
 from automation.adapters.aws.lookups import foreign_endpoint_counts
+from automation.adapters.aws.discovery import AwsDiscovery
 from automation.adapters.aws.mesh_cidrs import MeshCidrPreflight
 from automation.adapters.aws.mesh_quotas import MeshQuotaPreflight
 from automation.adapters.aws.preflight import Preflight
@@ -73,8 +74,10 @@ def serve_command(args: argparse.Namespace) -> int:
     def census(hub: HubConfig) -> Mapping[str, int]:
         return foreign_endpoint_counts(sessions, hub_target(hub), hub.spec.endpoint_vpc_inventory)
 
+    # Each cluster's network read from its own account into status.network (automation/service/discovery.py):
+    # what it declares is verified against it, what it leaves out is taken from it.
     service = Service(options, api_client=kube_client(options.kubeconfig, options.context), engine=engine,
-                      guards=guards, census=census, on_lost_leadership=lost)
+                      guards=guards, census=census, on_lost_leadership=lost, discovery=AwsDiscovery(sessions))
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopped.set())

@@ -23,6 +23,7 @@ import logging
 import time
 from typing import Any, Callable, Literal, Protocol
 
+from automation.adapters.aws.discovery import NetworkLookup
 from automation.adapters.aws.lookups import LookupFailed, LookupRefused
 from automation.adapters.kube.status import parse_time, rfc3339
 from automation.service.cache import Cache
@@ -34,10 +35,6 @@ from stacks.registry import seconds
 
 LOG = logging.getLogger("hubwright.discovery")
 LOAD_BALANCER_RECHECK = 30.0  # seconds: a PrivateLink cluster whose load balancer is not there yet
-
-
-class Lookup(Protocol):
-    def discover(self, query: NetworkQuery, *, now: str) -> FoundNetwork: ...
 
 
 class StatusSink(Protocol):
@@ -75,7 +72,7 @@ def due_in(query: NetworkQuery, found: FoundNetwork, interval: float, now: float
 class Discovery:
     """The controller's reconcile: one key, one read when due, one status write when the facts moved."""
 
-    def __init__(self, *, desired: DesiredView, cache: Cache, lookup: Lookup, sink: StatusSink,
+    def __init__(self, *, desired: DesiredView, cache: Cache, lookup: NetworkLookup, sink: StatusSink,
                  stalled_recheck: float, clock: Callable[[], float] = time.time):
         self.desired, self.cache, self.lookup, self.sink = desired, cache, lookup, sink
         self.stalled_recheck = stalled_recheck

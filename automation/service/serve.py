@@ -38,7 +38,8 @@ from automation.adapters.kube.status import EventRecorder, StatusWriter, state_o
 from automation.adapters.kube.informer import Informer, sources
 from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
-from automation.service.discovery import Discovery, Lookup
+from automation.adapters.aws.discovery import NetworkLookup
+from automation.service.discovery import Discovery
 from automation.service.mapper import Desired, Mapper, Resolution
 from automation.service.options import ServiceOptions
 from automation.service.queue import Outcome, WorkQueue
@@ -94,7 +95,7 @@ class Service:
     def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
                  guards: Iterable[Guard] | None = None, audit: Audit | None = None,
                  census: Count | None = None, on_lost_leadership: Callable[[], None] | None = None,
-                 discovery: Lookup | None = None):
+                 discovery: NetworkLookup | None = None):
         self.options = options
         self.discovery = discovery  # reads each cluster's network (None: the declared network is taken as is)
         self.census = census  # counts other endpoints in the inventory VPCs (None: placement assumes none)
@@ -193,7 +194,7 @@ class Pipeline:
 
     def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
                  guards: Iterable[Guard], audit: Audit | None, metrics: Metrics, identity: str,
-                 census: Count | None = None, discovery: Lookup | None = None):
+                 census: Count | None = None, discovery: NetworkLookup | None = None):
         self._api_client, self._watch_namespace = api_client, options.watch_namespace
         self.cache = Cache(hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                            role_map_namespace=options.namespace, parse_role_map=role_map_entries)
