@@ -13,6 +13,7 @@ import dataclasses
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,6 +21,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from automation.adapters.kube.status import rfc3339
 from stacks.haproxy import MAP_FILE
 from stacks.names import FINALIZER, GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL, SHARED_INGRESS_CONFIGMAP, VERSION
 from tests import deployed
@@ -203,6 +205,12 @@ def test_the_deployed_service_records_each_mesh_groups_state_in_the_hubconfig_st
             kube.create(f"mesh-{i}", network={"vpcID": f"vpc-0m{i}", "cidr": f"10.{i}.0.0/16",
                                                "routeTableIDs": [f"rtb-0m{i}"], "nodeSecurityGroupIDs": [f"sg-0m{i}"]},
                         **mesh)
+            # The network as discovery read it a moment ago (the service reads it again only an interval later:
+            # every AWS call here would hit the tripwire).
+            kube.patch_status(f"mesh-{i}", {"network": {
+                "accountID": "222222222222", "region": "us-east-1", "vpcID": f"vpc-0m{i}", "cidrs": [f"10.{i}.0.0/16"],
+                "routeTableIDs": [f"rtb-0m{i}"], "securityGroupIDs": [f"sg-0m{i}"],
+                "nodeSecurityGroupIDs": [f"sg-0m{i}"], "observedAt": rfc3339(time.time())}})
         assert wait_until(group, 60, what="the group's state in the hub's status") == {"topology": "peering",
                                                                                          "members": 2}, box.tail()
         for i in range(2):

@@ -116,12 +116,16 @@ def test_the_plan_writes_status_network_only_where_discovery_is_asked():
 def _plan_folder(tmp_path: Path, vpc_id: str, cidr: str, table: str, group: str) -> tuple[Path, Path]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     hub_path = tmp_path / "hub.yaml"
-    hub_path.write_text(yaml.safe_dump(hub_doc()))
+    hub_path.write_text(yaml.safe_dump(hub_doc(mesh={"groups": {"core": {"topology": "peering"}}})))
     folder = tmp_path / "clusters"
     folder.mkdir()
     (folder / "namespaces.yaml").write_text(yaml.safe_dump(namespace_doc("acme")))
     network = {"vpcID": vpc_id, "cidr": cidr, "routeTableIDs": [table], "nodeSecurityGroupIDs": [group]}
-    (folder / "prod-1.yaml").write_text(yaml.safe_dump(cluster_doc(network=network, privateLink={"enabled": False})))
+    # A mesh member: its network is built on, so it is read (a cluster with neither PrivateLink nor a mesh group
+    # builds nothing there, and is not: stacks.network.query.uses_network).
+    (folder / "prod-1.yaml").write_text(yaml.safe_dump(cluster_doc(
+        network=network, privateLink={"enabled": False}, labels={"hubwright.io/mesh": "core"},
+        annotations={"hubwright.io/mesh-enabled": "true"})))
     return hub_path, folder
 
 

@@ -307,8 +307,10 @@ def test_the_plan_refuses_a_secondary_block_inside_the_hubs_management_vpc_namin
     done = subprocess.run([sys.executable, "-m", "automation", "plan", "--hub", str(tmp_path / "hub.yaml"),
                            "--clusters", str(clusters), "--format", "json"], capture_output=True, text=True)
     assert done.returncode == 2 and done.stdout == "", done.stderr
-    assert f"HubCluster globex/evil: {SECONDARY}[0]: CIDR 10.0.9.0/24 of HubCluster globex/evil overlaps CIDR " \
-           "10.0.0.0/16 of HubConfig default spec.associatedVPCs[0] (VPC vpc-0mgmt)" in done.stderr
+    # The plan reads the VPC (the stand-in discovery finds what is declared): the block is named where the cloud
+    # confirmed it, status.network.cidrs[1] (stacks.mesh.plan.member_blocks).
+    assert "HubCluster globex/evil: status.network.cidrs[1]: CIDR 10.0.9.0/24 of HubCluster globex/evil overlaps " \
+           "CIDR 10.0.0.0/16 of HubConfig default spec.associatedVPCs[0] (VPC vpc-0mgmt)" in done.stderr
     assert "HubCluster acme/victim" not in done.stderr
 
 

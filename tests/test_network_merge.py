@@ -78,7 +78,7 @@ def test_what_is_not_declared_is_taken_from_what_was_found_every_cidr_block_incl
     assert member.route_table_ids == ("rtb-0main", "rtb-0priv-a", "rtb-0priv-b", "rtb-0pub")
     assert member.security_group_ids == ("sg-0node",)
     assert member.cidrs == ("10.1.0.0/16", "10.9.0.0/16")  # every block the VPC has, the primary first
-    assert member.cidr_fields == ("status.network.cidrs[0]", "status.network.cidrs[1]")  # named where AWS said them
+    assert member.cidr_fields == ("spec.network.cidr", "status.network.cidrs[1]")  # the other: where AWS said it
 
 
 def test_the_hub_administrator_may_take_only_the_private_subnets_route_tables():
@@ -116,7 +116,7 @@ def test_a_member_cidr_from_discovery_that_overlaps_another_members_is_refused_a
     answers = resolved(a, b)
     assert isinstance(answers[a.key], StackInputs)
     assert isinstance(answers[b.key], InvalidSpec) and "overlaps" in str(answers[b.key])
-    assert answers[b.key].errors[0].field == "status.network.cidrs[0]"
+    assert answers[b.key].errors[0].field == "spec.network.cidr"
 
 
 @pytest.mark.parametrize("change", ["status", "account", "remove"])

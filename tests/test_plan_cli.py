@@ -63,7 +63,8 @@ def test_inputs_prints_the_stack_config_that_pulumi_up_reads():
 def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
     (tmp_path / "ns.yaml").write_text(yaml.safe_dump(namespace_doc("acme")))
     for i in range(12):  # about 180 KB of plan: far more than a pipe holds, so the writer must hit the closed end
-        (tmp_path / f"c{i}.yaml").write_text(yaml.safe_dump(cluster_doc(f"c{i}")))
+        network = {"vpcID": f"vpc-0c{i}", "cidr": "10.1.0.0/16"}  # a VPC each: one VPC is one cluster's
+        (tmp_path / f"c{i}.yaml").write_text(yaml.safe_dump(cluster_doc(f"c{i}", network=network)))
     proc = subprocess.Popen([sys.executable, "-m", "automation", "plan", "--hub", "examples/hub.yaml",
                              "--clusters", str(tmp_path), "--format", "json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

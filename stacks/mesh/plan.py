@@ -223,15 +223,16 @@ def _shares(hub: HubConfig, view: GroupView, group: str, admitted: list[Candidat
 
 def member_blocks(cluster: Cluster) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The cluster's CIDR blocks as the mesh takes them, and the field that says each: spec.network.cidr first,
-    then each of secondaryCIDRs not already taken (a block repeated counts once, where it first stands). A block
-    discovery found (stacks.network.merge filled the network from status.network) is named where the cloud said
-    it: status.network.cidrs[i]."""
+    then each of secondaryCIDRs not already taken (a block repeated counts once, where it first stands). Once
+    discovery has read the VPC (stacks.network.merge took its other blocks from status.network), those are named
+    where the cloud said them: status.network.cidrs[i]."""
     net = cluster.spec.aws.network
     found = found_of(cluster.status)
     said = {cidr: f"status.network.cidrs[{i}]" for i, cidr in enumerate(found.cidrs)} if found is not None else {}
     blocks: dict[str, str] = {}
-    for cidr, where in zip((net.cidrs[0], *net.secondary_cidrs), declared_fields(1 + len(net.secondary_cidrs))):
-        blocks.setdefault(cidr, said.get(cidr, where))
+    fields = declared_fields(1 + len(net.secondary_cidrs))
+    for n, (cidr, where) in enumerate(zip((net.cidrs[0], *net.secondary_cidrs), fields)):
+        blocks.setdefault(cidr, where if n == 0 else said.get(cidr, where))
     return tuple(blocks), tuple(blocks.values())
 
 

@@ -12,7 +12,9 @@ cluster's own account (status.network, stacks.network.found), or why it cannot b
   HubConfig spec.discovery.routeTables chooses), its node security groups (by tag), one subnet per zone for a
   Transit Gateway attachment (a private one where there is one);
 - nothing found yet: the declared network as it is when discovery is off (the offline plan without
-  stand-ins, a service without AWS), else Pending (NetworkNotDiscovered: the cluster waits, nothing runs).
+  stand-ins, a service without AWS), else Pending (NetworkNotDiscovered: the cluster waits, nothing runs);
+- a cluster that builds nothing on its network (shared ingress only: stacks.network.query.uses_network) is taken
+  as it is: its network is neither read nor waited for.
 
 `vpc_claims` is the fleet-wide rule: a VPC that discovery found for two clusters is refused for the younger one.
 """
@@ -24,6 +26,7 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster, Network
 from stacks.model.hub import Discovery, Subnet
 from stacks.network.found import FoundNetwork, FoundSubnet, found_of
+from stacks.network.query import uses_network
 from stacks.targets import AwsTarget
 
 MISMATCH = "NetworkMismatch"  # a declared fact the cluster's account contradicts
@@ -106,8 +109,8 @@ def merged(cluster: Cluster, target: AwsTarget, settings: Discovery, *, discover
     """The cluster with its network filled from status.network, or why it cannot be (module docstring).
     `target`: the account and region the tenancy gate admitted it to; `discovery`: whether one is running."""
     declared = cluster.spec.network
-    if declared is None:
-        return cluster  # registered only: no network, no stack
+    if declared is None or not uses_network(cluster):
+        return cluster  # registered only, or nothing is built on its network (shared ingress only)
     found = found_of(cluster.status)
     ref = cluster.ref
     if found is not None and (found.account_id, found.region) != (target.account_id, target.region):

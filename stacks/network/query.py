@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig, TagMatch
-from stacks.names import INSTALLER_CLUSTER_TAG_PREFIX
+from stacks.names import INSTALLER_CLUSTER_TAG_PREFIX, MESH_LABEL
 from stacks.targets import AwsTarget, Frozen
 
 
@@ -36,10 +36,19 @@ def _fill(match: TagMatch, infra_id: str) -> tuple[str, str]:
     return match.key, match.value.replace("{infraID}", infra_id)
 
 
+def uses_network(cluster: Cluster) -> bool:
+    """Whether anything is built on the cluster's network: PrivateLink (its NLB) or a mesh group (its VPC, CIDR
+    blocks, route tables and groups). A cluster that only uses the shared ingress builds nothing there, so its
+    network is neither read nor waited for."""
+    return cluster.spec.network is not None and (cluster.spec.private_link.enabled
+                                                  or bool(cluster.metadata.labels.get(MESH_LABEL)))
+
+
 def query_of(cluster: Cluster, target: AwsTarget, hub: HubConfig) -> NetworkQuery | None:
-    """The discovery query of a provisioned cluster admitted to `target`; None for a registered-only one."""
+    """The discovery query of a provisioned cluster admitted to `target`; None for a registered-only one, or one
+    that builds nothing on its network (uses_network)."""
     spec = cluster.spec
-    if spec.network is None or spec.infra_id is None:
+    if spec.network is None or spec.infra_id is None or not uses_network(cluster):
         return None
     link = spec.private_link
     settings = hub.spec.discovery
