@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 from typing import Any
 
 from stacks.model.cluster import Cluster
@@ -41,6 +42,11 @@ def hub_doc(**spec: Any) -> dict:
     return doc
 
 
+def vpc_of(name: str) -> str:
+    """The default VPC of the cluster `name`: vpc-0c1 for prod-1, one derived from the name for any other."""
+    return "vpc-0c1" if name == "prod-1" else f"vpc-0{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+
+
 def cluster_doc(name: str = "prod-1", namespace: str = "acme", *, labels=None, annotations=None, **spec: Any) -> dict:
     doc = {
         "apiVersion": API_VERSION,
@@ -51,7 +57,8 @@ def cluster_doc(name: str = "prod-1", namespace: str = "acme", *, labels=None, a
             "region": "us-east-1",
             "infraID": f"{name}-x7k2p"[:28],
             "apiURL": f"https://api.{name}.example.com:6443",
-            "network": {"vpcID": "vpc-0c1", "cidr": "10.1.0.0/16", "routeTableIDs": ["rtb-01", "rtb-02"],
+            # A VPC each (one VPC is one cluster's: stacks.network.merge.vpc_claims); prod-1's is vpc-0c1.
+            "network": {"vpcID": vpc_of(name), "cidr": "10.1.0.0/16", "routeTableIDs": ["rtb-01", "rtb-02"],
                         "nodeSecurityGroupIDs": ["sg-0n1"]},
             "privateLink": {"enabled": True},
         },

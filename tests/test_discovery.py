@@ -93,8 +93,11 @@ def _cluster_vpc(moto) -> tuple[Vpc, dict]:
 def _query(vpc_id: str | None = None, *, namespace: str = "acme", privateLink: bool = True) -> NetworkQuery:
     """The query the service builds for acme/prod-1: its namespace's owner account, by the tenancy gate."""
     network = {"vpcID": vpc_id} if vpc_id else {}
+    # Without PrivateLink, a mesh member: only a cluster that builds on its network is read (uses_network).
+    mesh = {} if privateLink else {"labels": {"hubwright.io/mesh": "core"},
+                                   "annotations": {"hubwright.io/mesh-enabled": "true"}}
     c = cluster(namespace=namespace, infraID=INFRA, network=network, privateLink={"enabled": privateLink},
-                accountID=CLUSTER_ACCOUNT)
+                accountID=CLUSTER_ACCOUNT, **mesh)
     h = hub()
     target = fleet_targets(fleet(h, [c]))[c.key]
     query = query_of(c, target, h)  # type: ignore[arg-type]
