@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 import boto3
+import botocore.loaders
 import botocore.session
 from botocore.credentials import CredentialProvider, CredentialResolver, Credentials, RefreshableCredentials
 from botocore.exceptions import (BotoCoreError, ClientError, NoCredentialsError, NoRegionError,
@@ -45,6 +46,9 @@ from stacks.options import SERVE, option
 ENDPOINT = option("aws-endpoint-url")  # --aws-endpoint-url, env HUBWRIGHT_AWS_ENDPOINT_URL
 LOG = logging.getLogger("hubwright.aws")
 _ADVISORY_MAX, _MANDATORY_MAX = 15 * 60, 10 * 60  # botocore's defaults, for long-lived credentials
+# One loader for every session: each cluster has its own session (its own session name), and a session with its
+# own loader parses the service models again (~25 MB per cluster for ec2 and elbv2; ~2 MB shared).
+_LOADER = botocore.loaders.create_loader()
 
 
 class AwsError(Failure):
@@ -213,6 +217,7 @@ class AwsSessions:
             return cached
         credentials = self._credentials_for(target)
         core = botocore.session.Session()
+        core.register_component("data_loader", _LOADER)
         core.register_component("credential_provider", CredentialResolver([_Fixed(credentials)]))
         made = boto3.Session(botocore_session=core, region_name=target.region)
         with self._lock:
