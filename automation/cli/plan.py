@@ -132,7 +132,7 @@ def discovered(fleet: Fleet, lookup: NetworkLookup, invalid: list, *, workers: i
         if query is not None and found_of(cluster.status) is None:
             queries[cluster.key] = query
     if not queries:
-        return fleet
+        return dataclasses.replace(fleet, discovery=True)  # a network is read for every cluster that needs one
     now = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     found = discover_all(lookup, queries.values(), now=now, workers=workers)
     clusters = []
@@ -147,7 +147,7 @@ def discovered(fleet: Fleet, lookup: NetworkLookup, invalid: list, *, workers: i
         else:
             clusters.append(cluster.model_copy(
                 update={"status": {**(cluster.status or {}), NETWORK_STATUS_KEY: network.to_status()}}))
-    return dataclasses.replace(fleet, clusters=tuple(clusters))
+    return dataclasses.replace(fleet, clusters=tuple(clusters), discovery=True)
 
 
 def report(violations: list[Violation]) -> int:
