@@ -29,7 +29,7 @@ from automation.adapters.kube.status import parse_time, rfc3339
 from automation.service.cache import Cache
 from automation.service.queue import Outcome
 from automation.service.snapshot import DesiredView
-from stacks.network.found import FoundNetwork, found_of
+from stacks.network.found import FoundNetwork, found_of, stale
 from stacks.network.query import NetworkQuery
 from stacks.registry import seconds
 
@@ -43,29 +43,17 @@ class StatusSink(Protocol):
     def event(self, raw: dict[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str) -> None: ...
 
 
-def stale(query: NetworkQuery, found: FoundNetwork | None) -> str | None:
-    """Why `found` no longer answers `query` (read it again now), or None."""
-    if found is None:
-        return "never read"
-    if (found.account_id, found.region) != (query.target.account_id, query.target.region):
-        return f"read in {found.account_id} ({found.region}), the cluster is in " \
-               f"{query.target.account_id} ({query.target.region})"
-    if query.vpc_id is not None and found.vpc_id != query.vpc_id:
-        return f"read for VPC {found.vpc_id}, the cluster names {query.vpc_id}"
-    if query.load_balancer_name is not None and (found.load_balancer is None
-                                                 or found.load_balancer.name != query.load_balancer_name):
-        return None  # not there yet, or renamed: looked at again on the shorter recheck (due_in)
-    return None
+def _awaits_load_balancer(query: NetworkQuery, found: FoundNetwork) -> bool:
+    """A PrivateLink cluster whose load balancer was not there (or by another name) at the last read."""
+    return query.load_balancer_name is not None and (found.load_balancer is None
+                                                     or found.load_balancer.name != query.load_balancer_name)
 
 
 def due_in(query: NetworkQuery, found: FoundNetwork, interval: float, now: float) -> float:
-    """Seconds until the next read (<= 0: now)."""
+    """Seconds until the next read (<= 0: now): an interval after the last, sooner while a load balancer is awaited."""
     observed = parse_time(found.observed_at)
     age = now - observed if observed is not None else interval
-    wait = interval
-    if query.load_balancer_name is not None and (found.load_balancer is None
-                                                 or found.load_balancer.name != query.load_balancer_name):
-        wait = min(wait, LOAD_BALANCER_RECHECK)
+    wait = min(interval, LOAD_BALANCER_RECHECK) if _awaits_load_balancer(query, found) else interval
     return wait - age
 
 
@@ -77,7 +65,6 @@ class Discovery:
         self.desired, self.cache, self.lookup, self.sink = desired, cache, lookup, sink
         self.stalled_recheck = stalled_recheck
         self.clock = clock
-        self.reads = 0  # lookups made (the bench and the tests count them)
 
     def reconcile(self, key: str) -> Outcome:
         raw = self.cache.get(key)
@@ -89,14 +76,13 @@ class Discovery:
         found = found_of(raw.get("status"))
         now = self.clock()
         interval = max(float(seconds(query.interval)), 1.0)
-        why = stale(query, found)
+        why = stale(found, query.target.account_id, query.target.region, query.vpc_id)
         if why is None and found is not None:
             due = due_in(query, found, interval, now)
             if due > 0:
                 return Outcome.done(due)
             why = "due"
         try:
-            self.reads += 1
             fresh = self.lookup.discover(query, now=rfc3339(now))
         except LookupRefused as exc:
             LOG.warning("%s: discovery refused: %s", key, exc)

@@ -270,7 +270,7 @@ class Pipeline:
             return None
         stores = {kind.qualified: self.manager.source(source_of(api_client, kind, options.watch_namespace))
                   for kind in (*kinds, *related)}
-        sources = Sources(kinds=kinds, related=related, stores=stores, cache=self.cache, desired=self.desired.view,
+        sources = Sources(kinds=kinds, stores=stores, cache=self.cache, desired=self.desired.view,
                           kube=SourceClient(api_client), events=self.events)
         controller = self.manager.controller("sources", sources.reconcile)
         for kind in kinds:

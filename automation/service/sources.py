@@ -40,6 +40,7 @@ from stacks.model.hub import HubConfig
 from stacks.names import MESH_LABEL, OVERRIDES_SOURCE_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, SOURCE_FINALIZER
 from stacks.sources.derive import derive
 from stacks.sources.kinds import SourceKind
+from stacks.sources.optin import overrides_source
 from stacks.sources.outcome import Derived, Pending, Refused
 from stacks.status import ClusterStatus
 
@@ -61,12 +62,11 @@ def controller_ref(raw: Raw | None) -> dict[str, Any] | None:
 class Sources:
     """The controller's reconcile and what maps events to its keys."""
 
-    def __init__(self, *, kinds: Iterable[SourceKind], related: Iterable[SourceKind], stores: Mapping[str, Any],
-                 cache: Cache, desired: DesiredView, kube: SourceClient, events: EventRecorder,
-                 namespaces: Callable[[], Iterable[str]] | None = None):
+    def __init__(self, *, kinds: Iterable[SourceKind], stores: Mapping[str, Any], cache: Cache, desired: DesiredView,
+                 kube: SourceClient, events: EventRecorder):
         self.kinds = {k.qualified: k for k in kinds}
-        self.related = {k.qualified: k for k in related}
-        self.stores = stores  # kind name -> Store (the runtime's, one informer per kind)
+        # Kind.group -> Store (the runtime's, one informer per kind): the sources' and the infrastructure kinds'
+        self.stores = stores
         self.cache, self.desired, self.kube, self.events = cache, desired, kube, events
         self._said: dict[str, str] = {}  # key -> the last refusal or wait an Event told (told once)
 
@@ -156,7 +156,7 @@ class Sources:
                        "rename one of them")
             return Outcome.done()
         if current is not None and ref is None and \
-                ((current.get("metadata") or {}).get("annotations") or {}).get(OVERRIDES_SOURCE_ANNOTATION) == "true":
+                overrides_source((current.get("metadata") or {}).get("annotations") or {}):
             self._tell(key, src, "Normal", "Overridden",
                        f"HubCluster {object_key(current)} is hand-written with {OVERRIDES_SOURCE_ANNOTATION}: "
                        "\"true\" and is kept as written")

@@ -74,6 +74,19 @@ class FoundNetwork(_Wire):
             other.model_copy(update={"observed_at": None})
 
 
+def stale(found: FoundNetwork | None, account_id: str, region: str, vpc_id: str | None) -> str | None:
+    """Why `found` does not answer for a cluster now in `account_id` and `region` that names `vpc_id` (None: found
+    by the installer's tag), or None when it does. One rule for the merge (such a network counts as not read) and
+    for the discovery controller (read it again now)."""
+    if found is None:
+        return "never read"
+    if (found.account_id, found.region) != (account_id, region):
+        return f"read in {found.account_id} ({found.region}), the cluster is in {account_id} ({region})"
+    if vpc_id is not None and found.vpc_id != vpc_id:
+        return f"read for VPC {found.vpc_id}, the cluster names {vpc_id}"
+    return None
+
+
 def found_of(status: Mapping[str, Any] | None) -> FoundNetwork | None:
     """status.network parsed, or None when discovery has not written one (or wrote something unreadable, which
     the next discovery overwrites)."""

@@ -25,7 +25,7 @@ from typing import Iterable, Mapping
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster, Network
 from stacks.model.hub import Discovery, Subnet
-from stacks.network.found import FoundNetwork, FoundSubnet, found_of
+from stacks.network.found import FoundNetwork, FoundSubnet, found_of, stale
 from stacks.network.query import uses_network
 from stacks.targets import AwsTarget
 
@@ -113,10 +113,8 @@ def merged(cluster: Cluster, target: AwsTarget, settings: Discovery, *, discover
         return cluster  # registered only, or nothing is built on its network (shared ingress only)
     found = found_of(cluster.status)
     ref = cluster.ref
-    if found is not None and (found.account_id, found.region) != (target.account_id, target.region):
-        found = None  # read where the cluster no longer is: read again before anything runs
-    if found is not None and declared.vpc_id is not None and found.vpc_id != declared.vpc_id:
-        found = None  # read for another VPC: the same
+    if stale(found, target.account_id, target.region, declared.vpc_id) is not None:
+        found = None  # never read, or read where the cluster no longer is or for another VPC: read it (again)
     if found is None:
         if not discovery and declared.vpc_id is not None and declared.cidr is not None:
             return cluster

@@ -9,18 +9,15 @@ other projects' cluster objects, and its finalizer on those objects. Every call 
 """
 from __future__ import annotations
 
-from typing import Any
-
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from automation.adapters.kube.informer import Source
+from automation.adapters.kube.informer import Raw, Source
 from stacks.names import CLUSTERS, GROUP, SOURCE_FINALIZER, VERSION
 from stacks.sources.kinds import SourceKind
 from stacks.sources.watched import FAMILIES, watched_version
 
 TIMEOUT = (5, 30)  # (connect, read) seconds of every call here
-Raw = dict[str, Any]
 
 
 def selected(api_client: client.ApiClient, option: str) -> tuple[list[SourceKind], list[SourceKind]]:
@@ -90,8 +87,12 @@ class SourceClient:
     def patch_cluster(self, current: Raw, patch: Raw) -> bool:
         """A JSON merge patch (stacks.sources.outcome.Derived.merge_patch) on the HubCluster; False when it is gone."""
         meta = current["metadata"]
+        return self._patch(GROUP, VERSION, CLUSTERS, meta, patch)
+
+    def _patch(self, group: str, version: str, plural: str, meta: Raw, body: Raw) -> bool:
+        """A merge patch of one namespaced object; False when it is gone (404)."""
         try:
-            self._api.patch_namespaced_custom_object(GROUP, VERSION, meta["namespace"], CLUSTERS, meta["name"], patch,
+            self._api.patch_namespaced_custom_object(group, version, meta["namespace"], plural, meta["name"], body,
                                                      _request_timeout=TIMEOUT)
         except ApiException as exc:
             if exc.status == 404:
@@ -119,13 +120,5 @@ class SourceClient:
         if (SOURCE_FINALIZER in names) == present:
             return True
         wanted = [*names, SOURCE_FINALIZER] if present else [n for n in names if n != SOURCE_FINALIZER]
-        try:
-            self._api.patch_namespaced_custom_object(
-                kind.group, watched_version(kind), meta["namespace"], kind.plural, meta["name"],
-                {"metadata": {"finalizers": wanted or None, "resourceVersion": meta.get("resourceVersion")}},
-                _request_timeout=TIMEOUT)
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        return self._patch(kind.group, watched_version(kind), kind.plural, meta,
+                           {"metadata": {"finalizers": wanted or None, "resourceVersion": meta.get("resourceVersion")}})
