@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from automation.adapters.engine import EngineError, RunCancelled, RunResult, StackLocked
 from stacks.inputs import StackInputs, StackProgramInputs
@@ -176,7 +176,7 @@ class RecordingEngine:
             self._end(call, None)
             raise
 
-    def recover(self, stack: str) -> RunResult:
+    def recover(self, stack: str, *, live_runners: Mapping[str, str] | None = None) -> RunResult:
         call = self._begin("recover", stack, None, "recover")
         with self._lock:
             was_stale = stack in self.stale

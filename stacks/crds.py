@@ -28,7 +28,8 @@ from stacks.model import fields
 from stacks.model.cluster import ClusterSpec
 from stacks.model.hub import HubConfigSpec
 from stacks.registry import TenantSpec, TenantStatus
-from stacks.names import CATEGORY, CLUSTER, HUBCONFIG, TENANT, GROUP, VERSION, KindNames, LABEL_MAX, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
+from stacks.runs.model import StackRunSpec, StackRunStatus
+from stacks.names import CATEGORY, CLUSTER, HUBCONFIG, STACKRUN, TENANT, GROUP, VERSION, KindNames, LABEL_MAX, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
 from stacks.status import ClusterStatus, HubStatus
 
 
@@ -241,6 +242,26 @@ def hubconfig_crd() -> dict[str, Any]:
     return _crd(HUBCONFIG, "Cluster", schema, columns=HUB_COLUMNS, status=True)
 
 
+STACKRUN_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"},
+    {"name": "Operation", "type": "string", "jsonPath": ".spec.operation"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Changes", "type": "string", "jsonPath": ".status.summary"},
+    {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
+    {"name": "Runner", "type": "string", "jsonPath": ".status.runner", "priority": 1},
+    {"name": "Refresh", "type": "boolean", "jsonPath": ".spec.refresh", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def stackrun_crd() -> dict[str, Any]:
+    """HubStackRun (namespaced, beside its cluster): one engine operation on one stack, executed by a runner
+    (stacks/runs/). `kubectl get hubstackruns -n <tenant>` is the update history of the tenant's stacks."""
+    schema = _resource_schema(StackRunSpec, StackRunStatus,
+                              "One Pulumi operation on one stack, run by a runner: the stack's update history.")
+    return _crd(STACKRUN, "Namespaced", schema, columns=STACKRUN_COLUMNS, status=True)
+
+
 def crd_manifests() -> list[dict[str, Any]]:
-    """The CRDs (Cluster, HubConfig, Tenant), as dicts (a fresh copy on every call)."""
-    return copy.deepcopy([cluster_crd(), hubconfig_crd(), tenant_crd()])
+    """The CRDs (Cluster, HubConfig, Tenant, StackRun), as dicts (a fresh copy on every call)."""
+    return copy.deepcopy([cluster_crd(), hubconfig_crd(), tenant_crd(), stackrun_crd()])

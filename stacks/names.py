@@ -45,11 +45,12 @@ class KindNames(NamedTuple):
 CLUSTER = KindNames("HubCluster", "hubclusters", ("hwc",))
 TENANT = KindNames("HubTenant", "hubtenants", ("hwt",))
 HUBCONFIG = KindNames("HubConfig", "hubconfigs", ("hwcfg",))
-KINDS = (CLUSTER, TENANT, HUBCONFIG)
+STACKRUN = KindNames("HubStackRun", "hubstackruns", ("hwrun",))
+KINDS = (CLUSTER, TENANT, HUBCONFIG, STACKRUN)
 CLUSTERS, TENANTS, HUBCONFIGS = CLUSTER.plural, TENANT.plural, HUBCONFIG.plural  # the API's resource names
+STACKRUNS = STACKRUN.plural
 # Reserved now, so that the kinds still to come are checked by the same test before they land.
-RESERVED_KINDS = (KindNames("HubGitRepo", "hubgitrepos", ("hwrepo",)),
-                  KindNames("HubStackRun", "hubstackruns", ("hwrun",)))
+RESERVED_KINDS = (KindNames("HubGitRepo", "hubgitrepos", ("hwrepo",)),)
 FINALIZER = f"{GROUP}/stack"  # holds a deleted Cluster until its stack is destroyed
 ANNOTATION_PREFIX = f"{GROUP}/"  # the only Namespace annotations resolve() reads start with it
 
@@ -107,6 +108,15 @@ TENANT_OWNERSHIP_SUBRESOURCE = f"{TENANTS}/ownership"  # update: set a Tenant's 
 # Cluster of the same name has another uid: the registry refuses the old agent then).
 AGENT_CLUSTER_LABEL = f"{GROUP}/cluster"
 AGENT_CLUSTER_UID_ANNOTATION = f"{GROUP}/cluster-uid"
+
+# Stack runs (docs/service.md, stacks/runs/): a HubStackRun beside its cluster (a transit stack's in the service's
+# namespace) carries these; its inputs are in a Secret of the service's namespace that names the run it is for.
+RUN_STACK_ANNOTATION = f"{GROUP}/stack"  # the Pulumi stack (on the run and on its Secret)
+RUN_CLUSTER_LABEL = AGENT_CLUSTER_LABEL  # the cluster's name, as on its agent (`kubectl get hwrun -l hubwright.io/cluster=x`)
+RUN_OPERATION_LABEL = f"{GROUP}/operation"
+RUN_SECRET_LABEL = f"{GROUP}/stackrun"  # on a run's inputs Secret: every one carries it
+RUN_FOR_ANNOTATION = f"{GROUP}/stackrun"  # on a run's inputs Secret: the run's namespace/name
+RUN_DIGEST_ANNOTATION = f"{GROUP}/inputs-digest"  # on a run's inputs Secret: the digest the service recorded
 
 # Tags on every resource hubwright creates (the providers' default tags); the endpoint census tells
 # hubwright's endpoints from other endpoints by the managed-by tag.

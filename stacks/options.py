@@ -19,11 +19,13 @@ from typing import Any, Callable, Iterable, Mapping
 from stacks.names import ROLE_MAP_CONFIGMAP
 from stacks.release import default_image
 
-SERVE, API, AGENT = "serve", "api", "agent"
+SERVE, API, AGENT, RUNNER = "serve", "api", "agent", "runner"
 BOTH = (SERVE, API)
+RUNS = (SERVE, RUNNER)  # the options of whatever runs Pulumi: the service (--executor local) and the runners
 
 # Groups in --help
 KUBE, WORK, SERVING, ELECTION = "Kubernetes", "work queue", "probes and metrics", "leader election"
+RUNNERS = "runners"
 STATE, POLICY, AWS, LOGGING = "Pulumi state", "policy", "AWS", "logging"
 API_SERVING, FACTS, INSTALL = "serving", "facts history", "bootstrap and install"
 
@@ -85,10 +87,10 @@ def _o(flag: str, kind: type, default: Any, help: str, group: str, commands: str
 OPTIONS: tuple[Option, ...] = (
     # ------------------------------------------------------------------ Kubernetes (serve and api)
     _o("kubeconfig", str, None, "kubeconfig file; unset: the in-cluster service account when running in a pod, "
-       "else ~/.kube/config", KUBE, BOTH, env="KUBECONFIG"),
-    _o("context", str, None, "kubeconfig context (default: the current one)", KUBE, BOTH),
+       "else ~/.kube/config", KUBE, (SERVE, API, RUNNER), env="KUBECONFIG"),
+    _o("context", str, None, "kubeconfig context (default: the current one)", KUBE, (SERVE, API, RUNNER)),
     _o("namespace", str, "hubwright-system", "the service's own namespace: its Lease and the role-map ConfigMap live "
-       "here", KUBE, env="POD_NAMESPACE"),
+       "here, and the Secrets that hold the inputs of stack runs", KUBE, RUNS, env="POD_NAMESPACE"),
     _o("watch-namespace", str, None, "watch Clusters in this namespace only (default: all namespaces)", KUBE),
     _o("hub-name", str, "default", "the cluster-scoped HubConfig this service serves (api: the one whose shared "
        "ingress install answers use, the service's --hub-name)", KUBE, BOTH, env="HUBWRIGHT_HUB_NAME"),
@@ -109,13 +111,27 @@ OPTIONS: tuple[Option, ...] = (
     _o("kube-read-timeout", float, 30.0, "seconds every Kubernetes call waits for each read of its answer (then "
        "504)", KUBE, API),
     # ------------------------------------------------------------------ the service's work queue
-    _o("workers", int, 4, "stacks updated in parallel (one run per stack at a time), each in a worker process of "
-       "its own", WORK),
+    _o("workers", int, {SERVE: 4, RUNNER: 1}, "serve: stacks updated in parallel (one run per stack at a time), "
+       "each in a worker process of its own (with --executor runners: runs awaited at once); runner: runs this "
+       "runner executes at once", WORK, RUNS),
     _o("run-timeout", float, 1800.0, "seconds one Pulumi run may take; then it is cancelled (SIGINT, Pulumi's "
-       "graceful cancel), its process tree killed after --cancel-grace, and its lock recovered", WORK),
+       "graceful cancel), its process tree killed after --cancel-grace, and its lock recovered", WORK, RUNS),
     _o("cancel-grace", float, 60.0, "seconds a cancelled run (timed out, or in flight at shutdown) gets to stop by "
-       "itself before its whole process tree is killed; the pod's terminationGracePeriodSeconds covers it", WORK),
-    _o("worker-runs", int, 50, "runs a worker process serves before it is replaced by a fresh one", WORK),
+       "itself before its whole process tree is killed; the pod's terminationGracePeriodSeconds covers it", WORK,
+       RUNS),
+    _o("worker-runs", int, 50, "runs a worker process serves before it is replaced by a fresh one", WORK, RUNS),
+    # ------------------------------------------------------------------ runners (docs/service.md, "Runners")
+    _o("executor", str, "local", "where Pulumi runs: 'local' in the service's own worker processes, or 'runners': "
+       "each run is a HubStackRun that a pool of runner pods (`python -m automation runner`) executes",
+       RUNNERS, choices=("local", "runners")),
+    _o("keep-runs", int, 10, "finished HubStackRuns kept per stack (the oldest are deleted, with their Secrets)",
+       RUNNERS),
+    _o("claim-ttl", float, 30.0, "seconds a runner's claim on a run lasts unless renewed (every third of it); a "
+       "runner that cannot renew kills its run first, and another runner takes the run over once it lapsed",
+       RUNNERS, RUNS),
+    _o("runner-hosts", str, "hubwright-runner-[a-z0-9]+-[a-z0-9]+", "regex of the runners' host names (their pod "
+       "names): a stack lock one of them wrote is stale once it holds no live claim on the stack", RUNNERS, RUNS,
+       env="HUBWRIGHT_RUNNER_HOSTS"),
     _o("backoff-base", float, 2.0, "seconds before the first retry of a failure", WORK),
     _o("backoff-cap", float, 300.0, "retries double their wait (with jitter) up to this many seconds, and keep "
        "retrying", WORK),
@@ -135,8 +151,8 @@ OPTIONS: tuple[Option, ...] = (
        "that hubwright did not make, which placement leaves room for (also once at start); 0 turns the census off",
        WORK),
     # ------------------------------------------------------------------ the service's probes and leader election
-    _o("metrics-bind", str, "0.0.0.0", "address of /healthz, /readyz and /metrics", SERVING),
-    _o("metrics-port", int, 8080, "port of /healthz, /readyz and /metrics", SERVING),
+    _o("metrics-bind", str, "0.0.0.0", "address of /healthz, /readyz and /metrics", SERVING, RUNS),
+    _o("metrics-port", int, 8080, "port of /healthz, /readyz and /metrics", SERVING, RUNS),
     _o("leader-election", bool, True, "hold a coordination.k8s.io Lease before running anything (run one replica "
        "without it only)", ELECTION),
     _o("leader-election-id", str, "hubwright", "the Lease's name (in --namespace)", ELECTION),
@@ -144,37 +160,41 @@ OPTIONS: tuple[Option, ...] = (
     _o("renew-deadline", float, 10.0, "seconds the leader keeps trying to renew before it stops (and exits)",
        ELECTION),
     _o("retry-period", float, 2.0, "seconds between Lease attempts", ELECTION),
-    _o("identity", str, None, "this replica's name in the Lease (default: hostname + random)", ELECTION,
+    _o("identity", str, None, "this replica's name in the Lease (default: hostname + random); a runner's name in "
+       "its claims (default: its hostname, which the stack locks it writes carry)", ELECTION, RUNS,
        env="POD_NAME"),
     # ------------------------------------------------------------------ the stacks (serve), the history (api)
-    _o("state-dir", str, {SERVE: "state", API: "."}, "serve: per-stack workspaces, and the file:// backend when "
-       "--backend is unset; api: where the default SQLite facts history lives (registry-facts.db)", STATE, BOTH,
+    _o("state-dir", str, {SERVE: "state", API: ".", RUNNER: "state"}, "serve and runner: per-stack workspaces, and "
+       "the file:// backend when --backend is unset; api: where the default SQLite facts history lives (registry-facts.db)", STATE,
+       (SERVE, API, RUNNER),
        env="HUBWRIGHT_STATE_DIR"),
     _o("backend", str, None, "backend URL: file://..., s3://bucket/prefix, https://api.pulumi.com "
-       "(default: file://<state-dir>)", STATE, env="PULUMI_BACKEND_URL"),
-    _o("pulumi-org", str, None, "Pulumi Cloud organization for the stacks", STATE, env="HUBWRIGHT_PULUMI_ORG"),
+       "(default: file://<state-dir>)", STATE, RUNS, env="PULUMI_BACKEND_URL"),
+    _o("pulumi-org", str, None, "Pulumi Cloud organization for the stacks", STATE, RUNS, env="HUBWRIGHT_PULUMI_ORG"),
     _o("secrets-provider", str, None, "stack secrets provider (default: passphrase on DIY backends, the service on "
-       "Cloud)", STATE, env="HUBWRIGHT_SECRETS_PROVIDER"),
+       "Cloud)", STATE, RUNS, env="HUBWRIGHT_SECRETS_PROVIDER"),
     _o("pulumi-home", str, None, "the Pulumi CLI's home: workspace settings and plugin cache (default: the CLI's, "
-       "~/.pulumi)", STATE, env="PULUMI_HOME"),
+       "~/.pulumi)", STATE, RUNS, env="PULUMI_HOME"),
     _o("lock-hosts", str, None, "regex of the hosts whose stack locks are this service's, e.g. the pods of its "
-       "Deployment (default: this host only)", STATE, env="HUBWRIGHT_LOCK_HOSTS"),
+       "Deployment (default: this host only)", STATE, RUNS, env="HUBWRIGHT_LOCK_HOSTS"),
     _o("stale-lock-seconds", float, None, "a lock of this service on another host (or a Cloud update of ours) older "
        "than this is stale and recovered (default: longer than any run may take, from --run-timeout and "
-       "--cancel-grace)", STATE, env="HUBWRIGHT_STALE_LOCK_SECONDS"),
+       "--cancel-grace)", STATE, RUNS, env="HUBWRIGHT_STALE_LOCK_SECONDS"),
     _o("policy", str, "mandatory", "the policy pack on every up and preview: mandatory (each rule at its own "
-       "level), advisory, or off (the emergency switch)", POLICY, env="HUBWRIGHT_POLICY"),
-    _o("policy-config", str, None, "a policy pack config file, in Pulumi's format", POLICY,
+       "level), advisory, or off (the emergency switch)", POLICY, RUNS, env="HUBWRIGHT_POLICY"),
+    _o("policy-config", str, None, "a policy pack config file, in Pulumi's format", POLICY, RUNS,
        env="HUBWRIGHT_POLICY_CONFIG"),
     _o("policy-pack", str, None, "the policy pack's folder (default: the one this release ships, policy/)", POLICY,
+       RUNS,
        env="HUBWRIGHT_POLICY_PACK"),
     _o("aws-endpoint-url", str, None, "send every AWS API call here (a moto server in tests; botocore's own "
-       "AWS_ENDPOINT_URL* variables work as well)", AWS, env="HUBWRIGHT_AWS_ENDPOINT_URL"),
+       "AWS_ENDPOINT_URL* variables work as well)", AWS, RUNS, env="HUBWRIGHT_AWS_ENDPOINT_URL"),
     # ------------------------------------------------------------------ logging
-    _o("log-level", str, "INFO", "DEBUG, INFO, WARNING or ERROR", LOGGING, BOTH, env="HUBWRIGHT_LOG_LEVEL",
+    _o("log-level", str, "INFO", "DEBUG, INFO, WARNING or ERROR", LOGGING, (SERVE, API, RUNNER),
+       env="HUBWRIGHT_LOG_LEVEL",
        choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     _o("log-format", str, "text", "text for a person, or json: one object a line {time, level, logger, message, "
-       "...} for a log shipper; each engine run writes one line (logger hubwright.run)", LOGGING,
+       "...} for a log shipper; each engine run writes one line (logger hubwright.run)", LOGGING, RUNS,
        env="HUBWRIGHT_LOG_FORMAT"),
     # ------------------------------------------------------------------ the registry API
     # Not serve's metrics port (8080): both run on one machine by hand; the pod binds 0.0.0.0:8080.

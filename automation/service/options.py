@@ -47,6 +47,9 @@ class ServiceOptions:
     renew_deadline: float = default("renew-deadline")
     retry_period: float = default("retry-period")
     identity: str | None = default("identity")
+    executor: str = default("executor")
+    keep_runs: int = default("keep-runs")
+    claim_ttl: float = default("claim-ttl")
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -54,6 +57,9 @@ class ServiceOptions:
             if choices and getattr(self, field.name) not in choices:
                 raise ValueError(f"--{field.name.replace('_', '-')}: {getattr(self, field.name)!r} is not one of "
                                  f"{', '.join(choices)}")
+        if self.keep_runs < 1 or self.claim_ttl < 3:
+            raise ValueError(f"--keep-runs must be >= 1 and --claim-ttl >= 3 seconds (got {self.keep_runs}, "
+                             f"{self.claim_ttl})")
         if self.stalled_recheck <= 0:
             raise ValueError(f"--stalled-recheck must be > 0 seconds (got {self.stalled_recheck})")
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 
 _LOCK_LINE = re.compile(r"^\s*(?P<path>\S+): created by (?P<user>.*?)@(?P<host>\S+) \(pid (?P<pid>\d+)\) at (?P<at>\S+)\s*$", re.M)
@@ -66,12 +66,28 @@ def lock_is_stale(
     stale_after_s: float,
     now: datetime | None = None,
     alive: Callable[[int], bool] = pulumi_process_alive,
+    runner_hosts: str | None = None,
+    live_runners: Mapping[str, str] | None = None,
 ) -> tuple[bool, str]:
-    """Whether a lock may be removed: (stale, why). Only locks of this service ever are."""
+    """Whether a lock may be removed: (stale, why). Only locks of this service ever are:
+    - one written on this host: when its pulumi process is gone;
+    - a runner's (`runner_hosts`, --runner-hosts): once that runner holds no live claim on the stack, a claim
+      counting as live until its expiry plus the cancel grace (`live_runners`: runner -> expiry, from
+      stacks.runs.claims.live_holders; None: not known here, so left alone). By then a runner that lost its
+      claim has killed its run, and a runner that died took its run with it;
+    - another replica's of the service (`own_hosts`, --lock-hosts): once older than any run may be."""
     if owner.host == hostname:
         if alive(owner.pid):
             return False, f"held by {owner.describe()}, a live pulumi process on this host"
         return True, f"stale lock of {owner.describe()}: that process is gone"
+    if runner_hosts and re.fullmatch(runner_hosts, owner.host):
+        if live_runners is None:
+            return False, f"held by {owner.describe()}, a runner whose claims are not known here: left alone"
+        if owner.host in live_runners:
+            return False, f"held by {owner.describe()}, a runner whose claim on the stack is live (expires " \
+                          f"{live_runners[owner.host]}, then the cancel grace)"
+        return True, f"stale lock of {owner.describe()}: that runner holds no live claim on the stack " \
+                     "(its claim lapsed more than the cancel grace ago, or it has none)"
     if own_hosts and re.fullmatch(own_hosts, owner.host):
         age = ((now or datetime.now(timezone.utc)) - owner.created).total_seconds()
         if age >= stale_after_s:

@@ -189,8 +189,11 @@ class WorkerPool:
     def preview(self, inputs: StackProgramInputs) -> RunResult:
         return _result(self._call("preview", inputs.stack, {"inputs": inputs.to_config()}))
 
-    def recover(self, stack: str) -> RunResult:
-        return _result(self._call("recover", stack, {"stack": stack}))
+    def recover(self, stack: str, *, live_runners: Mapping[str, str] | None = None) -> RunResult:
+        args: dict[str, Any] = {"stack": stack}
+        if live_runners is not None:
+            args["live_runners"] = dict(live_runners)
+        return _result(self._call("recover", stack, args))
 
     def applied(self, stack: str) -> StackProgramInputs | None:
         reply = self._call("applied", stack, {"stack": stack})

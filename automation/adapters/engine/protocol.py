@@ -6,7 +6,7 @@ tests and benchmarks use a recording double behind this same protocol (doubles.e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Callable, Literal, Mapping, Protocol
 
 from stacks.errors import Failure, NeedsAttention
 from stacks.inputs import StackProgramInputs
@@ -96,8 +96,10 @@ class Engine(Protocol):
         """Drift check: refresh from the cloud, then diff against `inputs`, writing nothing (no history entry).
         ok=True when nothing would change; else `drifted` names the resources that would."""
 
-    def recover(self, stack: str) -> RunResult:
-        """Clear what a killed run left behind: a stale lock this service owns and pending operations."""
+    def recover(self, stack: str, *, live_runners: Mapping[str, str] | None = None) -> RunResult:
+        """Clear what a killed run left behind: a stale lock this service owns and pending operations.
+        `live_runners` (runner -> claim expiry): the runners holding a live claim on the stack, which a runner
+        knows from the HubStackRuns (stacks.runs.claims.live_holders); a lock of any other runner is stale."""
 
     def applied(self, stack: str) -> StackProgramInputs | None:
         """The inputs of the last successful `up` (a cluster's StackInputs, or a transit stack's TransitInputs), or

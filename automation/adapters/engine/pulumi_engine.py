@@ -199,10 +199,12 @@ class PulumiEngine:
             drifted=drifted,
         )
 
-    def recover(self, stack: str) -> RunResult:
-        """Remove this service's stale lock, drop pending operations, refresh. A live lock raises StackLocked."""
+    def recover(self, stack: str, *, live_runners: Mapping[str, str] | None = None) -> RunResult:
+        """Remove this service's stale lock, drop pending operations, refresh. A live lock raises StackLocked.
+        `live_runners`: the runners with a live claim on the stack (a runner's recover knows them; locks.py)."""
         started = now_rfc3339()
         notes: list[str] = []
+        self._local.live_runners = live_runners
         with self._stack(stack, None, create=False) as (_, st):
             if st is None:
                 return RunResult("recover", True, f"no stack {stack}: nothing to recover", started=started, ended=now_rfc3339())
@@ -393,6 +395,8 @@ class PulumiEngine:
             return self._judge_cloud_update(stack)
         verdicts = [
             lock_is_stale(o, hostname=self._hostname, own_hosts=self.settings.own_hosts,
+                          runner_hosts=self.settings.runner_hosts,
+                          live_runners=getattr(self._local, "live_runners", None),
                           stale_after_s=self.settings.stale_lock_after_s)
             for o in owners
         ]

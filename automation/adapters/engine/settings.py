@@ -33,6 +33,9 @@ class PulumiSettings:
     # Locks written by hosts matching this regex are this service's (e.g. the pods of its Deployment,
     # r"hubwright-[a-z0-9]+-[a-z0-9]+"). None: this host only.
     own_hosts: str | None = None
+    # Locks written by hosts matching this regex are runners' (--runner-hosts, their pod names): stale once that
+    # runner holds no live claim on the stack (stacks.runs.claims.live_holders; locks.lock_is_stale). None: none.
+    runner_hosts: str | None = None
     # A lock of this service on another host (or a Cloud update of ours) older than this is stale: longer than
     # any run may take (RunLimits.stale_lock_after, which the worker pool checks).
     stale_lock_after_s: float = RunLimits().stale_lock_after
@@ -63,6 +66,7 @@ class PulumiSettings:
             pulumi_home=Path(home) if home else None,
             secrets_provider=values.get("secrets_provider") or None,
             own_hosts=values.get("lock_hosts") or None,
+            runner_hosts=values.get("runner_hosts") or None,
             stale_lock_after_s=limits.stale_lock_after if stale is None else float(stale),
             policy=values.get("policy") or default("policy"),
             policy_config=values.get("policy_config") or None,
@@ -98,8 +102,9 @@ class PulumiSettings:
                     f"backend {self.backend}: set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE "
                     "(the passphrase secrets provider of DIY backends), or configure secrets_provider"
                 )
-        if self.own_hosts is not None:
-            re.compile(self.own_hosts)
+        for pattern in (self.own_hosts, self.runner_hosts):
+            if pattern is not None:
+                re.compile(pattern)
         try:
             self.policy_settings()
         except ValueError as err:

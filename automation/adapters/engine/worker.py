@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
                                   refresh=bool(a.get("refresh")), on_progress=progress if a.get("progress") else None),
         "destroy": lambda a: engine.destroy(a["stack"], message=a["message"]),
         "preview": lambda a: engine.preview(inputs_from_config(a["inputs"])),
-        "recover": lambda a: engine.recover(a["stack"]),
+        "recover": lambda a: engine.recover(a["stack"], live_runners=a.get("live_runners")),
         "applied": lambda a: engine.applied(a["stack"]),
         "ping": lambda a: {"pid": os.getpid()},
     }
