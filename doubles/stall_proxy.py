@@ -34,6 +34,7 @@ class StallProxy:
         self._sockets: set[socket.socket] = set()
         self._threads: list[threading.Thread] = []
         self.connections = 0  # accepted so far
+        self.sent = {"up": 0, "down": 0}  # bytes forwarded to the upstream, and back (bench/runners.py counts them)
         self._spawn(self._accept, "stall-proxy-accept")
 
     # -- control
@@ -98,8 +99,8 @@ class StallProxy:
                 self._sockets.update((downstream, upstream))
                 self.connections += 1
                 n = self.connections
-            self._spawn(self._pump, f"stall-proxy-{n}-up", downstream, upstream)
-            self._spawn(self._pump, f"stall-proxy-{n}-down", upstream, downstream)
+            self._spawn(self._pump, f"stall-proxy-{n}-up", downstream, upstream, "up")
+            self._spawn(self._pump, f"stall-proxy-{n}-down", upstream, downstream, "down")
 
     def _wait_flowing(self) -> bool:
         """True once bytes may move; False when the proxy is closing."""
@@ -108,7 +109,7 @@ class StallProxy:
                 return False
         return not self._closed.is_set()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, direction: str) -> None:
         try:
             while self._wait_flowing():
                 readable, _, _ = select.select([src], [], [], POLL)
@@ -120,6 +121,8 @@ class StallProxy:
                 if not self._wait_flowing():
                     break
                 dst.sendall(data)
+                with self._lock:
+                    self.sent[direction] += len(data)
         except (OSError, ValueError):
             pass  # a socket was shut down or closed under us
         finally:
