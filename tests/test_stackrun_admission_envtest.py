@@ -17,6 +17,8 @@ tests create runs as the administrator.
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import uuid
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
@@ -34,7 +36,7 @@ from stacks.names import GROUP, RUN_FOR_ANNOTATION, RUN_OPERATION_LABEL, RUN_SEC
 from stacks.runs.admission import STACKRUN_POLICY
 from stacks.runs.model import rfc3339, secret_name
 from tests import deployed
-from tests.envtest import TENANT_USER, kube_apiserver_alone  # noqa: F401 - the fixture
+from tests.envtest import BUILD_HINT, ROOT, TENANT_USER, find_binary, kube_apiserver_alone  # noqa: F401 - fixture
 from tests.registry_rbac import eventually, sa_subject, service_account_token
 
 RUNNER = f"{SERVICE}-runner"
@@ -70,7 +72,9 @@ def hub(kube_apiserver_alone):  # noqa: F811 - the fixture
               for who, name in (("service", SERVICE), ("runner", RUNNER), ("root", "root"))}
     users = {who: kube_apiserver_alone.api_client(token) for who, token in tokens.items()}
     users["tenant_admin"] = kube_apiserver_alone.api_client(kube_apiserver_alone.tenant_token)
-    env = SimpleNamespace(admin=admin, system=system, tenant=tenant, other=other, suffix=suffix, **users)
+    env = SimpleNamespace(admin=admin, system=system, tenant=tenant, other=other, suffix=suffix, **users,
+                          host=kube_apiserver_alone.host, ca=kube_apiserver_alone.ca_file,
+                          tenant_token=kube_apiserver_alone.tenant_token)
     # RBAC and the policy take a moment: the service can list runs, and a cluster-admin's create is refused.
     eventually(lambda: custom(env.service).list_cluster_custom_object(GROUP, VERSION, STACKRUNS, limit=1))
     eventually(lambda: custom(env.tenant_admin).list_namespaced_custom_object(GROUP, VERSION, tenant, STACKRUNS))
@@ -328,3 +332,71 @@ def test_a_tenant_admin_reads_its_namespaces_runs_and_nothing_else_of_them(hub, 
         custom(hub.service).delete_namespaced_custom_object(GROUP, VERSION, hub.other, STACKRUNS, theirs)
         client.CoreV1Api(hub.service).delete_namespaced_secret(secret_name(hub.other, theirs), hub.system)
     assert stored(hub, run)["spec"] == run["spec"] and "status" not in stored(hub, run)
+
+
+# --------------------------------------------------------------------------- kubectl get hubstackruns
+
+def doc_sample() -> list[str]:
+    """docs/service.md's `kubectl get hubstackruns -n acme` output, as lines (header first)."""
+    text = (ROOT / "docs" / "service.md").read_text(encoding="utf-8")
+    found = re.search(r"```\n\$ kubectl get hubstackruns -n acme\n(.*?)```", text, re.S)
+    assert found, "docs/service.md lost its kubectl get hubstackruns sample"
+    return found[1].rstrip("\n").split("\n")
+
+
+def table(lines: list[str]) -> list[dict[str, str]]:
+    """kubectl's columns, cut where the header's words start (a cell may be empty)."""
+    header = lines[0]
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    names = header.split()
+    return [{name: row[start:end].strip() for name, start, end in zip(names, starts, [*starts[1:], None])}
+            for row in lines[1:]]
+
+
+def test_kubectl_get_hubstackruns_prints_the_history_the_docs_show(hub, tmp_path):
+    """The real kubectl, as the tenant admin: the documented sample's columns and every cell but AGE, from runs
+    the service created and a runner finished."""
+    binary = find_binary("kubectl")
+    assert binary, f"kubectl not found: {BUILD_HINT}"
+    sample = table(doc_sample())
+    namespace = f"acme-{hub.suffix}-h"
+    client.CoreV1Api(hub.admin).create_namespace({"metadata": {"name": namespace}})
+    client.RbacAuthorizationV1Api(hub.admin).create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "hubwright-tenant-admins"},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": TENANT_ADMIN_CLUSTERROLE},
+        "subjects": [{"kind": "User", "name": TENANT_USER, "apiGroup": RBAC}]})
+    try:
+        for row in sample:
+            spec = {"operation": row["OPERATION"], "cluster": row["CLUSTER"],
+                    "stack": f"{namespace}.{row['CLUSTER']}"}
+            if row["OPERATION"] == "destroy":
+                spec["inputsDigest"] = None
+            custom(hub.service).create_namespaced_custom_object(
+                GROUP, VERSION, namespace, STACKRUNS,
+                {**run_doc(hub, namespace, row["NAME"]),
+                 "spec": {k: v for k, v in {**run_doc(hub, namespace, row["NAME"])["spec"], **spec}.items()
+                          if v is not None}})
+            status = {"phase": row["PHASE"], **({"summary": row["CHANGES"]} if row["CHANGES"] else {})}
+            custom(hub.runner).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, STACKRUNS,
+                                                                     row["NAME"], {"status": status})
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "tenant",
+            "clusters": [{"name": "envtest", "cluster": {"server": hub.host, "certificate-authority": hub.ca}}],
+            "users": [{"name": "tenant", "user": {"token": hub.tenant_token}}],
+            "contexts": [{"name": "tenant", "context": {"cluster": "envtest", "user": "tenant"}}]}))
+        done = subprocess.run([binary, f"--kubeconfig={kubeconfig}", f"--cache-dir={tmp_path / 'cache'}",
+                               "--request-timeout=30s", "get", "hubstackruns", "-n", namespace],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.rstrip("\n").split("\n")
+        assert lines[0].split() == doc_sample()[0].split()
+        printed = sorted(table(lines), key=lambda row: row["NAME"])
+        without_age = lambda rows: [{k: v for k, v in row.items() if k != "AGE"} for row in rows]  # noqa: E731
+        assert without_age(printed) == without_age(sorted(sample, key=lambda row: row["NAME"]))
+        wide = subprocess.run([binary, f"--kubeconfig={kubeconfig}", f"--cache-dir={tmp_path / 'cache'}",
+                               "--request-timeout=30s", "get", "hwrun", "-n", namespace, "-o", "wide"],
+                              capture_output=True, text=True, timeout=120)
+        assert wide.returncode == 0 and {"REASON", "RUNNER", "REFRESH"} <= set(wide.stdout.split("\n")[0].split())
+    finally:
+        client.CoreV1Api(hub.admin).delete_namespace(namespace)
