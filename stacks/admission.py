@@ -24,7 +24,8 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from stacks.names import (CLUSTERS, TENANT, TENANTS, API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
-                          OWNER_ACCOUNT_ANNOTATION, STACKRUNS, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE)
+                          OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE,
+                          STACKRUNS)
 from stacks.registry import OWNERSHIP_FIELDS, Tenant
 
 Manifest = dict[str, Any]

@@ -155,7 +155,8 @@ class ServiceValues(Values):
 
 class RunnerValues(Values):
     """The runner Deployment (`python -m automation runner`), rendered when service.executor is runners."""
-    replicas: int = Field(2, ge=1, le=500, description="runner pods (or let an HPA or KEDA scale them: docs/service.md)")
+    replicas: int = Field(2, ge=1, le=500,
+                          description="runner pods (or let an HPA or KEDA scale them: docs/service.md)")
     workers: int = Field(1, ge=1, le=16, description="runs each runner pod executes at once (runner --workers)")
     claim_ttl: int = Field(30, ge=5, le=600, description="seconds a runner's claim on a run lasts unless renewed "
                                                         "(--claim-ttl, the service's and the runners')")
@@ -217,8 +218,9 @@ class InstallValues(Values):
     def _shared_backend(cls, value: ServiceValues, info: ValidationInfo) -> ServiceValues:
         backend = info.data.get("backend")
         if value.executor == "runners" and isinstance(backend, Backend) and backend.url is None:
-            raise ValueError("executor runners needs a shared backend (backend.url s3://... or https://api.pulumi.com): "
-                             "runner pods cannot share the file backend's volume (docs/service.md, Runners)")
+            raise ValueError("executor runners needs a shared backend (backend.url s3://... or "
+                             "https://api.pulumi.com): runner pods cannot share the file backend's volume "
+                             "(docs/service.md, Runners)")
         return value
 
     @property

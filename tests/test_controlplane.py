@@ -182,9 +182,11 @@ def test_the_runner_deployment_runs_as_the_service_does():
     assert (args.backend, args.namespace, args.claim_ttl, args.run_timeout, args.cancel_grace, args.workers) == \
         ("s3://state-bucket/hubwright", "hubwright-system", 45, 600, 90, 1)
     # The service awaits runs instead of running them, with the same claim ttl.
-    serve = service_pod["containers"][0]["args"]
-    assert serve[serve.index("--executor") + 1] == "runners" and serve[serve.index("--claim-ttl") + 1] == "45"
-    assert serve[serve.index("--keep-runs") + 1] == "10"
+    from automation.cli import build_parser
+    from automation.service.command import options_from
+
+    serve = options_from(build_parser().parse_args(service_pod["containers"][0]["args"][3:]))
+    assert (serve.executor, serve.claim_ttl, serve.keep_runs) == ("runners", 45, 10)
     # The service's selector does not take the runners' pods.
     selector = deployments["hubwright"]["spec"]["selector"]["matchLabels"]
     assert not selector.items() <= runners["spec"]["template"]["metadata"]["labels"].items()

@@ -219,6 +219,10 @@ def test_the_runners_executor_renders_the_runner_pool_and_its_rights(tmp_path):
     assert serve[serve.index("--executor") + 1] == "runners" and serve[serve.index("--claim-ttl") + 1] == "20"
     assert objs[("RoleBinding", "hubwright-runner")]["subjects"] == [
         {"kind": "ServiceAccount", "name": "hubwright-runner", "namespace": "hubwright-system"}]
+    # deploy/ (`pulumi up`) builds the same objects from the same values.
+    values = {"service": {"executor": "runners"}, "backend": {"url": "s3://state/hw"}, "runners": {"replicas": 6}}
+    by_key = lambda objs: sorted(json.dumps(o, sort_keys=True) for o in objs)  # noqa: E731
+    assert by_key(deployed.objects(deployed.render({"values": values}))) == by_key(install.render(load_values(values)))
 
 
 @pytest.mark.parametrize("assignment, key, reason", [
