@@ -354,3 +354,29 @@ def test_the_registry_on_postgresql_takes_its_url_from_a_secret_and_runs_two_rep
     assert container["env"] == [{"name": "HUBWRIGHT_FACTS_DB",
                                  "valueFrom": {"secretKeyRef": {"name": "registry-db", "key": "url"}}}]
     assert plan.of_type("kubernetes:core/v1:PersistentVolumeClaim") == []
+
+
+def test_the_docs_autoscalers_scale_the_rendered_runner_deployment():
+    """docs/service.md's HPA and KEDA examples parse and name the runner Deployment the install makes."""
+    from pathlib import Path
+
+    import yaml
+
+    from tests.docblocks import section
+
+    text, _ = section((Path(__file__).resolve().parent.parent / "docs" / "service.md").read_text(), "Runners")
+    docs = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
+    [runners] = [d for d in by_name(runner_plan(), "apps/v1:Deployment").values()
+                 if d["metadata"]["name"] == "hubwright-runner"]
+    scalers = {d["kind"]: d for d in docs if "kind" in d}
+    assert set(scalers) == {"HorizontalPodAutoscaler", "ScaledObject"}
+    hpa, keda = scalers["HorizontalPodAutoscaler"], scalers["ScaledObject"]
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": runners["metadata"]["name"]}
+    assert keda["spec"]["scaleTargetRef"]["name"] == runners["metadata"]["name"]
+    assert hpa["metadata"]["namespace"] == keda["metadata"]["namespace"] == runners["metadata"]["namespace"]
+    gauges = {"hubwright_stackruns_pending", "hubwright_stackruns_running"}
+    assert {m["external"]["metric"]["name"] for m in hpa["spec"]["metrics"]} == gauges
+    assert gauges <= set(re.findall(r"hubwright_\w+", keda["spec"]["triggers"][0]["metadata"]["query"]))
+    [adapter] = [d for d in docs if "rules" in d]
+    assert {r["name"]["as"] for r in adapter["rules"]["external"]} == gauges
