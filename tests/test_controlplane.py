@@ -71,6 +71,11 @@ def test_rbac_is_least_privilege():
     configmaps = [r for r in ns_rules if r["resources"] == ["configmaps"]]
     assert configmaps == [{"apiGroups": [""], "resources": ["configmaps"],
                            "resourceNames": ["hubwright-role-account-map"], "verbs": ["get", "list", "watch"]}]
+    # --executor runners adds the runs (no update of a spec: that is nobody's) and nothing else cluster-wide.
+    with_runners = rule_verbs(by_name(runner_plan(), "rbac.authorization.k8s.io/v1:ClusterRole")["hubwright"]["rules"])
+    assert {key: v for key, v in with_runners.items() if verbs.get(key) != v} == {
+        ("hubwright.io", "hubstackruns"): {"get", "list", "watch", "create", "delete"},
+        ("hubwright.io", "hubstackruns/status"): {"update"}}
 
 
 def rule_verbs(rules) -> dict:
