@@ -14,7 +14,12 @@
     ├── Deployment             `python -m automation serve`, probes on /healthz and /readyz; read-only root
     │                          filesystem: writable are only the state dir, PULUMI_HOME and /tmp. On file://
     │                          without the Secret, an init container makes the passphrase on the state volume
-    └── Service                /metrics for Prometheus
+    ├── Service                /metrics for Prometheus
+    └── with executor "runners" (docs/service.md, Runners): the service also creates HubStackRuns and their inputs
+        Secrets (in its namespace), and
+        ├── ServiceAccount, ClusterRole(+Binding), Role(+Binding)  -runner: runs (read), their status (write),
+        │                                                          the runs' Secrets in the namespace (get, patch)
+        └── Deployment -runner  `python -m automation runner`, the service's image, backend and hardening
 """
 from __future__ import annotations
 
@@ -28,7 +33,8 @@ import pulumi_kubernetes as k8s
 from stacks.admission import admission_manifests, tenant_admin_clusterrole, tenant_controller_rules
 from stacks.sources.watched import rules as source_rules
 from stacks.deployment import PASSPHRASE_FILE, InstallValues
-from stacks.names import CLUSTERS, HUBCONFIGS, GROUP
+from stacks.names import CLUSTERS, HUBCONFIGS, GROUP, STACKRUNS
+from stacks.runs.admission import stackrun_policy
 
 STATE_DIR = "/var/lib/hubwright"  # --state-dir: per-stack workspaces (and the file:// backend's state)
 PULUMI_HOME = "/var/cache/pulumi"  # the CLI's workspace settings and plugin cache (the Dockerfile's ENV too)
@@ -70,6 +76,15 @@ class ControlPlaneArgs:
     resources: Mapping[str, Any] = field(
         default_factory=lambda: {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
     )
+    executor: str = "local"  # --executor: "runners" adds the runner Deployment (a shared backend_url only)
+    runner_replicas: int = 2
+    runner_workers: int = 1  # the runner's --workers: runs one pod executes at once
+    claim_ttl: float = 30.0  # --claim-ttl, the service's and the runners'
+    keep_runs: int = 10  # --keep-runs
+    # One run's CLI and provider plugins. The lead sizes the memory limit from bench/run_cost.py.
+    runner_resources: Mapping[str, Any] = field(
+        default_factory=lambda: {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
+    )
 
     @classmethod
     def from_values(cls, values: InstallValues, crds: Sequence[Mapping[str, Any]]) -> "ControlPlaneArgs":
@@ -80,11 +95,25 @@ class ControlPlaneArgs:
                    passphrase_secret_data=values.backend.secret.data, workers=values.service.workers,
                    service_account_annotations=values.service_account.all_annotations(),
                    metrics_port=values.service.metrics_port, policy=values.service.policy,
-                   resources=values.service.resources.model_dump())
+                   resources=values.service.resources.model_dump(), executor=values.service.executor,
+                   runner_replicas=values.runners.replicas, runner_workers=values.runners.workers,
+                   claim_ttl=values.runners.claim_ttl, keep_runs=values.runners.keep_runs,
+                   runner_resources=values.runners.resources.model_dump())
+
+    @property
+    def runners(self) -> bool:
+        return self.executor == "runners"
 
     @property
     def replicas(self) -> int:
         return 1 if self.backend_url is None else 2
+
+    def __post_init__(self) -> None:
+        if self.executor not in ("local", "runners"):
+            raise ValueError(f"executor {self.executor!r}: local or runners")
+        if self.runners and self.backend_url is None:
+            raise ValueError("executor runners needs a shared backend_url: runner pods cannot share the file "
+                             "backend's volume")
 
     @property
     def secret_optional(self) -> bool:
@@ -131,8 +160,29 @@ TENANT_RULES = [
 ]
 VIEWER_RULES = [
     {"apiGroups": [GROUP], "resources": [CLUSTERS, f"{CLUSTERS}/status"], "verbs": ["get", "list", "watch"]},
+    # the namespace's HubStackRuns: its stacks' update history (redacted: the inputs stay in the run's Secret)
+    {"apiGroups": [GROUP], "resources": [STACKRUNS], "verbs": ["get", "list", "watch"]},
 ]
 AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
+
+
+# --executor runners (docs/service.md, Runners). The service creates a run's inputs Secret (in its namespace) and
+# then the run, reads both back, and deletes them (--keep-runs, and Secrets whose run is gone); it may mark a run it
+# no longer wants (status). Only the service creates runs, and no one changes a run's spec: stacks.runs.admission.
+SERVICE_RUN_RULES = [
+    {"apiGroups": [GROUP], "resources": [STACKRUNS], "verbs": ["get", "list", "watch", "create", "delete"]},
+    {"apiGroups": [GROUP], "resources": [f"{STACKRUNS}/status"], "verbs": ["update"]},
+]
+# get: a run's Secret read back (its result); list returns the same data, so get adds nothing to it.
+SERVICE_RUN_SECRET_RULES = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "create", "delete"]}]
+# The runners: every namespace's runs (they live beside their clusters), read; their claims and results written
+# through the status subresource only; the runs' Secrets in the service's namespace, read and the result written
+# (a Role there: no other namespace's Secrets). Nothing else: no Events, no Lease, no HubClusters.
+RUNNER_RULES = [
+    {"apiGroups": [GROUP], "resources": [STACKRUNS], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [GROUP], "resources": [f"{STACKRUNS}/status"], "verbs": ["update", "patch"]},
+]
+RUNNER_SECRET_RULES = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "patch"]}]
 
 
 def namespace_rules(role_map_configmap: str, lease: str) -> list[dict[str, Any]]:
@@ -147,8 +197,14 @@ def namespace_rules(role_map_configmap: str, lease: str) -> list[dict[str, Any]]
 
 
 def service_labels(name: str) -> dict[str, str]:
-    """The labels of the service's pods and of its metrics Service (what a ServiceMonitor selects)."""
+    """The labels of the service's pods and of its metrics Service (what a ServiceMonitor selects); with
+    `<name>-runner`, the runners' (which the service's selector does not match)."""
     return {"app.kubernetes.io/name": "hubwright", "app.kubernetes.io/instance": name}
+
+
+def pod_hosts(deployment: str) -> str:
+    """The regex of a Deployment's pod names, which are the hostnames its stack locks carry (<name>-<rs>-<pod>)."""
+    return f"{deployment}-[a-z0-9]+-[a-z0-9]+"
 
 
 class ControlPlane(pulumi.ComponentResource):
@@ -161,9 +217,10 @@ class ControlPlane(pulumi.ComponentResource):
 
         self.crds = k8s.yaml.v2.ConfigGroup(f"{name}-crds", objs=[dict(c) for c in args.crds], opts=child)
         # The registry's rules the API server enforces itself (stacks.admission): who may set a Tenant's account,
-        # that a Tenant with Clusters stays, and the role a Tenant's admins get in its namespace.
+        # that a Tenant with Clusters stays, and the role a Tenant's admins get in its namespace; and that only
+        # this service's ServiceAccount creates HubStackRuns and nobody changes one's spec (stacks.runs.admission).
         self.admission = k8s.yaml.v2.ConfigGroup(
-            f"{name}-admission", objs=[tenant_admin_clusterrole(), *admission_manifests()],
+            f"{name}-admission", objs=[tenant_admin_clusterrole(), *admission_manifests(), *stackrun_policy(ns, name)],
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.crds])))
         self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": ns, "labels": labels}, opts=child)
         in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))
@@ -173,7 +230,8 @@ class ControlPlane(pulumi.ComponentResource):
             f"{name}-sa", metadata={**meta, "annotations": dict(args.service_account_annotations)}, opts=in_ns)
         subject = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
         cluster_role = k8s.rbac.v1.ClusterRole(f"{name}-cr", metadata={"name": name, "labels": labels},
-                                               rules=CLUSTER_RULES, opts=child)
+                                               rules=[*CLUSTER_RULES, *(SERVICE_RUN_RULES if args.runners else [])],
+                                               opts=child)
         k8s.rbac.v1.ClusterRoleBinding(
             f"{name}-crb", metadata={"name": name, "labels": labels},
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role.metadata.name},
@@ -182,8 +240,8 @@ class ControlPlane(pulumi.ComponentResource):
             k8s.rbac.v1.ClusterRole(
                 f"{name}-{suffix}", rules=rules, opts=child,
                 metadata={"name": f"{name}-{suffix}", "labels": {**labels, **{AGGREGATE + r: "true" for r in into}}})
-        role = k8s.rbac.v1.Role(f"{name}-role", metadata=meta, rules=namespace_rules(args.role_map_configmap, args.lease),
-                                opts=in_ns)
+        role = k8s.rbac.v1.Role(f"{name}-role", metadata=meta, opts=in_ns, rules=[
+            *namespace_rules(args.role_map_configmap, args.lease), *(SERVICE_RUN_SECRET_RULES if args.runners else [])])
         k8s.rbac.v1.RoleBinding(
             f"{name}-rb", metadata=meta,
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},
@@ -223,6 +281,10 @@ class ControlPlane(pulumi.ComponentResource):
         secret_env = [{"name": "PULUMI_CONFIG_PASSPHRASE_FILE", "value": passphrase_file}] if init else []
 
         probe = lambda path: {"httpGet": {"path": path, "port": "metrics"}, "periodSeconds": 10}  # noqa: E731
+        runner = f"{name}-runner"
+        common_env = [{"name": "PULUMI_HOME", "value": PULUMI_HOME}, {"name": "HUBWRIGHT_POLICY", "value": args.policy},
+                      *([{"name": "HUBWRIGHT_RUNNER_HOSTS", "value": pod_hosts(runner)}] if args.runners else []),
+                      *secret_env]
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deploy",
             metadata=meta,
@@ -249,15 +311,15 @@ class ControlPlane(pulumi.ComponentResource):
                                      "--run-timeout", f"{args.run_timeout:g}",
                                      "--cancel-grace", f"{args.cancel_grace:g}",
                                      "--workers", str(args.workers),
+                                     *(["--executor", "runners", "--claim-ttl", f"{args.claim_ttl:g}",
+                                        "--keep-runs", str(args.keep_runs)] if args.runners else []),
                                      *args.serve_args],
                             "env": [
                                 {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                                 # A lock left by a replaced pod of this Deployment is this service's own:
                                 # recover() may clear it once stale (pod hostnames: <name>-<rs hash>-<pod hash>).
-                                {"name": "HUBWRIGHT_LOCK_HOSTS", "value": f"{name}-[a-z0-9]+-[a-z0-9]+"},
-                                {"name": "PULUMI_HOME", "value": PULUMI_HOME},
-                                {"name": "HUBWRIGHT_POLICY", "value": args.policy},
-                                *secret_env,
+                                {"name": "HUBWRIGHT_LOCK_HOSTS", "value": pod_hosts(name)},
+                                *common_env,
                             ],
                             "envFrom": [{"secretRef": {"name": args.passphrase_secret,
                                                        "optional": args.secret_optional}}],
@@ -278,4 +340,79 @@ class ControlPlane(pulumi.ComponentResource):
             f"{name}-metrics", metadata={**meta, "name": f"{name}-metrics"},
             spec={"selector": labels, "ports": [{"name": "metrics", "port": args.metrics_port, "targetPort": "metrics"}]},
             opts=in_ns)
-        self.register_outputs({"namespace": ns, "deployment": self.deployment.metadata.name})
+        self.runners: k8s.apps.v1.Deployment | None = None
+        if args.runners:
+            self.runners = self._runners(runner, args, in_ns, volumes=volumes, mounts=mounts, env=common_env,
+                                         hardened=hardened, probe=probe, service_user=(ns, name))
+        self.register_outputs({"namespace": ns, "deployment": self.deployment.metadata.name,
+                               "runners": self.runners.metadata.name if self.runners else None})
+
+    def _runners(self, name: str, args: ControlPlaneArgs, in_ns: pulumi.ResourceOptions, *, volumes: list[Any],
+                 mounts: list[Any], env: list[Any], hardened: Mapping[str, Any], probe: Any,
+                 service_user: tuple[str, str]) -> k8s.apps.v1.Deployment:
+        """The runner pool: its own ServiceAccount (the service's AWS identity annotations: a run assumes the same
+        roles) with only RUNNER_RULES and RUNNER_SECRET_RULES, and a Deployment of `python -m automation runner` on
+        the service's backend, Secret and hardening. A shared backend only (ControlPlaneArgs), so the state volume
+        is an emptyDir (per-stack workspaces)."""
+        ns, service = service_user
+        labels = service_labels(name)
+        meta = {"name": name, "namespace": ns, "labels": labels}
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-sa", metadata={**meta, "annotations": dict(args.service_account_annotations)}, opts=in_ns)
+        subject = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
+        rbac = "rbac.authorization.k8s.io"
+        cluster_role = k8s.rbac.v1.ClusterRole(f"{name}-cr", metadata={"name": name, "labels": labels},
+                                               rules=RUNNER_RULES, opts=in_ns)
+        k8s.rbac.v1.ClusterRoleBinding(
+            f"{name}-crb", metadata={"name": name, "labels": labels}, subjects=subject, opts=in_ns,
+            role_ref={"apiGroup": rbac, "kind": "ClusterRole", "name": cluster_role.metadata.name})
+        role = k8s.rbac.v1.Role(f"{name}-role", metadata=meta, rules=RUNNER_SECRET_RULES, opts=in_ns)
+        k8s.rbac.v1.RoleBinding(f"{name}-rb", metadata=meta, subjects=subject, opts=in_ns,
+                                role_ref={"apiGroup": rbac, "kind": "Role", "name": role.metadata.name})
+        downward = lambda path: {"valueFrom": {"fieldRef": {"fieldPath": path}}}  # noqa: E731
+        return k8s.apps.v1.Deployment(
+            f"{name}-deploy",
+            metadata=meta,
+            spec={
+                "replicas": args.runner_replicas,
+                "strategy": {"type": "RollingUpdate"},
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": account.metadata.name,
+                        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
+                        # SIGTERM: a runner drains, finishing its run or handing it back within --cancel-grace.
+                        "terminationGracePeriodSeconds": args.termination_grace,
+                        "containers": [{
+                            "name": "runner",
+                            "image": args.image,
+                            "args": ["python", "-m", "automation", "runner", "--namespace", ns,
+                                     "--backend", str(args.backend_url), "--state-dir", STATE_DIR,
+                                     "--metrics-port", str(args.metrics_port),
+                                     "--run-timeout", f"{args.run_timeout:g}",
+                                     "--cancel-grace", f"{args.cancel_grace:g}",
+                                     "--claim-ttl", f"{args.claim_ttl:g}",
+                                     "--workers", str(args.runner_workers)],
+                            "env": [
+                                # POD_NAME: the runner's name in its claims and the host its stack locks carry.
+                                {"name": "POD_NAME", **downward("metadata.name")},
+                                {"name": "POD_NAMESPACE", **downward("metadata.namespace")},
+                                # Locks the service's own pods left before the executor was switched to runners.
+                                {"name": "HUBWRIGHT_LOCK_HOSTS", "value": pod_hosts(service)},
+                                *env,
+                            ],
+                            "envFrom": [{"secretRef": {"name": args.passphrase_secret, "optional": False}}],
+                            "ports": [{"name": "metrics", "containerPort": args.metrics_port}],
+                            "livenessProbe": probe("/healthz"),
+                            "readinessProbe": probe("/readyz"),
+                            "resources": dict(args.runner_resources),
+                            "securityContext": dict(hardened),
+                            "volumeMounts": mounts,
+                        }],
+                        "volumes": volumes,
+                    },
+                },
+            },
+            opts=pulumi.ResourceOptions.merge(in_ns, pulumi.ResourceOptions(depends_on=[self.crds])),
+        )

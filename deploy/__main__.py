@@ -33,6 +33,8 @@ installed = install(values, provider)  # the service, and the registry API unles
 pulumi.export("namespace", namespace)
 if installed.registry is not None:
     pulumi.export("registryService", installed.registry.service.metadata.name)
+if installed.plane.runners is not None:  # service.executor runners: the Deployment an HPA or KEDA scales
+    pulumi.export("runnerDeployment", installed.plane.runners.metadata.name)
 
 hub_file = config.get("hub")  # the HubConfig YAML this deployment serves (also applied to the cluster)
 hubs = [load_hub(hub_file)] if hub_file else []

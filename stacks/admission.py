@@ -24,7 +24,8 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from stacks.names import (CLUSTERS, TENANT, TENANTS, API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
-                          OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE)
+                          OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE,
+                          STACKRUNS)
 from stacks.registry import OWNERSHIP_FIELDS, Tenant
 
 Manifest = dict[str, Any]
@@ -45,7 +46,9 @@ _TENANTS, _OWNERSHIP = TENANT_OWNERSHIP_SUBRESOURCE.split("/")  # "hubtenants", 
 
 def tenant_admin_clusterrole() -> Manifest:
     """What a tenant's admins may do in the tenant's namespace (a RoleBinding there grants it): run its Clusters,
-    push their facts and issue their bootstrap tokens through the registry API, and read the namespace's Events.
+    push their facts and issue their bootstrap tokens through the registry API, and read the namespace's Events and
+    HubStackRuns (its stacks' update history; never write one: only the service creates runs, only runners write
+    their status, and their inputs Secrets stay in the service's namespace).
     Never `hubclusters/status` (it feeds resolution and belongs to the service) and nothing outside the namespace."""
     return {
         "apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole",
@@ -56,6 +59,7 @@ def tenant_admin_clusterrole() -> Manifest:
              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
             {"apiGroups": [GROUP], "resources": [FACTS_SUBRESOURCE, BOOTSTRAP_SUBRESOURCE], "verbs": ["create"]},
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [GROUP], "resources": [STACKRUNS], "verbs": ["get", "list", "watch"]},
         ],
     }
 

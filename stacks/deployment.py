@@ -16,7 +16,7 @@ import re
 from typing import Any, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, ValidationInfo
 from pydantic.alias_generators import to_camel
 
 from stacks.errors import FieldError, InvalidSpec
@@ -145,9 +145,26 @@ class ServiceValues(Values):
     metrics_port: int = Field(8080, ge=1024, le=65535, description="/healthz, /readyz and /metrics")
     policy: str = Field("mandatory", pattern="^(mandatory|advisory|off)$",
                         description="the policy pack on every update (HUBWRIGHT_POLICY)")
+    executor: str = Field("local", pattern="^(local|runners)$",
+                          description="where Pulumi runs (serve --executor): local, in the service's own worker "
+                                      "processes; runners, in the runner Deployment (needs backend.url)")
     resources: Resources = Field(
         default_factory=lambda: Resources(requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "2Gi"}),
         description="the service container's requests and limits")
+
+
+class RunnerValues(Values):
+    """The runner Deployment (`python -m automation runner`), rendered when service.executor is runners."""
+    replicas: int = Field(2, ge=1, le=500,
+                          description="runner pods (or let an HPA or KEDA scale them: docs/service.md)")
+    workers: int = Field(1, ge=1, le=16, description="runs each runner pod executes at once (runner --workers)")
+    claim_ttl: int = Field(30, ge=5, le=600, description="seconds a runner's claim on a run lasts unless renewed "
+                                                        "(--claim-ttl, the service's and the runners')")
+    keep_runs: int = Field(10, ge=1, le=1000, description="finished HubStackRuns kept per stack (serve --keep-runs)")
+    # The lead sizes the memory limit from bench/run_cost.py (one run's plugins and CLI).
+    resources: Resources = Field(
+        default_factory=lambda: Resources(requests={"cpu": "500m", "memory": "512Mi"}, limits={"memory": "1Gi"}),
+        description="a runner container's requests and limits")
 
 
 class RegistryValues(Values):
@@ -178,6 +195,7 @@ class InstallValues(Values):
     backend: Backend = Field(default_factory=Backend, description="the per-cluster stacks' Pulumi backend")
     volumes: Volumes = Field(default_factory=Volumes, description="volume sizes")
     service: ServiceValues = Field(default_factory=ServiceValues, description="the service")
+    runners: RunnerValues = Field(default_factory=RunnerValues, description="the runners (service.executor runners)")
     registry: RegistryValues = Field(default_factory=RegistryValues, description="the registry API")
     monitoring: MonitoringValues = Field(default_factory=MonitoringValues,
                                          description="Prometheus Operator and Grafana objects (docs/service.md)")
@@ -194,6 +212,16 @@ class InstallValues(Values):
     @classmethod
     def _namespace(cls, value: str) -> str:
         return _matching(DNS_LABEL, value, "a namespace name (a DNS label)")
+
+    @field_validator("service")
+    @classmethod
+    def _shared_backend(cls, value: ServiceValues, info: ValidationInfo) -> ServiceValues:
+        backend = info.data.get("backend")
+        if value.executor == "runners" and isinstance(backend, Backend) and backend.url is None:
+            raise ValueError("executor runners needs a shared backend (backend.url s3://... or "
+                             "https://api.pulumi.com): runner pods cannot share the file backend's volume "
+                             "(docs/service.md, Runners)")
+        return value
 
     @property
     def secret_required(self) -> bool:

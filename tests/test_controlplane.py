@@ -1,4 +1,5 @@
 """The deploy component under the mock runtime: CRDs, least-privilege RBAC, state, probes."""
+import argparse
 import re
 
 import pulumi_kubernetes as k8s
@@ -27,10 +28,16 @@ def test_installs_the_tenant_admission_policies_and_the_tenant_admin_role():
     [group] = [g for g in deploy().of_type("kubernetes:yaml/v2:ConfigGroup") if g.name == "hubwright-admission"]
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in group.inputs["objs"])
     assert kinds == [("ClusterRole", "hubwright-tenant-admin"),
+                     ("ValidatingAdmissionPolicy", "hubwright-stackrun-author"),
                      ("ValidatingAdmissionPolicy", "hubwright-tenant-deletion"),
                      ("ValidatingAdmissionPolicy", "hubwright-tenant-ownership"),
+                     ("ValidatingAdmissionPolicyBinding", "hubwright-stackrun-author"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-tenant-deletion"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-tenant-ownership")]
+    # Whatever the executor: only the service's own ServiceAccount creates runs.
+    [policy] = [o for o in group.inputs["objs"] if o["metadata"]["name"] == "hubwright-stackrun-author"
+                and o["kind"] == "ValidatingAdmissionPolicy"]
+    assert "system:serviceaccount:hubwright-system:hubwright'" in policy["spec"]["validations"][0]["expression"]
 
 
 def test_rbac_is_least_privilege():
@@ -64,6 +71,137 @@ def test_rbac_is_least_privilege():
     configmaps = [r for r in ns_rules if r["resources"] == ["configmaps"]]
     assert configmaps == [{"apiGroups": [""], "resources": ["configmaps"],
                            "resourceNames": ["hubwright-role-account-map"], "verbs": ["get", "list", "watch"]}]
+    # --executor runners adds the runs (no update of a spec: that is nobody's) and nothing else cluster-wide.
+    with_runners = rule_verbs(by_name(runner_plan(), "rbac.authorization.k8s.io/v1:ClusterRole")["hubwright"]["rules"])
+    assert {key: v for key, v in with_runners.items() if verbs.get(key) != v} == {
+        ("hubwright.io", "hubstackruns"): {"get", "list", "watch", "create", "delete"},
+        ("hubwright.io", "hubstackruns/status"): {"update"}}
+
+
+def rule_verbs(rules) -> dict:
+    verbs: dict = {}
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                verbs.setdefault((group, resource), set()).update(rule["verbs"])
+    return verbs
+
+
+def runner_plan(**kw):
+    return deploy(backend_url="s3://state-bucket/hubwright", executor="runners", **kw)
+
+
+def by_name(plan, kind: str) -> dict:
+    return {r.inputs["metadata"]["name"]: r.inputs for r in plan.of_type(f"kubernetes:{kind}")}
+
+
+def test_the_local_executor_gives_no_one_rights_on_runs_or_secrets():
+    plan = deploy()
+    assert set(by_name(plan, "apps/v1:Deployment")) == {"hubwright"}
+    service = rule_verbs(by_name(plan, "rbac.authorization.k8s.io/v1:ClusterRole")["hubwright"]["rules"])
+    assert not [key for key in service if key[1].startswith("hubstackruns")]
+    ns_rules = rule_verbs(by_name(plan, "rbac.authorization.k8s.io/v1:Role")["hubwright"]["rules"])
+    assert ("", "secrets") not in ns_rules
+    container = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"][0]
+    assert "--executor" not in container["args"]
+
+
+def test_with_runners_each_party_gets_exactly_its_rights_on_runs():
+    """The service creates and deletes runs and their Secrets (in its namespace); the runners read runs and write
+    only their status, and read and patch the runs' Secrets in the service's namespace only; nothing else."""
+    plan = runner_plan()
+    roles = by_name(plan, "rbac.authorization.k8s.io/v1:ClusterRole")
+    ns_roles = by_name(plan, "rbac.authorization.k8s.io/v1:Role")
+    service = rule_verbs(roles["hubwright"]["rules"])
+    assert service[("hubwright.io", "hubstackruns")] == {"get", "list", "watch", "create", "delete"}
+    assert service[("hubwright.io", "hubstackruns/status")] == {"update"}
+    assert rule_verbs(ns_roles["hubwright"]["rules"])[("", "secrets")] == {"get", "list", "create", "delete"}
+    assert not any(r for rule in roles["hubwright"]["rules"] for r in rule["resources"] if r == "secrets")
+
+    assert rule_verbs(roles["hubwright-runner"]["rules"]) == {
+        ("hubwright.io", "hubstackruns"): {"get", "list", "watch"},
+        ("hubwright.io", "hubstackruns/status"): {"update", "patch"}}
+    assert rule_verbs(ns_roles["hubwright-runner"]["rules"]) == {("", "secrets"): {"get", "patch"}}
+    assert ns_roles["hubwright-runner"]["metadata"]["namespace"] == "hubwright-system"
+    bindings = [*by_name(plan, "rbac.authorization.k8s.io/v1:ClusterRoleBinding").values(),
+                *by_name(plan, "rbac.authorization.k8s.io/v1:RoleBinding").values()]
+    runner_sa = [{"kind": "ServiceAccount", "name": "hubwright-runner", "namespace": "hubwright-system"}]
+    # The runner's ServiceAccount is bound to its two roles and nothing else, the service's to its own.
+    assert sorted((b["roleRef"]["kind"], b["roleRef"]["name"]) for b in bindings
+                  if b["subjects"] == runner_sa) == [("ClusterRole", "hubwright-runner"), ("Role", "hubwright-runner")]
+
+
+def test_tenants_read_the_runs_of_their_namespace_and_never_write_them():
+    from stacks.admission import tenant_admin_clusterrole
+
+    plan = runner_plan()
+    roles = by_name(plan, "rbac.authorization.k8s.io/v1:ClusterRole")
+    for role in (tenant_admin_clusterrole(), roles["hubwright-viewer"]):
+        verbs = rule_verbs(role["rules"])
+        assert verbs[("hubwright.io", "hubstackruns")] == {"get", "list", "watch"}
+        assert ("hubwright.io", "hubstackruns/status") not in verbs and ("", "secrets") not in verbs
+    assert not [key for key in rule_verbs(roles["hubwright-tenant"]["rules"]) if key[1].startswith("hubstackruns")]
+
+
+def test_the_runner_deployment_runs_as_the_service_does():
+    """Same image, backend, Secret and hardening; its own ServiceAccount (with the service's AWS identity); its
+    name and namespace from the downward API; a grace period that covers a drain; probes on its metrics port."""
+    from stacks import options
+
+    plan = runner_plan(service_account_annotations={"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/x"},
+                       runner_replicas=5, claim_ttl=45, cancel_grace=90, run_timeout=600)
+    deployments = by_name(plan, "apps/v1:Deployment")
+    service_pod = deployments["hubwright"]["spec"]["template"]["spec"]
+    runners = deployments["hubwright-runner"]
+    pod = runners["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert runners["spec"]["replicas"] == 5
+    assert pod["serviceAccountName"] == "hubwright-runner"
+    accounts = by_name(plan, "core/v1:ServiceAccount")
+    assert accounts["hubwright-runner"]["metadata"]["annotations"] == accounts["hubwright"]["metadata"]["annotations"]
+    assert pod["securityContext"] == service_pod["securityContext"] and pod["securityContext"]["runAsUser"] == 65532
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["image"] == service_pod["containers"][0]["image"]
+    assert container["envFrom"] == [{"secretRef": {"name": "hubwright-pulumi", "optional": False}}]
+    assert pod["terminationGracePeriodSeconds"] == 90 + 30
+    assert container["livenessProbe"]["httpGet"]["port"] == container["readinessProbe"]["httpGet"]["port"] == \
+        container["ports"][0]["name"] == "metrics"
+    assert container["resources"]["limits"] == {"memory": "1Gi"}
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    # The runners' lock hosts: their own pod names, and the service's (locks it left before the switch).
+    assert re.fullmatch(env["HUBWRIGHT_RUNNER_HOSTS"]["value"], "hubwright-runner-7d9f8b6c5d-x2x4q")
+    assert not re.fullmatch(env["HUBWRIGHT_RUNNER_HOSTS"]["value"], "hubwright-7d9f8b6c5d-x2x4q")
+    assert re.fullmatch(env["HUBWRIGHT_LOCK_HOSTS"]["value"], "hubwright-7d9f8b6c5d-x2x4q")
+    assert env["PULUMI_HOME"]["value"] == "/var/cache/pulumi"
+    # Every path it writes is a volume; none is the service's PersistentVolumeClaim.
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/var/lib/hubwright", "/var/cache/pulumi", "/tmp"}
+    assert all("emptyDir" in volumes[m["name"]] for m in container["volumeMounts"])
+    # Its flags are the runner's options (the one table, stacks/options.py), with the values they mean.
+    assert container["args"][:4] == ["python", "-m", "automation", "runner"]
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    options.add_options(parser, options.RUNNER, {})
+    args = parser.parse_args(container["args"][4:])
+    assert (args.backend, args.namespace, args.claim_ttl, args.run_timeout, args.cancel_grace, args.workers) == \
+        ("s3://state-bucket/hubwright", "hubwright-system", 45, 600, 90, 1)
+    # The service awaits runs instead of running them, with the same claim ttl.
+    from automation.cli import build_parser
+    from automation.service.command import options_from
+
+    serve = options_from(build_parser().parse_args(service_pod["containers"][0]["args"][3:]))
+    assert (serve.executor, serve.claim_ttl, serve.keep_runs) == ("runners", 45, 10)
+    # The service's selector does not take the runners' pods.
+    selector = deployments["hubwright"]["spec"]["selector"]["matchLabels"]
+    assert not selector.items() <= runners["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_runners_need_a_shared_backend():
+    with pytest.raises(ValueError, match="shared backend_url"):
+        ControlPlaneArgs(image="registry.example.com/hubwright:1", crds=[], executor="runners")
+    with pytest.raises(ValueError, match="local or runners"):
+        ControlPlaneArgs(image="registry.example.com/hubwright:1", crds=[], executor="remote")
 
 
 def test_tenants_get_clusters_through_edit_and_admin_but_never_their_status():
@@ -221,3 +359,29 @@ def test_the_registry_on_postgresql_takes_its_url_from_a_secret_and_runs_two_rep
     assert container["env"] == [{"name": "HUBWRIGHT_FACTS_DB",
                                  "valueFrom": {"secretKeyRef": {"name": "registry-db", "key": "url"}}}]
     assert plan.of_type("kubernetes:core/v1:PersistentVolumeClaim") == []
+
+
+def test_the_docs_autoscalers_scale_the_rendered_runner_deployment():
+    """docs/service.md's HPA and KEDA examples parse and name the runner Deployment the install makes."""
+    from pathlib import Path
+
+    import yaml
+
+    from tests.docblocks import section
+
+    text, _ = section((Path(__file__).resolve().parent.parent / "docs" / "service.md").read_text(), "Runners")
+    docs = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
+    [runners] = [d for d in by_name(runner_plan(), "apps/v1:Deployment").values()
+                 if d["metadata"]["name"] == "hubwright-runner"]
+    scalers = {d["kind"]: d for d in docs if "kind" in d}
+    assert set(scalers) == {"HorizontalPodAutoscaler", "ScaledObject"}
+    hpa, keda = scalers["HorizontalPodAutoscaler"], scalers["ScaledObject"]
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": runners["metadata"]["name"]}
+    assert keda["spec"]["scaleTargetRef"]["name"] == runners["metadata"]["name"]
+    assert hpa["metadata"]["namespace"] == keda["metadata"]["namespace"] == runners["metadata"]["namespace"]
+    gauges = {"hubwright_stackruns_pending", "hubwright_stackruns_running"}
+    assert {m["external"]["metric"]["name"] for m in hpa["spec"]["metrics"]} == gauges
+    assert gauges <= set(re.findall(r"hubwright_\w+", keda["spec"]["triggers"][0]["metadata"]["query"]))
+    [adapter] = [d for d in docs if "rules" in d]
+    assert {r["name"]["as"] for r in adapter["rules"]["external"]} == gauges

@@ -193,6 +193,38 @@ def test_a_remote_backend_needs_its_secret_which_the_values_may_create(tmp_path)
     assert objs[("Secret", "hubwright-pulumi")]["metadata"]["namespace"] == "hubwright-system"
 
 
+def test_the_runners_executor_renders_the_runner_pool_and_its_rights(tmp_path):
+    """service.executor runners (docs/install.md): the runner Deployment, its ServiceAccount and roles, the
+    service told to await runs; the HubStackRun CRD and its admission policy are rendered whatever the executor."""
+    assert cli("--render", "local", cwd=tmp_path).returncode == 0
+    local = rendered(tmp_path / "local")
+    assert {("CustomResourceDefinition", "hubstackruns.hubwright.io"),
+            ("ValidatingAdmissionPolicy", "hubwright-stackrun-author"),
+            ("ValidatingAdmissionPolicyBinding", "hubwright-stackrun-author")} <= set(local)
+    assert not [name for _, name in local if name.startswith("hubwright-runner")]
+    done = cli("--render", "out", "--set", "service.executor=runners", "--set", "backend.url=s3://state/hw",
+               "--set", "runners.replicas=6", "--set", "runners.claimTtl=20", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    objs = rendered(tmp_path / "out")
+    assert {(kind, name) for kind, name in objs if name == "hubwright-runner"} == {
+        ("ServiceAccount", "hubwright-runner"), ("ClusterRole", "hubwright-runner"),
+        ("ClusterRoleBinding", "hubwright-runner"), ("Role", "hubwright-runner"), ("RoleBinding", "hubwright-runner"),
+        ("Deployment", "hubwright-runner")}
+    runners = objs[("Deployment", "hubwright-runner")]
+    assert runners["spec"]["replicas"] == 6 and runners["metadata"]["namespace"] == "hubwright-system"
+    args = container(runners)["args"]
+    assert args[:4] == ["python", "-m", "automation", "runner"] and args[args.index("--claim-ttl") + 1] == "20"
+    assert args[args.index("--backend") + 1] == "s3://state/hw"
+    serve = container(objs[("Deployment", "hubwright")])["args"]
+    assert serve[serve.index("--executor") + 1] == "runners" and serve[serve.index("--claim-ttl") + 1] == "20"
+    assert objs[("RoleBinding", "hubwright-runner")]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "hubwright-runner", "namespace": "hubwright-system"}]
+    # deploy/ (`pulumi up`) builds the same objects from the same values.
+    values = {"service": {"executor": "runners"}, "backend": {"url": "s3://state/hw"}, "runners": {"replicas": 6}}
+    by_key = lambda objs: sorted(json.dumps(o, sort_keys=True) for o in objs)  # noqa: E731
+    assert by_key(deployed.objects(deployed.render({"values": values}))) == by_key(install.render(load_values(values)))
+
+
 @pytest.mark.parametrize("assignment, key, reason", [
     ("serviceAccount.roleArn=arn:aws:iam::123456789012:user/alice", "serviceAccount.roleArn", "not an IAM role ARN"),
     ("image=ghcr.io/hubwright/hubwright:latest", "image", "moving tag"),
@@ -202,6 +234,9 @@ def test_a_remote_backend_needs_its_secret_which_the_values_may_create(tmp_path)
     ("backend.secret.data.AWS_SECERT_ACCESS_KEY=x", "backend.secret.data", "unknown key(s) AWS_SECERT_ACCESS_KEY"),
     ("servce.workers=2", "servce", "unknown key"),
     ("namespace=Hubwright_System", "namespace", "not a namespace name"),
+    ("service.executor=runners", "service", "executor runners needs a shared backend (backend.url"),
+    ("service.executor=remote", "service.executor", "should match pattern"),
+    ("runners.replicas=0", "runners.replicas", "greater than or equal to 1"),
 ])
 def test_a_bad_value_exits_2_naming_its_key_and_writes_nothing(assignment, key, reason, tmp_path):
     done = cli("--render", "out", "--set", assignment, cwd=tmp_path)
