@@ -12,7 +12,9 @@ engine is unchanged. `applied` stays a local read (a small WorkerPool).
 
 - **One unfinished run per stack.** Before it creates a run, the engine looks at the stack's runs: an unfinished
   one of the same operation and inputs is adopted (a new leader waits on the runs the old one left in flight
-  instead of starting new ones); another unfinished one is waited out first.
+  instead of starting new ones); another unfinished one is waited out first. A `recover` (a new leader finding
+  its predecessor's Running mark) creates nothing while a run of the stack is in flight: that run's lock is live,
+  and its runner recovers the stack if it takes the run over.
 - **Nobody took it.** A run still Pending (or whose runner's claim lapsed) at its deadline is marked Cancelled by
   the service, with a status write at the version it read: a runner's claim and this write cannot both win.
 - **cancel(grace)**: the runs go on on the runners; the waiting threads raise RunCancelled at once (the next
@@ -249,6 +251,8 @@ class RunnerEngine:
                     self.adopted += 1
                     LOG.info("%s: adopting run %s, in flight since %s", what, key, _created(same))
                     raw = self._wait(store, key, same, epoch, what)
+                elif unfinished and operation == "recover":
+                    return self._in_flight(unfinished[0])
                 elif unfinished:
                     LOG.info("%s: waiting for run %s of the stack to finish first", what, key_of(unfinished[0]))
                     self._wait(store, key_of(unfinished[0]), unfinished[0], epoch, what)
@@ -262,6 +266,16 @@ class RunnerEngine:
         finally:
             if key is not None:
                 self._retain(store, namespace, stack)
+
+    @staticmethod
+    def _in_flight(raw: Raw) -> RunResult:
+        """recover while a run of the stack is in flight (a new leader finds its predecessor's Running mark): the
+        lock is that run's, live; the runner that holds the run (or takes it over) recovers the stack itself. The
+        caller's next up adopts the run instead of starting another."""
+        status = status_of(raw)
+        holder = status.claim.holder if status.claim is not None else "no runner yet"
+        return RunResult("recover", True, message=f"run {key_of(raw)} of the stack is in flight ({status.phase}, "
+                         f"{holder}): its runner recovers the stack; nothing to recover here")
 
     def _wait_synced(self, store: RunStore, epoch: int, what: str) -> None:
         with store.changed:
