@@ -191,10 +191,11 @@ class ServiceEnv:
                 runner.stop()
 
     @contextlib.contextmanager
-    def running(self, engine: Any, **options: Any) -> Iterator[Service]:
+    def running(self, engine: Any, *, runners: int = 2, **options: Any) -> Iterator[Service]:
+        """The service, synced; with executor="runners", `runners` runners beside it."""
         with contextlib.ExitStack() as stack:
-            if options.get("executor") == "runners":
-                stack.enter_context(self.runners(engine))
+            if options.get("executor") == "runners" and runners:
+                stack.enter_context(self.runners(engine, runners))
             service = self.service(engine, **options)
             service.start()
             stack.callback(service.stop)

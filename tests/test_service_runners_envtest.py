@@ -50,6 +50,7 @@ def test_a_new_leader_adopts_the_run_in_flight_instead_of_starting_another(env):
             lease.spec.lease_duration_seconds = 2
             leases.replace_namespaced_lease("hubwright", env.system_namespace, lease)
             wait_until(lambda: first.pipeline is None, 20, what="replica-1 to stop leading")
+            first.stop()  # as the serve command exits on a lost Lease (on_lost_leadership)
             wait_until(lambda: second.leading() and second.ready()[0], 30, what="replica-2 to take over")
             adopter = second.engine
             assert isinstance(adopter, RunnerEngine)
@@ -64,3 +65,25 @@ def test_a_new_leader_adopts_the_run_in_flight_instead_of_starting_another(env):
     assert engine.count("up") == 1 and engine.max_concurrent_per_stack == 1
     assert [(r["spec"]["operation"], status_of(r).phase) for r in runs_of(env)] == [("up", "Succeeded")]
     assert env.get("prod-1")["status"]["inputsHash"] == engine.stacks[stack].digest()
+
+
+def gauges(service) -> dict[str, float]:
+    text = service.metrics.exposition().decode()
+    return {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+            if line.startswith("hubwright_stackruns_")}
+
+
+def test_the_scaling_gauges_count_runs_waiting_for_a_runner_and_held_by_one(env):
+    engine = RecordingEngine()
+    stack = f"{env.ns}.prod-1"
+    gate = engine.gate(stack)
+    with env.running(engine, watch_namespace=env.ns, executor="runners", runners=0) as service:
+        env.create("prod-1")
+        wait_until(lambda: gauges(service) == {"hubwright_stackruns_pending": 1.0, "hubwright_stackruns_running": 0.0},
+                   20, what="the run to wait for a runner")
+        with env.runners(engine, count=1):
+            wait_until(lambda: gauges(service)["hubwright_stackruns_running"] == 1.0, 20, what="a runner to hold it")
+            assert gauges(service)["hubwright_stackruns_pending"] == 0.0
+            gate.set()
+            wait_until(lambda: env.ready("prod-1"), 20, what="the cluster to be Ready")
+        assert gauges(service) == {"hubwright_stackruns_pending": 0.0, "hubwright_stackruns_running": 0.0}

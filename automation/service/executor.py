@@ -250,7 +250,7 @@ class RunnerEngine:
                     key = key_of(same)
                     self.adopted += 1
                     LOG.info("%s: adopting run %s, in flight since %s", what, key, _created(same))
-                    raw = self._wait(store, key, same, epoch, what)
+                    raw = self._wait(store, key, same, epoch, what, on_progress)
                 elif unfinished and operation == "recover":
                     return self._in_flight(unfinished[0])
                 elif unfinished:
