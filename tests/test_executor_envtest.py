@@ -237,6 +237,32 @@ def test_a_second_engine_adopts_the_unfinished_run_instead_of_creating_one(env):
     assert engine.count("up") == 1
 
 
+def test_a_forged_run_of_the_stack_is_never_adopted_and_its_status_never_becomes_the_result(env):
+    """The attack (where the admission policy is missing): someone creates a run of a tenant's stack with the
+    operation and digest the service is about to ask for, hoping the service adopts it, then writes it Succeeded.
+    The service adopts only runs whose Secret in its own namespace names them: it makes its own, which a runner
+    executes; the forged one is refused by the runner."""
+    engine = RecordingEngine()
+    wanted = inputs(env)
+    forged = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "HubStackRun",
+              "metadata": {"name": "forged-up", "namespace": env.ns},
+              "spec": {"stack": wanted.stack, "cluster": "prod-1", "operation": "up", "inputsDigest": wanted.digest(),
+                       "inputsSecret": "hubwright-run-forged", "deadline": "2999-01-01T00:00:00Z",
+                       "requestedBy": "svc-a"}}
+    env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, STACKRUNS, forged)
+    with executor(env, engine) as runs:
+        thread, out = in_thread(lambda: runs.up(wanted, message="m"))
+        wait_until(lambda: runs.created == 1, 20, what="the service to create its own run")
+        env.custom.patch_namespaced_custom_object_status(GROUP, VERSION, env.ns, STACKRUNS, "forged-up",
+                                                         {"status": {"phase": "Succeeded"}})
+        with runner(env, engine):
+            thread.join(20)
+        assert out["result"].ok and runs.adopted == 0
+    assert engine.count("up") == 1  # the service's own run reached the engine, once
+    by_name = {r["metadata"]["name"]: status_of(r).phase for r in runs_of(env)}
+    assert by_name.pop("forged-up") == "Succeeded" and list(by_name.values()) == ["Succeeded"]
+
+
 def test_never_two_unfinished_runs_of_a_stack(env):
     engine = RecordingEngine()
     old, new = inputs(env), inputs(env, apiURL="https://api.blue.example.com")

@@ -31,9 +31,9 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-import urllib3
 
 from automation.adapters.engine import Engine
 from automation.adapters.engine.protocol import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunLimits,
@@ -45,6 +45,7 @@ from stacks import status as reasons
 from stacks.inputs import StackProgramInputs
 from stacks.names import (GROUP, RUN_CLUSTER_LABEL, RUN_DIGEST_ANNOTATION, RUN_FOR_ANNOTATION, RUN_OPERATION_LABEL,
                           RUN_SECRET_LABEL, RUN_STACK_ANNOTATION, STACKRUN, VERSION)
+from stacks.runs.checks import refusal
 from stacks.runs.claims import RunView, expired, expiry, view
 from stacks.runs.history import beyond
 from stacks.runs.model import (FINISHED, INPUTS_KEY, REFUSED, RESULT_KEY, Operation, StackRunSpec, StackRunStatus,
@@ -244,7 +245,8 @@ class RunnerEngine:
         key = None
         try:
             while key is None:
-                unfinished = [raw for raw in store.of_stack(namespace, stack) if status_of(raw).phase not in FINISHED]
+                unfinished = [raw for raw in store.of_stack(namespace, stack)
+                              if status_of(raw).phase not in FINISHED and self._genuine(raw, what)]
                 same = next((raw for raw in unfinished if _same(raw, operation, digest, refresh)), None)
                 if same is not None:
                     key = key_of(same)
@@ -266,6 +268,18 @@ class RunnerEngine:
         finally:
             if key is not None:
                 self._retain(store, namespace, stack)
+
+    def _genuine(self, raw: Raw, what: str) -> bool:
+        """Whether a run is one this service made (stacks.runs.checks.refusal: never edited, and its Secret, in
+        the service's namespace, names it): only such a run is adopted or waited for. Another (forged where the
+        admission policy is missing) is left to the runners, which refuse it; its status never becomes a result."""
+        spec = spec_of(raw)
+        why = spec if isinstance(spec, str) else refusal(
+            key_of(raw), (raw.get("metadata") or {}).get("generation"), spec, self.runs.secret(spec.inputs_secret),
+            service_namespace=self.namespace)
+        if why is not None:
+            LOG.warning("%s: ignoring run %s, not one of the service's: %s", what, key_of(raw), why)
+        return why is None
 
     @staticmethod
     def _in_flight(raw: Raw) -> RunResult:
