@@ -21,8 +21,7 @@ from stacks import status as reasons
 from stacks.inputs import inputs_from_config
 from stacks.runs.checks import refusal
 from stacks.runs.claims import claimable, claimed
-from stacks.runs.model import FINISHED, INPUTS_KEY, REFUSED, StackRunSpec, StackRunStatus, rfc3339, result_payload, \
-    spec_of, summary
+from stacks.runs.model import INPUTS_KEY, REFUSED, StackRunSpec, rfc3339, result_payload, spec_of, summary
 from stacks.status import RunProgress
 from doubles import MockKubeAPI
 from doubles.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
@@ -180,8 +179,7 @@ class ServiceEnv:
     def runners(self, engine: Any, count: int = 2) -> Iterator[list[StandInRunner]]:
         """`count` runners in this process, executing this env's HubStackRuns on `engine`."""
         started = [StandInRunner(self.api_client, engine, service_namespace=self.system_namespace,
-                                 namespaces={self.ns, self.system_namespace}, name=f"runner-{i}")
-                   for i in range(count)]
+                                 name=f"runner-{i}") for i in range(count)]
         for runner in started:
             runner.start()
         try:
@@ -205,22 +203,19 @@ class ServiceEnv:
 
 class StandInRunner:
     """A minimal runner in this process, standing in for the runner's own harness (doubles/runners.py) until it
-    lands: it claims claimable HubStackRuns of `namespaces` (stacks.runs.claims, one write at the run's
-    resourceVersion), checks each (stacks.runs.checks.refusal), runs it on `engine` in a thread of its own, and
-    writes the outputs into the run's Secret and the phase into its status. No renewal: a test's runs end well
-    within the claim's ttl. `max_unfinished`: the most unfinished runs of one stack its watch ever saw at once."""
+    lands: it claims claimable HubStackRuns (stacks.runs.claims, one write at the run's resourceVersion), checks
+    each (stacks.runs.checks.refusal: a run whose Secret is not in `service_namespace` is refused), runs it on
+    `engine` in a thread of its own, and writes the outputs into the run's Secret and the phase into its status.
+    No renewal: a test's runs end well within the claim's ttl."""
 
-    def __init__(self, api_client: client.ApiClient, engine: Any, *, service_namespace: str, namespaces: set[str],
-                 name: str = "runner-0", ttl: int = 30):
+    def __init__(self, api_client: client.ApiClient, engine: Any, *, service_namespace: str, name: str = "runner-0",
+                 ttl: int = 30):
         self.runs = StackRunClient(api_client, service_namespace)
-        self.engine, self.service_namespace, self.namespaces, self.name, self.ttl = \
-            engine, service_namespace, namespaces, name, ttl
+        self.engine, self.service_namespace, self.name, self.ttl = engine, service_namespace, name, ttl
         self._objects: dict[str, dict] = {}
         self._wake = threading.Condition()
         self._stopped = False
         self._mine: set[str] = set()
-        self.max_unfinished = 0
-        self.executed: list[str] = []
         self.informer = Informer(stackrun_source(api_client), self._changed, retry_base=0.05, retry_cap=0.5)
         self._thread = threading.Thread(target=self._loop, name=f"{name}-claims", daemon=True)
 
@@ -236,19 +231,11 @@ class StandInRunner:
         self._thread.join(5)
 
     def _changed(self, kind: str, raw: dict) -> None:
-        if (raw.get("metadata") or {}).get("namespace") not in self.namespaces:
-            return
         with self._wake:
             if kind == "DELETED":
                 self._objects.pop(key_of(raw), None)
             else:
                 self._objects[key_of(raw)] = raw
-            stacks: dict[str, int] = {}
-            for run in self._objects.values():
-                if run_view(run).status.phase not in FINISHED:
-                    stack = run_view(run).stack
-                    stacks[stack] = stacks.get(stack, 0) + 1
-            self.max_unfinished = max([self.max_unfinished, *stacks.values()])
             self._wake.notify_all()
 
     def _loop(self) -> None:
@@ -283,7 +270,6 @@ class StandInRunner:
             held.update(lambda s: s.model_copy(update={"phase": "Refused", "reason": REFUSED, "message": str(why),
                                                        "end_time": now()}))
             return
-        self.executed.append(held.key)
         held.update(lambda s: s.model_copy(update={"start_time": now()}))
         inputs = inputs_from_config(secret["data"][INPUTS_KEY]) if secret and INPUTS_KEY in secret["data"] else None
 

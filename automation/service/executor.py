@@ -314,7 +314,8 @@ class RunnerEngine:
                "metadata": {"name": name, "namespace": namespace, "labels": labels,
                             "annotations": {RUN_STACK_ANNOTATION: stack}},
                "spec": spec.model_dump(by_alias=True, exclude_none=True)}
-        notes = {RUN_FOR_ANNOTATION: key, RUN_STACK_ANNOTATION: stack, **({RUN_DIGEST_ANNOTATION: digest} if digest else {})}
+        notes = {RUN_FOR_ANNOTATION: key, RUN_STACK_ANNOTATION: stack,
+                 **({RUN_DIGEST_ANNOTATION: digest} if digest else {})}
         body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                 "metadata": {"name": secret, "namespace": self.namespace, "annotations": notes,
                              "labels": {RUN_SECRET_LABEL: "true", RUN_OPERATION_LABEL: operation}},
