@@ -31,9 +31,16 @@ def env(kube_apiserver):  # noqa: F811 - the fixture
     env.api_client.close()
 
 
-def running(env: ServiceEnv, engine, **options):
+@pytest.fixture(params=["local", "runners"])
+def executor(request):
+    """The same reconcile tests with each executor: runners = a RunnerEngine in the service, and runners
+    (doubles.service_env: in-process, on the engine double) executing its HubStackRuns."""
+    return request.param
+
+
+def running(env: ServiceEnv, engine, executor: str = "local", **options):
     """The service, watching only this test's namespace (the API server is shared by the session)."""
-    return env.running(engine, watch_namespace=env.ns, **options)
+    return env.running(engine, watch_namespace=env.ns, executor=executor, **options)
 
 
 # --------------------------------------------------------------------------- CRDs
@@ -90,10 +97,10 @@ def test_status_is_a_subresource_and_only_spec_moves_generation(env):
 
 # --------------------------------------------------------------------------- the service
 
-def test_create_update_delete_through_the_real_api_server(env):
+def test_create_update_delete_through_the_real_api_server(env, executor):
     engine = RecordingEngine()
     env.create("prod-1")
-    with running(env, engine):
+    with running(env, engine, executor):
         wait_until(lambda: env.ready("prod-1"), 20)
         obj = env.get("prod-1")
         assert FINALIZER in obj["metadata"]["finalizers"]
@@ -106,15 +113,19 @@ def test_create_update_delete_through_the_real_api_server(env):
         env.delete("prod-1")
         wait_until(lambda: env.get("prod-1") is None, 20, what="the Cluster to be released")
     assert [c.operation for c in engine.calls] == ["up", "up", "destroy"]
+    if executor == "runners":  # the stack's update history, in the tenant's namespace
+        runs = env.custom.list_namespaced_custom_object(GROUP, VERSION, env.ns, "hubstackruns")["items"]
+        assert sorted((r["spec"]["operation"], r["status"]["phase"]) for r in runs) == [
+            ("destroy", "Succeeded"), ("up", "Succeeded"), ("up", "Succeeded")]
     reasons = [r for _, r, _ in env.events(name="prod-1")]
     for reason in ("UpdateStarted", "UpdateSucceeded", "DestroyStarted", "DestroySucceeded"):
         assert reason in reasons
 
 
-def test_a_failed_destroy_holds_the_cluster_until_a_retry_succeeds(env):
+def test_a_failed_destroy_holds_the_cluster_until_a_retry_succeeds(env, executor):
     engine = RecordingEngine()
     env.create("prod-1")
-    with running(env, engine, backoff_base=0.3, backoff_cap=0.6):
+    with running(env, engine, executor, backoff_base=0.3, backoff_cap=0.6):
         wait_until(lambda: env.ready("prod-1"), 20)
         engine.fail("destroy", times=1, message="DependencyViolation: the endpoint service has connections")
         env.delete("prod-1")
@@ -125,15 +136,15 @@ def test_a_failed_destroy_holds_the_cluster_until_a_retry_succeeds(env):
     assert [c.ok for c in engine.runs("destroy")] == [False, True]
 
 
-def test_a_restart_costs_no_engine_run_against_the_real_server(env):
+def test_a_restart_costs_no_engine_run_against_the_real_server(env, executor):
     engine = RecordingEngine()
     for name in ("a", "b"):
         env.create(name)
-    with running(env, engine):
+    with running(env, engine, executor):
         wait_until(lambda: env.ready("a") and env.ready("b"), 20)
     again = RecordingEngine()
     again.stacks = dict(engine.stacks)
-    with running(env, again) as service:
+    with running(env, again, executor) as service:
         wait_until(lambda: service.pipeline is not None and service.pipeline.mapper.enqueued == 0
                    and service.ready()[0], 20)
         wait_until(lambda: service.pipeline.queue.idle(), 5)

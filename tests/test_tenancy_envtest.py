@@ -131,7 +131,8 @@ def test_the_api_server_refuses_a_name_too_long_for_a_stack_and_hub_integers_pas
 
 # --------------------------------------------------------------------------- the service
 
-def test_every_attack_stalls_the_attacker_and_the_victim_is_untouched(env):
+@pytest.mark.parametrize("executor", ["local", "runners"])  # runners: the runs are HubStackRuns (doubles.service_env)
+def test_every_attack_stalls_the_attacker_and_the_victim_is_untouched(env, executor):
     evil, drifter = f"evil-{env.suffix}", f"drifter-{env.suffix}"
     env.namespace(evil, owner="333333333333")
     env.namespace(drifter, owner=None)  # no owner annotation: refused by default
@@ -141,7 +142,7 @@ def test_every_attack_stalls_the_attacker_and_the_victim_is_untouched(env):
     mesh_cluster(env, "pay-1", env.ns, "10.1.0.0/16")
     mesh_cluster(env, "pay-2", env.ns, "10.2.0.0/16")
     env.create("api", apiURL="https://api.prod.acme.example.com")
-    with env.running(engine) as service:
+    with env.running(engine, executor=executor) as service:
         wait_until(lambda: all(env.ready(n) for n in ("pay-1", "pay-2", "api")), 30, what="the victim's clusters")
         before = {n: env.get(n)["status"] for n in ("pay-1", "pay-2", "api")}
         victim_runs = len(engine.calls)
@@ -244,10 +245,11 @@ def test_the_service_routes_exactly_the_clusters_it_would_run_and_reports_the_ot
     assert sorted(c.stack for c in engine.calls if c.operation == "up") == [f"{env.ns}.good", f"{env.ns}.mesh-a"]
 
 
-def test_refusing_never_destroys_and_the_fix_costs_no_run(env):
+@pytest.mark.parametrize("executor", ["local", "runners"])
+def test_refusing_never_destroys_and_the_fix_costs_no_run(env, executor):
     engine = RecordingEngine()
     env.create("prod-1")
-    with env.running(engine) as service:
+    with env.running(engine, executor=executor) as service:
         wait_until(lambda: env.ready("prod-1"), 20)
         env.core.patch_namespace(env.ns, {"metadata": {"annotations": {OWNER_ANNOTATION: None}}})
         wait_until(lambda: env.reason("prod-1") == "NamespaceNotOwned", 20)

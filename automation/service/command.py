@@ -16,10 +16,11 @@ from automation.adapters.aws.mesh_cidrs import MeshCidrPreflight
 from automation.adapters.aws.mesh_quotas import MeshQuotaPreflight
 from automation.adapters.aws.preflight import Preflight
 from automation.adapters.aws.sessions import AwsSessions
-from automation.adapters.engine import RunLimits
+from automation.adapters.engine import Engine, RunLimits
 from automation.adapters.engine.pool import WorkerPool
 from automation.adapters.engine.settings import PulumiSettings
 from automation.adapters.kube.kubeconfig import kube_client
+from automation.service.executor import RunnerEngine
 from automation.service.options import ServiceOptions
 from automation.service.clusters import Guard
 from automation.service.serve import LOG, Service, default_guards
@@ -59,7 +60,15 @@ def serve_command(args: argparse.Namespace) -> int:
     limits = RunLimits(timeout=options.run_timeout, grace=options.cancel_grace)
     settings = settings_from(args, limits)
     # Checks the backend, the passphrase and the stale-lock age before anything runs; starts the workers.
-    engine = WorkerPool(settings, size=options.workers, limits=limits, max_runs=options.worker_runs)
+    # --executor runners: every run is a HubStackRun the runner pods execute; only `applied` (a read of the
+    # stack's state) stays here, in one worker process.
+    local = WorkerPool(settings, size=1 if options.executor == "runners" else options.workers, limits=limits,
+                       max_runs=options.worker_runs)
+    api_client = kube_client(options.kubeconfig, options.context)
+    engine: Engine = local
+    if options.executor == "runners":
+        engine = RunnerEngine(api_client, local=local, namespace=options.namespace, limits=limits,
+                              keep_runs=options.keep_runs)
 
     def lost() -> None:
         LOG.error("lost the Lease: runs in flight killed; exiting")
@@ -76,7 +85,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     # Each cluster's network read from its own account into status.network (automation/service/discovery.py):
     # what it declares is verified against it, what it leaves out is taken from it.
-    service = Service(options, api_client=kube_client(options.kubeconfig, options.context), engine=engine,
+    service = Service(options, api_client=api_client, engine=engine,
                       guards=guards, census=census, on_lost_leadership=lost, discovery=AwsDiscovery(sessions))
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -88,5 +97,5 @@ def serve_command(args: argparse.Namespace) -> int:
     LOG.info("stopping: cancelling the runs in flight (killed after %.0fs), releasing the Lease",
              options.cancel_grace)
     service.stop()
-    engine.close()
+    local.close()
     return 0

@@ -40,6 +40,7 @@ from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
 from automation.adapters.aws.discovery import NetworkLookup
 from automation.service.discovery import Discovery
+from automation.service.executor import RunnerEngine
 from automation.service.mapper import Desired, Mapper, Resolution
 from automation.service.options import ServiceOptions
 from automation.service.queue import Outcome, WorkQueue
@@ -239,6 +240,9 @@ class Pipeline:
             self.manager.source(source, stores[kind])
         # One queue for every stack (clusters' and transit stacks'), served by --workers threads: both share the
         # engine's bound (the WorkerPool has as many processes).
+        if isinstance(engine, RunnerEngine):  # --executor runners: the runs' informer is this term's too
+            engine.attach(self.manager, identity=identity)
+            metrics.track_stackruns(engine.counts)
         self.stacks = self.manager.controller("stacks", self.reconcile, queue=self.queue, workers=options.workers,
                                               threads="worker")
         self.workers = self.stacks.workers

@@ -9,7 +9,8 @@
           hubwright_run_duration_seconds{operation}, hubwright_clusters{condition},
           hubwright_drifted_stacks, hubwright_leader, hubwright_watch_restarts_total{source,reason},
           hubwright_run_failures_total{operation,reason}, hubwright_cluster_refusals_total{reason},
-          hubwright_stalled_clusters{reason}, ... (the names: stacks.monitoring, which alerts on them)
+          hubwright_stalled_clusters{reason}, hubwright_stackruns_pending, hubwright_stackruns_running (with
+          --executor runners: the runners' scaling signals), ... (the names: stacks.monitoring, which alerts on them)
 The registry is the service's own (no process-global collectors).
 """
 from __future__ import annotations
@@ -56,6 +57,10 @@ class Metrics:
                                 "HubClusters refused (Stalled: InvalidSpec, AssumeRoleFailed, QuotaExceeded, ...), "
                                 "by condition reason, each time the service refuses one.", ["reason"],
                                 registry=self.registry)
+        self.stackruns_pending = Gauge("hubwright_stackruns_pending", "HubStackRuns waiting for a runner (Pending, or "
+                                       "their runner's claim lapsed); 0 with --executor local.", registry=self.registry)
+        self.stackruns_running = Gauge("hubwright_stackruns_running", "HubStackRuns a runner holds now; 0 with "
+                                       "--executor local.", registry=self.registry)
         self._clusters: Callable[[], ClusterCounts] = lambda: ({}, 0, {})
         self.registry.register(_Clusters(lambda: self._clusters()))
 
@@ -81,6 +86,11 @@ class Metrics:
         """`counts()`: the clusters by condition, the drifted stacks and the Stalled clusters by reason, from one
         pass over the clusters."""
         self._clusters = counts
+
+    def track_stackruns(self, counts: Callable[[], tuple[int, int]]) -> None:
+        """`counts()`: (pending, running) HubStackRuns, from the executor's informer (one pass per scrape each)."""
+        self.stackruns_pending.set_function(lambda: float(counts()[0]))
+        self.stackruns_running.set_function(lambda: float(counts()[1]))
 
     def track_leader(self, leading: Callable[[], bool]) -> None:
         self.leader.set_function(lambda: 1.0 if leading() else 0.0)
