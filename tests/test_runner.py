@@ -197,8 +197,8 @@ def test_a_partitioned_runner_kills_its_run_before_its_claim_lapses_and_only_the
     assert status["observedGeneration"] == 1
 
 
-def test_takeover_counts_and_the_run_can_be_read_back(api):
-    """The claim's takeovers count: read while B holds a taken-over run (B's engine gated)."""
+def test_a_run_handed_back_is_recovered_first_and_counts_no_takeover(api):
+    """A drained runner gives its claim up (no takeover); the next runner recovers the stack first."""
     a_engine, b_engine = RecordingEngine(run_seconds=60), RecordingEngine()
     gate = b_engine.gate("runs-a.over")
     key = create_run(api, "up", inputs("over"))
@@ -292,19 +292,25 @@ def test_a_runner_process_killed_mid_run_is_taken_over_after_its_claim_lapses(ap
         pytest.fail("bubblewrap (bwrap) is not installed: the process runs as the Deployment runs it")
     kubeconfig = kube_apiserver.kubeconfig()
     log = tmp_path / "runner.log"
+    (tmp_path / "tmp").mkdir()  # its emptyDir at /tmp
     argv = [bwrap, "--unshare-user", "--uid", "65532", "--gid", "65532", "--unshare-pid", "--unshare-uts",
             "--hostname", "hubwright-runner-a-1", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
-            "--proc", "/proc", "--tmpfs", "/tmp", "--ro-bind", str(kubeconfig), "/tmp/kubeconfig",
+            "--proc", "/proc", "--bind", str(tmp_path), str(tmp_path),  # writable: its state volume only
             "--chdir", str(ROOT), "--",
             sys.executable, "-m", "doubles.runners", "--run-seconds", "120", "runner", "--kubeconfig",
-            "/tmp/kubeconfig", "--namespace", SERVICE_NAMESPACE, "--claim-ttl", str(TTL), "--cancel-grace",
-            str(GRACE), "--metrics-port", "0", "--state-dir", "/tmp/state"]
+            str(kubeconfig), "--namespace", SERVICE_NAMESPACE, "--claim-ttl", str(TTL), "--cancel-grace",
+            str(GRACE), "--metrics-port", "0", "--state-dir", str(tmp_path / "state")]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp_path / "tmp")})
     try:
         key = create_run(api, "up", inputs("crash"))
-        wait_until(lambda: run_status(api, key).get("startTime"), 30,
-                   what=f"the process runs it ({log.read_text()[-2000:] if log.exists() else ''})")
+        try:
+            wait_until(lambda: proc.poll() is not None or run_status(api, key).get("startTime"), 30,
+                       what="the runner process runs it")
+            assert proc.poll() is None, "the runner process exited"
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; its log: {log.read_text()[-3000:]}") from None
         status = run_status(api, key)
         assert status["runner"] == "hubwright-runner-a-1" and status["phase"] == "Running"
         os.killpg(proc.pid, signal.SIGKILL)
