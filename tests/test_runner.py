@@ -26,7 +26,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.engine import RunResult
+from automation.adapters.engine import PolicyViolation, RunResult
 from doubles.engine import RecordingEngine
 from doubles.factories import cluster, resolve_one
 from doubles.runners import SERVICE_NAMESPACE, create_run, phase, run_objects, run_status, running_runners
@@ -231,6 +231,42 @@ def test_a_draining_runner_hands_back_a_run_longer_than_its_grace_and_another_co
     assert a.identity not in (b_engine.recovered[0] or {})
     status = run_status(api, key)
     assert status["runner"] == b.identity and status["claim"]["takeovers"] == 0  # handed back: no takeover
+
+
+def test_phases_locked_once_drift_policy_destroy_and_a_deadline_passed_mid_run(api):
+    """The contract's phase rules, one run each: a lock is recovered and the run tried once more; a preview that
+    finds drift is Drifted (the names go into the Secret); a policy refusal is Failed with its reason; a destroy
+    succeeds; a run still going at its deadline is cancelled."""
+    engine = LiveEngine()
+    engine.lock("runs-a.locked", times=1)
+    engine.drifted.add("runs-a.drift")
+    engine.fail("up", "runs-a.policy", message="rule no-public-endpoint", error=PolicyViolation)
+    engine.gate("runs-a.slow")  # never opened: only its deadline ends it
+    locked = create_run(api, "up", inputs("locked"))
+    drift = create_run(api, "preview", inputs("drift"))
+    policy = create_run(api, "up", inputs("policy"))
+    gone = create_run(api, "destroy", cluster="gone", namespace="runs-a", stack="runs-a.gone")
+    slow = create_run(api, "up", inputs("slow"), timeout=3)
+    with running_runners(api, engine, n=1, claim_ttl=TTL, cancel_grace=GRACE) as (runner,):
+        finished(api, [locked, gone], timeout=30)
+        finished(api, [drift], phases=("Drifted",))
+        finished(api, [policy], phases=("Failed",))
+        finished(api, [slow], phases=("Cancelled",), timeout=30)
+        metrics = runner.metrics.exposition().decode()
+    assert [c.operation for c in engine.runs(stack="runs-a.locked")] == ["up", "recover", "up"]
+    assert len(engine.recovered) == 1 and set(engine.recovered[0] or {"-": ""}) <= {runner.identity}  # its own
+    status = run_status(api, drift)
+    assert status["drifted"] == 1 and status["summary"] == "1 to update"
+    secret = client.CoreV1Api(api).read_namespaced_secret(
+        client.CustomObjectsApi(api).get_namespaced_custom_object(
+            GROUP, VERSION, "runs-a", STACKRUNS, drift.partition("/")[2])["spec"]["inputsSecret"], SERVICE_NAMESPACE)
+    assert json.loads(base64.b64decode(secret.data[RESULT_KEY]))["drifted"] == ["runs-a.drift (test:Drifted)"]
+    assert run_status(api, policy)["reason"] == "PolicyViolation"
+    assert "no-public-endpoint" in run_status(api, policy)["message"]
+    assert run_status(api, slow)["reason"] == "RunCancelled" and "deadline" in run_status(api, slow)["message"]
+    assert 'hubwright_runner_runs_total{operation="preview",phase="Drifted"} 1.0' in metrics
+    assert 'hubwright_runner_runs_total{operation="up",phase="Cancelled"} 1.0' in metrics
+    assert "hubwright_runner_busy 0.0" in metrics
 
 
 def test_fair_between_namespaces_one_run_of_b_starts_among_the_first_two(api):

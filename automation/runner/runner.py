@@ -490,10 +490,13 @@ class Runner:
             text = f"handed back by runner {self.identity}, which stopped before the run finished: another " \
                    "runner takes it over" if job.cancelled_for == "handback" else ""
             runner = self.identity if job.cancelled_for == "handback" else job.previous_runner
-            if not job.held.update(lambda status: status.model_copy(update={
-                    "phase": "Pending", "claim": None, "message": text, "progress": None, "runner": runner})):
-                return "Lost"
-            return "HandedBack"
+            try:
+                if job.held.update(lambda status: status.model_copy(update={
+                        "phase": "Pending", "claim": None, "message": text, "progress": None, "runner": runner})):
+                    return "HandedBack"
+            except Exception as exc:  # noqa: BLE001 - not handed back: its claim lapses, then it is taken over
+                LOG.warning("%s: handing %s back failed: %s", self.identity, job.held.key, exc)
+            return "Lost"
         spec = spec_of(job.held.raw)
         if out is not None and not isinstance(spec, str):
             try:
