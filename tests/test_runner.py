@@ -27,6 +27,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.engine import PolicyViolation, RunResult
+from automation.runner.runner import Runner
 from doubles.engine import RecordingEngine
 from doubles.factories import cluster, resolve_one
 from doubles.runners import SERVICE_NAMESPACE, create_run, phase, run_objects, run_status, running_runners
@@ -267,6 +268,30 @@ def test_phases_locked_once_drift_policy_destroy_and_a_deadline_passed_mid_run(a
     assert 'hubwright_runner_runs_total{operation="preview",phase="Drifted"} 1.0' in metrics
     assert 'hubwright_runner_runs_total{operation="up",phase="Cancelled"} 1.0' in metrics
     assert "hubwright_runner_busy 0.0" in metrics
+
+
+def test_with_two_workers_a_deadline_cancels_one_run_and_hands_the_other_back(api):
+    """engine.cancel stops every run of the runner's engine: the run whose deadline passed is Cancelled, the
+    other one is handed back (not failed) and runs again."""
+    engine = RecordingEngine()
+    engine.gate("runs-a.late")  # never opened
+    other_gate = engine.gate("runs-a.bystander")
+    late = create_run(api, "up", inputs("late"), timeout=3)
+    bystander = create_run(api, "up", inputs("bystander"))
+    with running_runners(api, engine, n=1, workers=2, claim_ttl=TTL, cancel_grace=GRACE):
+        wait_until(lambda: engine.count("up") == 2, 20, what="both run")
+        finished(api, [late], phases=("Cancelled",), timeout=20)
+        wait_until(lambda: engine.count("up", "runs-a.bystander") == 2, 20, what="the bystander runs again")
+        other_gate.set()
+        finished(api, [bystander], timeout=20)
+    assert [c.operation for c in engine.runs(stack="runs-a.bystander")] == ["up", "recover", "up"]
+    assert run_status(api, bystander)["claim"]["takeovers"] == 0
+
+
+def test_a_runner_whose_name_its_peers_would_not_recognise_does_not_start():
+    with pytest.raises(ValueError, match="does not match --runner-hosts"):
+        Runner(client.ApiClient(), RecordingEngine(), namespace=SERVICE_NAMESPACE, identity="laptop",
+               runner_hosts="hubwright-runner-[a-z0-9]+-[a-z0-9]+")
 
 
 def test_fair_between_namespaces_one_run_of_b_starts_among_the_first_two(api):

@@ -8,6 +8,7 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import threading
 from typing import Any, Mapping
 
@@ -60,6 +61,9 @@ def runner_command(args: argparse.Namespace) -> int:
 def serve_runner(args: argparse.Namespace, engine: Engine) -> int:
     """The runner process around `engine`: probes, metrics, signals, drain. doubles/runners.py runs it with the
     engine double (tests only)."""
+    if args.identity and args.identity != socket.gethostname():
+        raise SystemExit(f"error: --identity {args.identity!r} (POD_NAME) is not this host's name "
+                         f"{socket.gethostname()!r}: a runner's claims must name the host its stack locks carry")
     runner = Runner(kube_client(args.kubeconfig, args.context), engine, namespace=args.namespace,
                     identity=args.identity, claim_ttl=args.claim_ttl, workers=args.workers,
                     cancel_grace=args.cancel_grace, runner_hosts=args.runner_hosts or None)

@@ -19,12 +19,13 @@ handed back (Pending, no claim, `runner` still names this one, so the next runne
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from kubernetes import client
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -110,6 +111,9 @@ class Runner:
         self.engine = engine
         self.namespace = namespace
         self.identity = identity or socket.gethostname()
+        if runner_hosts and not re.fullmatch(runner_hosts, self.identity):
+            raise ValueError(f"--identity {self.identity!r} does not match --runner-hosts {runner_hosts!r}: the "
+                             "stack locks this runner writes would never be recovered by another runner")
         self.claim_ttl, self.workers, self.cancel_grace = claim_ttl, workers, cancel_grace
         self.runner_hosts = runner_hosts
         self.clock, self.monotonic = clock, monotonic
@@ -330,7 +334,15 @@ class Runner:
             return
         job.forfeit.set()
         job.cancelled_for = job.cancelled_for or why
-        self.engine.cancel(0)
+        self._cancel(job, 0)
+
+    def _cancel(self, job: Job, grace: float) -> None:
+        """engine.cancel stops every run in flight of this runner's engine: the runs other than `job` (with
+        --workers > 1) are handed back, for this runner or another to run again."""
+        for other in self.jobs():
+            if other is not job and not other.cancelled_for:
+                other.cancelled_for = "handback"
+        self.engine.cancel(grace)
 
     # ----------------------------------------------------------------- executing
     def _execute(self, job: Job) -> None:
@@ -366,7 +378,8 @@ class Runner:
         spec = spec_of(raw)
         if isinstance(spec, str):
             return "Refused", None, REFUSED, f"refused: the spec does not parse ({spec})"
-        why = refusal(key, (raw.get("metadata") or {}).get("generation"), spec, self.runs.secret(spec.inputs_secret),
+        secret = self.runs.secret(spec.inputs_secret)
+        why = refusal(key, (raw.get("metadata") or {}).get("generation"), spec, secret,
                       service_namespace=self.namespace)
         if why is not None:
             LOG.warning("%s: refused %s: %s", self.identity, key, why)
@@ -387,14 +400,14 @@ class Runner:
         timer = self._deadline_timer(job, deadline)
         try:
             try:
-                out = self._call(job, spec)
+                out = self._call(job, spec, secret or {})
             except StackLocked:
                 if job.forfeit.is_set() or job.cancelled_for:
                     raise
                 LOG.info("%s: %s is locked: recovering, then once more", self.identity, spec.stack)
                 live = live if live is not None else self._live(spec.stack, self.clock())
                 self.engine.recover(spec.stack, live_runners=live)
-                out = self._call(job, spec)
+                out = self._call(job, spec, secret or {})
         except RunCancelled as exc:
             return "Cancelled", None, CANCELLED, self._cancelled_message(job, str(exc))
         except EngineError as exc:
@@ -431,9 +444,9 @@ class Runner:
                 return True
         return False
 
-    def _call(self, job: Job, spec: StackRunSpec) -> RunResult:
+    def _call(self, job: Job, spec: StackRunSpec, secret: Mapping[str, Any]) -> RunResult:
+        """The engine call; `secret`: the run's Secret as checked (its inputs are what the check verified)."""
         if spec.operation in ("up", "preview"):
-            secret = self.runs.secret(spec.inputs_secret) or {}
             inputs = inputs_from_config((secret.get("data") or {})[INPUTS_KEY])
             if spec.operation == "preview":
                 return self.engine.preview(inputs)
@@ -468,7 +481,7 @@ class Runner:
         def passed() -> None:
             if not job.done.is_set():
                 job.cancelled_for = job.cancelled_for or f"its deadline {rfc3339(deadline)} passed"
-                self.engine.cancel(self.cancel_grace)
+                self._cancel(job, self.cancel_grace)
         timer = threading.Timer(max(0.0, (deadline - self.clock()).total_seconds()), passed)
         timer.daemon = True
         timer.start()
