@@ -114,7 +114,8 @@ class Runner:
         if runner_hosts and not re.fullmatch(runner_hosts, self.identity):
             raise ValueError(f"--identity {self.identity!r} does not match --runner-hosts {runner_hosts!r}: the "
                              "stack locks this runner writes would never be recovered by another runner")
-        self.claim_ttl, self.workers, self.cancel_grace = claim_ttl, workers, cancel_grace
+        # Whole seconds, as the claim records it (rounded down: the watchdog never counts on more than is written).
+        self.claim_ttl, self.workers, self.cancel_grace = float(int(claim_ttl)), workers, cancel_grace
         self.runner_hosts = runner_hosts
         self.clock, self.monotonic = clock, monotonic
         self.metrics = metrics or RunnerMetrics()
@@ -256,7 +257,7 @@ class Runner:
         now = self.clock()
         meta = raw.get("metadata") or {}
         previous = run.status.claim
-        took = claims.claimed(run, self.identity, now, int(round(self.claim_ttl)))
+        took = claims.claimed(run, self.identity, now, int(self.claim_ttl))
         held = self.runs.hold(raw, self.identity)
         sent = self.monotonic()
         if not held.update(lambda status: status.model_copy(update={
@@ -357,8 +358,9 @@ class Runner:
         finally:
             recorded = self._finish(job, phase, out, reason, error)
             spec = raw.get("spec") or {}
-            outcome = {"Succeeded": "succeeded", "Drifted": "failed", "Cancelled": "cancelled",
-                       "Refused": "refused"}.get(recorded, "failed" if reason != "StackLocked" else "locked")
+            outcome = {"Succeeded": "succeeded", "Drifted": "failed", "Cancelled": "cancelled", "Refused": "refused",
+                       "HandedBack": "handed back", "Lost": "lost"}.get(recorded,
+                                                                        "locked" if reason == "StackLocked" else "failed")
             logs.log_run(job.operation, outcome, self.monotonic() - started,
                          changes=None if out is None else out.changes, drifted=[] if out is None else out.drifted,
                          reason=reason, error=error, stack=job.stack, cluster=str(spec.get("cluster") or ""),
@@ -392,14 +394,17 @@ class Runner:
             live = self._before_recover(job)
             if live is None:
                 return "Cancelled", None, CANCELLED, "stopped before it started"
-            self.engine.recover(spec.stack, live_runners=live)
-        if job.forfeit.is_set():
+        if job.forfeit.is_set() or job.cancelled_for:
             return "Cancelled", None, CANCELLED, "stopped before it started"
         stamp = rfc3339(self.clock())
-        job.held.update(lambda status: status.model_copy(update={"start_time": stamp}))
+        if not job.held.update(lambda status: status.model_copy(update={"start_time": stamp})):
+            self._forfeit(job, "the run was taken over or deleted before it started")
+            return "Cancelled", None, CANCELLED, "stopped before it started"
         timer = self._deadline_timer(job, deadline)
         try:
             try:
+                if live is not None:  # a takeover or a hand-back: what the last runner left behind goes first
+                    self.engine.recover(spec.stack, live_runners=live)
                 out = self._call(job, spec, secret or {})
             except StackLocked:
                 if job.forfeit.is_set() or job.cancelled_for:
@@ -469,7 +474,7 @@ class Runner:
         if until is not None:
             safe = until + timedelta(seconds=self.cancel_grace)
             while (left := (safe - self.clock()).total_seconds()) > 0:
-                if job.forfeit.wait(min(left, 0.5)) or self._stop.is_set():
+                if job.forfeit.wait(min(left, 0.5)) or self._stop.is_set() or job.cancelled_for:
                     return None
         return self._live(job.stack, self.clock())
 
