@@ -11,15 +11,18 @@ taken over.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
-import signal
+import re
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 from urllib.parse import urlparse
 
 import pytest
@@ -36,10 +39,12 @@ from doubles.stall_proxy import StallProxy
 from stacks.names import GROUP, STACKRUNS, VERSION
 from stacks.runs.model import RESULT_KEY
 from tests import envtest
+from tests.deployed import Container
 
 kube_apiserver = envtest.kube_apiserver  # the fixture, for this module's tests
 
 ROOT = Path(__file__).resolve().parent.parent
+BWRAP = "/usr/bin/bwrap"
 TTL, GRACE = 6, 1.0  # a short claim (the watchdog kills at ttl - 2 s) and cancel grace
 
 
@@ -342,51 +347,86 @@ def test_runner_help_lists_its_options_with_their_environment_variables():
     assert "[--executor" not in out.stdout and "[--keep-runs" not in out.stdout  # the service's, not a runner's
 
 
-# --------------------------------------------------------------------------- crash, as deployed
+# --------------------------------------------------------------------------- crash and drain, as deployed
 
-def test_a_runner_process_killed_mid_run_is_taken_over_after_its_claim_lapses(api, kube_apiserver, tmp_path):
-    """The runner as its Deployment runs it: its own process, uid 65532, a read-only root, its own host name
-    (hubwright-runner-a-1: the name its stack locks carry). SIGKILL mid-run; a second runner takes the run over
-    once the claim lapsed, recovers the lock knowing the dead runner holds no live claim, and completes it."""
-    bwrap = "/usr/bin/bwrap"
-    if not os.path.exists(bwrap):
-        pytest.fail("bubblewrap (bwrap) is not installed: the process runs as the Deployment runs it")
+@contextlib.contextmanager
+def runner_process(kube_apiserver, where: Path, hostname: str) -> Iterator[tuple[Container, int]]:
+    """The runner as its Deployment runs it: its own process (pid 1 of its pid namespace), uid 65532, a read-only
+    root with only its state and /tmp volumes writable, its own host name (the name its stack locks carry), and
+    the engine double (`python -m doubles.runners`: 120 s per run). Yields the container and its probes' port."""
+    if not os.path.exists(BWRAP):
+        pytest.fail("bubblewrap (bwrap) is not installed: the runner process runs as the Deployment runs it")
     kubeconfig = kube_apiserver.kubeconfig()
-    log = tmp_path / "runner.log"
-    (tmp_path / "tmp").mkdir()  # its emptyDir at /tmp
-    argv = [bwrap, "--unshare-user", "--uid", "65532", "--gid", "65532", "--unshare-pid", "--unshare-uts",
-            "--hostname", "hubwright-runner-a-1", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
-            "--proc", "/proc", "--bind", str(tmp_path), str(tmp_path),  # writable: its state volume only
-            "--chdir", str(ROOT), "--",
+    (where / "tmp").mkdir(exist_ok=True)  # its emptyDir at /tmp
+    argv = [BWRAP, "--unshare-user", "--uid", "65532", "--gid", "65532", "--unshare-pid", "--as-pid-1",
+            "--unshare-uts", "--hostname", hostname, "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
+            "--proc", "/proc", "--bind", str(where), str(where), "--remount-ro", "/", "--chdir", str(ROOT), "--",
             sys.executable, "-m", "doubles.runners", "--run-seconds", "120", "runner", "--kubeconfig",
             str(kubeconfig), "--namespace", SERVICE_NAMESPACE, "--claim-ttl", str(TTL), "--cancel-grace",
-            str(GRACE), "--metrics-port", "0", "--state-dir", str(tmp_path / "state")]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp_path / "tmp")})
+            str(GRACE), "--metrics-bind", "127.0.0.1", "--metrics-port", "0", "--state-dir", str(where / "state")]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(where / "tmp")}
+    env.pop("POD_NAME", None)
+    container = Container(argv, env, where / "runner.log")
     try:
+        found = wait_until(lambda: container.proc.poll() is not None
+                           or re.search(r"probes and metrics on [\d.]+:(\d+)", container.tail()), 30,
+                           what="the runner process says where it serves")
+        assert container.proc.poll() is None, f"the runner process exited:\n{container.tail()}"
+        yield container, int(found.group(1))
+    finally:
+        if container.proc.poll() is None:
+            container.kill()
+
+
+def probe(port: int, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def test_a_runner_process_killed_mid_run_is_taken_over_after_its_claim_lapses(api, kube_apiserver, tmp_path):
+    """SIGKILL a runner process mid-run (its whole pid namespace goes); a second runner takes the run over once
+    the claim lapsed, recovers the lock knowing the dead runner holds no live claim, and completes it."""
+    with runner_process(kube_apiserver, tmp_path, "hubwright-runner-a-1") as (container, port):
         key = create_run(api, "up", inputs("crash"))
-        try:
-            wait_until(lambda: proc.poll() is not None or run_status(api, key).get("startTime"), 30,
-                       what="the runner process runs it")
-            assert proc.poll() is None, "the runner process exited"
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}; its log: {log.read_text()[-3000:]}") from None
+        wait_until(lambda: run_status(api, key).get("startTime"), 30,
+                   what=f"the runner process runs it ({container.tail()})")
         status = run_status(api, key)
         assert status["runner"] == "hubwright-runner-a-1" and status["phase"] == "Running"
-        os.killpg(proc.pid, signal.SIGKILL)
+        assert probe(port, "/healthz")[0] == 200 and probe(port, "/readyz")[0] == 200
+        assert b"hubwright_runner_busy 1.0" in probe(port, "/metrics")[1]
+        container.kill()
         killed = time.monotonic()
-        proc.wait(10)
-        engine = LiveEngine(run_seconds=0.3)
-        with running_runners(api, engine, n=1, claim_ttl=TTL, cancel_grace=GRACE) as (b,):
-            finished(api, [key], timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+    engine = LiveEngine(run_seconds=0.3)
+    with running_runners(api, engine, n=1, claim_ttl=TTL, cancel_grace=GRACE) as (b,):
+        finished(api, [key], timeout=30)
     assert [c.operation for c in engine.calls] == ["recover", "up"]
     assert engine.calls[0].started - killed >= TTL - 3.0  # not before the dead runner's claim lapsed
     assert "hubwright-runner-a-1" not in (engine.recovered[0] or {}) and engine.recovered[0] is not None
     status = run_status(api, key)
     assert status["runner"] == b.identity and status["phase"] == "Succeeded"
     assert status["claim"]["holder"] == b.identity and status["claim"]["takeovers"] == 1
+
+
+def test_a_runner_process_drains_on_sigterm_hands_its_run_back_and_exits_0(api, kube_apiserver, tmp_path):
+    """SIGTERM (a rollout, a scale-down): the runner stops claiming, gives its run --cancel-grace, then hands it
+    back and exits 0 well within the pod's grace; another runner takes it at once, without waiting for a claim
+    to lapse."""
+    with runner_process(kube_apiserver, tmp_path, "hubwright-runner-b-1") as (container, port):
+        key = create_run(api, "up", inputs("sigterm"))
+        wait_until(lambda: run_status(api, key).get("startTime"), 30,
+                   what=f"the runner process runs it ({container.tail()})")
+        code, seconds = container.stop(grace=20)
+        handed = time.monotonic()
+    assert code == 0 and GRACE <= seconds < 15, (code, seconds, container.tail())
+    status = run_status(api, key)
+    assert status["phase"] == "Pending" and "claim" not in status and status["runner"] == "hubwright-runner-b-1"
+    assert "handed back" in status["message"]
+    engine = LiveEngine(run_seconds=0.3)
+    with running_runners(api, engine, n=1, claim_ttl=TTL, cancel_grace=GRACE):
+        finished(api, [key], timeout=20)
+    assert [c.operation for c in engine.calls] == ["recover", "up"]
+    assert engine.calls[0].started - handed < TTL - 1  # at once: no claim to wait out
+    assert engine.recovered[0] is not None and "hubwright-runner-b-1" not in engine.recovered[0]
