@@ -239,7 +239,7 @@ def test_a_draining_runner_hands_back_a_run_longer_than_its_grace_and_another_co
     assert status["runner"] == b.identity and status["claim"]["takeovers"] == 0  # handed back: no takeover
 
 
-def test_phases_locked_once_drift_policy_destroy_and_a_deadline_passed_mid_run(api):
+def test_phases_locked_once_drift_policy_destroy_and_a_deadline_passed_mid_run(api, caplog):
     """The contract's phase rules, one run each: a lock is recovered and the run tried once more; a preview that
     finds drift is Drifted (the names go into the Secret); a policy refusal is Failed with its reason; a destroy
     succeeds; a run still going at its deadline is cancelled."""
@@ -253,14 +253,23 @@ def test_phases_locked_once_drift_policy_destroy_and_a_deadline_passed_mid_run(a
     policy = create_run(api, "up", inputs("policy"))
     gone = create_run(api, "destroy", cluster="gone", namespace="runs-a", stack="runs-a.gone")
     slow = create_run(api, "up", inputs("slow"), timeout=3)
+    refreshed = create_run(api, "up", inputs("refreshed"), refresh=True)
+    recovered = create_run(api, "recover", cluster="recovered", namespace="runs-a", stack="runs-a.recovered")
+    caplog.set_level("INFO", logger="hubwright.run")
     with running_runners(api, engine, n=1, claim_ttl=TTL, cancel_grace=GRACE) as (runner,):
-        finished(api, [locked, gone], timeout=30)
+        finished(api, [locked, gone, refreshed, recovered], timeout=30)
         finished(api, [drift], phases=("Drifted",))
         finished(api, [policy], phases=("Failed",))
         finished(api, [slow], phases=("Cancelled",), timeout=30)
         metrics = runner.metrics.exposition().decode()
     assert [c.operation for c in engine.runs(stack="runs-a.locked")] == ["up", "recover", "up"]
-    assert len(engine.recovered) == 1 and set(engine.recovered[0] or {"-": ""}) <= {runner.identity}  # its own
+    assert len(engine.recovered) == 2 and all(set(live or {"-": ""}) <= {runner.identity}  # its own claim only
+                                              for live in engine.recovered)
+    assert engine.runs("up", "runs-a.refreshed")[0].refresh is True
+    assert [c.operation for c in engine.runs(stack="runs-a.recovered")] == ["recover"]
+    lines = {r.fields["run"]: r.fields for r in caplog.records if r.name == "hubwright.run"}  # one line per run
+    assert lines[drift]["result"] == "drifted" and lines[drift]["runner"] == runner.identity
+    assert lines[policy]["reason"] == "PolicyViolation" and lines[locked]["phase"] == "Succeeded"
     status = run_status(api, drift)
     assert status["drifted"] == 1 and status["summary"] == "1 to update"
     secret = client.CoreV1Api(api).read_namespaced_secret(
