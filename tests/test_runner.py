@@ -157,7 +157,7 @@ def test_two_runners_race_for_twenty_runs_each_runs_once_one_per_stack_at_a_time
     for i in range(20):  # 5 stacks, 4 runs each, all pending at once
         key = create_run(api, "up", inputs(f"race-{i % 5}"), name=f"race-{i % 5}-up-{i}", message=f"run {i}")
         keys.append(key)
-    with running_runners(api, engine, n=2, claim_ttl=TTL, cancel_grace=GRACE) as runners:
+    with running_runners(api, engine, n=2, workers=2, claim_ttl=TTL, cancel_grace=GRACE) as runners:
         finished(api, keys, timeout=60)
     by_message = Counter(c.message for c in engine.calls)
     assert sorted(by_message) == sorted(f"run {i}" for i in range(20)) and set(by_message.values()) == {1}, by_message

@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from automation.adapters import logs
 from automation.adapters.engine import Engine, EngineError, RunCancelled, RunResult, StackLocked
 from automation.adapters.kube.informer import DictStore, Informer, Raw
-from automation.adapters.kube.stackruns import Held, StackRunClient, stackrun_source
+from automation.adapters.kube.stackruns import Held, StackRunClient, key_of, stackrun_source
 from stacks import status as reasons
 from stacks.inputs import inputs_from_config
 from stacks.runs import claims, order
@@ -92,6 +92,7 @@ class Job:
     handed_back: bool  # a runner ran it before and handed it back (drain): recover first
     previous_runner: str | None  # status.runner before this claim
     last_sent: float  # monotonic: when the last write that renewed the claim was sent
+    claim_version: int  # the resourceVersion the claim was written at
     forfeit: threading.Event = field(default_factory=threading.Event)  # lost or not renewed: write nothing more
     done: threading.Event = field(default_factory=threading.Event)
     cancelled_for: str = ""  # why this runner cancelled it (drain, deadline): the result says so
@@ -120,7 +121,10 @@ class Runner:
         self.clock, self.monotonic = clock, monotonic
         self.metrics = metrics or RunnerMetrics()
         self.runs = StackRunClient(api_client, namespace)
-        self.informer = Informer(stackrun_source(api_client), DictStore(lambda kind, raw: self.wake()))
+        self.informer = Informer(stackrun_source(api_client), DictStore(self._seen))
+        # run key -> (holder, acquireTime, the resourceVersion at which this runner's watch first saw that claim):
+        # the claim's own version, which later writes to the run (its start, renewals) do not move.
+        self._claims_seen: dict[str, tuple[str, str, int]] = {}
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -140,6 +144,19 @@ class Runner:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def _seen(self, kind: str, raw: Raw) -> None:
+        """Every change of a run, in the API server's order: note when each claim first showed; wake the picker."""
+        key = key_of(raw)
+        claim = status_of(raw).claim
+        with self._lock:
+            if kind == "DELETED" or claim is None:
+                self._claims_seen.pop(key, None)
+            else:
+                known = self._claims_seen.get(key)
+                if known is None or known[:2] != (claim.holder, claim.acquire_time):
+                    self._claims_seen[key] = (claim.holder, claim.acquire_time, _version(raw))
+        self.wake()
 
     def jobs(self) -> list[Job]:
         with self._lock:
@@ -268,7 +285,8 @@ class Runner:
         spec = raw.get("spec") or {}
         job = Job(held=held, stack=run.stack, operation=str(spec.get("operation") or "?"),
                   takeover_of=previous if run.status.phase == "Running" and previous is not None else None,
-                  handed_back=run.status.runner is not None, previous_runner=run.status.runner, last_sent=sent)
+                  handed_back=run.status.runner is not None, previous_runner=run.status.runner, last_sent=sent,
+                  claim_version=_version(held.raw))
         LOG.info("%s: claimed %s (%s %s%s)", self.identity, run.key, job.operation, run.stack,
                  f", taken over from {previous.holder}" if job.takeover_of is not None and previous else "")
         with self._lock:
@@ -359,8 +377,8 @@ class Runner:
             recorded = self._finish(job, phase, out, reason, error)
             spec = raw.get("spec") or {}
             outcome = {"Succeeded": "succeeded", "Drifted": "failed", "Cancelled": "cancelled", "Refused": "refused",
-                       "HandedBack": "handed back", "Lost": "lost"}.get(recorded,
-                                                                        "locked" if reason == "StackLocked" else "failed")
+                       "HandedBack": "handed back", "Lost": "lost"}.get(
+                recorded, "locked" if reason == "StackLocked" else "failed")
             logs.log_run(job.operation, outcome, self.monotonic() - started,
                          changes=None if out is None else out.changes, drifted=[] if out is None else out.drifted,
                          reason=reason, error=error, stack=job.stack, cluster=str(spec.get("cluster") or ""),
@@ -431,19 +449,24 @@ class Runner:
     def _second_of_stack(self, job: Job) -> bool:
         """Whether another runner claimed a run of this stack just before this one did (two runs of one stack
         claimed at once, each runner's cache not showing the other's yet). Once this runner's watch has seen its
-        own claim it has seen every earlier write: the later claim of the two (the higher resourceVersion) yields,
-        the earlier one sees a later one and runs. A run of one stack is never executed twice at once."""
-        mine = _version(job.held.raw)
+        own claim it has seen every earlier write: the later claim of the two (the higher resourceVersion of the claim
+        itself, as the watch first showed it: `_seen`) yields, the earlier one sees a later one and runs. A run of
+        one stack is never executed twice at once."""
+        mine = job.claim_version
         deadline = self.monotonic() + max(2.0, renew_every(self.claim_ttl))
         while _version_text(self.informer.resource_version) < mine and self.monotonic() < deadline:
             if job.forfeit.wait(0.02):
                 return False
         now = self.clock()
-        for run, raw in self._views().values():
+        with self._lock:
+            seen = dict(self._claims_seen)
+        for run, _ in self._views().values():
             claim = run.status.claim
+            since = seen.get(run.key)
             if run.key != job.held.key and run.stack == job.stack and not run.finished \
                     and run.status.phase == "Running" and claim is not None and claim.holder != self.identity \
-                    and not claims.expired(claim, now) and _version(raw) < mine:
+                    and not claims.expired(claim, now) and since is not None \
+                    and since[:2] == (claim.holder, claim.acquire_time) and since[2] < mine:
                 LOG.info("%s: %s: %s holds %s of the same stack since before this claim: handing it back",
                          self.identity, job.held.key, claim.holder, run.key)
                 return True
