@@ -24,6 +24,7 @@ FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FIELDS = "fields"  # the `extra` key that carries a record's structured fields
 FORMAT_ENV, LEVEL_ENV = "HUBWRIGHT_LOG_FORMAT", "HUBWRIGHT_LOG_LEVEL"
+RUN_LOG = logging.getLogger("hubwright.run")  # one line per engine run: the service's and the runners'
 
 
 class JsonFormatter(logging.Formatter):
@@ -88,3 +89,24 @@ def configure_from(env: Mapping[str, str] = os.environ) -> logging.Handler:
                                                       exc_info=(kind, error, trace))
     sys.excepthook = uncaught
     return handler
+
+
+def log_run(operation: str, result: str, seconds: float, *, changes: Mapping[str, int] | None, drifted: list[str],
+            reason: str, error: str, stack: str, cluster: str, **more: Any) -> None:
+    """An engine run's one line (`hubwright.run`), the service's (automation.service.runs) and a runner's
+    (automation.runner): INFO when it did what it should (a preview that found drift says `drifted`), WARNING when
+    it failed. `changes` None: the run returned nothing. `more`: further fields (a runner's name, the run's)."""
+    if operation == "preview" and result == "failed":
+        result = "drifted"  # the check ran; the cloud differs
+    fields: dict[str, Any] = {"cluster": cluster or None, "stack": stack, "operation": operation, "result": result,
+                              "duration": round(seconds, 3), **more}
+    if changes is not None:
+        fields["changes"] = dict(changes)
+        if drifted:
+            fields["drifted"] = list(drifted)
+    if result in ("failed", "error", "locked"):
+        fields["reason"] = reason
+        fields["error"] = error[:2048]
+    level = logging.WARNING if result in ("failed", "error") else logging.INFO
+    RUN_LOG.log(level, "%s %s: %s %s in %.1fs%s", cluster or "-", stack or "-", operation, result, seconds,
+                f" ({reason})" if fields.get("reason") else "", extra={FIELDS: fields})

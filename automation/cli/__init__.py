@@ -1,4 +1,4 @@
-"""python -m automation {plan,inputs,ingress render,iam,serve,api,agent}: the command line."""
+"""python -m automation {plan,inputs,ingress render,iam,serve,api,runner,agent}: the command line."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +11,7 @@ from automation.api.serve import add_api_command
 from automation.cli import agent, iam
 from automation.cli.install import add_install_command
 from automation.cli.plan import add_plan_command
+from automation.runner.command import add_runner_command
 from automation.service.command import add_serve_command
 from stacks.errors import FieldError, InvalidSpec
 from stacks.haproxy import (CONFIG_FILE, GUEST_FOLDER, MAP_FILE, CentralSettings, dropped_lines, guest_files,
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     iam.add_iam_command(sub)
     add_serve_command(sub)  # `serve`: one flag per ServiceOptions field
     add_api_command(sub)  # `api`: the registry's REST API
+    add_runner_command(sub)  # `runner`: executes the HubStackRuns of --executor runners
     agent.add_agent_command(sub)  # `agent`: the facts agent a registered cluster runs
     add_install_command(sub)  # `install --render DIR`: the install as plain manifests (docs/install.md)
     return parser

@@ -6,17 +6,17 @@ It owns the halt check (after `halt()` no run starts: a lost Lease, a shutdown),
 """
 from __future__ import annotations
 
-import logging
 import threading
 import time
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
+from automation.adapters import logs
 from automation.adapters.engine import EngineError, RunCancelled, RunResult, StackLocked
 from automation.adapters.logs import FIELDS
 from stacks import status as reasons
 from stacks.errors import Failure
 
-RUN_LOG = logging.getLogger("hubwright.run")  # one line per engine run, and per refusal (automation/adapters/logs.py)
+RUN_LOG = logs.RUN_LOG  # one line per engine run, and per refusal (automation/adapters/logs.py)
 
 
 class Metrics(Protocol):
@@ -102,19 +102,7 @@ def summary(result: RunResult) -> str:
 
 def log_run(operation: str, result: str, seconds: float, out: RunResult | None, *, reason: str, error: str,
             stack: str, cluster: str) -> None:
-    """The run's one log line: INFO when it did what it should (a preview that found drift says `drifted`),
-    WARNING when it failed."""
-    if operation == "preview" and result == "failed":
-        result = "drifted"  # the check ran; the cloud differs
-    fields: dict[str, Any] = {"cluster": cluster or None, "stack": stack, "operation": operation, "result": result,
-                              "duration": round(seconds, 3)}
-    if out is not None:
-        fields["changes"] = dict(out.changes)
-        if out.drifted:
-            fields["drifted"] = list(out.drifted)
-    if result in ("failed", "error", "locked"):
-        fields["reason"] = reason
-        fields["error"] = error[:2048]
-    level = logging.WARNING if result in ("failed", "error") else logging.INFO
-    RUN_LOG.log(level, "%s %s: %s %s in %.1fs%s", cluster or "-", stack or "-", operation, result, seconds,
-                f" ({reason})" if fields.get("reason") else "", extra={FIELDS: fields})
+    """The run's one log line (automation/adapters/logs.py owns its format, which the runners' lines share)."""
+    logs.log_run(operation, result, seconds, changes=None if out is None else out.changes,
+                 drifted=[] if out is None else list(out.drifted), reason=reason, error=error, stack=stack,
+                 cluster=cluster)

@@ -1,0 +1,85 @@
+"""`python -m automation runner`: its flags (generated from the one table of options, stacks/options.py
+`of(RUNNER)`), the engine built from them (the service's worker processes: timeouts, process-tree kill, lock
+recovery), the probes and metrics, and SIGTERM: drain (finish or hand back the runs in flight within
+--cancel-grace), then exit 0."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import threading
+from typing import Any, Mapping
+
+from automation.adapters import logs
+from automation.adapters.engine import Engine, RunLimits
+from automation.adapters.engine.pool import WorkerPool
+from automation.adapters.engine.settings import PulumiSettings
+from automation.adapters.kube.kubeconfig import kube_client
+from automation.adapters.probes import ProbeServer
+from automation.runner.runner import Runner
+from stacks.options import RUNNER, HelpFormatter, add_options, values
+
+LOG = logging.getLogger("hubwright.runner")
+
+
+def add_runner_command(subparsers: Any, environ: Mapping[str, str] | None = None) -> None:
+    """Register `runner` on the CLI's subparsers: one flag per `runner` option of the table, each named with the
+    environment variable that sets its default."""
+    runner = subparsers.add_parser(
+        "runner", formatter_class=HelpFormatter,
+        help="run a runner: execute the HubStackRuns the service creates with --executor runners",
+        description="Claim pending HubStackRuns (fair between namespaces), execute each with the Pulumi engine in "
+                    "a worker process, renew the claim while it runs and write the result into the run's status "
+                    "(outputs into its Secret). A runner that cannot renew its claim kills its run before the "
+                    "claim lapses; another runner takes over a lapsed claim. SIGTERM drains: the runs in flight "
+                    "get --cancel-grace to finish, then are handed back. Every option may be given by its "
+                    "environment variable instead (a flag wins). Secrets (PULUMI_CONFIG_PASSPHRASE[_FILE], "
+                    "PULUMI_ACCESS_TOKEN, AWS credentials) come from the environment, never from flags.")
+    add_options(runner, RUNNER, os.environ if environ is None else environ)
+    runner.set_defaults(func=runner_command)
+
+
+def limits_from(args: argparse.Namespace) -> RunLimits:
+    return RunLimits(timeout=args.run_timeout, grace=args.cancel_grace)
+
+
+def runner_command(args: argparse.Namespace) -> int:
+    logs.configure(args.log_level, args.log_format)
+    os.environ.update(logs.environment(args.log_level, args.log_format))  # the engine's workers log the same way
+    limits = limits_from(args)
+    settings = PulumiSettings.from_options(values(args, RUNNER), limits=limits)
+    # Checks the backend, the passphrase and the stale-lock age before anything runs; starts the workers.
+    engine = WorkerPool(settings, size=args.workers, limits=limits, max_runs=args.worker_runs)
+    try:
+        return serve_runner(args, engine)
+    finally:
+        engine.close()
+
+
+def serve_runner(args: argparse.Namespace, engine: Engine) -> int:
+    """The runner process around `engine`: probes, metrics, signals, drain. doubles/runners.py runs it with the
+    engine double (tests only)."""
+    if args.identity and args.identity != socket.gethostname():
+        raise SystemExit(f"error: --identity {args.identity!r} (POD_NAME) is not this host's name "
+                         f"{socket.gethostname()!r}: a runner's claims must name the host its stack locks carry")
+    runner = Runner(kube_client(args.kubeconfig, args.context), engine, namespace=args.namespace,
+                    identity=args.identity, claim_ttl=args.claim_ttl, workers=args.workers,
+                    cancel_grace=args.cancel_grace, runner_hosts=args.runner_hosts or None)
+    server = ProbeServer(runner.metrics, healthy=runner.healthy, ready=runner.ready, bind=args.metrics_bind,
+                         port=args.metrics_port)
+    stopped = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopped.set())
+    server.start()
+    runner.start()
+    LOG.info("runner %s: claiming runs (claim ttl %.0fs, %d at once); probes and metrics on %s:%d",
+             runner.identity, args.claim_ttl, args.workers, args.metrics_bind, server.port)
+    stopped.wait()
+    LOG.info("runner %s: draining: no more claims; the runs in flight get %.0fs, then are handed back",
+             runner.identity, args.cancel_grace)
+    clean = runner.drain(args.cancel_grace)
+    runner.stop()
+    server.stop()
+    return 0 if clean else 1
