@@ -25,9 +25,7 @@ from automation.adapters.engine import Engine
 from automation.adapters.kube.stackruns import StackRunClient
 from automation.runner.runner import Runner
 from stacks.inputs import StackProgramInputs
-from stacks.names import (GROUP, RUN_CLUSTER_LABEL, RUN_DIGEST_ANNOTATION, RUN_FOR_ANNOTATION, RUN_OPERATION_LABEL,
-                          RUN_SECRET_LABEL, RUN_STACK_ANNOTATION, STACKRUN, VERSION)
-from stacks.runs.model import INPUTS_KEY, rfc3339, run_name, secret_name
+from stacks.runs.model import Operation, documents, run_name
 
 SERVICE_NAMESPACE = "hubwright-system"
 
@@ -54,34 +52,18 @@ def running_runners(api_client: client.ApiClient, engine: Engine | Sequence[Engi
             runner.stop(timeout=5)
 
 
-def run_objects(operation: str, *, namespace: str, stack: str, cluster: str | None,
+def run_objects(operation: Operation, *, namespace: str, stack: str, cluster: str | None,
                 inputs: StackProgramInputs | None = None, service_namespace: str = SERVICE_NAMESPACE,
                 refresh: bool = False, timeout: float = 600.0, message: str = "test",
                 name: str | None = None) -> tuple[dict, dict]:
-    """(the HubStackRun, its inputs Secret) as the service creates them (docs/service.md, "Runners")."""
+    """(the HubStackRun, its inputs Secret) as the service creates them (stacks.runs.model.documents)."""
     now = datetime.now(timezone.utc)
-    name = name or run_name(stack, operation, now, secrets.token_hex(4))
-    secret = secret_name(namespace, name)
-    digest = inputs.digest() if inputs is not None else None
-    labels = {RUN_OPERATION_LABEL: operation, **({RUN_CLUSTER_LABEL: cluster} if cluster else {})}
-    run = {"apiVersion": f"{GROUP}/{VERSION}", "kind": STACKRUN.kind,
-           "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                        "annotations": {f"{GROUP}/stack": stack}},
-           "spec": {"stack": stack, "operation": operation, "refresh": refresh, "inputsSecret": secret,
-                    "message": message, "deadline": rfc3339(now + timedelta(seconds=timeout)),
-                    "requestedBy": "test", **({"cluster": cluster} if cluster else {}),
-                    **({"inputsDigest": digest} if digest else {})}}
-    annotations = {RUN_FOR_ANNOTATION: f"{namespace}/{name}", RUN_STACK_ANNOTATION: stack}
-    data = {}
-    if inputs is not None:
-        annotations[RUN_DIGEST_ANNOTATION] = digest or ""
-        data[INPUTS_KEY] = inputs.to_config()
-    body = {"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": secret, "namespace": service_namespace,
-                         "labels": {RUN_SECRET_LABEL: "true", RUN_OPERATION_LABEL: operation},
-                         "annotations": annotations},
-            "stringData": data}
-    return run, body
+    return documents(operation=operation, namespace=namespace,
+                     name=name or run_name(stack, operation, now, secrets.token_hex(4)), stack=stack, cluster=cluster,
+                     inputs_config=inputs.to_config() if inputs is not None else None,
+                     digest=inputs.digest() if inputs is not None else None, message=message, refresh=refresh,
+                     deadline=now + timedelta(seconds=timeout), requested_by="test",
+                     service_namespace=service_namespace)
 
 
 def create_run(api_client: client.ApiClient, operation: str, inputs: StackProgramInputs | None = None, *,

@@ -2,27 +2,19 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 import uuid
-from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.engine import EngineError, RunCancelled, RunLimits, RunResult
-from automation.adapters.kube.informer import Informer
-from automation.adapters.kube.stackruns import Held, StackRunClient, key_of, stackrun_source
-from automation.service.executor import RunnerEngine, run_view
+from automation.adapters.engine import RunLimits
+from automation.runner.runner import Runner
+from automation.service.executor import RunnerEngine
 from automation.service.options import ServiceOptions
 from automation.service.serve import Service
-from stacks import status as reasons
-from stacks.inputs import inputs_from_config
-from stacks.runs.checks import refusal
-from stacks.runs.claims import claimable, claimed
-from stacks.runs.model import INPUTS_KEY, REFUSED, StackRunSpec, rfc3339, result_payload, spec_of, summary
-from stacks.status import RunProgress
+from doubles.runners import running_runners
 from doubles import MockKubeAPI
 from doubles.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
 from stacks.names import GROUP, VERSION
@@ -176,17 +168,11 @@ class ServiceEnv:
                        guards=guards, audit=audit, census=census, discovery=discovery)
 
     @contextlib.contextmanager
-    def runners(self, engine: Any, count: int = 2) -> Iterator[list[StandInRunner]]:
-        """`count` runners in this process, executing this env's HubStackRuns on `engine`."""
-        started = [StandInRunner(self.api_client, engine, service_namespace=self.system_namespace,
-                                 name=f"runner-{i}") for i in range(count)]
-        for runner in started:
-            runner.start()
-        try:
+    def runners(self, engine: Any, count: int = 2) -> Iterator[list[Runner]]:
+        """`count` runners (automation/runner/) in this process, executing the HubStackRuns on `engine`."""
+        with running_runners(self.api_client, engine, n=count, namespace=self.system_namespace, claim_ttl=10,
+                             workers=4) as started:
             yield started
-        finally:
-            for runner in started:
-                runner.stop()
 
     @contextlib.contextmanager
     def running(self, engine: Any, *, runners: int = 2, **options: Any) -> Iterator[Service]:
@@ -199,99 +185,6 @@ class ServiceEnv:
             stack.callback(service.stop)
             wait_until(lambda: service.ready()[0], 20, what="the service to sync")
             yield service
-
-
-class StandInRunner:
-    """A minimal runner in this process, standing in for the runner's own harness (doubles/runners.py) until it
-    lands: it claims claimable HubStackRuns (stacks.runs.claims, one write at the run's resourceVersion), checks
-    each (stacks.runs.checks.refusal: a run whose Secret is not in `service_namespace` is refused), runs it on
-    `engine` in a thread of its own, and writes the outputs into the run's Secret and the phase into its status.
-    No renewal: a test's runs end well within the claim's ttl."""
-
-    def __init__(self, api_client: client.ApiClient, engine: Any, *, service_namespace: str, name: str = "runner-0",
-                 ttl: int = 30):
-        self.runs = StackRunClient(api_client, service_namespace)
-        self.engine, self.service_namespace, self.name, self.ttl = engine, service_namespace, name, ttl
-        self._objects: dict[str, dict] = {}
-        self._wake = threading.Condition()
-        self._stopped = False
-        self._mine: set[str] = set()
-        self.informer = Informer(stackrun_source(api_client), self._changed, retry_base=0.05, retry_cap=0.5)
-        self._thread = threading.Thread(target=self._loop, name=f"{name}-claims", daemon=True)
-
-    def start(self) -> None:
-        self.informer.start()
-        self._thread.start()
-
-    def stop(self) -> None:
-        with self._wake:
-            self._stopped = True
-            self._wake.notify_all()
-        self.informer.stop()
-        self._thread.join(5)
-
-    def _changed(self, kind: str, raw: dict) -> None:
-        with self._wake:
-            if kind == "DELETED":
-                self._objects.pop(key_of(raw), None)
-            else:
-                self._objects[key_of(raw)] = raw
-            self._wake.notify_all()
-
-    def _loop(self) -> None:
-        while True:
-            with self._wake:
-                if self._stopped:
-                    return
-                views = [run_view(raw) for raw in self._objects.values()]
-                now = datetime.now(timezone.utc)
-                todo = [self._objects[v.key] for v in sorted(views, key=lambda v: v.created)
-                        if v.key not in self._mine and claimable(v, views, now)[0]]
-                if not todo:
-                    self._wake.wait(1.0)
-                    continue
-            for raw in todo:
-                view = run_view(raw)
-                held = self.runs.hold(raw, self.name)
-                take = claimed(view, self.name, datetime.now(timezone.utc), self.ttl)
-                if held.update(lambda s: s.model_copy(update={"phase": "Running", "claim": take, "runner": self.name,
-                                                              "observed_generation": raw["metadata"]["generation"]})):
-                    self._mine.add(held.key)
-                    threading.Thread(target=self._execute, args=(held,), name=f"{self.name}-run",
-                                     daemon=True).start()
-
-    def _execute(self, held: Held) -> None:
-        raw, now = held.raw, lambda: rfc3339(datetime.now(timezone.utc))
-        spec = spec_of(raw)
-        secret = self.runs.secret(spec.inputs_secret) if isinstance(spec, StackRunSpec) else None
-        why = spec if isinstance(spec, str) else refusal(held.key, raw["metadata"].get("generation"), spec, secret,
-                                                       service_namespace=self.service_namespace)
-        if why is not None or not isinstance(spec, StackRunSpec):
-            held.update(lambda s: s.model_copy(update={"phase": "Refused", "reason": REFUSED, "message": str(why),
-                                                       "end_time": now()}))
-            return
-        held.update(lambda s: s.model_copy(update={"start_time": now()}))
-        inputs = inputs_from_config(secret["data"][INPUTS_KEY]) if secret and INPUTS_KEY in secret["data"] else None
-
-        def progress(done: int, planned: int) -> None:
-            held.update(lambda s: s.model_copy(update={"progress": RunProgress(done=done, planned=planned)}))
-
-        try:
-            result: RunResult = (
-                self.engine.up(inputs, message=spec.message, refresh=spec.refresh, on_progress=progress)
-                if spec.operation == "up" else self.engine.preview(inputs) if spec.operation == "preview"
-                else self.engine.destroy(spec.stack, message=spec.message) if spec.operation == "destroy"
-                else self.engine.recover(spec.stack, live_runners={}))
-            self.runs.write_result(spec.inputs_secret, result_payload(result.outputs, result.drifted))
-            failed = reasons.DESTROY_FAILED if spec.operation == "destroy" else reasons.UPDATE_FAILED
-            phase = "Succeeded" if result.ok else "Drifted" if spec.operation == "preview" else "Failed"
-            done = {"phase": phase, "reason": None if phase != "Failed" else failed, "message": result.message,
-                    "changes": result.changes, "summary": summary(result.changes), "drifted": len(result.drifted)}
-        except RunCancelled as err:
-            done = {"phase": "Cancelled", "reason": err.reason, "message": str(err)}
-        except EngineError as err:
-            done = {"phase": "Failed", "reason": err.reason, "message": str(err)}
-        held.update(lambda s: s.model_copy(update={**done, "end_time": now(), "progress": None}))
 
 
 @contextlib.contextmanager

@@ -296,7 +296,7 @@ def test_a_run_no_runner_took_by_its_deadline_is_cancelled_and_a_late_claim_lose
     status = status_of(run)
     assert status.phase == "Cancelled" and status.reason == "RunCancelled" and status.end_time
     # A runner that read the run while it was still Pending writes its claim at that version: it loses.
-    take = claimed(view("k", run["spec"]["stack"], None, status_of(pending)), "runner-late",
+    take = claimed(view(pending), "runner-late",
                    datetime.now(timezone.utc), 30)
     late = StackRunClient(env.api_client, env.system_namespace).replace_status(
         pending, status_of(pending).model_copy(update={"phase": "Running", "claim": take}))

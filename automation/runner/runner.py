@@ -213,10 +213,7 @@ class Runner:
             raw = self.informer.store.get(key)
             if raw is None:
                 continue
-            spec, meta = raw.get("spec") or {}, raw.get("metadata") or {}
-            stack = spec.get("stack")
-            stack = stack if isinstance(stack, str) else ""
-            found[key] = (claims.view(key, stack, meta.get("creationTimestamp"), status_of(raw)), raw)
+            found[key] = (claims.view(raw), raw)
         return found
 
     def _pick_loop(self) -> None:

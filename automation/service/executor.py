@@ -43,18 +43,15 @@ from automation.adapters.kube.stackruns import StackRunClient, key_of, stackrun_
 from automation.service.runtime import Manager
 from stacks import status as reasons
 from stacks.inputs import StackProgramInputs
-from stacks.names import (GROUP, RUN_CLUSTER_LABEL, RUN_DIGEST_ANNOTATION, RUN_FOR_ANNOTATION, RUN_OPERATION_LABEL,
-                          RUN_SECRET_LABEL, RUN_STACK_ANNOTATION, STACKRUN, VERSION)
 from stacks.runs.checks import refusal
-from stacks.runs.claims import RunView, expired, expiry, view
+from stacks.runs.claims import expired, expiry, view
 from stacks.runs.history import beyond
-from stacks.runs.model import (FINISHED, INPUTS_KEY, REFUSED, RESULT_KEY, Operation, StackRunSpec, StackRunStatus,
-                               parse_time, rfc3339, run_name, secret_name, spec_of, status_of)
+from stacks.runs.model import (FINISHED, REFUSED, RESULT_KEY, Operation, StackRunSpec, StackRunStatus,
+                               documents, parse_time, rfc3339, run_name, secret_name, spec_of, status_of)
 from stacks.transit import is_transit_stack
 
 LOG = logging.getLogger("hubwright.executor")
 
-MESSAGE_MAX = 512  # spec.message (stacks.status.Short)
 REASONS: dict[str, type[EngineError]] = {StackLocked.reason: StackLocked, PolicyViolation.reason: PolicyViolation,
                                          RunCancelled.reason: RunCancelled}
 WAIT_CAP_S = 30.0  # the longest a waiting thread sleeps without an event (it re-reads the store then)
@@ -108,10 +105,6 @@ def _stack_key(raw: Raw) -> tuple[str, str]:
 
 def _created(raw: Raw) -> str:
     return str((raw.get("metadata") or {}).get("creationTimestamp") or "")
-
-
-def run_view(raw: Raw) -> RunView:
-    return view(key_of(raw), str((raw.get("spec") or {}).get("stack")), _created(raw), status_of(raw))
 
 
 def lapsed(status: StackRunStatus, now: datetime) -> bool:
@@ -301,25 +294,13 @@ class RunnerEngine:
     def _create(self, operation: Operation, stack: str, namespace: str, cluster: str | None,
                 inputs: StackProgramInputs | None, message: str, refresh: bool) -> Raw:
         now = datetime.now(timezone.utc)
-        # The nonce starts with the microseconds: a stack's runs of one second still sort by time (retention).
-        name = run_name(stack, operation, now, f"{now:%f}{uuid.uuid4().hex[:2]}")
-        key, secret = f"{namespace}/{name}", secret_name(namespace, name)
-        digest = inputs.digest() if inputs is not None else None
-        spec = StackRunSpec(stack=stack, cluster=cluster, operation=operation, refresh=refresh,
-                            inputs_digest=digest, inputs_secret=secret, message=message[:MESSAGE_MAX],
-                            deadline=rfc3339(now + timedelta(seconds=self.limits.timeout)),
-                            requested_by=self.identity)
-        labels = {RUN_OPERATION_LABEL: operation, **({RUN_CLUSTER_LABEL: cluster} if cluster else {})}
-        run = {"apiVersion": f"{GROUP}/{VERSION}", "kind": STACKRUN.kind,
-               "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                            "annotations": {RUN_STACK_ANNOTATION: stack}},
-               "spec": spec.model_dump(by_alias=True, exclude_none=True)}
-        notes = {RUN_FOR_ANNOTATION: key, RUN_STACK_ANNOTATION: stack,
-                 **({RUN_DIGEST_ANNOTATION: digest} if digest else {})}
-        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": secret, "namespace": self.namespace, "annotations": notes,
-                             "labels": {RUN_SECRET_LABEL: "true", RUN_OPERATION_LABEL: operation}},
-                "stringData": {INPUTS_KEY: inputs.to_config()} if inputs is not None else {}}
+        name = run_name(stack, operation, now, uuid.uuid4().hex[:8])
+        key = f"{namespace}/{name}"
+        run, body = documents(operation=operation, namespace=namespace, name=name, stack=stack, cluster=cluster,
+                              inputs_config=inputs.to_config() if inputs is not None else None,
+                              digest=inputs.digest() if inputs is not None else None, message=message,
+                              refresh=refresh, deadline=now + timedelta(seconds=self.limits.timeout),
+                              requested_by=self.identity, service_namespace=self.namespace)
         created = self.runs.create(run, body)
         self.created += 1
         LOG.info("%s: created run %s", f"{operation} {stack}", key)
@@ -389,7 +370,7 @@ class RunnerEngine:
 
     def _retain(self, store: RunStore, namespace: str, stack: str) -> None:
         """Delete the stack's finished runs beyond --keep-runs, each with its Secret."""
-        for old in beyond([run_view(raw) for raw in store.of_stack(namespace, stack)], self.keep_runs):
+        for old in beyond([view(raw) for raw in store.of_stack(namespace, stack)], self.keep_runs):
             ns, _, name = old.key.partition("/")
             try:
                 self.runs.delete(old.key, secret_name(ns, name))

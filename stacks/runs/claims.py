@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from stacks.runs.model import FINISHED, Claim, StackRunStatus, parse_time, rfc3339
+from stacks.runs.model import FINISHED, Claim, StackRunStatus, parse_time, rfc3339, status_of
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -96,8 +96,12 @@ def live_holders(runs: Iterable[RunView], stack: str, now: datetime, grace: floa
     return live
 
 
-def view(key: str, spec_stack: str, created: str | None, status: StackRunStatus) -> RunView:
-    return RunView(key=key, stack=spec_stack, created=parse_time(created) or EPOCH, status=status)
+def view(raw: Mapping[str, Any]) -> RunView:
+    """What the rules read of a HubStackRun document (the runners' and the service's informers hold those)."""
+    meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+    stack = spec.get("stack")
+    return RunView(key=f"{meta.get('namespace')}/{meta.get('name')}", stack=stack if isinstance(stack, str) else "",
+                   created=parse_time(meta.get("creationTimestamp")) or EPOCH, status=status_of(raw))
 
 
 def by_stack(runs: Iterable[RunView]) -> Mapping[str, list[RunView]]:

@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import Field, ValidationError
 
 from stacks.model.fields import Spec
-from stacks.names import STACK_NAME_MAX
+from stacks.names import (API_VERSION, RUN_CLUSTER_LABEL, RUN_DIGEST_ANNOTATION, RUN_FOR_ANNOTATION, RUN_OPERATION_LABEL,
+                          RUN_SECRET_LABEL, RUN_STACK_ANNOTATION, STACK_NAME_MAX, STACKRUN)
 from stacks.status import RunProgress, Short, StatusModel, Time
 
 Operation = Literal["up", "destroy", "preview", "recover"]
@@ -25,7 +26,8 @@ WITH_INPUTS: frozenset[str] = frozenset({"up", "preview"})  # the operations who
 Phase = Literal["Pending", "Running", "Succeeded", "Drifted", "Failed", "Cancelled", "Refused"]
 FINISHED: frozenset[str] = frozenset({"Succeeded", "Drifted", "Failed", "Cancelled", "Refused"})
 DIGEST = r"^[0-9a-f]{16,64}$"
-REFUSED = "RunRefused"  # the reason of a run the runner would not execute (checks.refusal)
+REFUSED = "RunRefused"
+MESSAGE_MAX = 512  # spec.message (Short)  # the reason of a run the runner would not execute (checks.refusal)
 
 # The Secret's keys: `inputs` (the stack's config JSON, up and preview), `result` (written by the runner: outputs
 # and drifted resources, JSON).
@@ -100,14 +102,40 @@ def _dns(text: str) -> str:
 
 
 def run_name(stack: str, operation: str, now: datetime, nonce: str) -> str:
-    """`<stack>-<operation>-<UTC time>-<nonce>`: sorts by time within a stack, unique with the nonce."""
-    return f"{_dns(stack)[:180]}-{operation}-{now.astimezone(timezone.utc):%Y%m%d%H%M%S}-{_dns(nonce)[:8]}"
+    """`<stack>-<UTC time to the millisecond>-<operation>-<nonce>`: a stack's runs sort by time (kubectl lists them
+    in order; retention breaks creationTimestamp's one-second ties with it), unique with the nonce."""
+    when = now.astimezone(timezone.utc)
+    return f"{_dns(stack)[:180]}-{when:%Y%m%d-%H%M%S}{when.microsecond // 1000:03d}-{operation}-{_dns(nonce)[:8]}"
 
 
 def secret_name(namespace: str, name: str) -> str:
     """The inputs Secret of run namespace/name (in the service's namespace): a hash, so it fits and cannot be
     guessed into another run's."""
     return "hubwright-run-" + hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:40]
+
+
+def documents(*, operation: Operation, namespace: str, name: str, stack: str, cluster: str | None,
+              inputs_config: str | None, digest: str | None, message: str, refresh: bool, deadline: datetime,
+              requested_by: str, service_namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the HubStackRun, its inputs Secret), as the service creates them (automation/service/executor.py): the run
+    beside its cluster, naming the Secret; the Secret in the service's namespace, naming the run, the stack, the
+    operation and the digest the runner checks (checks.refusal)."""
+    secret = secret_name(namespace, name)
+    spec = StackRunSpec(stack=stack, cluster=cluster, operation=operation, refresh=refresh, inputs_digest=digest,
+                        inputs_secret=secret, message=message[:MESSAGE_MAX], deadline=rfc3339(deadline),
+                        requested_by=requested_by)
+    labels = {RUN_OPERATION_LABEL: operation, **({RUN_CLUSTER_LABEL: cluster} if cluster else {})}
+    run = {"apiVersion": API_VERSION, "kind": STACKRUN.kind,
+           "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                        "annotations": {RUN_STACK_ANNOTATION: stack}},
+           "spec": spec.model_dump(by_alias=True, exclude_none=True)}
+    notes = {RUN_FOR_ANNOTATION: f"{namespace}/{name}", RUN_STACK_ANNOTATION: stack,
+             **({RUN_DIGEST_ANNOTATION: digest} if digest else {})}
+    body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": secret, "namespace": service_namespace, "annotations": notes,
+                         "labels": {RUN_SECRET_LABEL: "true", RUN_OPERATION_LABEL: operation}},
+            "stringData": {INPUTS_KEY: inputs_config} if inputs_config is not None else {}}
+    return run, body
 
 
 def summary(changes: Mapping[str, int]) -> str:
