@@ -28,12 +28,20 @@ Prints one JSON object:
   examples.<ex>.plugin_rss_mb_saved_per_fleet_pass   the providers dropped, times the plugin measured here, over
                                      one run of every stack of the example
 
+With --lock-race N (moto's S3 in server mode, the real CLI): N times, two runners' engines (each its own workspace
+and PULUMI_HOME) start a no-op `up` of one stack on the S3 backend at the same instant (a barrier):
+
+  lock_race.tries, .one_ran (the other refused: StackLocked), .both_refused (both wrote a lock and backed off),
+  .both_ran_in_turn (the second locked after the first had finished), .both_ran_at_once (their updates overlap:
+  the lock excluded nothing), .other (an error other than the lock; its messages in .errors)
+
 The plugin measured is the dynamic provider (Python); the aws plugin is a Go binary of its own size, which only a
 machine with it can measure: run this with it installed and an aws stack, or add its RSS per provider to the floor.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -227,6 +235,66 @@ def one_run(tmp: Path, providers: int) -> dict[str, Any]:
     return out
 
 
+def lock_race(tries: int) -> dict[str, Any]:
+    """Two simultaneous no-op `up`s of one stack on S3 (moto), `tries` times: what the backend's lock let through."""
+    import boto3
+
+    from automation.adapters.engine import StackLocked
+    from automation.adapters.engine.pulumi_engine import PulumiEngine
+    from bench.discovery import moto_server
+    from doubles.pulumi_programs import engine_settings, human_stack, make_inputs, sleepy_program
+
+    credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+                   "AWS_EC2_METADATA_DISABLED": "true"}
+    os.environ.update(credentials)  # the CLI human_stack runs inherits them
+    counts = {"tries": tries, "one_ran": 0, "both_refused": 0, "both_ran_in_turn": 0, "both_ran_at_once": 0,
+              "other": 0}
+    errors: list[str] = []
+    with moto_server() as url, tempfile.TemporaryDirectory(prefix="hubwright-bench-race-") as tmp:
+        boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                     aws_secret_access_key="testing").create_bucket(Bucket="state")
+        backend = f"s3://state?endpoint=127.0.0.1:{url.rsplit(':', 1)[1]}&disableSSL=true&s3ForcePathStyle=true" \
+                  "&region=us-east-1"
+        engines = []
+        for name in ("a", "b"):
+            settings = engine_settings(Path(tmp) / name, backend_url=backend, home=Path(tmp) / f"home-{name}")
+            settings = dataclasses.replace(settings, env={**settings.env, **credentials})
+            factory: Any = sleepy_program()  # a program of StackInputs (a cluster's)
+            engines.append(PulumiEngine(settings, program_factory=factory))
+        inputs = make_inputs()
+        engines[0].up(inputs, message="created")
+        for n in range(tries):
+            barrier, outcomes = threading.Barrier(2), list[Any]([None, None])
+
+            def run(i: int, n: int = n, barrier: threading.Barrier = barrier, outcomes: list[Any] = outcomes) -> None:
+                barrier.wait()
+                try:
+                    outcomes[i] = engines[i].up(inputs, message=f"try {n} runner {i}")
+                except Exception as exc:  # the outcome is what is counted
+                    outcomes[i] = exc
+
+            threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            ran = [o for o in outcomes if not isinstance(o, Exception)]
+            refused = [o for o in outcomes if isinstance(o, StackLocked)]
+            if len(ran) == 1 and len(refused) == 1:
+                counts["one_ran"] += 1
+            elif len(refused) == 2:
+                counts["both_refused"] += 1
+            elif len(ran) == 2:
+                spans = [h for h in human_stack(engines[0], inputs.stack, Path(tmp)).history(page_size=2)]
+                (s1, e1), (s2, e2) = [(h.start_time, h.end_time) for h in spans]
+                overlap = e1 is not None and e2 is not None and s1 < e2 and s2 < e1
+                counts["both_ran_at_once" if overlap else "both_ran_in_turn"] += 1
+            else:
+                counts["other"] += 1
+                errors += [str(o)[:200] for o in outcomes if isinstance(o, Exception) and o not in refused]
+    return {**counts, "errors": errors}
+
+
 def measure(counts: list[int]) -> dict[str, Any]:
     if TOOLS_BIN.is_dir():
         os.environ["PATH"] = f"{TOOLS_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -257,8 +325,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object (the default output)")
     parser.add_argument("--providers", type=int, nargs="+", default=[1, 2, 4],
                         help="explicit provider counts to run a stack with (default 1 2 4)")
+    parser.add_argument("--lock-race", type=int, default=0, metavar="N",
+                        help="also race two no-op ups of one stack on S3 (moto) N times (default 0: not run)")
     args = parser.parse_args(argv)
-    json.dump(measure(sorted(args.providers)), sys.stdout, indent=None if args.json else 2)
+    report = measure(sorted(args.providers))
+    if args.lock_race:
+        report["lock_race"] = lock_race(args.lock_race)
+    json.dump(report, sys.stdout, indent=None if args.json else 2)
     print()
     return 0
 
