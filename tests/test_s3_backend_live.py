@@ -182,9 +182,10 @@ def test_a_run_in_flight_holds_a_lock_object_and_recovery_removes_a_runners_only
 def test_two_runs_both_pass_the_lock_check_and_write_their_locks(pulumi_cli, moto, s3, tmp_path):
     """The lock is check-then-write, not atomic: an S3Gate holds each lock PUT until both runs have sent theirs,
     so both runs passed the first check (no lock yet) and both wrote a lock object: the interleaving any two
-    runners may hit. Here the CLI's second check (after its write) sees the other's lock and both back off:
-    both refused (StackLocked), both locks deleted, no update run. The store's listing is what saved it: the
-    write itself excluded nothing."""
+    runners may hit. The CLI's second check (after its write) then sees the other's lock, unless the other
+    had already backed off and deleted its lock: at least one is refused (StackLocked), at most one runs, no lock
+    is left. The store's listing is what saved it (here it sees every completed write); the write itself
+    excluded nothing. (bench.run_cost --lock-race counts the outcomes without the gate.)"""
     moto_port = moto.url.rsplit(":", 1)[1]
     engine = s3_engine(tmp_path, "setup", backend_url(moto_port))
     inputs = make_inputs()
@@ -206,12 +207,14 @@ def test_two_runs_both_pass_the_lock_check_and_write_their_locks(pulumi_cli, mot
             thread.join(300)
         assert not gate.barrier_broken, "both runs reached the lock write: the barrier released them together"
         assert len(set(gate.held)) == 2  # two lock objects written: both runs were past the check
-    assert all(isinstance(outcome, StackLocked) for outcome in outcomes.values()), outcomes
-    for name, outcome in outcomes.items():
-        assert "locked" in str(outcome), name
+    # Each second check saw the other's lock, unless the other had already given its lock back (it saw this one's
+    # first): so at least one is refused, and at most one runs; which, is the race's.
+    refused = sorted(name for name, outcome in outcomes.items() if isinstance(outcome, StackLocked))
+    ran = sorted(name for name, outcome in outcomes.items() if not isinstance(outcome, Exception) and outcome.ok)
+    assert refused and len(refused) + len(ran) == 2, outcomes
     assert keys(s3, lock_prefix(inputs.stack)) == []  # each run deleted its own
     history = human_stack(engine, inputs.stack, tmp_path).history(page_size=10)
-    assert [h.message for h in history] == ["hubwright: created"]
+    assert [h.message for h in history] == [f"hubwright: runner {name[-1]}" for name in ran] + ["hubwright: created"]
 
 
 # A program whose create waits until a file exists: a run held in flight for as long as the test needs.
