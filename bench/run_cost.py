@@ -3,8 +3,9 @@
 Two parts, because the pulumi-aws provider plugin is not available here (no download of plugins):
 
 1. Providers and AssumeRole calls per run, counted from what each bundled example's stacks declare (the offline
-   plan: components.program under the mock runtime): every explicit aws.Provider is one provider plugin process
-   per run and, with a role, one sts:AssumeRole per run (the provider assumes its role when it is configured).
+   plan, `python -m automation plan --format json`: components.program under the mock runtime): every explicit
+   aws.Provider is one provider plugin process per run and, with a role, one sts:AssumeRole per run (the provider
+   assumes its role when it is configured).
    `before` is the rule stack_targets had until a stack declared only the providers its resources or lookups
    use (every associated hub VPC's region given without a CIDR had a provider for the lookup; a mesh member had
    its own-side provider even when it owns nothing there); `after` is the code as it is.
@@ -44,6 +45,7 @@ import argparse
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -54,12 +56,9 @@ from typing import Any, Mapping
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
 
-from automation.adapters.engine.plan import plan_stack
 from automation.adapters.engine.pool import WorkerPool
 from automation.adapters.engine.settings import PulumiSettings
-from automation.adapters.files.inputs import load_fleet
-from stacks.inputs import StackInputs, stack_targets
-from stacks.resolve import resolve_fleet
+from stacks.inputs import StackInputs, inputs_from_config, stack_targets
 from stacks.targets import AwsTarget
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,18 +86,28 @@ def legacy_targets(inputs: StackInputs) -> list[AwsTarget]:
 
 
 def declared(example: str) -> dict[str, Any]:
+    """The example's offline plan as `python -m automation plan --format json` gives it (transit stacks and the
+    converged members included): each stack's providers now, and what the earlier rule gave for its inputs."""
     hub_path = ROOT / EXAMPLES[example]
-    resolved = resolve_fleet(load_fleet(str(hub_path), str(hub_path.parent / "clusters")))
+    plan = json.loads(subprocess.run(
+        [sys.executable, "-m", "automation", "plan", "--hub", str(hub_path),
+         "--clusters", str(hub_path.parent / "clusters"), "--format", "json"],
+        cwd=ROOT, check=True, capture_output=True, text=True).stdout)
     stacks: dict[str, dict[str, int]] = {}
     roles = {"before": 0, "after": 0}
-    for inputs in resolved.values():
-        if not isinstance(inputs, StackInputs):
-            continue
-        providers = plan_stack(inputs).of_type("pulumi:providers:aws")  # what the program declares, as it is
-        after = stack_targets(inputs).all()
-        assert {(p.account, p.region) for p in providers} == {(t.account_id, t.region) for t in after}, inputs.key
-        before = legacy_targets(inputs)
-        stacks[inputs.stack] = {"before": len(before), "after": len(providers)}
+    for planned in plan["stacks"]:
+        inputs = inputs_from_config(planned["outputs"]["inputs"])
+        providers = [r for r in planned["resources"] if r["type"] == "pulumi:providers:aws"]
+        if isinstance(inputs, StackInputs):
+            after = stack_targets(inputs).all()
+            assert {(p["account"], p["region"]) for p in providers} == {(t.account_id, t.region) for t in after}
+            before = legacy_targets(inputs)
+            key = inputs.stack
+        else:  # a transit stack: its providers did not change (components.transit makes them as it uses them)
+            after = before = [target for target in {t.key: t for t in inputs.targets()}.values()
+                              if (target.account_id, target.region) in {(p["account"], p["region"]) for p in providers}]
+            key = inputs.stack
+        stacks[key] = {"before": len(before), "after": len(providers)}
         roles["before"] += sum(1 for t in before if t.role_arn)
         roles["after"] += sum(1 for t in after if t.role_arn)
     return {"stacks": stacks,
