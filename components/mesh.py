@@ -37,8 +37,15 @@ from stacks.mesh.share import MeshMember, MeshPair, MeshShare
 
 @dataclass(frozen=True)
 class MeshProviders:
-    own: aws.Provider  # this member's account and region
+    own: aws.Provider | None  # this member's account and region; None when it builds nothing there
     peers: Mapping[str, aws.Provider]  # peer cluster key → its account and region
+
+    def own_side(self, stack: str) -> aws.Provider:
+        """The member's own provider, which stacks.inputs.stack_targets gives whenever anything is built there
+        (never the ambient default provider)."""
+        if self.own is None:
+            raise ValueError(f"stack {stack}: stacks.inputs.stack_targets gives no provider for its mesh side")
+        return self.own
 
 
 def _side(member: MeshMember) -> dict[str, Any]:
@@ -178,7 +185,7 @@ class Mesh(pulumi.ComponentResource):
                 vpc_id=member.vpc_id,
                 description=f"hubwright: mesh group {share.group}, traffic from peer clusters",
                 tags={"Name": member.dedicated_security_group, "hubwright.io/mesh-group": share.group},
-                opts=pulumi.ResourceOptions(parent=self, provider=providers.own),
+                opts=pulumi.ResourceOptions(parent=self, provider=providers.own_side(name)),
             )
             own_groups = [(f"{member.stack}-mesh-sg", self.security_group.id)]
         else:
@@ -190,7 +197,7 @@ class Mesh(pulumi.ComponentResource):
                 share=share,
                 pair=pair,
                 owner_groups=own_groups,
-                providers=(providers.own, providers.peers[pair.peer.key]),
+                providers=(providers.own_side(name), providers.peers[pair.peer.key]),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for pair in share.pairs
@@ -198,7 +205,7 @@ class Mesh(pulumi.ComponentResource):
         self.transit: TransitLink | None = None
         if share.attachment is not None:
             self.transit = TransitLink(f"{name}-tgw", group=share.group, member=member, attachment=share.attachment,
-                                       provider=providers.own, opts=pulumi.ResourceOptions(parent=self))
+                                       provider=providers.own_side(name), opts=pulumi.ResourceOptions(parent=self))
         self.outputs = {
             "group": share.group,
             "member": member.key,

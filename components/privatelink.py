@@ -64,8 +64,7 @@ class HubEndpoint(pulumi.ComponentResource):
     """An Interface endpoint in the hub account, reachable on the API port from hub VPCs only."""
 
     def __init__(self, name: str, *, link: PrivateLinkInputs, service: aws.ec2.VpcEndpointService,
-                 provider: aws.Provider, region_providers: Mapping[str, aws.Provider],
-                 opts: pulumi.ResourceOptions | None = None):
+                 provider: aws.Provider, opts: pulumi.ResourceOptions | None = None):
         super().__init__("hubwright:privatelink:HubEndpoint", name, None, opts)
         vpc = link.endpoint_vpc
         child = pulumi.ResourceOptions(parent=self, provider=provider)
@@ -77,7 +76,7 @@ class HubEndpoint(pulumi.ComponentResource):
             tags={"Name": name},
             opts=child,
         )
-        for label, cidr in self._allowed_cidrs(link, region_providers):
+        for label, cidr in self._allowed_cidrs(link, provider):
             aws.vpc.SecurityGroupIngressRule(
                 f"{name}-from-{label}",
                 security_group_id=self.security_group.id,
@@ -112,13 +111,15 @@ class HubEndpoint(pulumi.ComponentResource):
         )
         self.register_outputs({"endpointId": self.endpoint.id, "dnsName": self.dns_entry["dns_name"]})
 
-    def _allowed_cidrs(self, link: PrivateLinkInputs, region_providers: Mapping[str, aws.Provider]):
+    def _allowed_cidrs(self, link: PrivateLinkInputs, provider: aws.Provider):
         yield link.endpoint_vpc.vpc_id, link.endpoint_vpc.cidr
         for assoc in link.associated_vpcs:
             if assoc.vpc_id == link.endpoint_vpc.vpc_id:
                 continue
+            # The lookup names the VPC's region (pulumi-aws 7's per-call region): the hub provider of the endpoint's
+            # region reads it, so a region where nothing is built costs no provider (stacks.inputs.stack_targets).
             cidr = assoc.cidr or aws.ec2.get_vpc_output(
-                id=assoc.vpc_id, opts=invoke_opts(self, region_providers[assoc.region])
+                id=assoc.vpc_id, region=assoc.region, opts=invoke_opts(self, provider)
             ).cidr_block
             yield assoc.vpc_id, cidr
 
@@ -186,8 +187,7 @@ class PrivateDns(pulumi.ComponentResource):
 @dataclass(frozen=True)
 class PrivateLinkProviders:
     cluster: aws.Provider  # the cluster's account and region
-    hub: aws.Provider  # the hub account in the endpoint's region
-    hub_by_region: Mapping[str, aws.Provider]  # the hub account in each associated VPC's region
+    hub: aws.Provider  # the hub account in the endpoint's region (it also looks up associated VPCs' CIDRs)
 
 
 class PrivateLink(pulumi.ComponentResource):
@@ -198,8 +198,7 @@ class PrivateLink(pulumi.ComponentResource):
         self.service = EndpointService(f"{name}-svc", nlb_name=link.nlb_name, allowed_principal=principal,
                                        provider=providers.cluster, opts=pulumi.ResourceOptions(parent=self))
         self.endpoint = HubEndpoint(f"{name}-vpce", link=link, service=self.service.service,
-                                    provider=providers.hub, region_providers=providers.hub_by_region,
-                                    opts=pulumi.ResourceOptions(parent=self))
+                                    provider=providers.hub, opts=pulumi.ResourceOptions(parent=self))
         self.dns = PrivateDns(f"{name}-dns", link=link, endpoint=self.endpoint, provider=providers.hub,
                               opts=pulumi.ResourceOptions(parent=self))
         self.outputs = {

@@ -51,14 +51,14 @@ def cluster_program(inputs: StackInputs) -> dict[str, Any]:
             PrivateLinkProviders(
                 cluster=providers.aws(_where(targets.cluster, inputs.stack, "PrivateLink")),
                 hub=hub_here,
-                hub_by_region={region: providers.aws(target) for region, target in targets.hub_by_region.items()},
             ),
         )
         outputs["privateLink"] = private_link.outputs
 
     share = inputs.mesh
     if share is not None:  # the pairs this stack owns: both sides, each through its own account's provider
-        own = providers.aws(_where(targets.cluster, inputs.stack, "mesh share"))
+        # None: this member builds nothing on its side (stack_targets decides), so no provider is made for it.
+        own = providers.aws(targets.cluster) if targets.cluster is not None else None
         mesh = Mesh(
             inputs.stack,
             share,

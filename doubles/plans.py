@@ -2,6 +2,20 @@
 from __future__ import annotations
 
 from automation.adapters.engine.plan import Registered, StackPlan
+from automation.adapters.engine.standins import StandIns
+
+
+class RecordedLookups(StandIns):
+    """The offline plan's stand-ins, recording each lookup: (token, (account, region) of its provider, the region
+    the lookup names or None)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple[str | None, str | None], str | None]] = []
+
+    def call(self, args):
+        self.calls.append((args.token, self.location(args.provider), args.args.get("region")))
+        return super().call(args)
 
 
 def destroy_order(plan: StackPlan) -> list[Registered]:

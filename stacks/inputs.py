@@ -131,13 +131,15 @@ class StackTargets:
     """The (account, region) of every aws.Provider the stack program builds, by what it is for."""
 
     cluster: AwsTarget | None = None  # the cluster's own account: its endpoint service, its mesh side
-    endpoint_hub: AwsTarget | None = None  # the hub in the endpoint VPC's region: the interface endpoint, the zone
-    hub_by_region: dict[str, AwsTarget] = field(default_factory=dict)  # associations of VPCs found by lookup
+    # The hub in the endpoint VPC's region: the interface endpoint, the zone and its associations, and the CIDR
+    # lookup of an associated VPC given without one (in that VPC's region, through this provider: no provider of
+    # its own, so no plugin process and no AssumeRole for a region where nothing is built).
+    endpoint_hub: AwsTarget | None = None
     peers: dict[str, AwsTarget] = field(default_factory=dict)  # peer cluster key -> its account (owned pairs)
 
     def all(self) -> list[AwsTarget]:
         """Each distinct target once, in a stable order (the audit logs one pivot per target)."""
-        ordered = [self.cluster, self.endpoint_hub, *self.hub_by_region.values(), *self.peers.values()]
+        ordered = [self.cluster, self.endpoint_hub, *self.peers.values()]
         unique: dict[str, AwsTarget] = {}
         for target in ordered:
             if target is not None:
@@ -146,14 +148,14 @@ class StackTargets:
 
 
 def stack_targets(inputs: StackInputs) -> StackTargets:
-    """Where the stack's providers point; a stack with no AWS resources (shared ingress only) has none."""
+    """Where the stack's providers point: only where some resource of the stack is built (each provider is a
+    plugin process and an AssumeRole per run). A stack with no AWS resources (shared ingress only) has none, and
+    a mesh member that owns no pair, no dedicated group and no attachment builds nothing on its own side."""
     link, share = inputs.private_link, inputs.mesh
-    if link is None and share is None:
-        return StackTargets()
+    builds_own_side = share is not None and bool(
+        share.pairs or share.member.dedicated_security_group is not None or share.attachment is not None)
     return StackTargets(
-        cluster=inputs.cluster,
+        cluster=inputs.cluster if link is not None or builds_own_side else None,
         endpoint_hub=inputs.hub.in_region(link.endpoint_vpc.region) if link is not None else None,
-        hub_by_region={vpc.region: inputs.hub.in_region(vpc.region)
-                       for vpc in (link.associated_vpcs if link is not None else ()) if vpc.cidr is None},
         peers={pair.peer.key: pair.peer.target for pair in share.pairs} if share is not None else {},
     )

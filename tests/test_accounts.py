@@ -18,6 +18,7 @@ from stacks.errors import InvalidSpec
 from stacks.guards import check_move
 from stacks.inputs import stack_targets
 from stacks.resolve import resolve_fleet
+from doubles.plans import RecordedLookups
 from doubles.factories import HUB_ACCOUNT, HUB_ROLE, NAMESPACES, cluster, fleet, hub, resolve_one
 from stacks.names import DEFAULT_REGION_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, REGION_ANNOTATION
 
@@ -286,6 +287,36 @@ def test_stack_targets_are_exactly_the_providers_the_program_builds():
         assert {(t.account_id, t.region) for t in stack_targets(inputs).all()} == providers, inputs.key
         roles = {r.account: _assumed_role(r.inputs) for r in plan.of_type("pulumi:providers:aws")}
         assert {t.account_id: t.role_arn for t in stack_targets(inputs).all()} == roles
+
+
+def test_every_provider_a_stack_declares_builds_or_reads_something():
+    """A provider costs a plugin process and an AssumeRole per run: each one a stack declares is the provider of
+    one of its resources or lookups (the hub in a region where only a VPC's CIDR is read, or a mesh member that
+    owns no pair, gets none)."""
+    for inputs in _example_inputs():
+        lookups = RecordedLookups()
+        plan = plan_stack(inputs, lookups)
+        used = {(r.account, r.region) for r in plan.resources if r.custom and r.type != "pulumi:providers:aws"}
+        used |= {where for _, where, _ in lookups.calls}
+        declared = {(r.account, r.region) for r in plan.of_type("pulumi:providers:aws")}
+        assert declared <= used, (inputs.key, declared - used)
+        assert declared == {(t.account_id, t.region) for t in stack_targets(inputs).all()}, inputs.key
+
+
+def test_no_provider_where_the_stack_builds_nothing():
+    """acme/prod-1 associates its zone with a hub VPC in eu-west-1 whose CIDR is looked up: the lookup names the
+    region, so no eu-west-1 provider; the mesh's first joiner (acme/pay-use1) owns no pair: no provider at all,
+    and so nothing for the preflight to assume or the audit to log."""
+    examples = _example_inputs()
+    prod = next(i for i in examples if i.key == "acme/prod-1" and i.private_link is not None)
+    assert any(v.region == "eu-west-1" and v.cidr is None for v in prod.private_link.associated_vpcs)
+    assert {(t.account_id, t.region) for t in stack_targets(prod).all()} == \
+        {("222222222222", "us-east-1"), (HUB_ACCOUNT, "us-east-1")}
+    first = next(i for i in examples if i.key == "acme/pay-use1")
+    assert first.mesh is not None and not first.mesh.pairs and first.private_link is None
+    assert stack_targets(first).all() == []
+    assert plan_stack(first).of_type("pulumi:providers:aws") == []
+    assert audit_stack(first, "up") == []
 
 
 def _assumed_role(provider_inputs: dict) -> str | None:

@@ -186,3 +186,23 @@ def test_in_the_pipeline_a_hijacking_joiner_stalls_and_nothing_runs(moto, sessio
             assert f"route table {table} of HubCluster acme/victim has 10.40.0.0/16 -> {vgw}" in \
                 env.condition("evil", namespace="globex")["message"]
     assert [(c.operation, c.stack) for c in engine.calls] == [("up", "acme.victim")]  # the joiner never ran
+
+
+def test_the_preflight_assumes_the_roles_of_exactly_the_declared_providers(moto, sessions, caplog):  # noqa: F811
+    """No more (a region where only an associated VPC's CIDR is read has no provider, so no pivot) and no fewer."""
+    import json
+    import logging
+
+    from automation.adapters.engine.plan import plan_stack
+
+    _nlb(moto, CLUSTER_ACCOUNT, "prod-1-x7k2p-int")
+    h = hub(associatedVPCs=[{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "10.0.0.0/16"},
+                            {"region": "eu-west-1", "vpcID": "vpc-0mgmteu"}])  # CIDR looked up, in eu-west-1
+    inputs = resolve_one(cluster(infraID="prod-1-x7k2p"), h)
+    with caplog.at_level(logging.INFO, logger="hubwright.audit"):
+        Preflight(sessions)(None, inputs)
+    pivots = {(line["account_id"], line["region"]) for line in
+              (json.loads(r.getMessage()) for r in caplog.records if r.name == "hubwright.audit")
+              if line.get("operation") == "preflight"}
+    declared = {(p.account, p.region) for p in plan_stack(inputs).of_type("pulumi:providers:aws")}
+    assert pivots == declared == {(CLUSTER_ACCOUNT, "us-east-1"), ("111111111111", "us-east-1")}

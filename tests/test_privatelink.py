@@ -7,7 +7,7 @@ from automation.adapters.engine.plan import PlanError, plan_stack
 from automation.adapters.engine.standins import StandIns
 
 from doubles.factories import HUB_ACCOUNT, HUB_ROLE, cluster, hub, resolve_one
-from doubles.plans import destroy_order
+from doubles.plans import RecordedLookups, destroy_order
 
 SERVICE = "aws:ec2/vpcEndpointService:VpcEndpointService"
 ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
@@ -92,11 +92,15 @@ def test_no_subnet_in_a_supported_zone_is_a_clear_error():
 def test_endpoint_security_group_admits_the_api_port_from_hub_and_associated_vpcs_only():
     h = hub(associatedVPCs=[{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "10.0.0.0/16"},
                             {"region": "eu-west-1", "vpcID": "vpc-0mgmteu"}])  # CIDR looked up
-    p = plan(h=h)
+    lookups = RecordedLookups()
+    p = plan(h=h, standins=lookups)
     rules = {r.inputs["cidrIpv4"]: r.inputs for r in p.of_type(SG_RULE)}
     assert len(rules) == 3
     assert "10.100.0.0/16" in rules and "10.0.0.0/16" in rules
-    assert {p_.name for p_ in p.of_type(PROVIDER)} >= {"aws-111111111111-eu-west-1"}  # lookup in that region
+    # The CIDR is looked up in the VPC's own region, through the hub provider of the endpoint's region: no
+    # provider (plugin process, AssumeRole) for eu-west-1, where the stack builds nothing.
+    assert ("aws:ec2/getVpc:getVpc", (HUB_ACCOUNT, "us-east-1"), "eu-west-1") in lookups.calls
+    assert {p_.name for p_ in p.of_type(PROVIDER)} == {"aws-111111111111-us-east-1", "aws-222222222222-us-east-1"}
     for rule in rules.values():
         assert (rule["ipProtocol"], rule["fromPort"], rule["toPort"]) == ("tcp", 6443, 6443)
         assert rule["cidrIpv4"] != "0.0.0.0/0"

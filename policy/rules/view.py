@@ -85,7 +85,7 @@ class Context:
                        tgw_groups=_tgw_groups(inputs))
         targets = stack_targets(inputs)
         accounts = {inputs.cluster.account_id: "the cluster's own account"}
-        if targets.endpoint_hub is not None or targets.hub_by_region:
+        if targets.endpoint_hub is not None:
             accounts.setdefault(inputs.hub.account_id, "the hub account")
         for peer, target in targets.peers.items():
             accounts.setdefault(target.account_id, f"the account of mesh peer {peer}")
