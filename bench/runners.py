@@ -78,6 +78,7 @@ class Runners:
 
     def __init__(self, config: Path, n: int, *, run_seconds: float, claim_ttl: float, tag: str):
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.logs = config.parent / f"runners-{tag}.log"
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
         for i in range(n):
             name = f"hubwright-runner-{tag}-r{i}"
@@ -85,10 +86,10 @@ class Runners:
             # carry), as in a pod of the runners' Deployment.
             sandbox = ["bwrap", "--dev-bind", "/", "/", "--unshare-uts", "--hostname", name, "--die-with-parent"]
             self.procs[name] = subprocess.Popen(
-                [*sandbox, sys.executable, "-m", "doubles.runners", "runner", "--kubeconfig", str(config), "--namespace", SYSTEM,
+                [*sandbox, sys.executable, "-m", "doubles.runners", "--run-seconds", str(run_seconds), "runner", "--kubeconfig", str(config), "--namespace", SYSTEM,
                  "--claim-ttl", str(claim_ttl), "--metrics-port", "0", "--metrics-bind", "127.0.0.1",
-                 "--identity", name, "--run-seconds", str(run_seconds), "--log-level", "WARNING"],
-                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 "--identity", name, "--log-level", "WARNING"],
+                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.logs.open("ab"))
 
     def kill(self, name: str) -> None:
         self.procs[name].send_signal(signal.SIGKILL)
@@ -112,7 +113,7 @@ class Service:
         from automation.adapters.kube.kubeconfig import kube_client
         self.api_client = kube_client(str(config), None)
         self.engine = RunnerEngine(self.api_client, local=RecordingEngine(), namespace=SYSTEM,
-                                   limits=RunLimits(timeout=600, grace=5), keep_runs=1000)
+                                   limits=RunLimits(timeout=300, grace=5), keep_runs=1000)
         self.manager = Manager(watch_timeout=300)
         self.engine.attach(self.manager, identity="bench")
         self.manager.start()

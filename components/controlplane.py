@@ -81,7 +81,9 @@ class ControlPlaneArgs:
     runner_workers: int = 1  # the runner's --workers: runs one pod executes at once
     claim_ttl: float = 30.0  # --claim-ttl, the service's and the runners'
     keep_runs: int = 10  # --keep-runs
-    # One run's CLI and provider plugins. The lead sizes the memory limit from bench/run_cost.py.
+    # Measured (bench/run_cost.py, docs/engine.md): one run peaks at ~310 MB RSS with one provider plugin, +70 MB per
+    # more provider; the examples' largest stack (6 providers) at ~660 MB. 1Gi is that + 50 % for one run at once:
+    # raise it by as much per run with more workers (the real aws plugin's size replaces the 70 MB where it runs).
     runner_resources: Mapping[str, Any] = field(
         default_factory=lambda: {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
     )

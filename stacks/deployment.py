@@ -161,7 +161,9 @@ class RunnerValues(Values):
     claim_ttl: int = Field(30, ge=5, le=600, description="seconds a runner's claim on a run lasts unless renewed "
                                                         "(--claim-ttl, the service's and the runners')")
     keep_runs: int = Field(10, ge=1, le=1000, description="finished HubStackRuns kept per stack (serve --keep-runs)")
-    # The lead sizes the memory limit from bench/run_cost.py (one run's plugins and CLI).
+    # Measured (bench/run_cost.py, docs/engine.md): one run peaks at ~310 MB RSS with one provider plugin, +70 MB per
+    # more provider; the examples' largest stack (6 providers) at ~660 MB. 1Gi is that + 50 % for one run at once:
+    # raise it by as much per run with more workers (the real aws plugin's size replaces the 70 MB where it runs).
     resources: Resources = Field(
         default_factory=lambda: Resources(requests={"cpu": "500m", "memory": "512Mi"}, limits={"memory": "1Gi"}),
         description="a runner container's requests and limits")
