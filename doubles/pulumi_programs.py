@@ -167,6 +167,39 @@ def change_cloud(cloud: Path, name: str, value: str) -> None:
     (cloud / name).write_text(value)
 
 
+# --------------------------------------------------------------------------- a run a test can kill half way
+#
+# Two resources: `first`, then `held` (after it). Each create appends its name to a log, so a test counts the
+# creates; `held`'s create then waits while the file `hold` exists (at most 120 s), so a test can kill the run
+# with `first` created and `held` in flight (a pending operation in the state), then let the next run through.
+
+
+class LoggedProvider(ResourceProvider):
+    def create(self, props: dict) -> CreateResult:
+        with open(props["log"], "a") as log:
+            log.write(props["name"] + "\n")
+        waited = 0.0
+        while props.get("hold") and Path(props["hold"]).exists() and waited < 120:
+            time.sleep(0.1)
+            waited += 0.1
+        return CreateResult(id_=props["name"], outs=dict(props))
+
+
+class Logged(Resource):
+    def __init__(self, name: str, *, log: str, hold: str = "", opts: pulumi.ResourceOptions | None = None):
+        super().__init__(LoggedProvider(), name, {"name": name, "log": log, "hold": hold}, opts)
+
+
+def held(inputs: StackInputs, *, log: str, hold: str) -> Mapping[str, Any]:
+    """A program like components.program.program (its outputs too): `first`, then `held`, which waits on `hold`."""
+    first = Logged(f"{inputs.name}-first", log=log)
+    Logged(f"{inputs.name}-held", log=log, hold=hold, opts=pulumi.ResourceOptions(depends_on=[first]))
+    return {"cluster": inputs.key, "inputsDigest": inputs.digest()}
+
+
+HELD = "doubles.pulumi_programs:held"
+
+
 def sleepy_program(sleep: float = 0.0, marker: str = "") -> Callable[[StackInputs], Mapping[str, Any]]:
     """The sleepy program as an in-process PulumiEngine's program_factory."""
     return functools.partial(sleepy, sleep=sleep, marker=marker)

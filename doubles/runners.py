@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import secrets
 import sys
 from datetime import datetime, timedelta, timezone
@@ -98,10 +99,25 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     add_runner_command(sub)
     parser.add_argument("--run-seconds", type=float, default=1.0, help="how long each run of the double takes")
+    parser.add_argument("--program", help="instead of the double: the real worker pool and pulumi CLI, running "
+                                          "this test program (doubles.pulumi_programs, module:function)")
+    parser.add_argument("--program-options", default="{}", help="the program's keyword arguments, JSON")
     args = parser.parse_args(argv)
     from automation.adapters import logs
     logs.configure(args.log_level, args.log_format)
-    return serve_runner(args, RecordingEngine(run_seconds=args.run_seconds))
+    if not args.program:
+        return serve_runner(args, RecordingEngine(run_seconds=args.run_seconds))
+    from automation.adapters.engine.pool import WorkerPool
+    from automation.adapters.engine.settings import PulumiSettings
+    from automation.runner.command import limits_from
+    from stacks.options import RUNNER, values
+    limits = limits_from(args)
+    pool = WorkerPool(PulumiSettings.from_options(values(args, RUNNER), limits=limits), program=args.program,
+                      program_options=json.loads(args.program_options), size=args.workers, limits=limits)
+    try:
+        return serve_runner(args, pool)
+    finally:
+        pool.close()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -30,16 +31,20 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.engine import PolicyViolation, RunResult
+from automation.adapters.engine.pool import WorkerPool
 from automation.runner.runner import Runner
 from doubles.engine import RecordingEngine
 from doubles.factories import cluster, resolve_one
 from doubles.runners import SERVICE_NAMESPACE, create_run, phase, run_objects, run_status, running_runners
-from doubles.service_env import wait_until
+from doubles.pulumi_programs import HELD, PASSPHRASE, engine_settings
+from doubles.service_env import ServiceEnv, wait_until
 from doubles.stall_proxy import StallProxy
 from stacks.names import GROUP, STACKRUNS, VERSION
 from stacks.runs.model import RESULT_KEY
 from tests import envtest
+from stacks.options import default
 from tests.deployed import Container
+from tests.dockerfile import image
 
 kube_apiserver = envtest.kube_apiserver  # the fixture, for this module's tests
 
@@ -359,10 +364,13 @@ def test_runner_help_lists_its_options_with_their_environment_variables():
 # --------------------------------------------------------------------------- crash and drain, as deployed
 
 @contextlib.contextmanager
-def runner_process(kube_apiserver, where: Path, hostname: str) -> Iterator[tuple[Container, int]]:
+def runner_process(kube_apiserver, where: Path, hostname: str, *, namespace: str = SERVICE_NAMESPACE,
+                   engine: tuple[str, ...] = ("--run-seconds", "120"), env: Mapping[str, str] | None = None,
+                   ) -> Iterator[tuple[Container, int]]:
     """The runner as its Deployment runs it: its own process (pid 1 of its pid namespace), uid 65532, a read-only
     root with only its state and /tmp volumes writable, its own host name (the name its stack locks carry), and
-    the engine double (`python -m doubles.runners`: 120 s per run). Yields the container and its probes' port."""
+    the engine double (`python -m doubles.runners`: 120 s per run; `engine`: its flags, e.g. the real worker pool
+    on a test program). Yields the container and its probes' port."""
     if not os.path.exists(BWRAP):
         pytest.fail("bubblewrap (bwrap) is not installed: the runner process runs as the Deployment runs it")
     kubeconfig = kube_apiserver.kubeconfig()
@@ -370,12 +378,13 @@ def runner_process(kube_apiserver, where: Path, hostname: str) -> Iterator[tuple
     argv = [BWRAP, "--unshare-user", "--uid", "65532", "--gid", "65532", "--unshare-pid", "--as-pid-1",
             "--unshare-uts", "--hostname", hostname, "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
             "--proc", "/proc", "--bind", str(where), str(where), "--remount-ro", "/", "--chdir", str(ROOT), "--",
-            sys.executable, "-m", "doubles.runners", "--run-seconds", "120", "runner", "--kubeconfig",
-            str(kubeconfig), "--namespace", SERVICE_NAMESPACE, "--claim-ttl", str(TTL), "--cancel-grace",
-            str(GRACE), "--metrics-bind", "127.0.0.1", "--metrics-port", "0", "--state-dir", str(where / "state")]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(where / "tmp")}
-    env.pop("POD_NAME", None)
-    container = Container(argv, env, where / "runner.log")
+            sys.executable, "-m", "doubles.runners", *engine, "runner", "--kubeconfig",
+            str(kubeconfig), "--namespace", namespace, "--claim-ttl", str(TTL), "--cancel-grace",
+            str(GRACE), "--metrics-bind", "127.0.0.1", "--metrics-port", "0", "--state-dir", str(where / "state"),
+            "--pulumi-home", str(where / "home")]
+    environ = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(where / "tmp"), **(env or {})}
+    environ.pop("POD_NAME", None)
+    container = Container(argv, environ, where / "runner.log")
     try:
         found = wait_until(lambda: container.proc.poll() is not None
                            or re.search(r"probes and metrics on [\d.]+:(\d+)", container.tail()), 30,
@@ -439,3 +448,52 @@ def test_a_runner_process_drains_on_sigterm_hands_its_run_back_and_exits_0(api, 
     assert [c.operation for c in engine.calls] == ["recover", "up"]
     assert engine.calls[0].started - handed < TTL - 1  # at once: no claim to wait out
     assert engine.recovered[0] is not None and "hubwright-runner-b-1" not in engine.recovered[0]
+
+
+# --------------------------------------------------------------------------- crash, with the real engine
+
+@pytest.mark.live
+def test_a_runner_killed_mid_up_is_taken_over_its_lock_recovered_nothing_created_twice_and_the_cluster_ready(
+        kube_apiserver, pulumi_cli, tmp_path):
+    """The issue's crash, end to end: the service (`--executor runners`) creates a HubCluster's `up` run; a runner
+    process, as deployed, runs it with the real worker pool and `pulumi` (file backend on the shared state
+    volume) and is SIGKILLed with one resource created and the next one's create in flight. Once its claim
+    lapsed, another runner takes the run over: its recover removes the dead runner's lock (that runner holds no
+    live claim) and the pending create, the `up` completes, the first resource is not created again, and the
+    HubCluster ends Ready."""
+    env = ServiceEnv.isolated(kube_apiserver.api_client())
+    log, hold = tmp_path / "creates.log", tmp_path / "hold"
+    hold.touch()
+    program = {"log": str(log), "hold": str(hold)}
+    state = tmp_path / "state"
+    settings = dataclasses.replace(engine_settings(state, home=tmp_path / "home"),
+                                   runner_hosts=default("runner-hosts"))
+    reader = WorkerPool(settings, program=HELD, program_options=program, size=1)  # the service's applied()
+    taker = WorkerPool(settings, program=HELD, program_options=program, size=1)
+    try:
+        with env.running(reader, executor="runners", runners=0, watch_namespace=env.ns, claim_ttl=TTL):
+            with runner_process(kube_apiserver, tmp_path, "hubwright-runner-a-1", namespace=env.system_namespace,
+                                engine=("--program", HELD, "--program-options", json.dumps(program)),
+                                env={"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PYTHONPATH": str(ROOT),
+                                     "USER": image().env["USER"]},  # the image's: uid 65532 has no passwd entry
+                                ) as (container, _):
+                env.create("prod-1")
+                wait_until(lambda: log.exists() and "prod-1-held" in log.read_text(), 90,
+                           what=f"the runner process in the second create ({container.tail()})")
+                container.kill()
+            locks = [json.loads(p.read_text()) for p in state.rglob(".pulumi/locks/**/*.json")]
+            assert [lock["hostname"] for lock in locks] == ["hubwright-runner-a-1"]  # the dead runner's
+            hold.unlink()
+            with running_runners(env.api_client, taker, n=1, namespace=env.system_namespace, claim_ttl=TTL,
+                                 cancel_grace=GRACE):
+                wait_until(lambda: env.ready("prod-1"), 120, what="the HubCluster Ready after the takeover")
+            [run] = client.CustomObjectsApi(env.api_client).list_namespaced_custom_object(
+                GROUP, VERSION, env.ns, STACKRUNS)["items"]
+    finally:
+        reader.close()
+        taker.close()
+    assert run["status"]["phase"] == "Succeeded" and run["status"]["claim"]["takeovers"] == 1
+    assert run["status"]["runner"] != "hubwright-runner-a-1"
+    creates = Counter(log.read_text().split())
+    assert creates == {"prod-1-first": 1, "prod-1-held": 2}  # the killed create, then the one that completed
+    assert not list(state.rglob(".pulumi/locks/**/*.json"))  # the dead runner's lock was recovered

@@ -1,5 +1,5 @@
 """HubStackRuns and their inputs Secrets on the API server: the one place that reads and writes them, for the
-service's runner executor (automation/adapters/engine/runners.py) and for the runners (automation/runner/).
+service's runner executor (automation/service/executor.py) and for the runners (automation/runner/).
 
 - the service creates a run's Secret (in its own namespace) first, then the run; deletes both (--keep-runs);
 - a runner takes a run with an update of its status that carries the run's resourceVersion (`Held.claim`): one
