@@ -286,7 +286,9 @@ def test_pages_return_every_cluster_once(registry_api, fleet, monkeypatch, chunk
     assert sorted(itertools.chain(*pages)) == sorted(made)
 
     pages = _pages(registry_api, f"labelSelector=run%3D{run}&fact=tier%3Dgold", 2)
-    assert [len(page) for page in pages[:3]] == [2, 2, 2] and pages[3:] in ([], [[]])  # may end on an empty page
+    # A filtered page scans at most listing.MAX_CHUNKS chunks, so it may be short (even empty) where the matches are
+    # sparse in the API server's order (the generated names decide it); never longer than the limit, never a repeat.
+    assert all(len(page) <= 2 for page in pages) and len(pages) <= 3 + len(made)
     assert sorted(itertools.chain(*pages)) == sorted(gold)
 
     # A cluster created between two pages is returned at most once and none of the others is lost or repeated.
