@@ -38,7 +38,7 @@ from stacks import status as reasons
 from stacks.inputs import inputs_from_config
 from stacks.runs import claims, order
 from stacks.runs.checks import refusal
-from stacks.runs.model import (INPUTS_KEY, REFUSED, StackRunSpec, StackRunStatus, parse_time, result_payload,
+from stacks.runs.model import (FINISHED, INPUTS_KEY, REFUSED, StackRunSpec, StackRunStatus, parse_time, result_payload,
                                rfc3339, spec_of, status_of, summary)
 from stacks.status import RunProgress
 
@@ -208,10 +208,12 @@ class Runner:
 
     # ----------------------------------------------------------------- picking and claiming
     def _views(self) -> dict[str, tuple[claims.RunView, Raw]]:
+        """The unfinished runs (every reader here skips finished ones: picking, a second claim of a stack, the live
+        holders), so each wake parses only those, not the --keep-runs history of every stack."""
         found: dict[str, tuple[claims.RunView, Raw]] = {}
         for key in self.informer.store.keys():
             raw = self.informer.store.get(key)
-            if raw is None:
+            if raw is None or (raw.get("status") or {}).get("phase") in FINISHED:
                 continue
             found[key] = (claims.view(raw), raw)
         return found
