@@ -102,13 +102,18 @@ def _tenants(*operations: str) -> dict[str, Any]:
 def _changed(field: str) -> str:
     """CEL: ['field'] when spec.<field> (a path: quota.maxClusters) is set on create, or set, changed or removed on
     update; else []. Unset reads as '' (a string field) or -1 (a number, which CEL will not compare to '')."""
-    path, empty = ".?".join(field.split(".")), "-1" if field in _NUMBERS else "''"
+    path = ".?".join(field.split("."))
+    if field in _OBJECTS:  # compared whole, as optionals: set, changed or removed
+        old = f"(request.operation == 'CREATE' ? optional.none() : oldObject.?spec.?{path})"
+        return f"(object.?spec.?{path} != {old} ? ['{field}'] : [])"
+    empty = "-1" if field in _NUMBERS else "''"
     new = f"object.?spec.?{path}.orValue({empty})"
     old = f"(request.operation == 'CREATE' ? {empty} : oldObject.?spec.?{path}.orValue({empty}))"
     return f"({new} != {old} ? ['{field}'] : [])"
 
 
 _NUMBERS = ("quota.maxClusters",)
+_OBJECTS = ("gitRepoTemplate", "clusterTemplate")
 
 
 def tenant_ownership_policy() -> Manifest:

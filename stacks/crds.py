@@ -29,7 +29,8 @@ from stacks.model.cluster import ClusterSpec
 from stacks.model.hub import HubConfigSpec
 from stacks.registry import TenantSpec, TenantStatus
 from stacks.runs.model import StackRunSpec, StackRunStatus
-from stacks.names import CATEGORY, CLUSTER, HUBCONFIG, STACKRUN, TENANT, GROUP, VERSION, KindNames, LABEL_MAX, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
+from stacks.gitrepos.model import GitRepoSpec, GitRepoStatus
+from stacks.names import CATEGORY, CLUSTER, GITREPO, HUBCONFIG, STACKRUN, TENANT, GROUP, VERSION, KindNames, LABEL_MAX, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
 from stacks.status import ClusterStatus, HubStatus
 
 
@@ -262,6 +263,26 @@ def stackrun_crd() -> dict[str, Any]:
     return _crd(STACKRUN, "Namespaced", schema, columns=STACKRUN_COLUMNS, status=True)
 
 
+GITREPO_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Path", "type": "string", "jsonPath": ".spec.path"},
+    {"name": "Forge", "type": "string", "jsonPath": ".spec.forge"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Ready", "type": "string", "jsonPath": _ready("status")},
+    {"name": "Reason", "type": "string", "jsonPath": _ready("reason"), "priority": 1},
+    {"name": "SSH-URL", "type": "string", "jsonPath": ".status.sshURL", "priority": 1},
+    {"name": "Deletion", "type": "string", "jsonPath": ".spec.deletionPolicy", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def gitrepo_crd() -> dict[str, Any]:
+    """HubGitRepo (namespaced): one repository on a forge, kept matching its spec (stacks/gitrepos/)."""
+    schema = _resource_schema(GitRepoSpec, GitRepoStatus,
+                              "A Git repository on a forge (Gitea, GitLab, GitHub) and its deploy keys: a tenant's "
+                              "repository or a cluster's catalog.")
+    return _crd(GITREPO, "Namespaced", schema, columns=GITREPO_COLUMNS, status=True)
+
+
 def crd_manifests() -> list[dict[str, Any]]:
-    """The CRDs (Cluster, HubConfig, Tenant, StackRun), as dicts (a fresh copy on every call)."""
-    return copy.deepcopy([cluster_crd(), hubconfig_crd(), tenant_crd(), stackrun_crd()])
+    """The CRDs (Cluster, HubConfig, Tenant, StackRun, GitRepo), as dicts (a fresh copy on every call)."""
+    return copy.deepcopy([cluster_crd(), hubconfig_crd(), tenant_crd(), stackrun_crd(), gitrepo_crd()])

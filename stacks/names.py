@@ -46,11 +46,14 @@ CLUSTER = KindNames("HubCluster", "hubclusters", ("hwc",))
 TENANT = KindNames("HubTenant", "hubtenants", ("hwt",))
 HUBCONFIG = KindNames("HubConfig", "hubconfigs", ("hwcfg",))
 STACKRUN = KindNames("HubStackRun", "hubstackruns", ("hwrun",))
-KINDS = (CLUSTER, TENANT, HUBCONFIG, STACKRUN)
+# Not "GitRepo"/"gitrepo": Flux's GitRepository has the short name gitrepo and Lieutenant serves gitrepos.syn.tools.
+GITREPO = KindNames("HubGitRepo", "hubgitrepos", ("hwrepo",))
+KINDS = (CLUSTER, TENANT, HUBCONFIG, STACKRUN, GITREPO)
 CLUSTERS, TENANTS, HUBCONFIGS = CLUSTER.plural, TENANT.plural, HUBCONFIG.plural  # the API's resource names
 STACKRUNS = STACKRUN.plural
-# Reserved now, so that the kinds still to come are checked by the same test before they land.
-RESERVED_KINDS = (KindNames("HubGitRepo", "hubgitrepos", ("hwrepo",)),)
+GITREPOS = GITREPO.plural
+# Reserved now, so that the kinds still to come are checked by the same test before they land (none pending).
+RESERVED_KINDS: tuple[KindNames, ...] = ()
 FINALIZER = f"{GROUP}/stack"  # holds a deleted Cluster until its stack is destroyed
 ANNOTATION_PREFIX = f"{GROUP}/"  # the only Namespace annotations resolve() reads start with it
 
@@ -117,6 +120,15 @@ RUN_OPERATION_LABEL = f"{GROUP}/operation"
 RUN_SECRET_LABEL = f"{GROUP}/stackrun"  # on a run's inputs Secret: every one carries it
 RUN_FOR_ANNOTATION = f"{GROUP}/stackrun"  # on a run's inputs Secret: the run's namespace/name
 RUN_DIGEST_ANNOTATION = f"{GROUP}/inputs-digest"  # on a run's inputs Secret: the digest the service recorded
+
+# The registry's Git repositories (docs/registry.md "Git repositories", stacks/gitrepos/): a HubGitRepo made from a
+# Tenant's template carries the tenant label; one made for a Cluster also the cluster label (AGENT_CLUSTER_LABEL).
+GITREPO_FINALIZER = f"{GROUP}/gitrepo"  # holds a deleted HubGitRepo until its deletionPolicy was carried out
+# "true" on a HubGitRepo: take over a repository that exists on the forge already (set by the hub administrator;
+# without it an existing repository is refused, never adopted).
+ADOPT_REPOSITORY_ANNOTATION = f"{GROUP}/adopt-repository"
+GITREPO_ROLE_LABEL = f"{GROUP}/gitrepo-role"  # "tenant" or "cluster": which template made the HubGitRepo
+AGENT_DEPLOY_KEY = "hubwright-agent"  # the deploy key's name for a cluster's agent key on its catalog repository
 
 # Tags on every resource hubwright creates (the providers' default tags); the endpoint census tells
 # hubwright's endpoints from other endpoints by the managed-by tag.

@@ -18,6 +18,7 @@ from typing import Literal, Mapping
 from pydantic import Field, model_validator
 
 from stacks.errors import InvalidSpec
+from stacks.gitrepos.model import ClusterTemplate, GitRepoTemplate
 from stacks.model.fields import INT32_MAX, AccountID, DisplayName, Facts, NamespaceName, Region, Spec
 from stacks.model.hub import HubConfig, HubRegistry
 from stacks.model.resource import Resource
@@ -69,10 +70,25 @@ class TenantSpec(Spec):
         description="Who administers the tenant's clusters: bound to the tenant-admin role in its namespace.")
     quota: TenantQuota | None = Field(None,
         description="What the tenant's namespace may hold. Only a cluster administrator may set or change it.")
+    # The Git part (docs/registry.md "Git repositories"): ownership fields too, since they spend the hub's forge token.
+    git_repo_template: GitRepoTemplate | None = Field(None,
+        description="The tenant's own repository (<owner>/<tenant>), made as a HubGitRepo in its namespace. Only a "
+                    "cluster administrator may set or change it.")
+    git_repo_url: str | None = Field(None, alias="gitRepoURL", max_length=1024, pattern=r"^(https?|ssh)://\S+$|^[A-Za-z0-9_.-]+@[A-Za-z0-9.-]+:\S+$",
+        description="An existing repository of the tenant, used as it is (instead of gitRepoTemplate).")
+    cluster_template: ClusterTemplate | None = Field(None,
+        description="What each HubCluster of the tenant gets: its catalog repository. Only a cluster administrator "
+                    "may set or change it.")
+
+    @model_validator(mode="after")
+    def _one_repository(self) -> "TenantSpec":
+        if self.git_repo_template is not None and self.git_repo_url is not None:
+            raise ValueError("gitRepoTemplate and gitRepoURL are two ways to give the tenant's repository: give one")
+        return self
 
 
 # TenantSpec's aliases (paths) the policy guards
-OWNERSHIP_FIELDS = ("accountID", "defaultRegion", "namespace", "quota.maxClusters")
+OWNERSHIP_FIELDS = ("accountID", "defaultRegion", "namespace", "quota.maxClusters", "gitRepoTemplate", "clusterTemplate")
 
 
 class Tenant(Resource):

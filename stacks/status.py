@@ -157,9 +157,19 @@ class BootstrapTokenStatus(StatusModel):
     used: bool = Field(False, description="True once the token has been exchanged.")
 
 
+class AgentKeyStatus(StatusModel):
+    """The SSH public key the cluster's agent made on its first start and pushed (PUT .../deploy-key): the registry
+    makes it the read-only deploy key of the cluster's catalog repository. Issuing a new bootstrap token clears it
+    (the key leaves the repository; the next install's agent makes a new one)."""
+
+    public_key: str = Field(max_length=16384, description="The OpenSSH public key (one line, no options).")
+    fingerprint: str = Field(max_length=128, description="SHA256:... of the key.")
+    time: Time = Field(description="When the agent pushed it (RFC 3339).")
+
+
 # Status fields the registry API writes (docs/registry.md). The service neither writes nor nulls them, and
 # resolve() never reads them: a cluster's facts or token can never change its stack.
-REGISTRY_STATUS_FIELDS = ("facts", "bootstrapToken")
+REGISTRY_STATUS_FIELDS = ("facts", "bootstrapToken", "agentKey")
 # Fields of a HubCluster's status that another writer than the cluster reconciler owns (the registry's, and the
 # discovery's status.network): the reconciler's patches never carry or null them.
 OTHER_WRITERS_STATUS_FIELDS = (*REGISTRY_STATUS_FIELDS, NETWORK_STATUS_KEY)
@@ -194,6 +204,9 @@ class ClusterStatus(StatusModel):
         description="The latest dynamic facts the cluster's agent pushed (written by the registry).")
     bootstrap_token: BootstrapTokenStatus | None = Field(None,
         description="The cluster's one-time bootstrap token (written by the registry).")
+    agent_key: AgentKeyStatus | None = Field(None,
+        description="The SSH public key the cluster's agent pushed: its catalog repository's deploy key (written by "
+                    "the registry).")
     network: FoundNetwork | None = Field(None,
         description="The cluster's network as discovery read it in its account (written by the discovery).")
 
