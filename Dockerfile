@@ -41,7 +41,8 @@ LABEL org.opencontainers.image.title="hubwright" \
       org.opencontainers.image.base.name="${BASE_IMAGE}"
 # Every download lands in a file that is checked (sha256sum -c) before anything reads it; apt's packages are
 # verified by apt itself (signed repositories).
-RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certificates tini \
+# openssh-client: ssh-keyscan, which reads a Git forge's SSH host keys for the registry's repositories.
+RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certificates tini openssh-client \
  && mkdir /tmp/downloads && cd /tmp/downloads \
  && curl -fsSLo pulumi.tar.gz "https://github.com/pulumi/pulumi/releases/download/v${PULUMI_VERSION}/pulumi-v${PULUMI_VERSION}-linux-x64.tar.gz" \
  && { test -n "${PULUMI_SHA256}" || { echo "PULUMI_SHA256 is empty: set it from pulumi-${PULUMI_VERSION}-checksums.txt" >&2; exit 1; }; } && echo "${PULUMI_SHA256}  pulumi.tar.gz" | sha256sum -c - \

@@ -2,7 +2,8 @@
 # Put the real test engines into .tools/bin: the Pulumi CLI (+ Python helper
 # scripts), kube-apiserver, kube-controller-manager (garbage collection and
 # ResourceQuota usage in the envtest harness), kubectl (the client users type,
-# which tests drive), etcd, and an HAProxy >= 2.9 (scripts/haproxy.sh); then
+# which tests drive), etcd, an HAProxy >= 2.9 (scripts/haproxy.sh) and Gitea (scripts/gitea.sh, the
+# registry's test forge); then
 # other projects' published CRDs into .tools/crds (scripts/crds.sh), and those generated from their Go types
 # (scripts/crds-gen.sh, with controller-gen).
 #
@@ -188,6 +189,9 @@ fi
 # --- haproxy (>= 2.9, for custom-tlv) ----------------------------------------------
 bash "$ROOT/scripts/haproxy.sh" || die "haproxy: see above"
 
+# --- gitea (the registry's Git repositories are tested against a real forge) -----------
+bash "$ROOT/scripts/gitea.sh" || die "gitea: see above"
+
 # --- other projects' CRDs (Cluster API, Prometheus Operator, ...) -------------------
 bash "$ROOT/scripts/crds.sh" || die "third-party CRDs: see above"
 # Hive's ClusterDeployment, generated from its Go types by controller-gen (also linked into .tools/bin).
@@ -200,4 +204,5 @@ bash "$ROOT/scripts/crds-gen.sh" || die "third-party CRDs generated from Go type
 "$BIN/kubectl" version --client >/dev/null 2>&1 || die "kubectl in $BIN does not run"
 "$BIN/etcd" --version >/dev/null 2>&1 || die "etcd in $BIN does not run"
 "$BIN/haproxy" -v >/dev/null 2>&1 || die "haproxy in $BIN does not run"
-say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), kubectl $("$BIN/kubectl" version --client | sed -n 's/^Client Version: //p'), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p'), $("$BIN/haproxy" -v | head -n 1 | cut -d' ' -f1-3) [total $(elapsed "$T0")]"
+"$BIN/gitea" --version >/dev/null 2>&1 || die "gitea in $BIN does not run"
+say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), kubectl $("$BIN/kubectl" version --client | sed -n 's/^Client Version: //p'), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p'), $("$BIN/haproxy" -v | head -n 1 | cut -d' ' -f1-3), $("$BIN/gitea" --version | cut -d' ' -f1-3) [total $(elapsed "$T0")]"

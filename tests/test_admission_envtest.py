@@ -143,6 +143,30 @@ def test_a_tenant_writer_cannot_change_or_remove_ownership_fields_an_administrat
     assert {k: replaced["spec"][k] for k in OWNERSHIP} == OWNERSHIP
 
 
+GIT_TEMPLATE = {"forge": "gitea", "apiURL": "https://git.example.com", "credentialsSecretRef": {"name": "forge"},
+                "owner": "acme"}
+
+
+def test_the_git_templates_are_ownership_fields_they_spend_the_hubs_forge_token(users, tenants):
+    """A tenant writer who could set gitRepoTemplate or clusterTemplate would make repositories with the hub's
+    forge token under any owner it names: set, changed or removed, only with the ownership right."""
+    name = tenants()
+    for field, value in (("gitRepoTemplate", GIT_TEMPLATE), ("clusterTemplate", {"gitRepoTemplate": GIT_TEMPLATE})):
+        assert f"spec.{field}" in refusal(lambda: create(users.writer, name, **{field: value}))
+    create(users.admin, name, gitRepoTemplate=GIT_TEMPLATE, clusterTemplate={"gitRepoTemplate": GIT_TEMPLATE})
+    elsewhere = {**GIT_TEMPLATE, "owner": "someone-else"}
+    assert "spec.gitRepoTemplate" in refusal(lambda: patch(users.writer, name, {"gitRepoTemplate": elsewhere}))
+    assert "spec.clusterTemplate" in refusal(
+        lambda: patch(users.writer, name, {"clusterTemplate": {"gitRepoTemplate": elsewhere}}))
+    assert "spec.gitRepoTemplate" in refusal(lambda: patch(users.writer, name, {"gitRepoTemplate": None}))
+    # Untouched, they do not stand in the way of the rest.
+    edited = patch(users.writer, name, {"displayName": "Acme"})
+    kept = edited["spec"]["gitRepoTemplate"]
+    assert {key: kept[key] for key in GIT_TEMPLATE} == GIT_TEMPLATE and edited["spec"]["displayName"] == "Acme"
+    changed = patch(users.admin, name, {"gitRepoTemplate": elsewhere})
+    assert changed["spec"]["gitRepoTemplate"]["owner"] == "someone-else"
+
+
 def test_cluster_administrators_set_and_change_the_ownership_fields(users, tenants):
     for who in (users.admin, users.root):  # system:masters, and a user bound to cluster-admin
         name = tenants()
