@@ -143,7 +143,7 @@ def test_a_tenant_writer_cannot_change_or_remove_ownership_fields_an_administrat
     assert {k: replaced["spec"][k] for k in OWNERSHIP} == OWNERSHIP
 
 
-GIT_TEMPLATE = {"forge": "gitea", "apiURL": "https://git.example.com", "credentialsSecretRef": {"name": "forge"},
+GIT_TEMPLATE = {"forge": "gitea", "apiURL": "https://git.example.com", "credentialsSecretRef": {"name": "forge", "key": "token"},
                 "owner": "acme"}
 
 
