@@ -3,6 +3,8 @@
 responses. `forge_for(kind, api_url, token)` picks the implementation."""
 from __future__ import annotations
 
+from typing import Callable
+
 import httpx
 
 from automation.adapters.forge.base import Forge, ForgeError
@@ -11,7 +13,7 @@ from automation.adapters.forge.github import GitHub
 from automation.adapters.forge.gitlab import GitLab
 from automation.adapters.forge.http import DEFAULT_TIMEOUT
 
-FORGES = {"gitea": Gitea, "gitlab": GitLab, "github": GitHub}
+FORGES: dict[str, Callable[..., Forge]] = {"gitea": Gitea, "gitlab": GitLab, "github": GitHub}
 
 
 def forge_for(kind: str, api_url: str, token: str, *, timeout: float = DEFAULT_TIMEOUT,

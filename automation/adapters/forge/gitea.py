@@ -13,7 +13,7 @@ import httpx
 
 from automation.adapters.forge import hostkeys
 from automation.adapters.forge.base import ForgeError, ForgeKey, Repository
-from automation.adapters.forge.http import DEFAULT_TIMEOUT, Http, segment, split_path
+from automation.adapters.forge.http import DEFAULT_TIMEOUT, Http, file_parts, segment, split_path
 
 _SCOPE = re.compile(r"required scope\(s\), required=\[([^\]\s,]+)")
 _PER_PAGE = 50  # Gitea's default MAX_RESPONSE_ITEMS
@@ -78,6 +78,8 @@ class Gitea:
         empty repository: it creates the default branch."""
         if not files:
             raise ForgeError(f"gitea seed {repo.path}: no files to commit")
+        for path in files:
+            file_parts(path)
         self.http.call("POST", f"{self._repo_path(repo.path)}/contents", json={
             "message": message,
             "files": [{"operation": "create", "path": path,

@@ -15,7 +15,7 @@ import httpx
 
 from automation.adapters.forge import hostkeys
 from automation.adapters.forge.base import ForgeConflict, ForgeError, ForgeKey, Repository
-from automation.adapters.forge.http import DEFAULT_TIMEOUT, Http, segment, split_path
+from automation.adapters.forge.http import DEFAULT_TIMEOUT, Http, file_parts, plain_text, segment, split_path
 
 _PER_PAGE = 100
 
@@ -35,7 +35,7 @@ def _message(response: httpx.Response) -> str:
     try:
         body = response.json()
     except ValueError:
-        return response.text.strip()[:200]
+        return plain_text(response.text)
     if not isinstance(body, dict):
         return str(body)
     errors = "; ".join(e.get("message") or f"{e.get('field')} {e.get('code')}" for e in body.get("errors") or []
@@ -116,8 +116,10 @@ class GitHub:
             raise ForgeError(f"github seed {repo.path}: no files to commit")
         base = self._repo_path(repo.path)
         ordered = sorted(files.items())
+        for path, _ in ordered:
+            file_parts(path)
         first_path, first_content = ordered[0]
-        self.http.call("PUT", f"{base}/contents/{'/'.join(segment(p) for p in first_path.split('/'))}",
+        self.http.call("PUT", f"{base}/contents/{'/'.join(segment(p) for p in file_parts(first_path))}",
                                  json={"message": message,
                                        "content": base64.b64encode(first_content.encode()).decode()})
         if len(ordered) == 1:

@@ -14,7 +14,7 @@ import httpx
 
 from automation.adapters.forge import hostkeys
 from automation.adapters.forge.base import ForgeConflict, ForgeError, ForgeKey, Repository
-from automation.adapters.forge.http import DEFAULT_TIMEOUT, Http, segment, split_path
+from automation.adapters.forge.http import DEFAULT_TIMEOUT, Http, file_parts, segment, split_path
 
 _PER_PAGE = 100
 _HEADER_SCOPE = re.compile(r'scope="([^"]+)"')
@@ -74,12 +74,9 @@ class GitLab:
         try:
             body = self.http.json("POST", "/projects", json={
                 "name": display_name or name, "path": name, "namespace_id": namespace["id"],
-                "description": description, "visibility": "private", "initialize_with_readme": False},
-                conflict=(409,))
-        except ForgeConflict:
-            raise
+                "description": description, "visibility": "private", "initialize_with_readme": False})
         except ForgeError as exc:
-            if _taken(exc):
+            if type(exc) is ForgeError and _taken(exc):  # 400 {"message": {"path": ["has already been taken"]}}
                 raise ForgeConflict(str(exc)) from None
             raise
         return _repository(body)
@@ -98,6 +95,8 @@ class GitLab:
         project the branch is created by it."""
         if not files:
             raise ForgeError(f"gitlab seed {repo.path}: no files to commit")
+        for path in files:
+            file_parts(path)
         self.http.call("POST", f"/projects/{repo.id}/repository/commits", json={
             "branch": DEFAULT_BRANCH, "commit_message": message,
             "actions": [{"action": "create", "file_path": path, "content": content}

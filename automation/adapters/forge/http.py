@@ -4,12 +4,14 @@ ForgeDenied (each forge says which scope it missed); a 409/422 on a create -> Fo
 which statuses mean "taken"); anything else -> ForgeError. The token is redacted from every message."""
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Collection
 from urllib.parse import quote
 
 import httpx
 
 from automation.adapters.forge.base import ForgeConflict, ForgeDenied, ForgeError, ForgeUnavailable
+from stacks.gitrepos.model import PATH_PATTERN
 
 DEFAULT_TIMEOUT = 15.0  # seconds, per call (connect, read, write)
 _MESSAGE_MAX = 300
@@ -21,11 +23,20 @@ def segment(text: str) -> str:
 
 
 def split_path(path: str) -> tuple[str, str]:
-    """owner/name (a GitLab group may nest: group/sub/name) -> (owner, name)."""
-    owner, _, name = path.strip("/").rpartition("/")
-    if not owner or not name:
-        raise ForgeError(f"repository path {path!r}: expected owner/name")
+    """owner/name (a GitLab group may nest: group/sub/name) -> (owner, name). A path the model would refuse
+    (stacks/gitrepos/model.py: no empty, "." or ".." part) never reaches a URL, whoever called."""
+    if not re.fullmatch(PATH_PATTERN, path):
+        raise ForgeError(f"repository path {path!r}: expected owner/name (parts of letters, digits, '_', '.', '-')")
+    owner, _, name = path.rpartition("/")
     return owner, name
+
+
+def file_parts(path: str) -> list[str]:
+    """A seed file's path, split; refused when a part is empty, "." or ".." (it would leave the repository)."""
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise ForgeError(f"file path {path!r}: relative, with no empty, '.' or '..' part")
+    return parts
 
 
 class Http:
@@ -104,12 +115,17 @@ def _rate_limited(response: httpx.Response) -> bool:
     return response.status_code == 403 and response.headers.get("x-ratelimit-remaining") == "0"
 
 
+def plain_text(text: str) -> str:
+    """A body that is not JSON (a proxy's HTML error page): its words, without the markup."""
+    return " ".join(re.sub(r"<!--.*?-->|<[^>]*>", " ", text, flags=re.S).split())
+
+
 def _message(response: httpx.Response) -> str:
     """The forge's own words: the `message` (or `error_description`, `error`) of a JSON body, else the text."""
     try:
         body = response.json()
     except ValueError:
-        return response.text.strip().splitlines()[0] if response.text.strip() else ""
+        return plain_text(response.text)
     if isinstance(body, dict):
         for field in ("message", "error_description", "error"):
             if body.get(field):
