@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from automation.adapters.forge import forge_for
+from automation.adapters.forge import forge_for, hostkeys
 from automation.adapters.forge.base import (ForgeConflict, ForgeDenied, ForgeError, ForgeKey, ForgeUnavailable,
                                            Repository)
 
@@ -251,3 +251,38 @@ def test_a_seed_file_outside_the_repository_is_refused_before_any_request(kind, 
                       description="")
     with pytest.raises(ForgeError, match="file path"):
         forge.seed(repo, {"README.md": "ok\n", file: "x"}, "first")
+
+
+@pytest.mark.parametrize("kind", ["gitea", "gitlab", "github"])
+def test_a_redirect_is_never_followed_so_the_token_stays_with_the_api_url(kind):
+    """A forge (or whatever answers at its URL) that redirects elsewhere gets no second request: the token
+    header would go with it. The redirect is an error naming where it pointed."""
+    seen: list[str] = []
+
+    def redirect(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(302, headers={"Location": "https://attacker.example/steal"})
+
+    api = API.get(kind, "https://gitea.example.com/api/v1")
+    forge = forge_for(kind, api, TOKEN, timeout=5, transport=httpx.MockTransport(redirect))
+    with pytest.raises(ForgeError) as refused:
+        forge.check()
+    assert not isinstance(refused.value, (ForgeUnavailable, ForgeDenied, ForgeConflict))
+    assert "302" in str(refused.value) and "attacker.example" in str(refused.value)
+    assert len(seen) == 1 and seen[0].startswith(api)
+
+
+@pytest.mark.parametrize("url", ["ssh://git@-oProxyCommand=touch%20x/acme/x.git", "-oProxyCommand=sh:acme/x.git",
+                                 "git@-p:acme/x.git", "ssh://git@host:0/acme/x.git", "https://host/acme/x.git",
+                                 "ssh://git@host:99999/acme/x.git"])
+def test_an_ssh_url_that_is_no_host_never_reaches_ssh_keyscan(url):
+    with pytest.raises(ForgeError, match="SSH URL"):
+        hostkeys.endpoint(url)
+
+
+@pytest.mark.parametrize("url, endpoint", [
+    ("ssh://git@127.0.0.1:2222/acme/x.git", ("127.0.0.1", 2222)), ("git@github.com:acme/x.git", ("github.com", 22)),
+    ("ssh://git@gitea.example.com/acme/x.git", ("gitea.example.com", 22)), ("ssh://git@[::1]:2222/a/x.git", ("::1", 2222))])
+def test_ssh_url_forms(url, endpoint):
+    assert hostkeys.endpoint(url) == endpoint
+    assert hostkeys.known_host(*endpoint) == (endpoint[0] if endpoint[1] == 22 else f"[{endpoint[0]}]:{endpoint[1]}")

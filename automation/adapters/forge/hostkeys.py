@@ -5,6 +5,7 @@ git@host:owner/name.git); `scan(host, port)` asks that server, with a timeout. A
 `[host]:port`, as ssh looks it up."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from urllib.parse import urlsplit
@@ -17,14 +18,28 @@ KEY_TYPES = "ed25519,ecdsa,rsa"
 def endpoint(ssh_url: str) -> tuple[str, int]:
     if "://" in ssh_url:
         parts = urlsplit(ssh_url)
+        try:
+            port = 22 if parts.port is None else parts.port
+        except ValueError:
+            port = 0
         if parts.scheme != "ssh" or not parts.hostname:
             raise ForgeError(f"SSH URL {ssh_url!r}: not ssh://[user@]host[:port]/path")
-        return parts.hostname, parts.port or 22
+        return _checked(ssh_url, parts.hostname, port)
     user_host, sep, _ = ssh_url.partition(":")
     host = user_host.rpartition("@")[2]
     if not sep or not host:
         raise ForgeError(f"SSH URL {ssh_url!r}: not [user@]host:path")
-    return host, 22
+    return _checked(ssh_url, host, 22)
+
+
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]{2,45}\]|[0-9A-Fa-f:]{2,45}")
+
+
+def _checked(ssh_url: str, host: str, port: int) -> tuple[str, int]:
+    """A host name or address, never something ssh-keyscan would read as an option ("-o...")."""
+    if not _HOST.fullmatch(host) or not 0 < port < 65536:
+        raise ForgeError(f"SSH URL {ssh_url!r}: {host!r} port {port} is not a host name or address and a port")
+    return host.strip("[]"), port
 
 
 def known_host(host: str, port: int) -> str:
@@ -38,7 +53,7 @@ def scan(host: str, port: int, *, timeout: float = 10.0) -> list[str]:
         raise ForgeError("ssh-keyscan is not installed (openssh-client): cannot read the forge's host keys")
     wait = max(1, int(timeout))
     try:
-        done = subprocess.run([binary, "-T", str(wait), "-t", KEY_TYPES, "-p", str(port), host],
+        done = subprocess.run([binary, "-T", str(wait), "-t", KEY_TYPES, "-p", str(port), "--", host],
                               capture_output=True, text=True, timeout=timeout + 5)
     except subprocess.TimeoutExpired:
         raise ForgeUnavailable(f"ssh-keyscan {known_host(host, port)}: no answer within {timeout:g}s") from None

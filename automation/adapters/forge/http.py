@@ -1,7 +1,8 @@
 """The forges' HTTP plumbing: one httpx client per forge with a timeout on every call, and the one place an
 answer becomes a ForgeError (base.py): no answer, a timeout, 429 or a 5xx -> ForgeUnavailable; 401/403 ->
 ForgeDenied (each forge says which scope it missed); a 409/422 on a create -> ForgeConflict (the caller says
-which statuses mean "taken"); anything else -> ForgeError. The token is redacted from every message."""
+which statuses mean "taken"); a redirect is never followed (the token would go with it) and is an error;
+anything else -> ForgeError. The token is redacted from every message."""
 from __future__ import annotations
 
 import re
@@ -73,6 +74,9 @@ class Http:
         except httpx.TransportError as exc:
             raise ForgeUnavailable(self._redact(f"{what}: unreachable ({type(exc).__name__}: {exc})")) from None
         status = response.status_code
+        if 300 <= status < 400:  # never followed: the token header would go along to wherever it points
+            where = self._redact(response.headers.get("location", "nowhere"))[:_MESSAGE_MAX]
+            raise ForgeError(f"{what}: {status} redirected to {where}, not followed (is apiURL the API root?)")
         if status < 400:
             return response
         if missing_ok and status == 404:
