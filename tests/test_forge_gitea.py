@@ -17,6 +17,7 @@ import pytest
 from automation.adapters.forge import forge_for
 from automation.adapters.forge.base import ForgeConflict, ForgeDenied, ForgeError, ForgeUnavailable
 from automation.adapters.forge.gitea import Gitea as GiteaForge
+import tests.gitea
 from tests.gitea import Gitea
 
 
@@ -229,3 +230,9 @@ def test_a_forge_that_never_answers_is_unavailable_within_the_timeout():
         listener.close()
         for conn in accepted:
             conn.close()
+
+
+def test_a_missing_gitea_fails_the_test_naming_the_script_never_skips(monkeypatch, tmp_path: Path):
+    monkeypatch.setattr(tests.gitea, "BINARY", tmp_path / "no-gitea")
+    with pytest.raises(pytest.fail.Exception, match=r"run scripts/tools.sh, which builds Gitea v1\.26\.0"):
+        Gitea(tmp_path)

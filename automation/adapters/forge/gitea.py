@@ -51,6 +51,10 @@ class Gitea:
         owner, name = split_path(path)
         return f"/repos/{segment(owner)}/{segment(name)}"
 
+    def close(self) -> None:
+        """Close its connections (an adapter is cheap to make; one per forge and token may be kept)."""
+        self.http.close()
+
     def check(self) -> str:
         self._user = self.http.json("GET", "/user")["login"]
         return self._user

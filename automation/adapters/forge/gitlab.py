@@ -57,6 +57,10 @@ class GitLab:
         self.http = Http(self.kind, api_url, token, {"PRIVATE-TOKEN": token, "Accept": "application/json"},
                          timeout=timeout, transport=transport, scope_of=_scope_of)
 
+    def close(self) -> None:
+        """Close its connections (an adapter is cheap to make; one per forge and token may be kept)."""
+        self.http.close()
+
     def check(self) -> str:
         return self.http.json("GET", "/user")["username"]
 
