@@ -4,11 +4,11 @@ import os
 
 import pytest
 
-pytest_plugins = ["tests.moto_server", "tests.pulumi_live_programs"]
+pytest_plugins = ["tests.moto_server", "tests.pulumi_live_programs", "tests.gitea"]
 
-# Fixtures that start a real engine built by scripts/tools.sh (kube-apiserver + etcd, the pulumi CLI).
+# Fixtures that start a real engine built by scripts/tools.sh (kube-apiserver + etcd, the pulumi CLI, Gitea).
 REAL_ENGINE_FIXTURES = {"kube_apiserver", "kube_apiserver_nocache", "kube_apiserver_alone", "kube_apiserver_gc",
-                        "pulumi_cli"}
+                        "pulumi_cli", "gitea", "fresh_gitea"}
 
 
 def pytest_collection_modifyitems(items):

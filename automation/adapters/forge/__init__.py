@@ -1,3 +1,28 @@
 """The forges' APIs behind one interface (base.Forge): Gitea (gitea.py, tested against a real Gitea), GitLab
 (gitlab.py) and GitHub (github.py), both written to their documented REST APIs and tested against recorded
 responses. `forge_for(kind, api_url, token)` picks the implementation."""
+from __future__ import annotations
+
+from typing import Callable
+
+import httpx
+
+from automation.adapters.forge.base import Forge, ForgeError
+from automation.adapters.forge.gitea import Gitea
+from automation.adapters.forge.github import GitHub
+from automation.adapters.forge.gitlab import GitLab
+from automation.adapters.forge.http import DEFAULT_TIMEOUT
+
+FORGES: dict[str, Callable[..., Forge]] = {"gitea": Gitea, "gitlab": GitLab, "github": GitHub}
+
+
+def forge_for(kind: str, api_url: str, token: str, *, timeout: float = DEFAULT_TIMEOUT,
+              transport: httpx.BaseTransport | None = None) -> Forge:
+    """The adapter for `kind` (gitea, gitlab, github) at `api_url` (the API root: .../api/v1 for Gitea,
+    .../api/v4 for GitLab, https://api.github.com or .../api/v3 for GitHub), every call within `timeout`
+    seconds. `transport` is for tests (recorded responses)."""
+    try:
+        cls = FORGES[kind]
+    except KeyError:
+        raise ForgeError(f"forge {kind!r}: expected one of {', '.join(sorted(FORGES))}") from None
+    return cls(api_url, token, timeout=timeout, transport=transport)
