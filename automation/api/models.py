@@ -274,8 +274,9 @@ def controlled_by(doc: Mapping[str, Any], kind: str, uid: Any) -> bool:
     """Whether `doc`'s controller (ownerReference) is the object of this kind and uid: a HubGitRepo made for an
     earlier HubCluster of the same name is not the current one's."""
     refs = section(doc, "metadata").get("ownerReferences")
-    return bool(uid) and any(isinstance(ref, Mapping) and ref.get("kind") == kind and ref.get("uid") == uid
-                             and ref.get("controller") is True for ref in refs if isinstance(refs, list))
+    return bool(uid) and isinstance(refs, list) and any(
+        isinstance(ref, Mapping) and ref.get("kind") == kind and ref.get("uid") == uid and ref.get("controller") is True
+        for ref in refs)
 
 
 def cluster_view(doc: Mapping[str, Any], tenant: str | None) -> dict[str, Any]:
