@@ -84,11 +84,12 @@ def admin(kube_apiserver) -> Iterator[client.ApiClient]:
 
 @pytest.fixture(scope="module")
 def own(kube_apiserver, admin) -> Iterator[client.ApiClient]:
-    """The API's own client: a ServiceAccount bound to exactly API_RULES, nothing else."""
-    namespace, name = f"registry-git-{SUFFIX}", "registry-api"
+    """The API's own client: a ServiceAccount bound to exactly API_RULES, nothing else (its own names: every module
+    that uses this fixture makes one, and namespaces never finish deleting here)."""
+    namespace, name = f"registry-git-{uuid.uuid4().hex[:8]}", "registry-api"
     core = client.CoreV1Api(admin)
     core.create_namespace({"metadata": {"name": namespace}})
-    role = f"registry-git-{SUFFIX}"
+    role = namespace
     bind_cluster_role(admin, role, [dict(rule) for rule in API_RULES], [sa_subject(namespace, name)])
     api = kube_apiserver.api_client(service_account_token(admin, namespace, name))
     eventually(lambda: custom(api).list_custom_object_for_all_namespaces(GROUP, VERSION, "hubclusters", limit=1))
