@@ -240,8 +240,9 @@ def ready_status(tenant: str, cluster: str | None = None, **extra: Any) -> dict[
 def test_a_tenant_admin_reads_its_own_repositories_and_gets_the_one_403_for_anothers(hub):
     a, b = hub.tenant(), hub.tenant()
     a_cluster, b_cluster = hub.cluster(a), hub.cluster(b)
+    tenant_uid = custom(hub.admin).get_cluster_custom_object(GROUP, VERSION, "hubtenants", a)["metadata"]["uid"]
     hub.repo(a, f"tenant-{a}", path=f"hub/{a}", labels={TENANT_LABEL: a, GITREPO_ROLE_LABEL: "tenant"},
-             owner=None, repo_status=ready_status(a))
+             owner=("HubTenant", a, tenant_uid), repo_status=ready_status(a))
     hub.catalog(a, a_cluster)
     hub.catalog(b, b_cluster)
     alice, bob = hub.tenant_admin(a, "alice"), hub.tenant_admin(b, "bob")
@@ -286,8 +287,11 @@ def test_a_tenant_without_a_managed_repository_answers_with_its_url_or_404(hub):
 def test_only_a_hubgitrepo_made_for_the_cluster_now_is_its_catalog(hub):
     """A HubGitRepo of the catalog's name that another HubCluster of that name controlled (deleted while no garbage
     collector ran), or that no template made for the cluster, is not its catalog: the GET and the install answer
-    both leave it out."""
+    both leave it out. Likewise a tenant's repository controlled by an earlier HubTenant of its name."""
     tenant = hub.tenant()
+    hub.repo(tenant, f"tenant-{tenant}", path=f"hub/{tenant}", labels={TENANT_LABEL: tenant, GITREPO_ROLE_LABEL: "tenant"},
+             owner=("HubTenant", tenant, str(uuid.uuid4())), repo_status=ready_status(tenant))
+    status(hub.http.get(f"/tenants/{tenant}/gitrepo", headers=bearer(hub.env.token)), 404)
     earlier, unlabelled = hub.cluster(tenant), hub.cluster(tenant)
     hub.catalog(tenant, earlier, uid=str(uuid.uuid4()))  # an earlier HubCluster's
     hub.repo(tenant, f"cluster-{unlabelled}", path=f"hub/{tenant}.{unlabelled}", labels={},

@@ -7,8 +7,8 @@
 The GETs read the HubGitRepo (`tenant-<t>`, `cluster-<id>`: stacks.gitrepos.templates) *as the caller*, so RBAC
 decides who sees a repository, and answer with what its status says: URLs, the forge's host keys, the phase, the
 Ready condition, and the deploy keys hubwright keeps, by name, fingerprint and write access, never more. Only a
-HubGitRepo a template made for that tenant or that cluster counts (its labels, and for a cluster the ownerReference
-to the HubCluster of that name now); a tenant without one answers with its spec.gitRepoURL, used as is.
+HubGitRepo a template made for that tenant or that cluster counts (its labels, and its controller the HubTenant or
+HubCluster of that name now, by uid); a tenant without one answers with its spec.gitRepoURL, used as is.
 
 The PUT is the agent's alone: the caller must be the Cluster's agent, granted for the Cluster of that name now
 (automation.api.agents.as_agent). The key is parsed (stacks.gitrepos.keys: one line, no options, a known type whose
@@ -35,8 +35,8 @@ from automation.api.models import ERRORS, AgentKeyPut, AgentKeyView, GitRepoView
 from automation.api.tenants import ClusterId, TenantId
 from stacks.gitrepos import keys
 from stacks.gitrepos.templates import CLUSTER_ROLE, TENANT_ROLE, cluster_repo_name, tenant_repo_name
-from stacks.names import (AGENT_CLUSTER_LABEL, CLUSTER, CLUSTERS, GITREPO_ROLE_LABEL, GITREPOS, GROUP, TENANT_LABEL,
-                          TENANTS, VERSION)
+from stacks.names import (AGENT_CLUSTER_LABEL, CLUSTER, CLUSTERS, GITREPO_ROLE_LABEL, GITREPOS, GROUP, TENANT,
+                          TENANT_LABEL, TENANTS, VERSION)
 
 Caller = Annotated[client.ApiClient, Depends(caller)]
 Reg = Annotated[Registry, Depends(registry)]
@@ -79,16 +79,14 @@ def gitrepo_view(doc: Mapping[str, Any]) -> dict[str, Any]:
     }).model_dump(mode="json", by_alias=True)
 
 
-def _tenant_url(reg: Registry, tenant: str) -> str | None:
-    """The existing repository a Tenant names (spec.gitRepoURL), read with the API's own client."""
+def _tenant(reg: Registry, tenant: str) -> Mapping[str, Any]:
+    """The HubTenant, read with the API's own client (tenant users usually cannot read it); {} when it is gone."""
     try:
-        doc = custom(reg.own).get_cluster_custom_object(GROUP, VERSION, TENANTS, tenant)
+        return custom(reg.own).get_cluster_custom_object(GROUP, VERSION, TENANTS, tenant)
     except ApiException as exc:
         if exc.status == 404:
-            return None
+            return {}
         raise
-    url = section(doc, "spec").get("gitRepoURL")
-    return url if isinstance(url, str) and url else None
 
 
 def _agent_key(reg: Registry, namespace: str, tenant: str, cluster: str, current: dict[str, Any],
@@ -125,10 +123,12 @@ def router() -> APIRouter:
     def tenant_repo(tenant: TenantId, api: Caller, reg: Reg) -> JSONResponse:
         namespace = namespace_of(reg, tenant, api)
         doc = _read(api, namespace, tenant_repo_name(tenant))  # as the caller: RBAC decides first
-        if doc is not None and _made_for(doc, TENANT_ROLE, tenant):
+        found = _tenant(reg, tenant)
+        if doc is not None and _made_for(doc, TENANT_ROLE, tenant) \
+                and controlled_by(doc, TENANT.kind, section(found, "metadata").get("uid")):
             return JSONResponse(gitrepo_view(doc))
-        url = _tenant_url(reg, tenant)
-        if url is not None:
+        url = section(found, "spec").get("gitRepoURL")
+        if isinstance(url, str) and url:
             return JSONResponse(GitRepoView(managed=False, url=url).model_dump(mode="json", by_alias=True))
         raise HTTPException(404, f"tenant {tenant} has no Git repository")
 
