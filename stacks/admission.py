@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from stacks.names import (CLUSTERS, TENANT, TENANTS, API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
                           OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE,
-                          STACKRUNS)
+                          STACKRUNS, GITREPOS)
 from stacks.registry import OWNERSHIP_FIELDS, Tenant
 
 Manifest = dict[str, Any]
@@ -60,6 +60,9 @@ def tenant_admin_clusterrole() -> Manifest:
             {"apiGroups": [GROUP], "resources": [FACTS_SUBRESOURCE, BOOTSTRAP_SUBRESOURCE], "verbs": ["create"]},
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [GROUP], "resources": [STACKRUNS], "verbs": ["get", "list", "watch"]},
+            # their repositories (HubGitRepos: the templates make them; the registry's GET .../gitrepo reads them as
+            # the caller): read only, as their stack runs
+            {"apiGroups": [GROUP], "resources": [GITREPOS], "verbs": ["get", "list", "watch"]},
         ],
     }
 

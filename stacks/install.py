@@ -10,9 +10,13 @@ The items go to the *guest* cluster, in this order (apply them as listed):
 
     Namespace hubwright-agent
     ServiceAccount, ClusterRole(+Binding)   the agent reads /version and lists nodes in its own cluster
-    Role(+Binding)                          it may rewrite its own Secret (the rotated hub token), nothing else
+    Role(+Binding)                          it may rewrite its own Secret (the rotated hub token) and its catalog
+                                            key's Secret, nothing else
     Secret hubwright-agent                 the hub token (rotated through the API), its URL, tenant, cluster,
-                                            hub namespace
+                                            hub namespace, and this install's ID
+    Secret hubwright-catalog-key           empty: the agent writes its SSH key pair there (identity, identity.pub,
+                                            known_hosts: what Flux's GitRepository and Argo CD take)
+    ConfigMap hubwright-catalog             the catalog repository's URL, SSH URL and known_hosts, when it has one
     Deployment hubwright-agent             `python -m automation agent`: non-root, read-only root filesystem
     ConfigMap kube-system/hubwright-apiserver-proxy   the shared-ingress node proxy, when the cluster uses it
 
@@ -24,6 +28,12 @@ Two sets of hub-side rights live here as data, so deploy/, the docs and the test
   else: not `hubclusters/status` (status feeds resolution and belongs to the service), and not
   `serviceaccounts/token` (a token of any lifetime and audience): the registry API rotates its token
   (automation.api.agents), with a lifetime the hub administrator caps.
+
+The catalog key: on its first start the agent makes an ed25519 key pair in KEY_SECRET and PUTs the public key to the
+registry (automation.api.gitrepos), which makes it the catalog repository's read-only deploy key. The private key
+never leaves the cluster. Each install has its own ID (`install_id`, in the agent's Secret), which the agent records
+on KEY_SECRET (INSTALL_ID_ANNOTATION): a new install (a reset bootstrap token) has another ID, so the agent makes a
+new key pair, and the reset already took the old key off the repository.
 """
 from __future__ import annotations
 
@@ -34,7 +44,7 @@ import yaml
 from stacks.haproxy import guest_manifests
 from stacks.inputs import SharedIngressInputs
 from stacks.model.cluster import Cluster
-from stacks.names import CLUSTERS, HUBCONFIGS, TENANTS, GROUP, SHARED_INGRESS_CONFIGMAP
+from stacks.names import CLUSTERS, GITREPOS, HUBCONFIGS, TENANTS, GROUP, SHARED_INGRESS_CONFIGMAP
 
 RBAC = "rbac.authorization.k8s.io"
 AGENT_NAMESPACE = "hubwright-agent"  # in the guest cluster
@@ -42,6 +52,11 @@ AGENT = "hubwright-agent"  # the guest-side ServiceAccount, roles, Secret and De
 SECRET_MOUNT = "/etc/hubwright-agent"
 FACTS_INTERVAL = 300  # seconds between two pushes of the agent
 AGENT_LABELS = {"app.kubernetes.io/name": AGENT, "app.kubernetes.io/part-of": "hubwright"}
+KEY_SECRET = "hubwright-catalog-key"  # the agent's SSH key pair for its catalog repository (guest side)
+CATALOG_CONFIGMAP = "hubwright-catalog"  # the catalog repository's url, sshURL and known_hosts (guest side)
+CATALOG_MOUNT = "/etc/hubwright-catalog"
+INSTALL_ID_ANNOTATION = f"{GROUP}/install-id"  # on KEY_SECRET: the install its key pair was made for
+KEY_PUSHED_ANNOTATION = f"{GROUP}/key-pushed"  # on KEY_SECRET: the fingerprint the registry accepted
 
 # The registry API's own ServiceAccount, cluster-wide (docs/registry.md; deploy/ grants exactly these).
 API_RULES: tuple[dict[str, Any], ...] = (
@@ -53,6 +68,8 @@ API_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [GROUP], "resources": [f"{CLUSTERS}/facts"], "verbs": ["create"]},
     {"apiGroups": [GROUP], "resources": [TENANTS], "verbs": ["get", "list"]},  # tenant <-> namespace
     {"apiGroups": [GROUP], "resources": [HUBCONFIGS], "verbs": ["get"]},  # the shared ingress's address
+    # an install answer's catalog repository (url, sshURL, host keys), read from its HubGitRepo's status
+    {"apiGroups": [GROUP], "resources": [GITREPOS], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},  # tenant and allowed-backends annotations
     # the routes the service publishes: an install gets its node proxy's config only for a cluster routed to it
     {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [SHARED_INGRESS_CONFIGMAP], "verbs": ["get"]},
@@ -88,12 +105,17 @@ def node_proxy_config_map(node_proxy: SharedIngressInputs) -> dict[str, Any]:
 
 def install_response(cluster: Cluster, *, tenant: str, api_url: str, agent_image: str, agent_token: str,
                      expires_at: str, node_proxy: SharedIngressInputs | None = None,
-                     interval: int = FACTS_INTERVAL) -> dict[str, Any]:
+                     interval: int = FACTS_INTERVAL, install_id: str | None = None,
+                     git_repo: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The install endpoint's answer for `cluster` (metadata.namespace is its hub namespace). The agent rotates
-    its token before `expires_at` through the registry API (`api_url`)."""
+    its token before `expires_at` through the registry API (`api_url`). With an `install_id`, the agent keeps an SSH
+    key pair for its catalog repository (KEY_SECRET); `git_repo` (catalog_repo: url, sshURL, hostKeys) is that
+    repository, when it has one already."""
     namespace, name = cluster.metadata.namespace or "default", cluster.metadata.name
     manifests = agent_manifests(namespace=namespace, cluster=name, tenant=tenant, api_url=api_url,
-                                image=agent_image, token=agent_token, interval=interval)
+                                image=agent_image, token=agent_token, interval=interval, install_id=install_id)
+    if git_repo is not None:
+        manifests.append(catalog_config_map(git_repo))
     if node_proxy is not None:
         manifests.append(node_proxy_config_map(node_proxy))
     return {
@@ -104,15 +126,46 @@ def install_response(cluster: Cluster, *, tenant: str, api_url: str, agent_image
         "apiURL": api_url,
         "expiresAt": expires_at,
         "privateLinkEndpoint": private_link_endpoint(cluster),
+        "gitRepo": dict(git_repo) if git_repo is not None else None,
         "items": manifests,
     }
 
 
+def catalog_repo(status: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What an install tells the agent of its catalog repository, from the HubGitRepo's status: {url, sshURL,
+    hostKeys}, or None until the repository has an SSH URL."""
+    status = status if isinstance(status, Mapping) else {}
+    ssh_url = status.get("sshURL")
+    if not isinstance(ssh_url, str) or not ssh_url:
+        return None
+    host_keys = [line for line in status.get("hostKeys") or [] if isinstance(line, str) and line]
+    url = status.get("url")
+    return {"url": url if isinstance(url, str) else None, "sshURL": ssh_url, "hostKeys": host_keys}
+
+
+def catalog_config_map(git_repo: Mapping[str, Any]) -> dict[str, Any]:
+    """The catalog repository's ConfigMap in the guest cluster (mounted into the agent at CATALOG_MOUNT)."""
+    known_hosts = "".join(f"{line}\n" for line in git_repo.get("hostKeys") or [])
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": CATALOG_CONFIGMAP, "namespace": AGENT_NAMESPACE, "labels": dict(AGENT_LABELS)},
+            "data": {"url": git_repo.get("url") or "", "sshURL": git_repo["sshURL"], "known_hosts": known_hosts}}
+
+
 def agent_manifests(*, namespace: str, cluster: str, tenant: str, api_url: str, image: str, token: str,
-                    interval: int = FACTS_INTERVAL) -> list[dict[str, Any]]:
-    """The facts agent in the guest cluster: its namespace, guest-side rights, Secret and Deployment."""
+                    interval: int = FACTS_INTERVAL, install_id: str | None = None) -> list[dict[str, Any]]:
+    """The facts agent in the guest cluster: its namespace, guest-side rights, Secret and Deployment; with an
+    `install_id`, also the (empty) Secret of its catalog key pair and the right to write that one Secret."""
     meta = {"name": AGENT, "namespace": AGENT_NAMESPACE, "labels": dict(AGENT_LABELS)}
     secret = {"token": token, "apiURL": api_url, "tenant": tenant, "cluster": cluster, "namespace": namespace}
+    secrets_rules = [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [AGENT], "verbs": ["get", "patch"]}]
+    key_secret: list[dict[str, Any]] = []
+    if install_id is not None:
+        secret["installID"] = install_id
+        # Kubernetes cannot limit `create` to a name, so the install makes the Secret and the agent only patches it
+        secrets_rules.append({"apiGroups": [""], "resources": ["secrets"], "resourceNames": [KEY_SECRET],
+                              "verbs": ["get", "patch"]})
+        key_secret.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": {
+            "name": KEY_SECRET, "namespace": AGENT_NAMESPACE, "labels": dict(AGENT_LABELS)}})
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": AGENT_NAMESPACE, "labels": dict(AGENT_LABELS)}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
@@ -120,19 +173,19 @@ def agent_manifests(*, namespace: str, cluster: str, tenant: str, api_url: str, 
          "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]},
         {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": _cluster_meta(),
          "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": AGENT}, "subjects": [_subject()]},
-        # the rotated hub token is written back here, so a restarted agent starts with a live one
-        {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": meta,
-         "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [AGENT],
-                    "verbs": ["get", "patch"]}]},
+        # the rotated hub token is written back here, so a restarted agent starts with a live one; the catalog key
+        {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": meta, "rules": secrets_rules},
         {"apiVersion": f"{RBAC}/v1", "kind": "RoleBinding", "metadata": meta,
          "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": AGENT}, "subjects": [_subject()]},
         {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "stringData": secret},
-        agent_deployment(image, interval=interval),
+        *key_secret,
+        agent_deployment(image, interval=interval, catalog_key=install_id is not None),
     ]
 
 
-def agent_deployment(image: str, *, interval: int = FACTS_INTERVAL) -> dict[str, Any]:
-    """One agent pod (Recreate: never two pushing at once). Its settings come from the Secret."""
+def agent_deployment(image: str, *, interval: int = FACTS_INTERVAL, catalog_key: bool = False) -> dict[str, Any]:
+    """One agent pod (Recreate: never two pushing at once). Its settings come from the Secret; with `catalog_key`
+    it keeps the catalog key pair in KEY_SECRET and reads the catalog's known_hosts from CATALOG_CONFIGMAP."""
 
     def from_secret(key: str) -> dict[str, Any]:
         return {"valueFrom": {"secretKeyRef": {"name": AGENT, "key": key}}}
@@ -147,6 +200,15 @@ def agent_deployment(image: str, *, interval: int = FACTS_INTERVAL) -> dict[str,
             "--namespace", "$(HUBWRIGHT_HUB_NAMESPACE)", "--cluster", "$(HUBWRIGHT_CLUSTER)",
             "--token-file", f"{SECRET_MOUNT}/token", "--interval", str(interval),
             "--secret", f"{AGENT_NAMESPACE}/{AGENT}"]
+    mounts = [{"name": "hub", "mountPath": SECRET_MOUNT, "readOnly": True}]
+    volumes: list[dict[str, Any]] = [{"name": "hub", "secret": {"secretName": AGENT, "defaultMode": 0o440}}]
+    if catalog_key:
+        env.insert(4, {"name": "HUBWRIGHT_INSTALL_ID", **from_secret("installID")})
+        args += ["--install-id", "$(HUBWRIGHT_INSTALL_ID)", "--key-secret", f"{AGENT_NAMESPACE}/{KEY_SECRET}",
+                 "--known-hosts-file", f"{CATALOG_MOUNT}/known_hosts"]
+        mounts.append({"name": "catalog", "mountPath": CATALOG_MOUNT, "readOnly": True})
+        # optional: a cluster installed before its catalog repository was made has no such ConfigMap (yet)
+        volumes.append({"name": "catalog", "configMap": {"name": CATALOG_CONFIGMAP, "optional": True}})
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": AGENT, "namespace": AGENT_NAMESPACE, "labels": dict(AGENT_LABELS)},
@@ -171,9 +233,9 @@ def agent_deployment(image: str, *, interval: int = FACTS_INTERVAL) -> dict[str,
                                       "limits": {"cpu": "200m", "memory": "192Mi"}},
                         "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
                                             "capabilities": {"drop": ["ALL"]}},
-                        "volumeMounts": [{"name": "hub", "mountPath": SECRET_MOUNT, "readOnly": True}],
+                        "volumeMounts": mounts,
                     }],
-                    "volumes": [{"name": "hub", "secret": {"secretName": AGENT, "defaultMode": 0o440}}],
+                    "volumes": volumes,
                 },
             },
         },

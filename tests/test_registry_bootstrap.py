@@ -250,10 +250,11 @@ def test_a_token_is_redeemed_once_and_never_stored_or_logged_in_clear(made, capl
     assert first.headers["cache-control"] == "no-store"
     assert [m["kind"] for m in body["items"]] == ["Namespace", "ServiceAccount", "ClusterRole",
                                                       "ClusterRoleBinding", "Role", "RoleBinding", "Secret",
-                                                      "Deployment"]  # no shared ingress: no node proxy
-    secret = manifest(body, "Secret")["stringData"]
+                                                      "Secret", "Deployment"]  # no shared ingress: no node proxy
+    secret = manifest(body, "Secret", AGENT)["stringData"]
     assert secret == {"apiURL": PUBLIC_URL, "tenant": tenant, "cluster": cluster, "namespace": namespace,
-                      "token": secret["token"]}  # nothing about the hub's own API: the agent never calls it
+                      "token": secret["token"], "installID": secret["installID"]}  # nothing about the hub's own API
+    assert body["gitRepo"] is None  # no catalog repository: no ConfigMap for it
     assert secret["token"] != token and token_times(secret["token"]) is not None  # the agent's own hub token
     pod = manifest(body, "Deployment")["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -284,7 +285,7 @@ def test_kubectl_apply_takes_the_answer_as_it_is(made, admin, kube_apiserver):
         names = [line.split(" ", 1)[0] for line in applied.stdout.splitlines()]
         assert [name.split("/", 1)[1] for name in names] == [m["metadata"]["name"] for m in answer.json()["items"]]
         stored = client.CoreV1Api(admin).read_namespaced_secret(AGENT, AGENT_NAMESPACE)
-        token = next(m for m in answer.json()["items"] if m["kind"] == "Secret")["stringData"]["token"]
+        token = manifest(answer.json(), "Secret", AGENT)["stringData"]["token"]
         assert base64.b64decode(stored.data["token"]).decode() == token
     finally:  # the shared server: the cluster-scoped items would meet the next test's
         subprocess.run([*kubectl, "delete", "--wait=false", "--ignore-not-found", "-f", "-"], input=answer.text,
@@ -382,11 +383,11 @@ def test_a_reset_invalidates_the_old_token_and_a_new_install_replaces_the_agent(
     denied(made.install(old))
     first = made.install(new)
     assert first.status_code == 200, first.text
-    first_agent = manifest(first.json(), "Secret")["stringData"]["token"]
+    first_agent = manifest(first.json(), "Secret", AGENT)["stringData"]["token"]
 
     again = made.install(made.token(tenant, cluster))  # reset after use: a fresh install
     assert again.status_code == 200, again.text
-    second_agent = manifest(again.json(), "Secret")["stringData"]["token"]
+    second_agent = manifest(again.json(), "Secret", AGENT)["stringData"]["token"]
     with kube_apiserver.api_client(second_agent) as api:
         assert may(api, "create", "hubclusters", namespace, cluster, subresource="facts")
     wait_revoked(kube_apiserver, first_agent)  # the previous agent's ServiceAccount was replaced
@@ -433,7 +434,7 @@ def test_the_agent_token_may_push_facts_for_its_cluster_only_and_mint_no_token(m
     tenant, namespace = made.tenant()
     cluster, other = made.cluster(namespace), made.cluster(namespace)
     body = made.install(made.token(tenant, cluster)).json()
-    agent_token = manifest(body, "Secret")["stringData"]["token"]
+    agent_token = manifest(body, "Secret", AGENT)["stringData"]["token"]
     with kube_apiserver.api_client(agent_token) as api:
         assert may(api, "create", "hubclusters", namespace, cluster, subresource="facts")
         assert not may(api, "create", "hubclusters", namespace, other, subresource="facts")
@@ -476,7 +477,7 @@ def test_the_agent_pushes_facts_and_renews_its_token(made, own, admin, kube_apis
     tenant, namespace = made.tenant()
     cluster = made.cluster(namespace)
     body = made.install(made.token(tenant, cluster)).json()
-    token = manifest(body, "Secret")["stringData"]["token"]
+    token = manifest(body, "Secret", AGENT)["stringData"]["token"]
     core = client.CoreV1Api(admin)
     core.create_namespaced_secret(namespace, {"metadata": {"name": AGENT}, "stringData": {"token": token}})
     store = FactsStore(f"sqlite:///{tmp_path / 'facts.db'}")
@@ -530,7 +531,7 @@ def test_an_agent_of_a_deleted_cluster_reaches_no_later_cluster_of_its_name(made
     tenant, namespace = made.tenant()
     cluster = made.cluster(namespace)
     body = made.install(made.token(tenant, cluster), http=full).json()
-    token = manifest(body, "Secret")["stringData"]["token"]
+    token = manifest(body, "Secret", AGENT)["stringData"]["token"]
     assert retry(lambda: _status(push(full, tenant, cluster, token), 201)).json()["version"] == 1
 
     uid = made.read(namespace, cluster)["metadata"]["uid"]
@@ -553,7 +554,7 @@ def test_an_agent_of_a_deleted_cluster_reaches_no_later_cluster_of_its_name(made
     assert "facts" not in (made.read(namespace, cluster).get("status") or {})
 
     again = made.install(made.token(tenant, cluster), http=full).json()  # the new Cluster's own install
-    fresh = manifest(again, "Secret")["stringData"]["token"]
+    fresh = manifest(again, "Secret", AGENT)["stringData"]["token"]
     assert retry(lambda: _status(push(full, tenant, cluster, fresh), 201)).status_code == 201
 
 
@@ -603,7 +604,7 @@ def test_token_lifetimes_stop_at_the_hubs_maximum(made, kube_apiserver, own):
     app = make_app(kube_apiserver, own, routers=(bootstrap.router, agents.router), agent_token_seconds=30 * 86400)
     with TestClient(app) as http:
         body = made.install(made.token(tenant, cluster), http=http).json()
-        token = manifest(body, "Secret")["stringData"]["token"]
+        token = manifest(body, "Secret", AGENT)["stringData"]["token"]
         issued, expires = token_times(token)
         assert expires - issued == 3600  # --agent-token-seconds asked for 30 days
         rotated = retry(lambda: _status(rotate(http, tenant, cluster, token), 201)).json()
@@ -614,8 +615,8 @@ def test_token_lifetimes_stop_at_the_hubs_maximum(made, kube_apiserver, own):
 def test_only_the_agent_itself_rotates_its_token(made, full, kube_apiserver):
     tenant, namespace = made.tenant()
     cluster, other = made.cluster(namespace), made.cluster(namespace)
-    token = manifest(made.install(made.token(tenant, cluster), http=full).json(), "Secret")["stringData"]["token"]
-    stranger = manifest(made.install(made.token(tenant, other), http=full).json(), "Secret")["stringData"]["token"]
+    token = manifest(made.install(made.token(tenant, cluster), http=full).json(), "Secret", AGENT)["stringData"]["token"]
+    stranger = manifest(made.install(made.token(tenant, other), http=full).json(), "Secret", AGENT)["stringData"]["token"]
     assert rotate(full, tenant, cluster, None).status_code == 401
     assert rotate(full, tenant, cluster, "not-a-token").status_code == 401
     missing = rotate(full, "no-such-tenant", cluster, stranger)
@@ -819,7 +820,7 @@ def test_the_install_answer_names_the_tenant_the_stack_tags_name(made, admin):
                      ns_annotations={k: v for k, v in annotations.items() if k.startswith(ANNOTATION_PREFIX)}
                      ).tags[TENANT_TAG]
     assert answered == tagged == namespace != victim
-    assert manifest(response.json(), "Secret")["stringData"]["tenant"] == namespace
+    assert manifest(response.json(), "Secret", AGENT)["stringData"]["tenant"] == namespace
 
 
 def test_an_install_for_a_tenant_no_tag_can_name_is_refused_before_the_token_is_used(made, admin):

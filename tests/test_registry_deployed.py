@@ -24,7 +24,7 @@ from kubernetes import client, dynamic
 
 from automation.adapters.kube.agent import revoke_agent
 from components.registry import FACTS_DIR, RegistryApi, RegistryApiArgs
-from stacks.install import API_RULES
+from stacks.install import AGENT, API_RULES
 from stacks.names import GROUP, TENANT_ANNOTATION, TENANT_LABEL, VERSION, agent_name
 from tests import deployed
 from tests.dockerfile import image
@@ -140,8 +140,8 @@ def made() -> Iterator[Made]:
     found.cleanup()
 
 
-def manifest(body: dict, kind: str) -> dict:
-    [found] = [m for m in body["items"] if m["kind"] == kind]
+def manifest(body: dict, kind: str, name: str | None = None) -> dict:
+    [found] = [m for m in body["items"] if m["kind"] == kind and name in (None, m["metadata"]["name"])]
     return found
 
 
@@ -193,7 +193,7 @@ def test_the_deployed_registry_registers_bootstraps_and_keeps_the_facts_history(
         assert manifest(installed, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
         again = http.get("/install/agent.json", params={"token": issued["token"]})
         assert again.status_code == 401, again.text
-        agent_token = manifest(installed, "Secret")["stringData"]["token"]
+        agent_token = manifest(installed, "Secret", AGENT)["stringData"]["token"]
         secrets_seen.append(agent_token)
         assert registry.core.read_namespaced_service_account(agent_name(cluster_id), namespace)
 

@@ -32,6 +32,8 @@ def test_the_api_holds_what_it_grants_and_no_wildcard():
         assert {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]} <= held
     assert not any("*" in str(rule) for rule in API_RULES)
     assert (GROUP, "hubclusters/status", "update") not in held and ("", "secrets", "get") not in held
+    # the install answer's catalog repository: read one HubGitRepo's status, never list or change one
+    assert {(g, r, v) for g, r, v in held if r.startswith("hubgitrepos")} == {(GROUP, "hubgitrepos", "get")}
 
 
 def test_the_agent_is_never_told_where_the_hubs_kubernetes_api_is():

@@ -68,17 +68,24 @@ def _same_cluster(reg: Registry, namespace: str, cluster: str, current: Mapping[
                                  "of that name now; install the cluster again with a new bootstrap token")
 
 
+def as_agent(reg: Registry, api: client.ApiClient, tenant: str, cluster: str) -> tuple[str, dict[str, Any]]:
+    """The Cluster's namespace and the Cluster itself (read with the API's own client), when the caller is that
+    Cluster's agent, granted for the Cluster of that name now; else 403 (the one FORBIDDEN body for anyone else)."""
+    namespace = namespace_of(reg, tenant, api)
+    if not is_agent(caller_name(api), namespace, cluster):
+        raise HTTPException(403, FORBIDDEN)  # the one 403 body: names no namespace, tells no tenant exists
+    current = own_cluster(reg, namespace, tenant, cluster)
+    _same_cluster(reg, namespace, cluster, current)
+    return namespace, current
+
+
 def router() -> APIRouter:
     r = APIRouter(tags=["bootstrap"], responses=ERRORS)
 
     @r.post("/tenants/{tenant}/clusters/{cluster}/agent-token", response_model=AgentToken, status_code=201,
             summary="Rotate a facts agent's hub token (as that agent)")
     def rotate(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
-        namespace = namespace_of(reg, tenant, api)
-        if not is_agent(caller_name(api), namespace, cluster):
-            raise HTTPException(403, FORBIDDEN)  # the one 403 body: names no namespace, tells no tenant exists
-        current = own_cluster(reg, namespace, tenant, cluster)
-        _same_cluster(reg, namespace, cluster, current)
+        namespace, _ = as_agent(reg, api, tenant, cluster)
         lifetime = agent_token_seconds(reg.settings.agent_token_seconds, hub_config(reg))
         token, expires_at = request_token(client.CoreV1Api(reg.own), namespace, agent_name(cluster), lifetime)
         LOG.info("rotated the agent token of Cluster %s/%s: valid until %s", namespace, cluster, expires_at)

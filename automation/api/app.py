@@ -4,10 +4,12 @@
                  401 if no token          (RBAC alone decides; its 401/403 are passed through)
 
 Routes live beside this module, one file per resource: tenants.py (tenants and clusters), facts.py (dynamic
-facts and their history), bootstrap.py (bootstrap tokens and the install endpoint); serve.py hands them to
+facts and their history), bootstrap.py (bootstrap tokens and the install endpoint), agents.py (an agent's token),
+gitrepos.py (Git repositories and the agent's key); serve.py hands them to
 create_app. The API's own ServiceAccount (`Registry.own`, the rights listed in docs/registry.md) is used only
 where the caller's token cannot be: a tenant's namespace, the cluster a token or a fact push is for (after
-the caller's access was checked), status.bootstrapToken and status.facts, and the install endpoint, which
+the caller's access was checked), status.bootstrapToken, status.facts and status.agentKey, a tenant's
+spec.gitRepoURL, and the install endpoint, which
 has no caller; everything else runs as the caller.
 """
 from __future__ import annotations

@@ -7,7 +7,9 @@ Issuing is authorised on a virtual subresource: a SelfSubjectAccessReview made *
 on hubclusters/bootstraptoken of that Cluster. Only then does the API, with its own client, write
 status.bootstrapToken {sha256, validUntil, used: false} and the label that finds the Cluster by the hash
 (stacks.names.BOOTSTRAP_TOKEN_LABEL). The token itself is never stored and never logged; issuing again
-replaces the hash, so the old token stops working.
+replaces the hash, so the old token stops working. It also clears status.agentKey (a JSON merge patch null): the
+key of the cluster's old agent leaves its catalog repository (the service's controller drops the deploy key), and
+the next install's agent makes a new key pair (stacks.install: each install has its own ID).
 
 Installing finds the Cluster by that label, compares the full SHA-256 in constant time, and refuses an
 unknown, expired or used token with one and the same 401 (which one it was is not said). It marks the token
@@ -17,7 +19,9 @@ one token exactly one succeeds. Then it makes the agent's hub identity (automati
 answers with the manifests the cluster applies (stacks.install), as a Kubernetes List that `kubectl apply -f` takes. A shared-ingress cluster gets its node proxy's
 config only when the central proxy routes its ID to it: the routes the service published in the shared-ingress
 ConfigMap say so (else 409, with the reason its Stalled condition gives), so no config ever sends a cluster's
-nodes to another cluster's backend.
+nodes to another cluster's backend. When the cluster's catalog repository (its HubGitRepo `cluster-<name>`, controlled
+by this HubCluster) has an SSH URL, the answer carries it with the forge's host keys (`gitRepo`, and a ConfigMap
+for the agent); each answer gives the agent a new install ID, so it makes a new key pair for the repository.
 
 The install endpoint is rate-limited per client address (token buckets, ApiSettings.install_rate and
 install_burst). The limit is per replica: with N replicas a client gets N times the rate.
@@ -41,15 +45,16 @@ from automation.adapters.kube.agent import AgentGone, grant_agent
 from automation.adapters.kube.status import parse_time, rfc3339
 from automation.api.app import LOG, Registry, caller, kube_unreachable, registry
 from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
-from automation.api.models import ERRORS, Problem, View
+from automation.api.models import ERRORS, Problem, View, controlled_by
 from automation.api.ratelimit import RateLimiter, client_address
 from automation.api.tenants import ClusterId, TenantId
 from stacks.errors import InvalidSpec
-from stacks.install import install_response
+from stacks.gitrepos.templates import cluster_repo_name
+from stacks.install import catalog_repo, install_response
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.haproxy import published_routes
-from stacks.names import (CLUSTERS, HUBCONFIGS, BOOTSTRAP_SUBRESOURCE, BOOTSTRAP_TOKEN_LABEL, GROUP, SHARED_INGRESS_CONFIGMAP,
+from stacks.names import (CLUSTER, CLUSTERS, GITREPOS, HUBCONFIGS, BOOTSTRAP_SUBRESOURCE, BOOTSTRAP_TOKEN_LABEL, GROUP, SHARED_INGRESS_CONFIGMAP,
                           VERSION)
 from stacks.registry import agent_token_seconds, bootstrap_token_seconds, token_hash, token_label
 from stacks.resolve import shared_ingress_inputs
@@ -60,6 +65,7 @@ Reg = Annotated[Registry, Depends(registry)]
 SUBRESOURCE = BOOTSTRAP_SUBRESOURCE.split("/")[1]  # "bootstraptoken"
 TOKEN_BYTES = 32  # 256 bits of randomness: secrets.token_urlsafe gives 43 characters
 MAX_TOKEN = 256  # anything longer is not one of ours (and is not hashed)
+INSTALL_ID_BYTES = 12  # an install's ID (the agent's catalog key pair is made per install): random, not secret
 DENIED = "this bootstrap token is not valid: it is unknown, expired or used already; ask for a new one"
 JSON_PATCH = "application/json-patch+json"
 
@@ -67,6 +73,12 @@ JSON_PATCH = "application/json-patch+json"
 class IssuedToken(View):
     token: str = Field(description="the bootstrap token: shown this once, stored only as its SHA-256")
     valid_until: str = Field(description="RFC 3339: it cannot be used after this")
+
+
+class GitRepoInstall(View):
+    url: str | None = Field(None, description="the catalog repository's HTTPS clone URL")
+    ssh_url: str = Field(alias="sshURL", description="its SSH clone URL (the agent's key may clone it)")
+    host_keys: list[str] = Field(description="the forge's SSH host keys (known_hosts lines)")
 
 
 class InstallView(View):
@@ -79,6 +91,9 @@ class InstallView(View):
     expires_at: str = Field(description="RFC 3339: when the agent's hub token expires (it renews it before)")
     private_link_endpoint: str | None = Field(
         None, description="the DNS name of the hub's interface endpoint to the cluster's API, once it has one")
+    git_repo: GitRepoInstall | None = Field(
+        None, description="the cluster's catalog repository, once it has an SSH URL (also in ConfigMap "
+                          "hubwright-agent/hubwright-catalog)")
     items: list[dict[str, Any]] = Field(description="Kubernetes objects to apply to the cluster, in order")
 
 
@@ -200,6 +215,19 @@ def _why_not(cluster: Cluster) -> str:
     return "the service has not published a route for it; ask for a new bootstrap token once it has (see its status)"
 
 
+def _catalog(reg: Registry, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The cluster's catalog repository for its install answer (stacks.install.catalog_repo), from the HubGitRepo
+    the cluster's template made, only when this HubCluster (by uid) is its controller."""
+    namespace, name, uid = doc["metadata"]["namespace"], doc["metadata"]["name"], doc["metadata"]["uid"]
+    try:
+        repo = custom(reg.own).get_namespaced_custom_object(GROUP, VERSION, namespace, GITREPOS, cluster_repo_name(name))
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return None
+    return catalog_repo(repo.get("status")) if controlled_by(repo, CLUSTER.kind, uid) else None
+
+
 def _limiter(reg: Registry) -> RateLimiter:
     key = f"{__name__}.limiter"
     found = reg.extra.get(key)
@@ -214,6 +242,8 @@ def router() -> APIRouter:
     @r.post("/tenants/{tenant}/clusters/{cluster}/bootstrap-token", response_model=IssuedToken, status_code=201,
             responses=ERRORS, summary="Issue or reset a cluster's one-time bootstrap token")
     def issue(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
+        """A new token replaces the last one, and clears the key of the cluster's agent (status.agentKey): it leaves
+        the catalog repository's deploy keys, and the agent of the next install makes and pushes a new one."""
         namespace = namespace_of(reg, tenant, api)
         authorize(api, SUBRESOURCE, namespace, cluster, "issue a bootstrap token for")
         own = custom(reg.own)
@@ -222,7 +252,8 @@ def router() -> APIRouter:
         token = secrets.token_urlsafe(TOKEN_BYTES)
         digest = token_hash(token)
         written = own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, CLUSTERS, cluster, {
-            "status": {"bootstrapToken": {"sha256": digest, "validUntil": valid_until, "used": False}}})
+            "status": {"bootstrapToken": {"sha256": digest, "validUntil": valid_until, "used": False},
+                       "agentKey": None}})  # the old agent's key leaves the catalog repository
         _label(own, namespace, cluster, digest, written)
         LOG.info("bootstrap token issued for Cluster %s/%s, valid until %s", namespace, cluster, valid_until)
         return JSONResponse({"token": token, "validUntil": valid_until}, status_code=201,
@@ -261,6 +292,7 @@ def router() -> APIRouter:
             raise HTTPException(409, "; ".join(str(err) for err in exc.errors)) from None
         hub = hub_config(reg)
         node_proxy = _node_proxy(reg, cluster, annotations, hub)  # refused before the token is used up
+        git_repo = _catalog(reg, doc)
         if not _mark_used(own, namespace, name, digest):
             raise HTTPException(401, DENIED)
         try:
@@ -284,7 +316,8 @@ def router() -> APIRouter:
         LOG.info("Cluster %s/%s installed: agent token valid until %s", namespace, name, expires_at)
         body = install_response(cluster, tenant=tenant, api_url=reg.settings.public_url,
                                 agent_image=reg.settings.agent_image, agent_token=agent_token,
-                                expires_at=expires_at, node_proxy=node_proxy)
+                                expires_at=expires_at, node_proxy=node_proxy,
+                                install_id=secrets.token_hex(INSTALL_ID_BYTES), git_repo=git_repo)
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
     return r

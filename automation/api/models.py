@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from stacks.gitrepos.model import Phase, PublicKeyText
 from stacks.model.cluster import ClusterSpec
 from stacks.model.fields import Facts, NamespaceName
 from stacks.names import BOOTSTRAP_TOKEN_LABEL
@@ -85,6 +86,11 @@ class Patch(Body):
 
 class FactsPush(Body):
     facts: Facts = Field(description="the cluster's dynamic facts now (the whole set: keys left out are removed)")
+
+
+class AgentKeyPut(Body):
+    public_key: PublicKeyText = Field(description="the agent's SSH public key: one OpenSSH line '<type> <base64>' and "
+                                                  "an optional comment; no options, RSA from 3072 bits")
 
 
 # --------------------------------------------------------------------------- responses
@@ -178,6 +184,35 @@ class FactsHistory(View):
     items: list[FactsChange]
 
 
+class AgentKeyView(View):
+    """The key the registry holds for the cluster's agent (HubCluster status.agentKey)."""
+
+    public_key: str = Field(description="as stored: rebuilt from its parts")
+    fingerprint: str = Field(description="SHA256:..., as `ssh-keygen -lf` prints it")
+    time: str = Field(description="RFC 3339: when the registry took it")
+
+
+class DeployKeyView(View):
+    name: str
+    fingerprint: str = Field(description="SHA256:... of the public key")
+    write: bool = Field(description="whether it may push")
+
+
+class GitRepoView(View):
+    """A tenant's or a cluster's Git repository, as its HubGitRepo's status tells (or the tenant's spec.gitRepoURL)."""
+
+    name: str | None = Field(None, description="the HubGitRepo (null: the tenant's spec.gitRepoURL, not managed)")
+    managed: bool = Field(description="false: an existing repository the tenant names (spec.gitRepoURL), used as is")
+    path: str | None = Field(None, description="owner/name on the forge")
+    url: str | None = Field(None, description="the HTTPS clone URL")
+    ssh_url: str | None = Field(None, alias="sshURL", description="the SSH clone URL")
+    host_keys: list[str] = Field(default_factory=list, description="the forge's SSH host keys (known_hosts lines)")
+    phase: Phase | None = None
+    ready: ReadyView | None = None
+    deploy_keys: list[DeployKeyView] = Field(default_factory=list,
+                                             description="the deploy keys hubwright keeps on the repository")
+
+
 class Problem(View):
     detail: str = Field(description="why; Kubernetes' own message when Kubernetes refused")
 
@@ -233,6 +268,15 @@ def section(doc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     """doc[key] when it is a mapping, else empty: an object is shown (or filtered) before it is validated."""
     value = doc.get(key)
     return value if isinstance(value, Mapping) else {}
+
+
+def controlled_by(doc: Mapping[str, Any], kind: str, uid: Any) -> bool:
+    """Whether `doc`'s controller (ownerReference) is the object of this kind and uid: a HubGitRepo made for an
+    earlier HubCluster of the same name is not the current one's."""
+    refs = section(doc, "metadata").get("ownerReferences")
+    return bool(uid) and isinstance(refs, list) and any(
+        isinstance(ref, Mapping) and ref.get("kind") == kind and ref.get("uid") == uid and ref.get("controller") is True
+        for ref in refs)
 
 
 def cluster_view(doc: Mapping[str, Any], tenant: str | None) -> dict[str, Any]:

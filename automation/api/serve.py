@@ -25,7 +25,7 @@ import uvicorn
 
 from automation.adapters.facts import FactsStore
 from automation.adapters.kube.kubeconfig import kube_client
-from automation.api import agents, bootstrap, facts, tenants
+from automation.api import agents, bootstrap, facts, gitrepos, tenants
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from stacks.errors import InvalidSpec
 from stacks.names import parse_host_port
@@ -34,7 +34,7 @@ from stacks.release import image_problem
 
 LOG = logging.getLogger("hubwright.api")
 FACTS_FILE = "registry-facts.db"
-ROUTERS = (tenants.router, facts.router, bootstrap.router, agents.router)  # every resource module's routes
+ROUTERS = (tenants.router, facts.router, bootstrap.router, agents.router, gitrepos.router)  # every resource module's routes
 _SECRET = re.compile(r"(?i)((?:[?&;]|\b)token=|bearer\s+)[^\s&\"';]+")
 
 
