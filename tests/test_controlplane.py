@@ -21,7 +21,8 @@ def deploy(**kw):
 def test_installs_the_generated_crds():
     groups = {g.name: g for g in deploy().of_type("kubernetes:yaml/v2:ConfigGroup")}
     names = sorted(o["metadata"]["name"] for o in groups["hubwright-crds"].inputs["objs"])
-    assert names == ["hubclusters.hubwright.io", "hubconfigs.hubwright.io", "hubstackruns.hubwright.io", "hubtenants.hubwright.io"]
+    assert names == ["hubclusters.hubwright.io", "hubconfigs.hubwright.io", "hubgitrepos.hubwright.io", "hubstackruns.hubwright.io",
+                     "hubtenants.hubwright.io"]
 
 
 def test_installs_the_tenant_admission_policies_and_the_tenant_admin_role():
