@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from stacks.names import (CLUSTERS, TENANT, TENANTS, API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
+from stacks.names import (CLUSTERS, GITREPOS, TENANT, TENANTS, API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
                           OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE,
                           STACKRUNS)
 from stacks.registry import OWNERSHIP_FIELDS, Tenant
@@ -60,6 +60,8 @@ def tenant_admin_clusterrole() -> Manifest:
             {"apiGroups": [GROUP], "resources": [FACTS_SUBRESOURCE, BOOTSTRAP_SUBRESOURCE], "verbs": ["create"]},
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [GROUP], "resources": [STACKRUNS], "verbs": ["get", "list", "watch"]},
+            # Their repositories' HubGitRepos, read only: one a tenant wrote would spend the hub's forge token.
+            {"apiGroups": [GROUP], "resources": [GITREPOS], "verbs": ["get", "list", "watch"]},
         ],
     }
 
@@ -88,6 +90,19 @@ def tenant_controller_rules() -> list[Rule]:
         # server's escalation check holds both to rights the controller has itself (no `escalate`).
         {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "verbs": ["get", "create"]},
         {"apiGroups": [RBAC_GROUP], "resources": ["clusterrolebindings"], "verbs": ["get", "create", "patch"]},
+    ]
+
+
+def gitrepo_controller_rules() -> list[Rule]:
+    """The least the Git repository controllers (automation/service/gitrepos.py, gitrepo_templates.py) need,
+    cluster-wide: HubGitRepos in every namespace (the templates' are made, changed and deleted; each one's
+    finalizer and status written). The forge tokens' Secrets are read in the service's own namespace only: that
+    `get` is a namespaced Role's (components/controlplane.py), never cluster-wide."""
+    return [
+        {"apiGroups": [GROUP], "resources": [GITREPOS],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": [GROUP], "resources": [f"{GITREPOS}/status", f"{GITREPOS}/finalizers"],
+         "verbs": ["update", "patch"]},
     ]
 
 

@@ -72,8 +72,8 @@ def default_forge_for(kind: str, api_url: str, token: str, *, timeout: float) ->
 class Resync(Loop):
     """Every `interval` seconds, every HubGitRepo again: drift on the forge is put back, refusals looked at again."""
 
-    def __init__(self, interval: float, resync: Callable[[], None]):
-        super().__init__("gitrepo-resync")
+    def __init__(self, interval: float, resync: Callable[[], None], name: str = "gitrepo-resync"):
+        super().__init__(name)
         self.interval = interval
         self.resync = resync
 
