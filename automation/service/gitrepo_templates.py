@@ -5,7 +5,7 @@ Lieutenant's Tenant and Cluster templates make GitRepos.
              Informer(clusters)     ─► (the service's Cache)                 ─┼─► WorkQueue ──► one worker
              Informer(hubgitrepos)  ─► (the gitrepo controller's store)      ─┘   ("tenant:<name>", "cluster:<ns>/<name>")
 
-It owns no informer: it hears the runtime's Tenants (registered by automation/service/tenants.py, so it runs only
+It owns no informer: it reads the runtime's Clusters from their store (no request per Cluster) and hears its Tenants (registered by automation/service/tenants.py, so it runs only
 beside the tenant controller), Clusters and HubGitRepos. What it makes is stacks.gitrepos.templates':
 
 - a HubTenant with spec.gitRepoTemplate, once the tenant controller has made its namespace (status.namespace):
@@ -23,6 +23,7 @@ HubGitRepo (only such a one); the owner deleted is the garbage collector's work.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Callable
 
 from kubernetes import client
@@ -37,7 +38,7 @@ from automation.service.tenants import TenantStore
 from stacks.admission import tenant_of
 from stacks.gitrepos.templates import (CLUSTER_ROLE, TENANT_ROLE, agent_key_of, cluster_repo, cluster_repo_name,
                                        tenant_repo, tenant_repo_name)
-from stacks.names import CLUSTERS, GITREPO_ROLE_LABEL, GITREPOS, GROUP, TENANTS, VERSION
+from stacks.names import GITREPO_ROLE_LABEL, GITREPOS, GROUP, TENANTS, VERSION
 from stacks.registry import Tenant
 
 LOG = logging.getLogger("hubwright.gitrepos")
@@ -59,7 +60,9 @@ class GitRepoTemplates:
         self._manager = manager
         self.controller = manager.controller("gitrepo-templates", self.reconcile, queue=self.queue, workers=1)
         manager.watch(TENANTS, self._tenant_changed)
-        manager.watch("clusters", lambda kind, raw: self.queue.add(CLUSTER_KEY + object_key(raw)))
+        self._seen: dict[str, tuple] = {}  # cluster key -> what its catalog is made of (uid, agent key, name)
+        self._seen_lock = threading.Lock()
+        manager.watch("clusters", self._cluster_changed)
         manager.watch(GITREPOS, self._gitrepo_changed)
         self.resync = Resync(resync, self._resync, "gitrepo-templates-resync")
         manager.runnable(self.resync)
@@ -71,6 +74,21 @@ class GitRepoTemplates:
         namespace = (raw.get("status") or {}).get("namespace")
         for key in self._clusters_in(namespace):
             self.queue.add(CLUSTER_KEY + key)
+
+    def _cluster_changed(self, kind: str, raw: Raw) -> None:
+        """Only what the catalog is made of: a Cluster's status written by the stacks controller changes nothing."""
+        key = object_key(raw)
+        meta = raw.get("metadata") or {}
+        made_of = (meta.get("uid"), meta.get("deletionTimestamp") is not None, agent_key_of(raw.get("status")),
+                   (raw.get("spec") or {}).get("displayName"))
+        with self._seen_lock:
+            if kind == "DELETED":
+                self._seen.pop(key, None)
+            elif self._seen.get(key) == made_of:
+                return
+            else:
+                self._seen[key] = made_of
+        self.queue.add(CLUSTER_KEY + key)
 
     def _gitrepo_changed(self, kind: str, raw: Raw) -> None:
         """One of ours edited or deleted by someone: its owner looked at again."""
@@ -129,8 +147,8 @@ class GitRepoTemplates:
                                  display_name=tenant.spec.display_name))
 
     def _cluster(self, namespace: str, name: str) -> None:
-        raw = self._get(lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name,
-                                                                         _request_timeout=self.request_timeout))
+        store = self._cluster_store()
+        raw = store.get(f"{namespace}/{name}") if store is not None else None  # the informer's copy: fed in order
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
             return
         uid = raw["metadata"]["uid"]
