@@ -123,3 +123,34 @@ def test_each_outcome_has_its_phase_state_and_reason():
     assert missing.reason == "CredentialsMissing" and "hubwright-system/forge" in missing.message
     assert plan.stalled(plan.REPOSITORY_EXISTS, plan.repository_exists(PATH)).message.startswith(
         "RepositoryExists: org/tenant-a exists")
+
+
+# --------------------------------------------------------------------------- RBAC
+
+def test_tenants_and_viewers_read_hubgitrepos_and_never_write_one():
+    """A HubGitRepo a tenant wrote would spend the hub's forge token: tenant admins (the RoleBinding of their
+    namespace), edit/admin (hubwright-tenant) and view (hubwright-viewer) read them or nothing."""
+    from stacks.admission import tenant_admin_clusterrole
+    from tests.test_controlplane import by_name, deploy, rule_verbs
+
+    roles = by_name(deploy(), "rbac.authorization.k8s.io/v1:ClusterRole")
+    for role in (tenant_admin_clusterrole(), roles["hubwright-viewer"]):
+        verbs = rule_verbs(role["rules"])
+        assert verbs[("hubwright.io", "hubgitrepos")] == {"get", "list", "watch"}
+        assert not [key for key in verbs if key[1].startswith("hubgitrepos/")]
+    assert not [key for key in rule_verbs(roles["hubwright-tenant"]["rules"]) if key[1].startswith("hubgitrepos")]
+
+
+def test_the_service_writes_hubgitrepos_and_reads_secrets_only_in_its_namespace():
+    from stacks.admission import gitrepo_controller_rules
+    from tests.test_controlplane import by_name, deploy, rule_verbs
+
+    rules = rule_verbs(gitrepo_controller_rules())
+    assert rules == {("hubwright.io", "hubgitrepos"): {"get", "list", "watch", "create", "update", "patch", "delete"},
+                     ("hubwright.io", "hubgitrepos/status"): {"update", "patch"},
+                     ("hubwright.io", "hubgitrepos/finalizers"): {"update", "patch"}}
+    plan = deploy()
+    service = rule_verbs(by_name(plan, "rbac.authorization.k8s.io/v1:ClusterRole")["hubwright"]["rules"])
+    assert ("", "secrets") not in service and service[("hubwright.io", "hubgitrepos")] >= {"create", "delete"}
+    role = by_name(plan, "rbac.authorization.k8s.io/v1:Role")["hubwright"]
+    assert role["metadata"]["namespace"] == "hubwright-system" and rule_verbs(role["rules"])[("", "secrets")] == {"get"}
