@@ -246,10 +246,11 @@ def test_a_key_hubwright_did_not_add_is_never_removed_and_no_write_is_added_unas
     # the spec now wants a key named like theirs, and no longer ops
     repos.patch("keys", {"spec": {"deployKeys": [{"name": "ci", "publicKey": public_key()}]}})
     status = wait_until(lambda: (s := repos.status("keys")).get("observedGeneration") == 2 and
-                        s.get("phase") == "Ready" and s, WAIT, what="generation 2")
+                        s.get("phase") == "Stalled" and s, WAIT, what="generation 2")
     held = {k.title: k for k in repos.forges.keys_of(path)}
     assert set(held) == {"ci"} and held["ci"].id == stranger.id and held["ci"].read_only is False  # theirs, as is
-    assert status["deployKeys"] == [] and "deploy key ci" in status["message"]
+    assert status["deployKeys"] == [] and status["message"].startswith("DeployKeyConflict: deploy key ci: a key of")
+    assert condition(status, "Stalled")["reason"] == "DeployKeyConflict"
     # a read-only key of ours widened on the forge by hand is put back read only
     repos.patch("keys", {"spec": {"deployKeys": [{"name": "ops", "publicKey": ops}]}})
     repos.wait("keys", "Ready")

@@ -111,8 +111,10 @@ def test_deletion_removes_managed_keys_and_deletes_only_an_owned_repository_with
 # --------------------------------------------------------------------------- verdicts
 
 def test_each_outcome_has_its_phase_state_and_reason():
-    assert plan.ready() == plan.Verdict("Ready", "ready", "Ready", "the repository matches the spec")
-    assert "deploy key x" in plan.ready(["deploy key x: ..."]).message
+    assert plan.synced() == plan.Verdict("Ready", "ready", "Ready", "the repository matches the spec")
+    conflict = plan.synced(["deploy key x: ..."])
+    assert (conflict.phase, conflict.reason, conflict.retry) == ("Stalled", "DeployKeyConflict", False)
+    assert conflict.message == "DeployKeyConflict: deploy key x: ..."
     down = plan.unavailable("connection refused")
     assert (down.phase, down.state, down.reason, down.retry) == ("Retrying", "retrying", "ForgeUnavailable", True)
     assert plan.unavailable("x", deleting=True).phase == "Deleting"

@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import importlib
 import logging
+import threading
 import time
 from typing import Any, Callable, Mapping
 
@@ -50,7 +51,7 @@ from automation.service.queue import Outcome, WorkQueue
 from automation.service.runtime import Manager
 from stacks.gitrepos import plan
 from stacks.gitrepos.model import GitRepo, GitRepoStatus, ManagedKey, status_of
-from stacks.names import GITREPO_FINALIZER, GITREPOS, GROUP, VERSION
+from stacks.names import ADOPT_REPOSITORY_ANNOTATION, GITREPO_FINALIZER, GITREPOS, GROUP, VERSION
 
 LOG = logging.getLogger("hubwright.gitrepos")
 
@@ -105,7 +106,9 @@ class GitRepoController:
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
         self.queue = WorkQueue(backoff)
-        self.store = DictStore(lambda kind, raw: self.queue.add(object_key(raw)))
+        self._seen: dict[str, tuple] = {}  # key -> what a reconcile reads of it besides its status
+        self._seen_lock = threading.Lock()
+        self.store = DictStore(self._changed)
         if watch_namespace:
             source = Source(GITREPOS, self.custom.list_namespaced_custom_object,
                             (GROUP, VERSION, watch_namespace, GITREPOS))
@@ -115,6 +118,22 @@ class GitRepoController:
         self.controller = manager.controller("gitrepo", self.reconcile, queue=self.queue, workers=1)
         self.resync = Resync(resync, self._resync)
         manager.runnable(self.resync)
+
+    def _changed(self, kind: str, raw: Raw) -> None:
+        """A HubGitRepo's spec, annotations, finalizers or deletion changed: reconcile it. Its status, which this
+        controller writes, does not wake it (the forge is asked again at the next resync)."""
+        key = object_key(raw)
+        meta = raw.get("metadata") or {}
+        made_of = (meta.get("uid"), meta.get("generation"), meta.get("deletionTimestamp"),
+                   tuple(meta.get("finalizers") or ()), (meta.get("annotations") or {}).get(ADOPT_REPOSITORY_ANNOTATION))
+        with self._seen_lock:
+            if kind == "DELETED":
+                self._seen.pop(key, None)
+                return
+            if self._seen.get(key) == made_of:
+                return
+            self._seen[key] = made_of
+        self.queue.add(key)
 
     def _resync(self) -> None:
         for key in self.store.keys():
@@ -194,7 +213,7 @@ class GitRepoController:
                   "repositoryID": found.id, "ownership": ownership, "creating": None,
                   "deployKeys": [key.model_dump(by_alias=True) for key in managed.keys],
                   "lastSyncTime": rfc3339(time.time())}
-        return fields, plan.ready(managed.refused)
+        return fields, plan.synced(managed.refused)
 
     def _keys(self, raw: Raw, repo: GitRepo, recorded: list[ManagedKey], forge: Forge,
               found: Repository) -> "_Managed":

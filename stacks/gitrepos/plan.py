@@ -10,7 +10,7 @@
   says write (a managed key whose write flag or material changed is deleted and added again, never edited).
 - `deletion`: what deleting a HubGitRepo does: its managed keys are removed; the repository is deleted only with
   deletionPolicy Delete and only when hubwright created or adopted it.
-- `verdict` and the reasons: the phase and the kstatus story of each outcome (Ready; Retrying with
+- the verdicts (`synced`, `unavailable`, `denied`, `stalled`) and the reasons: the phase and the kstatus story of each outcome (Ready; Retrying with
   Reconciling=True when the forge is unavailable; Stalled naming the reason when refused). The controller writes
   them with automation.adapters.kube.status.conditions, so a Stalled condition heals once its cause goes away.
 """
@@ -31,6 +31,7 @@ REPOSITORY_EXISTS = "RepositoryExists"  # a repository hubwright did not make is
 INVALID_SPEC = "InvalidSpec"
 CREDENTIALS_MISSING = "CredentialsMissing"  # the Secret, or its key, is not in the service's namespace
 FORGE_REFUSED = "ForgeRefused"  # anything else the forge refused
+DEPLOY_KEY_CONFLICT = "DeployKeyConflict"  # a wanted key is on the forge already as someone else's
 DELETING = "Deleting"
 
 State = Literal["ready", "retrying", "stalled"]
@@ -170,10 +171,13 @@ class Verdict:
     notes: tuple[str, ...] = field(default=())
 
 
-def ready(refused: Sequence[str] = ()) -> Verdict:
-    """The forge matches the spec; keys left out (refused) are said in the message but do not stall the rest."""
-    message = "; ".join(refused) if refused else "the repository matches the spec"
-    return Verdict("Ready", "ready", READY, message, notes=tuple(refused))
+def synced(refused: Sequence[str] = ()) -> Verdict:
+    """The forge was made to match the spec: Ready; or, when wanted keys were refused (plan.key_changes), Stalled
+    DeployKeyConflict naming them (the rest of the spec, the other keys included, is in place all the same)."""
+    if refused:
+        return Verdict("Stalled", "stalled", DEPLOY_KEY_CONFLICT, f"{DEPLOY_KEY_CONFLICT}: " + "; ".join(refused),
+                       notes=tuple(refused))
+    return Verdict("Ready", "ready", READY, "the repository matches the spec")
 
 
 def unavailable(detail: str, *, deleting: bool = False) -> Verdict:
