@@ -259,12 +259,13 @@ class Pipeline:
             api_client, self.manager, hub_account=self._hub_account,
             backoff=Backoff(options.backoff_base, options.backoff_cap)) if options.tenants else None
         # HubGitRepos (automation/service/gitrepos.py) and the ones a HubTenant's templates make, over the tenant
-        # controller's Tenants (automation/service/gitrepo_templates.py): both with --tenants and --gitrepos.
+        # controller's Tenants (automation/service/gitrepo_templates.py): both with --tenants and --gitrepos. In every
+        # namespace even with --watch-namespace, as the Tenants: a tenant's repository is in its namespace, any.
         self.gitrepos: GitRepoController | None = None
         self.gitrepo_templates: GitRepoTemplates | None = None
         if options.gitrepos and self.tenants is not None:
             self.gitrepos = GitRepoController(
-                api_client, self.manager, namespace=options.namespace, watch_namespace=options.watch_namespace,
+                api_client, self.manager, namespace=options.namespace,
                 backoff=Backoff(options.backoff_base, options.backoff_cap), resync=options.gitrepo_resync)
             self.gitrepo_templates = GitRepoTemplates(
                 api_client, self.manager, tenants=self.tenants.tenants,
