@@ -45,10 +45,16 @@ class MemoryForges:
         self.token = token  # when set, any other token is refused (401)
         self.down = False
         self.denied: str | None = None  # a scope: every call is refused naming it
+        self.failing: set[str] = set()  # methods whose next call fails (ForgeUnavailable), once each
         self._ids = itertools.count(100)
         self._lock = threading.Lock()
 
     # -- what a test sets up
+    def fail_once(self, method: str) -> None:
+        """The next call of `method` (create, seed, add_key, ...) raises ForgeUnavailable *after* it took effect
+        for create (the answer lost: a timeout), before it for the others."""
+        self.failing.add(method)
+
     def deny(self, scope: str | None) -> None:
         self.denied = scope
 
@@ -93,6 +99,9 @@ class MemoryForge:
 
     def _call(self, *what) -> None:
         self.world.calls.append(what)
+        if what[0] != "create" and what[0] in self.world.failing:
+            self.world.failing.discard(what[0])
+            raise ForgeUnavailable(f"{self.api_url}: {what[0]} timed out")
         if self.world.down:
             raise ForgeUnavailable(f"{self.api_url}: connection refused")
         if self.world.token is not None and self.token != self.world.token:
@@ -122,7 +131,11 @@ class MemoryForge:
         with self.world._lock:
             if path in self.world.repos:
                 raise ForgeConflict(f"{path}: the repository already exists")
-            return self.world._new(path, description, display_name)
+            repo = self.world._new(path, description, display_name)
+        if "create" in self.world.failing:
+            self.world.failing.discard("create")
+            raise ForgeUnavailable(f"{self.api_url}: create timed out")  # made, the answer lost
+        return repo
 
     def update(self, repo: Repository, *, description: str, display_name: str | None) -> Repository:
         self._call("update", repo.path)

@@ -207,6 +207,19 @@ def test_the_token_is_read_from_the_services_namespace_never_the_hubgitrepos(rep
     assert len(stored.commits) == 1 and repos.status("catalog")["lastSyncTime"] == status["lastSyncTime"]
 
 
+def test_a_create_whose_answer_is_lost_and_a_failed_seed_are_finished_on_the_retry(repos):
+    """status.creating claims the repository a lost create made (it is not refused as someone else's), and the
+    first commit is written once, on the retry, before the repository is recorded."""
+    repos.forges.fail_once("create")
+    repos.forges.fail_once("seed")
+    repos.create("lost", files={"README.md": "x\n"})
+    status = repos.wait("lost", "Ready")
+    stored = repos.forges.repos[repos.path("lost")]
+    assert status["ownership"] == "Created" and status["repositoryID"] == stored.repo.id
+    assert stored.commits == ["hubwright: the template's first commit"] and stored.files == {"README.md": "x\n"}
+    assert [call[0] for call in repos.forges.calls].count("create") == 1
+
+
 def test_someone_elses_repository_is_refused_and_untouched_until_the_admin_adopts_it(repos):
     theirs = public_key()
     repos.forges.foreign(repos.path("taken"), key_title="theirs", key=theirs)

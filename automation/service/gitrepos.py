@@ -199,14 +199,16 @@ class GitRepoController:
                                             annotations=(raw.get("metadata") or {}).get("annotations"))
         if ownership is None:
             raise Refused(plan.stalled(plan.REPOSITORY_EXISTS, refusal or ""))
-        first = status.repository_id is None
-        if first:  # recorded at once: from here on it is ours whatever fails next
-            self._patch_status(raw, {"repositoryID": found.id, "ownership": ownership, "creating": None})
+        first = status.repository_id != found.id  # not recorded yet: created (or adopted) just now, or after a crash
         if found.description != spec.description or (
                 found.display_name is not None and spec.display_name and found.display_name != spec.display_name):
             found = forge.update(found, description=spec.description, display_name=spec.display_name)
         if first and ownership == "Created" and found.empty and spec.template_files:
+            # Before the record below: a seed that fails is tried again (status.creating still claims the repository).
             forge.seed(found, spec.template_files, SEED_MESSAGE)
+        if first:  # recorded before any key is added: from here on it is ours whatever fails next
+            self._patch_status(raw, {"repositoryID": found.id, "ownership": ownership, "creating": None,
+                                     "deployKeys": []})
         managed = self._keys(raw, repo, [] if first else status.deploy_keys, forge, found)
         host_keys = _pinned(secret) or forge.host_keys(found)
         fields = {"url": found.http_url, "sshURL": found.ssh_url, "hostKeys": host_keys[:16],
