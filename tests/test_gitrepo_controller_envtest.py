@@ -277,6 +277,17 @@ def test_a_key_hubwright_did_not_add_is_never_removed_and_no_write_is_added_unas
     assert len(adds) >= 2 and all(write is False for (_, _, _, write) in adds)  # ops, twice: never with write
 
 
+def test_a_key_the_forge_refuses_stalls_deploy_key_conflict_not_repository_exists(repos):
+    ops = public_key()
+    repos.create("dup", keys=[{"name": "ops", "publicKey": ops}])
+    repos.wait("dup", "Ready")
+    # the same material under a second name: the forge itself refuses it (Gitea: "Key already exists")
+    repos.patch("dup", {"spec": {"deployKeys": [{"name": "ops", "publicKey": ops}, {"name": "ops2", "publicKey": ops}]}})
+    status = repos.wait("dup", "Stalled", reason="DeployKeyConflict")
+    assert status["message"].startswith("DeployKeyConflict: the forge refused a deploy key")
+    assert [k["name"] for k in status["deployKeys"]] == ["ops"]  # what is ours stays recorded
+
+
 def test_a_deploy_key_deleted_on_the_forge_is_added_again(repos):
     repos.create("drift", keys=[{"name": "ops", "publicKey": public_key()}])
     repos.wait("drift", "Ready")

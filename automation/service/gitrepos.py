@@ -233,9 +233,11 @@ class GitRepoController:
             for key in changes.add:
                 added = forge.add_key(found, key.name, key.public_key, write=key.write)
                 managed.append(plan.managed_key(key, added.id))
-        except ForgeError:
+        except ForgeError as exc:
             record = [key for key in recorded if key.id in pending] + managed
             self._patch_status(raw, {"deployKeys": [key.model_dump(by_alias=True) for key in record]})
+            if isinstance(exc, ForgeConflict):  # the forge holds that key already (on this repository or elsewhere)
+                raise Refused(plan.stalled(plan.DEPLOY_KEY_CONFLICT, f"the forge refused a deploy key: {exc}")) from exc
             raise
         if changes.changes:
             LOG.info("%s: deploy keys %s", repo.ref, ", ".join(
