@@ -30,10 +30,11 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from stacks.admission import admission_manifests, tenant_admin_clusterrole, tenant_controller_rules
+from stacks.admission import (admission_manifests, gitrepo_controller_rules, tenant_admin_clusterrole,
+                              tenant_controller_rules)
 from stacks.sources.watched import rules as source_rules
 from stacks.deployment import PASSPHRASE_FILE, InstallValues
-from stacks.names import CLUSTERS, HUBCONFIGS, GROUP, STACKRUNS
+from stacks.names import CLUSTERS, GITREPOS, HUBCONFIGS, GROUP, STACKRUNS
 from stacks.runs.admission import stackrun_policy
 
 STATE_DIR = "/var/lib/hubwright"  # --state-dir: per-stack workspaces (and the file:// backend's state)
@@ -148,6 +149,8 @@ CLUSTER_RULES = [
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles"], "verbs": ["get", "patch", "delete"]},
     # Tenants become namespaces with their admins' RoleBinding (automation/service/tenants.py).
     *tenant_controller_rules(),
+    # HubGitRepos: the templates' made, each one's repository kept on its forge (automation/service/gitrepos.py).
+    *gitrepo_controller_rules(),
     # Cluster API's Clusters and Hive's ClusterDeployments (automation/service/sources.py): read, and our finalizer.
     *source_rules(),
 ]
@@ -164,6 +167,8 @@ VIEWER_RULES = [
     {"apiGroups": [GROUP], "resources": [CLUSTERS, f"{CLUSTERS}/status"], "verbs": ["get", "list", "watch"]},
     # the namespace's HubStackRuns: its stacks' update history (redacted: the inputs stay in the run's Secret)
     {"apiGroups": [GROUP], "resources": [STACKRUNS], "verbs": ["get", "list", "watch"]},
+    # the namespace's HubGitRepos (its repositories' URLs, phase and deploy keys), read: only the service writes them
+    {"apiGroups": [GROUP], "resources": [GITREPOS], "verbs": ["get", "list", "watch"]},
 ]
 AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
 
@@ -185,6 +190,8 @@ RUNNER_RULES = [
     {"apiGroups": [GROUP], "resources": [f"{STACKRUNS}/status"], "verbs": ["update", "patch"]},
 ]
 RUNNER_SECRET_RULES = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "patch"]}]
+# The forge tokens of the HubGitRepos (automation/service/gitrepos.py): read by name, in the service's namespace only.
+GITREPO_SECRET_RULES = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
 
 
 def namespace_rules(role_map_configmap: str, lease: str) -> list[dict[str, Any]]:
@@ -243,7 +250,8 @@ class ControlPlane(pulumi.ComponentResource):
                 f"{name}-{suffix}", rules=rules, opts=child,
                 metadata={"name": f"{name}-{suffix}", "labels": {**labels, **{AGGREGATE + r: "true" for r in into}}})
         role = k8s.rbac.v1.Role(f"{name}-role", metadata=meta, opts=in_ns, rules=[
-            *namespace_rules(args.role_map_configmap, args.lease), *(SERVICE_RUN_SECRET_RULES if args.runners else [])])
+            *namespace_rules(args.role_map_configmap, args.lease), *GITREPO_SECRET_RULES,
+            *(SERVICE_RUN_SECRET_RULES if args.runners else [])])
         k8s.rbac.v1.RoleBinding(
             f"{name}-rb", metadata=meta,
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role.metadata.name},

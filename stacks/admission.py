@@ -61,7 +61,7 @@ def tenant_admin_clusterrole() -> Manifest:
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [GROUP], "resources": [STACKRUNS], "verbs": ["get", "list", "watch"]},
             # their repositories (HubGitRepos: the templates make them; the registry's GET .../gitrepo reads them as
-            # the caller): read only, as their stack runs
+            # the caller): read only, as their stack runs; one a tenant wrote would spend the hub's forge token
             {"apiGroups": [GROUP], "resources": [GITREPOS], "verbs": ["get", "list", "watch"]},
         ],
     }
@@ -91,6 +91,19 @@ def tenant_controller_rules() -> list[Rule]:
         # server's escalation check holds both to rights the controller has itself (no `escalate`).
         {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "verbs": ["get", "create"]},
         {"apiGroups": [RBAC_GROUP], "resources": ["clusterrolebindings"], "verbs": ["get", "create", "patch"]},
+    ]
+
+
+def gitrepo_controller_rules() -> list[Rule]:
+    """The least the Git repository controllers (automation/service/gitrepos.py, gitrepo_templates.py) need,
+    cluster-wide: HubGitRepos in every namespace (the templates' are made, changed and deleted; each one's
+    finalizer and status written). The forge tokens' Secrets are read in the service's own namespace only: that
+    `get` is a namespaced Role's (components/controlplane.py), never cluster-wide."""
+    return [
+        {"apiGroups": [GROUP], "resources": [GITREPOS],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": [GROUP], "resources": [f"{GITREPOS}/status", f"{GITREPOS}/finalizers"],
+         "verbs": ["update", "patch"]},
     ]
 
 

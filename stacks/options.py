@@ -101,6 +101,11 @@ OPTIONS: tuple[Option, ...] = (
     _o("tenants", bool, True, "run the tenant controller: each Tenant gets its Namespace, annotated with its owner "
        "account and region, and a RoleBinding for its admins (cluster-wide: needs "
        "stacks.admission.tenant_controller_rules())", KUBE),
+    _o("gitrepos", bool, True, "run the Git repository controllers (only with --tenants): each HubTenant's templates "
+       "make HubGitRepos, and each HubGitRepo becomes a repository on its forge, with the token of a Secret in "
+       "--namespace (needs stacks.admission.gitrepo_controller_rules() and get on Secrets in --namespace)", KUBE),
+    _o("gitrepo-resync", float, 300.0, "seconds between two looks at every HubGitRepo: drift on the forge (a deploy "
+       "key removed by hand) is put back, a refused one looked at again", KUBE),
     _o("sources", str, "auto", "other projects' cluster objects to keep HubClusters for (docs/sources.md): 'auto' "
        "watches those the API server serves (Cluster API's Cluster, Hive's ClusterDeployment), 'none' none, or a "
        "comma-separated list of capi and hive", KUBE),

@@ -58,7 +58,8 @@ def test_rbac_is_least_privilege():
     assert deletes == {("", "serviceaccounts"), ("rbac.authorization.k8s.io", "roles"),
                        ("rbac.authorization.k8s.io", "rolebindings"),  # a gone Cluster's agent; a Tenant's admins
                        ("", "resourcequotas"),  # a Tenant's quota, when its spec.quota goes
-                       ("hubwright.io", "hubclusters")}  # the HubCluster of a source that opted out or went
+                       ("hubwright.io", "hubclusters"),  # the HubCluster of a source that opted out or went
+                       ("hubwright.io", "hubgitrepos")}  # the HubGitRepo of a template removed
     # Other projects' cluster objects: read, and our finalizer on the sources (update/patch); never more.
     assert verbs[("cluster.x-k8s.io", "clusters")] == verbs[("hive.openshift.io", "clusterdeployments")] == \
         {"get", "list", "watch", "update", "patch"}
@@ -102,7 +103,7 @@ def test_the_local_executor_gives_no_one_rights_on_runs_or_secrets():
     service = rule_verbs(by_name(plan, "rbac.authorization.k8s.io/v1:ClusterRole")["hubwright"]["rules"])
     assert not [key for key in service if key[1].startswith("hubstackruns")]
     ns_rules = rule_verbs(by_name(plan, "rbac.authorization.k8s.io/v1:Role")["hubwright"]["rules"])
-    assert ("", "secrets") not in ns_rules
+    assert ns_rules[("", "secrets")] == {"get"}  # the HubGitRepos' forge tokens, by name: no run's Secret verbs
     container = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"][0]
     assert "--executor" not in container["args"]
 

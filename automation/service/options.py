@@ -25,6 +25,8 @@ class ServiceOptions:
     role_map_configmap: str = default("role-map-configmap")
     watch_timeout: int = default("watch-timeout")
     tenants: bool = default("tenants")
+    gitrepos: bool = default("gitrepos")
+    gitrepo_resync: float = default("gitrepo-resync")
     sources: str = default("sources")
     workers: int = default("workers")
     run_timeout: float = default("run-timeout")

@@ -7,7 +7,8 @@
 
 The informers, the queues and their workers are the runtime's (service/runtime.py: one informer per kind,
 one start-when-synced). Beside the stacks' controller, the tenant controller (service/tenants.py) turns Tenants
-into Namespaces over the same informers (--no-tenants: off).
+into Namespaces over the same informers (--no-tenants: off), and the Git repository controllers
+(service/gitrepos.py, service/gitrepo_templates.py) keep HubGitRepos and their forges (--no-gitrepos: off).
 Only the leader runs the pipeline; a follower keeps its probes up and runs nothing.
 Losing the Lease starts nothing more, kills the runs in flight and exits, before
 another replica may take the Lease; the next leader recovers their locks. The engine
@@ -47,6 +48,8 @@ from automation.service.queue import Outcome, WorkQueue
 from automation.service.runtime import Manager
 from automation.service.clusters import Audit, Guard, ReconcileOptions, Reconciler
 from automation.service.server import Metrics, ProbeServer
+from automation.service.gitrepo_templates import GitRepoTemplates
+from automation.service.gitrepos import GitRepoController
 from automation.service.tenants import TenantController
 from automation.service.runs import Runs
 from automation.service.sources import Sources
@@ -255,6 +258,18 @@ class Pipeline:
         self.tenants = TenantController(
             api_client, self.manager, hub_account=self._hub_account,
             backoff=Backoff(options.backoff_base, options.backoff_cap)) if options.tenants else None
+        # HubGitRepos (automation/service/gitrepos.py) and the ones a HubTenant's templates make, over the tenant
+        # controller's Tenants (automation/service/gitrepo_templates.py): both with --tenants and --gitrepos. In every
+        # namespace even with --watch-namespace, as the Tenants: a tenant's repository is in its namespace, any.
+        self.gitrepos: GitRepoController | None = None
+        self.gitrepo_templates: GitRepoTemplates | None = None
+        if options.gitrepos and self.tenants is not None:
+            self.gitrepos = GitRepoController(
+                api_client, self.manager, namespace=options.namespace,
+                backoff=Backoff(options.backoff_base, options.backoff_cap), resync=options.gitrepo_resync)
+            self.gitrepo_templates = GitRepoTemplates(
+                api_client, self.manager, tenants=self.tenants.tenants,
+                backoff=Backoff(options.backoff_base, options.backoff_cap), resync=options.gitrepo_resync)
         # The mapper waits for every list, so a cluster is never judged against a half-filled cache.
         self.manager.on_synced(self._seed_routes)
         self.manager.on_synced(self._first_census)

@@ -1,0 +1,210 @@
+"""A HubTenant's Git repository templates (automation/service/gitrepo_templates.py) against the real kube-apiserver
+with a kube-controller-manager (garbage collector), beside the tenant controller and the HubGitRepo controller on
+one runtime, all as one ServiceAccount holding exactly their rules, over the in-memory forge (doubles/forge.py).
+
+The tenant's repository and each cluster's catalog are HubGitRepos owned by the HubTenant and the HubCluster; the
+agent's key (HubCluster status.agentKey) becomes the catalog's read-only deploy key and follows it; a template
+removed takes its HubGitRepos away (only the ones it made: a same-named HubGitRepo of the administrator's stays
+as it is); an owner deleted has the garbage collector delete its HubGitRepo, whose finalizer carries out the
+deletion policy on the forge first.
+"""
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from types import SimpleNamespace
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from automation.adapters.backoff import Backoff
+from automation.adapters.kube.informer import sources
+from automation.adapters.kube.status import rfc3339
+from automation.service.gitrepo_templates import GitRepoTemplates
+from automation.service.gitrepos import GitRepoController
+from automation.service.runtime import Manager
+from automation.service.tenants import TenantController
+from doubles.envtest import delete_tenant
+from doubles.factories import HUB_ACCOUNT
+from doubles.forge import MemoryForges, public_key
+from doubles.service_env import wait_until
+from stacks.admission import gitrepo_controller_rules, tenant_controller_rules
+from stacks.gitrepos import keys
+from stacks.names import (AGENT_DEPLOY_KEY, API_VERSION, CLUSTERS, GITREPO, GITREPO_FINALIZER, GITREPO_ROLE_LABEL,
+                          GITREPOS, GROUP, TENANTS, VERSION)
+from tests.envtest import kube_apiserver_gc  # noqa: F401 - the fixture
+from tests.registry_rbac import (bind_cluster_role, install_registry_rules, sa_subject, service_account_token,
+                                 unbind_cluster_role)
+
+WAIT = 30.0
+TOKEN = "hub-token"
+
+
+@pytest.fixture(scope="module")
+def world(kube_apiserver_gc):  # noqa: F811 - the fixture
+    suffix = uuid.uuid4().hex[:6]
+    admin = kube_apiserver_gc.api_client()
+    install_registry_rules(admin)
+    core, rbac = client.CoreV1Api(admin), client.RbacAuthorizationV1Api(admin)
+    system = f"tpl-system-{suffix}"
+    core.create_namespace({"metadata": {"name": system}})
+    role = f"hubwright-templates-{suffix}"
+    bind_cluster_role(admin, role, [*tenant_controller_rules(), *gitrepo_controller_rules()],
+                      [sa_subject(system, "service")])
+    rbac.create_namespaced_role(system, {"metadata": {"name": "secrets"},
+                                         "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]})
+    rbac.create_namespaced_role_binding(system, {
+        "metadata": {"name": "secrets"}, "subjects": [sa_subject(system, "service")],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "secrets"}})
+    core.create_namespaced_secret(system, {"metadata": {"name": "forge"},
+                                           "data": {"token": base64.b64encode(TOKEN.encode()).decode()}})
+    service = kube_apiserver_gc.api_client(service_account_token(admin, system, "service"))
+    yield SimpleNamespace(admin=admin, system=system, service=service, suffix=suffix)
+    service.close()
+    unbind_cluster_role(admin, role)
+    core.delete_namespace(system)
+    admin.close()
+
+
+class Hub:
+    """The three controllers on one runtime (as serve.Pipeline wires them), a fresh forge, and this test's objects."""
+
+    def __init__(self, world):
+        self.world = world
+        self.custom = client.CustomObjectsApi(world.admin)
+        self.forges = MemoryForges(token=TOKEN)
+        self.tenants: list[str] = []
+        self.manager = Manager(watch_timeout=30)
+        for kind, source in sources(world.service, hub_name="hub", role_map_name="none",
+                                    role_map_namespace=world.system, tenants=True).items():
+            if kind in ("clusters", "namespaces"):
+                self.manager.source(source)
+        backoff = Backoff(0.05, 0.5)
+        self.tenant_controller = TenantController(world.service, self.manager, hub_account=lambda: HUB_ACCOUNT,
+                                                  backoff=backoff)
+        self.gitrepos = GitRepoController(world.service, self.manager, namespace=world.system,
+                                          forge_for=self.forges.forge_for, backoff=backoff, resync=1.0)
+        self.templates = GitRepoTemplates(world.service, self.manager, tenants=self.tenant_controller.tenants,
+                                          backoff=backoff, resync=1.0)
+        self.manager.start()
+        wait_until(lambda: self.manager.started.is_set(), WAIT, what="the controllers to sync")
+
+    def template(self, *, policy: str = "Retain", keys_=()) -> dict:
+        return {"forge": "gitea", "apiURL": "https://forge.test", "credentialsSecretRef": {"name": "forge"},
+                "owner": "org", "deletionPolicy": policy, "deployKeys": list(keys_),
+                "templateFiles": {"README.md": "hello\n"}}
+
+    def tenant(self, **spec) -> tuple[str, dict]:
+        name = f"tpl-{uuid.uuid4().hex[:8]}"
+        self.tenants.append(name)
+        raw = self.custom.create_cluster_custom_object(GROUP, VERSION, TENANTS, {
+            "apiVersion": API_VERSION, "kind": "HubTenant", "metadata": {"name": name}, "spec": spec})
+        wait_until(lambda: (self.custom.get_cluster_custom_object(GROUP, VERSION, TENANTS, name).get("status")
+                            or {}).get("namespace") == name, WAIT, what="the tenant's namespace")
+        return name, raw
+
+    def cluster(self, namespace: str, name: str) -> dict:
+        return self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, {
+            "apiVersion": API_VERSION, "kind": "HubCluster", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"displayName": "registered only"}})
+
+    def repo(self, namespace: str, name: str) -> dict | None:
+        try:
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, GITREPOS, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def ready(self, namespace: str, name: str) -> dict:
+        return wait_until(lambda: (r := self.repo(namespace, name)) and (r.get("status") or {}).get("phase") == "Ready"
+                          and r, WAIT, what=f"HubGitRepo {namespace}/{name} Ready")
+
+    def close(self) -> None:
+        self.manager.stop()
+        for name in self.tenants:
+            for item in self.custom.list_namespaced_custom_object(GROUP, VERSION, name, GITREPOS)["items"]:
+                self.custom.patch_namespaced_custom_object(GROUP, VERSION, name, GITREPOS, item["metadata"]["name"],
+                                                           {"metadata": {"finalizers": None}})
+            for item in self.custom.list_namespaced_custom_object(GROUP, VERSION, name, CLUSTERS)["items"]:
+                self.custom.delete_namespaced_custom_object(GROUP, VERSION, name, CLUSTERS, item["metadata"]["name"])
+            delete_tenant(self.world.admin, name)
+
+
+@pytest.fixture
+def hub(world):
+    hub = Hub(world)
+    yield hub
+    hub.close()
+
+
+def owner_uids(raw: dict) -> list[str]:
+    return [ref["uid"] for ref in raw["metadata"].get("ownerReferences") or [] if ref.get("controller")]
+
+
+def test_the_templates_make_owned_hubgitrepos_and_the_agents_key_follows_the_cluster(hub):
+    ops = public_key("ops@x")
+    tenant, raw = hub.tenant(gitRepoTemplate=hub.template(keys_=[{"name": "ops", "publicKey": ops}]),
+                             clusterTemplate={"gitRepoTemplate": hub.template()})
+    mine = hub.ready(tenant, f"tenant-{tenant}")
+    assert owner_uids(mine) == [raw["metadata"]["uid"]] and mine["spec"]["path"] == f"org/{tenant}"
+    assert mine["metadata"]["labels"][GITREPO_ROLE_LABEL] == "tenant"
+    assert hub.forges.repos[f"org/{tenant}"].files == {"README.md": "hello\n"}
+
+    cluster = hub.cluster(tenant, "c1")
+    catalog = hub.ready(tenant, "cluster-c1")
+    assert owner_uids(catalog) == [cluster["metadata"]["uid"]] and catalog["spec"]["path"] == f"org/{tenant}.c1"
+    assert catalog["spec"]["deployKeys"] == []
+    # The agent pushes its key (the registry API writes status.agentKey): the catalog's read-only deploy key
+    agent = public_key("agent@c1")
+    hub.custom.patch_namespaced_custom_object_status(GROUP, VERSION, tenant, CLUSTERS, "c1", {"status": {"agentKey": {
+        "publicKey": agent, "fingerprint": keys.parse(agent).fingerprint, "time": rfc3339(time.time())}}})
+    path = f"org/{tenant}.c1"
+    wait_until(lambda: [(k.title, k.read_only) for k in hub.forges.keys_of(path)] == [(AGENT_DEPLOY_KEY, True)],
+               WAIT, what="the agent's key on the catalog")
+    # A new bootstrap token clears the key: it leaves the repository
+    hub.custom.patch_namespaced_custom_object_status(GROUP, VERSION, tenant, CLUSTERS, "c1",
+                                                     {"status": {"agentKey": None}})
+    wait_until(lambda: hub.forges.keys_of(path) == [], WAIT, what="the agent's key removed")
+
+    # The HubCluster deleted: the garbage collector deletes its HubGitRepo, whose finalizer removes our keys first
+    hub.custom.patch_namespaced_custom_object_status(GROUP, VERSION, tenant, CLUSTERS, "c1", {"status": {"agentKey": {
+        "publicKey": agent, "fingerprint": keys.parse(agent).fingerprint, "time": rfc3339(time.time())}}})
+    wait_until(lambda: hub.forges.keys_of(path), WAIT, what="the agent's key back")
+    hub.custom.delete_namespaced_custom_object(GROUP, VERSION, tenant, CLUSTERS, "c1")
+    wait_until(lambda: hub.repo(tenant, "cluster-c1") is None, WAIT, what="the garbage collector and the finalizer")
+    assert path in hub.forges.repos and hub.forges.keys_of(path) == []  # Retain: kept, our key gone
+    assert ("delete_key", path) in {call[:2] for call in hub.forges.calls}
+
+
+def test_a_template_removed_deletes_only_the_hubgitrepos_it_made(hub):
+    tenant, _ = hub.tenant(clusterTemplate={"gitRepoTemplate": hub.template()})
+    hub.cluster(tenant, "made")
+    hub.ready(tenant, "cluster-made")
+    # the administrator's own HubGitRepo, under the name the template would give the next cluster's
+    own = {"apiVersion": API_VERSION, "kind": GITREPO.kind, "metadata": {"name": "cluster-own", "namespace": tenant},
+           "spec": {**{k: v for k, v in hub.template().items() if k != "owner"}, "path": "admin/own"}}
+    hub.custom.create_namespaced_custom_object(GROUP, VERSION, tenant, GITREPOS, own)
+    hub.cluster(tenant, "own")
+    looks = lambda: sum(1 for call in hub.forges.calls if call[:2] == ("get", "admin/own"))  # noqa: E731
+    wait_until(lambda: looks() >= 3, WAIT, what="resyncs")  # the templates' resyncs ran meanwhile too
+    kept = hub.repo(tenant, "cluster-own")
+    assert kept["spec"]["path"] == "admin/own" and "ownerReferences" not in kept["metadata"]
+    assert GITREPO_ROLE_LABEL not in (kept["metadata"].get("labels") or {})
+    hub.custom.patch_cluster_custom_object(GROUP, VERSION, TENANTS, tenant, {"spec": {"clusterTemplate": None}})
+    wait_until(lambda: hub.repo(tenant, "cluster-made") is None, WAIT, what="the template's HubGitRepo deleted")
+    time.sleep(1.5)  # a resync more: the administrator's stays
+    assert hub.repo(tenant, "cluster-own")["spec"]["path"] == "admin/own"
+    assert f"org/{tenant}.made" in hub.forges.repos  # Retain: the repository stays
+
+
+def test_a_tenant_deleted_takes_its_hubgitrepo_and_delete_takes_the_repository(hub):
+    tenant, _ = hub.tenant(gitRepoTemplate=hub.template(policy="Delete"))
+    repo = hub.ready(tenant, f"tenant-{tenant}")
+    assert GITREPO_FINALIZER in repo["metadata"]["finalizers"] and f"org/{tenant}" in hub.forges.repos
+    hub.custom.delete_cluster_custom_object(GROUP, VERSION, TENANTS, tenant)
+    wait_until(lambda: hub.repo(tenant, f"tenant-{tenant}") is None, WAIT, what="the garbage collector")
+    assert f"org/{tenant}" not in hub.forges.repos
+    assert ("delete", f"org/{tenant}") in hub.forges.calls
