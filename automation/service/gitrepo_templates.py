@@ -155,7 +155,7 @@ class GitRepoTemplates:
         tenant = self._tenant_of_namespace(namespace)
         template = tenant.spec.cluster_template.git_repo_template \
             if tenant is not None and tenant.spec.cluster_template is not None else None
-        if template is None:
+        if tenant is None or template is None:
             self._remove(namespace, cluster_repo_name(name), CLUSTER_ROLE, uid)
             return
         display = (raw.get("spec") or {}).get("displayName")
