@@ -158,11 +158,18 @@ def hub(tmp_path_factory, gitea: Gitea) -> Iterator[Hub]:
                   logs=logs)
         try:
             for url in (f"http://127.0.0.1:{metrics_port}/healthz", f"{hub.api}/healthz"):
-                hub.wait(lambda: httpx.get(url, timeout=2).status_code == 200, f"{url} to answer")
+                hub.wait(lambda: _answers(url), f"{url} to answer")
             yield hub
         finally:
             _stop(api)
             _stop(serve)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def _git(*args: str, key: Path, known_hosts: Path, port: int, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -228,11 +235,11 @@ def test_a_tenant_and_a_cluster_get_repositories_the_agent_key_clones_and_deleti
     secret = next(item for item in install["items"] if item["kind"] == "Secret" and "token" in item.get("stringData", {}))
     (tmp_path / "token").write_text(secret["stringData"]["token"])
     (tmp_path / "known_hosts").write_text("\n".join(install["gitRepo"]["hostKeys"]) + "\n")
-    args = _agent_args(container["args"], secret["stringData"])
-    args = _replace(args, "--known-hosts-file", str(tmp_path / "known_hosts"))
+    args = _agent_args(container, secret["stringData"])
+    args = _replace(_replace(args, "--known-hosts-file", str(tmp_path / "known_hosts")),
+                    "--token-file", str(tmp_path / "token"))
     agent = subprocess.run(
-        [sys.executable, "-m", "automation", "agent", *args, "--token-file", str(tmp_path / "token"),
-         "--kubeconfig", str(hub.env.kubeconfig()), "--once"],
+        [sys.executable, "-m", "automation", *args, "--kubeconfig", str(hub.env.kubeconfig()), "--once"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert agent.returncode == 0, agent.stderr
@@ -273,15 +280,20 @@ def test_a_tenant_and_a_cluster_get_repositories_the_agent_key_clones_and_deleti
     assert hub.forge_keys(tenant_path) == []  # ... without the key hubwright added
 
 
-def _agent_args(args: list[str], data: dict[str, str]) -> list[str]:
-    """The Deployment's args with $(VAR) filled from the agent's Secret (as the kubelet does from its env)."""
+def _agent_args(container: dict[str, Any], data: dict[str, str]) -> list[str]:
+    """The container's args after `python -m automation`, with $(VAR) filled in from its env as the kubelet does
+    (values from the agent's Secret)."""
+    env = {e["name"]: e["value"] if "value" in e else data[e["valueFrom"]["secretKeyRef"]["key"]]
+           for e in container["env"]}
+    args = list(container["args"])
+    assert args[:3] == ["python", "-m", "automation"], args
     out = []
-    for arg in args:
-        for key, value in data.items():
-            arg = arg.replace(f"$(HUBWRIGHT_{key.upper()})", value)
+    for arg in args[3:]:
+        for name, value in env.items():
+            arg = arg.replace(f"$({name})", value)
+        assert "$(" not in arg, arg
         out.append(arg)
-    out = [a for a in out if a not in ("agent",)]
-    return _drop(out, "--token-file")
+    return out
 
 
 def _drop(args: list[str], flag: str) -> list[str]:

@@ -156,3 +156,13 @@ def test_the_service_writes_hubgitrepos_and_reads_secrets_only_in_its_namespace(
     assert ("", "secrets") not in service and service[("hubwright.io", "hubgitrepos")] >= {"create", "delete"}
     role = by_name(plan, "rbac.authorization.k8s.io/v1:Role")["hubwright"]
     assert role["metadata"]["namespace"] == "hubwright-system" and rule_verbs(role["rules"])[("", "secrets")] == {"get"}
+
+
+def test_the_api_root_is_the_site_or_the_root_as_given_never_doubled():
+    from stacks.gitrepos.model import api_root
+    assert api_root("gitea", "https://git.example.com") == "https://git.example.com/api/v1"
+    assert api_root("gitea", "https://git.example.com/api/v1/") == "https://git.example.com/api/v1"
+    assert api_root("gitlab", "https://gitlab.com") == "https://gitlab.com/api/v4"
+    assert api_root("gitlab", "https://gitlab.example.com/api/v4") == "https://gitlab.example.com/api/v4"
+    assert api_root("github", "https://api.github.com") == "https://api.github.com"
+    assert api_root("github", "https://ghe.example.com/api/v3") == "https://ghe.example.com/api/v3"

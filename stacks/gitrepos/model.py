@@ -96,7 +96,8 @@ class GitRepoSpec(Spec):
 
     forge: Forge = Field(description="The forge's API: gitea, gitlab or github.")
     api_url: ApiURL = Field(alias="apiURL",
-        description="The forge's base URL (https://gitea.example.com, https://gitlab.com, https://api.github.com).")
+        description="The forge's site or API root: https://gitea.example.com (or …/api/v1), https://gitlab.com (or "
+                    "…/api/v4), https://api.github.com (GitHub Enterprise Server: https://<host>/api/v3).")
     credentials_secret_ref: SecretRef = Field(description="The Secret (in the service's namespace) with the API token.")
     path: RepoPath = Field(description="owner/name on the forge (GitLab: group/subgroup/name).")
     display_name: DisplayName | None = Field(None, description="A name for people (GitLab's project name).")
@@ -165,7 +166,7 @@ class GitRepoTemplate(Spec):
     from the IDs: the tenant's repository is <owner>/<tenant>, a cluster's catalog <owner>/<tenant>.<cluster>."""
 
     forge: Forge = Field(description="The forge's API: gitea, gitlab or github.")
-    api_url: ApiURL = Field(alias="apiURL", description="The forge's base URL.")
+    api_url: ApiURL = Field(alias="apiURL", description="The forge's site or API root (see HubGitRepo spec.apiURL).")
     credentials_secret_ref: SecretRef = Field(description="The Secret (in the service's namespace) with the API token.")
     owner: Owner = Field(description="The user, organisation or group the repositories are made under.")
     display_name: DisplayName | None = Field(None, description="A name for people (default: the tenant's or cluster's).")
@@ -187,6 +188,17 @@ class ClusterTemplate(Spec):
 
     git_repo_template: GitRepoTemplate | None = Field(None,
         description="Each HubCluster's catalog repository (<owner>/<tenant>.<cluster>).")
+
+
+API_PATHS: dict[str, str] = {"gitea": "/api/v1", "gitlab": "/api/v4", "github": ""}
+
+
+def api_root(forge: Forge, api_url: str) -> str:
+    """The root of the forge's REST API. Gitea's and GitLab's apiURL may be the site (https://git.example.com) or
+    the API root (…/api/v1, …/api/v4); GitHub's is https://api.github.com, or https://<host>/api/v3 for GitHub
+    Enterprise Server, as given."""
+    url, suffix = api_url.rstrip("/"), API_PATHS[forge]
+    return url if not suffix or url.endswith(suffix) else url + suffix
 
 
 def status_of(raw: Mapping[str, Any]) -> GitRepoStatus:

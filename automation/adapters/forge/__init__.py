@@ -12,17 +12,18 @@ from automation.adapters.forge.gitea import Gitea
 from automation.adapters.forge.github import GitHub
 from automation.adapters.forge.gitlab import GitLab
 from automation.adapters.forge.http import DEFAULT_TIMEOUT
+from stacks.gitrepos.model import api_root
 
 FORGES: dict[str, Callable[..., Forge]] = {"gitea": Gitea, "gitlab": GitLab, "github": GitHub}
 
 
 def forge_for(kind: str, api_url: str, token: str, *, timeout: float = DEFAULT_TIMEOUT,
               transport: httpx.BaseTransport | None = None) -> Forge:
-    """The adapter for `kind` (gitea, gitlab, github) at `api_url` (the API root: .../api/v1 for Gitea,
-    .../api/v4 for GitLab, https://api.github.com or .../api/v3 for GitHub), every call within `timeout`
-    seconds. `transport` is for tests (recorded responses)."""
+    """The adapter for `kind` (gitea, gitlab, github) at `api_url` (a HubGitRepo's spec.apiURL: the site or the API
+    root, stacks.gitrepos.model.api_root), every call within `timeout` seconds. `transport` is for tests (recorded
+    responses)."""
     try:
         cls = FORGES[kind]
     except KeyError:
         raise ForgeError(f"forge {kind!r}: expected one of {', '.join(sorted(FORGES))}") from None
-    return cls(api_url, token, timeout=timeout, transport=transport)
+    return cls(api_root(kind, api_url), token, timeout=timeout, transport=transport)  # type: ignore[arg-type]
