@@ -8,7 +8,7 @@ starts them; tests/ and bench/ share that harness).
 * ``kube_apiserver_gc``       - the default flags plus a real kube-controller-manager running the garbage
   collector (ownerReferences are honoured: an object whose owner's uid is gone is deleted) and the ResourceQuota
   controller (a quota's ``status.used`` is computed, ``count/<plural>.<group>`` included).
-* ``kube_apiserver_alone``    - a server of the module's own.
+* ``kube_apiserver_alone``    - a server of the module's own (``kube_apiserver_alone_gc``: with the garbage collector).
 
 Each yields an :class:`EnvTest`; for other flags use :func:`start_envtest` directly. Import the fixtures into a
 test module (several modules importing them still share one server)::
@@ -75,6 +75,14 @@ def kube_apiserver_nocache() -> Iterator[EnvTest]:
 def kube_apiserver_gc() -> Iterator[EnvTest]:
     """etcd + kube-apiserver + kube-controller-manager (garbage collector, ResourceQuota), the project's CRDs."""
     with shared_envtest("gc", crds=project_crds(), controller_manager=True) as env:
+        yield env
+
+
+@pytest.fixture(scope="module")
+def kube_apiserver_alone_gc() -> Iterator[EnvTest]:
+    """A server of the module's own with the garbage collector (kube-controller-manager), for a walkthrough whose
+    deletions follow ownerReferences."""
+    with shared_envtest("alone-gc", crds=project_crds(), controller_manager=True) as env:
         yield env
 
 
