@@ -4,6 +4,7 @@ every thread and its time bound)."""
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 
 class Loop:
@@ -38,3 +39,17 @@ class Loop:
     def alive(self) -> bool:
         """Running, or not started yet (a Loop that was never started has not died)."""
         return self._thread is None or self._thread.is_alive()
+
+
+class Every(Loop):
+    """Calls `call()` every `interval` seconds until stopped: a controller's resync (every object looked at again,
+    so what someone changed by hand is put back and a refusal is tried again)."""
+
+    def __init__(self, thread_name: str, interval: float, call: Callable[[], None]):
+        super().__init__(thread_name)
+        self.interval = interval
+        self.call = call
+
+    def run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.call()

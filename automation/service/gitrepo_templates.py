@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
+from automation.adapters.kube.calls import or_none
 from automation.adapters.kube.informer import Raw, object_key
-from automation.service.gitrepos import Resync
+from automation.adapters.loop import Every
 from automation.service.queue import Outcome, WorkQueue
 from automation.service.runtime import Manager
 from automation.service.tenants import TenantStore
@@ -64,7 +64,7 @@ class GitRepoTemplates:
         self._seen_lock = threading.Lock()
         manager.watch("clusters", self._cluster_changed)
         manager.watch(GITREPOS, self._gitrepo_changed)
-        self.resync = Resync(resync, self._resync, "gitrepo-templates-resync")
+        self.resync = Every("gitrepo-templates-resync", resync, self._resync)
         manager.runnable(self.resync)
 
     # -- what changed
@@ -130,7 +130,7 @@ class GitRepoTemplates:
         return Outcome.done()
 
     def _tenant(self, name: str) -> None:
-        raw = self._get(lambda: self.custom.get_cluster_custom_object(GROUP, VERSION, TENANTS, name,
+        raw = or_none(lambda: self.custom.get_cluster_custom_object(GROUP, VERSION, TENANTS, name,
                                                                       _request_timeout=self.request_timeout))
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
             return  # gone or going: the garbage collector takes its HubGitRepo
@@ -178,7 +178,7 @@ class GitRepoTemplates:
     def _ensure(self, wanted: Raw) -> None:
         meta = wanted["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        have = self._get(lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, GITREPOS, name,
+        have = or_none(lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, GITREPOS, name,
                                                                           _request_timeout=self.request_timeout))
         if have is None:
             try:
@@ -206,23 +206,14 @@ class GitRepoTemplates:
 
     def _remove(self, namespace: str, name: str, role: str, owner_uid: str) -> None:
         """Delete the generated HubGitRepo `name` when the template is gone: only if it is the template's."""
-        have = self._get(lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, GITREPOS, name,
+        have = or_none(lambda: self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, GITREPOS, name,
                                                                           _request_timeout=self.request_timeout))
         if have is None or not _ours(have, role, owner_uid) or (have.get("metadata") or {}).get("deletionTimestamp"):
             return
-        self._get(lambda: self.custom.delete_namespaced_custom_object(
+        or_none(lambda: self.custom.delete_namespaced_custom_object(
             GROUP, VERSION, namespace, GITREPOS, name, _request_timeout=self.request_timeout,
             body={"preconditions": {"uid": have["metadata"]["uid"]}}))
         LOG.info("HubGitRepo %s/%s: its template is gone; deleted", namespace, name)
-
-    @staticmethod
-    def _get(call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            return None
 
 
 def _ours(raw: Raw, role: str, owner_uid: str) -> bool:

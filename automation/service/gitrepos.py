@@ -31,7 +31,6 @@ finalizer by hand to let the object go and leave the repository as it is).
 from __future__ import annotations
 
 import base64
-import importlib
 import logging
 import threading
 import time
@@ -42,11 +41,12 @@ from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
 from automation.adapters.backoff import Backoff
+from automation.adapters.forge import forge_for as default_forge_for
 from automation.adapters.forge.base import (Forge, ForgeConflict, ForgeDenied, ForgeError, ForgeUnavailable,
                                             Repository)
 from automation.adapters.kube.informer import DictStore, Raw, Source, object_key
 from automation.adapters.kube.status import conditions, rfc3339
-from automation.adapters.loop import Loop
+from automation.adapters.loop import Every
 from automation.service.queue import Outcome, WorkQueue
 from automation.service.runtime import Manager
 from stacks.gitrepos import plan
@@ -59,28 +59,6 @@ ForgeFor = Callable[..., Forge]  # (kind, api_url, token, *, timeout) -> Forge
 HOST_KEYS = "hostKeys"  # the optional key of the credentials Secret that pins the forge's SSH host keys
 SEED_MESSAGE = "hubwright: the template's first commit"
 MESSAGE_MAX = 1024
-
-
-def default_forge_for(kind: str, api_url: str, token: str, *, timeout: float) -> Forge:
-    """automation.adapters.forge.forge_for, imported when first used (the forges' adapters)."""
-    module = importlib.import_module("automation.adapters.forge")
-    forge_for = getattr(module, "forge_for", None)
-    if forge_for is None:
-        raise NotImplementedError("automation.adapters.forge.forge_for is not there: no forge adapters")
-    return forge_for(kind, api_url, token, timeout=timeout)
-
-
-class Resync(Loop):
-    """Every `interval` seconds, every HubGitRepo again: drift on the forge is put back, refusals looked at again."""
-
-    def __init__(self, interval: float, resync: Callable[[], None], name: str = "gitrepo-resync"):
-        super().__init__(name)
-        self.interval = interval
-        self.resync = resync
-
-    def run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.resync()
 
 
 class Refused(Exception):
@@ -116,7 +94,7 @@ class GitRepoController:
             source = Source(GITREPOS, self.custom.list_cluster_custom_object, (GROUP, VERSION, GITREPOS))
         manager.source(source, self.store)
         self.controller = manager.controller("gitrepo", self.reconcile, queue=self.queue, workers=1)
-        self.resync = Resync(resync, self._resync)
+        self.resync = Every("gitrepo-resync", resync, self._resync)
         manager.runnable(self.resync)
 
     def _changed(self, kind: str, raw: Raw) -> None:

@@ -42,13 +42,14 @@ import logging
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
-from automation.adapters.loop import Loop
+from automation.adapters.loop import Every
+from automation.adapters.kube.calls import or_none
 from automation.adapters.kube.status import rfc3339
 from automation.adapters.kube.informer import DictStore, Raw, Source, object_key
 from automation.service.queue import Outcome, WorkQueue
@@ -60,7 +61,6 @@ from stacks.names import CLUSTERS, GROUP, TENANT_FINALIZER, TENANT_LABEL, TENANT
 from stacks.registry import Tenant
 
 LOG = logging.getLogger("hubwright.tenants")
-T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------- what the watches keep
@@ -158,18 +158,6 @@ def _ours(values: Mapping[str, str] | None) -> dict[str, str]:
     return {key: value for key, value in (values or {}).items() if key.startswith(f"{GROUP}/")}
 
 
-class Resync(Loop):
-    """Every `interval` seconds, look at every Tenant again: what someone changed by hand (a label removed, a
-    RoleBinding edited) is put back, and a refused adoption is tried again."""
-
-    def __init__(self, interval: float, resync: Callable[[], None]):
-        super().__init__("tenant-resync")
-        self.interval = interval
-        self.resync = resync
-
-    def run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.resync()
 
 
 # --------------------------------------------------------------------------- the controller
@@ -197,7 +185,7 @@ class TenantController:
                        self.tenants)
         manager.watch("clusters", self.clusters)
         manager.watch("namespaces", self.namespaces)
-        self.resync = Resync(resync, self._resync)
+        self.resync = Every("tenant-resync", resync, self._resync)
         manager.runnable(self.resync)
 
     def _resync(self) -> None:
@@ -300,7 +288,7 @@ class TenantController:
     def _ensure_admins(self, tenant: Tenant) -> None:
         wanted = admins_rolebinding(tenant)
         namespace = tenant.namespace
-        current = _or_none(lambda: self.rbac.read_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace))
+        current = or_none(lambda: self.rbac.read_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace))
         if wanted is None:
             if current is not None:
                 self._delete_rolebinding(namespace)
@@ -322,7 +310,7 @@ class TenantController:
     def _ensure_quota(self, tenant: Tenant, uid: str) -> None:
         wanted = tenant_quota(tenant, uid)
         namespace = tenant.namespace
-        current = _or_none(lambda: self.core.read_namespaced_resource_quota(TENANT_QUOTA, namespace,
+        current = or_none(lambda: self.core.read_namespaced_resource_quota(TENANT_QUOTA, namespace,
                                                                             _request_timeout=self.request_timeout))
         if wanted is None:
             if current is not None:
@@ -349,11 +337,11 @@ class TenantController:
         name, timeout = role["metadata"]["name"], self.request_timeout
         for attempt in range(3):  # a 409 is another writer (a second reconcile of the Tenant) first: read again
             try:
-                have = _or_none(lambda: self.rbac.read_cluster_role_binding(name, _request_timeout=timeout))
+                have = or_none(lambda: self.rbac.read_cluster_role_binding(name, _request_timeout=timeout))
                 if have is None:
                     if not binding["subjects"]:
                         return  # nobody to grant it to: nothing is made
-                    if _or_none(lambda: self.rbac.read_cluster_role(name, _request_timeout=timeout)) is None:
+                    if or_none(lambda: self.rbac.read_cluster_role(name, _request_timeout=timeout)) is None:
                         self.rbac.create_cluster_role(role, _request_timeout=timeout)
                     self.rbac.create_cluster_role_binding(binding, _request_timeout=timeout)
                     return
@@ -368,11 +356,11 @@ class TenantController:
                     raise
 
     def _delete_quota(self, namespace: str) -> None:
-        _or_none(lambda: self.core.delete_namespaced_resource_quota(TENANT_QUOTA, namespace,
+        or_none(lambda: self.core.delete_namespaced_resource_quota(TENANT_QUOTA, namespace,
                                                                     _request_timeout=self.request_timeout))
 
     def _delete_rolebinding(self, namespace: str) -> None:
-        _or_none(lambda: self.rbac.delete_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace))
+        or_none(lambda: self.rbac.delete_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace))
 
     def _release(self, name: str, namespace: str) -> None:
         """Let a namespace this Tenant made or adopted go: its RoleBinding and tenant marks; the namespace stays."""
@@ -436,13 +424,3 @@ def _subjects(subjects: list[Mapping[str, Any]] | None) -> list[tuple]:
 def _differs(have: Mapping[str, str] | None, want: Mapping[str, str]) -> bool:
     have = have or {}
     return any(have.get(key) != value for key, value in want.items())
-
-
-def _or_none(call: Callable[[], T]) -> T | None:
-    """`call()`, or None when what it reads or deletes is not there (404); any other error is raised."""
-    try:
-        return call()
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        return None
