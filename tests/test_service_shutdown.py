@@ -57,3 +57,22 @@ def test_a_lost_lease_kills_the_runs_in_flight_at_once_and_starts_nothing_more(k
         assert engine.count() == runs
     finally:
         service.stop()
+
+
+def test_controllers_that_cannot_start_are_logged_before_the_lease_is_given_up(kube_apiserver, caplog, monkeypatch):  # noqa: F811
+    """An error while the leader starts its controllers ends the term (the elector gives the Lease up and the CLI
+    exits as "lost the Lease"): the log says why first, with the error, not only that the Lease was lost."""
+    import automation.service.serve as serve
+
+    env = ServiceEnv.isolated(kube_apiserver.api_client())
+    service = env.service(RecordingEngine(), watch_namespace=env.ns)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a controller's constructor failed")
+
+    monkeypatch.setattr(serve, "Pipeline", broken)
+    with caplog.at_level("ERROR", logger="hubwright.service"), pytest.raises(RuntimeError, match="constructor"):
+        service._start_pipeline()  # what the elector calls once it leads
+    record = next(r for r in caplog.records if "could not start the leader's controllers" in r.getMessage())
+    assert record.exc_info is not None and "constructor failed" in str(record.exc_info[1])
+    assert service.pipeline is None

@@ -168,10 +168,15 @@ class Service:
         with self._lock:
             if self.pipeline is not None or self._stopping:
                 return
-            self.pipeline = Pipeline(self.options, api_client=self.api_client, engine=self.engine,
-                                     guards=self.guards, audit=self.audit, metrics=self.metrics,
-                                     identity=self.identity, census=self.census, discovery=self.discovery)
-            self.pipeline.start()
+            try:
+                self.pipeline = Pipeline(self.options, api_client=self.api_client, engine=self.engine,
+                                         guards=self.guards, audit=self.audit, metrics=self.metrics,
+                                         identity=self.identity, census=self.census, discovery=self.discovery)
+                self.pipeline.start()
+            except Exception:
+                # The elector then gives the Lease up and the CLI exits ("lost the Lease"): say why first.
+                LOG.exception("%s: could not start the leader's controllers", self.identity)
+                raise
 
     def _stop_pipeline(self, grace: float) -> None:
         with self._lock:
