@@ -166,3 +166,15 @@ def test_the_api_root_is_the_site_or_the_root_as_given_never_doubled():
     assert api_root("gitlab", "https://gitlab.example.com/api/v4") == "https://gitlab.example.com/api/v4"
     assert api_root("github", "https://api.github.com") == "https://api.github.com"
     assert api_root("github", "https://ghe.example.com/api/v3") == "https://ghe.example.com/api/v3"
+
+
+def test_a_deploy_key_name_given_twice_is_refused_in_a_hubgitrepo_and_in_a_template():
+    import pytest
+    from pydantic import ValidationError
+    from stacks.gitrepos.model import GitRepoSpec, GitRepoTemplate
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+    base = {"forge": "gitea", "apiURL": "https://git.example.com", "credentialsSecretRef": {"name": "forge"},
+            "deployKeys": [{"name": "ci", "publicKey": key}, {"name": "ci", "publicKey": key}]}
+    for model, extra in ((GitRepoSpec, {"path": "acme/prod"}), (GitRepoTemplate, {"owner": "acme"})):
+        with pytest.raises(ValidationError, match="deploy key name 'ci' is given twice"):
+            model.model_validate({**base, **extra})

@@ -91,29 +91,34 @@ def _unique_keys(deploy_keys: list[DeployKey]) -> None:
         seen.add(key.name)
 
 
-class GitRepoSpec(Spec):
-    """One repository on a forge, and who may clone it."""
+class _Repository(Spec):
+    """What a HubGitRepo and a HubTenant's template say alike: the forge, its token, and what the repository gets."""
 
     forge: Forge = Field(description="The forge's API: gitea, gitlab or github.")
     api_url: ApiURL = Field(alias="apiURL",
         description="The forge's site or API root: https://gitea.example.com (or …/api/v1), https://gitlab.com (or "
                     "…/api/v4), https://api.github.com (GitHub Enterprise Server: https://<host>/api/v3).")
     credentials_secret_ref: SecretRef = Field(description="The Secret (in the service's namespace) with the API token.")
-    path: RepoPath = Field(description="owner/name on the forge (GitLab: group/subgroup/name).")
     display_name: DisplayName | None = Field(None, description="A name for people (GitLab's project name).")
     description: Annotated[str, Field(max_length=1024)] = Field("", description="The repository's description.")
-    deploy_keys: list[DeployKey] = Field(default_factory=list, max_length=20,
-        description="The deploy keys hubwright keeps on the repository. Keys it did not add are never touched.")
     deletion_policy: DeletionPolicy = Field("Retain",
-        description="What deleting this object does to the repository: Retain (default) keeps it, Delete deletes "
+        description="What deleting the HubGitRepo does to the repository: Retain (default) keeps it, Delete deletes "
                     "it. Either way the deploy keys hubwright added are removed.")
     template_files: TemplateFiles = Field(default_factory=dict,
         description="Files (path: content) of the first commit, written only when hubwright creates the repository.")
 
     @model_validator(mode="after")
-    def _keys(self) -> "GitRepoSpec":
-        _unique_keys(self.deploy_keys)
+    def _keys(self) -> "_Repository":
+        _unique_keys(getattr(self, "deploy_keys", []))
         return self
+
+
+class GitRepoSpec(_Repository):
+    """One repository on a forge, and who may clone it."""
+
+    path: RepoPath = Field(description="owner/name on the forge (GitLab: group/subgroup/name).")
+    deploy_keys: list[DeployKey] = Field(default_factory=list, max_length=20,
+        description="The deploy keys hubwright keeps on the repository. Keys it did not add are never touched.")
 
 
 class GitRepo(Resource):
@@ -161,26 +166,14 @@ class GitRepoStatus(StatusModel):
 
 # --------------------------------------------------------------------------- a HubTenant's templates
 
-class GitRepoTemplate(Spec):
+class GitRepoTemplate(_Repository):
     """How a HubTenant's repositories are made: on which forge, under which owner, with which keys. The names come
-    from the IDs: the tenant's repository is <owner>/<tenant>, a cluster's catalog <owner>/<tenant>.<cluster>."""
+    from the IDs: the tenant's repository is <owner>/<tenant>, a cluster's catalog <owner>/<tenant>.<cluster>; the
+    display name defaults to the tenant's or the cluster's."""
 
-    forge: Forge = Field(description="The forge's API: gitea, gitlab or github.")
-    api_url: ApiURL = Field(alias="apiURL", description="The forge's site or API root (see HubGitRepo spec.apiURL).")
-    credentials_secret_ref: SecretRef = Field(description="The Secret (in the service's namespace) with the API token.")
     owner: Owner = Field(description="The user, organisation or group the repositories are made under.")
-    display_name: DisplayName | None = Field(None, description="A name for people (default: the tenant's or cluster's).")
-    description: Annotated[str, Field(max_length=1024)] = Field("", description="The repositories' description.")
     deploy_keys: list[DeployKey] = Field(default_factory=list, max_length=16,
         description="Deploy keys every repository made from this template gets (a cluster's agent key is added).")
-    deletion_policy: DeletionPolicy = Field("Retain", description="Retain (default) or Delete: see HubGitRepo.")
-    template_files: TemplateFiles = Field(default_factory=dict,
-        description="Files (path: content) of each new repository's first commit.")
-
-    @model_validator(mode="after")
-    def _keys(self) -> "GitRepoTemplate":
-        _unique_keys(self.deploy_keys)
-        return self
 
 
 class ClusterTemplate(Spec):
