@@ -182,6 +182,18 @@ def test_both_reference_shapes_are_read(version):
     assert doc["spec"]["apiURL"] == "https://api.web-1-infra.acme.example.com:6443"
 
 
+@pytest.mark.parametrize("zone", ["", "z" * 40, 7])
+def test_a_subnet_whose_zone_is_not_a_zone_is_left_out_not_an_exception(zone):
+    """Found by the property test below (an AWSCluster subnet's availabilityZone replaced by ""): the subnet cannot
+    be placed in a zone, so it is not a transit subnet; the rest is derived as before."""
+    infra = aws_cluster_doc("web-1-infra")
+    first = infra["spec"]["network"]["subnets"][0]
+    first["availabilityZone"] = zone
+    network = derived(run(capi_cluster_doc("web-1", infra_name="web-1-infra"), infra)).doc["spec"]["network"]
+    assert first["resourceID"] not in [s["subnetID"] for s in network["transitSubnets"]]
+    assert all(s["availabilityZone"] for s in network["transitSubnets"])
+
+
 def test_private_route_tables_only_when_the_hub_says_so():
     doc = derived(run(capi_cluster_doc(), aws_cluster_doc(), discovery={"routeTables": "private"})).doc
     assert doc["spec"]["network"]["routeTableIDs"] == ["rtb-0w10", "rtb-0w12"]  # the private subnets' tables

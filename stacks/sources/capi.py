@@ -141,6 +141,12 @@ def _unique(values: list[Any]) -> list[Any]:
     return kept
 
 
+def _zone(value: Any) -> bool:
+    """Whether a CAPA subnet's availabilityZone can place it: a zone name (a tenant's object is checked by no schema
+    in a plan folder; a subnet whose zone is empty or not a name is left out, not an exception)."""
+    return isinstance(value, str) and 0 < len(value) <= 32
+
+
 def _network(holder: Mapping[str, Any], hub: HubConfig, oref: SourceRef, provenance: Provenance) -> dict[str, Any]:
     network: dict[str, Any] = {}
     vpc_id, cidr = get(holder, "spec.network.vpc.id"), get(holder, "spec.network.vpc.cidrBlock")
@@ -161,7 +167,7 @@ def _network(holder: Mapping[str, Any], hub: HubConfig, oref: SourceRef, provena
                          else None, private=s.get("isPublic") is not True)
              for s in subnets for subnet_id, zone, table in ((_subnet_id(s), s.get("availabilityZone"),
                                                               s.get("routeTableId")),)
-             if isinstance(subnet_id, str) and isinstance(zone, str)]
+             if isinstance(subnet_id, str) and _zone(zone)]
     tables = chosen_tables(known, [s.route_table_id for s in known if s.route_table_id], hub.spec.discovery)
     if tables:
         network["routeTableIDs"] = tables
