@@ -12,8 +12,20 @@ subprocess, its JSON going to a file. Prints one JSON object:
                             process under it (workers, the fork server): shared pages count once per process
   peak_pss_mb               the same sum in proportional set size (shared pages split between their processes)
   json_mb                   the output's size
-  one_cluster_s             `plan --cluster NS/NAME` of one cluster out of the same folder (--one)
+  one_cluster_s             `plan --cluster NS/NAME` of one cluster out of the same folder, warm: after the whole
+                            plan filled the cache (--one)
+  one_cluster_cold_s        the same with an empty cache (--one)
   serial_identical          the output of --jobs 1 is the same bytes (--check-serial; a second, serial run)
+
+With --diff, the whole plan above is the baseline, and then, warm (its cache filled):
+  diff_one_s                `plan --baseline plan.json --format json` after one cluster file changed (its API host:
+                            its zone, record and association replaced); diff_one_changed stacks, diff_one_json_kb
+  diff_hub_s                the same after a hub change touching about 1 % of the stacks (the subnets of the
+                            endpoint VPCs those stacks' endpoints use); diff_hub_changed stacks (the cluster above among them) for a hub change to diff_hub_pct %
+  diff_ref_s                `plan --baseline-ref HEAD~1 --format markdown` with both changes committed in a git
+                            repository of the folder: the baseline planned from REF in a worktree, then the diff
+
+Every run gets its own cache (--cache DIR in the bench's temporary folder): cold means that folder was empty.
 """
 from __future__ import annotations
 
@@ -127,18 +139,58 @@ class TreeMemory:
         self._thread.join()
 
 
-def run_plan(hub: Path, folder: Path, out: Path, *args: str) -> tuple[float, TreeMemory]:
-    command = [sys.executable, "-m", "automation", "plan", "--hub", str(hub), "--clusters", str(folder),
-               "--format", "json", *args]
+def run_plan(hub: Path, folder: Path, out: Path, *args: str, ok: tuple[int, ...] = (0,),
+             cwd: Path | None = None) -> tuple[float, TreeMemory]:
+    command = [sys.executable, "-m", "automation", "plan", "--hub", str(hub), "--clusters", str(folder), *args]
+    if "--format" not in args:
+        command += ["--format", "json"]
     started = time.monotonic()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     with open(out, "wb") as sink:
-        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.PIPE, cwd=cwd, env=env)
         memory = TreeMemory(proc.pid)
         _, err = proc.communicate()
     memory.stop()
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise RuntimeError(f"plan failed ({proc.returncode}): {err.decode()[-2000:]}")
     return time.monotonic() - started, memory
+
+
+def changed_stacks(diff: Path) -> int:
+    return sum(1 for s in json.loads(diff.read_text())["stacks"] if s["change"] != "unchanged")
+
+
+def change_one_cluster(folder: Path, i: int) -> None:
+    path = folder / f"c{i:05d}.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["spec"]["apiURL"] = doc["spec"]["apiURL"].replace("https://api.", "https://api2.")
+    path.write_text(yaml.dump(doc, Dumper=DUMPER))
+
+
+def change_hub(hub: Path, plan: Path, share: float) -> int:
+    """Add a subnet to the endpoint VPCs that about `share` of the stacks use (whole VPCs, most used first); the
+    number of stacks whose endpoint is in them."""
+    users: dict[str, int] = {}
+    for stack in json.loads(plan.read_text())["stacks"]:
+        for res in stack["resources"]:
+            if res["type"] == "aws:ec2/vpcEndpoint:VpcEndpoint":
+                users[res["inputs"]["vpcId"]] = users.get(res["inputs"]["vpcId"], 0) + 1
+    total, chosen, want = sum(users.values()), set(), share * sum(users.values())
+    for vpc, count in sorted(users.items(), key=lambda kv: (-kv[1], kv[0])):
+        if sum(users[v] for v in chosen) >= want:
+            break
+        chosen.add(vpc)
+    doc = yaml.safe_load(hub.read_text())
+    for vpc in doc["spec"]["endpointVPCInventory"]:
+        if vpc["vpcID"] in chosen:
+            vpc["subnets"].append({"subnetID": f"subnet-0{vpc['vpcID'][-3:]}d", "availabilityZone": vpc["region"] + "d"})
+    hub.write_text(yaml.dump(doc, Dumper=DUMPER))
+    return sum(users[v] for v in chosen) if total else 0
+
+
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", *args], cwd=root,
+                   check=True, capture_output=True)
 
 
 def digest(path: Path) -> str:
@@ -157,6 +209,7 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=40, help="stacks planned in-process for the bound")
     parser.add_argument("--one", action="store_true", help="also time `plan --cluster` of one cluster")
     parser.add_argument("--check-serial", action="store_true", help="also run --jobs 1 and compare the bytes")
+    parser.add_argument("--diff", action="store_true", help="also time the fleet diff's cases (above)")
     parser.add_argument("--policy", choices=("off", "advisory", "mandatory"), default="mandatory",
                         help="the policy pack's rules over every stack (the plan's --policy)")
     args = parser.parse_args()
@@ -165,8 +218,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hubwright-bench-plan-") as tmp:
         root = Path(tmp)
         hub, folder = write_fleet(root, args.clusters)
-        out = root / "plan.json"
-        wall, memory = run_plan(hub, folder, out, "--jobs", str(args.jobs), "--policy", args.policy)
+        out, cache = root / "plan.json", root / "cache"
+        one_cluster = f"tenant-{(args.clusters // 2) % TENANTS}/c{args.clusters // 2:05d}"
+        if args.one:
+            wall_one, _ = run_plan(hub, folder, root / "one.json", "--cluster", one_cluster,
+                                   "--cache", str(root / "cache-one"))
+            result["one_cluster_cold_s"] = round(wall_one, 2)
+        wall, memory = run_plan(hub, folder, out, "--jobs", str(args.jobs), "--policy", args.policy,
+                                "--cache", str(cache))
         bound_ms = serial_ms_per_stack(args.clusters, args.sample)
         bound = args.clusters * bound_ms / 1000 / args.jobs
         result.update({"plan_s": round(wall, 1), "ms_per_stack": round(wall * 1000 / args.clusters, 1),
@@ -175,14 +234,32 @@ def main() -> None:
                        "peak_rss_mb": round(memory.peak_rss), "peak_pss_mb": round(memory.peak_pss),
                        "json_mb": round(os.path.getsize(out) / 1e6, 1)})
         if args.one:
-            one = root / "one.json"
-            wall_one, _ = run_plan(hub, folder, one, "--cluster", f"tenant-{(args.clusters // 2) % TENANTS}/"
-                                                                  f"c{args.clusters // 2:05d}")
+            wall_one, _ = run_plan(hub, folder, root / "one.json", "--cluster", one_cluster, "--cache", str(cache))
             result["one_cluster_s"] = round(wall_one, 2)
         if args.check_serial:
             serial = root / "serial.json"
-            run_plan(hub, folder, serial, "--jobs", "1")
+            run_plan(hub, folder, serial, "--jobs", "1", "--no-cache")
             result["serial_identical"] = digest(serial) == digest(out)
+        if args.diff:
+            git(root, "init", "-q")
+            git(root, "add", "-A")
+            git(root, "commit", "-q", "-m", "baseline")
+            diff = root / "diff.json"
+            change_one_cluster(folder, args.clusters // 2)
+            wall_diff, _ = run_plan(hub, folder, diff, "--baseline", str(out), "--format", "json",
+                                    "--policy", args.policy, "--cache", str(cache))
+            result.update({"diff_one_s": round(wall_diff, 2), "diff_one_changed": changed_stacks(diff),
+                           "diff_one_json_kb": round(os.path.getsize(diff) / 1e3, 1)})
+            touched = change_hub(hub, out, 0.01)
+            wall_diff, _ = run_plan(hub, folder, diff, "--baseline", str(out), "--format", "json",
+                                    "--policy", args.policy, "--cache", str(cache))
+            result.update({"diff_hub_s": round(wall_diff, 2), "diff_hub_changed": changed_stacks(diff),
+                           "diff_hub_pct": round(100 * touched / args.clusters, 2)})
+            git(root, "commit", "-q", "-a", "-m", "one cluster and the hub")
+            wall_diff, _ = run_plan(hub, folder, root / "diff.md", "--baseline-ref", "HEAD~1", "--format",
+                                    "markdown", "--policy", args.policy, "--cache", str(cache), cwd=root)
+            result.update({"diff_ref_s": round(wall_diff, 2),
+                           "diff_ref_markdown_kb": round(os.path.getsize(root / "diff.md") / 1e3, 1)})
     print(json.dumps(result))
 
 

@@ -11,6 +11,13 @@ REAL_ENGINE_FIXTURES = {"kube_apiserver", "kube_apiserver_nocache", "kube_apiser
                         "pulumi_cli", "gitea", "fresh_gitea"}
 
 
+@pytest.fixture(autouse=True)
+def _own_plan_cache(tmp_path_factory, monkeypatch):
+    """Every test plans with an empty cache of its own (automation.adapters.engine.plan_cache): a plan one test
+    makes never answers another's, and no test reads or fills the machine's."""
+    monkeypatch.setenv("HUBWRIGHT_PLAN_CACHE", str(tmp_path_factory.mktemp("plan-cache")))
+
+
 def pytest_collection_modifyitems(items):
     """Every test that starts a real engine is `live`, whichever file it is in."""
     for item in items:

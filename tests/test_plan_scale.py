@@ -30,8 +30,8 @@ def plan(capsys, hub: str, clusters: str, *args: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize("fmt", ["json", "tree"])
 def test_workers_write_the_same_bytes_as_a_serial_run(capsys, monkeypatch, fleet, fmt):
     monkeypatch.setattr(plan_pool, "SERIAL_BELOW", 0)  # a pool even for a handful of stacks
-    serial = plan(capsys, *FLEETS[fleet], "--format", fmt, "--jobs", "1")
-    pooled = plan(capsys, *FLEETS[fleet], "--format", fmt, "--jobs", "2")
+    serial = plan(capsys, *FLEETS[fleet], "--format", fmt, "--jobs", "1", "--no-cache")
+    pooled = plan(capsys, *FLEETS[fleet], "--format", fmt, "--jobs", "2", "--no-cache")
     assert serial[0] == pooled[0] == 0, serial[2] + pooled[2]
     assert serial[1] == pooled[1] and len(serial[1]) > 1000
 

@@ -11,6 +11,12 @@ The policy pack's rules (--policy, --policy-config) run over every stack's recor
 planned it, and the rules that span stacks over the whole plan; each violation is printed on stderr with its rule,
 URN and reason, and a mandatory one makes the plan exit 3 (after the whole plan is written).
 
+With --baseline OLD.json or --baseline-ref REF, the output is not the plan but what it changes (automation.cli.plan_diff:
+per stack unchanged, new, removed or changed, with each resource's change and properties), as json, diff or
+markdown. Every stack's plan key (its inputs, this program's source, the policy settings, the format) decides
+whether it is planned at all: a stack the baseline planned from the same key is unchanged, one in the cache
+(automation.adapters.engine.plan_cache, --cache) is read back, and only the rest are planned.
+
 Before anything resolves, each provisioned cluster without a status.network gets one, as the service's discovery
 writes it: from the deterministic stand-in (automation.adapters.aws.discovery_standin: what the cluster declares,
 the rest made up), or with --discover from AWS itself (automation.adapters.aws.discovery, with the ambient
@@ -23,6 +29,8 @@ import argparse
 import dataclasses
 import json
 import sys
+import tempfile
+from pathlib import Path
 from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence, TextIO
 
@@ -30,11 +38,15 @@ from automation.adapters.aws.discovery import AwsDiscovery, NetworkLookup, disco
 from automation.adapters.aws.discovery_standin import StandInDiscovery
 from automation.adapters.aws.sessions import AwsSessions
 from automation.adapters.files.inputs import load_fleet
+from automation.adapters.engine.baseline import Baseline
 from automation.adapters.engine.plan import converge, drain, raise_invalid
-from automation.adapters.engine.plan_pool import Planned, PlanPool, default_jobs
+from automation.adapters.engine.plan_cache import PlanCache, default_dir, plan_key, program_digest
+from automation.adapters.engine.plan_pool import Known, Planned, PlanPool, default_jobs
 from automation.adapters.engine.policy import POLICY_LEVELS, PolicySettings, fleet_violations
 from automation.adapters.progress import Progress
 from automation.cli.picture import empty_reason, render_dot, render_mermaid
+from automation.cli.plan_baseline import plan_at_ref
+from automation.cli.plan_diff import CHANGES, FORMATS, DiffDocument, color_wanted
 from automation.cli.render import render_stack, render_summary, stack_json
 from policy.rules.view import Violation
 from stacks.errors import FieldError, InvalidSpec
@@ -84,39 +96,103 @@ def run(args: argparse.Namespace) -> int:
         policy = PolicySettings.load(args.policy, args.policy_config)
     except ValueError as err:
         raise InvalidSpec.one(f"--policy-config {args.policy_config}", "", str(err)) from None
+    fmt = _format(args)
     rules = policy.rules() if policy.enabled else None
-    invalid: list = []
-    fleet = load_fleet(args.hub, args.clusters, invalid)
-    lookup = AwsDiscovery(AwsSessions.from_env()) if args.discover else \
-        StandInDiscovery({c.key: c.spec.network for c in fleet.clusters})
-    fleet = discovered(fleet, lookup, invalid, workers=args.jobs)
-    if args.format in ("dot", "mermaid"):  # the mesh only: no stack is planned
-        resolved = resolve_all(fleet)
-        raise_invalid(resolved.inputs, invalid)
-        draw = render_dot if args.format == "dot" else render_mermaid
-        sys.stdout.write(draw(resolved.mesh, empty_reason(resolved.mesh, fleet)))
-        return 0
-    document = JsonDocument(sys.stdout) if args.format == "json" else TreeDocument(sys.stdout)
-    render = stack_json if args.format == "json" else render_stack
-    violations: list[Violation] = []
+    with tempfile.TemporaryDirectory(prefix="hubwright-plan-") as tmp:
+        baseline = _baseline(args, Path(tmp))
+        invalid: list = []
+        fleet = load_fleet(args.hub, args.clusters, invalid, cache_dir=None if args.no_cache else Path(args.cache))
+        lookup = AwsDiscovery(AwsSessions.from_env()) if args.discover else \
+            StandInDiscovery({c.key: c.spec.network for c in fleet.clusters})
+        fleet = discovered(fleet, lookup, invalid, workers=args.jobs)
+        if fmt in ("dot", "mermaid"):  # the mesh only: no stack is planned
+            resolved = resolve_all(fleet)
+            raise_invalid(resolved.inputs, invalid)
+            draw = render_dot if fmt == "dot" else render_mermaid
+            sys.stdout.write(draw(resolved.mesh, empty_reason(resolved.mesh, fleet)))
+            return 0
+        rendered = "json" if baseline is not None else fmt  # a diff compares the stacks' JSON
+        document: JsonDocument | TreeDocument | DiffDocument
+        if baseline is not None:
+            against = f"--baseline-ref {args.baseline_ref}" if args.baseline_ref else f"--baseline {args.baseline}"
+            document = DiffDocument(baseline, sys.stdout, fmt, only=args.cluster, color=color_wanted(sys.stdout),
+                                    rerun=f"python -m automation plan --hub {args.hub} --clusters {args.clusters} "
+                                          f"{against} --format diff")
+        else:
+            document = JsonDocument(sys.stdout) if fmt == "json" else TreeDocument(sys.stdout)
+        render = stack_json if rendered == "json" else render_stack
+        violations: list[Violation] = []
+        cache = None if args.no_cache else PlanCache(Path(args.cache), program_digest())
+        settings = json.dumps([policy.level, policy.engine_config() if policy.enabled else {}], sort_keys=True)
 
-    def write(planned: Planned) -> None:
-        violations.extend(planned.violations)
-        document.stack(planned)
+        def key(inputs: StackInputs | TransitInputs) -> str:
+            return plan_key(inputs, program=program_digest(), policy=settings, render=rendered)
 
-    with PlanPool(args.jobs, render, rules) as pool, Progress("planned", "stacks") as progress:
+        def write(planned: Planned) -> None:
+            violations.extend(planned.violations)
+            document.stack(planned)
 
-        def plan_many(inputs: Sequence[StackInputs | TransitInputs]) -> Iterator[Planned]:
-            progress.expect(len(inputs))
-            for planned in pool.map(inputs):
-                progress.advance()
-                yield planned
+        with PlanPool(args.jobs, render, rules, keys=key, cache=cache, known=_known(baseline)) as pool, \
+                Progress("planned", "stacks") as progress:
 
-        resolved = drain(converge(fleet, plan_many, invalid, only=args.cluster), write)
-    document.end(summary(resolved.mesh, fleet.hub) if resolved.mesh is not None else {})
+            def plan_many(inputs: Sequence[StackInputs | TransitInputs]) -> Iterator[Planned]:
+                progress.expect(len(inputs))
+                for planned in pool.map(inputs):
+                    progress.advance()
+                    yield planned
+
+            resolved = drain(converge(fleet, plan_many, invalid, only=args.cluster), write)
+        document.end(summary(resolved.mesh, fleet.hub) if resolved.mesh is not None else {})
+        if (cache is not None and cache.hits) or baseline is not None:
+            print(f"plan: {pool.planned} stack(s) planned"
+                  + (f", {cache.hits} read from the cache ({cache.root})" if cache is not None else "")
+                  + (f", {pool.reused} unchanged from the baseline" if baseline is not None else ""), file=sys.stderr)
     if rules is not None:
         violations += fleet_violations(resolved.inputs.values(), rules)
-    return report(violations)
+    status = report(violations)
+    if status == 0 and args.detailed_exitcode and isinstance(document, DiffDocument) and document.changed:
+        return CHANGES
+    return status
+
+
+def _format(args: argparse.Namespace) -> str:
+    """The output format: the plan's (tree by default), or with a baseline, the diff's (diff by default)."""
+    comparing = args.baseline is not None or args.baseline_ref is not None
+    if args.baseline is not None and args.baseline_ref is not None:
+        raise InvalidSpec.one("--baseline-ref", "", "give --baseline or --baseline-ref, not both")
+    if not comparing:
+        if args.format in ("diff", "markdown"):
+            raise InvalidSpec.one("--format", args.format, "a diff needs a baseline (--baseline or --baseline-ref)")
+        if args.detailed_exitcode:
+            raise InvalidSpec.one("--detailed-exitcode", "", "needs a baseline (--baseline or --baseline-ref)")
+        return args.format or "tree"
+    if args.format is not None and args.format not in FORMATS:
+        raise InvalidSpec.one("--format", args.format, f"with a baseline, one of {', '.join(FORMATS)}")
+    return args.format or "diff"
+
+
+def _baseline(args: argparse.Namespace, tmp: Path) -> Baseline | None:
+    if args.baseline is not None:
+        return Baseline.read(args.baseline)
+    if args.baseline_ref is not None:
+        out = tmp / "baseline.json"
+        plan_at_ref(args.baseline_ref, args, out)
+        return Baseline.read(str(out))
+    return None
+
+
+def _known(baseline: Baseline | None) -> Known | None:
+    """The baseline's stack, when it was planned from the same key: its outputs are all the fleet's next pass
+    reads, and the diff needs nothing else of it."""
+    if baseline is None:
+        return None
+
+    def known(stack: str, key: str) -> Planned | None:
+        if stack not in baseline or baseline.key(stack) != key:
+            return None
+        return Planned(stack, "", "", baseline.outputs(stack), 0, (), key, "baseline")
+
+    return known
 
 
 def discovered(fleet: Fleet, lookup: NetworkLookup, invalid: list, *, workers: int = 1) -> Fleet:
@@ -167,8 +243,24 @@ def add_plan_command(subparsers: Any) -> None:
                                               "with no cloud account")
     plan.add_argument("--hub", required=True, help="the HubConfig YAML file")
     plan.add_argument("--clusters", required=True, help="a Cluster YAML file or a folder of them (Namespaces too)")
-    plan.add_argument("--format", choices=["json", "tree", "dot", "mermaid"], default="tree",
-                      help="tree or json: every stack's resources; dot or mermaid: a picture of each mesh group")
+    plan.add_argument("--format", choices=["json", "tree", "dot", "mermaid", "diff", "markdown"], default=None,
+                      help="tree (default) or json: every stack's resources; dot or mermaid: a picture of each mesh "
+                           "group. With a baseline: diff (default; coloured on a terminal), markdown (a pull "
+                           "request's comment) or json (per stack: unchanged, new, removed or changed, with each "
+                           "resource's change and properties)")
+    plan.add_argument("--baseline", metavar="OLD.json",
+                      help="compare with this plan (a `plan --format json` of the same fleet, e.g. main's): print "
+                           "what changes, per stack and resource, instead of the plan")
+    plan.add_argument("--baseline-ref", metavar="REF",
+                      help="compare with the plan of git REF (e.g. origin/main): REF's own program on REF's copy of "
+                           "--hub and --clusters, in a temporary worktree; the working tree is not touched")
+    plan.add_argument("--detailed-exitcode", action="store_true",
+                      help=f"with a baseline: exit {CHANGES} when anything changes (0: nothing does; 1: an error; "
+                           "2: invalid input; 3: a mandatory policy rule is broken, which wins over changes)")
+    plan.add_argument("--cache", default=str(default_dir()), metavar="DIR",
+                      help="stacks planned before, by plan key: inputs, this program's source, policy, format "
+                           f"(default {default_dir()}; safe to delete; share it only among trusted writers)")
+    plan.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     plan.add_argument("--cluster", action="append", metavar="NAMESPACE/NAME",
                       help="plan only this cluster's stack (repeatable); the whole fleet is still read, since "
                            "a cluster's inputs depend on the others (claims, placement, its mesh group)")

@@ -34,13 +34,20 @@ class Registered:
     region: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     id: str = ""  # the ID the stand-ins gave it (policy rules match a route's peering by it)
+    shown: dict[str, Any] | None = None  # the inputs as the plan prints them, when a secret is among them
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """The resource as the plan prints it: secrets masked, and its options only where one is not the default
+        (the fleet diff reads ignoreChanges and replaceOnChanges from them)."""
+        doc = {
             "urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
             "dependencies": self.dependencies, "account": self.account, "region": self.region,
-            "inputs": self.inputs,
+            "inputs": self.inputs if self.shown is None else self.shown,
         }
+        options = {k: v for k, v in self.options.items() if v}
+        if options:
+            doc["options"] = options
+        return doc
 
 
 @dataclass
@@ -49,6 +56,7 @@ class StackPlan:
     cluster: str
     resources: list[Registered]
     outputs: dict[str, Any]
+    key: str | None = None  # what it was planned from (automation.adapters.engine.plan_cache.plan_key)
 
     def of_type(self, type_: str) -> list[Registered]:
         return [r for r in self.resources if r.type == type_]
@@ -61,8 +69,10 @@ class StackPlan:
         return found[0]
 
     def to_json(self) -> dict[str, Any]:
-        return {"stack": self.stack, "cluster": self.cluster, "outputs": self.outputs,
-                "resources": [r.to_json() for r in self.resources]}
+        head = {"stack": self.stack, "cluster": self.cluster}
+        if self.key is not None:  # first after the names: a baseline's keys are read without parsing it
+            head["planKey"] = self.key
+        return {**head, "outputs": self.outputs, "resources": [r.to_json() for r in self.resources]}
 
 
 class PlanError(Exception):
@@ -94,7 +104,9 @@ class RecordingMonitor(MockMonitor):
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return response
-        inputs = _plain(rpc.deserialize_properties(request.object))
+        raw = rpc.deserialize_properties(request.object)
+        inputs = _plain(raw)
+        shown = _masked(raw)
         account, region = self.standins.location(request.provider) if request.custom else (None, None)
         if request.type == "pulumi:providers:aws":
             account, region = provider_location(inputs)
@@ -115,6 +127,7 @@ class RecordingMonitor(MockMonitor):
                 "replaceOnChanges": list(request.replaceOnChanges),
             },
             id=response.id,
+            shown=shown if shown != inputs else None,
         ))
         return response
 
@@ -130,6 +143,22 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+SECRET = "[secret]"
+
+
+def _masked(value: Any) -> Any:
+    """_plain(value), with every secret shown as "[secret]": neither the plan nor a diff of two plans (a pull
+    request's comment) ever prints one. No digest either: a low-entropy secret's hash can be guessed offline. So a
+    diff sees a secret appear or go, not change its value (the stack's plan key still does: it is planned again)."""
+    if isinstance(value, dict):
+        if rpc._special_sig_key in value and value[rpc._special_sig_key] == rpc._special_secret_sig:
+            return SECRET
+        return {k: _masked(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_masked(v) for v in value]
+    return _plain(value)
 
 
 def record(build: Callable[[], Any], *, stack: str, cluster: str = "", standins: StandIns | None = None,

@@ -1,8 +1,13 @@
 """Stacks planned under the mock runtime across the cores: each worker process plans a stack and renders it.
 
-    parent: inputs, in order ──► PlanPool.map ──► worker: plan_stack(inputs) ──► render(plan) ──► Planned
-                                                                 (text, outputs)
-    parent ◄── Planned, in input order (imap): written at once, never held
+    parent: inputs, in order ──► PlanPool.map ──► key ──► known (the baseline's stack of that key)
+                                                      └─► the cache (automation.adapters.engine.plan_cache)
+                                                      └─► worker: plan_stack(inputs) ──► render(plan) ──► Planned
+                                                                 (text, outputs) and into the cache
+    parent ◄── Planned, in input order (imap over the misses): written at once, never held
+
+A stack whose key (its inputs, the program's source, the policy settings, the format) is known is not planned again:
+it comes from the baseline the plan is compared with, or from the cache.
 
 A worker sends back the rendered text and the stack's outputs (which the next pass of the fleet's plan reads),
 never the plan itself, so the parent holds one stack at a time whatever the fleet's size. Workers come from a
@@ -15,9 +20,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
 from automation.adapters.engine.plan import StackPlan, plan_stack
+from automation.adapters.engine.plan_cache import PlanCache, violations_of
 from automation.adapters.engine.policy import plan_violations
 from policy.rules.enforcement import Setting
 from policy.rules.view import Violation
@@ -38,16 +45,31 @@ class Planned:
     outputs: dict[str, Any]
     resources: int
     violations: tuple[Violation, ...] = ()  # the policy pack's rules over this stack's resources
+    key: str | None = None  # automation.adapters.engine.plan_cache.plan_key
+    origin: Literal["planned", "cache", "baseline"] = "planned"  # baseline: text is "", it is the baseline's
 
 
-Task = tuple[StackInputs | TransitInputs, Render, Mapping[str, Setting] | None]
+Keys = Callable[[StackInputs | TransitInputs], str]
+Known = Callable[[str, str], "Planned | None"]  # (stack, key): the baseline's stack when it was planned from key
+Task = tuple[StackInputs | TransitInputs, Render, Mapping[str, Setting] | None, str | None, tuple[str, str] | None]
 
 
 def plan_one(task: Task) -> Planned:
-    inputs, render, rules = task
+    inputs, render, rules, key, cache = task
     plan = plan_stack(inputs)
+    plan.key = key
     violations = tuple(plan_violations(inputs, plan, rules)) if rules is not None else ()
-    return Planned(plan.stack, plan.cluster, render(plan), plan.outputs, len(plan.resources), violations)
+    planned = Planned(plan.stack, plan.cluster, render(plan), plan.outputs, len(plan.resources), violations, key)
+    if cache is not None and key is not None:
+        PlanCache(Path(cache[0]), cache[1]).put(key, stack=planned.stack, cluster=planned.cluster, text=planned.text,
+                                                 outputs=planned.outputs, resources=planned.resources,
+                                                 violations=violations)
+    return planned
+
+
+def from_cache(entry: dict[str, Any], key: str) -> Planned:
+    return Planned(entry["stack"], entry["cluster"], entry["text"], entry["outputs"], entry["resources"],
+                   violations_of(entry), key, "cache")
 
 
 def default_jobs() -> int:
@@ -57,12 +79,19 @@ def default_jobs() -> int:
 
 class PlanPool:
     """`map(inputs)`: each stack planned and rendered (and checked against the policy `rules`, unless None), in input
-    order; `jobs` worker processes (1: in this one)."""
+    order; `jobs` worker processes (1: in this one). With `keys`, each stack's plan key is computed first, and a
+    stack `known` (the baseline's) or in `cache` is not planned again."""
 
-    def __init__(self, jobs: int, render: Render, rules: Mapping[str, Setting] | None = None):
+    def __init__(self, jobs: int, render: Render, rules: Mapping[str, Setting] | None = None, *,
+                 keys: Keys | None = None, cache: PlanCache | None = None, known: Known | None = None):
         self.jobs = max(1, jobs)
         self.render = render
         self.rules = rules
+        self.keys = keys
+        self.cache = cache
+        self.known = known
+        self.planned = 0  # stacks this pool planned (not known, not cached)
+        self.reused = 0  # stacks known from the baseline
         self._pool: Any = None
 
     def __enter__(self) -> "PlanPool":
@@ -75,12 +104,40 @@ class PlanPool:
             self._pool = None
 
     def map(self, inputs: Iterable[StackInputs | TransitInputs]) -> Iterator[Planned]:
-        tasks = [(one, self.render, self.rules) for one in inputs]
+        """Each stack in order: the known and cached ones read as their turn comes (one at a time in memory), the
+        rest planned by the workers meanwhile."""
+        cache = (str(self.cache.root), self.cache.program) if self.cache is not None else None
+        order: list[tuple[StackInputs | TransitInputs, str | None, Planned | None, bool]] = []
+        tasks: list[Task] = []
+        for one in inputs:
+            key = self.keys(one) if self.keys is not None else None
+            known = self.known(one.stack, key) if key is not None and self.known is not None else None
+            cached = known is None and key is not None and self.cache is not None and self.cache.holds(key)
+            order.append((one, key, known, cached))
+            if known is None and not cached:
+                tasks.append((one, self.render, self.rules, key, cache))
+        self.planned += len(tasks)
+        misses = self._run(tasks)
+        for one, key, known, cached in order:
+            if known is not None:
+                self.reused += 1
+                yield known
+            elif cached and key is not None and self.cache is not None:
+                entry = self.cache.get(key)
+                if entry is not None and entry.get("stack") == one.stack:
+                    yield from_cache(entry, key)
+                else:  # torn or foreign since it was seen: planned here, as if it had never been there
+                    self.planned += 1
+                    yield plan_one((one, self.render, self.rules, key, cache))
+            else:
+                yield next(misses)
+
+    def _run(self, tasks: list[Task]) -> Iterator[Planned]:
+        """The misses' plans, in order; workers start now (not at the first miss's turn)."""
         if self.jobs == 1 or len(tasks) < SERIAL_BELOW:
-            yield from map(plan_one, tasks)
-            return
+            return map(plan_one, tasks)
         if self._pool is None:
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload([__name__])
             self._pool = context.Pool(self.jobs)
-        yield from self._pool.imap(plan_one, tasks, chunksize=CHUNK)
+        return self._pool.imap(plan_one, tasks, chunksize=CHUNK)

@@ -15,11 +15,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 from yaml.composer import Composer
 
+from automation.adapters.files.parsed import ParsedFiles
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
@@ -243,21 +245,25 @@ def _documents(path: str) -> list[dict]:
     return docs
 
 
-def _read_sourced(path: str) -> tuple[Sourced, Foreign, list[FieldError]]:
+def _read_sourced(path: str, parsed: ParsedFiles | None = None) -> tuple[Sourced, Foreign, list[FieldError]]:
     """Every valid object of ours at `path` with where it was read ("file, document N"), the source projects'
-    objects (never parsed as ours), and the errors."""
+    objects (never parsed as ours), and the errors. `parsed`: files read before, by path, size and mtime."""
     files, errors = yaml_files(path)
     if not files and not errors:
         errors.append(FieldError(path, "", "no YAML files (*.yaml, *.yml) there"))
     objects: Sourced = []
     foreign: Foreign = []
     for file in files:
-        try:
-            docs = _documents(file)
-        except (_BadFile, OSError) as exc:
-            reason = str(exc) if isinstance(exc, _BadFile) else exc.strerror or str(exc)
-            errors.append(FieldError(file, "", reason))
-            continue
+        docs = parsed.get(file) if parsed is not None else None
+        if docs is None:
+            try:
+                docs = _documents(file)
+            except (_BadFile, OSError) as exc:
+                reason = str(exc) if isinstance(exc, _BadFile) else exc.strerror or str(exc)
+                errors.append(FieldError(file, "", reason))
+                continue
+            if parsed is not None:
+                parsed.put(file, docs)
         for i, doc in enumerate(docs):
             if of_source_project(doc):  # by apiVersion: a Cluster API Cluster is not ours, whatever its kind
                 foreign.append((doc, f"{file}, document {i + 1}"))
@@ -344,14 +350,19 @@ def _with_sources(sourced: Sourced, derived: Sourced) -> Sourced:
 
 # --------------------------------------------------------------------------- a fleet
 
-def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | None = None) -> Fleet:
+def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | None = None,
+               cache_dir: Path | None = None) -> Fleet:
     """The HubConfig from one file; Clusters (and Namespaces, for their annotations) from a file or folder.
 
     Invalid cluster files raise, unless `invalid` is given: then their errors are appended to it and the
-    valid clusters still load, so a caller can report every problem of the fleet at once.
+    valid clusters still load, so a caller can report every problem of the fleet at once. With `cache_dir`, the
+    folder's unchanged files are not parsed again (automation.adapters.files.parsed).
     """
     hub = load_hub(hub_path)
-    sourced, foreign, errors = _read_sourced(clusters_path)
+    parsed = ParsedFiles(cache_dir, clusters_path) if cache_dir is not None else None
+    sourced, foreign, errors = _read_sourced(clusters_path, parsed)
+    if parsed is not None:
+        parsed.save()
     namespaces = {o.metadata.name: dict(o.metadata.annotations) for o, _ in sourced if isinstance(o, Namespace)}
     derived, refused = _derived(hub, foreign, namespaces)
     errors.extend(refused)

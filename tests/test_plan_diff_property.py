@@ -1,0 +1,117 @@
+"""The fleet diff is exact: for random fleets and random changes, a stack the diff (warm: cache and baseline reused)
+marks unchanged is byte for byte the same in a full cold plan of the change (its plan key aside), and one it marks
+changed differs; and the whole diff is what comparing the two full plans gives (stacks.plandiff.compare_plans)."""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from automation.adapters.engine.baseline import Baseline
+from automation.cli import main
+from doubles.factories import cluster_doc, hub_doc, namespace_doc
+from stacks.plandiff.compare import compare_plans
+
+PLAN_KEY = re.compile(r'\n      "planKey": "[0-9a-f]{64}",')
+
+clusters_st = st.lists(st.tuples(st.sampled_from(["acme", "globex"]),  # namespace
+                                 st.booleans(),  # in mesh group g1
+                                 st.booleans()),  # PrivateLink
+                       min_size=2, max_size=5)
+change_st = st.sampled_from(["none", "api host", "mesh off", "mesh on", "remove", "add", "hub vpc", "privatelink"])
+
+
+def cluster(i: int, namespace: str, mesh: bool, privatelink: bool, host: str = "api") -> dict:
+    name = f"c{i}"
+    doc = cluster_doc(name, namespace, labels={"hubwright.io/mesh": "g1"} if mesh else {},
+                      annotations={"hubwright.io/mesh-enabled": "true"} if mesh else {},
+                      accountID="222222222222" if namespace == "acme" else "333333333333",
+                      apiURL=f"https://{host}.{name}.example.com:6443",
+                      privateLink={"enabled": privatelink})
+    doc["spec"]["network"].update(cidr=f"10.{20 + i}.0.0/16", routeTableIDs=[f"rtb-0{i}a", f"rtb-0{i}b"],
+                                  nodeSecurityGroupIDs=[f"sg-0{i}"])  # a VPC's own
+    return doc
+
+
+def write(root: Path, hub: dict, clusters: dict[int, dict]) -> None:
+    (root / "hub.yaml").write_text(yaml.safe_dump(hub))
+    folder = root / "clusters"
+    for old in folder.glob("c*.yaml"):
+        old.unlink()
+    (folder / "namespaces.yaml").write_text(yaml.safe_dump_all([namespace_doc("acme"), namespace_doc("globex")]))
+    for i, doc in clusters.items():
+        (folder / f"c{i}.yaml").write_text(yaml.safe_dump(doc))
+
+
+def plan(capsys, root: Path, *args: str) -> str:
+    code = main(["plan", "--hub", str(root / "hub.yaml"), "--clusters", str(root / "clusters"), "--jobs", "1",
+                 "--policy", "off", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def changed(hub: dict, clusters: dict[int, dict], change: str, target: int) -> tuple[dict, dict[int, dict]]:
+    clusters = {i: json.loads(json.dumps(doc)) for i, doc in clusters.items()}
+    hub = json.loads(json.dumps(hub))
+    i = sorted(clusters)[target % len(clusters)]
+    doc = clusters[i]
+    if change == "api host":
+        doc["spec"]["apiURL"] = doc["spec"]["apiURL"].replace("https://api.", "https://api2.")
+    elif change in ("mesh off", "mesh on"):
+        on = change == "mesh on"
+        doc["metadata"]["labels"] = {"hubwright.io/mesh": "g1"} if on else {}
+        doc["metadata"]["annotations"] = {"hubwright.io/mesh-enabled": "true"} if on else {}
+    elif change == "remove" and len(clusters) > 1:
+        del clusters[i]
+    elif change == "add":
+        clusters[max(clusters) + 1] = cluster(max(clusters) + 1, doc["metadata"]["namespace"], True, True)
+    elif change == "hub vpc":
+        hub["spec"]["associatedVPCs"].append({"region": "us-east-1", "vpcID": "vpc-0new", "cidr": "10.9.0.0/16"})
+    elif change == "privatelink":
+        doc["spec"]["privateLink"] = {"enabled": not doc["spec"]["privateLink"]["enabled"]}
+    return hub, clusters
+
+
+def stack_texts(document: str) -> dict[str, str]:
+    baseline = Baseline(document)
+    return {name: PLAN_KEY.sub("", baseline.text(name)) for name in baseline.names}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fleet=clusters_st, change=change_st, target=st.integers(min_value=0, max_value=10))
+def test_unchanged_means_byte_identical_and_changed_means_different(capsys, fleet, change, target):
+    with tempfile.TemporaryDirectory() as tmp:
+        root, cache = Path(tmp), str(Path(tmp) / "cache")
+        (root / "clusters").mkdir()
+        hub = hub_doc()
+        clusters = {i: cluster(i, *spec) for i, spec in enumerate(fleet)}
+        write(root, hub, clusters)
+        base = plan(capsys, root, "--format", "json", "--cache", cache)
+        (root / "base.json").write_text(base)
+
+        hub, clusters = changed(hub, clusters, change, target)
+        write(root, hub, clusters)
+        diff = json.loads(plan(capsys, root, "--baseline", str(root / "base.json"), "--format", "json",
+                               "--cache", cache))
+        full = plan(capsys, root, "--format", "json", "--no-cache")
+
+        before, after = stack_texts(base), stack_texts(full)
+        marks = {s["stack"]: s["change"] for s in diff["stacks"]}
+        assert set(marks) == set(before) | set(after)
+        for name, mark in marks.items():
+            if mark == "unchanged":
+                assert before[name] == after[name], name
+            elif mark == "changed":
+                assert before[name] != after[name], name
+            elif mark == "new":
+                assert name not in before and name in after
+            else:
+                assert name in before and name not in after
+        assert diff == compare_plans(json.loads(base), json.loads(full))
+        if change == "none":
+            assert set(marks.values()) == {"unchanged"}
