@@ -16,14 +16,7 @@ from automation.adapters.engine.plan_cache import program_digest
 from automation.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-JOINER = {"apiVersion": "hubwright.io/v1alpha1", "kind": "HubCluster",
-          "metadata": {"name": "ledger-apse1", "namespace": "globex", "creationTimestamp": "2025-06-01T09:00:00Z",
-                       "labels": {"hubwright.io/mesh": "payments"},
-                       "annotations": {"hubwright.io/mesh-enabled": "true"}},
-          "spec": {"accountID": "333333333333", "region": "eu-west-1", "infraID": "ledger-apse1-k8s",
-                   "apiURL": "https://api.ledger-apse1.globex.example.com:6443",
-                   "network": {"vpcID": "vpc-0la1", "cidr": "10.19.0.0/16", "routeTableIDs": ["rtb-0la1a"],
-                               "nodeSecurityGroupIDs": ["sg-0la1"]}}}
+JOINER = yaml.safe_load((ROOT / "examples" / "mesh" / "join" / "ledger-euw1b.yaml").read_text())  # the README's
 
 
 def plan(capsys, hub, clusters, *args) -> tuple[int, str, str]:
@@ -53,7 +46,7 @@ def test_a_mesh_join_shows_the_joiners_stack_and_nothing_else(capsys, mesh):
     assert code == 0, err
     doc = json.loads(out)
     changes = {s["stack"]: s["change"] for s in doc["stacks"]}
-    assert changes.pop("globex.ledger-apse1") == "new"
+    assert changes.pop("globex.ledger-euw1b") == "new"
     assert set(changes.values()) == {"unchanged"} and len(changes) == 5
     [joiner] = [s for s in doc["stacks"] if s["change"] == "new"]
     assert joiner["resources"] and {r["change"] for r in joiner["resources"]} == {"add"}
@@ -189,7 +182,7 @@ def test_baseline_ref_plans_refs_files_and_leaves_the_working_tree_alone(tmp_pat
                           env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     changes = {s["stack"]: s["change"] for s in json.loads(done.stdout)["stacks"]}
-    assert changes.pop("globex.ledger-apse1") == "new" and set(changes.values()) == {"unchanged"}
+    assert changes.pop("globex.ledger-euw1b") == "new" and set(changes.values()) == {"unchanged"}
     assert git(repo, "status", "--porcelain") == status
     assert len(git(repo, "worktree", "list").splitlines()) == 1  # the temporary worktree is gone
 
@@ -232,3 +225,42 @@ def test_baseline_ref_refuses_a_ref_that_does_not_exist(tmp_path):
                           env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2 and done.stdout == ""
     assert "--baseline-ref" in done.stderr and "no-such-branch" in done.stderr
+
+
+# --------------------------------------------------------------------------- the README's pull-request flow
+
+def test_the_readmes_pull_request_comment_is_what_the_command_prints(tmp_path):
+    """The README's block, run as written in a repository whose origin/main has the mesh example: the comment it
+    writes is the one the README shows."""
+    from tests.docblocks import blocks, script, section
+
+    heading = "Pull requests: what a change does to the fleet"
+    repo = tmp_path / "fleet"
+    shutil.copytree(ROOT / "examples" / "mesh", repo / "examples" / "mesh")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "main")
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT),
+           "PATH": f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}"}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script(blocks(ROOT / "README.md", heading))], cwd=repo,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    body, _ = section((ROOT / "README.md").read_text(encoding="utf-8"), heading)
+    shown = body.split("````markdown\n", 1)[1].split("````", 1)[0]
+    assert (repo / "plan-diff.md").read_text() == shown
+    assert "globex.ledger-euw1b" in shown and "| payments | changed | members | `4` | `5` |" in shown
+
+
+def test_a_plan_read_wholly_from_the_cache_loads_neither_pulumi_nor_the_services_libraries(tmp_path):
+    """The warm path: nothing is planned, so the recorder (Pulumi) and other commands' libraries stay unloaded."""
+    args = ["plan", "--hub", "examples/transit/hub.yaml", "--clusters", "examples/transit/clusters", "--format", "json",
+            "--cache", str(tmp_path / "cache")]
+    check = ("import sys; from automation.cli import main; code = main(sys.argv[1:]); "
+             "loaded = sorted(m for m in ('pulumi', 'pulumi_aws', 'kubernetes', 'uvicorn') if m in sys.modules); "
+             "print(code, loaded, file=sys.stderr)")
+    cold = subprocess.run([sys.executable, "-c", check, *args], cwd=ROOT, capture_output=True, text=True)
+    warm = subprocess.run([sys.executable, "-c", check, *args], cwd=ROOT, capture_output=True, text=True)
+    assert cold.stdout == warm.stdout and len(warm.stdout) > 1000
+    assert "0 ['pulumi', 'pulumi_aws']" in cold.stderr  # planned: the recorder was needed
+    assert "0 []" in warm.stderr and "plan: 0 stack(s) planned" in warm.stderr

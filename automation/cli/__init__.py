@@ -2,17 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
+from typing import Any
 
 from automation.adapters.files.inputs import load_fleet
-from automation.adapters.engine.plan import PlanError
-from automation.api.serve import add_api_command
-from automation.cli import agent, iam
-from automation.cli.install import add_install_command
-from automation.cli.plan import add_plan_command
-from automation.runner.command import add_runner_command
-from automation.service.command import add_serve_command
+from automation.adapters.engine.fleet_plan import PlanError
 from stacks.errors import FieldError, InvalidSpec
 from stacks.haproxy import (CONFIG_FILE, GUEST_FOLDER, MAP_FILE, CentralSettings, dropped_lines, guest_files,
                             rendered_by_us, render_central)
@@ -97,19 +93,15 @@ def _write_tree(out: str, files: dict[str, str]) -> tuple[list[str], list[str]]:
     return written, removed
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m automation", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"{NAME} {version()}")  # pyproject.toml's
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    add_plan_command(sub)
-
+def _add_inputs_command(sub: Any) -> None:
     inputs = sub.add_parser("inputs", help="print one cluster's StackInputs JSON (the stack config hubwright:inputs)")
     inputs.add_argument("--hub", required=True)
     inputs.add_argument("--clusters", required=True)
     inputs.add_argument("--cluster", required=True, help="namespace/name")
     inputs.set_defaults(func=_inputs)
 
+
+def _add_ingress_command(sub: Any) -> None:
     ingress = sub.add_parser("ingress", help="the shared ingress (one load balancer, routed by PROXY protocol v2)")
     ingress_sub = ingress.add_subparsers(dest="ingress_command", required=True)
     render = ingress_sub.add_parser("render", help="write the central and node-side HAProxy configs")
@@ -121,17 +113,43 @@ def build_parser() -> argparse.ArgumentParser:
                                           "absolute)")
     render.set_defaults(func=_ingress_render)
 
-    iam.add_iam_command(sub)
-    add_serve_command(sub)  # `serve`: one flag per ServiceOptions field
-    add_api_command(sub)  # `api`: the registry's REST API
-    add_runner_command(sub)  # `runner`: executes the HubStackRuns of --executor runners
-    agent.add_agent_command(sub)  # `agent`: the facts agent a registered cluster runs
-    add_install_command(sub)  # `install --render DIR`: the install as plain manifests (docs/install.md)
+
+# Each command: the module that defines it and the function adding its parser. Only the command being run is
+# imported: `plan` does not load the service's, the API's or the runner's libraries (the Kubernetes client, the web
+# server, boto3: about 80 MB and a second of start-up).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "plan": ("automation.cli.plan", "add_plan_command"),
+    "inputs": (__name__, "_add_inputs_command"),
+    "ingress": (__name__, "_add_ingress_command"),
+    "iam": ("automation.cli.iam", "add_iam_command"),
+    "serve": ("automation.service.command", "add_serve_command"),  # one flag per ServiceOptions field
+    "api": ("automation.api.serve", "add_api_command"),  # the registry's REST API
+    "runner": ("automation.runner.command", "add_runner_command"),  # executes the HubStackRuns of --executor runners
+    "agent": ("automation.cli.agent", "add_agent_command"),  # the facts agent a registered cluster runs
+    "install": ("automation.cli.install", "add_install_command"),  # the install as plain manifests (docs/install.md)
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; with `command`, that one's alone (the others' modules are not imported)."""
+    parser = argparse.ArgumentParser(prog="python -m automation", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"{NAME} {version()}")  # pyproject.toml's
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (module, add) in COMMANDS.items():
+        if command is None or name == command:
+            getattr(importlib.import_module(module), add)(sub)
     return parser
 
 
+def _command(argv: list[str]) -> str | None:
+    """The command `argv` runs, when it names one (its first word that is not an option)."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command(argv)).parse_args(argv)
     try:
         return args.func(args)
     except PlanError as exc:

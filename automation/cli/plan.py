@@ -39,7 +39,7 @@ from automation.adapters.aws.discovery_standin import StandInDiscovery
 from automation.adapters.aws.sessions import AwsSessions
 from automation.adapters.files.inputs import load_fleet
 from automation.adapters.engine.baseline import Baseline
-from automation.adapters.engine.plan import converge, drain, raise_invalid
+from automation.adapters.engine.fleet_plan import converge, drain, raise_invalid
 from automation.adapters.engine.plan_cache import PlanCache, default_dir, plan_key, program_digest
 from automation.adapters.engine.plan_pool import Known, Planned, PlanPool, default_jobs
 from automation.adapters.engine.policy import POLICY_LEVELS, PolicySettings, fleet_violations

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from automation.adapters.engine.plan import StackPlan
+from automation.adapters.engine.plan_model import StackPlan
 
 
 def render_summary(mesh: dict[str, dict]) -> str:

@@ -4,79 +4,22 @@ Nothing here talks to AWS; lookups get deterministic stand-ins (automation.adapt
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Iterable, Protocol, Sequence, TypeVar
+from typing import Any, Callable
 
 import pulumi
 from pulumi.runtime import rpc, settings
 from pulumi.runtime.mocks import MockMonitor
 
+from automation.adapters.engine.fleet_plan import PlanError, converge, drain, raise_invalid
+from automation.adapters.engine.plan_model import Registered, StackPlan
 from automation.adapters.engine.standins import StandIns, provider_location
-from stacks.errors import FieldError, InvalidSpec
 from stacks.inputs import StackInputs
-from stacks.resolve import Fleet, Resolved, resolve_all
-from stacks.transit import TransitInputs, TransitOutputs
+from stacks.resolve import Fleet, Resolved
+from stacks.transit import TransitInputs
 from components.program import program
 
-
-@dataclass
-class Registered:
-    urn: str
-    type: str
-    name: str
-    parent: str | None
-    dependencies: list[str]
-    provider: str | None
-    custom: bool
-    inputs: dict[str, Any]
-    account: str | None = None
-    region: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    id: str = ""  # the ID the stand-ins gave it (policy rules match a route's peering by it)
-    shown: dict[str, Any] | None = None  # the inputs as the plan prints them, when a secret is among them
-
-    def to_json(self) -> dict[str, Any]:
-        """The resource as the plan prints it: secrets masked, and its options only where one is not the default
-        (the fleet diff reads ignoreChanges and replaceOnChanges from them)."""
-        doc = {
-            "urn": self.urn, "type": self.type, "name": self.name, "parent": self.parent,
-            "dependencies": self.dependencies, "account": self.account, "region": self.region,
-            "inputs": self.inputs if self.shown is None else self.shown,
-        }
-        options = {k: v for k, v in self.options.items() if v}
-        if options:
-            doc["options"] = options
-        return doc
-
-
-@dataclass
-class StackPlan:
-    stack: str
-    cluster: str
-    resources: list[Registered]
-    outputs: dict[str, Any]
-    key: str | None = None  # what it was planned from (automation.adapters.engine.plan_cache.plan_key)
-
-    def of_type(self, type_: str) -> list[Registered]:
-        return [r for r in self.resources if r.type == type_]
-
-    def one(self, type_: str) -> Registered:
-        """The one resource of `type_`; a LookupError naming the stack, the type and how many there are."""
-        found = self.of_type(type_)
-        if len(found) != 1:
-            raise LookupError(f"stack {self.stack}: expected one {type_}, found {len(found)}")
-        return found[0]
-
-    def to_json(self) -> dict[str, Any]:
-        head = {"stack": self.stack, "cluster": self.cluster}
-        if self.key is not None:  # first after the names: a baseline's keys are read without parsing it
-            head["planKey"] = self.key
-        return {**head, "outputs": self.outputs, "resources": [r.to_json() for r in self.resources]}
-
-
-class PlanError(Exception):
-    """The program failed under the mock runtime; the message is the root cause, not Pulumi's wrapping."""
+__all__ = ["PlanError", "Registered", "StackPlan", "converge", "drain", "plan_fleet", "plan_stack", "raise_invalid",
+           "record"]  # the fleet's order (fleet_plan) with the recorder, for one import of the whole offline plan
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -187,72 +130,6 @@ def plan_stack(inputs: StackInputs | TransitInputs, standins: StandIns | None = 
     return record(lambda: program(inputs), stack=inputs.stack, cluster=inputs.key, standins=standins)
 
 
-class PlannedStack(Protocol):
-    """What converge() reads of a planned stack (a StackPlan, or automation.adapters.engine.plan_pool.Planned)."""
-    stack: str
-    cluster: str
-    outputs: dict[str, Any]
-
-
-P = TypeVar("P", bound=PlannedStack)
-PlanMany = Callable[[Sequence[StackInputs | TransitInputs]], Iterable[P]]
-
-
-def converge(fleet: Fleet, plan_many: PlanMany, earlier: list | None = None,
-             only: Iterable[str] | None = None) -> Generator[P, None, Resolved]:
-    """Every stack of a fleet, as the service converges on it, yielded as `plan_many` plans them: a transit stack
-    first (its members read its gateways' IDs; not yielded), then the clusters' stacks, then the transit stack
-    again with their attachments. Returns the last resolution. Raises InvalidSpec with every cluster's errors (and
-    any `earlier` ones) before planning anything.
-
-    `only`: these cluster keys' stacks alone (and the transit stacks their inputs read, not yielded)."""
-    wanted = _selected(fleet, only)
-    resolved = resolve_all(fleet)
-    inputs = raise_invalid(wanted(resolved.inputs), earlier)
-    transit = dict(resolved.mesh.transit) if resolved.mesh is not None else {}
-    if not transit:
-        yield from plan_many(inputs)
-        return resolved
-    status = fleet.mesh_status
-    made = {p.stack: TransitOutputs.from_stack(p.outputs) for p in plan_many(list(transit.values()))}
-    status = dataclasses.replace(status, transit={**status.transit, **made})
-    resolved = resolve_all(dataclasses.replace(fleet, mesh_status=status))
-    attached: dict[str, str] = {}
-    for plan in plan_many(raise_invalid(wanted(resolved.inputs), earlier)):
-        mesh = plan.outputs.get("mesh")
-        if isinstance(mesh, dict) and mesh.get("transitAttachment"):
-            attached[plan.cluster] = mesh["transitAttachment"]
-        yield plan
-    if only is not None:
-        return resolved
-    status = dataclasses.replace(status, attachments={**status.attachments, **attached})
-    resolved = resolve_all(dataclasses.replace(fleet, mesh_status=status))
-    final = resolved.mesh.transit if resolved.mesh is not None else {}
-    yield from plan_many([t for _, t in sorted(final.items())])
-    return resolved
-
-
-def _selected(fleet: Fleet, only: Iterable[str] | None) -> Callable[[dict], dict]:
-    """A filter of resolved inputs down to `only` (every key must be a cluster of the fleet)."""
-    if only is None:
-        return lambda resolved: resolved
-    keys = list(dict.fromkeys(only))
-    known = {cluster.key for cluster in fleet.clusters}
-    missing = [key for key in keys if key not in known]
-    if missing:
-        raise InvalidSpec([FieldError(f"--cluster {key}", "", "no such cluster in the fleet (namespace/name)")
-                           for key in missing])
-
-    def wanted(resolved: dict) -> dict:
-        unplanned = [key for key in keys if key not in resolved]
-        if unplanned:
-            raise InvalidSpec([FieldError(f"--cluster {key}", "", "the cluster has no stack (not provisioned)")
-                               for key in unplanned])
-        return {key: resolved[key] for key in keys}
-
-    return wanted
-
-
 def plan_fleet(fleet: Fleet, earlier: list | None = None,
                standins: StandIns | None = None) -> tuple[Resolved, list[StackPlan]]:
     """converge(), planned in this process and kept: every StackPlan, in order, and the last resolution."""
@@ -260,26 +137,3 @@ def plan_fleet(fleet: Fleet, earlier: list | None = None,
     resolved = drain(converge(fleet, lambda inputs: (plan_stack(i, standins) for i in inputs), earlier),
                      plans.append)
     return resolved, plans
-
-
-R = TypeVar("R")
-
-
-def drain(stream: Generator[P, None, R], each: Callable[[P], Any]) -> R:
-    """Hand every item of `stream` to `each`; the generator's return value."""
-    while True:
-        try:
-            item = next(stream)
-        except StopIteration as stop:
-            return stop.value
-        each(item)
-
-
-def raise_invalid(resolved: dict[str, StackInputs | InvalidSpec], earlier: list | None = None) -> list[StackInputs]:
-    """All inputs, or one InvalidSpec carrying every cluster's errors (and any `earlier` ones)."""
-    errors = list(earlier or [])
-    errors += [err for value in resolved.values() if isinstance(value, InvalidSpec) for err in value.errors]
-    if errors:
-        raise InvalidSpec(errors)
-    return [value for value in resolved.values() if isinstance(value, StackInputs)]  # every one, errors raised
-

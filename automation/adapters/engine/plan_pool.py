@@ -21,10 +21,11 @@ import multiprocessing
 import os
 from dataclasses import dataclass
 from pathlib import Path
+import importlib
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
-from automation.adapters.engine.plan import StackPlan, plan_stack
 from automation.adapters.engine.plan_cache import PlanCache, violations_of
+from automation.adapters.engine.plan_model import StackPlan
 from automation.adapters.engine.policy import plan_violations
 from policy.rules.enforcement import Setting
 from policy.rules.view import Violation
@@ -32,6 +33,11 @@ from stacks.inputs import StackInputs
 from stacks.transit import TransitInputs
 
 Render = Callable[[StackPlan], str]
+PRELOAD = ["automation.adapters.engine.plan_preload"]
+# The recorder (Pulumi and its mock runtime, ~35 MB and 0.4 s) is loaded where a stack is planned, and only then: a
+# plan whose stacks all come from the cache or the baseline never loads it. By name, so the parent never imports it
+# for nothing; the fork server preloads it for the workers.
+RECORDER = "automation.adapters.engine.plan"  # what the fork server loads once for every worker
 CHUNK = 4  # stacks per task: fewer round trips, and a worker never idles long at the end
 SERIAL_BELOW = 64  # fewer stacks than this: starting workers (about 1 s) costs more than they save
 
@@ -56,7 +62,7 @@ Task = tuple[StackInputs | TransitInputs, Render, Mapping[str, Setting] | None, 
 
 def plan_one(task: Task) -> Planned:
     inputs, render, rules, key, cache = task
-    plan = plan_stack(inputs)
+    plan: StackPlan = importlib.import_module(RECORDER).plan_stack(inputs)
     plan.key = key
     violations = tuple(plan_violations(inputs, plan, rules)) if rules is not None else ()
     planned = Planned(plan.stack, plan.cluster, render(plan), plan.outputs, len(plan.resources), violations, key)
@@ -138,6 +144,6 @@ class PlanPool:
             return map(plan_one, tasks)
         if self._pool is None:
             context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload([__name__])
+            context.set_forkserver_preload(PRELOAD)
             self._pool = context.Pool(self.jobs)
         return self._pool.imap(plan_one, tasks, chunksize=CHUNK)

@@ -11,8 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
-
-from automation.adapters.engine.plan import Registered, StackPlan
+from automation.adapters.engine.plan_model import Registered, StackPlan
 from policy.rules.check import check_fleet, check_stack
 from policy.rules.enforcement import Setting, settings
 from policy.rules.view import Context, Provider, Resource, Violation
