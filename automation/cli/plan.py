@@ -37,11 +37,11 @@ from typing import Any, Iterator, Sequence, TextIO
 from automation.adapters.aws.discovery import AwsDiscovery, NetworkLookup, discover_all
 from automation.adapters.aws.discovery_standin import StandInDiscovery
 from automation.adapters.aws.sessions import AwsSessions
-from automation.adapters.files.inputs import load_fleet
+from automation.adapters.files.inputs import load_fleet, yaml_files
 from automation.adapters.engine.baseline import Baseline
 from automation.adapters.engine.fleet_plan import converge, drain, raise_invalid
 from automation.adapters.engine.plan_cache import PlanCache, default_dir, plan_key, program_digest
-from automation.adapters.engine.plan_pool import Known, Planned, PlanPool, default_jobs
+from automation.adapters.engine.plan_pool import SERIAL_BELOW, Known, Planned, PlanPool, default_jobs
 from automation.adapters.engine.policy import POLICY_LEVELS, PolicySettings, fleet_violations
 from automation.adapters.progress import Progress
 from automation.cli.picture import empty_reason, render_dot, render_mermaid
@@ -100,12 +100,9 @@ def run(args: argparse.Namespace) -> int:
     rules = policy.rules() if policy.enabled else None
     with tempfile.TemporaryDirectory(prefix="hubwright-plan-") as tmp:
         baseline = _baseline(args, Path(tmp))
-        invalid: list = []
-        fleet = load_fleet(args.hub, args.clusters, invalid, cache_dir=None if args.no_cache else Path(args.cache))
-        lookup = AwsDiscovery(AwsSessions.from_env()) if args.discover else \
-            StandInDiscovery({c.key: c.spec.network for c in fleet.clusters})
-        fleet = discovered(fleet, lookup, invalid, workers=args.jobs)
         if fmt in ("dot", "mermaid"):  # the mesh only: no stack is planned
+            invalid: list = []
+            fleet = _fleet(args, invalid)
             resolved = resolve_all(fleet)
             raise_invalid(resolved.inputs, invalid)
             draw = render_dot if fmt == "dot" else render_mermaid
@@ -134,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
 
         with PlanPool(args.jobs, render, rules, keys=key, cache=cache, known=_known(baseline)) as pool, \
                 Progress("planned", "stacks") as progress:
+            if len(yaml_files(args.clusters)[0]) >= SERIAL_BELOW:
+                pool.prestart()  # a big folder: the workers get ready on the other cores while it is read
+            invalid = []
+            fleet = _fleet(args, invalid)
 
             def plan_many(inputs: Sequence[StackInputs | TransitInputs]) -> Iterator[Planned]:
                 progress.expect(len(inputs))
@@ -153,6 +154,15 @@ def run(args: argparse.Namespace) -> int:
     if status == 0 and args.detailed_exitcode and isinstance(document, DiffDocument) and document.changed:
         return CHANGES
     return status
+
+
+def _fleet(args: argparse.Namespace, invalid: list) -> Fleet:
+    """The fleet of --hub and --clusters, each provisioned cluster with its network (discovered, or the stand-in's);
+    the clusters that cannot be read are appended to `invalid`."""
+    fleet = load_fleet(args.hub, args.clusters, invalid, cache_dir=None if args.no_cache else Path(args.cache))
+    lookup = AwsDiscovery(AwsSessions.from_env()) if args.discover else \
+        StandInDiscovery({c.key: c.spec.network for c in fleet.clusters})
+    return discovered(fleet, lookup, invalid, workers=args.jobs)
 
 
 def _format(args: argparse.Namespace) -> str:

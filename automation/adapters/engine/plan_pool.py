@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 import importlib
@@ -99,11 +100,14 @@ class PlanPool:
         self.planned = 0  # stacks this pool planned (not known, not cached)
         self.reused = 0  # stacks known from the baseline
         self._pool: Any = None
+        self._starting: threading.Thread | None = None
 
     def __enter__(self) -> "PlanPool":
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._starting is not None:
+            self._starting.join()
         if self._pool is not None:
             self._pool.terminate()  # an error mid-way: no worker goes on planning for nobody
             self._pool.join()
@@ -138,12 +142,26 @@ class PlanPool:
             else:
                 yield next(misses)
 
+    def prestart(self) -> None:
+        """Start the workers now, in the background (a big fleet: while this process reads and resolves it, the fork
+        server loads what they share on another core); the plan then uses them whatever the number of misses."""
+        if self.jobs > 1 and self._pool is None and self._starting is None:
+            self._starting = threading.Thread(target=self._start, name="plan-pool-start", daemon=True)
+            self._starting.start()
+
+    def _start(self) -> None:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        self._pool = context.Pool(self.jobs)
+
     def _run(self, tasks: list[Task]) -> Iterator[Planned]:
         """The misses' plans, in order; workers start now (not at the first miss's turn)."""
-        if self.jobs == 1 or len(tasks) < SERIAL_BELOW:
+        if self._starting is not None:
+            self._starting.join()
+        if not tasks:
+            return iter(())
+        if self._pool is None and (self.jobs == 1 or len(tasks) < SERIAL_BELOW):
             return map(plan_one, tasks)
         if self._pool is None:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(PRELOAD)
-            self._pool = context.Pool(self.jobs)
+            self._start()
         return self._pool.imap(plan_one, tasks, chunksize=CHUNK)
