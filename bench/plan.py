@@ -20,8 +20,10 @@ subprocess, its JSON going to a file. Prints one JSON object:
 With --diff, the whole plan above is the baseline, and then, warm (its cache filled):
   diff_one_s                `plan --baseline plan.json --format json` after one cluster file changed (its API host:
                             its zone, record and association replaced); diff_one_changed stacks, diff_one_json_kb
-  diff_hub_s                the same after a hub change touching about 1 % of the stacks (the subnets of the
-                            endpoint VPCs those stacks' endpoints use); diff_hub_changed stacks (the cluster above among them) for a hub change to diff_hub_pct %
+                            (every stack listed, the unchanged with no resources), and the same diff as a pull
+                            request's comment: diff_one_markdown_kb, diff_one_markdown_sections (one per stack shown)
+  diff_hub_s                the same after a hub change touching about 1 % of the stacks (the CIDR of the
+                            endpoint VPCs those stacks' endpoints use, which their security groups admit); diff_hub_changed stacks (the cluster above among them) for a hub change to diff_hub_pct %
   diff_ref_s                `plan --baseline-ref HEAD~1 --format markdown` with both changes committed in a git
                             repository of the folder: the baseline planned from REF in a worktree, then the diff
 
@@ -168,8 +170,8 @@ def change_one_cluster(folder: Path, i: int) -> None:
 
 
 def change_hub(hub: Path, plan: Path, share: float) -> int:
-    """Add a subnet to the endpoint VPCs that about `share` of the stacks use (whole VPCs, most used first); the
-    number of stacks whose endpoint is in them."""
+    """Move the CIDR of the endpoint VPCs that about `share` of the stacks use (whole VPCs, most used first): their
+    endpoints' security groups change; the number of stacks whose endpoint is in them."""
     users: dict[str, int] = {}
     for stack in json.loads(plan.read_text())["stacks"]:
         for res in stack["resources"]:
@@ -181,9 +183,9 @@ def change_hub(hub: Path, plan: Path, share: float) -> int:
             break
         chosen.add(vpc)
     doc = yaml.safe_load(hub.read_text())
-    for vpc in doc["spec"]["endpointVPCInventory"]:
-        if vpc["vpcID"] in chosen:
-            vpc["subnets"].append({"subnetID": f"subnet-0{vpc['vpcID'][-3:]}d", "availabilityZone": vpc["region"] + "d"})
+    for k, vpc in enumerate(doc["spec"]["endpointVPCInventory"]):
+        if vpc["vpcID"] in chosen:  # a secondary range in use: the endpoint's security group admits it too
+            vpc["cidr"] = f"172.{16 + k // 256}.{k % 256}.0/24"
     hub.write_text(yaml.dump(doc, Dumper=DUMPER))
     return sum(users[v] for v in chosen) if total else 0
 
@@ -250,6 +252,11 @@ def main() -> None:
                                     "--policy", args.policy, "--cache", str(cache))
             result.update({"diff_one_s": round(wall_diff, 2), "diff_one_changed": changed_stacks(diff),
                            "diff_one_json_kb": round(os.path.getsize(diff) / 1e3, 1)})
+            comment = root / "diff-one.md"
+            run_plan(hub, folder, comment, "--baseline", str(out), "--format", "markdown", "--policy", args.policy,
+                     "--cache", str(cache))
+            result.update({"diff_one_markdown_kb": round(os.path.getsize(comment) / 1e3, 1),
+                           "diff_one_markdown_sections": comment.read_text().count("<details>")})
             touched = change_hub(hub, out, 0.01)
             wall_diff, _ = run_plan(hub, folder, diff, "--baseline", str(out), "--format", "json",
                                     "--policy", args.policy, "--cache", str(cache))
