@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
+from functools import lru_cache
 from typing import Final, NamedTuple
 
 # --------------------------------------------------------------------------- the API
@@ -232,15 +233,19 @@ def under(host: str, domain: str) -> bool:
 
 
 def aws_domain_of(host: str) -> str | None:
-    """The AWS-owned domain `host` is equal to or under, if any."""
-    return next((domain for domain in AWS_DOMAINS if under(host, domain)), None)
+    """The AWS-owned domain `host` is equal to or under, if any (the first of AWS_DOMAINS, as `under` reads them)."""
+    labels = host.lower().rstrip(".").split(".")
+    suffixes = {".".join(labels[i:]) for i in range(len(labels))}  # the name and every domain above it
+    return next((domain for domain in AWS_DOMAINS if domain.lower().rstrip(".") in suffixes), None)
 
 
+@lru_cache(maxsize=1 << 16)
 def parse_api_url(value: str) -> tuple[str, int]:
     """(host, port) of an API URL `https://host[:port][/]`; ValueError saying why it is not one.
 
     Strict on purpose: no userinfo, query, fragment or path, no IP literal, and the host a DNS hostname
-    outside AWS's domains, because the host becomes the name of a private hosted zone in the hub.
+    outside AWS's domains, because the host becomes the name of a private hosted zone in the hub. Kept per value (a
+    fleet's resolution asks about each cluster's URL several times).
     """
     found = _API_URL.fullmatch(value)
     if found is None:

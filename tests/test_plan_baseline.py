@@ -264,3 +264,41 @@ def test_a_plan_read_wholly_from_the_cache_loads_neither_pulumi_nor_the_services
     assert cold.stdout == warm.stdout and len(warm.stdout) > 1000
     assert "0 ['pulumi', 'pulumi_aws']" in cold.stderr  # planned: the recorder was needed
     assert "0 []" in warm.stderr and "plan: 0 stack(s) planned" in warm.stderr
+
+
+def backdate(root: Path, seconds: int = 60) -> None:
+    """Every file under `root` written `seconds` ago: past the racy window in which a stamp is not trusted."""
+    old = __import__("time").time() - seconds
+    for path in [root, *root.rglob("*")]:
+        __import__("os").utime(path, (old, old))
+
+
+def test_a_fleet_where_nothing_moved_is_written_from_its_last_plan_and_any_edit_is_seen(capsys, mesh):
+    args = ("--format", "json", "--cache", str(mesh / "cache"))
+    backdate(mesh)
+    code, first, _ = plan(capsys, mesh / "hub.yaml", mesh / "clusters", *args)
+    assert code == 0
+    code, again, err = plan(capsys, mesh / "hub.yaml", mesh / "clusters", *args)
+    assert code == 0 and again == first
+    assert "no file, setting or program source changed since the last plan" in err
+    (mesh / "clusters" / "joiner.yaml").write_text(yaml.safe_dump(JOINER))  # a new file
+    backdate(mesh, 30)
+    code, joined, err = plan(capsys, mesh / "hub.yaml", mesh / "clusters", *args)
+    assert code == 0 and "no file" not in err and "globex.ledger-euw1b" in joined
+    doc = yaml.safe_load((mesh / "clusters" / "joiner.yaml").read_text())
+    doc["spec"]["network"]["cidr"] = "10.29.0.0/16"  # the same size, and the mtime put back where it was
+    stat = (mesh / "clusters" / "joiner.yaml").stat()
+    (mesh / "clusters" / "joiner.yaml").write_text(yaml.safe_dump(doc))
+    __import__("os").utime(mesh / "clusters" / "joiner.yaml", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+    code, edited, err = plan(capsys, mesh / "hub.yaml", mesh / "clusters", *args)
+    assert code == 0 and "no file" not in err and "10.29.0.0/16" in edited and "10.29.0.0/16" not in joined
+
+
+def test_a_file_written_in_the_racy_window_is_never_stamped(tmp_path):
+    from automation.adapters.files.inputs import fleet_stamp
+
+    shutil.copytree(ROOT / "examples" / "mesh", tmp_path / "mesh")
+    backdate(tmp_path / "mesh")
+    assert fleet_stamp(str(tmp_path / "mesh" / "hub.yaml"), str(tmp_path / "mesh" / "clusters")) is not None
+    (tmp_path / "mesh" / "clusters" / "joiner.yaml").write_text(yaml.safe_dump(JOINER))
+    assert fleet_stamp(str(tmp_path / "mesh" / "hub.yaml"), str(tmp_path / "mesh" / "clusters")) is None

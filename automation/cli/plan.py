@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import sys
 import tempfile
@@ -37,11 +38,12 @@ from typing import Any, Iterator, Sequence, TextIO
 from automation.adapters.aws.discovery import AwsDiscovery, NetworkLookup, discover_all
 from automation.adapters.aws.discovery_standin import StandInDiscovery
 from automation.adapters.aws.sessions import AwsSessions
-from automation.adapters.files.inputs import load_fleet, yaml_files
+from automation.adapters.files.inputs import fleet_stamp, load_fleet, yaml_files
 from automation.adapters.engine.baseline import Baseline
-from automation.adapters.engine.fleet_plan import converge, drain, raise_invalid
-from automation.adapters.engine.plan_cache import PlanCache, default_dir, plan_key, program_digest
-from automation.adapters.engine.plan_pool import SERIAL_BELOW, Known, Planned, PlanPool, default_jobs
+from automation.adapters.engine.fleet_plan import PlanError, converge, drain, raise_invalid
+from automation.adapters.engine.plan_cache import (PlanCache, default_dir, plan_key, program_digest, violation_json,
+                                                   violation_of)
+from automation.adapters.engine.plan_pool import SERIAL_BELOW, Known, Planned, PlanPool, default_jobs, from_cache
 from automation.adapters.engine.policy import POLICY_LEVELS, PolicySettings, fleet_violations
 from automation.adapters.progress import Progress
 from automation.cli.picture import empty_reason, render_dot, render_mermaid
@@ -129,31 +131,62 @@ def run(args: argparse.Namespace) -> int:
             violations.extend(planned.violations)
             document.stack(planned)
 
-        with PlanPool(args.jobs, render, rules, keys=key, cache=cache, known=_known(baseline)) as pool, \
-                Progress("planned", "stacks") as progress:
-            if len(yaml_files(args.clusters)[0]) >= SERIAL_BELOW:
-                pool.prestart()  # a big folder: the workers get ready on the other cores while it is read
-            invalid = []
-            fleet = _fleet(args, invalid)
+        known = _known(baseline)
+        stamp = fleet_stamp(args.hub, args.clusters) if cache is not None and not args.discover else None
+        snapshot_key = None if stamp is None else hashlib.sha256(json.dumps(
+            [program_digest(), settings, rendered, args.cluster, stamp]).encode()).hexdigest()
+        snapshot = cache.fleet(snapshot_key) if cache is not None and snapshot_key is not None else None
+        from_baseline: Known = known if known is not None else (lambda stack, plan_key: None)
+        if cache is not None and snapshot is not None and all(
+                from_baseline(stack, was) is not None or cache.holds(was) for stack, _, was in snapshot["stacks"]):
+            for stack, _, was in snapshot["stacks"]:  # nothing the plan reads moved: its stacks, as last time
+                write(from_baseline(stack, was) or _cached(cache, was))
+            document.end(snapshot["mesh"])
+            fleet_found = [violation_of(v) for v in snapshot["fleetViolations"]]
+            print(f"plan: 0 stack(s) planned; no file, setting or program source changed since the last plan "
+                  f"({cache.root})", file=sys.stderr)
+        else:
+            with PlanPool(args.jobs, render, rules, keys=key, cache=cache, known=known) as pool, \
+                    Progress("planned", "stacks") as progress:
+                if len(yaml_files(args.clusters)[0]) >= SERIAL_BELOW:
+                    pool.prestart()  # a big folder: the workers get ready on the other cores while it is read
+                invalid = []
+                fleet = _fleet(args, invalid)
+                order: list[list[str]] = []
 
-            def plan_many(inputs: Sequence[StackInputs | TransitInputs]) -> Iterator[Planned]:
-                progress.expect(len(inputs))
-                for planned in pool.map(inputs):
-                    progress.advance()
-                    yield planned
+                def plan_many(inputs: Sequence[StackInputs | TransitInputs]) -> Iterator[Planned]:
+                    progress.expect(len(inputs))
+                    for planned in pool.map(inputs):
+                        progress.advance()
+                        yield planned
 
-            resolved = drain(converge(fleet, plan_many, invalid, only=args.cluster), write)
-        document.end(summary(resolved.mesh, fleet.hub) if resolved.mesh is not None else {})
-        if (cache is not None and cache.hits) or baseline is not None:
-            print(f"plan: {pool.planned} stack(s) planned"
-                  + (f", {cache.hits} read from the cache ({cache.root})" if cache is not None else "")
-                  + (f", {pool.reused} unchanged from the baseline" if baseline is not None else ""), file=sys.stderr)
-    if rules is not None:
-        violations += fleet_violations(resolved.inputs.values(), rules)
-    status = report(violations)
+                def written(planned: Planned) -> None:
+                    order.append([planned.stack, planned.cluster, planned.key or ""])
+                    write(planned)
+
+                resolved = drain(converge(fleet, plan_many, invalid, only=args.cluster), written)
+            mesh = summary(resolved.mesh, fleet.hub) if resolved.mesh is not None else {}
+            document.end(mesh)
+            fleet_found = fleet_violations(resolved.inputs.values(), rules) if rules is not None else []
+            if cache is not None and snapshot_key is not None:
+                cache.put_fleet(snapshot_key, {"stacks": order, "mesh": mesh,
+                                               "fleetViolations": [violation_json(v) for v in fleet_found]})
+            if (cache is not None and cache.hits) or baseline is not None:
+                print(f"plan: {pool.planned} stack(s) planned"
+                      + (f", {cache.hits} read from the cache ({cache.root})" if cache is not None else "")
+                      + (f", {pool.reused} unchanged from the baseline" if baseline is not None else ""),
+                      file=sys.stderr)
+    status = report(violations + fleet_found)
     if status == 0 and args.detailed_exitcode and isinstance(document, DiffDocument) and document.changed:
         return CHANGES
     return status
+
+
+def _cached(cache: PlanCache, key: str) -> Planned:
+    entry = cache.get(key)
+    if entry is None:
+        raise PlanError(f"the cache entry {key} went away during the plan (was {cache.root} cleaned?): run it again")
+    return from_cache(entry, key)
 
 
 def _fleet(args: argparse.Namespace, invalid: list) -> Fleet:
@@ -162,7 +195,7 @@ def _fleet(args: argparse.Namespace, invalid: list) -> Fleet:
     fleet = load_fleet(args.hub, args.clusters, invalid, cache_dir=None if args.no_cache else Path(args.cache))
     lookup = AwsDiscovery(AwsSessions.from_env()) if args.discover else \
         StandInDiscovery({c.key: c.spec.network for c in fleet.clusters})
-    return discovered(fleet, lookup, invalid, workers=args.jobs)
+    return discovered(fleet, lookup, invalid, workers=args.jobs if args.discover else 1)  # the stand-in: no I/O
 
 
 def _format(args: argparse.Namespace) -> str:

@@ -2,7 +2,13 @@
 
     key = sha256(program digest, policy settings, output format, the stack's inputs)   plan_key()
     DIR/v1/<key[:2]>/<key>.json = {"key", "program", "stack", "cluster", "text", "outputs", "resources",
-                                   "violations"}                                       PlanCache
+                                   "violations"}                                       PlanCache.get, put
+    DIR/v1/fleets/<key>.json = {"key", "program", "stacks": [[stack, cluster, plan key], ...], "mesh",
+                                "fleetViolations"}                                    PlanCache.fleet, put_fleet
+
+The second is a fleet's last plan, keyed by everything it read (the hub file, every cluster file's path, size and
+mtime: automation.adapters.files.inputs.fleet_stamp), the settings and the program: a plan of a fleet where nothing
+moved reads neither a file nor resolves anything, it writes the stacks it wrote last time from the first.
 
 The program digest (program_digest) hashes the source of every package a plan runs (components/, stacks/, policy/,
 automation/) and requirements.txt (the Pulumi SDK and provider versions), so an entry written by another version of
@@ -101,14 +107,33 @@ class PlanCache:
         self.hits += 1
         return entry
 
+    def fleet(self, key: str) -> dict[str, Any] | None:
+        """What the last plan of a fleet with this key (its files' stamps, the settings, the program) wrote: its
+        stacks in order, each with its plan key, the mesh summary, the fleet-wide policy violations."""
+        try:
+            found = json.loads((self.root / FORMAT_VERSION / "fleets" / f"{key}.json").read_bytes())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(found, dict) or found.get("key") != key or found.get("program") != self.program:
+            return None
+        stacks = found.get("stacks")
+        if not isinstance(stacks, list) or not all(isinstance(s, list) and len(s) == 3 for s in stacks):
+            return None
+        return found
+
+    def put_fleet(self, key: str, doc: dict[str, Any]) -> None:
+        self._write(self.root / FORMAT_VERSION / "fleets" / f"{key}.json", {"key": key, "program": self.program, **doc})
+
     def put(self, key: str, *, stack: str, cluster: str, text: str, outputs: dict[str, Any], resources: int,
             violations: Iterable[Violation]) -> None:
+        """One stack's rendered plan, under its key."""
+        self._write(self._path(key), {"key": key, "program": self.program, "stack": stack, "cluster": cluster,
+                                      "text": text, "outputs": outputs, "resources": resources,
+                                      "violations": [violation_json(v) for v in violations]})
+
+    @staticmethod
+    def _write(path: Path, entry: dict[str, Any]) -> None:
         """Best effort: a cache that cannot be written (read-only, full) costs speed, never the plan."""
-        entry = {"key": key, "program": self.program, "stack": stack, "cluster": cluster, "text": text,
-                 "outputs": outputs, "resources": resources,
-                 "violations": [{"rule": v.rule, "urn": v.urn, "reason": v.reason, "level": v.level}
-                                for v in violations]}
-        path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
@@ -123,5 +148,13 @@ class PlanCache:
             pass
 
 
+def violation_json(v: Violation) -> dict[str, Any]:
+    return {"rule": v.rule, "urn": v.urn, "reason": v.reason, "level": v.level}
+
+
+def violation_of(found: dict[str, Any]) -> Violation:
+    return Violation(found["rule"], found["urn"], found["reason"], found["level"])
+
+
 def violations_of(entry: dict[str, Any]) -> tuple[Violation, ...]:
-    return tuple(Violation(v["rule"], v["urn"], v["reason"], v["level"]) for v in entry.get("violations", ()))
+    return tuple(violation_of(v) for v in entry.get("violations", ()))

@@ -13,15 +13,17 @@ skipped without being opened.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 from yaml.composer import Composer
 
-from automation.adapters.files.parsed import ParsedFiles
+from automation.adapters.files.parsed import RACY_NS, ParsedFiles
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
@@ -94,6 +96,29 @@ def yaml_files(path: str) -> tuple[list[str], list[FieldError]]:
 
 
 # --------------------------------------------------------------------------- reading one file
+
+def fleet_stamp(hub_path: str, clusters_path: str) -> str | None:
+    """A digest of what a plan reads from files: the hub file's bytes, and every YAML file at `clusters_path` by path,
+    size and mtime. None when one of them cannot be read, or was written in the last RACY_NS (a second edit of the
+    same size within the file system's timestamp granularity would not move its stamp)."""
+    files, errors = yaml_files(clusters_path)
+    hubs, hub_errors = yaml_files(hub_path)  # a FIFO or a device is never opened
+    if errors or hub_errors or hubs != [hub_path]:
+        return None
+    digest = hashlib.sha256()
+    young = time.time_ns() - RACY_NS
+    try:
+        with open(hub_path, "rb") as fh:
+            digest.update(fh.read(MAX_FILE_BYTES + 1) + b"\0")
+        for path in [hub_path, *files]:
+            st = os.stat(path)
+            if st.st_mtime_ns > young:
+                return None
+            digest.update(f"{os.path.abspath(path)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
 
 def _read_text(path: str) -> str:
     # O_NONBLOCK: a FIFO swapped in after the check above still cannot block the open.
