@@ -248,6 +248,12 @@ NOT_OPTIONS: Mapping[str, str] = {
     "AWS_ACCESS_KEY_ID": "a secret of botocore's credential chain: only named in a message",
     "AWS_PROFILE": "botocore's credential chain: only named in a message",
     "AWS_ENDPOINT_URL": "botocore's own endpoint override (it reads it, hubwright does not): named in --help",
+    "HUBWRIGHT_PLAN_CACHE": "the offline plan's cache folder: the default of `plan --cache` (first choice)",
+    "HUBWRIGHT_CACHE": "the folder of the built tools and venvs: the default of `plan --cache` is its plans/",
+    "XDG_CACHE_HOME": "the user's cache folder (XDG): the default of `plan --cache` is its hubwright/plans/",
+    "NO_COLOR": "https://no-color.org: the plan's diff is not coloured, even on a terminal",
+    "TERM": "TERM=dumb: the plan's diff is not coloured",
+    "PYTHONPATH": "passed on, REF's program's folder first, to the plan `plan --baseline-ref` runs in a worktree",
 }
 
 
