@@ -4,9 +4,11 @@ never trusted past its key."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -169,17 +171,23 @@ def git(cwd: Path, *args: str) -> str:
     return done.stdout
 
 
-def test_baseline_ref_plans_refs_files_and_leaves_the_working_tree_alone(tmp_path):
-    repo = tmp_path / "fleet"
-    shutil.copytree(ROOT / "examples" / "mesh", repo)
+def committed(repo: Path) -> Path:
+    """`repo` made a git repository whose one commit holds everything in it."""
     git(repo, "init", "-q")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "main")
+    return repo
+
+
+def test_baseline_ref_plans_refs_files_and_leaves_the_working_tree_alone(tmp_path):
+    repo = tmp_path / "fleet"
+    shutil.copytree(ROOT / "examples" / "mesh", repo)
+    committed(repo)
     (repo / "clusters" / "joiner.yaml").write_text(yaml.safe_dump(JOINER))  # not committed: the working tree
     status = git(repo, "status", "--porcelain")
     done = subprocess.run([sys.executable, "-m", "automation", "plan", "--hub", "hub.yaml", "--clusters", "clusters",
                            "--baseline-ref", "HEAD", "--format", "json"], cwd=repo, capture_output=True, text=True,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     changes = {s["stack"]: s["change"] for s in json.loads(done.stdout)["stacks"]}
     assert changes.pop("globex.ledger-euw1b") == "new" and set(changes.values()) == {"unchanged"}
@@ -194,9 +202,7 @@ def test_baseline_ref_runs_refs_own_program(tmp_path):
         shutil.copytree(ROOT / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
     for part in ("requirements.txt", "__main__.py", "Pulumi.yaml", "pyproject.toml"):
         shutil.copy(ROOT / part, clone / part)
-    git(clone, "init", "-q")
-    git(clone, "add", "-A")
-    git(clone, "commit", "-q", "-m", "this program")
+    committed(clone)
     program = clone / "components" / "mesh.py"
     text = program.read_text()
     assert '"hubwright.io/mesh-group": ' in text
@@ -217,12 +223,10 @@ def test_baseline_ref_runs_refs_own_program(tmp_path):
 def test_baseline_ref_refuses_a_ref_that_does_not_exist(tmp_path):
     repo = tmp_path / "fleet"
     shutil.copytree(ROOT / "examples" / "mesh", repo)
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "main")
+    committed(repo)
     done = subprocess.run([sys.executable, "-m", "automation", "plan", "--hub", "hub.yaml", "--clusters", "clusters",
                            "--baseline-ref", "no-such-branch"], cwd=repo, capture_output=True, text=True,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2 and done.stdout == ""
     assert "--baseline-ref" in done.stderr and "no-such-branch" in done.stderr
 
@@ -237,12 +241,10 @@ def test_the_readmes_pull_request_comment_is_what_the_command_prints(tmp_path):
     heading = "Pull requests: what a change does to the fleet"
     repo = tmp_path / "fleet"
     shutil.copytree(ROOT / "examples" / "mesh", repo / "examples" / "mesh")
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "main")
+    committed(repo)
     git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
-    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT),
-           "PATH": f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", script(blocks(ROOT / "README.md", heading))], cwd=repo,
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -268,9 +270,9 @@ def test_a_plan_read_wholly_from_the_cache_loads_neither_pulumi_nor_the_services
 
 def backdate(root: Path, seconds: int = 60) -> None:
     """Every file under `root` written `seconds` ago: past the racy window in which a stamp is not trusted."""
-    old = __import__("time").time() - seconds
+    old = time.time() - seconds
     for path in [root, *root.rglob("*")]:
-        __import__("os").utime(path, (old, old))
+        os.utime(path, (old, old))
 
 
 def test_a_fleet_where_nothing_moved_is_written_from_its_last_plan_and_any_edit_is_seen(capsys, mesh):
@@ -289,16 +291,36 @@ def test_a_fleet_where_nothing_moved_is_written_from_its_last_plan_and_any_edit_
     doc["spec"]["network"]["cidr"] = "10.29.0.0/16"  # the same size, and the mtime put back where it was
     stat = (mesh / "clusters" / "joiner.yaml").stat()
     (mesh / "clusters" / "joiner.yaml").write_text(yaml.safe_dump(doc))
-    __import__("os").utime(mesh / "clusters" / "joiner.yaml", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+    os.utime(mesh / "clusters" / "joiner.yaml", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
     code, edited, err = plan(capsys, mesh / "hub.yaml", mesh / "clusters", *args)
     assert code == 0 and "no file" not in err and "10.29.0.0/16" in edited and "10.29.0.0/16" not in joined
 
 
 def test_a_file_written_in_the_racy_window_is_never_stamped(tmp_path):
-    from automation.adapters.files.inputs import fleet_stamp
+    from automation.adapters.files.inputs import fleet_stamp, yaml_files
 
     shutil.copytree(ROOT / "examples" / "mesh", tmp_path / "mesh")
     backdate(tmp_path / "mesh")
-    assert fleet_stamp(str(tmp_path / "mesh" / "hub.yaml"), str(tmp_path / "mesh" / "clusters")) is not None
+    def files() -> list[str]:
+        return yaml_files(str(tmp_path / "mesh" / "clusters"))[0]
+
+    assert fleet_stamp(str(tmp_path / "mesh" / "hub.yaml"), files()) is not None
     (tmp_path / "mesh" / "clusters" / "joiner.yaml").write_text(yaml.safe_dump(JOINER))
-    assert fleet_stamp(str(tmp_path / "mesh" / "hub.yaml"), str(tmp_path / "mesh" / "clusters")) is None
+    assert fleet_stamp(str(tmp_path / "mesh" / "hub.yaml"), files()) is None
+
+
+def test_a_secret_input_is_shown_masked_in_the_plan_and_plain_to_the_policy_rules():
+    import pulumi
+    import pulumi_aws as aws
+
+    from automation.adapters.engine.plan import record
+
+    def build() -> dict:
+        aws.ec2.SecurityGroup("sg", description=pulumi.Output.secret("s3cr3t"), vpc_id="vpc-1")
+        return {}
+
+    plan = record(build, stack="acme.secret")
+    group = plan.one("aws:ec2/securityGroup:SecurityGroup")
+    assert group.inputs["description"] == "s3cr3t"  # what the rules read
+    shown = json.dumps(plan.to_json())
+    assert "s3cr3t" not in shown and group.to_json()["inputs"] == {"description": "[secret]", "vpcId": "vpc-1"}

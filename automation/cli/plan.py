@@ -132,15 +132,17 @@ def run(args: argparse.Namespace) -> int:
             document.stack(planned)
 
         known = _known(baseline)
-        stamp = fleet_stamp(args.hub, args.clusters) if cache is not None and not args.discover else None
+        files, unreadable = yaml_files(args.clusters)
+        stamp = fleet_stamp(args.hub, files) if cache is not None and not args.discover and not unreadable else None
         snapshot_key = None if stamp is None else hashlib.sha256(json.dumps(
             [program_digest(), settings, rendered, args.cluster, stamp]).encode()).hexdigest()
         snapshot = cache.fleet(snapshot_key) if cache is not None and snapshot_key is not None else None
-        from_baseline: Known = known if known is not None else (lambda stack, plan_key: None)
-        if cache is not None and snapshot is not None and all(
-                from_baseline(stack, was) is not None or cache.holds(was) for stack, _, was in snapshot["stacks"]):
-            for stack, _, was in snapshot["stacks"]:  # nothing the plan reads moved: its stacks, as last time
-                write(from_baseline(stack, was) or _cached(cache, was))
+        last = [(known(stack, was) if known is not None else None, was) for stack, _, was in snapshot["stacks"]] \
+            if snapshot is not None else []
+        if cache is not None and snapshot is not None and all(ready is not None or cache.holds(was)
+                                                              for ready, was in last):
+            for ready, was in last:  # nothing the plan reads moved: its stacks, as last time
+                write(ready or _cached(cache, was))
             document.end(snapshot["mesh"])
             fleet_found = [violation_of(v) for v in snapshot["fleetViolations"]]
             print(f"plan: 0 stack(s) planned; no file, setting or program source changed since the last plan "
@@ -148,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             with PlanPool(args.jobs, render, rules, keys=key, cache=cache, known=known) as pool, \
                     Progress("planned", "stacks") as progress:
-                if len(yaml_files(args.clusters)[0]) >= SERIAL_BELOW:
+                if len(files) >= SERIAL_BELOW:
                     pool.prestart()  # a big folder: the workers get ready on the other cores while it is read
                 invalid = []
                 fleet = _fleet(args, invalid)

@@ -2,8 +2,8 @@
 implementation (pool: worker processes running pulumi_engine), and the offline plan under Pulumi's mock runtime
 (plan, plan_pool, standins, policy).
 
-record is loaded on first use: they import Pulumi (about 35 MB and 0.4 s), which a plan whose stacks
-all come from its cache, and most of the service's modules, never need."""
+record is loaded on first use: it imports Pulumi (about 35 MB and 0.4 s), which a plan whose stacks all come from
+its cache, and most of the service's modules, never need."""
 import importlib
 from typing import Any
 

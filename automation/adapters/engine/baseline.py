@@ -25,7 +25,6 @@ class _Span:
     start: int
     end: int
     key: str | None
-    cluster: str
 
 
 class Baseline:
@@ -66,10 +65,10 @@ class Baseline:
             end = starts[i + 1].start() - 2 if i + 1 < len(starts) else text.rfind("\n  ],", 0, mesh_at)
             if text[end:end + 2] not in (",\n", "\n "):
                 return False
-            name, cluster = json.loads(match.group(1)), json.loads(match.group(2))
+            name = json.loads(match.group(1))
             if name in self._spans:
                 raise self._bad(f"stack {name} appears twice")
-            self._spans[name] = _Span(match.start(), end, match.group(3), cluster)
+            self._spans[name] = _Span(match.start(), end, match.group(3))
         if not starts and not text.startswith('{\n  "stacks": [],'):
             return False
         try:

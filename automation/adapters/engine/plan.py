@@ -48,8 +48,8 @@ class RecordingMonitor(MockMonitor):
         if request.type == "pulumi:pulumi:Stack":
             return response
         raw = rpc.deserialize_properties(request.object)
-        inputs = _plain(raw)
-        shown = _masked(raw)
+        secrets: list[bool] = []
+        inputs = _plain(raw, secrets=secrets)
         account, region = self.standins.location(request.provider) if request.custom else (None, None)
         if request.type == "pulumi:providers:aws":
             account, region = provider_location(inputs)
@@ -70,38 +70,30 @@ class RecordingMonitor(MockMonitor):
                 "replaceOnChanges": list(request.replaceOnChanges),
             },
             id=response.id,
-            shown=shown if shown != inputs else None,
+            shown=_plain(raw, mask=True) if secrets else None,  # a second walk only where a secret is
         ))
         return response
-
-
-def _plain(value: Any) -> Any:
-    """Protobuf-deserialised values → plain JSON types (sorted keys, no secrets wrappers)."""
-    if isinstance(value, dict):
-        if rpc._special_sig_key in value and value[rpc._special_sig_key] == rpc._special_secret_sig:
-            return _plain(value.get("value"))
-        return {k: _plain(v) for k, v in sorted(value.items())}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
 
 
 SECRET = "[secret]"
 
 
-def _masked(value: Any) -> Any:
-    """_plain(value), with every secret shown as "[secret]": neither the plan nor a diff of two plans (a pull
-    request's comment) ever prints one. No digest either: a low-entropy secret's hash can be guessed offline. So a
-    diff sees a secret appear or go, not change its value (the stack's plan key still does: it is planned again)."""
+def _plain(value: Any, *, mask: bool = False, secrets: list[bool] | None = None) -> Any:
+    """Protobuf-deserialised values → plain JSON types (sorted keys, no secrets wrappers). A secret is its value, or
+    with `mask` "[secret]": neither the plan nor a diff of two plans (a pull request's comment) ever prints one. No
+    digest either: a low-entropy secret's hash can be guessed offline, so a diff sees a secret appear or go, not
+    change its value (the stack's plan key still does: it is planned again). `secrets` is appended to per secret."""
     if isinstance(value, dict):
         if rpc._special_sig_key in value and value[rpc._special_sig_key] == rpc._special_secret_sig:
-            return SECRET
-        return {k: _masked(v) for k, v in sorted(value.items())}
+            if secrets is not None:
+                secrets.append(True)
+            return SECRET if mask else _plain(value.get("value"), secrets=secrets)
+        return {k: _plain(v, mask=mask, secrets=secrets) for k, v in sorted(value.items())}
     if isinstance(value, (list, tuple)):
-        return [_masked(v) for v in value]
-    return _plain(value)
+        return [_plain(v, mask=mask, secrets=secrets) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def record(build: Callable[[], Any], *, stack: str, cluster: str = "", standins: StandIns | None = None,

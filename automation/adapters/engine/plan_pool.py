@@ -34,11 +34,11 @@ from stacks.inputs import StackInputs
 from stacks.transit import TransitInputs
 
 Render = Callable[[StackPlan], str]
-PRELOAD = ["automation.adapters.engine.plan_preload"]
+PRELOAD = ["automation.adapters.engine.plan_preload"]  # what the fork server loads once for every worker
 # The recorder (Pulumi and its mock runtime, ~35 MB and 0.4 s) is loaded where a stack is planned, and only then: a
 # plan whose stacks all come from the cache or the baseline never loads it. By name, so the parent never imports it
 # for nothing; the fork server preloads it for the workers.
-RECORDER = "automation.adapters.engine.plan"  # what the fork server loads once for every worker
+RECORDER = "automation.adapters.engine.plan"
 CHUNK = 4  # stacks per task: fewer round trips, and a worker never idles long at the end
 SERIAL_BELOW = 64  # fewer stacks than this: starting workers (about 1 s) costs more than they save
 

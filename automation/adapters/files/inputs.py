@@ -97,13 +97,13 @@ def yaml_files(path: str) -> tuple[list[str], list[FieldError]]:
 
 # --------------------------------------------------------------------------- reading one file
 
-def fleet_stamp(hub_path: str, clusters_path: str) -> str | None:
-    """A digest of what a plan reads from files: the hub file's bytes, and every YAML file at `clusters_path` by path,
-    size and mtime. None when one of them cannot be read, or was written in the last RACY_NS (a second edit of the
-    same size within the file system's timestamp granularity would not move its stamp)."""
-    files, errors = yaml_files(clusters_path)
+def fleet_stamp(hub_path: str, files: list[str]) -> str | None:
+    """A digest of what a plan reads from files: the hub file's bytes, and `files` (the YAML files of the clusters'
+    folder, as yaml_files lists them) by path, size and mtime. None when one of them cannot be read, or was written in
+    the last RACY_NS (a second edit of the same size within the file system's timestamp granularity would not move
+    its stamp)."""
     hubs, hub_errors = yaml_files(hub_path)  # a FIFO or a device is never opened
-    if errors or hub_errors or hubs != [hub_path]:
+    if hub_errors or hubs != [hub_path]:
         return None
     digest = hashlib.sha256()
     young = time.time_ns() - RACY_NS
