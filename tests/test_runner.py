@@ -266,6 +266,8 @@ def test_phases_locked_once_drift_policy_destroy_and_a_deadline_passed_mid_run(a
         finished(api, [drift], phases=("Drifted",))
         finished(api, [policy], phases=("Failed",))
         finished(api, [slow], phases=("Cancelled",), timeout=30)
+        # the status is written first, then the run counted and let go: the count is read once nothing is held
+        wait_until(lambda: not runner.jobs(), what="the runner to let its last run go")
         metrics = runner.metrics.exposition().decode()
     assert [c.operation for c in engine.runs(stack="runs-a.locked")] == ["up", "recover", "up"]
     assert len(engine.recovered) == 2 and all(set(live or {"-": ""}) <= {runner.identity}  # its own claim only
