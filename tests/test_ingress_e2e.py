@@ -21,7 +21,8 @@ import yaml
 
 from automation.cli import main
 from stacks.haproxy import CentralConfig, CentralSettings, Route, render_central, render_guest
-from automation.adapters.files.haproxy import CentralRuntime, Debouncer, Loaded, MasterCLI, ReloadFailed, watch, write_atomically
+from automation.adapters.atomic import write_atomically
+from automation.adapters.files.haproxy import CentralRuntime, Debouncer, Loaded, MasterCLI, ReloadFailed, watch
 from stacks.inputs import SharedIngressInputs
 from doubles.factories import cluster_doc, hub_doc, namespace_doc
 from tests.envtest import free_port

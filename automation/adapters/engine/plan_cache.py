@@ -24,11 +24,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
+from automation.adapters.atomic import replacing
 from policy.rules.view import Violation
 from stacks.inputs import StackInputs
 from stacks.transit import TransitInputs
@@ -136,14 +136,8 @@ class PlanCache:
         """Best effort: a cache that cannot be written (read-only, full) costs speed, never the plan."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(entry, fh, separators=(",", ":"))
-                os.replace(tmp, path)
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            with replacing(path) as fh:
+                json.dump(entry, fh, separators=(",", ":"))
         except OSError:
             pass
 

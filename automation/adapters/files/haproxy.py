@@ -21,12 +21,12 @@ import os
 import re
 import socket
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Generic, Literal, Mapping, TypeVar
 
+from automation.adapters.atomic import write_atomically
 from stacks.haproxy import CONFIG_FILE, MAP_FILE, CentralConfig
 
 log = logging.getLogger("hubwright.ingress")
@@ -153,19 +153,6 @@ class MasterCLI:
 
 
 # --- applying --------------------------------------------------------------------
-
-def write_atomically(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
 
 @dataclass
 class CentralRuntime:

@@ -16,10 +16,11 @@ import hashlib
 import io
 import os
 import pickle
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from automation.adapters.atomic import replacing
 
 VERSION = "files-v1"
 _ALLOWED = {("datetime", "datetime"), ("datetime", "date"), ("datetime", "timezone"), ("datetime", "timedelta")}
@@ -82,13 +83,7 @@ class ParsedFiles:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    pickle.dump(self._new, fh, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, self.path)
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            with replacing(self.path, binary=True) as fh:
+                pickle.dump(self._new, fh, protocol=pickle.HIGHEST_PROTOCOL)
         except OSError:
             pass
