@@ -17,12 +17,11 @@ the same bytes.
 """
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import threading
 from dataclasses import dataclass
-from pathlib import Path
-import importlib
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
 from automation.adapters.engine.plan_cache import PlanCache, violations_of
@@ -58,7 +57,7 @@ class Planned:
 
 Keys = Callable[[StackInputs | TransitInputs], str]
 Known = Callable[[str, str], "Planned | None"]  # (stack, key): the baseline's stack when it was planned from key
-Task = tuple[StackInputs | TransitInputs, Render, Mapping[str, Setting] | None, str | None, tuple[str, str] | None]
+Task = tuple[StackInputs | TransitInputs, Render, Mapping[str, Setting] | None, str | None, PlanCache | None]
 
 
 def plan_one(task: Task) -> Planned:
@@ -68,9 +67,8 @@ def plan_one(task: Task) -> Planned:
     violations = tuple(plan_violations(inputs, plan, rules)) if rules is not None else ()
     planned = Planned(plan.stack, plan.cluster, render(plan), plan.outputs, len(plan.resources), violations, key)
     if cache is not None and key is not None:
-        PlanCache(Path(cache[0]), cache[1]).put(key, stack=planned.stack, cluster=planned.cluster, text=planned.text,
-                                                 outputs=planned.outputs, resources=planned.resources,
-                                                 violations=violations)
+        cache.put(key, stack=planned.stack, cluster=planned.cluster, text=planned.text, outputs=planned.outputs,
+                  resources=planned.resources, violations=violations)
     return planned
 
 
@@ -116,7 +114,6 @@ class PlanPool:
     def map(self, inputs: Iterable[StackInputs | TransitInputs]) -> Iterator[Planned]:
         """Each stack in order: the known and cached ones read as their turn comes (one at a time in memory), the
         rest planned by the workers meanwhile."""
-        cache = (str(self.cache.root), self.cache.program) if self.cache is not None else None
         order: list[tuple[StackInputs | TransitInputs, str | None, Planned | None, bool]] = []
         tasks: list[Task] = []
         for one in inputs:
@@ -125,7 +122,7 @@ class PlanPool:
             cached = known is None and key is not None and self.cache is not None and self.cache.holds(key)
             order.append((one, key, known, cached))
             if known is None and not cached:
-                tasks.append((one, self.render, self.rules, key, cache))
+                tasks.append((one, self.render, self.rules, key, self.cache))
         self.planned += len(tasks)
         misses = self._run(tasks)
         for one, key, known, cached in order:
@@ -138,7 +135,7 @@ class PlanPool:
                     yield from_cache(entry, key)
                 else:  # torn or foreign since it was seen: planned here, as if it had never been there
                     self.planned += 1
-                    yield plan_one((one, self.render, self.rules, key, cache))
+                    yield plan_one((one, self.render, self.rules, key, self.cache))
             else:
                 yield next(misses)
 
