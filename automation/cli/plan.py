@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import sys
 import tempfile
 from pathlib import Path
 from datetime import datetime, timezone
-from typing import Any, Iterator, Sequence, TextIO
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from automation.adapters.aws.discovery import AwsDiscovery, NetworkLookup, discover_all
 from automation.adapters.aws.discovery_standin import StandInDiscovery
@@ -41,8 +40,8 @@ from automation.adapters.aws.sessions import AwsSessions
 from automation.adapters.files.inputs import fleet_stamp, load_fleet, yaml_files
 from automation.adapters.engine.baseline import Baseline
 from automation.adapters.engine.fleet_plan import PlanError, converge, drain, raise_invalid
-from automation.adapters.engine.plan_cache import (PlanCache, default_dir, plan_key, program_digest, violation_json,
-                                                   violation_of)
+from automation.adapters.engine.plan_cache import (PlanCache, default_dir, fleet_key, plan_key, program_digest,
+                                                   violation_json, violation_of)
 from automation.adapters.engine.plan_pool import SERIAL_BELOW, Known, Planned, PlanPool, default_jobs, from_cache
 from automation.adapters.engine.policy import POLICY_LEVELS, PolicySettings, fleet_violations
 from automation.adapters.progress import Progress
@@ -134,20 +133,11 @@ def run(args: argparse.Namespace) -> int:
         known = _known(baseline)
         files, unreadable = yaml_files(args.clusters)
         stamp = fleet_stamp(args.hub, files) if cache is not None and not args.discover and not unreadable else None
-        snapshot_key = None if stamp is None else hashlib.sha256(json.dumps(
-            [program_digest(), settings, rendered, args.cluster, stamp]).encode()).hexdigest()
-        snapshot = cache.fleet(snapshot_key) if cache is not None and snapshot_key is not None else None
-        last = [(known(stack, was) if known is not None else None, was) for stack, _, was in snapshot["stacks"]] \
-            if snapshot is not None else []
-        if cache is not None and snapshot is not None and all(ready is not None or cache.holds(was)
-                                                              for ready, was in last):
-            for ready, was in last:  # nothing the plan reads moved: its stacks, as last time
-                write(ready or _cached(cache, was))
-            document.end(snapshot["mesh"])
-            fleet_found = [violation_of(v) for v in snapshot["fleetViolations"]]
-            print(f"plan: 0 stack(s) planned; no file, setting or program source changed since the last plan "
-                  f"({cache.root})", file=sys.stderr)
-        else:
+        snapshot_key = None if stamp is None else fleet_key(stamp, program=program_digest(), policy=settings,
+                                                            render=rendered, only=args.cluster)
+        fleet_found = _replayed(cache, snapshot_key, known, write, document) \
+            if cache is not None and snapshot_key is not None else None
+        if fleet_found is None:
             with PlanPool(args.jobs, render, rules, keys=key, cache=cache, known=known) as pool, \
                     Progress("planned", "stacks") as progress:
                 if len(files) >= SERIAL_BELOW:
@@ -182,6 +172,25 @@ def run(args: argparse.Namespace) -> int:
     if status == 0 and args.detailed_exitcode and isinstance(document, DiffDocument) and document.changed:
         return CHANGES
     return status
+
+
+def _replayed(cache: PlanCache, key: str, known: Known | None, write: Callable[[Planned], None],
+              document: JsonDocument | TreeDocument | DiffDocument) -> list[Violation] | None:
+    """Nothing the plan reads moved since the fleet's last plan (`key`: automation.adapters.engine.plan_cache
+    .fleet_key): its stacks written as last time, each the baseline's or the cache's, and the fleet-wide violations
+    it found. None, with nothing written, when there is no such plan or one of its stacks is no longer at hand."""
+    snapshot = cache.fleet(key)
+    if snapshot is None:
+        return None
+    last = [(known(stack, was) if known is not None else None, was) for stack, _, was in snapshot["stacks"]]
+    if not all(ready is not None or cache.holds(was) for ready, was in last):
+        return None
+    for ready, was in last:
+        write(ready or _cached(cache, was))
+    document.end(snapshot["mesh"])
+    print(f"plan: 0 stack(s) planned; no file, setting or program source changed since the last plan "
+          f"({cache.root})", file=sys.stderr)
+    return [violation_of(v) for v in snapshot["fleetViolations"]]
 
 
 def _cached(cache: PlanCache, key: str) -> Planned:
