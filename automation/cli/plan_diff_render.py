@@ -12,7 +12,7 @@ import html
 import json
 from typing import Any, Iterable, Mapping
 
-from stacks.plandiff.compare import RESOURCE_CHANGES, STACK_CHANGES, masked
+from stacks.plandiff.compare import masked
 
 MARKDOWN_LIMIT = 60_000  # characters: under GitHub's 65,536 for a comment, with room for what a workflow adds
 VALUE_LIMIT = 500  # characters of one value in a Markdown cell, then "…" (the terminal shows values whole)
@@ -44,22 +44,6 @@ def _name(urn: str) -> str:
     """The resource's name: the URN's last part (urn:pulumi:STACK::PROJECT::TYPE::NAME)."""
     parts = urn.split("::", 3)
     return parts[3] if len(parts) == 4 else urn
-
-
-def _counts(doc: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    """The document's summary, or one counted from its stacks (every change and kind present)."""
-    given = doc.get("summary")
-    stacks: dict[str, int] = {change: 0 for change in STACK_CHANGES}
-    resources: dict[str, int] = {kind: 0 for kind in RESOURCE_CHANGES}
-    if given:
-        stacks.update(given.get("stacks", {}))
-        resources.update(given.get("resources", {}))
-        return {"stacks": stacks, "resources": resources}
-    for stack in doc.get("stacks", ()):
-        stacks[stack["change"]] = stacks.get(stack["change"], 0) + 1
-        for res in stack["resources"]:
-            resources[res["change"]] = resources.get(res["change"], 0) + 1
-    return {"stacks": stacks, "resources": resources}
 
 
 def _tally(kinds: Mapping[str, int]) -> str:
@@ -94,7 +78,7 @@ def _fields(group: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
 
 def summary_line(doc: Mapping[str, Any]) -> str:
     """"Stacks: 1 changed, 2 new, 0 removed, 9,997 unchanged. Resources: +3 ~1 +-0 -0"."""
-    counts = _counts(doc)
+    counts = doc["summary"]
     stacks = ", ".join(f"{counts['stacks'].get(change, 0):,} {change}" for change in STACK_ORDER)
     return f"Stacks: {stacks}. Resources: {_tally(counts['resources'])}"
 
@@ -130,7 +114,7 @@ def render_diff(doc: Mapping[str, Any], *, color: bool) -> str:
         for field, old, new in _fields(group):
             lines.append(f"    {_printable(field)}: {_property(kind, old, new)}")
         lines.append("")
-    unchanged = _counts(doc)["stacks"].get("unchanged", 0)
+    unchanged = doc["summary"]["stacks"].get("unchanged", 0)
     if unchanged:
         lines += [f"{unchanged:,} stack{'' if unchanged == 1 else 's'} unchanged", ""]
     lines.append(summary_line(doc))
@@ -154,7 +138,7 @@ def render_markdown(doc: Mapping[str, Any], *, limit: int = MARKDOWN_LIMIT, reru
     line) with a table of its resources' changes: every changed property of a changed stack's resources, the
     resources alone of a new or removed stack. Once `limit` characters would be passed, the stacks left are
     counted in a last line instead, which names the command (`rerun`) that shows them all."""
-    counts = _counts(doc)
+    counts = doc["summary"]
     lines = ["## Plan diff", "",
              "| Stacks | " + " | ".join(STACK_ORDER) + " |",
              "|---|" + "---:|" * len(STACK_ORDER),
