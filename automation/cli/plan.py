@@ -242,7 +242,7 @@ def _known(baseline: Baseline | None) -> Known | None:
         return None
 
     def known(stack: str, key: str) -> Planned | None:
-        if stack not in baseline or baseline.key(stack) != key:
+        if not baseline.planned_from(stack, key):
             return None
         return Planned(stack, "", "", baseline.outputs(stack), 0, (), key, "baseline")
 

@@ -37,8 +37,7 @@ class DiffDocument:
     def stack(self, planned: Planned) -> None:
         name = planned.stack
         self.seen.add(name)
-        if planned.origin == "baseline" or (planned.key is not None and name in self.baseline
-                                            and self.baseline.key(name) == planned.key):
+        if planned.origin == "baseline" or self.baseline.planned_from(name, planned.key):
             self.diffs.append(StackDiff(name, "unchanged", ()))
             return
         old = self.baseline.stack(name) if name in self.baseline else None

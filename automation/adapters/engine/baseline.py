@@ -29,7 +29,8 @@ class _Span:
 
 class Baseline:
     """`names` in the document's order; `key(stack)`: the plan key it was planned from (None: planned by a program
-    that records none); `stack(name)`: its JSON object; `text(name)`: its text as the document has it; `mesh`."""
+    that records none); `planned_from(name, key)`: whether it was planned from that key; `stack(name)`: its JSON
+    object; `text(name)`: its text as the document has it; `mesh`."""
 
     def __init__(self, text: str, source: str = "baseline"):
         self.source = source
@@ -106,6 +107,10 @@ class Baseline:
             return self._spans[name].key
         found = self._parsed.get(name, {}).get("planKey")
         return found if isinstance(found, str) else None
+
+    def planned_from(self, name: str, key: str | None) -> bool:
+        """The baseline has stack `name`, planned from plan key `key`: this plan's stack of that key is the same."""
+        return key is not None and name in self and self.key(name) == key
 
     def text(self, name: str) -> str:
         span = self._spans[name]
