@@ -187,17 +187,18 @@ def change_hub(hub: Path, plan: Path, share: float) -> int:
         for res in stack["resources"]:
             if res["type"] == "aws:ec2/vpcEndpoint:VpcEndpoint":
                 users[res["inputs"]["vpcId"]] = users.get(res["inputs"]["vpcId"], 0) + 1
-    total, chosen, want = sum(users.values()), set(), share * sum(users.values())
+    chosen, covered, want = set(), 0, share * sum(users.values())
     for vpc, count in sorted(users.items(), key=lambda kv: (-kv[1], kv[0])):
-        if sum(users[v] for v in chosen) >= want:
+        if covered >= want:
             break
         chosen.add(vpc)
+        covered += count
     doc = yaml.safe_load(hub.read_text())
     for k, vpc in enumerate(doc["spec"]["endpointVPCInventory"]):
         if vpc["vpcID"] in chosen:  # a secondary range in use: the endpoint's security group admits it too
             vpc["cidr"] = f"172.{16 + k // 256}.{k % 256}.0/24"
     hub.write_text(yaml.dump(doc, Dumper=DUMPER))
-    return sum(users[v] for v in chosen) if total else 0
+    return covered
 
 
 def git(root: Path, *args: str) -> None:
