@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -35,6 +36,8 @@ from typing import Iterator
 
 import httpx
 import pytest
+
+TOKEN = re.compile(r"[0-9a-f]{40}")  # an access token as Gitea prints it (a SHA-1's hex)
 
 ROOT = Path(__file__).resolve().parent.parent
 BINARY = ROOT / ".tools" / "bin" / "gitea"
@@ -233,7 +236,25 @@ class Gitea:
         name = name or f"t-{secrets.token_hex(4)}"
         out = self._cli("admin", "user", "generate-access-token", "--username", user, "--token-name", name,
                         "--scopes", scopes, "--raw")
-        return out.strip().splitlines()[-1].strip()  # as root, Gitea logs its warning to stdout first
+        # As root, Gitea logs a warning to stdout too (its logger writes from a goroutine of its own, so not always
+        # first): the token is the line of 40 hex digits.
+        found = [line.strip() for line in out.splitlines() if TOKEN.fullmatch(line.strip())]
+        if len(found) != 1:
+            raise RuntimeError(f"gitea generate-access-token printed {len(found)} tokens:\n{out}")
+        self._accepted(found[0])
+        return found[0]
+
+    def _accepted(self, token: str, timeout: float = 10.0) -> None:
+        """Wait until the server takes `token` (written to the database by another process, the CLI): any answer
+        but 401 to GET /user (403 is a token without read:user)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status = httpx.get(f"{self.api}/user", headers={"Authorization": f"token {token}"}, timeout=30).status_code
+            if status != 401:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"gitea refused a token the CLI made for {timeout:.0f} s:\n{self.log_tail()}")
+            time.sleep(0.1)
 
     def request(self, method: str, path: str, *, token: str | None = None, **kwargs) -> httpx.Response:
         """An API call as the admin (or with `token`); raises on an error status."""
