@@ -219,6 +219,8 @@ class StaticDesired:
     registered: set[str] = field(default_factory=set)
     stamps: dict[str, dict] = field(default_factory=dict)  # key -> status.meshJoin handed out
     routes: dict[str, str] = field(default_factory=dict)  # key -> shared-ingress cluster ID
+    claims: dict[str, dict] = field(default_factory=dict)  # key -> status.claims granted
+    shared: dict[str, str] = field(default_factory=dict)  # key -> the AccountShared warning
     placements: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     transits: dict[str, TransitInputs] = field(default_factory=dict)
 
@@ -233,6 +235,12 @@ class StaticDesired:
 
     def routed_id(self, key: str, current: str | None) -> str | None:
         return self.routes.get(key, current)
+
+    def claims_of(self, key: str, current: dict | None) -> dict | None:
+        return self.claims.get(key, current)
+
+    def account_shared(self, key: str) -> str | None:
+        return self.shared.get(key)
 
     def placed_in(self, key: str) -> tuple[str | None, str | None]:
         if key in self.placements:

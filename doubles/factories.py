@@ -47,6 +47,13 @@ def vpc_of(name: str) -> str:
     return "vpc-0c1" if name == "prod-1" else f"vpc-0{hashlib.sha256(name.encode()).hexdigest()[:12]}"
 
 
+def infra_of(name: str) -> str:
+    """The default infra ID of the cluster `name`: <name>-x7k2p, or, for a long name, one cut to 28 characters that
+    a hash keeps unique (an infra ID names one install in an account: stacks.claims)."""
+    infra = f"{name}-x7k2p"
+    return infra if len(infra) <= 28 else f"{name[:15]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+
+
 def cluster_doc(name: str = "prod-1", namespace: str = "acme", *, labels=None, annotations=None, **spec: Any) -> dict:
     doc = {
         "apiVersion": API_VERSION,
@@ -55,9 +62,9 @@ def cluster_doc(name: str = "prod-1", namespace: str = "acme", *, labels=None, a
         "spec": {
             "accountID": "222222222222",
             "region": "us-east-1",
-            "infraID": f"{name}-x7k2p"[:28],
+            "infraID": infra_of(name),
             "apiURL": f"https://api.{name}.example.com:6443",
-            # A VPC each (one VPC is one cluster's: stacks.network.merge.vpc_claims); prod-1's is vpc-0c1.
+            # A VPC each (one VPC is one cluster's: stacks.claims); prod-1's is vpc-0c1.
             "network": {"vpcID": vpc_of(name), "cidr": "10.1.0.0/16", "routeTableIDs": ["rtb-01", "rtb-02"],
                         "nodeSecurityGroupIDs": ["sg-0n1"]},
             "privateLink": {"enabled": True},

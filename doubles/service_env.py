@@ -54,6 +54,9 @@ def quiet(service: Service, *, horizon: float = 1.0, timeout: float = 10.0) -> N
     wait_until(nothing_to_do, timeout, what=f"the service to have nothing to do within {horizon}s")
 
 
+TEST_ACCOUNTS = ("222222222222", "333333333333")  # the accounts the tests' namespaces own (doubles.factories)
+
+
 class ServiceEnv:
     """`namespace`: where the test's Clusters go; `system_namespace`: the service's own (Lease, role map)."""
 
@@ -90,6 +93,9 @@ class ServiceEnv:
             self.core.patch_namespace(name, {"metadata": {"annotations": annotations}})
 
     def hub(self, name: str | None = None, **spec: Any) -> dict:
+        """The HubConfig. Its administrator lets several namespaces own the test accounts (spec.tenancy.sharedAccounts):
+        the API server is shared by many tests' namespaces, which own the same accounts."""
+        spec.setdefault("tenancy", {}).setdefault("sharedAccounts", list(TEST_ACCOUNTS))
         doc = hub_doc(**spec)
         doc["metadata"]["name"] = name or self.hub_name
         return self.custom.create_cluster_custom_object(GROUP, VERSION, "hubconfigs", doc)

@@ -6,14 +6,17 @@ stacks.resolve.resolve_all, indexed by what couples clusters, and re-runs each s
 change can affect, with the same functions resolve_all calls:
 
   step           couples the clusters sharing ...                  re-run for a cluster whose ... changed
-  accounts       an account (FirstClaim only: the first claimant)  account, namespace, age
+  accounts       an account (FirstClaim only: the first claimant)  account, namespace, age, record
   caps           a namespace (only while it has a cap)             admission, PrivateLink, age, stack, recorded VPC
+  claims         a VPC, load balancer, infra ID, API host, then    the value it asks, the stages before, age,
+                 an ingress ID (stacks.claims: each stage's        record
+                 claimants are those the stages before let in)
   placement      a region's endpoint VPCs                          region, PrivateLink, age, recorded VPC, admission
   mesh           a group (a network account's groups, once any     stacks.mesh.membership.mesh_view,
                  may use a Transit Gateway: membership.coupling)   account, region, attachment
-  API hosts      a host                                            host, admission
-  ingress IDs    an ID                                             ID, opt-in, admission
   the rest       nothing: the cluster alone                        anything above, or its own fields
+
+The claims are admission's last stages: placement and the mesh read only the clusters they let through.
 
 A Namespace's change re-resolves its clusters (and everything, when it changes which accounts are owned); the
 HubConfig, the role map and the endpoint census start over. tests/test_incremental.py checks the answer equals
@@ -34,15 +37,13 @@ from stacks.mesh.share import MeshShare
 from stacks.model.cluster import Cluster
 from stacks.model.hub import EndpointVPC, HubConfig
 from stacks.placement import Want, kept, place_endpoints, place_pending
-from stacks.network.found import found_of
-from stacks.network.merge import vpc_claims
-from stacks.resolve import (Fleet, Resolved, admit, base_inputs, claims_host, claims_id, finish, merged_refusals,
-                            quotas, seat_of, want_of, with_network)
+from stacks.claims import STAGES, Claimant, ask, claim, granted
+from stacks.resolve import Fleet, Resolved, admit, base_inputs, claims_id, finish, quotas, seat_of, want_of, with_network
 from stacks.targets import AwsTarget
-from stacks.tenancy import (Owners, api_host, claim_hosts, first_claims, namespace_caps, namespace_of,
-                            owned_accounts)
+from stacks.tenancy import Owners, contested_accounts, first_claims, namespace_caps, namespace_of, owned_accounts
 from stacks.transit import GroupState, MeshStatus, TransitInputs, TransitOutputs
 
+_ID = "clusterID"  # the last claim stage: the shared-ingress ID (stacks.ingress.claim_ids)
 K = TypeVar("K")
 V = TypeVar("V")
 Target = AwsTarget | InvalidSpec
@@ -86,10 +87,11 @@ class FleetResolver:
 
     def __init__(self, hub: HubConfig, *, namespaces: Mapping[str, Mapping[str, str]] | None = None,
                  role_map: Mapping[str, str] | None = None, foreign_endpoints: Mapping[str, int] | None = None,
-                 mesh_status: MeshStatus | None = None, discovery: bool = False):
+                 mesh_status: MeshStatus | None = None, discovery: bool = False, held: frozenset[str] = frozenset()):
         status = mesh_status or MeshStatus.empty()
         self._hub = hub
         self._discovery = discovery  # stacks.resolve.Fleet.discovery
+        self._held = held  # stacks.resolve.Fleet.held
         self._namespaces: dict[str, Mapping[str, str]] = dict(namespaces or {})
         self._role_map = role_map
         self._foreign = dict(foreign_endpoints or {})
@@ -111,7 +113,7 @@ class FleetResolver:
         """A resolver holding `fleet`: its first resolve() is resolve_all(fleet)."""
         resolver = cls(fleet.hub, namespaces=fleet.namespaces, role_map=fleet.role_map,
                        foreign_endpoints=fleet.foreign_endpoints, mesh_status=fleet.mesh_status,
-                       discovery=fleet.discovery)
+                       discovery=fleet.discovery, held=fleet.held)
         for cluster in fleet.clusters:
             resolver.put(cluster, fleet.placements.get(cluster.key), fleet.mesh_status.attachments.get(cluster.key),
                          cluster.key in fleet.stacks)
@@ -142,7 +144,8 @@ class FleetResolver:
             self._namespaces[name] = dict(annotations)
         if (old or {}) == (annotations or {}):
             return
-        if owned_accounts(self._namespaces) != self._owned:
+        if owned_accounts(self._namespaces) != self._owned \
+                or contested_accounts(self._hub, self._namespaces) != self._contested:
             self._restart()  # another namespace's clusters may now use (or no longer use) an account
         else:
             self._dirty |= self._by_namespace.members.get(name, set())
@@ -174,24 +177,29 @@ class FleetResolver:
         """The fleet resolved, and the keys whose answer changed (appeared, went or differs) since the last call."""
         dirty, self._dirty = self._dirty, set()
         touched = self._admit(dirty)
+        touched |= self._gate_claims(dirty | touched)
         placed = self._place(dirty | touched)
         meshed = self._mesh(dirty | touched)
         based = self._base(dirty | touched | placed | meshed)
-        named = self._names(dirty | touched)
-        changed = self._finish(dirty | touched | placed | meshed | based | named)
+        changed = self._finish(dirty | touched | placed | meshed | based)
         if self._routes_stale:
             self._routes = tuple(sorted(self._route_of.values(), key=lambda route: route.cluster_id))
             self._routes_stale = False
         mesh = MeshPlan(shares=dict(self._shares), errors={**self._membership_errors, **self._mesh_errors},
                         groups=dict(self._views),
                         stamps=dict(self._stamps), unstamp=tuple(self._unstamp), transit=dict(self._transit))
-        resolved = Resolved(dict(self._final), self._routes, dict(self._guests), dict(self._unrouted), mesh)
+        resolved = Resolved(dict(self._final), self._routes, dict(self._guests), dict(self._unrouted), mesh,
+                            dict(self._granted))
         return resolved, frozenset(changed)
 
     def endpoint_vpc(self, key: str) -> str | None:
         """The endpoint VPC the last resolve() placed the cluster in (None: not placed)."""
         placed = self._placed.get(key)
         return placed.vpc_id if isinstance(placed, EndpointVPC) else None
+
+    def granted_of(self, key: str) -> Mapping[str, str] | None:
+        """What admission granted the cluster at the last resolve() (stacks.claims.granted); None: not admitted."""
+        return self._granted.get(key)
 
     @property
     def recorded_groups(self) -> Mapping[str, GroupState]:
@@ -202,6 +210,7 @@ class FleetResolver:
     def _restart(self) -> None:
         """Forget every intermediate answer: the next resolve() recomputes all of them (and compares)."""
         self._owned = owned_accounts(self._namespaces)
+        self._contested = contested_accounts(self._hub, self._namespaces)
         self._roles = accounts.merged_role_map(self._hub, self._role_map)
         self._by_namespace = _Index()
         self._by_account = _Index()
@@ -209,7 +218,11 @@ class FleetResolver:
         self._admitted: dict[str, Target] = {}  # admit's answer, before the namespace's caps
         self._gate: dict[str, Target] = {}  # after the namespace's caps, before the network (target_of)
         self._networked: dict[str, Cluster] = {}  # admitted clusters with their network merged (with_network)
-        self._targets: dict[str, Target] = {}
+        self._pre: dict[str, Target] = {}  # with_network's answer: admission before the claims
+        self._by_claim: dict[str, _Index] = {kind: _Index() for kind in (*STAGES, _ID)}
+        self._claim_refusals: dict[str, dict[str, InvalidSpec]] = {kind: {} for kind in (*STAGES, _ID)}
+        self._targets: dict[str, Target] = {}  # admission's answer: after the claims
+        self._granted: dict[str, dict[str, str]] = {}
         self._by_region = _Index()
         self._wants: dict[str, tuple[Want, str | None]] = {}
         self._placed: dict[str, EndpointVPC | InvalidSpec] = {}
@@ -228,16 +241,10 @@ class FleetResolver:
         self._transit: dict[str, TransitInputs] = {}
         self._mesh_stale = False
         self._base_values: dict[str, Value] = {}
-        self._by_host = _Index()
-        self._host_refusals: dict[str, InvalidSpec] = {}
-        self._by_id = _Index()
-        self._id_refusals: dict[str, FieldError] = {}
-        self._by_vpc = _Index()
-        self._vpc_refusals: dict[str, InvalidSpec] = {}
         self._dirty |= set(self._entries)
 
     def _owners(self) -> Owners:
-        return Owners(self._hub, self._namespaces, self._owned, self._claims)
+        return Owners(self._hub, self._namespaces, self._owned, self._claims, self._contested)
 
     def _admit(self, dirty: set[str]) -> set[str]:
         """Targets of the dirty clusters and of those whose account's first claimant changed; the keys whose
@@ -267,7 +274,7 @@ class FleetResolver:
             target: Target | None = None
             if entry is not None:
                 try:
-                    target = admit(entry.cluster, owners, self._roles)
+                    target = admit(entry.cluster, owners, self._roles, entry.stack)
                 except InvalidSpec as exc:
                     target = exc
                 namespaces.add(namespace_of(entry.cluster))
@@ -299,7 +306,7 @@ class FleetResolver:
                 continue
             cluster, final[key] = with_network(entry.cluster, target, self._hub, self._discovery)
             self._networked[key] = cluster
-        return {key for key, target in final.items() if _set(self._targets, key, target)}
+        return {key for key, target in final.items() if _set(self._pre, key, target)}
 
     def _cluster(self, key: str) -> Cluster:
         """The cluster with its network merged, once admitted (the mesh plans with it)."""
@@ -438,42 +445,57 @@ class FleetResolver:
                 changed.add(key)
         return changed
 
-    def _names(self, keys: set[str]) -> set[str]:
-        """API hosts and shared-ingress IDs claimed twice: re-claim every name a cluster took or gave up."""
+    def _gate_claims(self, keys: set[str]) -> set[str]:
+        """Admission's claim stages (stacks.claims), in order: at each stage, every key whose ask or standing moved,
+        and every key whose refusal an earlier stage changed, re-claim the values they asked or ask; the keys whose
+        target (after every stage) changed."""
         owners = self._owners()
-        hosts: set[str | None] = set()
-        ids: set[str | None] = set()
-        for key in keys:
+        moved = set(keys)
+        for kind in (*STAGES, _ID):
+            values: set[str | None] = set()
+            for key in moved:
+                value = self._ask(kind, key, owners)
+                values.update((*self._by_claim[kind].move(key, value), value))  # its age or record may have moved
+            index, refusals = self._by_claim[kind], self._claim_refusals[kind]
+            changed = {k for k in moved if k not in index.of and _set(refusals, k, None)}
+            for value in _present(values):
+                members = index.members.get(value, set())
+                refused = self._claim_among(kind, members)
+                changed |= {k for k in members if _set(refusals, k, refused.get(k))}
+            moved |= changed
+        touched = set()
+        for key in moved:
+            target = self._pre.get(key)
+            if isinstance(target, AwsTarget):
+                target = next((r[key] for r in self._claim_refusals.values() if key in r), target)
+            if _set(self._targets, key, target):
+                touched.add(key)
             entry = self._entries.get(key)
-            target = self._targets.get(key)
-            host = api_host(entry.cluster).lower() if entry is not None and target is not None \
-                and claims_host(target) else None
-            hosts.update((*self._by_host.move(key, host), host))  # its age may have changed too
-            cluster_id = cluster_id_of(entry.cluster) \
-                if entry is not None and target is not None and claims_id(entry.cluster, self._hub, owners, target) \
-                else None
-            ids.update((*self._by_id.move(key, cluster_id), cluster_id))
-        vpcs: set[str | None] = set()
-        for key in keys:
-            entry = self._entries.get(key)
-            found = found_of(entry.cluster.status) if entry is not None \
-                and isinstance(self._targets.get(key), AwsTarget) else None
-            vpc = found.vpc_id if found is not None else None
-            vpcs.update((*self._by_vpc.move(key, vpc), vpc))
-        changed = self._reclaim(keys, _present(hosts), self._by_host, self._host_refusals, claim_hosts)
-        changed |= self._reclaim(keys, _present(vpcs), self._by_vpc, self._vpc_refusals, vpc_claims)
-        changed |= self._reclaim(keys, _present(ids), self._by_id, self._id_refusals, lambda cs: claim_ids(cs)[1])
-        return changed
+            _set(self._granted, key, granted(self._cluster(key), target)
+                 if entry is not None and isinstance(target, AwsTarget) else None)
+        return touched
 
-    def _reclaim(self, keys: set[str], names: set[str], index: _Index, refusals: dict[str, V],
-                 claim: Callable[[list[Cluster]], Mapping[str, V]]) -> set[str]:
-        """Claim each name again among its claimants; `keys` that claim nothing now are refused nothing."""
-        changed = {k for k in keys if k not in index.of and _set(refusals, k, None)}
-        for name in names:
-            members = index.members.get(name, set())
-            refused = claim([self._entries[k].cluster for k in members])
-            changed |= {k for k in members if _set(refusals, k, refused.get(k))}
-        return changed
+    def _ask(self, kind: str, key: str, owners: Owners) -> str | None:
+        """What the key claims at this stage: nothing unless every stage before let it through."""
+        target = self._pre.get(key)
+        entry = self._entries.get(key)
+        if entry is None or not isinstance(target, AwsTarget):
+            return None
+        for before in (*STAGES, _ID):
+            if before == kind:
+                break
+            if key in self._claim_refusals[before]:
+                return None
+        cluster = self._cluster(key)
+        if kind == _ID:
+            return cluster_id_of(cluster) if claims_id(cluster, self._hub, owners, target) else None
+        return ask(kind, cluster, target)
+
+    def _claim_among(self, kind: str, keys: Iterable[str]) -> Mapping[str, InvalidSpec]:
+        if kind == _ID:
+            return {k: InvalidSpec([error]) for k, error in claim_ids(self._cluster(k) for k in keys)[1].items()}
+        return claim(kind, [Claimant(self._cluster(k), t) for k in keys if isinstance(t := self._pre[k], AwsTarget)],
+                     self._held)
 
     def _finish(self, keys: set[str]) -> set[str]:
         changed = set()
@@ -483,9 +505,7 @@ class FleetResolver:
             guest = None
             if entry is not None:
                 value, guest = finish(entry.cluster, self._base_values[key],
-                                      merged_refusals(self._host_refusals.get(key), self._vpc_refusals.get(key)),
-                                      self._id_refusals.get(key), self._mesh_errors.get(key)
-                                      or self._membership_errors.get(key))
+                                      self._mesh_errors.get(key) or self._membership_errors.get(key))
             if _set(self._final, key, value):
                 changed.add(key)
             _set(self._guests, key, guest)

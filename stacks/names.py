@@ -92,6 +92,9 @@ OVERRIDES_SOURCE_ANNOTATION = f"{GROUP}/overrides-source"
 # status.network: what discovery found in the cluster's account (stacks.network.found.FoundNetwork); resolve()
 # reads it, all but its observedAt.
 NETWORK_STATUS_KEY = "network"
+# status.claims: what the fleet's admission granted the cluster (its VPC, load balancer, infra ID, API host, account),
+# recorded by the service so that a newcomer never takes it (stacks.claims); resolve() reads it.
+CLAIMS_STATUS_KEY = "claims"
 # The installer's cluster tag (OpenShift installers and CAPA both write it): kubernetes.io/cluster/<infraID>.
 INSTALLER_CLUSTER_TAG_PREFIX = "kubernetes.io/cluster/"
 INSTALLER_CLUSTER_TAG_VALUES = ("owned", "shared")

@@ -14,19 +14,20 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from stacks import accounts, names
+from stacks.claims import Claimant, gate, granted
 from stacks.errors import FieldError, InvalidSpec
 from stacks.ingress import Route, claim_ids, cluster_id_of, ingress_error, route_of
 from stacks.inputs import PrivateLinkInputs, SharedIngressInputs, StackInputs
 from stacks.mesh.plan import MeshPlan, plan_mesh
 from stacks.mesh.share import MeshShare
-from stacks.network.merge import merged, vpc_claims
+from stacks.network.merge import merged
 from stacks.model.cluster import Cluster
 from stacks.model.hub import EndpointVPC, HubConfig
 from stacks.transit import MeshStatus
 from stacks.names import CLUSTER_TAG, MANAGED_BY, MANAGED_BY_TAG, TENANT_TAG, stack_name_error
 from stacks.placement import Want, place_endpoints
 from stacks.targets import AwsTarget
-from stacks.tenancy import (Owners, Seat, claim_hosts, host_errors, namespace_caps, namespace_of, quota_refusals,
+from stacks.tenancy import (Owners, Seat, host_errors, namespace_caps, namespace_of, quota_refusals, shared_refusal,
                             tenant_of)
 
 
@@ -48,6 +49,9 @@ class Fleet:
     # What the service recorded of the mesh: each group's state and the transit stacks' outputs (HubConfig
     # status.mesh), each member's attachment (its status). The offline plan reads the hub file's status.
     mesh_status: MeshStatus = field(default_factory=MeshStatus.empty)
+    # Cluster keys that hold their claims before newcomers where no status.claims says so: the offline plan's
+    # clusters whose stacks its baseline planned (stacks.claims.holder_order; the service records claims instead).
+    held: frozenset[str] = frozenset()
     # Whether a discovery reads the clusters' networks (the service with AWS, the plan with its stand-ins): then a
     # cluster waits for its status.network before anything is built (stacks.network.merge).
     discovery: bool = False
@@ -94,11 +98,12 @@ def resolve(
     )
 
 
-def admit(cluster: Cluster, owners: Owners, roles: Mapping[str, str]) -> AwsTarget:
+def admit(cluster: Cluster, owners: Owners, roles: Mapping[str, str], stack: bool = False) -> AwsTarget:
     """The tenancy gate: the cluster's names and account are its namespace's to use (InvalidSpec if not).
 
     Where it lives (account, region, role) is the answer. A cluster refused here takes nothing from the
-    fleet: no endpoint placement, no mesh pair, no API host, no shared-ingress ID.
+    fleet: no endpoint placement, no mesh pair, no claim (stacks.claims). `stack`: its stack exists (an account
+    two namespaces own without the administrator's say refuses only new clusters).
     """
     problem = stack_name_error(cluster.metadata.namespace, cluster.metadata.name)
     if problem is not None:
@@ -109,7 +114,11 @@ def admit(cluster: Cluster, owners: Owners, roles: Mapping[str, str]) -> AwsTarg
     refused = host_errors(cluster, owners.hub, owners.annotations(namespace))
     if refused is not None:
         raise refused
-    return accounts.cluster_target(cluster, owners, roles)
+    target = accounts.cluster_target(cluster, owners, roles)
+    sharing = owners.contested.get(target.account_id)
+    if sharing is not None and not stack:
+        raise shared_refusal(cluster, target.account_id, sharing)
+    return target
 
 
 def _private_link(cluster: Cluster, hub: HubConfig, region: str, vpc: EndpointVPC | None) -> PrivateLinkInputs | None:
@@ -167,7 +176,7 @@ def fleet_targets(fleet: Fleet, owners: Owners | None = None) -> dict[str, AwsTa
     targets: dict[str, AwsTarget | InvalidSpec] = {}
     for cluster in fleet.clusters:
         try:
-            targets[cluster.key] = admit(cluster, owners, roles)
+            targets[cluster.key] = admit(cluster, owners, roles, cluster.key in fleet.stacks)
         except InvalidSpec as exc:
             targets[cluster.key] = exc
     by_namespace: dict[str, list[Seat]] = {}
@@ -215,6 +224,9 @@ class Resolved:
     guests: dict[str, SharedIngressInputs] = field(default_factory=dict)  # each routed cluster's node-side proxy
     unrouted: dict[str, InvalidSpec] = field(default_factory=dict)  # opted-in, not routed, and why
     mesh: MeshPlan | None = None  # the mesh plan the inputs were built from (the service hands out its stamps)
+    # What admission granted each cluster it let through every stage (stacks.claims.granted): the service records
+    # it in status.claims, so that the cluster keeps it.
+    claims: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
@@ -225,11 +237,12 @@ def resolve_fleet(fleet: Fleet) -> dict[str, StackInputs | InvalidSpec]:
 def resolve_all(fleet: Fleet) -> Resolved:
     """Resolve every cluster and route the shared ingress.
 
-    Per cluster: its names, its account (tenancy), its region, its shared-ingress ID and backend. Over the
-    fleet: API hosts and shared-ingress IDs are unique (the younger claimant is refused), endpoints are
-    placed, the mesh is planned. A cluster refused for any of these gets every reason at once and never
-    blocks the others. A cluster is routed exactly when it is refused for nothing but its mesh.
-    (stacks.incremental keeps this answer up to date one change at a time, with the same steps.)
+    Per cluster: its names, its account (tenancy), its region, its shared-ingress ID and backend. Over the fleet,
+    admission decides, in this order, tenancy (accounts, caps), then the claims (stacks.claims: VPC, load
+    balancer, infra ID, API host, then the shared-ingress ID): a cluster refused at one stage enters no later stage
+    and takes nothing from the fleet. Only then are endpoints placed and the mesh planned, over the admitted
+    clusters alone. A refusal never blocks the others. A cluster is routed exactly when it is refused for nothing
+    but its mesh. (stacks.incremental keeps this answer up to date one change at a time, with the same steps.)
     """
     # Registered-only clusters (no AWS part) get no stack and claim nothing: they are not in the answer.
     fleet = replace(fleet, clusters=tuple(c for c in fleet.clusters if c.spec.provisioned))
@@ -239,28 +252,30 @@ def resolve_all(fleet: Fleet) -> Resolved:
     networked = [with_network(c, targets[c.key], hub, fleet.discovery) for c in fleet.clusters]
     targets.update({c.key: target for c, target in networked})
     fleet = replace(fleet, clusters=tuple(c for c, _ in networked))
-    vpc_refusals = vpc_claims(c for c in fleet.clusters if isinstance(targets[c.key], AwsTarget))
+    targets.update(gate((Claimant(c, t) for c in fleet.clusters if isinstance(t := targets[c.key], AwsTarget)),
+                        fleet.held))
+    _, id_refusals = claim_ids(c for c in fleet.clusters if claims_id(c, hub, owners, targets[c.key]))
+    targets.update({key: InvalidSpec([error]) for key, error in id_refusals.items()})
     wants = [w for c in fleet.clusters if (w := want_of(c, targets[c.key])) is not None]
     placed = place_endpoints(hub, wants, fleet.placements, fleet.foreign_endpoints)
     mesh = plan_mesh(hub, fleet.clusters, targets, fleet.mesh_status, accounts.merged_role_map(hub, fleet.role_map))
-    # Names claimed twice: the younger claimant is refused. A refused cluster takes nothing.
-    host_refusals = claim_hosts(c for c in fleet.clusters if claims_host(targets[c.key]))
-    _, id_refusals = claim_ids(c for c in fleet.clusters if claims_id(c, hub, owners, targets[c.key]))
     result: dict[str, StackInputs | InvalidSpec] = {}
     guests: dict[str, SharedIngressInputs] = {}
     unrouted: dict[str, InvalidSpec] = {}
+    claims: dict[str, dict[str, str]] = {}
     for cluster in fleet.clusters:
         key = cluster.key
         base = base_inputs(cluster, hub, owners, fleet.role_map, targets[key], placed.get(key), mesh.share(key))
-        value, guest = finish(cluster, base, merged_refusals(host_refusals.get(key), vpc_refusals.get(key)),
-                              id_refusals.get(key), mesh.errors.get(key))
+        value, guest = finish(cluster, base, mesh.errors.get(key))
         result[key] = value
+        if isinstance(target := targets[key], AwsTarget):
+            claims[key] = granted(cluster, target)
         if guest is not None:
             guests[key] = guest
         elif cluster.spec.shared_ingress.enabled and isinstance(value, InvalidSpec):
             unrouted[key] = value
     routes = tuple(sorted((route_of(c) for c in fleet.clusters if c.key in guests), key=lambda route: route.cluster_id))
-    return Resolved(result, routes, guests, unrouted, mesh)
+    return Resolved(result, routes, guests, unrouted, mesh, claims)
 
 
 # --- the steps of resolve_all, one cluster at a time (stacks.incremental runs them too) ---------------------
@@ -270,11 +285,6 @@ def want_of(cluster: Cluster, target: AwsTarget | InvalidSpec) -> Want | None:
     if cluster.spec.private_link.enabled and isinstance(target, AwsTarget):
         return Want(cluster.key, cluster.ref, target.region, cluster.metadata.creation_timestamp or "")
     return None
-
-
-def claims_host(target: AwsTarget | InvalidSpec) -> bool:
-    """Only admitted clusters claim an API host."""
-    return isinstance(target, AwsTarget)
 
 
 def claims_id(cluster: Cluster, hub: HubConfig, owners: Owners, target: AwsTarget | InvalidSpec) -> bool:
@@ -298,21 +308,12 @@ def base_inputs(cluster: Cluster, hub: HubConfig, owners: Owners, role_map: Mapp
         return exc
 
 
-def finish(cluster: Cluster, base: StackInputs | InvalidSpec, host: InvalidSpec | None, taken: FieldError | None,
+def finish(cluster: Cluster, base: StackInputs | InvalidSpec,
            mesh: InvalidSpec | None) -> tuple[StackInputs | InvalidSpec, SharedIngressInputs | None]:
     """The cluster's answer, and its node-side proxy's inputs when it is routed: refused for nothing but its
     mesh (a mesh problem lies between peers: it stalls the stack, never the route)."""
-    value = _merged(_merged(base, host), InvalidSpec([taken]) if taken is not None else None)
-    guest = value.shared_ingress if isinstance(value, StackInputs) and cluster.spec.shared_ingress.enabled else None
-    return _merged(value, mesh), guest
-
-
-def merged_refusals(first: InvalidSpec | None, second: InvalidSpec | None) -> InvalidSpec | None:
-    """Two fleet-wide refusals of one cluster as one (either may be None)."""
-    if first is None or second is None:
-        return first or second
-    merged_ = _merged(first, second)
-    return merged_ if isinstance(merged_, InvalidSpec) else None
+    guest = base.shared_ingress if isinstance(base, StackInputs) and cluster.spec.shared_ingress.enabled else None
+    return _merged(base, mesh), guest
 
 
 def _merged(earlier: StackInputs | InvalidSpec, problem: InvalidSpec | None) -> StackInputs | InvalidSpec:

@@ -120,6 +120,19 @@ class SharedIngressStatus(StatusModel):
         description="The ID the cluster is routed on by the shared ingress.")
 
 
+class ClaimsStatus(StatusModel):
+    """What the fleet's admission granted the cluster, recorded so that it keeps them (stacks.claims): a newcomer never
+    takes a VPC, load balancer, infra ID, API host or first-claimed account from the cluster that holds it."""
+
+    vpc_id: Short | None = Field(None, alias="vpcID", description="The VPC the cluster holds.")
+    load_balancer: str | None = Field(None, max_length=256,
+        description="The ARN of the load balancer the cluster publishes through PrivateLink.")
+    infra_id: str | None = Field(None, alias="infraID", max_length=128,
+        description="<account>/<infraID>: the install the cluster holds in its account.")
+    api_host: str | None = Field(None, max_length=253, description="The API host the cluster holds.")
+    account: str | None = Field(None, max_length=12, description="The account the cluster was admitted to.")
+
+
 class StackOutputs(StatusModel):
     """The stack outputs people and other stacks look for."""
 
@@ -197,6 +210,9 @@ class ClusterStatus(StatusModel):
         description="The cluster's durable place in its mesh group's join order.")
     shared_ingress: SharedIngressStatus | None = Field(None,
         description="The ID the shared ingress routes the cluster on, recorded once.")
+    claims: ClaimsStatus | None = Field(None,
+        description="What the fleet's admission granted the cluster (VPC, load balancer, infra ID, API host, "
+                    "account), recorded so that no newcomer takes it.")
     # The value of the annotation hubwright.io/reconcile-request the service last acted on.
     last_handled_reconcile_request: str | None = Field(None, max_length=256,
         description=f"The value of the annotation {RECONCILE_REQUEST_ANNOTATION} the service last acted on.")

@@ -8,11 +8,15 @@ Accounts (`Owners.account`)
     A cluster lives in its namespace's owner account (annotation hubwright.io/owner-account-id) and
     nowhere else. A namespace without the annotation is refused (NamespaceNotOwned) unless the HubConfig
     sets spec.tenancy.unownedNamespaces: FirstClaim; then its clusters may use an account that no
-    namespace owns and no other namespace claimed first (oldest cluster first), never the hub account.
+    namespace owns and no other namespace claimed first, never the hub account. The first claimant is the
+    namespace whose cluster holds the account (status.claims.account, stacks.claims), else the oldest
+    cluster's. An account two namespaces own is the administrator's explicit choice
+    (HubConfig spec.tenancy.sharedAccounts); otherwise new clusters of both are refused (AccountShared) and
+    clusters whose stack exists keep running (`contested_accounts`).
 
-Names (`host_errors`, `claim_hosts`)
+Names (`host_errors`; uniqueness is stacks.claims')
     A cluster's API host names a private hosted zone in the hub, so it must be unique across the fleet
-    (the younger claimant is refused), outside the HubConfig's reserved domains and, when the namespace
+    (a claim decided in admission, stacks.claims: the holder keeps it), outside the HubConfig's reserved domains and, when the namespace
     has the annotation hubwright.io/allowed-domains, under one of the domains it lists.
 
 Backends (`allowed_backends`; the rule is stacks.ingress.backend_error)
@@ -32,8 +36,10 @@ Quotas (`quota_refusals`)
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
+
+from stacks.claims import ACCOUNT, recorded
 
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster
@@ -48,7 +54,7 @@ NAMESPACE_NOT_OWNED = "NamespaceNotOwned"
 ACCOUNT_MISMATCH = "AccountMismatch"
 ACCOUNT_NOT_OWNED = "AccountNotOwned"
 INVALID_NAMESPACE = "InvalidNamespaceAnnotation"
-HOST_TAKEN = "APIHostTaken"
+ACCOUNT_SHARED = "AccountShared"
 DOMAIN_NOT_ALLOWED = "DomainNotAllowed"
 QUOTA_EXCEEDED = "QuotaExceeded"
 
@@ -75,12 +81,14 @@ class Owners:
     namespaces: Mapping[str, Mapping[str, str]]  # namespace -> its annotations
     owned: frozenset[str]  # accounts some namespace's annotation names
     claims: Mapping[str, str]  # account -> the unowned namespace that claimed it first (FirstClaim only)
+    # account -> the namespaces that own it, for accounts owned twice and not in spec.tenancy.sharedAccounts
+    contested: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, hub: HubConfig, clusters: Iterable[Cluster],
-           namespaces: Mapping[str, Mapping[str, str]]) -> "Owners":
+    def of(cls, hub: HubConfig, clusters: Iterable[Cluster], namespaces: Mapping[str, Mapping[str, str]]) -> "Owners":
         owned = owned_accounts(namespaces)
-        return cls(hub, namespaces, owned, first_claims(hub, clusters, namespaces, owned))
+        return cls(hub, namespaces, owned, first_claims(hub, clusters, namespaces, owned),
+                   contested_accounts(hub, namespaces))
 
     def annotations(self, namespace: str) -> Mapping[str, str]:
         return self.namespaces.get(namespace, {})
@@ -133,14 +141,46 @@ def owned_accounts(namespaces: Mapping[str, Mapping[str, str]]) -> frozenset[str
     return frozenset(a for ann in namespaces.values() if (a := ann.get(OWNER_ACCOUNT_ANNOTATION)))
 
 
+def contested_accounts(hub: HubConfig, namespaces: Mapping[str, Mapping[str, str]]) -> dict[str, tuple[str, ...]]:
+    """Account -> the namespaces owning it, for every account two or more namespaces' owner annotations name that
+    HubConfig spec.tenancy.sharedAccounts does not list."""
+    owners: dict[str, list[str]] = {}
+    for name, annotations in namespaces.items():
+        if (account := annotations.get(OWNER_ACCOUNT_ANNOTATION)):
+            owners.setdefault(account, []).append(name)
+    shared = set(hub.spec.tenancy.shared_accounts)
+    return {a: tuple(sorted(n)) for a, n in owners.items() if len(n) > 1 and a not in shared}
+
+
+def shared_refusal(cluster: Cluster, account: str, owners: tuple[str, ...]) -> InvalidSpec:
+    """Why a new cluster may not use an account two namespaces own without the administrator saying so."""
+    return InvalidSpec.one(
+        cluster.ref, "spec.accountID",
+        f"account {account} is owned by namespaces {', '.join(owners)} ({OWNER_ACCOUNT_ANNOTATION}) and is not in "
+        "HubConfig spec.tenancy.sharedAccounts: namespaces sharing an account are kept apart only by the fleet's "
+        "claims, so the hub administrator must list it there first; clusters whose stack exists keep running",
+        condition=ACCOUNT_SHARED)
+
+
+def shared_warning(account: str, owners: tuple[str, ...]) -> str:
+    """What a running cluster in an account two namespaces own, unlisted, is told (it keeps running)."""
+    return (f"account {account} is owned by namespaces {', '.join(owners)} and is not in HubConfig "
+            "spec.tenancy.sharedAccounts: this cluster keeps running, but no new cluster of these namespaces is "
+            "admitted there (AccountShared) until the hub administrator lists the account or one namespace gives it up")
+
+
 def first_claims(hub: HubConfig, clusters: Iterable[Cluster], namespaces: Mapping[str, Mapping[str, str]],
                  owned: frozenset[str]) -> dict[str, str]:
-    """FirstClaim: account -> the unowned namespace whose oldest cluster names it first. An account's claim
-    depends only on the clusters naming it, so a caller may pass just those (stacks.incremental does)."""
+    """FirstClaim: account -> the unowned namespace that claimed it first: whose cluster holds it (status.claims),
+    else the oldest cluster's. An account's claim depends only on the clusters naming it, so a caller may pass just
+    those (stacks.incremental does)."""
     claims: dict[str, str] = {}
     if hub.spec.tenancy.unowned_namespaces != "FirstClaim":
         return claims
-    for cluster in sorted(clusters, key=_age):
+    def order(cluster: Cluster) -> tuple[bool, str, str]:
+        return (recorded(cluster).get(ACCOUNT) != cluster.spec.aws.account_id, *_age(cluster))
+
+    for cluster in sorted(clusters, key=order):
         namespace, account = namespace_of(cluster), cluster.spec.aws.account_id
         if OWNER_ACCOUNT_ANNOTATION in namespaces.get(namespace, {}):
             continue
@@ -219,23 +259,6 @@ def host_errors(cluster: Cluster, hub: HubConfig, annotations: Mapping[str, str]
                                f"({', '.join(allowed) or 'none'}; annotation {ALLOWED_DOMAINS_ANNOTATION})",
                                condition=DOMAIN_NOT_ALLOWED)
     return None
-
-
-def claim_hosts(clusters: Iterable[Cluster]) -> dict[str, InvalidSpec]:
-    """By cluster key, a refusal for every cluster whose API host an older cluster already uses."""
-    first: dict[str, Cluster] = {}
-    refused: dict[str, InvalidSpec] = {}
-    for cluster in sorted(clusters, key=_age):
-        host = api_host(cluster).lower()
-        owner = first.setdefault(host, cluster)
-        if owner is not cluster:
-            where = "this namespace" if namespace_of(owner) == namespace_of(cluster) else "another namespace"
-            refused[cluster.key] = InvalidSpec.one(
-                cluster.ref, "spec.apiURL",
-                f"host {host} is already the API host of an older cluster in {where}; API hosts are unique "
-                "across the fleet", condition=HOST_TAKEN)
-    return refused
-
 
 
 # --------------------------------------------------------------------------- quotas

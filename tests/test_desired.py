@@ -125,3 +125,25 @@ def test_a_namespace_change_moves_its_clusters_only():
     assert desired.take_changed() == {"globex/c9"}
     assert resolution.inputs["globex/c9"].reason == DOMAIN_NOT_ALLOWED
     assert dict(resolution.inputs) == resolve_all(_fleet(cache)).inputs
+
+
+def test_what_admission_granted_is_pinned_at_once_so_an_older_claimant_arriving_before_the_record_takes_nothing():
+    """issue #45: the holder of an API host holds it from the pass that granted it (pinned as status.claims on the
+    mapper's thread), before the reconciler writes the record: an older placeholder repointed at the host in between
+    is refused, and the published snapshot hands the reconciler the record to write."""
+    cache = _cache()
+    cache.on_hub("ADDED", hub_doc())
+    for name, owned in NAMESPACES.items():
+        cache.on_namespace("ADDED", {"metadata": {"name": name, "annotations": owned}})
+    holder = _cluster(1, apiURL="https://api.shop.example.com")
+    holder["metadata"]["creationTimestamp"] = "2026-06-01T00:00:00Z"
+    cache.apply("ADDED", holder)
+    desired = Desired(cache)
+    desired.publish(desired.get())
+    assert desired.view.claims_of("acme/c1", None)["apiHost"] == "api.shop.example.com"
+    placeholder = _cluster(2, apiURL="https://API.shop.example.com:6443")  # older, and no record is written yet
+    placeholder["metadata"]["creationTimestamp"] = "2025-01-01T00:00:00Z"
+    cache.apply("ADDED", placeholder)
+    answer = desired.get().inputs
+    assert answer["acme/c1"].stack == "acme.c1"
+    assert answer["acme/c2"].reason == "APIHostTaken"

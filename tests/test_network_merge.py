@@ -11,7 +11,8 @@ from stacks.errors import InvalidSpec
 from stacks.incremental import FleetResolver
 from stacks.inputs import StackInputs
 from stacks.model.loading import parse
-from stacks.network.merge import MISMATCH, NOT_DISCOVERED, VPC_CLAIMED, Pending
+from stacks.claims import VPC_CLAIMED
+from stacks.network.merge import MISMATCH, NOT_DISCOVERED, Pending
 from stacks.resolve import resolve_all
 
 ACCOUNT = "222222222222"
@@ -107,7 +108,7 @@ def test_a_vpc_found_for_two_clusters_is_refused_for_the_younger_one():
     assert isinstance(answers[older.key], StackInputs)
     refusal = answers[younger.key]
     assert isinstance(refusal, InvalidSpec) and refusal.reason == VPC_CLAIMED
-    assert "VPC vpc-0c1 is already HubCluster acme/older's" in str(refusal)
+    assert "VPC vpc-0c1 is already held by HubCluster acme/older, which keeps it" in str(refusal)
 
 
 def test_a_member_cidr_from_discovery_that_overlaps_another_members_is_refused_as_a_declared_one_is():

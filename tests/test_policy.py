@@ -283,6 +283,27 @@ def test_every_peering_has_routes_on_both_sides(mesh):
     assert f"route tables {dropped.props['routeTableId']} have no route to" in violation.reason
 
 
+def test_a_peering_joins_its_own_members_vpc_and_a_peers_and_no_two_members_name_one_vpc(mesh):
+    """issue #45: a peering into a VPC the stack's inputs do not give a peer (a refused spy's, the victim's) is
+    refused, and so is one VPC named by two members, in one stack and across the plan."""
+    planned = next(p for p in mesh.values() if p.of_kind(PEERING))
+    assert planned.check("peerings-join-their-pair") == []
+    pcx = planned.of_kind(PEERING)[0]
+    [violation] = planned.check("peerings-join-their-pair",
+                                planned.changed(lambda r: r is pcx, peerVpcId="vpc-0victim"))
+    assert violation.urn == pcx.urn and "joins" in violation.reason and "vpc-0victim" in violation.reason
+    own, peer = planned.context.members[:2]
+    spying = dataclasses.replace(planned.context, members=(own, dataclasses.replace(peer, vpc_id=own.vpc_id),
+                                                            *planned.context.members[2:]))
+    reasons = [v.reason for v in check_stack(spying, planned.resources) if v.rule == "peerings-join-their-pair"]
+    assert f"VPC {own.vpc_id} is named by 2 members" in reasons[0]
+    one = Context("x.a", group="acme/g", members=(Member("x/a", "vpc-0same", "10.0.0.0/16", (), None),))
+    two = Context("y.b", group="globex/h", members=(Member("y/b", "vpc-0same", "10.9.0.0/16", (), None),))
+    assert check_stack(one, []) == [] and check_stack(two, []) == []
+    [violation] = check_fleet([one, two])
+    assert violation.reason == "VPC vpc-0same is named by 2 members (x/a, y/b): a VPC is one cluster's"
+
+
 def test_member_cidrs_never_overlap_in_one_stack_or_across_the_plan(mesh):
     planned = next(p for p in mesh.values() if len(p.context.members) >= 2)
     a, b = planned.context.members[:2]
@@ -459,7 +480,7 @@ def test_levels_and_config_follow_pulumis_pack_config_format():
 
 
 def test_every_rule_is_named_described_and_runs_at_preview_or_says_why_not():
-    assert len({r.name for r in RULES}) == len(RULES) == 11
+    assert len({r.name for r in RULES}) == len(RULES) == 12
     for rule in RULES:
         assert rule.description and rule.scope in ("resource", "stack")
         assert rule.preview == "runs at preview" or "at up" in rule.preview

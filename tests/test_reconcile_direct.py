@@ -144,6 +144,25 @@ def test_a_new_cluster_is_applied_once_and_reported(world):
     assert world.engine.count() == 1 and len(world.kube.writes) == 2
 
 
+def test_a_running_cluster_in_an_account_two_namespaces_own_keeps_running_with_a_warning_and_its_claims_recorded(
+        world):
+    """issue #45: refusing never destroys. A cluster whose stack exists keeps running when its account becomes one two
+    namespaces own (unlisted): the AccountShared Warning condition says so, with no run; it goes once listed. What
+    admission granted is recorded in status.claims."""
+    world.add()
+    world.desired.claims[KEY] = {"vpcID": "vpc-0c1", "apiHost": "api.prod-1.example.com", "account": "222222222222"}
+    up_then_ready(world)
+    assert world.status().claims.model_dump(by_alias=True, exclude_none=True) == world.desired.claims[KEY]
+    world.desired.shared[KEY] = "account 222222222222 is owned by namespaces acme, globex ..."
+    assert world.reconciler.triage(KEY, world.kube.get(KEY), world.desired.wanted[KEY]) == 0
+    world.reconcile()
+    assert world.engine.count("up") == 1
+    assert world.condition("AccountShared") == ("True", "AccountShared") and world.condition("Ready")[0] == "True"
+    del world.desired.shared[KEY]
+    world.reconcile()
+    assert world.status().condition("AccountShared") is None and world.engine.count("up") == 1
+
+
 def test_an_edit_that_changes_nothing_costs_no_run_but_is_observed(world):
     world.add()
     up_then_ready(world)

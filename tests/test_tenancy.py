@@ -180,8 +180,8 @@ def test_an_api_host_is_unique_across_the_fleet_the_younger_claimant_is_refused(
     squatter = evil(apiURL="https://API.prod.example.com", privateLink={"enabled": True})
     squatter["metadata"]["creationTimestamp"] = "2026-03-01T00:00:00Z"
     err = refused(capsys, tmp_path, [squatter, owner], expect=[
-        "HubCluster evil/intruder: spec.apiURL: host api.prod.example.com is already the API host of an older "
-        "cluster in another namespace"])
+        "HubCluster evil/intruder: spec.apiURL: host api.prod.example.com is already held by a cluster in another "
+        "namespace, which keeps it"])
     assert "acme/prod-1" not in err
 
 

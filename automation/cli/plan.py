@@ -133,8 +133,9 @@ def run(args: argparse.Namespace) -> int:
         known = _known(baseline)
         files, unreadable = yaml_files(args.clusters)
         stamp = fleet_stamp(args.hub, files) if cache is not None and not args.discover and not unreadable else None
+        held = _held(baseline)
         snapshot_key = None if stamp is None else fleet_key(stamp, program=program_digest(), policy=settings,
-                                                            render=rendered, only=args.cluster)
+                                                            render=rendered, only=args.cluster, held=held)
         fleet_found = _replayed(cache, snapshot_key, known, write, document) \
             if cache is not None and snapshot_key is not None else None
         if fleet_found is None:
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
                 if len(files) >= SERIAL_BELOW:
                     pool.prestart()  # a big folder: the workers get ready on the other cores while it is read
                 invalid = []
-                fleet = _fleet(args, invalid)
+                fleet = dataclasses.replace(_fleet(args, invalid), held=held)
                 order: list[list[str]] = []
 
                 def plan_many(inputs: Sequence[StackInputs | TransitInputs]) -> Iterator[Planned]:
@@ -233,6 +234,14 @@ def _baseline(args: argparse.Namespace, tmp: Path) -> Baseline | None:
         plan_at_ref(args.baseline_ref, args, out)
         return Baseline.read(str(out))
     return None
+
+
+def _held(baseline: Baseline | None) -> frozenset[str]:
+    """The clusters whose stacks the baseline planned: they keep their claims before new ones (stacks.claims), as
+    the service's records would say; the offline plan has no records."""
+    if baseline is None:
+        return frozenset()
+    return frozenset(name.replace(".", "/", 1) for name in baseline.names if not name.startswith("_"))
 
 
 def _known(baseline: Baseline | None) -> Known | None:

@@ -28,7 +28,9 @@ from stacks.model.hub import HubConfig
 from stacks.ingress import Route, recorded_id
 from stacks.mesh.plan import MeshPlan
 from stacks.transit import GroupState, MeshStatus, TransitInputs
-from stacks.names import INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
+from stacks.claims import recorded
+from stacks.tenancy import contested_accounts
+from stacks.names import CLAIMS_STATUS_KEY, INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
 
 LOG = logging.getLogger("hubwright.mapper")
 
@@ -150,6 +152,8 @@ class Desired:
         self._digests: Frozen[str, str] = Frozen()
         self._gates: Frozen[str, AwsTarget] = Frozen()  # where each admitted cluster's discovery looks
         self._decided: dict[str, str] = {}  # key -> the endpoint VPC placed in, kept (see _pin)
+        self._granted: Frozen[str, dict[str, str]] = Frozen()  # key -> what admission granted it (see _pin)
+        self._contested: dict[str, tuple[str, ...]] = {}  # stacks.tenancy.contested_accounts, for the Snapshot
         self._changed: set[str] = set()  # keys whose answer moved since the mapper last took them
         self._current: Resolution | None = None
         self.resolves = 0
@@ -189,6 +193,9 @@ class Desired:
                 for name in delta.namespaces:
                     self._resolver.set_namespace(name, namespaces.get(name))
                 self._namespaces = (self._namespaces - delta.namespaces) | (delta.namespaces & set(namespaces))
+            if delta.shared or delta.namespaces:
+                namespaces = self.cache.shared().namespaces
+                self._contested = contested_accounts(self._hub, namespaces) if self._hub is not None else {}
             moved = {key for key in keys if self._put(key)}
             resolved: Resolved | None = None
             changed: set[str] = set()
@@ -248,7 +255,7 @@ class Desired:
         self._enter()
         snapshot = Snapshot(number=self.resolves, values=resolution.inputs, guests=resolution.guests,
                             stamps=self.stamps.frozen(), transits=resolution.transit, hub=resolution.hub,
-                            cache=self.cache, gates=self._gates)
+                            cache=self.cache, gates=self._gates, claims=self._granted, contested=self._contested)
         self.view.publish(snapshot)
         return snapshot
 
@@ -289,18 +296,32 @@ class Desired:
 
         Placement fills a region's VPCs in age order around the ones recorded, so a record arriving after a run
         could move a younger cluster that is not recorded yet, whose run then records the other VPC, and so on.
-        A placement decided once, and given back as existing, never moves another."""
+        A placement decided once, and given back as existing, never moves another.
+
+        What admission granted (stacks.claims) is pinned the same way, as status.claims: the holder of a VPC, a load
+        balancer, an infra ID or an API host holds it from this pass on, before the reconciler records it, so no
+        claimant arriving in between takes it."""
         if self._resolver is None:
             return set()
         pinned = set()
+        grants: dict[str, dict[str, str]] = {}
         for key in keys:
             vpc = self._resolver.endpoint_vpc(key)
+            moved = False
             if vpc is None:
                 self._decided.pop(key, None)
             elif self._decided.get(key) != vpc:
                 self._decided[key] = vpc
-                self._put(key)
+                moved = True
+            granted = self._resolver.granted_of(key)
+            if granted is not None and self._granted.get(key) != granted:
+                grants[key] = dict(granted)
+            if moved or key in grants:
                 pinned.add(key)
+        if grants:
+            self._granted = self._granted.updated(grants)
+        for key in pinned:
+            self._put(key)
         return pinned
 
     def _put(self, key: str) -> bool:
@@ -312,6 +333,8 @@ class Desired:
         elif entry is not None and self._resolver is None:
             cached = self._hub_as_cached  # not a valid HubConfig: the resolver would be there
             refused = hub_problem(self.cache.hub_name, key, cached if isinstance(cached, InvalidSpec) else None)
+        if entry is None and key in self._granted:
+            self._granted = self._granted.updated({}, [key])  # gone: what it held is free again
         if self._resolver is not None:
             if entry is None or refused is not None or isinstance(entry.parsed, InvalidSpec):
                 self._resolver.remove(key)
@@ -320,6 +343,10 @@ class Desired:
                 if key in self._published and recorded_id(cluster) is None:
                     cluster = cluster.model_copy(update={"status": {
                         **(cluster.status or {}), INGRESS_STATUS_KEY: {"clusterID": self._published[key]}}})
+                granted = self._granted.get(key)
+                if granted is not None and recorded(cluster) != granted:
+                    cluster = cluster.model_copy(update={"status": {**(cluster.status or {}),
+                                                                    CLAIMS_STATUS_KEY: granted}})
                 self._resolver.put(cluster, self._decided.get(key) or entry.placement, entry.attachment,
                                    entry.stack)
         old = self._invalid.get(key)

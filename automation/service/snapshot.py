@@ -23,7 +23,7 @@ from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.network.query import NetworkQuery, query_of
 from stacks.targets import AwsTarget
-from stacks.tenancy import namespace_of
+from stacks.tenancy import namespace_of, shared_warning
 from stacks.transit import TransitInputs
 
 
@@ -41,6 +41,9 @@ class DesiredView(Protocol):
     def routed_id(self, key: str, current: str | None) -> str | None:
         """The status.sharedIngress.clusterID the cluster should carry: the ID it is routed on, else `current`."""
 
+    def claims_of(self, key: str, current: dict | None) -> dict | None:
+        """The status.claims the cluster should carry: what admission granted it, else `current`."""
+
     def placed_in(self, key: str) -> tuple[str | None, str | None]:
         """(account, region) of the cluster as its input says; None where the input cannot tell."""
 
@@ -50,6 +53,10 @@ class DesiredView(Protocol):
     def network_query(self, key: str) -> NetworkQuery | None:
         """What discovery reads for the cluster (stacks.network.query), in the account the tenancy gate admitted
         it to; None: registered only, refused at the gate, or unknown."""
+
+    def account_shared(self, key: str) -> str | None:
+        """Why the running cluster's account is one two namespaces own without the administrator's say (the
+        AccountShared Warning condition), or None."""
 
 
 # --------------------------------------------------------------------------- a persistent map
@@ -147,6 +154,8 @@ class Snapshot:
     hub: HubConfig | None = None
     cache: "Cache | None" = None
     gates: Mapping[str, AwsTarget] = field(default_factory=Frozen)  # where each admitted cluster was admitted
+    claims: Mapping[str, dict[str, str]] = field(default_factory=Frozen)  # what admission granted (stacks.claims)
+    contested: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # stacks.tenancy.contested_accounts
 
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
         return self.values.get(key)
@@ -161,6 +170,12 @@ class Snapshot:
         (a record is never taken away: the cluster is routed on it again when it comes back)."""
         guest = self.guests.get(key)
         return guest.cluster_id if guest is not None else current
+
+    def claims_of(self, key: str, current: dict | None) -> dict | None:
+        """The status.claims the cluster should carry: what admission granted it, else what it has (a record is
+        taken away by nothing but a newer grant)."""
+        granted = self.claims.get(key)
+        return dict(granted) if granted is not None else current
 
     def transit(self, stack: str) -> TransitInputs | None:
         return self.transits.get(stack)
@@ -184,6 +199,12 @@ class Snapshot:
         """Whether the cached cluster is registered only (no AWS part): resolve() gives it no inputs, by design."""
         cluster = self._cluster(key)
         return cluster is not None and not cluster.spec.provisioned
+
+    def account_shared(self, key: str) -> str | None:
+        value = self.values.get(key)
+        if not isinstance(value, StackInputs) or value.cluster.account_id not in self.contested:
+            return None
+        return shared_warning(value.cluster.account_id, self.contested[value.cluster.account_id])
 
     def network_query(self, key: str) -> NetworkQuery | None:
         cluster, target = self._cluster(key), self.gates.get(key)
@@ -219,6 +240,9 @@ class Published:
     def routed_id(self, key: str, current: str | None) -> str | None:
         return self.current.routed_id(key, current)
 
+    def claims_of(self, key: str, current: dict | None) -> dict | None:
+        return self.current.claims_of(key, current)
+
     def placed_in(self, key: str) -> tuple[str | None, str | None]:
         return self.current.placed_in(key)
 
@@ -227,3 +251,6 @@ class Published:
 
     def network_query(self, key: str) -> NetworkQuery | None:
         return self.current.network_query(key)
+
+    def account_shared(self, key: str) -> str | None:
+        return self.current.account_shared(key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from policy.rules.endpoints import endpoint_service_principal
 from policy.rules.nacls import no_world_nacl
 from policy.rules.providers import provider_accounts
-from policy.rules.routes import cidrs_disjoint, mesh_routes, peerings_routed
+from policy.rules.routes import cidrs_disjoint, mesh_routes, peerings_join_their_pair, peerings_routed
 from policy.rules.security_groups import api_port_from_hub, mesh_ingress_from_members, no_world_cidr
 from policy.rules.transit import ram_principals, tgw_routes
 from policy.rules.view import Rule
@@ -38,6 +38,10 @@ RULES: tuple[Rule, ...] = (
     Rule("peerings-routed-both-sides",
          "Every peering has routes in every route table of both members (while the group routes over peerings).",
          "stack", peerings_routed, preview=_AT_UP),
+    Rule("peerings-join-their-pair",
+         "A peering joins the stack's own member's VPC and a peer's VPC from the stack's inputs; no two members name "
+         "one VPC (over one stack's members in the pack, over the whole fleet in the plan).", "stack",
+         peerings_join_their_pair),
     Rule("member-cidrs-disjoint",
          "No two member CIDRs of a mesh group overlap (over one stack's pairs in the pack, over the whole fleet "
          "in the plan).", "stack", cidrs_disjoint),

@@ -5,7 +5,7 @@ from typing import Iterable, Mapping, Sequence
 
 from policy.rules.catalog import RULES
 from policy.rules.enforcement import Setting, settings
-from policy.rules.routes import overlaps
+from policy.rules.routes import overlaps, shared_vpcs
 from policy.rules.view import Context, Resource, Violation
 
 def check_stack(ctx: Context, resources: Sequence[Resource],
@@ -27,13 +27,19 @@ def check_stack(ctx: Context, resources: Sequence[Resource],
 
 
 def check_fleet(contexts: Iterable[Context], chosen: Mapping[str, Setting] | None = None) -> list[Violation]:
-    """The rules that span stacks, over every stack of a plan: no two member CIDRs of a group overlap."""
-    setting = (chosen or settings())["member-cidrs-disjoint"]
-    if setting.level == "disabled":
-        return []
+    """The rules that span stacks, over every stack of a plan: no two member CIDRs of a group overlap, and no two
+    members of the fleet name one VPC."""
+    chosen = chosen or settings()
     groups: dict[str, dict[str, tuple[str, ...]]] = {}
+    vpcs: dict[str, str] = {}
     for ctx in contexts:
         if ctx.group is not None:
             groups.setdefault(ctx.group, {}).update({m.key: m.cidrs for m in ctx.members})
-    return [Violation("member-cidrs-disjoint", None, reason, setting.level)
-            for group, cidrs in sorted(groups.items()) for reason in overlaps(cidrs, group)]
+        vpcs.update({m.key: m.vpc_id for m in ctx.members})
+    found: list[Violation] = []
+    if (cidrs_rule := chosen["member-cidrs-disjoint"]).level != "disabled":
+        found += [Violation("member-cidrs-disjoint", None, reason, cidrs_rule.level)
+                  for group, cidrs in sorted(groups.items()) for reason in overlaps(cidrs, group)]
+    if (vpc_rule := chosen["peerings-join-their-pair"]).level != "disabled":
+        found += [Violation("peerings-join-their-pair", None, reason, vpc_rule.level) for reason in shared_vpcs(vpcs)]
+    return found

@@ -81,6 +81,31 @@ def peerings_routed(ctx: Context, resources: Sequence[Resource], _config: Config
                                     f"({cidr}) through this peering")
 
 
+def peerings_join_their_pair(ctx: Context, resources: Sequence[Resource],
+                             _config: Config) -> Iterator[tuple[str | None, str]]:
+    """A peering joins the stack's own member's VPC and a peer's, as the stack's inputs give them; no two members
+    of the stack name one VPC (over the whole fleet: check.check_fleet)."""
+    yield from ((None, reason) for reason in shared_vpcs({m.key: m.vpc_id for m in ctx.members}))
+    if not ctx.members:
+        return
+    own, peers = ctx.members[0].vpc_id, {m.vpc_id for m in ctx.members[1:]}
+    for pcx in (r for r in resources if r.kind == PEERING):
+        vpc, peer = str(pcx.props.get("vpcId")), str(pcx.props.get("peerVpcId"))
+        if {vpc, peer} & {own} != {own} or not ({vpc, peer} - {own}) <= peers or vpc == peer:
+            yield pcx.urn, (f"the peering joins {vpc} and {peer}: not {ctx.members[0].key}'s VPC {own} and a peer's "
+                            f"VPC from the stack's inputs ({', '.join(sorted(peers)) or 'none'})")
+
+
+def shared_vpcs(vpcs: Mapping[str, str]) -> Iterator[str]:
+    """Each VPC that two members (member key -> its VPC) name."""
+    by_vpc: dict[str, list[str]] = {}
+    for key, vpc in vpcs.items():
+        by_vpc.setdefault(vpc, []).append(key)
+    for vpc, keys in sorted(by_vpc.items()):
+        if len(keys) > 1:
+            yield f"VPC {vpc} is named by {len(keys)} members ({', '.join(sorted(keys))}): a VPC is one cluster's"
+
+
 def cidrs_disjoint(ctx: Context, _resources: Sequence[Resource], _config: Config) -> Iterator[tuple[str | None, str]]:
     for reason in overlaps({m.key: m.cidrs for m in ctx.members}, ctx.group):
         yield None, reason

@@ -280,6 +280,13 @@ class Tenancy(Spec):
     max_endpoints_per_namespace: int | None = Field(None, ge=0, le=INT32_MAX,
         description="Per-namespace cap on PrivateLink endpoints (unset: none); the namespace annotation "
                     f"{MAX_ENDPOINTS_ANNOTATION} overrides it.")
+    # Accounts the administrator lets several namespaces own (each names it in its owner-account annotation).
+    # Such namespaces are kept apart only by the fleet's claims (stacks.claims). An account two namespaces own that
+    # is not listed refuses new clusters in both (AccountShared); clusters whose stack exists keep running.
+    shared_accounts: list[AccountID] = Field(default_factory=list, alias="sharedAccounts", max_length=10000,
+        description="Accounts that several namespaces may own (each naming it in its owner-account annotation). "
+                    "An account two namespaces own that is not listed here refuses new clusters in both "
+                    "(AccountShared); clusters whose stack exists keep running.")
 
 
 class HubRegistry(Spec):

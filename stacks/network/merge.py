@@ -16,11 +16,13 @@ cluster's own account (status.network, stacks.network.found), or why it cannot b
 - a cluster that builds nothing on its network (shared ingress only: stacks.network.query.uses_network) is taken
   as it is: its network is neither read nor waited for.
 
-`vpc_claims` is the fleet-wide rule: a VPC that discovery found for two clusters is refused for the younger one.
+A load balancer PrivateLink would publish that is not in the cluster's VPC is refused too (NetworkMismatch): a cluster
+publishes its own API server, never another's. Which cluster holds a VPC or a load balancer is the fleet's rule,
+decided in admission (stacks.claims).
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster, Network
@@ -31,7 +33,6 @@ from stacks.targets import AwsTarget
 
 MISMATCH = "NetworkMismatch"  # a declared fact the cluster's account contradicts
 NOT_DISCOVERED = "NetworkNotDiscovered"  # discovery has not read the network yet (or read it elsewhere)
-VPC_CLAIMED = "VPCClaimed"  # another, older cluster's VPC
 
 
 class Pending(InvalidSpec):
@@ -123,6 +124,11 @@ def merged(cluster: Cluster, target: AwsTarget, settings: Discovery, *, discover
         return Pending(ref, "status.network", f"waiting for discovery to read {what} in account "
                                               f"{target.account_id} ({target.region})")
     errors = disagreements(ref, declared, found)
+    balancer = found.load_balancer
+    if cluster.spec.private_link.enabled and balancer is not None and balancer.vpc_id != found.vpc_id:
+        errors.append(FieldError(ref, "spec.privateLink.loadBalancerName",
+                                 f"load balancer {balancer.name} is in VPC {balancer.vpc_id or 'unknown'}, not the "
+                                 f"cluster's {_where(found)}: PrivateLink publishes only the cluster's own API server"))
     if errors:
         return InvalidSpec(errors, MISMATCH)
     if not found.cidrs:
@@ -139,26 +145,3 @@ def merged(cluster: Cluster, target: AwsTarget, settings: Discovery, *, discover
         "transit_subnets": list(declared.transit_subnets) or one_per_zone(found.subnets),
     })
     return cluster.model_copy(update={"spec": cluster.spec.model_copy(update={"network": network})})
-
-
-def vpc_claims(clusters: Iterable[Cluster]) -> Mapping[str, InvalidSpec]:
-    """Cluster key → refusal, for every cluster whose found VPC an older cluster's discovery found too (the
-    oldest by creationTimestamp, then by key, keeps it). Declared-only networks are not the cloud's word, and are
-    left out."""
-    by_vpc: dict[str, list[Cluster]] = {}
-    for cluster in clusters:
-        found = found_of(cluster.status)
-        if found is not None and cluster.spec.network is not None:
-            by_vpc.setdefault(found.vpc_id, []).append(cluster)
-    refused: dict[str, InvalidSpec] = {}
-    for vpc_id, claimants in by_vpc.items():
-        if len(claimants) < 2:
-            continue
-        ordered = sorted(claimants, key=lambda c: (c.metadata.creation_timestamp or "~", c.key))
-        first = ordered[0]
-        for younger in ordered[1:]:
-            refused[younger.key] = InvalidSpec.one(
-                younger.ref, "spec.network.vpcID",
-                f"VPC {vpc_id} is already {first.ref}'s (the older claim keeps it); a VPC is one cluster's",
-                condition=VPC_CLAIMED)
-    return refused

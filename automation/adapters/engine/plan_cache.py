@@ -76,10 +76,12 @@ def plan_key(inputs: StackInputs | TransitInputs, *, program: str, policy: str, 
     return digest.hexdigest()
 
 
-def fleet_key(stamp: str, *, program: str, policy: str, render: str, only: list[str] | None) -> str:
+def fleet_key(stamp: str, *, program: str, policy: str, render: str, only: list[str] | None,
+              held: Iterable[str] = ()) -> str:
     """What a fleet's whole plan is a function of, when read from unchanged files: their stamp
-    (automation.adapters.files.inputs.fleet_stamp), the program, the policy settings, the format and --cluster."""
-    return hashlib.sha256(json.dumps([program, policy, render, only, stamp]).encode()).hexdigest()
+    (automation.adapters.files.inputs.fleet_stamp), the program, the policy settings, the format, --cluster and the
+    clusters a baseline holds (stacks.resolve.Fleet.held)."""
+    return hashlib.sha256(json.dumps([program, policy, render, only, stamp, sorted(held)]).encode()).hexdigest()
 
 
 class PlanCache:

@@ -98,6 +98,18 @@ def with_drift(previous: list[Condition], drifted: bool, reason: str, message: s
     return [c for c in previous if c.type != DRIFT_CONDITION] + [drift]
 
 
+def with_warning(previous: list[Condition], type_: str, message: str | None, *, generation: int | None,
+                 now: str) -> list[Condition]:
+    """`previous` with the Warning condition `type_` True saying `message`, or gone (None): beside the kstatus three,
+    which stay as they are."""
+    kept = [c for c in previous if c.type != type_]
+    if message is None:
+        return kept
+    old = next((c for c in previous if c.type == type_), None)
+    return kept + [Condition(type=type_, status="True", reason=type_, message=message[:32768],
+                             last_transition_time=_transition(old, "True", now), observed_generation=generation)]
+
+
 def _transition(old: Condition | None, status: str, now: str) -> str:
     """A condition's lastTransitionTime: kept while its status stays the same, `now` when it flips."""
     return old.last_transition_time if old and old.status == status and old.last_transition_time else now

@@ -35,7 +35,8 @@ from kubernetes.client.rest import ApiException
 from automation.adapters.engine import EngineError, Engine
 from automation.adapters.kube.clusters import ClusterClient
 from automation.adapters.kube.informer import Raw, object_key
-from automation.adapters.kube.status import PROGRESS_EVERY, ProgressReport, conditions, rfc3339, with_drift
+from automation.adapters.kube.status import (PROGRESS_EVERY, ProgressReport, conditions, rfc3339, with_drift,
+                                            with_warning)
 from automation.service.cache import Cache
 from automation.service.clusters import delete, drift
 from automation.service.clusters.context import Audit, Guard, ReconcileOptions
@@ -50,7 +51,8 @@ from stacks import status as reasons
 from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
-from stacks.status import ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus, applied
+from stacks.status import ClaimsStatus, ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus, applied
+from stacks.tenancy import ACCOUNT_SHARED
 
 LOG = logging.getLogger("hubwright.reconcile")
 STUCK_LOCK_RETRIES = 3  # StackLocked this many times in a row: ask the engine to recover a stale lock
@@ -136,7 +138,7 @@ class Reconciler:
             return None
         if status.observed_generation != meta.get("generation") or requested(raw, status) is not None:
             return 0
-        if self._mesh_join(key, status) != status.mesh_join or self._routed(key, status) != status.shared_ingress:
+        if self._records_moved(key, status):
             return 0
         if isinstance(desired, InvalidSpec):  # a status left by an older service or input: recomputed
             return None if self._refused_status(raw, status, desired) == status else 0
@@ -155,8 +157,7 @@ class Reconciler:
                                why=f"reconcile requested ({RECONCILE_REQUEST_ANNOTATION}={request}): up with refresh")
         if up_to_date(status, digest):
             if status.observed_generation != generation or ready(status) != "True" \
-                    or self._mesh_join(key, status) != status.mesh_join \
-                    or self._routed(key, status) != status.shared_ingress:
+                    or self._records_moved(key, status):
                 self.write(raw, status, self._ready_status(status, generation, desired, status.last_update))
             due = drift.due_in(self.options, key, status, self.clock())
             if due is not None and due <= 0:
@@ -186,7 +187,7 @@ class Reconciler:
 
         started = self.clock()
         running = running_status(status, generation, desired, why, mesh_join=self._mesh_join(key, status),
-                                 routed=self._routed(key, status), started=started)
+                                 routed=self._routed(key, status), started=started, claims=self._claims(key, status))
         # The stack's first run waits for two writes, side by side (one round trip): the finalizer (so a delete
         # cannot skip the destroy) and the Running mark, which records status.stack (the stack exists: it keeps
         # its place under the namespace's caps). Later runs have both already: their Running mark goes in the
@@ -338,14 +339,36 @@ class Reconciler:
         key = object_key(raw)
         return refused_status(raw, status, exc, placed=self.desired.placed_in(key),
                               mesh_join=self._mesh_join(key, status), routed=self._routed(key, status),
-                              now=self.clock())
+                              now=self.clock(), claims=self._claims(key, status))
 
     def _ready_status(self, status: ClusterStatus, generation: int | None, desired: StackInputs,
                       last: LastUpdate | None, *, outputs: dict[str, Any] | None = None,
                       checked: float | None = None) -> ClusterStatus:
-        return ready_status(status, generation, desired, last, mesh_join=self._mesh_join(desired.key, status),
-                            routed=self._routed(desired.key, status), now=self.clock(), outputs=outputs,
-                            checked=checked)
+        return self._warned(desired.key, ready_status(
+            status, generation, desired, last, mesh_join=self._mesh_join(desired.key, status),
+            routed=self._routed(desired.key, status), now=self.clock(), outputs=outputs, checked=checked,
+            claims=self._claims(desired.key, status)))
+
+    def _claims(self, key: str, status: ClusterStatus) -> ClaimsStatus | None:
+        """status.claims: what admission granted the cluster (stacks.claims), recorded so that it keeps them."""
+        current = status.claims.model_dump(by_alias=True, exclude_none=True) if status.claims else None
+        wanted = self.desired.claims_of(key, current)
+        return ClaimsStatus.model_validate(wanted) if wanted else None
+
+    def _records_moved(self, key: str, status: ClusterStatus) -> bool:
+        """Whether a record the service keeps in the status (join stamp, routed ID, claims, the AccountShared
+        warning) is not written yet."""
+        return self._mesh_join(key, status) != status.mesh_join or self._routed(key, status) != status.shared_ingress \
+            or self._claims(key, status) != status.claims or self._warned(key, status) != status
+
+    def _warned(self, key: str, status: ClusterStatus) -> ClusterStatus:
+        """`status` with the AccountShared Warning condition as the running cluster's account calls for."""
+        warning = self.desired.account_shared(key)
+        if warning is None and status.condition(ACCOUNT_SHARED) is None:
+            return status
+        return status.model_copy(update={"conditions": with_warning(
+            status.conditions, ACCOUNT_SHARED, warning, generation=status.observed_generation,
+            now=rfc3339(self.clock()))})
 
     def write(self, raw: Raw, before: ClusterStatus, after: ClusterStatus) -> bool:
         """Patch the status now (False: the Cluster is gone)."""

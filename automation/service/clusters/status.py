@@ -15,7 +15,7 @@ from stacks.errors import InvalidSpec
 from stacks.network.merge import Pending
 from stacks.inputs import StackInputs
 from stacks.names import RECONCILE_REQUEST_ANNOTATION, stack_name
-from stacks.status import ClusterStatus, LastUpdate, MeshJoin, RunProgress, SharedIngressStatus
+from stacks.status import ClaimsStatus, ClusterStatus, LastUpdate, MeshJoin, RunProgress, SharedIngressStatus
 
 
 def stack_of(raw: Raw, status: ClusterStatus) -> str:
@@ -61,11 +61,12 @@ def run_mark(operation: Literal["up", "destroy"], result: Literal["Running", "Fa
 
 def ready_status(status: ClusterStatus, generation: int | None, desired: StackInputs, last: LastUpdate | None, *,
                  mesh_join: MeshJoin | None, routed: SharedIngressStatus | None, now: float,
-                 outputs: dict[str, Any] | None = None, checked: float | None = None) -> ClusterStatus:
+                 outputs: dict[str, Any] | None = None, checked: float | None = None,
+                 claims: ClaimsStatus | None = None) -> ClusterStatus:
     """The stack is up to date with `desired`."""
     update: dict[str, Any] = {
         "observed_generation": generation, "stack": desired.stack, "inputs_hash": desired.digest(),
-        "mesh_join": mesh_join, "shared_ingress": routed,
+        "mesh_join": mesh_join, "shared_ingress": routed, "claims": claims or status.claims,
         "account": desired.cluster.account_id, "region": desired.cluster.region, "last_update": last,
         "conditions": conditions("ready", reasons.SUCCEEDED, f"stack {desired.stack} is up to date",
                                  generation=generation, previous=status.conditions, now=rfc3339(now))}
@@ -77,10 +78,12 @@ def ready_status(status: ClusterStatus, generation: int | None, desired: StackIn
 
 
 def running_status(status: ClusterStatus, generation: int | None, desired: StackInputs, why: str, *,
-                   mesh_join: MeshJoin | None, routed: SharedIngressStatus | None, started: float) -> ClusterStatus:
+                   mesh_join: MeshJoin | None, routed: SharedIngressStatus | None, started: float,
+                   claims: ClaimsStatus | None = None) -> ClusterStatus:
     """An up is about to start (the Running mark: a killed run is recognised by it)."""
     return status.model_copy(update={
         "observed_generation": generation, "stack": desired.stack, "mesh_join": mesh_join, "shared_ingress": routed,
+        "claims": claims or status.claims,
         "account": desired.cluster.account_id, "region": desired.cluster.region,
         "last_update": run_mark("up", "Running", why, started),
         "conditions": conditions("progressing", reasons.PROGRESSING, why, generation=generation,
@@ -89,13 +92,14 @@ def running_status(status: ClusterStatus, generation: int | None, desired: Stack
 
 
 def refused_status(raw: Raw, status: ClusterStatus, exc: InvalidSpec, *, placed: tuple[str | None, str | None],
-                   mesh_join: MeshJoin | None, routed: SharedIngressStatus | None, now: float) -> ClusterStatus:
+                   mesh_join: MeshJoin | None, routed: SharedIngressStatus | None, now: float,
+                   claims: ClaimsStatus | None = None) -> ClusterStatus:
     """What a refused cluster's status says, every field recomputed from the input."""
     generation = generation_of(raw)
     return with_placement(status, placed).model_copy(update={  # account and region: facts of the input
         "observed_generation": generation, "mesh_join": mesh_join,
         "last_handled_reconcile_request": annotation(raw) or status.last_handled_reconcile_request,
-        "shared_ingress": routed,
+        "shared_ingress": routed, "claims": claims or status.claims,
         # Waiting for discovery is not a refusal: Progressing, until its status.network resolves the cluster again.
         "conditions": conditions("progressing" if isinstance(exc, Pending) else "stalled", exc.reason, str(exc),
                                  generation=generation, previous=status.conditions, now=rfc3339(now))})
