@@ -266,6 +266,11 @@ def test_lookups_succeed_with_exactly_the_generated_policies(moto):
     ec2 = _setup_session(moto, CLUSTER_ACCOUNT).client("ec2", endpoint_url=moto.url)
     vpc = ec2.create_vpc(CidrBlock="10.7.0.0/16")["Vpc"]["VpcId"]
     table = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    vgw = ec2.create_vpn_gateway(Type="ipsec.1")["VpnGateway"]["VpnGatewayId"]
+    ec2.attach_vpn_gateway(VpnGatewayId=vgw, VpcId=vpc)
+    listed = ec2.create_managed_prefix_list(PrefixListName="on-premises", AddressFamily="IPv4", MaxEntries=5,
+                                            Entries=[{"Cidr": "10.40.0.0/16"}])["PrefixList"]["PrefixListId"]
+    ec2.create_route(RouteTableId=table, DestinationPrefixListId=listed, GatewayId=vgw)
     sessions = _enforced(moto)
     inputs = resolve_one(cluster(infraID="prod-1-x7k2p"), hub())
 
@@ -276,11 +281,14 @@ def test_lookups_succeed_with_exactly_the_generated_policies(moto):
     hub_vpcs = [HubVpc(owner="HubConfig default spec.associatedVPCs[0]", region=REGION, vpc_id=hub_vpc)]
     assert lookups.hub_vpc_cidrs(sessions, inputs.hub, hub_vpcs) == {hub_vpc: ("10.100.0.0/16",)}
     assert lookups.vpc_cidrs(sessions, inputs.cluster, vpc) == ("10.7.0.0/16",)
-    assert lookups.routes_in(sessions, inputs.cluster, [table]) == {table: (FoundRoute(cidr="10.7.0.0/16",
-                                                                                       target="local"),)}
+    assert lookups.routes_in(sessions, inputs.cluster, [table]) == {table: (
+        FoundRoute(cidr="10.7.0.0/16", target="local"),
+        FoundRoute(cidr="10.40.0.0/16", target=vgw, prefix_list=listed))}  # through prefix_list_entries
+    assert lookups.prefix_list_sizes(sessions, inputs.cluster, [listed]) == {listed: 5}
     # each is exercised here; discovery's (find_vpcs, subnets_of, ...) under the same policies in test_discovery.py
     assert set(lookups.all_lookups()) == {"find_nlb", "foreign_endpoint_counts", "hub_vpc_cidrs", "vpc_cidrs",
-                                          "routes_in", *DISCOVERY_LOOKUPS}
+                                          "routes_in", "prefix_list_entries", "prefix_list_sizes",
+                                          *DISCOVERY_LOOKUPS}
 
 
 def test_a_policy_missing_the_lookups_action_is_refused(moto):
@@ -291,6 +299,20 @@ def test_a_policy_missing_the_lookups_action_is_refused(moto):
     with pytest.raises(LookupFailed) as caught:
         lookups.find_nlb(sessions, resolve_one(cluster(infraID="prod-1-x7k2p"), hub()))
     assert caught.value.reason == "AccessDenied"
+
+
+def test_a_role_that_may_not_read_prefix_lists_stalls_a_table_that_routes_to_one_never_passes_it(moto):
+    """A cluster role made before the pre-flight read prefix lists: the table's route to a list is not skipped."""
+    ec2 = _setup_session(moto, CLUSTER_ACCOUNT).client("ec2", endpoint_url=moto.url)
+    vpc = ec2.create_vpc(CidrBlock="10.7.0.0/16")["Vpc"]["VpcId"]
+    table = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.{REGION}.s3", VpcEndpointType="Gateway",
+                            RouteTableIds=[table])
+    without = [a for a in iam.actions("cluster") if a != "ec2:GetManagedPrefixListEntries"]
+    sessions = _enforced(moto, cluster_actions=without)
+    with pytest.raises(LookupFailed) as caught:
+        lookups.routes_in(sessions, resolve_one(cluster(), hub()).cluster, [table])
+    assert caught.value.reason == "AccessDenied" and "reading the entries of prefix list pl-" in str(caught.value)
 
 
 # --- no credentials at all: the service's identity is named, never a tenant's field --------------------

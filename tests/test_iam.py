@@ -91,6 +91,7 @@ def test_every_direct_lookup_declares_its_actions():
                       and not name.startswith("_")}  # private helpers (_client, _route_tables) serve the lookups
     assert takes_sessions == set(lookups.all_lookups())
     assert takes_sessions == {"find_nlb", "foreign_endpoint_counts", "hub_vpc_cidrs", "vpc_cidrs", "routes_in",
+                              "prefix_list_entries", "prefix_list_sizes",
                               "find_vpcs", "subnets_of", "route_tables_of", "security_groups_of", "find_load_balancer"}
 
 

@@ -47,8 +47,13 @@ def inputs(vpc, *, mesh: dict | None = None, members: int = 2, topology: str = "
     return resolved.inputs["acme/c00"]
 
 
+def no_lists(ids):
+    """The sizes of the prefix lists the tables route to (MeshQuotaPreflight reads them): the fixture has none."""
+    raise AssertionError(f"no route to a prefix list was expected, found {sorted(ids)}")
+
+
 def test_only_what_is_not_the_meshs_is_counted(vpc):
-    found = look(vpc["ec2"], inputs(vpc).mesh)
+    found = look(vpc["ec2"], inputs(vpc).mesh, no_lists)
     assert found.routes == {vpc["table"]: 3}  # local and the mesh's 10.1.0.0/16 left out
     assert found.rules == {vpc["sg"]: 2}  # the "hubwright mesh" rule left out
     assert found.other_attachments == 0
@@ -69,7 +74,7 @@ def test_routes_already_in_a_table_count_against_routes_per_table_with_the_numbe
 
 def test_rules_already_on_a_group_count_against_rules_per_security_group(vpc):
     share = inputs(vpc, mesh={"accountQuotas": {CLUSTER_ACCOUNT: {"rulesPerSecurityGroup": 3}}}, members=3).mesh
-    assert problems(share, look(vpc["ec2"], share)) == [
+    assert problems(share, look(vpc["ec2"], share, no_lists)) == [
         f"security group {vpc['sg']} would hold 4 inbound rules: 2 already there + 2 from mesh group core; "
         f"rulesPerSecurityGroup is 3"]
 
@@ -81,9 +86,31 @@ def test_attachments_to_other_gateways_count_against_transit_gateways_per_vpc(vp
     ec2.create_transit_gateway_vpc_attachment(TransitGatewayId=other, VpcId=vpc["vpc"],
                                               SubnetIds=[subnet["Subnet"]["SubnetId"]])
     share = inputs(vpc, mesh={"transitGatewaysPerVPC": 1}, topology="transitGateway").mesh
-    found = look(ec2, share)
+    found = look(ec2, share, no_lists)
     assert found.other_attachments == 1
     assert problems(share, found) == [
         f"VPC {vpc['vpc']} would have 2 Transit Gateway attachments: 1 to other gateways + mesh group core's; "
         f"transitGatewaysPerVPC is 1"]
     assert problems(inputs(vpc, topology="transitGateway").mesh, found) == []  # the default 5
+
+
+def test_a_route_to_a_prefix_list_counts_at_the_lists_max_entries(vpc, sessions):  # noqa: F811
+    """AWS counts a route to a customer-managed prefix list at the list's MaxEntries against routes per table,
+    however many entries it holds now; a gateway endpoint's route to an AWS-managed list (which has no MaxEntries)
+    counts 1, the weight AWS gives the S3 and DynamoDB lists."""
+    ec2 = vpc["ec2"]
+    vgw = ec2.create_vpn_gateway(Type="ipsec.1")["VpnGateway"]["VpnGatewayId"]
+    ec2.attach_vpn_gateway(VpnGatewayId=vgw, VpcId=vpc["vpc"])
+    made = ec2.create_managed_prefix_list(PrefixListName="on-premises", AddressFamily="IPv4", MaxEntries=20,
+                                          Entries=[{"Cidr": "172.20.0.0/16", "Description": "data centre"}])
+    ec2.create_route(RouteTableId=vpc["table"], DestinationPrefixListId=made["PrefixList"]["PrefixListId"],
+                     GatewayId=vgw)
+    ec2.create_vpc_endpoint(VpcId=vpc["vpc"], ServiceName="com.amazonaws.us-east-1.s3", VpcEndpointType="Gateway",
+                            RouteTableIds=[vpc["table"]])
+    desired = inputs(vpc, mesh={"routesPerTable": 25}, members=3)  # 3 + 20 + 1 there, + 2 peers = 26 > 25
+    with pytest.raises(NeedsAttention) as caught:
+        MeshQuotaPreflight(sessions)(None, desired)
+    assert caught.value.reason == "MeshLimitExceeded"
+    assert f"route table {vpc['table']} would hold 26 routes: 24 already there + 2 from mesh group core; " \
+           f"routesPerTable is 25" in str(caught.value)
+    assert MeshQuotaPreflight(sessions)(None, inputs(vpc, mesh={"routesPerTable": 26}, members=3)) is None

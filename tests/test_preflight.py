@@ -1,6 +1,8 @@
 """The preflight guard against moto in server mode, alone and inside the reconcile pipeline."""
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 from kubernetes import client
 
@@ -158,6 +160,87 @@ def test_a_pair_route_more_specific_than_a_route_in_the_peers_table_stalls_namin
     covered = _mesh_inputs(victim, attacker, attacker_cidr="10.40.9.0/24",
                            mesh={"groups": {"core": {"memberCIDRs": ["10.0.0.0/8"]}}})
     assert MeshCidrPreflight(sessions)(None, covered) is None
+
+
+# Routes to managed prefix lists (issue 45, finding 2): each IPv4 entry is a route of the list's target. moto holds
+# the lists of the table's own account and the AWS-managed ones its gateway endpoints route to; a list shared through
+# RAM, one AWS will not read and AWS's errors are tested on recorded answers in tests/test_prefix_list_routes.py.
+
+def _on_premises_list(ec2, vpc: str, table: str, *cidrs: str) -> tuple[str, str]:
+    """`cidrs` as a customer-managed prefix list, routed to a VPN gateway of `vpc` in `table`: (list ID, gateway)."""
+    vgw = ec2.create_vpn_gateway(Type="ipsec.1")["VpnGateway"]["VpnGatewayId"]
+    ec2.attach_vpn_gateway(VpnGatewayId=vgw, VpcId=vpc)
+    made = ec2.create_managed_prefix_list(PrefixListName="on-premises", AddressFamily="IPv4", MaxEntries=10,
+                                          Entries=[{"Cidr": cidr, "Description": "data centre"} for cidr in cidrs])
+    prefix_list = made["PrefixList"]["PrefixListId"]
+    ec2.create_route(RouteTableId=table, DestinationPrefixListId=prefix_list, GatewayId=vgw)
+    return prefix_list, vgw
+
+
+def test_a_pair_route_inside_an_entry_of_a_prefix_list_in_the_peers_table_stalls_naming_the_list(moto, sessions):  # noqa: F811
+    """The hijack above, through a prefix list: acme sends its on-premises ranges to its VPN gateway as the entries
+    of a managed prefix list, the usual way; globex declares 10.40.9.0/24, inside the entry 10.40.0.0/16. AWS ranks
+    the longer prefix first, so the pair route would take 10.40.9.0/24 from the prefix-list route."""
+    victim = _vpc(moto, CLUSTER_ACCOUNT, "10.1.0.0/16")
+    ec2, vpc, table = victim
+    prefix_list, vgw = _on_premises_list(ec2, vpc, table, "172.20.0.0/16", "10.40.0.0/16")
+    attacker = _vpc(moto, ATTACKER_ACCOUNT, "10.40.9.0/24")
+    with pytest.raises(NeedsAttention) as caught:
+        MeshCidrPreflight(sessions)(None, _mesh_inputs(victim, attacker, attacker_cidr="10.40.9.0/24"))
+    assert caught.value.reason == "MeshRouteHijack"
+    assert str(caught.value).startswith(
+        f"HubCluster globex/c01: spec.network.cidr: route table {table} of HubCluster acme/c00 has 10.40.0.0/16 (an "
+        f"entry of prefix list {prefix_list}) -> {vgw}, and mesh pair acme.c00+globex.c01 would add 10.40.9.0/24 (to "
+        f"HubCluster globex/c01), which is more specific: 10.40.0.0/16 -> {vgw} would lose 10.40.9.0/24's traffic")
+    assert "172.20.0.0/16" not in str(caught.value)
+    # The hub administrator may give the members that range, as for a CIDR route.
+    covered = _mesh_inputs(victim, attacker, attacker_cidr="10.40.9.0/24",
+                           mesh={"groups": {"core": {"memberCIDRs": ["10.0.0.0/8"]}}})
+    assert MeshCidrPreflight(sessions)(None, covered) is None
+
+
+def test_a_pair_route_the_same_as_an_entry_of_a_prefix_list_stalls_too(moto, sessions):  # noqa: F811
+    """Of two routes of one length AWS ranks the CIDR route above the prefix-list route. (Two CIDR routes of one
+    destination cannot exist: AWS refuses the second, so there only a longer prefix takes traffic.) globex declares
+    exactly the entry: as a member CIDR it is the mesh's own, but the entry is acme's, and it would lose."""
+    victim = _vpc(moto, CLUSTER_ACCOUNT, "10.1.0.0/16")
+    ec2, vpc, table = victim
+    prefix_list, vgw = _on_premises_list(ec2, vpc, table, "10.40.9.0/24")
+    attacker = _vpc(moto, ATTACKER_ACCOUNT, "10.40.9.0/24")
+    with pytest.raises(NeedsAttention) as caught:
+        MeshCidrPreflight(sessions)(None, _mesh_inputs(victim, attacker, attacker_cidr="10.40.9.0/24"))
+    assert caught.value.reason == "MeshRouteHijack"
+    assert (f"route table {table} of HubCluster acme/c00 has 10.40.9.0/24 (an entry of prefix list {prefix_list}) -> "
+            f"{vgw}, and mesh pair acme.c00+globex.c01 would add 10.40.9.0/24 (to HubCluster globex/c01), which is as "
+            f"specific, and AWS ranks a CIDR route above a prefix-list route of the same length: 10.40.9.0/24 -> {vgw} "
+            f"would lose 10.40.9.0/24's traffic") in str(caught.value)
+
+
+def test_gateway_endpoint_routes_pass_a_private_member_and_stall_one_inside_the_services_ranges(moto, sessions):  # noqa: F811
+    """Most VPCs reach S3 and DynamoDB through gateway endpoints: a route to the AWS-managed list of the service's
+    ranges, with the vpce- endpoint as its target. Those lists are read and checked like any other: AWS's ranges are
+    public addresses, so a member in private space (RFC 1918, RFC 6598) passes; a member whose VPC uses a public
+    block inside them would take the peer's S3 traffic for that block, and is refused."""
+    victim = _vpc(moto, CLUSTER_ACCOUNT, "10.1.0.0/16")
+    ec2, vpc, table = victim
+    endpoints = {service: ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.us-east-1.{service}",
+                                                  VpcEndpointType="Gateway", RouteTableIds=[table]
+                                                  )["VpcEndpoint"]["VpcEndpointId"] for service in ("s3", "dynamodb")}
+    routed = {r.get("DestinationPrefixListId"): r.get("GatewayId")
+              for r in ec2.describe_route_tables(RouteTableIds=[table])["RouteTables"][0]["Routes"]}
+    [s3] = ec2.describe_managed_prefix_lists(Filters=[{"Name": "prefix-list-name",
+                                                       "Values": ["com.amazonaws.us-east-1.s3"]}])["PrefixLists"]
+    assert s3["OwnerId"] == "AWS" and routed[s3["PrefixListId"]] == endpoints["s3"]  # what AWS answers too
+    honest = _vpc(moto, ATTACKER_ACCOUNT, "10.50.0.0/16")
+    assert MeshCidrPreflight(sessions)(None, _mesh_inputs(victim, honest, attacker_cidr="10.50.0.0/16")) is None
+    entry = ec2.get_managed_prefix_list_entries(PrefixListId=s3["PrefixListId"])["Entries"][0]["Cidr"]
+    inside = str(next(ipaddress.ip_network(entry).subnets(new_prefix=24)))
+    attacker = _vpc(moto, ATTACKER_ACCOUNT, inside)
+    with pytest.raises(NeedsAttention) as caught:
+        MeshCidrPreflight(sessions)(None, _mesh_inputs(victim, attacker, attacker_cidr=inside))
+    assert caught.value.reason == "MeshRouteHijack"
+    assert (f"route table {table} of HubCluster acme/c00 has {entry} (an entry of prefix list {s3['PrefixListId']}) "
+            f"-> {endpoints['s3']}, and mesh pair acme.c00+globex.c01 would add {inside}") in str(caught.value)
 
 
 def test_in_the_pipeline_a_hijacking_joiner_stalls_and_nothing_runs(moto, sessions):  # noqa: F811

@@ -35,39 +35,71 @@ def pair_routes(share: MeshShare) -> tuple[PlannedRoute, ...]:
 
 
 class FoundRoute(Frozen):
-    """A route already in a route table (DescribeRouteTables)."""
+    """A route already in a route table (DescribeRouteTables). A route to a managed prefix list is one FoundRoute per
+    IPv4 entry of the list (GetManagedPrefixListEntries), with `prefix_list` naming the list."""
 
     cidr: str
-    target: str  # "local", "tgw-...", "pcx-...", "vgw-...", ...
+    target: str  # "local", "tgw-...", "pcx-...", "vgw-...", "vpce-..." (a gateway endpoint), ...
+    prefix_list: str = ""  # the managed prefix list this is an entry of; "" for a route to a CIDR block
 
 
-def route_hijacks(share: MeshShare, found: Mapping[str, Iterable[FoundRoute]]) -> list[str]:
+class UnreadableList(Frozen):
+    """A route to a managed prefix list whose entries could not be read: any pair route in its table might beat one."""
+
+    prefix_list: str
+    target: str
+    why: str  # AWS's answer
+
+
+TableRoute = FoundRoute | UnreadableList  # what a route table holds, as the hijack check reads it
+
+
+def route_hijacks(share: MeshShare, found: Mapping[str, Iterable[TableRoute]]) -> list[str]:
     """Why each hijacking pair route (hijacking_routes) would take another route's traffic."""
     return [why for _, why in hijacking_routes(share, found)]
 
 
-def hijacking_routes(share: MeshShare, found: Mapping[str, Iterable[FoundRoute]]) -> list[tuple[PlannedRoute, str]]:
-    """Each pair route that would be strictly more specific than a route already in its table that is not the
-    mesh's: longest prefix wins, so the pair route would take that route's traffic for its range.
+def hijacking_routes(share: MeshShare, found: Mapping[str, Iterable[TableRoute]]) -> list[tuple[PlannedRoute, str]]:
+    """Each pair route that would take traffic from a route already in its table that is not the mesh's: one it is
+    strictly more specific than (longest prefix wins), or an entry of a prefix-list route it is as specific as (AWS
+    ranks a CIDR route above a prefix-list route of the same length; two CIDR routes of one destination cannot
+    exist, AWS refuses the second).
 
     Not counted: `local` routes, the default route (0.0.0.0/0: every route beats it, as intended), routes to the
-    group's member CIDR blocks and summaries (the mesh's own), and routes inside the group's memberCIDRs (the range the
-    hub administrator gave the members). `found`: route table -> its routes.
+    group's member CIDR blocks and summaries (the mesh's own: it writes CIDR routes only, so an entry of a prefix
+    list is never the mesh's), and routes inside the group's memberCIDRs (the range the hub administrator gave the
+    members). A prefix list that could not be read (UnreadableList) refuses every pair route in its table: it is
+    never skipped. `found`: route table -> its routes.
     """
     limits = share.limits
     own = set(limits.group_cidrs) if limits is not None else set()
     ranges = [ipaddress.IPv4Network(c) for c in (limits.member_cidrs if limits is not None else ())]
     out = []
     for route in pair_routes(share):
-        mine = ipaddress.IPv4Network(route.cidr)
         for there in found.get(route.table, ()):
-            theirs = ipaddress.IPv4Network(there.cidr)
-            if there.target == "local" or theirs.prefixlen == 0 or there.cidr in own \
-                    or any(theirs.subnet_of(r) for r in ranges):
-                continue
-            if mine.prefixlen > theirs.prefixlen and mine.subnet_of(theirs):
-                out.append((route, f"route table {route.table} of HubCluster {route.member} has {there.cidr} -> "
-                                   f"{there.target}, and mesh pair {route.pair} would add {route.cidr} (to HubCluster "
-                                   f"{route.to}), which is more specific: {there.cidr} -> {there.target} would lose "
-                                   f"{route.cidr}'s traffic"))
+            why = _loses(route, there, own, ranges)
+            if why is not None:
+                out.append((route, why))
     return out
+
+
+def _loses(route: PlannedRoute, there: TableRoute, own: set[str], ranges: list[ipaddress.IPv4Network]) -> str | None:
+    """Why `there` would lose traffic to the pair route `route`, or None when it would not."""
+    where = f"route table {route.table} of HubCluster {route.member}"
+    adds = f"mesh pair {route.pair} would add {route.cidr} (to HubCluster {route.to})"
+    if isinstance(there, UnreadableList):
+        return (f"{where} routes prefix list {there.prefix_list} -> {there.target}, whose entries could not be read "
+                f"({there.why}), and {adds}, which could beat any of them: a list that cannot be read refuses every "
+                f"pair route in its table")
+    mine, theirs = ipaddress.IPv4Network(route.cidr), ipaddress.IPv4Network(there.cidr)
+    listed = bool(there.prefix_list)
+    if there.target == "local" or theirs.prefixlen == 0 or (there.cidr in own and not listed) \
+            or any(theirs.subnet_of(r) for r in ranges):
+        return None
+    if not mine.subnet_of(theirs) or (mine.prefixlen == theirs.prefixlen and not listed):
+        return None
+    has = f"{there.cidr} (an entry of prefix list {there.prefix_list})" if listed else there.cidr
+    how = "more specific" if mine.prefixlen > theirs.prefixlen else \
+        "as specific, and AWS ranks a CIDR route above a prefix-list route of the same length"
+    return (f"{where} has {has} -> {there.target}, and {adds}, which is {how}: {there.cidr} -> {there.target} would "
+            f"lose {route.cidr}'s traffic")

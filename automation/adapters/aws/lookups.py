@@ -7,6 +7,7 @@ lookup under moto's IAM enforcement with exactly those policies.
 """
 from __future__ import annotations
 
+import ipaddress
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from automation.adapters.aws.sessions import AwsError, AwsSessions, transient
 from stacks.inputs import AwsTarget, StackInputs
 from stacks.errors import NeedsAttention
-from stacks.mesh.routes import FoundRoute
+from stacks.mesh.routes import FoundRoute, TableRoute, UnreadableList
 from stacks.mesh.share import HubVpc
 from stacks.model.hub import EndpointVPC
 from stacks.names import MANAGED_BY, MANAGED_BY_TAG
@@ -281,19 +282,97 @@ def _route_tables(sessions: AwsSessions, target: AwsTarget, filters: list[dict],
         raise _refused(exc, f"reading {what}", target) from None
 
 
-@needs("cluster", "ec2:DescribeRouteTables")
+@needs("cluster", "ec2:DescribeRouteTables", "ec2:GetManagedPrefixListEntries")
 def routes_in(sessions: AwsSessions, target: AwsTarget, tables: Iterable[str], *, operation: str = "route-tables",
-              cluster: str | None = None, namespace: str | None = None) -> dict[str, tuple[FoundRoute, ...]]:
+              cluster: str | None = None, namespace: str | None = None) -> dict[str, tuple[TableRoute, ...]]:
     """Route table -> its IPv4 routes (destination and target), for the tables that exist in the target's
-    account and region."""
+    account and region. A route to a managed prefix list is a route to each IPv4 entry of the list
+    (prefix_list_entries), with the route's target; a list that cannot be read is an UnreadableList, never left out."""
     wanted = sorted(set(tables))
     if not wanted:
         return {}
     found = _route_tables(sessions, target, [{"Name": "route-table-id", "Values": wanted}],
                           f"route tables {', '.join(wanted)}", operation, cluster, namespace)
-    return {table["RouteTableId"]: tuple(
-        FoundRoute(cidr=r["DestinationCidrBlock"], target=next((r[k] for k in _ROUTE_TARGETS if r.get(k)), "?"))
-        for r in table.get("Routes", []) if r.get("DestinationCidrBlock")) for table in found}
+    lists = {r["DestinationPrefixListId"] for table in found for r in table.get("Routes", [])
+             if r.get("DestinationPrefixListId")}
+    entries = prefix_list_entries(sessions, target, lists, operation=operation, cluster=cluster,
+                                  namespace=namespace) if lists else {}
+    return {table["RouteTableId"]: tuple(found_route for r in table.get("Routes", [])
+                                         for found_route in _table_routes(r, entries)) for table in found}
+
+
+def _table_routes(route: dict, entries: Mapping[str, PrefixListEntries]) -> Iterator[TableRoute]:
+    """One route of DescribeRouteTables as the hijack check reads it (an IPv6 route is none)."""
+    target = next((route[k] for k in _ROUTE_TARGETS if route.get(k)), "?")
+    if route.get("DestinationCidrBlock"):
+        yield FoundRoute(cidr=route["DestinationCidrBlock"], target=target)
+    elif route.get("DestinationPrefixListId"):
+        listed = entries[route["DestinationPrefixListId"]]
+        if listed.unreadable:
+            yield UnreadableList(prefix_list=listed.prefix_list_id, target=target, why=listed.unreadable)
+        yield from (FoundRoute(cidr=cidr, target=target, prefix_list=listed.prefix_list_id) for cidr in listed.cidrs)
+
+
+# --- managed prefix lists a route table routes to: their entries (the hijack check) and sizes (the quota) --------
+
+@dataclass(frozen=True)
+class PrefixListEntries:
+    prefix_list_id: str
+    cidrs: tuple[str, ...]  # its IPv4 entries (an IPv6 list has none)
+    unreadable: str = ""  # why AWS would not give them; then cidrs is empty and the list is never skipped
+
+
+@needs("cluster", "ec2:GetManagedPrefixListEntries")
+def prefix_list_entries(sessions: AwsSessions, target: AwsTarget, ids: Iterable[str], *,
+                        operation: str = "route-tables", cluster: str | None = None,
+                        namespace: str | None = None) -> dict[str, PrefixListEntries]:
+    """Managed prefix list ID -> its IPv4 entries, read in the target's account and region with the list's ID: a
+    list of that account, one another account shares with it through RAM (a consumer may read a shared list's
+    entries) or an AWS-managed one (the S3 and DynamoDB lists a gateway endpoint routes to: anyone may read them).
+
+    A list AWS will not read (unknown, no longer shared) comes back `unreadable` with AWS's answer; a denied read
+    raises LookupRefused (AccessDenied: the role lacks the action), a throttled or failed one LookupFailed (retried).
+    """
+    client = _client(sessions, target, "ec2", operation, cluster, namespace)
+    out: dict[str, PrefixListEntries] = {}
+    for prefix_list in sorted(set(ids)):
+        try:
+            cidrs = [entry["Cidr"] for page in client.get_paginator("get_managed_prefix_list_entries").paginate(
+                PrefixListId=prefix_list) for entry in page.get("Entries", [])]
+        except (ClientError, BotoCoreError) as exc:
+            error = _refused(exc, f"reading the entries of prefix list {prefix_list}", target)
+            if not isinstance(error, LookupRefused) or error.reason == "AccessDenied":
+                raise error from None
+            out[prefix_list] = PrefixListEntries(prefix_list, (), unreadable=str(error))
+            continue
+        out[prefix_list] = PrefixListEntries(prefix_list, tuple(
+            cidr for cidr in cidrs if ipaddress.ip_network(cidr, strict=False).version == 4))
+    return out
+
+
+@needs("cluster", "ec2:DescribeManagedPrefixLists")
+def prefix_list_sizes(sessions: AwsSessions, target: AwsTarget, ids: Iterable[str], *,
+                      operation: str = "mesh-quotas", cluster: str | None = None,
+                      namespace: str | None = None) -> dict[str, int]:
+    """Managed prefix list ID -> the routes a route to it counts as against routes per route table: its MaxEntries
+    (AWS counts a referenced list at its maximum size, however many entries it holds), or 1 for an AWS-managed list,
+    which has no MaxEntries (the weight AWS documents for the S3 and DynamoDB lists gateway endpoints route to).
+    Described in the target's account and region (a list shared with it through RAM included); a list AWS does not
+    describe raises LookupRefused naming it."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    client = _client(sessions, target, "ec2", operation, cluster, namespace)
+    try:
+        described = {pl["PrefixListId"]: pl for page in client.get_paginator("describe_managed_prefix_lists").paginate(
+            PrefixListIds=wanted) for pl in page.get("PrefixLists", [])}
+    except (ClientError, BotoCoreError) as exc:
+        raise _refused(exc, f"describing prefix lists {', '.join(wanted)}", target) from None
+    missing = [pl for pl in wanted if pl not in described]
+    if missing:
+        raise LookupRefused(f"prefix list {', '.join(missing)} in account {target.account_id} ({target.region}): AWS "
+                            "does not describe it, so the routes to it cannot be counted against routesPerTable")
+    return {pl: int(described[pl].get("MaxEntries") or 1) for pl in wanted}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,11 @@ form is not the cloud, so before a member's stack runs this reads, through the a
 - the route tables the stack's pair routes go into, the member's and each peer's (DescribeRouteTables in each
   account): a pair route strictly more specific than a route already there that is not the mesh's would take
   that route's traffic (longest prefix wins), so the cluster is Stalled (MeshRouteHijack) naming the table,
-  both routes and the one that would lose (stacks.mesh.routes.route_hijacks decides).
+  both routes and the one that would lose (stacks.mesh.routes.route_hijacks decides). A route to a managed prefix
+  list (GetManagedPrefixListEntries in the table's account: its own lists, lists shared with it through RAM, and
+  the AWS-managed lists of gateway endpoints) is a route to each of its entries, and loses to a pair route as
+  specific as an entry too (AWS ranks a CIDR route above a prefix-list route of one length); a list that cannot
+  be read stalls every pair route into its table.
 
 Nothing runs while any of these holds; refusing never touches the stack.
 """

@@ -4,7 +4,9 @@ The planner (stacks.mesh) refuses a join that its own resources would push past 
 is already there too. Before a member's stack runs, this looks at its VPC and counts:
 
 - routes in each of its route tables that are not the mesh's (the `local` routes and routes to the
-  group's member or summary CIDRs left out), plus the routes the group puts there, against routesPerTable;
+  group's member or summary CIDRs left out; a route to a managed prefix list counted at the list's MaxEntries, as
+  AWS counts it, an AWS-managed list of a gateway endpoint at 1: lookups.prefix_list_sizes), plus the routes the
+  group puts there, against routesPerTable;
 - inbound rules on each of its node security groups that are not the mesh's (description
   "hubwright mesh ..."), plus the mesh's, against rulesPerSecurityGroup;
 - with an attachment, the VPC's Transit Gateway attachments to other gateways (not deleted, failed or
@@ -16,12 +18,12 @@ numbers, before anything runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.adapters.aws.sessions import AwsSessions
-from automation.adapters.aws.lookups import LookupFailed
+from automation.adapters.aws.lookups import LookupFailed, prefix_list_sizes
 from stacks.errors import NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.mesh.share import MeshShare
@@ -42,12 +44,21 @@ def _pages(client: Any, method: str, key: str, **kwargs: Any) -> Iterable[dict]:
         yield from page.get(key, [])
 
 
-def routes_in_tables(ec2: Any, tables: Iterable[str], mesh_cidrs: set[str]) -> dict[str, int]:
-    """Routes per table that are neither `local` nor to a CIDR the mesh manages."""
+Sizes = Callable[[Iterable[str]], Mapping[str, int]]  # prefix list IDs -> what a route to each counts as
+
+
+def routes_in_tables(ec2: Any, tables: Iterable[str], mesh_cidrs: set[str], sizes: Sizes) -> dict[str, int]:
+    """Routes per table that are neither `local` nor to a CIDR the mesh manages; a route to a managed prefix list
+    counts as `sizes` says (its MaxEntries)."""
+    found = list(_pages(ec2, "describe_route_tables", "RouteTables", RouteTableIds=sorted(tables)))
+    lists = {r["DestinationPrefixListId"] for table in found for r in table.get("Routes", [])
+             if r.get("DestinationPrefixListId")}
+    weight = sizes(lists) if lists else {}
     out = {}
-    for table in _pages(ec2, "describe_route_tables", "RouteTables", RouteTableIds=sorted(tables)):
+    for table in found:
         out[table["RouteTableId"]] = sum(
-            1 for r in table.get("Routes", [])
+            weight[r["DestinationPrefixListId"]] if r.get("DestinationPrefixListId") else 1
+            for r in table.get("Routes", [])
             if r.get("GatewayId") != "local" and r.get("DestinationCidrBlock") not in mesh_cidrs)
     return out
 
@@ -71,11 +82,11 @@ def other_attachments(ec2: Any, vpc_id: str, gateway: str | None) -> int:
                if a.get("State") not in GONE_ATTACHMENT_STATES and a.get("TransitGatewayId") != gateway)
 
 
-def look(ec2: Any, share: MeshShare) -> Found:
+def look(ec2: Any, share: MeshShare, sizes: Sizes) -> Found:
     member = share.member
     mesh_cidrs = set(share.limits.group_cidrs) if share.limits is not None else set()
     gateway = share.attachment.transit_gateway_id if share.attachment is not None else None
-    return Found(routes=routes_in_tables(ec2, member.route_table_ids, mesh_cidrs),
+    return Found(routes=routes_in_tables(ec2, member.route_table_ids, mesh_cidrs, sizes),
                  rules=ingress_rules(ec2, member.security_group_ids),
                  other_attachments=other_attachments(ec2, member.vpc_id, gateway) if gateway else 0)
 
@@ -117,8 +128,13 @@ class MeshQuotaPreflight:
             return
         ec2 = self.sessions.client(desired.cluster, "ec2", operation="mesh-quotas", cluster=desired.name,
                                    namespace=desired.namespace)
+
+        def sizes(ids: Iterable[str]) -> Mapping[str, int]:
+            return prefix_list_sizes(self.sessions, desired.cluster, ids, operation="mesh-quotas",
+                                     cluster=desired.name, namespace=desired.namespace)
+
         try:
-            found = look(ec2, share)
+            found = look(ec2, share, sizes)
         except (ClientError, BotoCoreError) as exc:
             raise LookupFailed(f"counting what is already in VPC {share.member.vpc_id} of account "
                                f"{desired.cluster.account_id}: {exc}", reason="MeshQuotaLookupFailed") from None
