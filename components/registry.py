@@ -2,6 +2,8 @@
 
     RegistryApi (hubwright:deploy:RegistryApi)
     ├── ServiceAccount, ClusterRole(+Binding)  exactly the API's own rights (stacks.install.API_RULES)
+    ├── ValidatingAdmissionPolicy(+Binding)    <name>-agents: of those rights, its ServiceAccount uses only its
+    │                                          agents' (stacks.agent_admission: names, tenant namespaces, audiences)
     ├── PersistentVolumeClaim                  the SQLite facts history (not made with --facts-db postgresql://)
     ├── Deployment                             `python -m automation api`, probes on /healthz; read-only root
     │                                          filesystem: writable are only the facts volume and /tmp
@@ -17,6 +19,7 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from stacks.agent_admission import API_AUDIENCES, agent_policy
 from stacks.deployment import InstallValues
 
 FACTS_DIR = "/var/lib/hubwright-registry"  # the SQLite file's volume
@@ -26,6 +29,8 @@ FACTS_DIR = "/var/lib/hubwright-registry"  # the SQLite file's volume
 class RegistryApiArgs:
     image: str
     rules: Sequence[Mapping[str, Any]]  # the API ServiceAccount's ClusterRole (stacks.install.API_RULES)
+    # the hub API server's own audiences: the only ones its agents' tokens may carry (stacks.agent_admission)
+    token_audiences: Sequence[str] = API_AUDIENCES
     namespace: str = "hubwright-system"
     # What agents dial (--public-url). None: the Service's in-cluster address, http://<name>.<namespace>.svc.
     public_url: str | None = None
@@ -46,8 +51,9 @@ class RegistryApiArgs:
         """The install's values (both doors: automation.cli.install and deploy/)."""
         registry = values.registry
         return cls(image=values.image, rules=rules, namespace=values.namespace, public_url=registry.public_url,
-                   facts_db_secret=registry.facts_db_secret, facts_size=values.volumes.facts,
-                   tmp_size=values.volumes.tmp, resources=registry.resources.model_dump())
+                   token_audiences=tuple(registry.token_audiences), facts_db_secret=registry.facts_db_secret,
+                   facts_size=values.volumes.facts, tmp_size=values.volumes.tmp,
+                   resources=registry.resources.model_dump())
 
     @property
     def shared_history(self) -> bool:
@@ -75,6 +81,9 @@ class RegistryApi(pulumi.ComponentResource):
             f"{name}-crb", metadata={"name": name, "labels": labels},
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata.name},
             subjects=[{"kind": "ServiceAccount", "name": name, "namespace": ns}], opts=child)
+        # RBAC cannot say "hubwright-agent-* in tenant namespaces": the API server's admission does, for this user
+        self.admission = k8s.yaml.v2.ConfigGroup(f"{name}-admission",
+                                                 objs=agent_policy(ns, name, tuple(args.token_audiences)), opts=child)
 
         # A PostgreSQL URL carries a password: from a Secret, through the flag's environment variable, never in args.
         env: list[dict[str, Any]] = []

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, ValidationInfo
 from pydantic.alias_generators import to_camel
 
+from stacks.agent_admission import API_AUDIENCES, AUDIENCE
 from stacks.errors import FieldError, InvalidSpec
 from stacks.names import ROLE_ARN
 from stacks.release import default_image, image_problem
@@ -178,6 +179,17 @@ class RegistryValues(Values):
     resources: Resources = Field(
         default_factory=lambda: Resources(requests={"cpu": "100m", "memory": "128Mi"}, limits={"memory": "512Mi"}),
         description="the registry API container's requests and limits")
+    token_audiences: list[str] = Field(
+        default_factory=lambda: list(API_AUDIENCES), min_length=1, max_length=16,
+        description="the hub API server's own audiences (its --api-audiences, by default its "
+                    "--service-account-issuer): the only audiences the registry may mint its agents' tokens for")
+
+    @field_validator("token_audiences")
+    @classmethod
+    def _audiences(cls, value: list[str]) -> list[str]:
+        for audience in value:
+            _matching(AUDIENCE, audience, "an audience (letters, digits and URL punctuation)")
+        return value
 
 
 class MonitoringValues(Values):

@@ -2,8 +2,9 @@
 
 `install_registry_rules` applies stacks.admission's ClusterRole and policies idempotently (create, or replace
 what is there), so every module that needs them can call it; the policies match Tenants only, so the other
-tests on the shared server are not affected. Users are ServiceAccounts with TokenRequest tokens: the test
-server has no controller-manager, but TokenRequest works.
+tests on the shared server are not affected. `hold_to_agents` gives a test's registry ServiceAccount the policy
+the install gives the registry's (it matches that one user). Users are ServiceAccounts with TokenRequest tokens:
+the test server has no controller-manager, but TokenRequest works.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from doubles.envtest import delete_tenant  # noqa: F401 - the tests' helper, shared with bench/
 from stacks.admission import admission_manifests, tenant_admin_clusterrole
+from stacks.agent_admission import agent_policy
 from stacks.names import GROUP, VERSION
 
 RBAC = "rbac.authorization.k8s.io"
@@ -73,6 +75,37 @@ def _wait_for_policies(api_client: client.ApiClient, timeout: float = 30.0) -> N
     finally:
         custom.patch_cluster_custom_object_status(GROUP, VERSION, "hubtenants", name, {"status": {"clusters": 0}})
         delete_tenant(api_client, name)
+
+
+def hold_to_agents(admin: client.ApiClient, registry: client.ApiClient, namespace: str, name: str,
+                   timeout: float = 30.0) -> Callable[[], None]:
+    """The admission policy the install gives the registry's ServiceAccount (stacks.agent_admission), for the
+    ServiceAccount `namespace/name` whose client is `registry`, in force when this returns (its names end in
+    `-<namespace>`: unique on the shared server). Returns the call that removes it."""
+    admission = client.AdmissionregistrationV1Api(admin)
+    policy, binding = agent_policy(namespace, name)
+    policy["metadata"]["name"] = binding["metadata"]["name"] = binding["spec"]["policyName"] = \
+        f"{policy['metadata']['name']}-{namespace}"
+    _apply(admission.create_validating_admission_policy, admission.read_validating_admission_policy,
+           admission.replace_validating_admission_policy, policy)
+    _apply(admission.create_validating_admission_policy_binding, admission.read_validating_admission_policy_binding,
+           admission.replace_validating_admission_policy_binding, binding)
+    deadline = time.monotonic() + timeout
+    while True:  # in force once a ServiceAccount of no agent's name, in its own namespace, is refused by it
+        try:
+            client.CoreV1Api(registry).create_namespaced_service_account(
+                namespace, {"metadata": {"name": "probe"}}, dry_run="All")
+        except ApiException as exc:
+            if exc.status == 403 and policy["metadata"]["name"] in (exc.body or ""):
+                break
+            if exc.status != 403:
+                raise
+        if time.monotonic() > deadline:
+            raise TimeoutError("the registry's admission policy did not take effect")
+        time.sleep(0.2)
+    made = policy["metadata"]["name"]
+    return lambda: undo_all([lambda: admission.delete_validating_admission_policy_binding(made),
+                             lambda: admission.delete_validating_admission_policy(made)])
 
 
 def undo_all(calls: Iterable[Callable[[], Any]]) -> None:

@@ -260,7 +260,8 @@ def test_the_docs_table_names_every_key_with_its_default():
         value: Any = defaults
         for part in key.split("."):
             value = value[part]
-        want = "unset" if value is None else f"`{json.dumps(value) if isinstance(value, (dict, bool)) else value}`"
+        shown = json.dumps(value) if isinstance(value, (dict, bool, list)) else value
+        want = "unset" if value is None else f"`{shown}`"
         if key == "image":
             want = "`ghcr.io/hubwright/hubwright:<version>`"
             assert default_image().startswith("ghcr.io/hubwright/hubwright:")

@@ -1,9 +1,10 @@
 """One-time bootstrap tokens and the install endpoint against the real kube-apiserver.
 
-The API's own client is a ServiceAccount bound to exactly stacks.install.API_RULES, so every test here also
-proves those rights suffice. Proven: a token is redeemed once, expires, is stored only as its hash and never
-logged; concurrent redemptions give exactly one success; a reset invalidates the old token (and a new install
-revokes the previous agent); issuing needs `create hubclusters/bootstraptoken`; the agent's token may push facts
+The API's own client is a ServiceAccount bound to exactly stacks.install.API_RULES and held to its agents by the
+install's admission policy (stacks.agent_admission), so every test here also proves those rights suffice under
+it. Proven: a token is redeemed once, expires, is stored only as its hash and never logged; concurrent
+redemptions give exactly one success; a reset invalidates the old token (and a new install revokes the previous
+agent); issuing needs `create hubclusters/bootstraptoken`; the agent's token may push facts
 for its own cluster, nothing else (not even mint tokens: the registry rotates them), and dies with its
 ServiceAccount; an agent of a deleted Cluster reaches no later Cluster of its name; lifetimes stop at the hub's
 maxTokenLifetime; the install endpoint is rate-limited per address; shared-ingress and PrivateLink clusters get
@@ -46,8 +47,8 @@ from stacks.resolve import Fleet, resolve, resolve_all
 from tests.envtest import EnvTest, kube_apiserver  # noqa: F401 - the fixture
 from doubles.factories import cluster_doc, hub_doc
 from doubles.service_env import wait_until
-from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, sa_subject, service_account_token,
-                                 unbind_cluster_role, undo_all)
+from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, hold_to_agents, sa_subject,
+                                 service_account_token, unbind_cluster_role, undo_all)
 
 SUFFIX = uuid.uuid4().hex[:6]
 HUB = f"hub-{SUFFIX}"  # the HubConfig the API reads for the shared ingress (unique: the server is shared)
@@ -85,7 +86,8 @@ def admin(kube_apiserver) -> Iterator[client.ApiClient]:
 
 @pytest.fixture(scope="module")
 def own(kube_apiserver, admin) -> Iterator[client.ApiClient]:
-    """The API's own client: a ServiceAccount bound to exactly API_RULES, nothing else."""
+    """The API's own client: a ServiceAccount bound to exactly API_RULES, nothing else, and held to its agents by
+    the admission policy the install gives it (stacks.agent_admission)."""
     namespace, name = f"registry-sys-{SUFFIX}", "registry-api"
     core = client.CoreV1Api(admin)
     core.create_namespace({"metadata": {"name": namespace}})
@@ -93,7 +95,9 @@ def own(kube_apiserver, admin) -> Iterator[client.ApiClient]:
     bind_cluster_role(admin, role, [dict(rule) for rule in API_RULES], [sa_subject(namespace, name)])
     api = kube_apiserver.api_client(service_account_token(admin, namespace, name))
     eventually(lambda: custom(api).list_custom_object_for_all_namespaces(GROUP, VERSION, "hubclusters", limit=1))
+    release = hold_to_agents(admin, api, namespace, name)
     yield api
+    release()
     api.close()
     unbind_cluster_role(admin, role)
     core.delete_namespaced_service_account(name, namespace)

@@ -1,5 +1,6 @@
 """The registry API as deployed: components/registry.py's RegistryApi rendered, applied to the real kube-apiserver
-(its ServiceAccount bound to exactly stacks.install.API_RULES), and its pod's container run the way a kubelet
+(its ServiceAccount bound to exactly stacks.install.API_RULES and held to its agents by its admission policy,
+stacks.agent_admission), and its pod's container run the way a kubelet
 would (tests/deployed.py): uid 65532 on a read-only root, writable only the "facts" volume (the SQLite history)
 and /tmp, the ServiceAccount's TokenRequest token at the in-cluster path.
 
@@ -37,7 +38,8 @@ pytestmark = [pytest.mark.live, pytest.mark.skipif(MISSING is not None, reason=s
 
 NAME = "hubwright-registry"  # as deploy/__main__.py names it
 IMAGE = "hubwright:live"
-CLUSTER_SCOPED = ("ClusterRole", "ClusterRoleBinding")
+CLUSTER_SCOPED = ("ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                  "ValidatingAdmissionPolicyBinding")
 RBAC_WAIT = 10.0  # the API server's RBAC authorizer sees a new binding a moment after it is written
 
 
@@ -69,12 +71,15 @@ def render(namespace: str, port: int) -> list[dict]:
 
 
 def unique(objs: list[dict], suffix: str) -> list[dict]:
-    """The ClusterRole and its binding renamed `<name>-<suffix>`: cluster-scoped, so unique on the shared server."""
+    """The ClusterRole, the admission policy and their bindings renamed `<name>-<suffix>`: cluster-scoped, so unique
+    on the shared server (the policy's user is the ServiceAccount of the test's own namespace already)."""
     for obj in objs:
         if obj["kind"] in CLUSTER_SCOPED:
             obj["metadata"]["name"] += f"-{suffix}"
         if obj["kind"] == "ClusterRoleBinding":
             obj["roleRef"]["name"] += f"-{suffix}"
+        if obj["kind"] == "ValidatingAdmissionPolicyBinding":
+            obj["spec"]["policyName"] += f"-{suffix}"
     return objs
 
 
@@ -102,7 +107,8 @@ def registry(kube_apiserver: EnvTest) -> Iterator[Deployed]:
     namespace = f"hubwright-registry-{suffix}"
     objs = unique(render(namespace, free_port()), suffix)
     assert sorted(o["kind"] for o in objs) == ["ClusterRole", "ClusterRoleBinding", "Deployment",
-                                               "PersistentVolumeClaim", "Service", "ServiceAccount"]
+                                               "PersistentVolumeClaim", "Service", "ServiceAccount",
+                                               "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     with kube_apiserver.api_client() as admin:
         core = client.CoreV1Api(admin)
         core.create_namespace({"metadata": {"name": namespace}})
