@@ -35,7 +35,8 @@ from automation.adapters.engine import Engine, EngineError, RunCancelled, RunRes
 from automation.adapters.kube.informer import DictStore, Informer, Raw
 from automation.adapters.kube.stackruns import Held, StackRunClient, key_of, stackrun_source
 from stacks import status as reasons
-from stacks.inputs import inputs_from_config
+from stacks.disclosure import known_to, redact
+from stacks.inputs import StackInputs, StackProgramInputs, inputs_from_config
 from stacks.runs import claims, order
 from stacks.runs.checks import refusal
 from stacks.runs.model import (FINISHED, INPUTS_KEY, REFUSED, StackRunSpec, StackRunStatus, parse_time, result_payload,
@@ -98,6 +99,7 @@ class Job:
     cancelled_for: str = ""  # why this runner cancelled it (drain, deadline): the result says so
     progress: RunProgress | None = None
     progress_written: RunProgress | None = None
+    inputs: StackProgramInputs | None = None  # the inputs the engine was given (up, preview)
 
 
 class Runner:
@@ -474,7 +476,7 @@ class Runner:
     def _call(self, job: Job, spec: StackRunSpec, secret: Mapping[str, Any]) -> RunResult:
         """The engine call; `secret`: the run's Secret as checked (its inputs are what the check verified)."""
         if spec.operation in ("up", "preview"):
-            inputs = inputs_from_config((secret.get("data") or {})[INPUTS_KEY])
+            inputs = job.inputs = inputs_from_config((secret.get("data") or {})[INPUTS_KEY])
             if spec.operation == "preview":
                 return self.engine.preview(inputs)
 
@@ -514,6 +516,24 @@ class Runner:
         timer.start()
         return timer
 
+    def _shown(self, job: Job, message: str) -> str:
+        """The message as the run's status shows it. A run beside its cluster is read by the cluster's tenant: every
+        ID its stack's inputs do not hold of its own side is redacted (stacks.disclosure; the inputs of an up or a
+        preview, else the stack's as last applied, looked up only when the message has an ID). A run in the
+        service's namespace (a transit stack's) keeps the whole text; so does this runner's log line."""
+        if job.held.key.partition("/")[0] == self.namespace:
+            return message
+
+        def known() -> frozenset[str]:
+            inputs = job.inputs
+            if inputs is None:
+                try:
+                    inputs = self.engine.applied(job.stack)
+                except Exception as exc:  # noqa: BLE001 - then no ID is the tenant's: every one is redacted
+                    LOG.info("%s: %s: no inputs to tell the tenant's IDs by (%s)", self.identity, job.held.key, exc)
+            return known_to(inputs if isinstance(inputs, StackInputs) else None)
+        return redact(message, known)
+
     def _cancelled_message(self, job: Job, error: str) -> str:
         if job.cancelled_for == "handback":
             return f"cancelled: runner {self.identity} stopped ({error})"
@@ -545,11 +565,12 @@ class Runner:
                 LOG.warning("%s: writing the result of %s into its Secret failed: %s", self.identity, job.held.key,
                             exc)
         changes = dict(out.changes) if out is not None else {}
+        shown = self._shown(job, message)
 
         def change(status: StackRunStatus) -> StackRunStatus:
             return status.model_copy(update={
                 "phase": phase, "reason": reason or None, "changes": changes,
-                "summary": summary(changes) if out is not None else "", "message": message[:32768],
+                "summary": summary(changes) if out is not None else "", "message": shown[:32768],
                 "drifted": len(out.drifted) if out is not None and phase == "Drifted" else 0,
                 "permalink": out.permalink if out is not None else None, "end_time": stamp,
                 "progress": None, "runner": self.identity})  # the claim stays: who held it last, the takeovers

@@ -6,6 +6,8 @@ It owns the halt check (after `halt()` no run starts: a lost Lease, a shutdown),
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import threading
 import time
 from typing import Callable, Protocol
@@ -14,6 +16,7 @@ from automation.adapters import logs
 from automation.adapters.engine import EngineError, RunCancelled, RunResult, StackLocked
 from automation.adapters.logs import FIELDS
 from stacks import status as reasons
+from stacks.disclosure import Known, redact
 from stacks.errors import Failure
 
 RUN_LOG = logs.RUN_LOG  # one line per engine run, and per refusal (automation/adapters/logs.py)
@@ -46,9 +49,29 @@ class Runs:
         with self._lock:
             return self._active
 
-    def run(self, operation: str, call: Callable[[], RunResult], *, stack: str = "", cluster: str = "") -> RunResult:
+    def run(self, operation: str, call: Callable[[], RunResult], *, stack: str = "", cluster: str = "",
+            shown_to: Known | None = None) -> RunResult:
         """Run `call` unless halted; an up or destroy that did not succeed raises EngineError (UpdateFailed,
-        DestroyFailed), so every caller reports it the same way (automation/service/outcomes.py)."""
+        DestroyFailed), so every caller reports it the same way (automation/service/outcomes.py).
+
+        `shown_to`: the IDs the cluster's tenant may read (stacks.disclosure.known_to; a function is asked once, and
+        only when the text has an ID). The run's log line keeps the engine's whole text (the hub administrator's);
+        what comes back, the message and drifted names of the result or a failure's message, is redacted for the
+        tenant (stacks.disclosure.redact): the callers write it into the cluster's status and Events."""
+        if shown_to is None:
+            return self._run(operation, call, stack=stack, cluster=cluster)
+        known = functools.cache(shown_to) if callable(shown_to) else shown_to
+        try:
+            out = self._run(operation, call, stack=stack, cluster=cluster)
+        except EngineError as exc:
+            text = redact(str(exc), known)
+            if text == str(exc):
+                raise
+            raise type(exc)(text, reason=exc.reason) from None
+        return dataclasses.replace(out, message=redact(out.message, known),
+                                   drifted=[redact(name, known) for name in out.drifted])
+
+    def _run(self, operation: str, call: Callable[[], RunResult], *, stack: str, cluster: str) -> RunResult:
         started = time.monotonic()
         result, reason, out, error = "error", "Error", None, ""
         try:

@@ -62,7 +62,8 @@ def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
             applied = r.engine.applied(stack)
             if isinstance(applied, StackInputs):  # a cluster's stack holds a cluster's inputs
                 r.audit(applied, "destroy")
-        result = r.runs.run("destroy", lambda: r.engine.destroy(stack, message=why), stack=stack, cluster=key)
+        result = r.runs.run("destroy", lambda: r.engine.destroy(stack, message=why), stack=stack, cluster=key,
+                            shown_to=r.known(key, stack))
     except Failure as exc:  # StackLocked included: one rule (automation/service/outcomes.py)
         return r.fail(raw, running, "destroy", exc, started, before=status)
     finished = running.model_copy(update={

@@ -16,6 +16,7 @@ from automation.service.clusters.status import generation_of
 from automation.service.queue import Outcome
 from automation.service.runs import changes_text
 from stacks import status as reasons
+from stacks.disclosure import known_to
 from stacks.inputs import StackInputs
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
 from stacks.status import ClusterStatus
@@ -41,7 +42,8 @@ def due_in(options: ReconcileOptions, key: str, status: ClusterStatus, now: floa
 def check(r: Context, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs) -> Outcome:
     """Preview with refresh; on drift, correct it (an up with refresh) or only report it, as --drift-policy says."""
     try:
-        result = r.runs.run("preview", lambda: r.engine.preview(desired), stack=desired.stack, cluster=key)
+        result = r.runs.run("preview", lambda: r.engine.preview(desired), stack=desired.stack, cluster=key,
+                            shown_to=known_to(desired))
     except StackLocked:
         return Outcome.done(r.options.lock_retry)
     except EngineError as exc:

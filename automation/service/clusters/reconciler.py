@@ -48,6 +48,7 @@ from automation.service.queue import Outcome
 from automation.service.runs import Metrics, Runs, summary
 from automation.service.snapshot import DesiredView
 from stacks import status as reasons
+from stacks.disclosure import known_to
 from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
@@ -215,10 +216,10 @@ class Reconciler:
                 self.kube.event(raw, "Normal", "NewInstall", note)
                 self.runs.run("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
                                                              message=f"{why}; {note}"), stack=desired.stack,
-                                cluster=key)
+                                cluster=key, shown_to=known_to(desired))
             result = self.runs.run("up", lambda: self.engine.up(desired, message=why, refresh=refresh,
                                                                   on_progress=progress),
-                                     stack=desired.stack, cluster=key)
+                                     stack=desired.stack, cluster=key, shown_to=known_to(desired))
         except Failure as exc:  # over the last progress written (the Failed lastUpdate drops it); StackLocked too
             return self.fail(raw, progress.status, "up", exc, started, before=status)
         ended = self.clock()
@@ -256,7 +257,7 @@ class Reconciler:
             return status
         try:
             result = self.runs.run("recover", lambda: self.engine.recover(stack), stack=stack,
-                                     cluster=object_key(raw))
+                                     cluster=object_key(raw), shown_to=self.known(object_key(raw), stack))
         except EngineError as exc:
             LOG.warning("%s: recovering the stack failed: %s", stack, exc)
             self.kube.event(raw, "Warning", "RecoveryFailed", str(exc))
@@ -274,6 +275,21 @@ class Reconciler:
         self.write(raw, status, recovered)
         self.kube.event(raw, "Warning", "Recovered", note)
         return recovered
+
+    def known(self, key: str, stack: str) -> Callable[[], frozenset[str]]:
+        """The IDs the cluster's tenant may read in the text of a run given no inputs (recover, destroy): those of
+        its inputs as desired now, else as last applied (stacks.disclosure.known_to); looked up only when asked."""
+        def ask() -> frozenset[str]:
+            desired = self.desired.inputs(key)
+            if isinstance(desired, StackInputs):
+                return known_to(desired)
+            try:
+                applied = self.engine.applied(stack)
+            except Exception as exc:  # noqa: BLE001 - then no ID is the tenant's: every one is redacted
+                LOG.info("%s: no inputs to tell the tenant's IDs by (%s): redacting every ID", key, exc)
+                applied = None
+            return known_to(applied if isinstance(applied, StackInputs) else None)
+        return ask
 
     # ------------------------------------------------------------------ errors
 
@@ -332,23 +348,6 @@ class Reconciler:
         routed = self.desired.routed_id(key, current)
         return SharedIngressStatus.model_validate({"clusterID": routed}) if routed else None
 
-    def _placed(self, key: str, status: ClusterStatus) -> ClusterStatus:
-        return with_placement(status, self.desired.placed_in(key))
-
-    def _refused_status(self, raw: Raw, status: ClusterStatus, exc: InvalidSpec) -> ClusterStatus:
-        key = object_key(raw)
-        return refused_status(raw, status, exc, placed=self.desired.placed_in(key),
-                              mesh_join=self._mesh_join(key, status), routed=self._routed(key, status),
-                              now=self.clock(), claims=self._claims(key, status))
-
-    def _ready_status(self, status: ClusterStatus, generation: int | None, desired: StackInputs,
-                      last: LastUpdate | None, *, outputs: dict[str, Any] | None = None,
-                      checked: float | None = None) -> ClusterStatus:
-        return self._warned(desired.key, ready_status(
-            status, generation, desired, last, mesh_join=self._mesh_join(desired.key, status),
-            routed=self._routed(desired.key, status), now=self.clock(), outputs=outputs, checked=checked,
-            claims=self._claims(desired.key, status)))
-
     def _claims(self, key: str, status: ClusterStatus) -> ClaimsStatus | None:
         """status.claims: what admission granted the cluster (stacks.claims), recorded so that it keeps them."""
         current = status.claims.model_dump(by_alias=True, exclude_none=True) if status.claims else None
@@ -369,6 +368,23 @@ class Reconciler:
         return status.model_copy(update={"conditions": with_warning(
             status.conditions, ACCOUNT_SHARED, warning, generation=status.observed_generation,
             now=rfc3339(self.clock()))})
+
+    def _placed(self, key: str, status: ClusterStatus) -> ClusterStatus:
+        return with_placement(status, self.desired.placed_in(key))
+
+    def _refused_status(self, raw: Raw, status: ClusterStatus, exc: InvalidSpec) -> ClusterStatus:
+        key = object_key(raw)
+        return refused_status(raw, status, exc, placed=self.desired.placed_in(key),
+                              mesh_join=self._mesh_join(key, status), routed=self._routed(key, status),
+                              now=self.clock(), claims=self._claims(key, status))
+
+    def _ready_status(self, status: ClusterStatus, generation: int | None, desired: StackInputs,
+                      last: LastUpdate | None, *, outputs: dict[str, Any] | None = None,
+                      checked: float | None = None) -> ClusterStatus:
+        return self._warned(desired.key, ready_status(
+            status, generation, desired, last, mesh_join=self._mesh_join(desired.key, status),
+            routed=self._routed(desired.key, status), now=self.clock(), outputs=outputs, checked=checked,
+            claims=self._claims(desired.key, status)))
 
     def write(self, raw: Raw, before: ClusterStatus, after: ClusterStatus) -> bool:
         """Patch the status now (False: the Cluster is gone)."""
