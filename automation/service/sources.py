@@ -14,9 +14,11 @@ stacks.sources.derive, the one rule the offline plan uses too, what HubCluster i
   left as it is (refusing never destroys).
 - not taken any more (the annotation removed, the source deleted, its namespace no longer allowed): the
   HubCluster it controls is deleted (its own finalizer destroys the stack first); our finalizer on the source is
-  removed only once that HubCluster is gone and every stack of its mesh group has converged without it (the
-  later joiners own the pairs with it: their runs remove the peerings). So the source outlives every resource of
-  ours that uses its VPC or load balancer.
+  removed once that HubCluster is gone and every admitted member of its mesh group, the group as the mesh plan
+  keys it, has converged without it (the later joiners own the pairs with it: their runs remove the peerings), or
+  at the latest HubConfig spec.sources.releaseAfter after the hold began, with a Warning Event naming what had not
+  converged (stacks.sources.hold decides both). So the source outlives every resource of ours that uses its VPC or
+  load balancer, and a cluster of another namespace wearing the same label never holds it.
 
 Note: a finalizer keeps the source object visible; it cannot stop Cluster API's or Hive's own deletion, which
 starts on the deletion timestamp. Cluster API deletes the machines and the control plane before the
@@ -25,6 +27,7 @@ infrastructure (the VPC), which in practice gives the stacks their time (docs/so
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 from typing import Any, Callable, Hashable, Iterable, Mapping
 
 from automation.adapters.kube.informer import Raw, object_key
@@ -37,8 +40,9 @@ from automation.service.snapshot import DesiredView
 from stacks.inputs import StackInputs
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
-from stacks.names import MESH_LABEL, OVERRIDES_SOURCE_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, SOURCE_FINALIZER
+from stacks.names import OVERRIDES_SOURCE_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, SOURCE_FINALIZER
 from stacks.sources.derive import derive
+from stacks.sources.hold import held_since, hold
 from stacks.sources.kinds import SourceKind
 from stacks.sources.optin import overrides_source
 from stacks.sources.outcome import Derived, Pending, Refused
@@ -69,6 +73,7 @@ class Sources:
         self.stores = stores
         self.cache, self.desired, self.kube, self.events = cache, desired, kube, events
         self._said: dict[str, str] = {}  # key -> the last refusal or wait an Event told (told once)
+        self._held: dict[str, datetime] = {}  # key -> when this service first held it (a source not deleted)
 
     # ------------------------------------------------------------------ event -> keys
     def keys_of_source(self, kind: SourceKind) -> Callable[[str, Raw], list[Hashable]]:
@@ -118,6 +123,7 @@ class Sources:
         src = self.stores[kind_name].get(obj)
         if src is None:
             self._said.pop(key, None)
+            self._held.pop(key, None)
             return Outcome.done()  # gone: our finalizer was released (or never held)
         hub = self.cache.shared().hub
         if not isinstance(hub, HubConfig):
@@ -130,7 +136,8 @@ class Sources:
             src, self._related(ns), owner_account=self.cache.annotations_of(ns).get(OWNER_ACCOUNT_ANNOTATION),
             hub=hub)
         if result is None:
-            return self._release(kind, key, src, current)
+            return self._release(kind, key, src, current, hub)
+        self._held.pop(key, None)
         if isinstance(result, (Refused, Pending)):
             self._tell(key, src, "Warning" if isinstance(result, Refused) else "Normal", result.reason, str(result))
             return Outcome.done()
@@ -177,51 +184,56 @@ class Sources:
         self._said.pop(key, None)
         return Outcome.done()
 
-    def _release(self, kind: SourceKind, key: str, src: Raw, current: Raw | None) -> Outcome:
-        """Not taken (any more): the HubCluster it controls goes, then, once its group converged, our finalizer."""
-        uid = (src.get("metadata") or {}).get("uid")
+    def _release(self, kind: SourceKind, key: str, src: Raw, current: Raw | None, hub: HubConfig) -> Outcome:
+        """Not taken (any more): the HubCluster it controls goes, then, once its group converged (or at the bound),
+        our finalizer."""
+        meta = src.get("metadata") or {}
         ref = controller_ref(current)
-        if current is not None and ref is not None and ref.get("uid") == uid:
+        own: list[str] = []
+        if current is not None and ref is not None and ref.get("uid") == meta.get("uid"):
             if not (current.get("metadata") or {}).get("deletionTimestamp"):
                 self.kube.delete_cluster(current)
                 self._tell(key, src, "Normal", "HubClusterDeleted",
                            f"HubCluster {object_key(current)} deleted: its stack is destroyed first")
+            own.append(f"HubCluster {object_key(current)}")
+        elif self.desired.inputs(object_key(src)) is not None:
+            own.append(f"the stack of {object_key(src)}")  # the mapper has not resolved the fleet without it yet
+        if SOURCE_FINALIZER not in (meta.get("finalizers") or []):
+            return Outcome.done(WAIT) if own else Outcome.done()
+        now = datetime.now(timezone.utc)
+        decided = hold(own=own, namespace=str(meta.get("namespace")), labels=meta.get("labels") or {},
+                       shares=self._shares(), converged=self._converged, hub=hub,
+                       since=held_since(meta.get("deletionTimestamp"), self._held.setdefault(key, now)), now=now)
+        if not decided.release:
+            LOG.info("%s: waiting for %s to converge before releasing it", key, ", ".join(decided.waiting[:5]))
             return Outcome.done(WAIT)
-        if SOURCE_FINALIZER not in ((src.get("metadata") or {}).get("finalizers") or []):
-            return Outcome.done()
-        waiting = self._unconverged(object_key(src), src)
-        if waiting:
-            LOG.info("%s: waiting for %d stack(s) of its mesh group to converge (%s) before releasing it", key,
-                     len(waiting), ", ".join(sorted(waiting)[:5]))
-            return Outcome.done(WAIT)
+        if decided.expired:
+            self._tell(key, src, "Warning", "ReleasedUnconverged", decided.message())
         return self._release_finalizer(kind, src)
 
     def _release_finalizer(self, kind: SourceKind, src: Raw) -> Outcome:
         self.kube.set_finalizer(kind, src, False)
         return Outcome.done()
 
-    def _unconverged(self, key: str, src: Raw) -> list[str]:
-        """The stacks that may still use the source's network: its own (while the snapshot still holds it) and
-        every stack of its mesh group whose last up did not apply what the group is without it."""
-        if self.desired.inputs(key) is not None:
-            return [key]  # the mapper has not resolved the fleet without it yet
-        group = ((src.get("metadata") or {}).get("labels") or {}).get(MESH_LABEL)
-        if not group:
-            return []
-        out = []
+    def _shares(self) -> dict[str, str | None]:
+        """Cluster key -> the mesh group its desired inputs give it a share of (admitted members only)."""
+        out: dict[str, str | None] = {}
         for peer, entry in self.cache.entries().items():
-            if not isinstance(entry.parsed, Cluster) or entry.parsed.metadata.labels.get(MESH_LABEL) != group:
-                continue
-            desired = self.desired.inputs(peer)
-            if not isinstance(desired, StackInputs):
-                continue  # refused or registered only: it runs nothing, so it converges to nothing
-            try:
-                status = ClusterStatus.model_validate(entry.raw.get("status") or {})
-            except ValueError:
-                continue
-            if not up_to_date(status, desired.digest()):
-                out.append(peer)
+            desired = self.desired.inputs(peer) if isinstance(entry.parsed, Cluster) else None
+            if isinstance(desired, StackInputs) and desired.mesh is not None:
+                out[peer] = desired.mesh.group
         return out
+
+    def _converged(self, peer: str) -> bool:
+        """Whether the peer's last up applied what it should build now (the group without the source)."""
+        entry, desired = self.cache.entry(peer), self.desired.inputs(peer)
+        if entry is None or not isinstance(desired, StackInputs):
+            return True  # gone, refused or registered only: it runs nothing, so it converges to nothing
+        try:
+            status = ClusterStatus.model_validate(entry.raw.get("status") or {})
+        except ValueError:
+            return True
+        return up_to_date(status, desired.digest())
 
     def _tell(self, key: str, src: Raw, type_: str, reason: str, message: str) -> None:
         """An Event on the source, once per message (a refusal is not repeated on every resync)."""

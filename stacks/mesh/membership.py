@@ -46,14 +46,21 @@ def pair_name(a_stack: str, b_stack: str) -> str:
     return "+".join(sorted((a_stack, b_stack)))
 
 
-def group_key(cluster: Cluster, group: str, hub: HubConfig) -> str | InvalidSpec:
-    """Which group `group` is for this cluster: shared ("G"), namespace-local ("ns/G"), or refused."""
-    namespace = namespace_of(cluster)
+def key_in(namespace: str, group: str, hub: HubConfig) -> str | None:
+    """Which group `group` is in `namespace`: shared ("G"), namespace-local ("ns/G"), or None (the hub spans G
+    across namespaces and `namespace` is not one of them)."""
     config = hub.spec.mesh.groups.get(group)
     if config is None or config.namespaces is None:
         return f"{namespace}/{group}"
-    if namespace in config.namespaces:
-        return group
+    return group if namespace in config.namespaces else None
+
+
+def group_key(cluster: Cluster, group: str, hub: HubConfig) -> str | InvalidSpec:
+    """Which group `group` is for this cluster: shared ("G"), namespace-local ("ns/G"), or refused."""
+    namespace = namespace_of(cluster)
+    key = key_in(namespace, group, hub)
+    if key is not None:
+        return key
     return InvalidSpec.one(
         cluster.ref, f"metadata.labels[{MESH_LABEL}]",
         f"mesh group {group} spans only the namespaces the hub administrator listed (HubConfig "

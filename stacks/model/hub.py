@@ -337,6 +337,10 @@ class Sources(Spec):
 
     namespaces: list[NamespaceName] | None = Field(None, max_length=10000,
         description="Take source objects only in these namespaces. Unset: in any namespace that owns an account.")
+    release_after: Duration = Field("1h", alias="releaseAfter",
+        description="The longest our finalizer holds a source object that is not taken any more (deleted, opted "
+                    "out) for its own and its mesh group's stacks to converge (a duration: 1h, 30m, 90s); then it "
+                    "is released with a Warning Event naming what had not converged.")
 
 
 class HubConfigSpec(Spec):

@@ -12,4 +12,6 @@ defines it:
   capi     a Cluster API Cluster with its CAPA AWSCluster or EKS AWSManagedControlPlane
   hive     a Hive ClusterDeployment
   derive   derive(): the one entry point
+  hold     what our finalizer on a source not taken any more waits for (its own part, the admitted members of its
+           mesh group as the mesh plan keys it) and when it stops waiting (HubConfig spec.sources.releaseAfter)
 """
