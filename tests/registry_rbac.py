@@ -90,19 +90,9 @@ def hold_to_agents(admin: client.ApiClient, registry: client.ApiClient, namespac
            admission.replace_validating_admission_policy, policy)
     _apply(admission.create_validating_admission_policy_binding, admission.read_validating_admission_policy_binding,
            admission.replace_validating_admission_policy_binding, binding)
-    deadline = time.monotonic() + timeout
-    while True:  # in force once a ServiceAccount of no agent's name, in its own namespace, is refused by it
-        try:
-            client.CoreV1Api(registry).create_namespaced_service_account(
-                namespace, {"metadata": {"name": "probe"}}, dry_run="All")
-        except ApiException as exc:
-            if exc.status == 403 and policy["metadata"]["name"] in (exc.body or ""):
-                break
-            if exc.status != 403:
-                raise
-        if time.monotonic() > deadline:
-            raise TimeoutError("the registry's admission policy did not take effect")
-        time.sleep(0.2)
+    # in force once a ServiceAccount of no agent's name, in its own namespace, is refused by it
+    until_refused(lambda: client.CoreV1Api(registry).create_namespaced_service_account(
+        namespace, {"metadata": {"name": "probe"}}, dry_run="All"), policy["metadata"]["name"], timeout)
     made = policy["metadata"]["name"]
     return lambda: undo_all([lambda: admission.delete_validating_admission_policy_binding(made),
                              lambda: admission.delete_validating_admission_policy(made)])
@@ -164,3 +154,18 @@ def eventually(call: Callable[[], Any], timeout: float = 10.0, *, refused: int =
             if exc.status != refused or time.monotonic() > deadline:
                 raise
         time.sleep(0.1)
+
+
+def until_refused(call: Callable[[], Any], policy: str, timeout: float = 30.0) -> None:
+    """Until `call` is refused by `policy`: a ValidatingAdmissionPolicy is in force a moment after it is written."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            call()
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            if f"'{policy}'" in (exc.body or ""):
+                return
+        assert time.monotonic() < deadline, "the registry's admission policy did not take effect"
+        time.sleep(0.2)

@@ -219,7 +219,7 @@ def test_one_load_balancer_is_published_for_one_cluster_the_holder_keeps_it():
     from stacks.claims import LOAD_BALANCER, Claimant, claim
     from stacks.resolve import admit
     the_fleet = fleet(parse(shared_hub()), [parse(holder), parse(other)], namespaces=BOTH_OWN)
-    owners, roles = the_fleet.owners(), {}
+    owners = the_fleet.owners()
     refused = claim(LOAD_BALANCER, [Claimant(c, admit(c, owners, the_fleet.hub.spec.role_account_map))
                                     for c in the_fleet.clusters])
     assert list(refused) == ["globex/other"] and refused["globex/other"].reason == LOAD_BALANCER_CLAIMED

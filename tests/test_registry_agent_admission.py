@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator
@@ -32,7 +31,7 @@ from stacks.install import RBAC
 from stacks.names import API_VERSION, GROUP, TENANT_LABEL, VERSION, agent_name
 from tests import deployed
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-from tests.registry_rbac import eventually, service_account_token, undo_all
+from tests.registry_rbac import eventually, service_account_token, undo_all, until_refused
 
 HUB_ROLE = "arn:aws:iam::111111111111:role/hubwright-hub"  # the hub's role: it assumes every tenant account's
 STS = "sts.amazonaws.com"
@@ -45,20 +44,6 @@ def registrys(obj: dict) -> bool:
     name = obj["metadata"]["name"]
     return obj["kind"] in KINDS and (name.startswith(REGISTRY) or (obj["kind"], name) == ("ServiceAccount", SERVICE))
 
-
-def until_refused(call: Callable[[], Any], policy: str, timeout: float = 30.0) -> None:
-    """Until `call` is refused by `policy`: a ValidatingAdmissionPolicy is in force a moment after it is written."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            call()
-        except ApiException as exc:
-            if exc.status != 403:
-                raise
-            if f"'{policy}'" in (exc.body or ""):
-                return
-        assert time.monotonic() < deadline, "the registry's admission policy did not take effect"
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
