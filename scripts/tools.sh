@@ -12,6 +12,9 @@
 # already on PATH at the pinned version is used as it is; a built binary is
 # kept in "$HUBWRIGHT_CACHE/bin" stamped with its version, together with
 # GOMODCACHE and GOCACHE, so a machine that keeps the cache rebuilds nothing.
+# Runs may share the cache (two clones on one machine) and run at once: each binary is built under a lock on
+# the cache, into a temporary of its own renamed into place (scripts/lib/cache.sh); a run that finds a build
+# under way says so, waits for it, and takes what it built.
 #
 #   scripts/tools.sh            # build what is missing, link into .tools/bin
 #   HUBWRIGHT_CACHE=/some/dir scripts/tools.sh
@@ -47,13 +50,10 @@ elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
 
 mkdir -p "$BIN" "$CACHE/bin" "$CACHE/logs"
 . "$ROOT/scripts/progress.sh"  # ticking: how long a build has been going, on a terminal
+. "$ROOT/scripts/lib/cache.sh"  # cache_build, place_*: safe when runs share the cache or .tools
 
-# place SRC NAME: put SRC at .tools/bin/NAME (hard link, else copy).
-place() {
-    rm -f "$BIN/$2"
-    ln "$1" "$BIN/$2" 2>/dev/null || cp -f "$1" "$BIN/$2"
-    chmod +x "$BIN/$2"
-}
+# place SRC NAME: put SRC at .tools/bin/NAME (hard link, else copy; renamed into place).
+place() { place_file "$1" "$BIN/$2"; }
 
 # on_path NAME VERSION_CMD WANT...: a NAME on PATH (not ours) whose version
 # output contains one of WANT.
@@ -82,21 +82,32 @@ gobuild() {
     command -v go >/dev/null || die "$name $ver: no 'go' toolchain on PATH; install Go >= 1.26 (https://go.dev/dl) or put $name $ver on PATH"
     # Once, before the first build: an old go (Debian's) fails at once, saying what is needed, not deep in a build.
     [ -n "${GO_CHECKED:-}" ] || { bash "$ROOT/scripts/go-version.sh" >&2 || die "$name $ver: see above"; GO_CHECKED=1; }
-    say "$name $ver: building $pkg (log: $log) ..."
-    if ! ticking "$name $ver" sh -c 'cd "$1" && go build -o "$2" -ldflags="$3" "$4"' _ \
-            "$ROOT/tools/$moddir" "$out.tmp" "-s -w $ldx" "$pkg" >"$log" 2>&1; then
-        tail -n 30 "$log" >&2
+    local rebuild=()
+    [ "$REBUILD" = 1 ] && rebuild=(--rebuild)
+    if ! cache_build "${rebuild[@]}" "$out" go_build "$name $ver" "$moddir" "$pkg" "-s -w $ldx" "$log"; then
+        tail -n 30 "$log" >&2 2>/dev/null || true
         die "$name $ver: build failed (full log: $log)"
     fi
-    mv -f "$out.tmp" "$out"
     place "$out" "$name"
-    say "$name $ver: built [$(elapsed "$t")]"
+    if [ "$CACHE_BUILT" = 1 ]; then
+        say "$name $ver: built [$(elapsed "$t")]"
+    else
+        say "$name $ver: cached ($out), built by another run while this one waited [$(elapsed "$t")]"
+    fi
+}
+
+# go_build LABEL MODDIR PKG LDFLAGS LOG: gobuild's build, run by cache_build under the cache's lock for the
+# binary: PKG into $CACHE_TMP, its output into LOG (written by the one run that builds).
+go_build() {
+    say "$1: building $3 (log: $5) ..."
+    ticking "$1" sh -c 'cd "$1" && go build -o "$2" -ldflags="$3" "$4"' _ \
+        "$ROOT/tools/$2" "$CACHE_TMP" "$4" "$3" >"$5" 2>&1 || return  # (not under set -e: ticking cleans up)
 }
 
 # --- pulumi -----------------------------------------------------------------
 t=$(date +%s)
 if p=$(on_path pulumi version "$PY_PULUMI_VERSION" "$PULUMI_VERSION"); then
-    ln -sf "$p" "$BIN/pulumi"
+    place_link "$p" "$BIN/pulumi"
     say "pulumi: using $p ($("$p" version)) [$(elapsed "$t")]"
 else
     gobuild pulumi "$PULUMI_VERSION" pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
@@ -119,11 +130,10 @@ fi
 [ -n "$sdkdir" ] && for f in "$sdkdir/python/dist/pulumi-resource-pulumi-python" \
          "$sdkdir/python/cmd/pulumi-language-python-exec"; do
     [ -f "$f" ] || continue
-    rm -f "$BIN/$(basename "$f")"
-    install -m 0755 "$f" "$BIN/$(basename "$f")"
+    place_copy "$f" "$BIN/$(basename "$f")"
 done
 # The policy packs' starter (policy/): no longer in the SDK's source, so ours (the same two lines it used to be).
-install -m 0755 "$ROOT/scripts/pulumi-analyzer-policy-python" "$BIN/pulumi-analyzer-policy-python"
+place_copy "$ROOT/scripts/pulumi-analyzer-policy-python" "$BIN/pulumi-analyzer-policy-python"
 say "pulumi python helpers: $(cd "$BIN" && ls pulumi-*python* 2>/dev/null | grep -v '^pulumi-language-python$' | paste -sd' ' -) [$(elapsed "$t")]"
 
 # --- pulumi-language-python (optional) ----------------------------------------
@@ -132,7 +142,7 @@ say "pulumi python helpers: $(cd "$BIN" && ls pulumi-*python* 2>/dev/null | grep
 t=$(date +%s)
 if p=$(on_path pulumi-language-python -version "$PY_PULUMI_VERSION" "$PULUMI_VERSION" 2>/dev/null) \
    || p=$(on_path pulumi-language-python --version "$PY_PULUMI_VERSION" "$PULUMI_VERSION" 2>/dev/null); then
-    ln -sf "$p" "$BIN/pulumi-language-python"
+    place_link "$p" "$BIN/pulumi-language-python"
     say "pulumi-language-python: using $p [$(elapsed "$t")]"
 elif [ -x "$CACHE/bin/pulumi-language-python-$PULUMI_VERSION" ]; then
     place "$CACHE/bin/pulumi-language-python-$PULUMI_VERSION" pulumi-language-python
@@ -149,7 +159,7 @@ for vp in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 t=$(date +%s)
 if p=$(on_path kube-apiserver --version "Kubernetes $KUBE_VERSION"); then
-    ln -sf "$p" "$BIN/kube-apiserver"
+    place_link "$p" "$BIN/kube-apiserver"
     say "kube-apiserver: using $p [$(elapsed "$t")]"
 else
     gobuild kube-apiserver "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-apiserver "$kld"
@@ -160,7 +170,7 @@ fi
 # objects owned by their Cluster go when it goes) and its ResourceQuota controller (usage of a tenant's quota).
 t=$(date +%s)
 if p=$(on_path kube-controller-manager --version "Kubernetes $KUBE_VERSION"); then
-    ln -sf "$p" "$BIN/kube-controller-manager"
+    place_link "$p" "$BIN/kube-controller-manager"
     say "kube-controller-manager: using $p [$(elapsed "$t")]"
 else
     gobuild kube-controller-manager "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kube-controller-manager "$kld"
@@ -171,7 +181,7 @@ fi
 # api-resources) against the envtest API server.
 t=$(date +%s)
 if p=$(on_path kubectl "version --client" "Client Version: $KUBE_VERSION"); then
-    ln -sf "$p" "$BIN/kubectl"
+    place_link "$p" "$BIN/kubectl"
     say "kubectl: using $p [$(elapsed "$t")]"
 else
     gobuild kubectl "$KUBE_VERSION" kube k8s.io/kubernetes/cmd/kubectl "$kld"
@@ -180,7 +190,7 @@ fi
 # --- etcd ---------------------------------------------------------------------
 t=$(date +%s)
 if p=$(on_path etcd --version "etcd Version: ${ETCD_VERSION#v}"); then
-    ln -sf "$p" "$BIN/etcd"
+    place_link "$p" "$BIN/etcd"
     say "etcd: using $p [$(elapsed "$t")]"
 else
     gobuild etcd "$ETCD_VERSION" kube go.etcd.io/etcd/server/v3
