@@ -9,7 +9,9 @@
 # linked as .tools/bin/controller-gen. The types' module is fetched the same way, copied out of the read-only
 # module cache, and generated from with its own go.mod and go.sum (-mod=readonly: a dependency whose hash is not
 # in its go.sum fails). Of what controller-gen writes, only FILES are kept. A project already generated with its
-# pinned line (the .source stamp) is left as it is, without running go: under a second.
+# pinned line (the .source stamp) is left as it is, without running go: under a second. controller-gen is built
+# under a lock on the cache, and it and a project's folder are renamed into place from temporaries of this run's
+# own (scripts/lib/cache.sh): runs sharing the cache or the clone may run at once.
 #
 #   scripts/crds-gen.sh        # called by scripts/tools.sh after scripts/crds.sh
 #
@@ -35,6 +37,7 @@ say() { printf '[crds-gen] %s\n' "$*"; }
 die() { printf '[crds-gen] ERROR: %s\n' "$*" >&2; exit 1; }
 elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
 json_field() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}\$/\1/p"; }
+. "$ROOT/scripts/lib/cache.sh"  # cache_build, cache_publish, place_file
 
 [ -f "$TABLE" ] || die "no $TABLE"
 mkdir -p "$DEST"
@@ -65,20 +68,27 @@ controller_gen() {
     mkdir -p "$CACHE/bin" "$CACHE/logs" "$BIN"
     if [ ! -x "$out" ]; then
         t=$(date +%s)
-        say "controller-gen $version: building (log: $log) ..." >&2
-        if ! (cd "$work" && GOBIN="$work/gobin" GOFLAGS="-trimpath -buildvcs=false" \
-                go install -ldflags="-s -w" "sigs.k8s.io/controller-tools/cmd/controller-gen@$version") >"$log" 2>&1; then
-            tail -n 30 "$log" >&2
-            die "controller-gen $version: build failed (full log: $log)"
+        cache_build "$out" build_controller_gen "$version" "$log" || die "controller-gen $version: build failed (full log: $log)"
+        if [ "$CACHE_BUILT" = 1 ]; then
+            say "controller-gen $version: built [$(elapsed "$t")]" >&2
+        else
+            say "controller-gen $version: cached ($out), built by another run while this one waited [$(elapsed "$t")]" >&2
         fi
-        mv -f "$work/gobin/controller-gen" "$out"
-        say "controller-gen $version: built [$(elapsed "$t")]" >&2
     fi
-    if ! [ "$BIN/controller-gen" -ef "$out" ]; then
-        rm -f "$BIN/controller-gen"
-        ln "$out" "$BIN/controller-gen" 2>/dev/null || cp -f "$out" "$BIN/controller-gen"
-    fi
+    [ "$BIN/controller-gen" -ef "$out" ] || place_file "$out" "$BIN/controller-gen"
     printf '%s\n' "$BIN/controller-gen"
+}
+
+# build_controller_gen VERSION LOG: controller_gen's build, run by cache_build under the cache's lock for the
+# binary: into $CACHE_TMP, its output into LOG (written by the one run that builds).
+build_controller_gen() {
+    say "controller-gen $1: building (log: $2) ..." >&2
+    if ! (cd "$work" && GOBIN="$work/gobin" GOFLAGS="-trimpath -buildvcs=false" \
+            go install -ldflags="-s -w" "sigs.k8s.io/controller-tools/cmd/controller-gen@$1") >"$2" 2>&1; then
+        tail -n 30 "$2" >&2
+        return 1
+    fi
+    mv -f "$work/gobin/controller-gen" "$CACHE_TMP"
 }
 
 projects=()
@@ -120,10 +130,7 @@ while read -r project module version sum generator gensum packages files rest; d
         [ "$found" = 1 ] || die "$project: controller-gen wrote no file matching '$g' (it wrote: $(cd "$work/out" 2>/dev/null && ls | paste -sd' ' -))"
     done
     printf '%s\n' "$stamp" >"$work/$project/.source"
-    rm -rf "$DEST/$project.old"
-    [ -d "$DEST/$project" ] && mv "$DEST/$project" "$DEST/$project.old"
-    mv "$work/$project" "$DEST/$project"
-    rm -rf "$DEST/$project.old"
+    cache_publish "$work/$project" "$DEST/$project" || die "$project: cannot put its files at $DEST/$project"
     say "$project ($module@$version, ${generator#*/}): generated $(find "$DEST/$project" -name '*.yaml' | wc -l) files [$(elapsed "$t")]"
 done <"$TABLE"
 [ ${#projects[@]} -gt 0 ] || die "$TABLE lists no project"

@@ -7,7 +7,9 @@
 # Each comes from its Go module through the Go module proxy (`go mod download`, which checks the module against
 # the checksum database); the module's hash must also equal the one pinned in modules.txt. Only the CRD files are
 # read out of the module's zip, so a large module is never extracted. GOMODCACHE is "$HUBWRIGHT_CACHE/go/mod",
-# as in scripts/tools.sh, and a project already extracted at its pinned version is left as it is.
+# as in scripts/tools.sh, and a project already extracted at its pinned version is left as it is. A project's
+# folder is extracted into a temporary of this run's own and renamed into place (scripts/lib/cache.sh): two runs
+# of one clone at once do not mix their files.
 #
 #   scripts/crds.sh            # called by scripts/tools.sh
 #
@@ -29,6 +31,7 @@ T0=$(date +%s)
 say() { printf '[crds] %s\n' "$*"; }
 die() { printf '[crds] ERROR: %s\n' "$*" >&2; exit 1; }
 elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
+. "$ROOT/scripts/lib/cache.sh"  # cache_publish
 
 [ -f "$TABLE" ] || die "no $TABLE"
 command -v python3 >/dev/null || die "python3 is needed to read the CRD files out of the module zips"
@@ -80,10 +83,7 @@ if missing:
     sys.exit(f"no file in {prefix[:-1]} matches {', '.join(missing)}")
 EOF
     printf '%s\n' "$stamp" >"$work/$project/.source"
-    rm -rf "$DEST/$project.old"
-    [ -d "$DEST/$project" ] && mv "$DEST/$project" "$DEST/$project.old"
-    mv "$work/$project" "$DEST/$project"
-    rm -rf "$DEST/$project.old"
+    cache_publish "$work/$project" "$DEST/$project" || die "$project: cannot put its files at $DEST/$project"
     say "$project ($module@$version): $(find "$DEST/$project" -name '*.yaml' | wc -l) files [$(elapsed "$t")]"
 done <"$TABLE"
 [ ${#projects[@]} -gt 0 ] || die "$TABLE lists no module"

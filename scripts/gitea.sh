@@ -13,6 +13,9 @@
 #
 #   scripts/gitea.sh                        # called by scripts/tools.sh
 #   HUBWRIGHT_TOOLS_REBUILD=1 scripts/gitea.sh
+#
+# Runs sharing the cache may run at once: the build is done under a lock on the cache, and the binary and the
+# static files are renamed into place (scripts/lib/cache.sh); a run that waited takes what the other built.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,17 +34,19 @@ export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 say() { printf '[tools] gitea: %s\n' "$*"; }
 die() { printf '[tools] ERROR: gitea: %s\n' "$*" >&2; exit 1; }
 . "$ROOT/scripts/progress.sh"  # ticking: how long the build has been going, on a terminal
+. "$ROOT/scripts/lib/cache.sh"  # cache_lock, cache_publish, place_*: safe when runs share the cache or .tools
 mkdir -p "$BIN" "$SHARE" "$CACHE/bin" "$CACHE/logs" "$CACHE/share"
 T0=$(date +%s)
 out="$CACHE/bin/gitea-$GITEA_VERSION" static="$CACHE/share/gitea-$GITEA_VERSION" log="$CACHE/logs/gitea-$GITEA_VERSION.log"
 
 link() {
-    rm -f "$BIN/gitea"; ln "$out" "$BIN/gitea" 2>/dev/null || cp -f "$out" "$BIN/gitea"; chmod +x "$BIN/gitea"
-    ln -sfn "$static" "$SHARE/gitea"
+    place_file "$out" "$BIN/gitea"
+    place_link "$static" "$SHARE/gitea"
     "$BIN/gitea" --version >/dev/null 2>&1 || die "$BIN/gitea does not run"
 }
+cached() { [ "$REBUILD" != 1 ] && [ -x "$out" ] && [ -d "$static/options/locale" ]; }
 
-if [ "$REBUILD" != 1 ] && [ -x "$out" ] && [ -d "$static/options/locale" ]; then
+if cached; then
     link
     say "$GITEA_VERSION: cached ($out) [$(( $(date +%s) - T0 ))s]"
     exit 0
@@ -49,6 +54,13 @@ fi
 
 command -v go >/dev/null || die "no 'go' toolchain on PATH; install Go >= 1.26"
 command -v gcc >/dev/null || die "no gcc: the SQLite driver needs cgo (apt-get install build-essential)"
+# One build at a time: the binary's lock on the cache guards the static files too (both come from one build).
+cache_lock "$out" "gitea $GITEA_VERSION"
+if cached; then
+    link
+    say "$GITEA_VERSION: cached ($out), built by another run while this one waited [$(( $(date +%s) - T0 ))s]"
+    exit 0
+fi
 say "$GITEA_VERSION: downloading the module (log: $log) ..."
 work=$(mktemp -d)
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
@@ -59,14 +71,16 @@ cp -r "$dir" "$work/src"
 chmod -R u+w "$work/src"
 say "$GITEA_VERSION: building (cgo, tags sqlite sqlite_unlock_notify) ..."
 if ! ticking "gitea $GITEA_VERSION" sh -c 'cd "$1" && CGO_ENABLED=1 go build -tags "sqlite sqlite_unlock_notify" -ldflags "-s -w -X main.Version=$3" -o "$2" .' _ \
-        "$work/src" "$out.tmp" "${GITEA_VERSION#v}" >>"$log" 2>&1; then
+        "$work/src" "$work/gitea" "${GITEA_VERSION#v}" >>"$log" 2>&1; then
     tail -n 30 "$log" >&2
     die "build failed (full log: $log)"
 fi
-mv -f "$out.tmp" "$out"
 # Only what a running Gitea reads from disk: locales and option files, and the templates (mails, API errors).
-rm -rf "$static.tmp"; mkdir -p "$static.tmp"
-cp -r "$work/src/options" "$work/src/templates" "$static.tmp/"
-rm -rf "$static"; mv "$static.tmp" "$static"
+mkdir -p "$work/static"
+cp -r "$work/src/options" "$work/src/templates" "$work/static/"
+# The static files first: a run that sees the binary in the cache without the lock finds them there too.
+cache_publish "$work/static" "$static" || die "cannot put the static files at $static"
+cache_publish "$work/gitea" "$out" || die "cannot put the built gitea at $out"
+cache_unlock "$out"
 link
 say "$GITEA_VERSION: built [$(( $(date +%s) - T0 ))s]"

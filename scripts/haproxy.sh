@@ -16,6 +16,9 @@
 #
 #   scripts/haproxy.sh                        # called by scripts/tools.sh
 #   HUBWRIGHT_TOOLS_REBUILD=1 scripts/haproxy.sh
+#
+# Runs sharing the cache may run at once: the build (and its apt lists in the cache) is done under a lock on the
+# cache, and the binary renamed into place (scripts/lib/cache.sh); a run that waited takes what the other built.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,6 +30,7 @@ NEED_MAJOR=2 NEED_MINOR=9
 
 say() { printf '[tools] haproxy: %s\n' "$*"; }
 . "$ROOT/scripts/progress.sh"  # ticking: how long the build has been going, on a terminal
+. "$ROOT/scripts/lib/cache.sh"  # cache_lock, cache_publish, place_*: safe when runs share the cache or .tools
 die() { printf '[tools] ERROR: haproxy: %s\n' "$*" >&2; exit 1; }
 mkdir -p "$BIN" "$CACHE/bin" "$CACHE/logs"
 T0=$(date +%s)
@@ -38,27 +42,43 @@ new_enough() {
     major=${v%%.*}; minor=${v#*.}; minor=${minor%%.*}
     [ -n "$v" ] && { [ "$major" -gt "$NEED_MAJOR" ] || { [ "$major" -eq "$NEED_MAJOR" ] && [ "$minor" -ge "$NEED_MINOR" ]; }; }
 }
-place() { rm -f "$BIN/haproxy"; ln "$1" "$BIN/haproxy" 2>/dev/null || cp -f "$1" "$BIN/haproxy"; chmod +x "$BIN/haproxy"; }
+place() { place_file "$1" "$BIN/haproxy"; }
+# cached: the newest HAProxy built before into the cache, when it is new enough; else nothing.
+cached() {
+    local c
+    c=$(ls -1 "$CACHE"/bin/haproxy-[0-9]* 2>/dev/null | sort -V | tail -n 1 || true)
+    if [ -n "$c" ] && [ -x "$c" ] && new_enough "$(version_of "$c")"; then printf '%s\n' "$c"; fi
+}
 
 # 1. on PATH (not ours)
 if [ "$REBUILD" != 1 ]; then
     p=$(PATH=$(printf '%s' "$PATH:/usr/sbin" | tr ':' '\n' | grep -vxF "$BIN" | paste -sd: -) command -v haproxy 2>/dev/null || true)
     if [ -n "$p" ] && new_enough "$(version_of "$p")"; then
-        ln -sf "$p" "$BIN/haproxy"
+        place_link "$p" "$BIN/haproxy"
         say "using $p ($(version_of "$p")) [$(( $(date +%s) - T0 ))s]"
         exit 0
     fi
     # 2. built before
-    cached=$(ls -1 "$CACHE"/bin/haproxy-[0-9]* 2>/dev/null | sort -V | tail -n 1 || true)
-    if [ -n "$cached" ] && [ -x "$cached" ] && new_enough "$(version_of "$cached")"; then
-        place "$cached"
-        say "$(version_of "$cached"): cached ($cached) [$(( $(date +%s) - T0 ))s]"
+    c=$(cached)
+    if [ -n "$c" ]; then
+        place "$c"
+        say "$(version_of "$c"): cached ($c) [$(( $(date +%s) - T0 ))s]"
         exit 0
     fi
     [ -n "$p" ] && say "$p is $(version_of "$p"); custom-tlv needs >= $NEED_MAJOR.$NEED_MINOR: building $SUITE's"
 fi
 
-# 3. build Debian trixie's upstream source
+# 3. build Debian trixie's upstream source, one run at a time (the version is known only from the index, so the
+# lock is on the build from $SUITE's source, not on one binary). A run that waited finds the other's binary.
+cache_lock "$CACHE/bin/haproxy-$SUITE-source" "haproxy from $SUITE's source"
+if [ "$REBUILD" != 1 ]; then
+    c=$(cached)
+    if [ -n "$c" ]; then
+        place "$c"
+        say "$(version_of "$c"): cached ($c), built by another run while this one waited [$(( $(date +%s) - T0 ))s]"
+        exit 0
+    fi
+fi
 command -v make >/dev/null && command -v gcc >/dev/null || die "needs make and gcc (apt-get install build-essential)"
 [ -x /usr/lib/apt/apt-helper ] || die "needs apt (/usr/lib/apt/apt-helper): this build reads Debian's signed indexes"
 
@@ -121,7 +141,9 @@ src=$(find "$WORK" -maxdepth 1 -type d -name "haproxy-$VERSION*" | head -n 1)
 [ -n "$src" ] || die "the tarball has no haproxy-$VERSION folder"
 ticking "haproxy $VERSION" make -C "$src" -j"$(nproc)" TARGET=linux-glibc >>"$LOG" 2>&1 || { tail -n 30 "$LOG" >&2; die "build failed (log: $LOG)"; }
 out="$CACHE/bin/haproxy-$VERSION"
-install -m 0755 "$src/haproxy" "$out.tmp" && mv -f "$out.tmp" "$out"
+install -m 0755 "$src/haproxy" "$WORK/haproxy-$VERSION"
+cache_publish "$WORK/haproxy-$VERSION" "$out" || die "cannot put the built haproxy at $out"
+cache_unlock "$CACHE/bin/haproxy-$SUITE-source"
 new_enough "$(version_of "$out")" || die "the built $out does not run or reports $(version_of "$out")"
 place "$out"
 say "$VERSION: built in $(( $(date +%s) - t ))s [$(( $(date +%s) - T0 ))s in all]"
