@@ -137,10 +137,13 @@ _place_tmp() { mktemp -u "$(dirname "$1")/.$(basename "$1").tmp.XXXXXX"; }
 
 place_file() {
     local tmp
+    [ "$2" -ef "$1" ] && [ ! -L "$2" ] && return 0  # the same file already (mv refuses to rename onto it)
     tmp=$(_place_tmp "$2")
-    if ! { { ln "$1" "$tmp" 2>/dev/null || cp -f "$1" "$tmp"; } && chmod +x "$tmp" && mv -f -T "$tmp" "$2"; }; then
+    if ! { { ln "$1" "$tmp" 2>/dev/null || cp -f "$1" "$tmp"; } && chmod +x "$tmp"; }; then rm -f "$tmp"; return 1; fi
+    if ! mv -f -T "$tmp" "$2" 2>/dev/null; then
+        # Another run of this clone placed the same file meanwhile: fine. Anything else: say why.
+        [ "$tmp" -ef "$2" ] || mv -f -T "$tmp" "$2" || { rm -f "$tmp"; return 1; }
         rm -f "$tmp"
-        return 1
     fi
 }
 
