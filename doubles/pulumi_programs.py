@@ -41,7 +41,12 @@ class SleepProvider(ResourceProvider):
     def create(self, props: dict) -> CreateResult:
         if props.get("marker"):
             Path(props["marker"]).write_text(str(os.getpid()))
-        time.sleep(float(props.get("sleep") or 0))
+        bound = time.monotonic() + float(props.get("sleep") or 0)
+        if props.get("hold"):  # held while the file `hold` exists (a test releases it), at most `sleep` seconds
+            while Path(props["hold"]).exists() and time.monotonic() < bound:
+                time.sleep(0.05)
+        else:
+            time.sleep(max(0.0, bound - time.monotonic()))
         return CreateResult(id_=f"{props['label']}-id", outs=dict(props))
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
@@ -55,14 +60,16 @@ class SleepProvider(ResourceProvider):
 class Sleeper(Resource):
     label: pulumi.Output[str]
 
-    def __init__(self, name: str, *, sleep: float, marker: str = "", opts: pulumi.ResourceOptions | None = None):
-        super().__init__(SleepProvider(), name, {"label": name, "sleep": sleep, "marker": marker}, opts)
+    def __init__(self, name: str, *, sleep: float, marker: str = "", hold: str = "",
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__(SleepProvider(), name, {"label": name, "sleep": sleep, "marker": marker, "hold": hold}, opts)
 
 
-def sleepy(inputs: StackInputs, *, sleep: float = 0.0, marker: str = "") -> Mapping[str, Any]:
+def sleepy(inputs: StackInputs, *, sleep: float = 0.0, marker: str = "", hold: str = "") -> Mapping[str, Any]:
     """A program like components.program.program: one Sleeper named after the cluster. Importable by name
-    (`doubles.pulumi_programs:sleepy`), as the worker pool needs."""
-    thing = Sleeper(f"{inputs.name}-thing", sleep=sleep, marker=marker)
+    (`doubles.pulumi_programs:sleepy`), as the worker pool needs. With `hold`, its create lasts while that file
+    exists (at most `sleep` s): a test ends it when it has seen what it waits for, not after a guessed time."""
+    thing = Sleeper(f"{inputs.name}-thing", sleep=sleep, marker=marker, hold=hold)
     return {"cluster": inputs.key, "inputsDigest": inputs.digest(), "thing": thing.id}
 
 
@@ -200,9 +207,9 @@ def held(inputs: StackInputs, *, log: str, hold: str) -> Mapping[str, Any]:
 HELD = "doubles.pulumi_programs:held"
 
 
-def sleepy_program(sleep: float = 0.0, marker: str = "") -> Callable[[StackInputs], Mapping[str, Any]]:
+def sleepy_program(sleep: float = 0.0, marker: str = "", hold: str = "") -> Callable[[StackInputs], Mapping[str, Any]]:
     """The sleepy program as an in-process PulumiEngine's program_factory."""
-    return functools.partial(sleepy, sleep=sleep, marker=marker)
+    return functools.partial(sleepy, sleep=sleep, marker=marker, hold=hold)
 
 
 def make_inputs(name: str = "prod-1", namespace: str = "acme", **tags: str) -> StackInputs:

@@ -70,22 +70,27 @@ def test_four_stacks_go_up_at_once_each_in_its_own_worker(pulumi_cli, tmp_path):
 
 def test_a_hung_run_is_cancelled_then_killed_and_its_lock_recovered(pulumi_cli, tmp_path):
     """Past --run-timeout: SIGINT (Pulumi waits for the hung create), then the whole tree is killed after the
-    grace period; the plugin is gone, no pulumi process is left, and the stack is usable at once."""
+    grace period; the plugin is gone, no pulumi process is left, and the stack is usable at once.
+
+    The run's clock is the test's: it passes the timeout once the create is hung (the provider wrote its pid),
+    so a slow machine's start-up never races the timeout. The grace is real time."""
     marker = tmp_path / "provider.pid"
-    # A first up (stack created, plugin started) takes 4.4-6.7 s here unloaded, and over 10 s at a load average
-    # of 20: the timeout leaves the provider time to start on a busy machine too, so that there is a hung create
-    # to cancel and a plugin to kill.
-    pool = pool_at(tmp_path, sleep=600, marker=str(marker), limits=RunLimits(timeout=20, grace=2))
+    clock = SteppedClock()
+    pool = pool_at(tmp_path, sleep=600, marker=str(marker), limits=RunLimits(timeout=120, grace=2), clock=clock)
     try:
-        started = time.monotonic()
-        with pytest.raises(RunCancelled) as caught:
-            pool.up(make_inputs("hung"), message="a run that hangs")
-        took = time.monotonic() - started
-        provider = int(marker.read_text())
-        message = str(caught.value)
-        assert "did not finish within 20s" in message and "killed its process tree" in message, message
+        caught: list[BaseException] = []
+        thread = threading.Thread(target=lambda: _catch(caught, lambda: pool.up(make_inputs("hung"), message="hangs")))
+        thread.start()
+        provider = int(wait_until(lambda: marker.exists() and marker.read_text(), 120, what="the provider to start"))
+        clock.step(120)  # --run-timeout has passed
+        interrupted = time.monotonic()
+        thread.join(120)
+        took = time.monotonic() - interrupted
+        assert not thread.is_alive() and isinstance(caught[0], RunCancelled), caught
+        message = str(caught[0])
+        assert "did not finish within 120s" in message and "killed its process tree" in message, message
         assert "recovered the stack" in message, message
-        assert 22 <= took < 60, took
+        assert took >= 2, f"killed {took:.1f}s after the timeout, before its grace of 2s"
         assert not proctree.alive(provider), f"the provider {provider} outlived the killed run"
         assert pulumi_processes_under(os.getpid()) == []
     finally:
@@ -96,6 +101,19 @@ def test_a_hung_run_is_cancelled_then_killed_and_its_lock_recovered(pulumi_cli, 
         assert result.ok and result.outputs["cluster"] == "acme/hung"
     finally:
         healthy.close()
+
+
+class SteppedClock:
+    """A clock that stands still until the test moves it on by `step` seconds; from then on it runs."""
+
+    def __init__(self) -> None:
+        self.base, self.offset = time.monotonic(), None
+
+    def step(self, seconds: float) -> None:
+        self.offset = self.base + seconds - time.monotonic()
+
+    def __call__(self) -> float:
+        return self.base if self.offset is None else time.monotonic() + self.offset
 
 
 def test_cancel_stops_the_runs_in_flight_and_later_runs_start_as_usual(pulumi_cli, tmp_path):

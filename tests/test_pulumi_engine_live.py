@@ -36,8 +36,10 @@ def home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("pulumi-home")
 
 
-def engine_at(state: Path, home: Path, *, backend: str | None = None, sleep: float = 0.0, marker: str = "") -> PulumiEngine:
-    return PulumiEngine(engine_settings(state, backend_url=backend, home=home), program_factory=sleepy_program(sleep, marker))
+def engine_at(state: Path, home: Path, *, backend: str | None = None, sleep: float = 0.0, marker: str = "",
+              hold: str = "") -> PulumiEngine:
+    return PulumiEngine(engine_settings(state, backend_url=backend, home=home),
+                        program_factory=sleepy_program(sleep, marker, hold))
 
 
 def lock_files(backend_dir: Path, stack: str) -> list[Path]:
@@ -181,10 +183,11 @@ def test_killed_update_leaves_lock_and_pending_create_that_recover_clears(pulumi
 def test_concurrent_updates_of_one_stack_give_stack_locked(pulumi_cli, tmp_path, home):
     backend = f"file://{tmp_path / 'shared'}"
     (tmp_path / "shared").mkdir()
-    marker = tmp_path / "create-started"
+    marker, hold = tmp_path / "create-started", tmp_path / "hold"
+    hold.touch()  # replica a's create lasts until the checks below are done (removed in `finally`), however slow
     inputs = make_inputs()
-    first = engine_at(tmp_path / "replica-a", home, backend=backend, sleep=8, marker=str(marker))
-    second = engine_at(tmp_path / "replica-b", home, backend=backend, sleep=8, marker=str(marker))
+    first = engine_at(tmp_path / "replica-a", home, backend=backend, sleep=300, marker=str(marker), hold=str(hold))
+    second = engine_at(tmp_path / "replica-b", home, backend=backend, sleep=300, marker=str(marker), hold=str(hold))
 
     results: dict = {}
     runner = threading.Thread(target=lambda: results.update(a=first.up(inputs, message="replica a")))
@@ -201,6 +204,7 @@ def test_concurrent_updates_of_one_stack_give_stack_locked(pulumi_cli, tmp_path,
             second.recover(inputs.stack)
         assert "a live pulumi process on this host" in str(live.value)
     finally:
+        hold.unlink()
         runner.join(120)
     assert results["a"].ok and results["a"].changes == {"create": 2}
     assert lock_files(tmp_path / "shared", inputs.stack) == []

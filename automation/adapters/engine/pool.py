@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any, Callable, Mapping
 
 from automation.adapters.engine import proctree
 from automation.adapters.engine.protocol import EngineError, OnProgress, RunCancelled, RunLimits, RunResult, StackLocked
@@ -157,12 +157,14 @@ class WorkerPool:
 
     def __init__(self, settings: PulumiSettings, *, program: str = DEFAULT_PROGRAM,
                  program_options: Mapping[str, Any] | None = None, size: int = 4, limits: RunLimits = RunLimits(),
-                 max_runs: int = 50, python: str = sys.executable, env: Mapping[str, str] | None = None):
+                 max_runs: int = 50, python: str = sys.executable, env: Mapping[str, str] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         settings.check()
         limits.check(settings.stale_lock_after_s)
         if size < 1 or max_runs < 1:
             raise ValueError(f"worker pool: size and max_runs must be at least 1 (got {size}, {max_runs})")
         self.settings, self.limits, self.size, self.max_runs = settings, limits, size, max_runs
+        self._clock = clock  # the run timeout's clock (a test moves it on instead of waiting out --run-timeout)
         self._setup = {"settings": settings.to_json(), "program": program, "program_options": dict(program_options or {})}
         self._python = python
         self._env = {**(os.environ if env is None else env), "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
@@ -205,7 +207,7 @@ class WorkerPool:
                 run.why = run.why or "cancelled"
                 run.grace = min(run.grace, grace)
                 if run.kill_at is not None:  # already interrupted (timed out): a shorter grace still applies
-                    run.kill_at = min(run.kill_at, time.monotonic() + grace)
+                    run.kill_at = min(run.kill_at, self._clock() + grace)
             self._cond.notify_all()
             self._cond.wait_for(lambda: not self._busy, timeout=grace + KILL_WAIT_S)
 
@@ -227,7 +229,7 @@ class WorkerPool:
 
     def _call(self, op: str, stack: str, args: Mapping[str, Any], *, on_progress: OnProgress | None = None) -> Any:
         worker = self._checkout()
-        run = _Run(op, stack, deadline=time.monotonic() + self.limits.timeout, grace=self.limits.grace,
+        run = _Run(op, stack, deadline=self._clock() + self.limits.timeout, grace=self.limits.grace,
                    on_progress=on_progress)
         with self._cond:
             self._busy[worker] = run
@@ -253,7 +255,7 @@ class WorkerPool:
     def _await(self, worker: Worker, run: _Run) -> dict | None:
         """The worker's reply; None once the run had to be killed (timed out or cancelled, and past its grace)."""
         while True:
-            now = time.monotonic()
+            now = self._clock()
             with self._cond:
                 if run.why is None and now >= run.deadline:
                     run.why = f"did not finish within {self.limits.timeout:.0f}s (--run-timeout)"
