@@ -130,6 +130,19 @@ def test_a_run_after_them_finds_it_cached_and_builds_nothing(tmp_path):
     assert (tmp_path / "b" / "bin" / "tool").read_text() == CONTENT
 
 
+def test_the_same_clone_run_again_keeps_its_binary(tmp_path):
+    """Placing onto a hard link of the same file (mv refuses to rename onto it) is no error."""
+    s = Setup(tmp_path)
+    s.release.touch()
+    try:
+        assert s.start("a", STEP).wait(timeout=10) == 0, s.err("a")
+        assert s.start("a", STEP).wait(timeout=10) == 0, s.err("a")
+    finally:
+        s.stop()
+    assert runs(s.count) == 1 and (tmp_path / "a" / "bin" / "tool").read_text() == CONTENT
+    assert not [p for p in (tmp_path / "a" / "bin").iterdir() if p.name != "tool"]
+
+
 def test_a_failed_build_leaves_no_output_and_no_temporary(tmp_path):
     s = Setup(tmp_path)
     s.fake.write_text("#!/bin/sh\necho run >>\"$COUNT\"\nprintf 'part1\\n' >\"$CACHE_TMP\"\nexit 3\n")
