@@ -1,8 +1,11 @@
-# Shortcuts for ./dev, which holds the README's two commands, and the image build.
-.PHONY: plan test image
+# Shortcuts for ./dev, which holds the README's commands, and the image build.
+.PHONY: plan setup test image
 
 plan:
 	./dev plan
+
+setup:
+	./dev setup
 
 test:
 	./dev test

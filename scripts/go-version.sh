@@ -5,8 +5,8 @@
 #
 #   scripts/go-version.sh        # exit 0 when `go version` >= the newest directive, else 1 with the reason
 #
-# Called by .ci/run before scripts/tools.sh, and by scripts/tools.sh before it builds anything. It honours
-# GOTOOLCHAIN like the go command does (`go version` reports the toolchain it would run).
+# Called by ./dev setup (scripts/setup.sh) before scripts/tools.sh, and by scripts/tools.sh before it builds
+# anything. It honours GOTOOLCHAIN like the go command does (`go version` reports the toolchain it would run).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
