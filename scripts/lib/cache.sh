@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Building into the shared cache ($HUBWRIGHT_CACHE, default ~/.cache/hubwright) and placing into .tools safely
 # when several runs share them: a CI run and a clean clone's run on one machine share the cache, and one clone
 # may run twice. Sourced (bash) by scripts/tools.sh, haproxy.sh, gitea.sh, crds.sh, crds-gen.sh and venv.sh.
