@@ -16,7 +16,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import pytest
 from stacks.names import CLUSTERS, TENANTS
+from doubles.ports import free_port  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS_BIN = ROOT / ".tools" / "bin"
@@ -68,11 +68,6 @@ def tools_env(env: Optional[dict] = None) -> dict:
 
 
 # --------------------------------------------------------------------------- helpers
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -220,6 +215,25 @@ class EnvTest:
 
     def __repr__(self) -> str:
         return f"EnvTest(host={self.host!r}, etcd_url={self.etcd_url!r})"
+
+
+def next_second(api_client: Any, timeout: float = 10.0) -> None:
+    """Return once the API server's clock has moved past the second it shows now: an object created after this
+    has a ``creationTimestamp`` (whole seconds) strictly later than every object created before it. The clock read
+    is the server's own (the ``Date`` of its answers), polled; a test that orders objects by age waits on this,
+    not on a guessed ``sleep``."""
+    from email.utils import parsedate_to_datetime
+    from kubernetes import client
+    version = client.VersionApi(api_client)
+
+    def server_time() -> Any:
+        return parsedate_to_datetime(version.get_code_with_http_info(_request_timeout=5)[2]["Date"])
+
+    start, deadline = server_time(), time.monotonic() + timeout
+    while server_time() <= start:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the API server's clock stayed at {start} for {timeout}s")
+        time.sleep(0.05)
 
 
 def _wait_ready(env: EnvTest, timeout: float) -> None:

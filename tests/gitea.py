@@ -36,6 +36,7 @@ from typing import Iterator
 
 import httpx
 import pytest
+from doubles.ports import free_port as _free_port
 
 TOKEN = re.compile(r"[0-9a-f]{40}")  # an access token as Gitea prints it (a SHA-1's hex)
 
@@ -47,11 +48,6 @@ MISSING = (f"no Gitea at {BINARY} (or its static files at {STATIC}): run scripts
 ADMIN = "hubwright-admin"
 ALL_SCOPES = "all"
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _app_ini(work: Path, http_port: int, ssh_port: int, host_key: Path) -> str:

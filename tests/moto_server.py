@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,15 +27,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from doubles.ports import free_port as _free_port
 
 DEFAULT_ACCOUNT = "123456789012"  # moto's default account
 _BIN = Path(sys.executable).parent / "moto_server"
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class MotoServer:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+from doubles.ports import free_port as _free_port
 
 BINARIES = ("initdb", "pg_ctl")
 PACKAGE_BIN = Path("/usr/lib/postgresql/15/bin")  # Debian's postgresql-15 keeps them off PATH
@@ -40,11 +40,6 @@ def find_binaries() -> dict[str, str] | None:
         found[name] = path
     return found
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _as_server_user(command: list[str]) -> list[str]:

@@ -89,7 +89,8 @@ def test_the_real_go_passes(tmp_path):
 
 
 def test_ci_and_tools_run_the_check_before_building():
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert ci.index("bash scripts/go-version.sh") < ci.index("bash scripts/tools.sh")
+    assert "./dev setup" in (ROOT / ".ci" / "run").read_text()  # ./dev setup runs scripts/setup.sh
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    assert setup.index("bash scripts/go-version.sh") < setup.index("bash scripts/tools.sh")
     tools = (ROOT / "scripts" / "tools.sh").read_text()
     assert tools.index("scripts/go-version.sh") < tools.index("go build")

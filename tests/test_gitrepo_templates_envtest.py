@@ -195,7 +195,9 @@ def test_a_template_removed_deletes_only_the_hubgitrepos_it_made(hub):
     assert GITREPO_ROLE_LABEL not in (kept["metadata"].get("labels") or {})
     hub.custom.patch_cluster_custom_object(GROUP, VERSION, TENANTS, tenant, {"spec": {"clusterTemplate": None}})
     wait_until(lambda: hub.repo(tenant, "cluster-made") is None, WAIT, what="the template's HubGitRepo deleted")
-    time.sleep(1.5)  # a resync more: the administrator's stays
+    resyncs = hub.templates.resync.calls  # a resync more, worked off: the administrator's stays
+    wait_until(lambda: hub.templates.resync.calls >= resyncs + 2 and hub.templates.queue.idle(), WAIT,
+               what="a resync of the templates, worked off")
     assert hub.repo(tenant, "cluster-own")["spec"]["path"] == "admin/own"
     assert f"org/{tenant}.made" in hub.forges.repos  # Retain: the repository stays
 

@@ -139,6 +139,7 @@ def crds_gen(root: Path, table: str) -> subprocess.CompletedProcess:
     (root / "scripts").mkdir(parents=True, exist_ok=True)
     (root / "tools" / "crds").mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "scripts" / "crds-gen.sh", root / "scripts" / "crds-gen.sh")
+    shutil.copytree(ROOT / "scripts" / "lib", root / "scripts" / "lib", dirs_exist_ok=True)  # cache.sh, sourced
     (root / "tools" / "crds" / "generated.txt").write_text(table)
     env = dict(os.environ, PATH=f"{os.environ.get('PATH', '')}:/usr/local/go/bin")
     return subprocess.run(["bash", str(root / "scripts" / "crds-gen.sh")], capture_output=True, text=True,

@@ -25,6 +25,7 @@ from automation.adapters.atomic import write_atomically
 from automation.adapters.files.haproxy import CentralRuntime, Debouncer, Loaded, MasterCLI, ReloadFailed, watch
 from stacks.inputs import SharedIngressInputs
 from doubles.factories import cluster_doc, hub_doc, namespace_doc
+from doubles.service_env import wait_until
 from tests.envtest import free_port
 from tests.haproxy import HAPROXY, MISSING, OLD_HAPROXY, check, version, wait_for_port
 
@@ -332,17 +333,21 @@ def test_new_connections_are_not_refused_during_reloads_or_map_updates(ingress):
             except OSError:
                 results.append(False)
 
+    def more_connections(count: int = 3) -> None:  # the hammer has gone on meanwhile
+        made = len(results)
+        wait_until(lambda: len(results) >= made + count, 30, what=f"{count} more connections")
+
     worker = threading.Thread(target=hammer)
     worker.start()
     durations = []
     try:
-        time.sleep(0.2)
+        more_connections()
         for n in range(5):  # a global setting changes every time: each step is a reload
             start = time.monotonic()
             change = ingress.runtime.apply(ingress.render(["a", "b", "c", "locked"], hard_stop_after=f"{10 + n}m"))
             durations.append(time.monotonic() - start)
             assert change.kind == "reload"
-            time.sleep(0.2)
+            more_connections()
         updates = []
         for n in range(10):  # b out and back in: map updates only
             start = time.monotonic()
@@ -361,12 +366,14 @@ def test_new_connections_are_not_refused_during_reloads_or_map_updates(ingress):
 
 def test_a_burst_of_changes_is_one_reload(ingress):
     reloads = ingress.runtime.cli.processes().reloads
-    debouncer = Debouncer(ingress.runtime.apply, quiet=0.3, max_delay=5.0)
+    now = [0.0]  # the debouncer's clock: the burst's timing is the test's, however slow the machine
+    debouncer = Debouncer(ingress.runtime.apply, quiet=0.3, max_delay=5.0, clock=lambda: now[0])
     steps = [["a"], ["a", "b"], ["a", "b", "d"], ["a", "d"], ["a", "c", "d"]]
     for ids in steps:  # five changes in quick succession, as a burst of watch events would bring
         debouncer.offer(ingress.render(ids))
+        now[0] += 0.1
         assert not debouncer.flush()
-    time.sleep(0.35)
+    now[0] += 0.3
     assert debouncer.flush()
     assert [c.kind for c in ingress.runtime.history] == ["reload"]
     assert ingress.runtime.cli.processes().reloads == reloads + 1

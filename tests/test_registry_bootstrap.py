@@ -35,7 +35,7 @@ from automation.adapters.kube.status import parse_time
 from automation.api import agents, bootstrap, facts
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from automation.cli.agent import Agent, AgentError, renewal_due, token_times
-from doubles.envtest import find_binary
+from doubles.envtest import find_binary, next_second
 from stacks.install import AGENT, AGENT_NAMESPACE, API_RULES
 from stacks.names import (AGENT_CLUSTER_UID_ANNOTATION, ANNOTATION_PREFIX, API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP,
                           OWNER_ACCOUNT_ANNOTATION, SHARED_INGRESS_CONFIGMAP, TENANT_ANNOTATION, TENANT_LABEL,
@@ -719,7 +719,7 @@ def test_a_tenant_never_gets_a_node_proxy_config_that_the_central_proxy_routes_t
     globex, globex_ns = made.tenant()
     acme, acme_ns = made.tenant()
     ingress_cluster(made, globex_ns, "prod-1", "333333333333", "10.2.2.2:6443")
-    time.sleep(1.1)  # creationTimestamp has seconds: globex's is older
+    next_second(made.admin)  # creationTimestamp has seconds: globex's is older
     ingress_cluster(made, acme_ns, "prod-1", "222222222222", "10.1.1.1:6443")
     published = publish(ingress)
 

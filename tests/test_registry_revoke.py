@@ -5,7 +5,6 @@ collector (a real kube-controller-manager) deletes them by their ownerReference,
 sweeps whatever is left (where no collector runs)."""
 from __future__ import annotations
 
-import time
 
 import pytest
 from kubernetes import client
@@ -16,6 +15,7 @@ from doubles.engine import RecordingEngine
 from stacks.names import AGENT_CLUSTER_LABEL, AGENT_CLUSTER_UID_ANNOTATION, GROUP, VERSION, agent_name
 from doubles.agent_orphans import GC_WITHIN, orphaned_agent
 from tests.envtest import exists, kube_apiserver, kube_apiserver_gc  # noqa: F401 - the fixtures
+from doubles.envtest import next_second
 from doubles.service_env import ServiceEnv, wait_until
 
 
@@ -109,14 +109,14 @@ def test_the_service_sweeps_agents_of_clusters_deleted_while_it_was_down(env, ku
     tokens = {name: grant_agent(env.api_client, env.ns, name, env.get(name)["metadata"]["uid"], 600)[0]
               for name in ("gone", "replaced", "kept")}
     _legacy_agent(env, "legacy-replaced")  # made before its Cluster (of the same name, a later one) was
-    time.sleep(1.1)  # creation times have whole seconds: the next Cluster is unambiguously younger
+    next_second(env.api_client)  # creation times have whole seconds: the next Cluster is unambiguously younger
     env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster",
         "metadata": {"name": "legacy-replaced", "namespace": env.ns}, "spec": {}})
     env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "hubclusters", {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "HubCluster", "metadata": {"name": "legacy", "namespace": env.ns},
         "spec": {}})
-    time.sleep(1.1)
+    next_second(env.api_client)
     _legacy_agent(env, "legacy")  # made after its Cluster: granted for it
     for name in ("gone", "replaced"):
         env.delete(name)

@@ -34,6 +34,7 @@ from automation.adapters.engine import PolicyViolation, RunResult
 from automation.adapters.engine.pool import WorkerPool
 from automation.runner.runner import Runner
 from doubles.engine import RecordingEngine
+from doubles.envtest import next_second
 from doubles.factories import cluster, resolve_one
 from doubles.runners import SERVICE_NAMESPACE, create_run, phase, run_objects, run_status, running_runners
 from doubles.pulumi_programs import HELD, PASSPHRASE, engine_settings
@@ -188,8 +189,8 @@ def test_a_partitioned_runner_kills_its_run_before_its_claim_lapses_and_only_the
             key = create_run(api, "up", inputs("cut"))
             wait_until(lambda: a_engine.count("up") == 1, 20, what="A runs it")
             with running_runners(api, b_engine, n=1, claim_ttl=TTL, cancel_grace=GRACE) as (b,):
-                time.sleep(1.0)
-                assert b_engine.count() == 0  # A's claim is live: B leaves the run alone
+                wait_until(lambda: b.picks >= 2, 20, what="B to look at the runs twice")
+                assert b_engine.count() == 0 and b.jobs() == []  # A's claim is live: B leaves the run alone
                 proxy.stall()
                 stalled = time.monotonic()
                 finished(api, [key], timeout=40)
@@ -318,7 +319,7 @@ def test_a_runner_whose_name_its_peers_would_not_recognise_does_not_start():
 def test_fair_between_namespaces_one_run_of_b_starts_among_the_first_two(api):
     engine = RecordingEngine(run_seconds=0.2)
     keys = [create_run(api, "up", inputs(f"many-{i}", "runs-a")) for i in range(6)]
-    time.sleep(1.1)  # B's run is the newest by more than the creation timestamp's second
+    next_second(api)  # B's run is the newest by more than the creation timestamp's second
     keys.append(create_run(api, "up", inputs("one", "runs-b")))
     with running_runners(api, engine, n=1, claim_ttl=TTL, cancel_grace=GRACE):
         finished(api, keys, timeout=40)

@@ -9,7 +9,6 @@ Skips, naming the missing binaries, where scripts/tools.sh has not built them.
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from kubernetes import client
@@ -221,7 +220,8 @@ def test_a_renewed_watch_resumes_from_its_version_without_relisting(env, kube_ap
         wait_until(lambda: informer.synced.is_set(), 20)
         env.patch("a", {"spec": {"apiURL": "https://api.x.example.com"}})
         wait_until(lambda: ("MODIFIED", "a") in seen, 20)
-        time.sleep(2.5)  # two server-side watch timeouts: renewed from the last version each time
+        renewed = informer.watches
+        wait_until(lambda: informer.watches >= renewed + 2, 20)  # two server-side timeouts, renewed from our version
         env.patch("a", {"spec": {"apiURL": "https://api.y.example.com"}})
         wait_until(lambda: seen.count(("MODIFIED", "a")) == 2, 20)
     finally:

@@ -49,7 +49,11 @@ class Every(Loop):
         super().__init__(thread_name)
         self.interval = interval
         self.call = call
+        self.calls = 0  # how many calls have returned (a test waits for "one more resync", not for a time)
 
     def run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.call()
+            try:
+                self.call()
+            finally:
+                self.calls += 1

@@ -133,6 +133,7 @@ class Runner:
         self._stop = threading.Event()
         self._draining = threading.Event()
         self._served: dict[str, float] = {}  # namespace -> when this runner last started one of its runs
+        self.picks = 0  # how many times it has looked at every run (a test's "it looked, and left it alone")
         self._threads: list[threading.Thread] = []
         self.metrics.busy.set_function(lambda: len(self.jobs()))
 
@@ -269,6 +270,7 @@ class Runner:
             mine.add(run.key)
             busy_stacks.add(run.stack)
             self._served[run.namespace] = self.monotonic()
+        self.picks += 1
         return next_look
 
     def _claim(self, run: claims.RunView, raw: Raw) -> Job | None:

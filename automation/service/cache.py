@@ -79,6 +79,7 @@ class Cache:
         self.role_map: Mapping[str, str] = {}
         self.foreign_endpoints: Mapping[str, int] = {}  # the endpoint census (automation/service/census.py)
         self.revision = 0  # bumps on every change (status included)
+        self._wakes = 0  # wake(): a wait_for_change returns at once (the mapper is stopping)
         self.touched: set[str] = set()  # cluster keys changed since the mapper last looked
         # What resolve() reads and has changed since Desired last drained it (automation/service/mapper.py).
         self._changed_clusters: set[str] = set()  # parsed Cluster, recorded VPC, attachment or stack (or gone)
@@ -188,8 +189,15 @@ class Cache:
     # -- reads
     def wait_for_change(self, seen_revision: int, timeout: float) -> int:
         with self._lock:
-            self._lock.wait_for(lambda: self.revision != seen_revision, timeout)
+            wakes = self._wakes
+            self._lock.wait_for(lambda: self.revision != seen_revision or self._wakes != wakes, timeout)
             return self.revision
+
+    def wake(self) -> None:
+        """Every wait_for_change waiting now returns at once."""
+        with self._lock:
+            self._wakes += 1
+            self._lock.notify_all()
 
     def take_touched(self) -> set[str]:
         with self._lock:

@@ -391,11 +391,16 @@ class Mapper(Loop):
         self.enqueued = 0
         self.mapped_revision = -1  # the cache revision the last pass saw (a later one: changes not mapped yet)
 
+    def _interrupt(self) -> None:
+        self.cache.wake()
+
     def run(self) -> None:
         self.desired.own()  # from here on, only this thread resolves
         revision = -1
         while not self._stop.is_set():
             revision = self.cache.wait_for_change(revision, timeout=0.5)
+            if self._stop.is_set():
+                break
             try:
                 self.map_once()
                 self.mapped_revision = revision

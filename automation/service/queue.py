@@ -171,6 +171,7 @@ class WorkQueue:
         self._last_add: dict[Hashable, float] = {}
         self._settling: dict[Hashable, float] = {}  # key -> when it started waiting for its changes to stop
         self._shutdown = False
+        self._wakes = 0  # wake(): every get() waiting returns None (its workers are stopping)
 
     # -- adding
     def add(self, key: Hashable) -> None:
@@ -228,6 +229,7 @@ class WorkQueue:
         """The next key, marked in flight until done(key). None on shutdown or timeout."""
         deadline = None if timeout is None else self._clock() + timeout
         with self._cond:
+            wakes = self._wakes
             while True:
                 self._promote_due()
                 if self._ready:
@@ -235,7 +237,7 @@ class WorkQueue:
                     self._dirty.discard(key)
                     self._processing.add(key)
                     return key
-                if self._shutdown:
+                if self._shutdown or self._wakes != wakes:
                     return None
                 now = self._clock()
                 waits = [t - now for t in (deadline, self._timers[0][0] if self._timers else None) if t is not None]
@@ -278,6 +280,12 @@ class WorkQueue:
                 self._dirty.add(key)
                 if key not in self._processing:
                     self._ready.push(key)
+
+    def wake(self) -> None:
+        """Every get() waiting now returns None at once (workers that are stopping look at their stop flag)."""
+        with self._cond:
+            self._wakes += 1
+            self._cond.notify_all()
 
     # -- state
     def shutdown(self) -> None:
@@ -336,11 +344,13 @@ class Workers:
     def halt(self) -> None:
         """Take no new keys (the runs in flight go on)."""
         self._stop.set()
+        self.queue.wake()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Take no new keys; wait at most `timeout` seconds in all for the runs in flight (the engine cancels
         them first: Pipeline.stop), then leave what is still running to the process's exit."""
         self._stop.set()
+        self.queue.wake()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))

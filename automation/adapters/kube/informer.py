@@ -124,6 +124,7 @@ class Informer(Loop):
         self.resource_version: str | None = None
         self.synced = threading.Event()
         self.lists = 0  # how many full lists (1 + one per 410 Gone / expired version)
+        self.watches = 0  # how many watch requests the server ended (its timeout): each renewed from our version
         self._watch: watch.Watch | None = None
 
     def _interrupt(self) -> None:
@@ -211,6 +212,8 @@ class Informer(Loop):
                     self._deliver(kind, raw)
                 if version:
                     self.resource_version = version
+            else:
+                self.watches += 1
         finally:
             self._watch = None
 
