@@ -4,11 +4,9 @@ import os
 
 import pytest
 
-pytest_plugins = ["tests.moto_server", "tests.pulumi_live_programs", "tests.gitea"]
+from tests.tiers import mark_live
 
-# Fixtures that start a real engine built by scripts/tools.sh (kube-apiserver + etcd, the pulumi CLI, Gitea).
-REAL_ENGINE_FIXTURES = {"kube_apiserver", "kube_apiserver_nocache", "kube_apiserver_alone", "kube_apiserver_gc",
-                        "pulumi_cli", "gitea", "fresh_gitea"}
+pytest_plugins = ["tests.moto_server", "tests.pulumi_live_programs", "tests.gitea", "tests.tiers"]
 
 
 @pytest.fixture(autouse=True)
@@ -19,10 +17,8 @@ def _own_plan_cache(tmp_path_factory, monkeypatch):
 
 
 def pytest_collection_modifyitems(items):
-    """Every test that starts a real engine is `live`, whichever file it is in."""
-    for item in items:
-        if REAL_ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.live)
+    """Every test that starts a real engine is `live`, whichever file it is in (tests/tiers.py)."""
+    mark_live(items)
 
 
 def pytest_sessionfinish(session, exitstatus):

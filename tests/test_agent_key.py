@@ -17,6 +17,8 @@ import os
 import subprocess
 from typing import Any
 
+import pytest
+
 from kubernetes import client
 
 from automation.adapters.sshkeys import new_key_pair
@@ -26,6 +28,8 @@ from stacks.install import AGENT, AGENT_NAMESPACE, INSTALL_ID_ANNOTATION, KEY_PU
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from tests.registry_rbac import service_account_token
 from tests.test_registry_gitrepo import HOST_KEY, Hub, admin, http, hub, item, own, retry  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.live  # starts processes (tests/tiers.py)
 
 RBAC = "rbac.authorization.k8s.io"
 

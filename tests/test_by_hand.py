@@ -53,6 +53,7 @@ def test_the_by_hand_section_lists_its_not_run_blocks_with_a_reason():
     assert "pulumi plugin install resource aws" in next(b.text for b in blocks(README, HEADING) if b.not_run)
 
 
+@pytest.mark.live
 def test_pulumi_up_by_hand_runs_as_written_until_the_language_host(checkout):
     root, home, env = checkout
     *setup, preview = [block for block in blocks(README, HEADING) if block.not_run is None]

@@ -39,6 +39,7 @@ def fake_go(tmp_path: Path, version_line: str) -> str:
     return f"{bindir}:/usr/bin:/bin"
 
 
+@pytest.mark.live
 def test_debians_go_fails_at_once_saying_what_is_needed_and_how(tmp_path):
     need = newest_directive()
     done = run(fake_go(tmp_path, "go version go1.19.8 linux/amd64"), tmp_path)
@@ -50,6 +51,7 @@ def test_debians_go_fails_at_once_saying_what_is_needed_and_how(tmp_path):
     assert "GOTOOLCHAIN=go" not in done.stderr and "predates GOTOOLCHAIN" in done.stderr
 
 
+@pytest.mark.live
 def test_a_go_that_knows_gotoolchain_is_told_to_use_it(tmp_path):
     need = newest_directive()
     done = run(fake_go(tmp_path, "go version go1.22.1 linux/amd64"), tmp_path)
@@ -57,6 +59,7 @@ def test_a_go_that_knows_gotoolchain_is_told_to_use_it(tmp_path):
     assert f"set GOTOOLCHAIN=go{need}" in done.stderr and "found go1.22.1" in done.stderr
 
 
+@pytest.mark.live
 def test_exactly_the_directive_passes_and_one_patch_below_fails(tmp_path):
     need = newest_directive()
     assert run(fake_go(tmp_path, f"go version go{need} linux/amd64"), tmp_path).returncode == 0
@@ -69,6 +72,7 @@ def test_exactly_the_directive_passes_and_one_patch_below_fails(tmp_path):
     assert done.returncode != 0 and f"found go{older}" in done.stderr
 
 
+@pytest.mark.live
 def test_no_go_at_all_is_named(tmp_path):
     bindir = tmp_path / "only-utils"  # the utilities the script uses, and no go
     bindir.mkdir()
@@ -79,6 +83,7 @@ def test_no_go_at_all_is_named(tmp_path):
     assert f"Go >= {newest_directive()} is needed" in done.stderr
 
 
+@pytest.mark.live
 def test_the_real_go_passes(tmp_path):
     go = shutil.which("go") or ("/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None)
     if go is None:

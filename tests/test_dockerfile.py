@@ -177,6 +177,7 @@ def test_every_copy_source_exists_and_what_the_code_reads_at_run_time_is_copied(
     assert img.copied_to(f"{img.workdir}/LICENSE") == "LICENSE"  # the license travels with every copy of the code
 
 
+@pytest.mark.live
 def test_the_service_fails_without_the_pyproject_the_image_copies(tmp_path):
     """What the copy of pyproject.toml is for: the code as the image lays it out, without it, cannot start."""
     for src, dest in image().copies:
@@ -218,6 +219,7 @@ def test_an_unchecked_or_piped_download_is_caught():
     assert other_file.checked_by is None
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("arg, file", [("PULUMI_SHA256", "pulumi.tar.gz"),
                                        ("PULUMI_AWS_SHA256", "pulumi-resource-aws.tar.gz")])
 def test_the_checksum_step_passes_the_right_sum_and_fails_the_build_otherwise(arg, file, tmp_path):
@@ -265,6 +267,7 @@ def test_the_labels_name_the_one_version_the_license_and_the_source():
     assert labels["org.opencontainers.image.source"] == f"https://github.com/{owner}/{release.NAME}"
 
 
+@pytest.mark.live
 def test_make_image_passes_the_one_version_and_tags_the_default_image():
     planned = subprocess.run(["make", "-n", "image", "PULUMI_AWS_SHA256=" + "a" * 64], cwd=ROOT, capture_output=True,
                              text=True, timeout=120, env={**os.environ, "PYTHON": sys.executable})
@@ -273,6 +276,7 @@ def test_make_image_passes_the_one_version_and_tags_the_default_image():
     assert f"-t {release.default_image()} " in planned.stdout and f"PULUMI_AWS_SHA256={'a' * 64}" in planned.stdout
 
 
+@pytest.mark.live
 def test_the_build_refuses_a_version_that_is_not_the_codes(tmp_path):
     """The RUN that checks VERSION, run as written on the code it would check (the repository's, as copied)."""
     [run] = [run for run in image().runs if "--version" in run]

@@ -21,7 +21,7 @@ from tests.postgres import postgres_url  # noqa: F401 - the fixture
 RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.live)])
 def url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'facts.db'}"
@@ -48,6 +48,7 @@ def push_all(store: FactsStore, ns: str, cluster: str, versions: list[dict[str, 
     return [store.push(ns, cluster, facts) for facts in versions]
 
 
+@pytest.mark.live
 def test_every_push_is_a_new_version_and_history_says_what_changed(store, ns):
     assert store.latest(ns, "c1") is None and store.history(ns, "c1") == []
     before = datetime.now(timezone.utc)

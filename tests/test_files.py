@@ -114,6 +114,7 @@ def test_broken_links_and_link_loops_are_refused(capsys, fleet_dir):
     assert f"{folder / 'loop.yaml'}: a symbolic link loop" in err
 
 
+@pytest.mark.live
 def test_a_fifo_is_skipped_unopened_and_the_plan_does_not_hang(fleet_dir):
     os.mkfifo(fleet_dir / "clusters" / "pipe.yaml")
     done = subprocess.run([sys.executable, "-m", "automation", "plan", "--hub", str(fleet_dir / "hub.yaml"),

@@ -152,6 +152,7 @@ def pinned_line() -> str:
             f"{','.join(g.files)}\n")
 
 
+@pytest.mark.live
 def test_the_script_generates_the_same_crd_again_with_its_stamp_and_then_leaves_it(tmp_path):
     done = crds_gen(tmp_path, pinned_line())
     assert done.returncode == 0, done.stderr
@@ -167,6 +168,7 @@ def test_the_script_generates_the_same_crd_again_with_its_stamp_and_then_leaves_
     assert (where / FILE).stat().st_mtime_ns == before
 
 
+@pytest.mark.live
 def test_a_module_whose_hash_is_not_the_pinned_one_fails_and_generates_nothing(tmp_path):
     line = pinned_line().replace(thirdparty.generated()["hive-apis"].sum,
                                  "h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
@@ -176,6 +178,7 @@ def test_a_module_whose_hash_is_not_the_pinned_one_fails_and_generates_nothing(t
     assert not (tmp_path / ".tools" / "crds" / "hive-apis").exists()
 
 
+@pytest.mark.live
 def test_a_generator_whose_hash_is_not_the_pinned_one_fails_even_with_its_binary_cached(tmp_path):
     g = thirdparty.generated()["hive-apis"]
     done = crds_gen(tmp_path, pinned_line().replace(g.generator_sum, "h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="))
@@ -185,6 +188,7 @@ def test_a_generator_whose_hash_is_not_the_pinned_one_fails_even_with_its_binary
     assert not (tmp_path / ".tools" / "crds" / "hive-apis").exists()
 
 
+@pytest.mark.live
 def test_a_file_controller_gen_does_not_write_fails_naming_it(tmp_path):
     line = pinned_line().replace(FILE, "hive.openshift.io_nosuchkinds.yaml")
     done = crds_gen(tmp_path, line)

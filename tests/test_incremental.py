@@ -22,6 +22,7 @@ from stacks.names import (CLUSTER_ID_PREFIXES_ANNOTATION, INGRESS_STATUS_KEY, JO
 from stacks.resolve import Fleet, Resolved, resolve_all
 from stacks.transit import GroupState, MeshStatus, TransitOutputs, TransitRegionOutputs, transit_stack
 from doubles.factories import HUB_ACCOUNT, INGRESS, OWNER_ANNOTATION, cluster_doc, hub
+from tests.tiers import examples
 
 KEYS = [("acme", "c0"), ("acme", "c1"), ("globex", "c2"), ("free", "c3"), ("free", "c4"), ("open", "c5"),
         ("open", "c6")]
@@ -177,7 +178,7 @@ def assert_same(got: Resolved, want: Resolved) -> None:
     assert dict(got.mesh.transit) == dict(want.mesh.transit)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.tuples(*(clusters(key) for key in KEYS)),
        st.lists(st.lists(CHANGES, min_size=1, max_size=3), min_size=1, max_size=15))
 def test_incremental_resolution_equals_a_full_resolve_after_any_changes(fleet, batches):

@@ -133,6 +133,7 @@ def test_a_guest_config_is_never_rendered_with_an_unsafe_value(field, value):
         render_guest(guest)
 
 
+@pytest.mark.live
 @needs_haproxy
 def test_an_injected_backend_never_adds_a_section_and_the_proxy_runs_nothing(tmp_path):
     """The reported attack, end to end: through `ingress render` and through the renderer, with real HAProxy."""

@@ -29,7 +29,7 @@ from doubles.service_env import wait_until
 from tests.envtest import free_port
 from tests.haproxy import HAPROXY, MISSING, OLD_HAPROXY, check, version, wait_for_port
 
-pytestmark = pytest.mark.skipif(HAPROXY is None, reason=MISSING)
+pytestmark = [pytest.mark.live, pytest.mark.skipif(HAPROXY is None, reason=MISSING)]
 
 
 def haproxy_version() -> tuple[int, int]:

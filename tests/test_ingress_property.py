@@ -18,7 +18,7 @@ from stacks.resolve import resolve_all
 from doubles.factories import INGRESS, cluster_doc, fleet, hub
 from tests.haproxy import HAPROXY, MISSING, check_central
 
-pytestmark = pytest.mark.skipif(HAPROXY is None, reason=MISSING)
+pytestmark = [pytest.mark.live, pytest.mark.skipif(HAPROXY is None, reason=MISSING)]
 
 # Backends a tenant might write: good ones, ones the allow-list or the fixed refusals stop, and hostile text.
 GOOD_BACKENDS = st.one_of(

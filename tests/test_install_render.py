@@ -78,6 +78,7 @@ def volumes(deployment: dict) -> dict[str, dict]:
 
 # --------------------------------------------------------------------------- the render, no server
 
+@pytest.mark.live
 def test_the_render_is_deterministic_plain_and_namespaced(tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
     for out in (first, second):
@@ -106,6 +107,7 @@ def test_the_render_is_deterministic_plain_and_namespaced(tmp_path):
     assert (first / "mine.yaml").exists()
 
 
+@pytest.mark.live
 def test_the_values_reach_the_objects(tmp_path):
     values = tmp_path / "values.yaml"
     values.write_text(yaml.safe_dump({
@@ -141,6 +143,7 @@ def test_the_values_reach_the_objects(tmp_path):
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "hubwright", "namespace": "platform-hw"}]
 
 
+@pytest.mark.live
 def test_without_values_the_image_is_the_release_and_the_backend_secret_is_optional(tmp_path):
     assert cli("--render", "out", cwd=tmp_path).returncode == 0
     service = rendered(tmp_path / "out")[("Deployment", "hubwright")]
@@ -153,6 +156,7 @@ def test_without_values_the_image_is_the_release_and_the_backend_secret_is_optio
     assert ("Secret", "hubwright-pulumi") not in rendered(tmp_path / "out")
 
 
+@pytest.mark.live
 def test_monitoring_is_opt_in_and_its_service_monitor_selects_the_rendered_metrics_service(tmp_path):
     assert cli("--render", "plain", cwd=tmp_path).returncode == 0
     assert not {kind for kind, _ in rendered(tmp_path / "plain")} & {"ServiceMonitor", "PrometheusRule"}  # no CRDs needed
@@ -170,6 +174,7 @@ def test_monitoring_is_opt_in_and_its_service_monitor_selects_the_rendered_metri
     assert monitor["metadata"]["namespace"] == rule["metadata"]["namespace"] == "hubwright-system"
 
 
+@pytest.mark.live
 def test_cluster_wide_only_renders_what_a_service_run_outside_the_cluster_needs(tmp_path):
     assert cli("--render", "out", "--cluster-wide-only", cwd=tmp_path).returncode == 0
     objs = rendered(tmp_path / "out")
@@ -180,6 +185,7 @@ def test_cluster_wide_only_renders_what_a_service_run_outside_the_cluster_needs(
     assert not [name for kind, name in objs if kind in ("Deployment", "Service", "ServiceAccount")]
 
 
+@pytest.mark.live
 def test_a_remote_backend_needs_its_secret_which_the_values_may_create(tmp_path):
     done = cli("--render", "out", "--set", "backend.url=s3://state-bucket/hubwright",
                "--set", "backend.secret.data.PULUMI_CONFIG_PASSPHRASE=correct-horse", cwd=tmp_path)
@@ -193,6 +199,7 @@ def test_a_remote_backend_needs_its_secret_which_the_values_may_create(tmp_path)
     assert objs[("Secret", "hubwright-pulumi")]["metadata"]["namespace"] == "hubwright-system"
 
 
+@pytest.mark.live
 def test_the_runners_executor_renders_the_runner_pool_and_its_rights(tmp_path):
     """service.executor runners (docs/install.md): the runner Deployment, its ServiceAccount and roles, the
     service told to await runs; the HubStackRun CRD and its admission policy are rendered whatever the executor."""
@@ -238,6 +245,7 @@ def test_the_runners_executor_renders_the_runner_pool_and_its_rights(tmp_path):
     ("service.executor=remote", "service.executor", "should match pattern"),
     ("runners.replicas=0", "runners.replicas", "greater than or equal to 1"),
 ])
+@pytest.mark.live
 def test_a_bad_value_exits_2_naming_its_key_and_writes_nothing(assignment, key, reason, tmp_path):
     done = cli("--render", "out", "--set", assignment, cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
@@ -245,6 +253,7 @@ def test_a_bad_value_exits_2_naming_its_key_and_writes_nothing(assignment, key, 
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
 
 
+@pytest.mark.live
 def test_a_values_file_that_is_not_a_map_is_refused(tmp_path):
     (tmp_path / "values.yaml").write_text("- image: x\n")
     done = cli("--render", "out", "--values", "values.yaml", cwd=tmp_path)
@@ -287,6 +296,7 @@ def test_load_values_names_every_bad_key_at_once():
     assert sorted(e.field for e in err.value.errors) == ["service.policy", "service.workers", "volumes.tmp"]
 
 
+@pytest.mark.live
 @NEEDS_KUBECTL
 def test_the_docs_overlay_builds_on_the_render(tmp_path):
     assert cli("--render", "hubwright-install", cwd=tmp_path).returncode == 0

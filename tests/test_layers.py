@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION = ("stacks", "components", "automation", "policy", "deploy")
 LINT = Path(sys.executable).with_name("lint-imports")
@@ -18,12 +20,14 @@ def _lint(cwd: Path) -> subprocess.CompletedProcess:
                           env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"}, timeout=120)
 
 
+@pytest.mark.live
 def test_the_tree_keeps_every_contract():
     result = _lint(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
 
 
+@pytest.mark.live
 def test_a_violation_of_each_kind_fails_the_check(tmp_path):
     for folder in ("stacks", "components", "automation", "policy", "doubles", "bench"):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))

@@ -18,6 +18,7 @@ from stacks.inputs import StackInputs
 from stacks.model.loading import parse
 from stacks.resolve import resolve_fleet
 from doubles.factories import OWNERS, cluster_doc, fleet, hub
+from tests.tiers import examples
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
 
 STACK = re.compile(r"[A-Za-z0-9_.-]{1,100}")
@@ -88,7 +89,7 @@ def within_limits(inputs: StackInputs) -> None:
             assert len(resource.inputs["name"]) <= 255
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fleets)
 def test_every_plan_refuses_or_fits_the_limits(docs):
     clusters, refused = [], []

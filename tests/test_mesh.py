@@ -352,6 +352,7 @@ def test_the_share_round_trips_through_the_stack_config_and_moves_the_digest():
     assert alone.mesh.pairs == () and alone.digest() != inputs.digest()
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("first", ["stacks.mesh.share", "stacks.mesh.plan", "stacks.inputs", "stacks.accounts",
                                    "stacks.resolve"])
 def test_stacks_modules_import_in_any_order(first):

@@ -288,6 +288,7 @@ def test_the_policy_pack_passes_the_routes_and_rules_of_every_block_and_the_flee
 
 # --- through the real surfaces: the CLI's offline plan and the service on the real API server ----------------------
 
+@pytest.mark.live
 def test_the_plan_refuses_a_secondary_block_inside_the_hubs_management_vpc_naming_its_field(tmp_path):
     """The hijack of issue 31 moved to the second block: globex declares a harmless primary CIDR and, as its
     VPC's other block, 10.0.9.0/24, inside the hub's management VPC 10.0.0.0/16."""

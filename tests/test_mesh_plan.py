@@ -175,6 +175,7 @@ def test_after_a_leave_no_stack_builds_anything_for_the_leaver():
     assert len(everything(plans, PEERING)) == 3
 
 
+@pytest.mark.live
 def test_plan_over_the_example_folder_shows_the_whole_mesh_each_resource_once():
     done = subprocess.run([sys.executable, "-m", "automation", "plan", "--hub", "examples/mesh/hub.yaml",
                            "--clusters", "examples/mesh/clusters", "--format", "json"], capture_output=True, text=True)

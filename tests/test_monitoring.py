@@ -43,6 +43,7 @@ def the(kind: str) -> dict:
     return next(m for m in manifests() if m["kind"] == kind)
 
 
+@pytest.mark.live
 def test_the_rules_pass_promtool_check(tmp_path):
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(the("PrometheusRule")["spec"]))
     checked = promtool("check", "rules", "rules.yaml", cwd=tmp_path)
@@ -102,6 +103,7 @@ def _unit_tests() -> list[dict]:
     ]
 
 
+@pytest.mark.live
 def test_each_alert_fires_on_a_synthetic_series_in_promtool_test_rules(tmp_path):
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(the("PrometheusRule")["spec"]))
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump({
@@ -112,6 +114,7 @@ def test_each_alert_fires_on_a_synthetic_series_in_promtool_test_rules(tmp_path)
     assert alerts == {case["alert_rule_test"][0]["alertname"] for case in _unit_tests()}  # every alert tested
 
 
+@pytest.mark.live
 def test_a_broken_expectation_fails_promtool_test_rules(tmp_path):
     """The unit tests above can fail: an alert expected where none fires is reported."""
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(the("PrometheusRule")["spec"]))

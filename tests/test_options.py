@@ -51,6 +51,7 @@ def entry(helptext: str, flag: str) -> str:
     return " ".join(found.group(0).split())
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("command", [SERVE, API])
 def test_help_lists_every_option_with_its_environment_variable(command):
     helptext = help_of(command)
@@ -67,6 +68,7 @@ def test_help_lists_every_option_with_its_environment_variable(command):
             build_parser().parse_args([command, f"--{o.flag}", "x"])
 
 
+@pytest.mark.live
 def test_the_settings_that_were_environment_only_are_flags_too(tmp_path):
     helptext = help_of(SERVE)
     for env, flag in ENV_ONLY_BEFORE.items():

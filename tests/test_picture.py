@@ -34,6 +34,7 @@ def dot_graph(text: str) -> tuple[set[str], list[tuple[str, str, str]]]:
     return declared, [(a, label, b) for a, b, label in edges]
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("fmt,parse", [("mermaid", mermaid_graph), ("dot", dot_graph)])
 def test_a_peering_group_is_a_node_per_cluster_and_an_edge_per_pair(fmt, parse):
     text = cli("--hub", "examples/mesh/hub.yaml", "--clusters", "examples/mesh/clusters", "--format", fmt)
@@ -45,6 +46,7 @@ def test_a_peering_group_is_a_node_per_cluster_and_an_edge_per_pair(fmt, parse):
     assert "222222222222 us-east-1" in text and "333333333333 eu-west-1" in text and "10.13.0.0/16" in text
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("fmt,parse", [("mermaid", mermaid_graph), ("dot", dot_graph)])
 def test_a_transit_gateway_group_attaches_each_member_to_its_regions_gateway(fmt, parse):
     text = cli("--hub", "examples/transit/hub.yaml", "--clusters", "examples/transit/clusters", "--format", fmt)
@@ -78,6 +80,7 @@ def test_members_left_out_are_drawn_apart_without_edges():
     assert "n_core__globex_c01 ---" not in text and "--- n_core__globex_c01" not in text
 
 
+@pytest.mark.live
 def test_the_readme_picture_is_what_the_command_draws():
     readme = (ROOT / "README.md").read_text()
     [block] = re.findall(r"```mermaid\n(.*?)```", readme, re.S)
@@ -152,6 +155,7 @@ def test_a_small_group_is_still_drawn_link_by_link():
 
 # --------------------------------------------------------------------------- an empty picture says why
 
+@pytest.mark.live
 @pytest.mark.parametrize("fmt", ["mermaid", "dot"])
 def test_an_empty_picture_says_there_are_no_mesh_groups(fmt):
     text = cli("--hub", "examples/hub.yaml", "--clusters", "examples/clusters", "--format", fmt)

@@ -179,6 +179,7 @@ def committed(repo: Path) -> Path:
     return repo
 
 
+@pytest.mark.live
 def test_baseline_ref_plans_refs_files_and_leaves_the_working_tree_alone(tmp_path):
     repo = tmp_path / "fleet"
     shutil.copytree(ROOT / "examples" / "mesh", repo)
@@ -195,6 +196,7 @@ def test_baseline_ref_plans_refs_files_and_leaves_the_working_tree_alone(tmp_pat
     assert len(git(repo, "worktree", "list").splitlines()) == 1  # the temporary worktree is gone
 
 
+@pytest.mark.live
 def test_baseline_ref_runs_refs_own_program(tmp_path):
     """A change to components/ shows as what it does: REF's program planned the baseline, this one the change."""
     clone = tmp_path / "clone"  # this checkout's program and examples, as a repository of its own
@@ -220,6 +222,7 @@ def test_baseline_ref_runs_refs_own_program(tmp_path):
     assert all(r["change"] == "update" for s in changed for r in s["resources"])  # tags update in place
 
 
+@pytest.mark.live
 def test_baseline_ref_refuses_a_ref_that_does_not_exist(tmp_path):
     repo = tmp_path / "fleet"
     shutil.copytree(ROOT / "examples" / "mesh", repo)
@@ -233,6 +236,7 @@ def test_baseline_ref_refuses_a_ref_that_does_not_exist(tmp_path):
 
 # --------------------------------------------------------------------------- the README's pull-request flow
 
+@pytest.mark.live
 def test_the_readmes_pull_request_comment_is_what_the_command_prints(tmp_path):
     """The README's block, run as written in a repository whose origin/main has the mesh example: the comment it
     writes is the one the README shows."""
@@ -254,6 +258,7 @@ def test_the_readmes_pull_request_comment_is_what_the_command_prints(tmp_path):
     assert "globex.ledger-euw1b" in shown and "| payments | changed | members | `4` | `5` |" in shown
 
 
+@pytest.mark.live
 def test_a_plan_read_wholly_from_the_cache_loads_neither_pulumi_nor_the_services_libraries(tmp_path):
     """The warm path: nothing is planned, so the recorder (Pulumi) and other commands' libraries stay unloaded."""
     args = ["plan", "--hub", "examples/transit/hub.yaml", "--clusters", "examples/transit/clusters", "--format", "json",

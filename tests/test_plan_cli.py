@@ -8,6 +8,8 @@ import yaml
 
 from doubles.factories import cluster_doc, namespace_doc
 
+pytestmark = pytest.mark.live  # starts processes (tests/tiers.py)
+
 
 def run(*args, cwd="."):
     return subprocess.run([sys.executable, "-m", "automation", *args], capture_output=True, text=True, cwd=cwd)

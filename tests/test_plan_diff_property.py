@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from automation.adapters.engine.baseline import Baseline
 from automation.cli import main
 from doubles.factories import cluster_doc, hub_doc, namespace_doc
+from tests.tiers import examples
 from stacks.plandiff.compare import compare_plans
 
 PLAN_KEY = re.compile(r'\n      "planKey": "[0-9a-f]{64}",')
@@ -82,7 +83,7 @@ def stack_texts(document: str) -> dict[str, str]:
     return {name: PLAN_KEY.sub("", baseline.text(name)) for name in baseline.names}
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fleet=clusters_st, change=change_st, target=st.integers(min_value=0, max_value=10))
 def test_unchanged_means_byte_identical_and_changed_means_different(capsys, fleet, change, target):
     with tempfile.TemporaryDirectory() as tmp:

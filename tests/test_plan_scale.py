@@ -109,6 +109,7 @@ def _bash_with_stderr(stderr_fd: int, script: str) -> None:
                    env={"PATH": "/usr/bin:/bin", "TICK_SECONDS": "0.2"}, timeout=30)
 
 
+@pytest.mark.live
 def test_a_long_build_shows_how_long_it_has_been_going_on_a_terminal_and_nothing_elsewhere(tmp_path):
     leader, follower = pty.openpty()
     _bash_with_stderr(follower, "ticking 'pulumi v3' sleep 1 >/dev/null 2>&1")

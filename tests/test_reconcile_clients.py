@@ -23,6 +23,8 @@ from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from doubles.factories import cluster_doc, resolve_one
 from doubles.service_env import ServiceEnv
 
+pytestmark = pytest.mark.live  # starts processes (tests/tiers.py)
+
 RUNNING = ClusterStatus.model_validate({"lastUpdate": {"operation": "up", "result": "Running", "message": "test"}})
 
 

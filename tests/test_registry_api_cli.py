@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from automation.api.app import ApiSettings
 from automation.api.serve import MaskSecrets, NoQueryString, facts_url, listen_on, settings_from
 from automation.cli import build_parser
@@ -25,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SECRET = "secret-value"
 
 
+@pytest.mark.live
 def test_every_api_setting_has_a_flag_and_flags_become_settings(tmp_path):
     (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
     args = build_parser().parse_args([

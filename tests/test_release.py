@@ -76,6 +76,7 @@ def test_pytest_runs_with_the_settings_in_pyproject(pytestconfig):
     assert any(marker.startswith("live:") for marker in pytestconfig.getini("markers"))
 
 
+@pytest.mark.live
 def test_version_prints_the_one_version(tmp_path):
     shown = automation("--version")
     assert shown.returncode == 0, shown.stderr
@@ -122,6 +123,7 @@ def test_an_agent_image_that_is_moving_or_not_ours_is_refused_naming_the_flag(im
     assert error.field == "--agent-image" and image in error.reason
 
 
+@pytest.mark.live
 def test_the_api_process_refuses_at_start_a_moving_or_foreign_agent_image(tmp_path):
     """Every cluster installed from this API would run the image with its agent's rights: refused before the API
     serves anything (exit 2, naming the flag), whether given as the flag or as its environment variable."""
@@ -202,6 +204,7 @@ def test_the_api_process_shows_its_version_and_installs_the_agent_image_it_was_g
 
 # --------------------------------------------------------------------------- the old names are gone
 
+@pytest.mark.live
 def test_no_tracked_file_names_the_old_project():
     """Its name, API group, namespace, image and environment variables belong to another project: only the
     changelog's first entry, which says what changed, and this test name it."""

@@ -114,6 +114,7 @@ def test_text_format_keeps_the_old_line_and_appends_the_fields():
                         text), text
 
 
+@pytest.mark.live
 def test_serve_with_json_log_format_writes_only_json_lines(tmp_path):
     """The real process: HUBWRIGHT_LOG_FORMAT=json makes every line it writes a JSON object a shipper can parse,
     its engine workers' included: here a worker that cannot start (no `pulumi` on PATH) says why in JSON, where it

@@ -352,6 +352,7 @@ def test_the_result_goes_into_the_runs_secret_and_the_status_says_what_changed(a
 
 # --------------------------------------------------------------------------- the command line
 
+@pytest.mark.live
 def test_runner_help_lists_its_options_with_their_environment_variables():
     out = subprocess.run([sys.executable, "-m", "automation", "runner", "--help"], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})

@@ -12,6 +12,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from automation.adapters.engine import proctree
 from automation.cli import build_parser
 from automation.service.command import options_from
@@ -26,6 +28,7 @@ def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+@pytest.mark.live
 def test_every_service_option_has_a_documented_flag():
     helptext = subprocess.run([sys.executable, "-m", "automation", "serve", "--help"], cwd=ROOT, check=True,
                               capture_output=True, text=True).stdout
@@ -46,6 +49,7 @@ def test_flags_become_service_options():
     assert options.backoff_cap < 24 * 3600
 
 
+@pytest.mark.live
 def test_the_serve_process_syncs_reports_ready_and_stops_on_sigterm(tmp_path):
     with MockKubeAPI() as api:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")

@@ -45,6 +45,7 @@ def resources(plan: dict, stack: str, type_: str) -> list[dict]:
     return [r for r in found["resources"] if r["type"] == type_]
 
 
+@pytest.mark.live
 def test_the_capi_example_plans_a_mesh_of_three_and_publishes_one_on_capas_nlb():
     done = run("plan", "--hub", "examples/capi/hub.yaml", "--clusters", "examples/capi/clusters", "--format", "json")
     assert done.returncode == 0, done.stderr
@@ -58,6 +59,7 @@ def test_the_capi_example_plans_a_mesh_of_three_and_publishes_one_on_capas_nlb()
     assert routes and not [r for r in routes if r.endswith("rtb-0wu1q") or r.endswith("rtb-0wu1bq")]
 
 
+@pytest.mark.live
 def test_the_hive_example_publishes_each_cluster_on_the_installers_nlb():
     done = run("plan", "--hub", "examples/hub.yaml", "--clusters", "examples/hive/clusters", "--format", "json")
     assert done.returncode == 0, done.stderr
@@ -68,6 +70,7 @@ def test_the_hive_example_publishes_each_cluster_on_the_installers_nlb():
         assert f"/net/{nlb}/" in service["inputs"]["networkLoadBalancerArns"][0] and service["account"] == account
 
 
+@pytest.mark.live
 def test_refused_and_pending_sources_are_named_by_the_plan_never_dropped(tmp_path):
     where = folder(tmp_path,
                    capi_cluster_doc("web-1", privatelink=True), aws_cluster_doc("web-1", lb_type="classic"),
@@ -140,6 +143,7 @@ def test_two_sources_of_one_name_are_both_named(tmp_path):
     assert "Cluster.cluster.x-k8s.io acme/prod-1" in error.reason and "ClusterDeployment.hive.openshift.io" in error.reason
 
 
+@pytest.mark.live
 def test_the_sources_doc_picture_is_what_the_command_draws():
     text = Path("docs/sources.md").read_text()
     [block] = re.findall(r"```mermaid\n(.*?)```", text, re.S)
@@ -148,6 +152,7 @@ def test_the_sources_doc_picture_is_what_the_command_draws():
     assert block == done.stdout
 
 
+@pytest.mark.live
 def test_a_malformed_source_object_in_a_folder_is_named_never_a_traceback(tmp_path):
     broken = [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": [1]},
               {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "metadata": {"name": 7}},

@@ -21,6 +21,7 @@ def crds_sh(root: Path, table: str) -> subprocess.CompletedProcess:
     (root / "scripts").mkdir(parents=True, exist_ok=True)
     (root / "tools" / "crds").mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "scripts" / "crds.sh", root / "scripts" / "crds.sh")
+    shutil.copytree(ROOT / "scripts" / "lib", root / "scripts" / "lib", dirs_exist_ok=True)  # cache.sh, sourced
     (root / "tools" / "crds" / "modules.txt").write_text(table)
     env = dict(os.environ, PATH=f"{os.environ.get('PATH', '')}:/usr/local/go/bin")
     return subprocess.run(["bash", str(root / "scripts" / "crds.sh")], capture_output=True, text=True,
@@ -32,6 +33,7 @@ def pinned_line(project: str) -> str:
     return f"{m.project} {m.module} {m.version} {m.sum} {','.join(m.files)}\n"
 
 
+@pytest.mark.live
 def test_a_pinned_module_is_extracted_with_its_stamp(tmp_path):
     done = crds_sh(tmp_path, pinned_line("lieutenant"))
     assert done.returncode == 0, done.stderr
@@ -40,6 +42,7 @@ def test_a_pinned_module_is_extracted_with_its_stamp(tmp_path):
     assert (where / ".source").read_text().strip() == thirdparty.modules()["lieutenant"].source
 
 
+@pytest.mark.live
 def test_a_module_whose_hash_is_not_the_pinned_one_fails_and_installs_nothing(tmp_path):
     line = pinned_line("lieutenant").replace(thirdparty.modules()["lieutenant"].sum,
                                              "h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
@@ -49,6 +52,7 @@ def test_a_module_whose_hash_is_not_the_pinned_one_fails_and_installs_nothing(tm
     assert not (tmp_path / ".tools" / "crds" / "lieutenant").exists()
 
 
+@pytest.mark.live
 def test_a_path_with_no_crd_in_the_module_fails(tmp_path):
     line = pinned_line("lieutenant").replace("config/crd/bases/*.yaml", "config/nowhere/*.yaml")
     done = crds_sh(tmp_path, line)

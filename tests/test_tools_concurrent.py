@@ -14,6 +14,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.live  # starts processes (tests/tiers.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 BASH = shutil.which("bash") or "/bin/bash"
 CONTENT = "part1\npart2\n"

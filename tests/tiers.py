@@ -1,0 +1,55 @@
+"""The two tiers (docs/testing.md). A test is `live` when it starts anything outside the pytest process: a real
+engine (kube-apiserver, etcd, the pulumi CLI, Gitea, HAProxy, PostgreSQL, promtool, kubectl, go), a server
+(moto_server), or the project's own CLI as a subprocess. Everything else is the fast tier: pure, direct and
+kmock tests, in-process only (`./dev test --fast`, `pytest -m "not live"`).
+
+Tests that take one of REAL_ENGINE_FIXTURES are marked `live` here; others say `@pytest.mark.live` (or a module's
+`pytestmark`). The rule is enforced: a test of the fast tier that starts a process fails, naming the process, so
+the fast tier stays fast and needs only the venv.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+# Fixtures that start a process: a real engine built by scripts/tools.sh, a system package's server, moto_server.
+REAL_ENGINE_FIXTURES = {"kube_apiserver", "kube_apiserver_nocache", "kube_apiserver_alone", "kube_apiserver_gc",
+                        "kube_apiserver_alone_gc", "pulumi_cli", "gitea", "fresh_gitea", "postgres_url",
+                        "moto_server", "moto"}
+
+RECORD = "HUBWRIGHT_RECORD_SPAWNS"  # a file: record the fast-tier tests that start a process, instead of failing
+
+
+def mark_live(items) -> None:
+    for item in items:
+        if REAL_ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.live)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_stays_in_process(request, monkeypatch):
+    """A test not marked `live` may not start a process (see the module docstring)."""
+    if request.node.get_closest_marker("live") is not None:
+        yield
+        return
+    real_init = subprocess.Popen.__init__
+    record = os.environ.get(RECORD)
+
+    def refuse(self, args, *rest, **kwargs):
+        if record:
+            with open(record, "a") as out:
+                out.write(f"{request.node.nodeid}\t{args!r:.200}\n")
+            return real_init(self, args, *rest, **kwargs)
+        raise AssertionError(f"{request.node.nodeid} is in the fast tier but starts a process ({args!r:.200}): "
+                             "mark it @pytest.mark.live (docs/testing.md, tests/tiers.py)")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    yield
+
+
+def examples(full: int) -> int:
+    """A property test's example count: `full` in the whole suite, a fifth (at least 5) in the fast tier
+    (`./dev test --fast` sets HUBWRIGHT_TIER=fast). The oracles still run there, on fewer generated fleets."""
+    return max(5, full // 5) if os.environ.get("HUBWRIGHT_TIER") == "fast" else full
