@@ -28,7 +28,9 @@ FAST = dict(metrics_port=0, metrics_bind="127.0.0.1", leader_election=False, wor
             sources="none")
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, *, what: str = "condition") -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, *, what: str = "condition") -> Any:
+    """`predicate()` once it is truthy, polled; an AssertionError after `timeout` s. The bound is a safety net, not a
+    speed: it is sized for a loaded machine running tests in parallel, and a passing wait costs no more for it."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:

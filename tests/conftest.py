@@ -4,8 +4,6 @@ import os
 
 import pytest
 
-from tests.tiers import mark_live
-
 pytest_plugins = ["tests.moto_server", "tests.pulumi_live_programs", "tests.gitea", "tests.tiers"]
 
 
@@ -14,11 +12,6 @@ def _own_plan_cache(tmp_path_factory, monkeypatch):
     """Every test plans with an empty cache of its own (automation.adapters.engine.plan_cache): a plan one test
     makes never answers another's, and no test reads or fills the machine's."""
     monkeypatch.setenv("HUBWRIGHT_PLAN_CACHE", str(tmp_path_factory.mktemp("plan-cache")))
-
-
-def pytest_collection_modifyitems(items):
-    """Every test that starts a real engine is `live`, whichever file it is in (tests/tiers.py)."""
-    mark_live(items)
 
 
 def pytest_sessionfinish(session, exitstatus):

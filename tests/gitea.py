@@ -240,7 +240,7 @@ class Gitea:
         self._accepted(found[0])
         return found[0]
 
-    def _accepted(self, token: str, timeout: float = 10.0) -> None:
+    def _accepted(self, token: str, timeout: float = 60.0) -> None:
         """Wait until the server takes `token` (written to the database by another process, the CLI): any answer
         but 401 to GET /user (403 is a token without read:user)."""
         deadline = time.monotonic() + timeout

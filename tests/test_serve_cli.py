@@ -81,7 +81,8 @@ def test_the_serve_process_syncs_reports_ready_and_stops_on_sigterm(tmp_path):
             def workers():
                 return [p for p in proctree.children(proc.pid) if "automation.adapters.engine.worker" in _cmdline(p)]
             # --workers (4) worker processes are started ahead of any run, one after the other
-            started = wait_until(lambda: len(workers()) == 4 and workers(), 20, what="4 worker processes")
+            # a bound, not a speed: each worker imports the program afresh, 5-10 s apiece on a loaded machine
+            started = wait_until(lambda: len(workers()) == 4 and workers(), 120, what="4 worker processes")
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(20) == 0
             wait_until(lambda: not any(proctree.alive(p) for p in started), 10, what="the workers to exit")

@@ -22,10 +22,31 @@ REAL_ENGINE_FIXTURES = {"kube_apiserver", "kube_apiserver_nocache", "kube_apiser
 RECORD = "HUBWRIGHT_RECORD_SPAWNS"  # a file: record the fast-tier tests that start a process, instead of failing
 
 
-def mark_live(items) -> None:
+# Servers that idle at a cost (a kube-apiserver burns CPU doing nothing): under pytest-xdist their tests share one
+# worker, so one such server runs, not one per worker. A test with a module-scoped fixture is grouped with its
+# file (the fixture starts once); any other goes to whichever worker is free. ./dev test runs `--dist loadgroup`.
+PINNED_SERVERS = ("kube_apiserver_nocache", "kube_apiserver_gc")
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Every test that starts a real engine is `live`, whichever file it is in; each gets its xdist group."""
     for item in items:
-        if REAL_ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if REAL_ENGINE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.live)
+        pinned = [name for name in PINNED_SERVERS if name in fixtures]
+        if pinned:
+            item.add_marker(pytest.mark.xdist_group(pinned[0]))
+        elif _module_fixtures(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        # else no group: the test goes to whichever worker is free (a file of slow tests is no long pole)
+
+
+def _module_fixtures(item) -> bool:
+    """The test uses a fixture that lives for its module (or class): its file's tests belong on one worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(definition.scope in ("module", "class", "package")
+                                    for definitions in info.name2fixturedefs.values() for definition in definitions)
 
 
 @pytest.fixture(autouse=True)
