@@ -224,16 +224,14 @@ def next_second(api_client: Any, timeout: float = 10.0) -> None:
     not on a guessed ``sleep``."""
     from email.utils import parsedate_to_datetime
     from kubernetes import client
+    from doubles.service_env import wait_until
     version = client.VersionApi(api_client)
 
     def server_time() -> Any:
         return parsedate_to_datetime(version.get_code_with_http_info(_request_timeout=5)[2]["Date"])
 
-    start, deadline = server_time(), time.monotonic() + timeout
-    while server_time() <= start:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the API server's clock stayed at {start} for {timeout}s")
-        time.sleep(0.05)
+    start = server_time()
+    wait_until(lambda: server_time() > start, timeout, what=f"the API server's clock to pass {start}")
 
 
 def _wait_ready(env: EnvTest, timeout: float) -> None:

@@ -41,12 +41,10 @@ class SleepProvider(ResourceProvider):
     def create(self, props: dict) -> CreateResult:
         if props.get("marker"):
             Path(props["marker"]).write_text(str(os.getpid()))
-        bound = time.monotonic() + float(props.get("sleep") or 0)
         if props.get("hold"):  # held while the file `hold` exists (a test releases it), at most `sleep` seconds
-            while Path(props["hold"]).exists() and time.monotonic() < bound:
-                time.sleep(0.05)
+            _held_by(props["hold"], float(props.get("sleep") or 0))
         else:
-            time.sleep(max(0.0, bound - time.monotonic()))
+            time.sleep(float(props.get("sleep") or 0))
         return CreateResult(id_=f"{props['label']}-id", outs=dict(props))
 
     def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
@@ -55,6 +53,13 @@ class SleepProvider(ResourceProvider):
 
     def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
         return UpdateResult(outs=dict(news))
+
+
+def _held_by(hold: str, at_most: float) -> None:
+    """Wait while the file `hold` exists, at most `at_most` seconds (a test removes it to let the create end)."""
+    deadline = time.monotonic() + at_most
+    while Path(hold).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 class Sleeper(Resource):
@@ -185,10 +190,8 @@ class LoggedProvider(ResourceProvider):
     def create(self, props: dict) -> CreateResult:
         with open(props["log"], "a") as log:
             log.write(props["name"] + "\n")
-        waited = 0.0
-        while props.get("hold") and Path(props["hold"]).exists() and waited < 120:
-            time.sleep(0.1)
-            waited += 0.1
+        if props.get("hold"):
+            _held_by(props["hold"], 120)
         return CreateResult(id_=props["name"], outs=dict(props))
 
 
