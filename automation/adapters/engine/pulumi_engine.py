@@ -62,7 +62,7 @@ from pulumi.automation.errors import (
 )
 
 from automation.adapters.engine import proctree
-from automation.adapters.engine.applied_inputs import HISTORY_PAGE, from_history, parse_inputs
+from automation.adapters.engine.applied_inputs import HISTORY_PAGE, HISTORY_WINDOW, from_history, parse_inputs
 from automation.adapters.engine.protocol import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunResult,
                                         StackLocked)
 from automation.adapters.engine.locks import lock_is_stale, parse_lock_owners
@@ -127,8 +127,11 @@ class PulumiEngine:
         events = {"on_event": progress.on_event} if progress is not None else {}
         with self._stack(inputs.stack, inputs, create=True) as (ws, stack):
             self._write_settings(ws, stack, inputs)
+            # show_secrets=False: the SDK's closing `stack history` then skips decrypting the config (a passphrase
+            # stack derives its key again: about 1.3 s of CPU per run). The summary's config is not read here.
             result = self._call(stack, "up", lambda: stack.up(message=_message(message), color="never",
-                                                               refresh=refresh or None, **events, **self._policy))
+                                                               refresh=refresh or None, show_secrets=False,
+                                                               **events, **self._policy))
             self._mark_applied(stack, inputs)
         if progress is not None:
             progress.flush()
@@ -155,7 +158,8 @@ class PulumiEngine:
         with self._stack(stack, None, create=False) as (ws, st):
             if st is None:
                 return RunResult("destroy", True, f"no stack {stack}: nothing to destroy", started=started, ended=now_rfc3339())
-            result = self._call(st, "destroy", lambda: st.destroy(message=_message(message), color="never"), reason="DestroyFailed")
+            result = self._call(st, "destroy", lambda: st.destroy(message=_message(message), color="never", show_secrets=False),
+                                reason="DestroyFailed")
             self._call(st, "destroy", lambda: ws.remove_stack(st.name), reason="DestroyFailed")
         shutil.rmtree(self._workdir(stack), ignore_errors=True)
         changes = dict(result.summary.resource_changes or {})
@@ -236,13 +240,13 @@ class PulumiEngine:
                     return parse_inputs(stack, raw)
             return self._applied_from_history(st)
 
-    def _applied_from_history(self, st: Any) -> StackProgramInputs | None:
+    def _applied_from_history(self, st: Any, *, window: int = HISTORY_WINDOW) -> StackProgramInputs | None:
         """LEGACY (stacks without the tag and output of `applied`): applied_inputs.from_history, over this stack's
-        history through the CLI."""
+        last `window` history entries through the CLI."""
         def page(number: int) -> Any:
             return self._call(st, "history", lambda: st.history(page_size=HISTORY_PAGE, page=number, show_secrets=False))
 
-        return from_history(st.name, CONFIG_KEY, page)
+        return from_history(st.name, CONFIG_KEY, page, window=window)
 
     def cancel(self, grace: float) -> None:
         """SIGINT every `pulumi` CLI this process runs (Pulumi's graceful cancel); after `grace` seconds kill
