@@ -4,7 +4,7 @@
   is found, named in RunResult.drifted, and nothing is written (no state, no history entry); an up with
   refresh puts it back;
 - applied(): the inputs of the last successful up from the stack's state (tag + output), however many failed
-  updates came after it; the history window the old code read gives up after HISTORY_WINDOW of them.
+  updates came after it; the history window the old code read gives up after that many of them.
 
 The "cloud" is a directory of files (doubles.pulumi_programs.FileCloudProvider): the test edits a file, the
 provider's read() sees it. Tests that take `pulumi_cli` skip, saying why, when the CLI or the dynamic provider
@@ -21,7 +21,6 @@ import pytest
 from pulumi import automation as auto
 
 from automation.adapters.engine import EngineError, RunResult
-from automation.adapters.engine.applied_inputs import HISTORY_WINDOW
 from automation.adapters.engine.pool import WorkerPool, _result
 from automation.adapters.engine.pulumi_engine import APPLIED_TAG, PulumiEngine
 from automation.adapters.engine.run_output import DRIFT_LIMIT, ChangedResources, applied_output
@@ -44,6 +43,9 @@ DYNAMIC = "pulumi-python:dynamic:Resource"
 @pytest.fixture
 def home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("pulumi-home")
+
+
+WINDOW = 3  # the legacy history reader's window in test_applied_survives_more_failed_updates_...
 
 
 def cloudy_engine(tmp: Path, home: Path, **options) -> PulumiEngine:
@@ -184,16 +186,18 @@ def test_applied_survives_more_failed_updates_than_the_old_history_window(pulumi
     assert by_hand.list_tags()[APPLIED_TAG] == inputs.digest()  # no tag for a failed up
     assert engine.applied(inputs.stack) == inputs
 
-    # Then more failed updates than the old code's window (HISTORY_WINDOW entries): a program that raises, the
-    # cheapest failing `up` (it registers no output, so every output stays).
+    # Then more failed updates than the old code's window: a program that raises, the cheapest failing `up` (it
+    # registers no output, so every output stays). The window is the legacy reader's argument, WINDOW here, not
+    # its HISTORY_WINDOW: the same overrun in 4 failed runs instead of 51 (test_applied_inputs.py pins the paging).
     def raises() -> None:
         raise RuntimeError("a failing retry")
 
-    for _ in range(HISTORY_WINDOW + 1):
+    for _ in range(WINDOW + 1):
         with pytest.raises(auto.errors.CommandError):
             by_hand.up(program=raises, color="never", message="hubwright: failing retry")
     history = by_hand.history(page_size=100, show_secrets=False)
-    assert [h.result for h in history] == ["failed"] * (HISTORY_WINDOW + 2) + ["succeeded"]
+    assert [h.result for h in history] == ["failed"] * (WINDOW + 2) + ["succeeded"]
 
     assert engine.applied(inputs.stack) == inputs
-    assert engine._applied_from_history(by_hand) is None  # the old code, on the same history: "nothing applied"
+    assert engine._applied_from_history(by_hand, window=WINDOW + 3) == inputs  # the success still in the window
+    assert engine._applied_from_history(by_hand, window=WINDOW) is None  # the old code past it: "nothing applied"

@@ -13,14 +13,16 @@ log = logging.getLogger("automation.adapters.engine.pulumi_engine")  # the engin
 HISTORY_PAGE, HISTORY_WINDOW = 10, 50  # the legacy applied(): how far back it reads the history
 
 
-def from_history(stack: str, config_key: str, page: Callable[[int], Sequence[Any]]) -> StackProgramInputs | None:
+def from_history(stack: str, config_key: str, page: Callable[[int], Sequence[Any]], *,
+                 window: int = HISTORY_WINDOW) -> StackProgramInputs | None:
     """LEGACY (stacks without the tag and output of `applied`): the config (`config_key`) of the newest successful
-    update in the last HISTORY_WINDOW history entries (a newer successful destroy: None); `page(n)` is the stack's
+    update in the last `window` history entries (a newer successful destroy: None); `page(n)` is the stack's
     n-th history page of HISTORY_PAGE entries, newest first. Failed updates fill the window too: after that many
     failed retries this returns None although the stack holds resources."""
-    for number in range(1, HISTORY_WINDOW // HISTORY_PAGE + 1):
+    seen = 0
+    for number in range(1, -(-window // HISTORY_PAGE) + 1):
         entries = page(number)
-        for entry in entries:
+        for entry in entries[:window - seen]:
             if entry.result != "succeeded":
                 continue
             if entry.kind == "destroy":
@@ -28,7 +30,8 @@ def from_history(stack: str, config_key: str, page: Callable[[int], Sequence[Any
             raw = (entry.config or {}).get(config_key)
             if entry.kind == "update" and raw is not None:
                 return parse_inputs(stack, raw)
-        if len(entries) < HISTORY_PAGE:
+        seen += len(entries)
+        if len(entries) < HISTORY_PAGE or seen >= window:
             break
     return None
 
