@@ -49,7 +49,7 @@ from kubernetes import client, config, watch
 from automation.service.options import ServiceOptions
 from automation.service.serve import Service
 from bench.fleets import ACCOUNTS, REGIONS
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from doubles.envtest import missing_binaries, project_crds, start_envtest
 from stacks.names import CLUSTERS, HUBCONFIGS, GROUP, OWNER_ACCOUNT_ANNOTATION, VERSION
 

@@ -10,9 +10,8 @@ pyproject.toml's [tool.importlinter] forbids it).
   pyproject.toml): doubles.factories (model documents and fleets), doubles.service_env (a Service on kmock's
   emulator or a shared envtest), doubles.stall_proxy (a TCP proxy that stalls), doubles.failover (the stalled-leader
   scenario), doubles.pulumi_programs (dynamic-resource stack programs for the real pulumi CLI), doubles.plans (what
-  tests ask of an offline plan beyond what production reads: the destroy order).
-"""
-from doubles.engine import RecordingEngine, fake_outputs
-from doubles.kube import CuttableProxy, MockKubeAPI
+  tests ask of an offline plan beyond what production reads: the destroy order), doubles.providers (the live
+  programs' dynamic providers).
 
-__all__ = ["CuttableProxy", "MockKubeAPI", "RecordingEngine", "fake_outputs"]
+This file imports nothing: a dynamic provider process imports the package before doubles.providers, once per run.
+"""

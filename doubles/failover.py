@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 from kubernetes import client
 
 from automation.service.options import ServiceOptions
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from doubles.engine import Call
 from doubles.envtest import EnvTest
 from doubles.service_env import ServiceEnv, wait_until

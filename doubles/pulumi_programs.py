@@ -16,7 +16,6 @@ import argparse
 import dataclasses
 import functools
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -26,8 +25,9 @@ from typing import Any, Callable, Mapping
 
 import pulumi
 from pulumi import automation as auto
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import Resource
 
+from doubles.providers import FileCloudProvider, LoggedProvider, MarkerProvider, SleepProvider
 from automation.adapters.engine.pool import WorkerPool
 from automation.adapters.engine.pulumi_engine import PulumiEngine
 from automation.adapters.engine.settings import PulumiSettings
@@ -35,31 +35,6 @@ from stacks.inputs import AwsTarget, StackInputs
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSPHRASE = "hubwright-live-tests"  # a throwaway passphrase for temp file backends
-
-
-class SleepProvider(ResourceProvider):
-    def create(self, props: dict) -> CreateResult:
-        if props.get("marker"):
-            Path(props["marker"]).write_text(str(os.getpid()))
-        if props.get("hold"):  # held while the file `hold` exists (a test releases it), at most `sleep` seconds
-            _held_by(props["hold"], float(props.get("sleep") or 0))
-        else:
-            time.sleep(float(props.get("sleep") or 0))
-        return CreateResult(id_=f"{props['label']}-id", outs=dict(props))
-
-    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
-        keys = ("label", "sleep")
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in keys))
-
-    def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
-        return UpdateResult(outs=dict(news))
-
-
-def _held_by(hold: str, at_most: float) -> None:
-    """Wait while the file `hold` exists, at most `at_most` seconds (a test removes it to let the create end)."""
-    deadline = time.monotonic() + at_most
-    while Path(hold).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 class Sleeper(Resource):
@@ -88,13 +63,6 @@ SLEEPY = "doubles.pulumi_programs:sleepy"
 # so a test sees whether the engine let it run.
 
 
-class MarkerProvider(ResourceProvider):
-    def create(self, props: dict) -> CreateResult:
-        if props.get("marker"):
-            Path(props["marker"]).write_text(props["label"])
-        return CreateResult(id_=f"vpce-svc-{props['label']}", outs=dict(props))
-
-
 class VpcEndpointService(Resource, module="ec2", name="VpcEndpointService"):
     """Checked by the pack as aws:ec2/vpcEndpointService:VpcEndpointService."""
 
@@ -114,37 +82,6 @@ def endpoint_service(inputs: StackInputs, *, principal: str, marker: str = "") -
 # A CloudThing's "cloud" is a directory with one file per resource, holding its value. The provider writes the
 # file on create/update and reads it back on refresh (read), so a test that edits the file changes the cloud
 # behind Pulumi's back: drift, which only a refresh can see. One file per resource: creates run in parallel.
-
-
-class FileCloudProvider(ResourceProvider):
-    def create(self, props: dict) -> CreateResult:
-        if props.get("fail"):
-            raise RuntimeError(f"{props['name']}: the cloud refused the create (fail=True)")
-        _cloud_file(props).write_text(props["value"])
-        return CreateResult(id_=props["name"], outs=dict(props))
-
-    def read(self, id_: str, props: dict) -> ReadResult:
-        """What the cloud holds now; gone from the cloud: gone from the state (a preview then shows a create)."""
-        try:
-            value = _cloud_file(props).read_text()
-        except FileNotFoundError:
-            return ReadResult(None, {})
-        return ReadResult(id_, {**props, "value": value})
-
-    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
-        replaces = [k for k in ("cloud", "name") if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(replaces) or olds.get("value") != news.get("value"), replaces=replaces)
-
-    def update(self, _id: str, _olds: dict, news: dict) -> UpdateResult:
-        _cloud_file(news).write_text(news["value"])
-        return UpdateResult(outs=dict(news))
-
-    def delete(self, _id: str, props: dict) -> None:
-        _cloud_file(props).unlink(missing_ok=True)
-
-
-def _cloud_file(props: Mapping[str, Any]) -> Path:
-    return Path(props["cloud"]) / props["name"]
 
 
 class CloudThing(Resource):
@@ -184,15 +121,6 @@ def change_cloud(cloud: Path, name: str, value: str) -> None:
 # Two resources: `first`, then `held` (after it). Each create appends its name to a log, so a test counts the
 # creates; `held`'s create then waits while the file `hold` exists (at most 120 s), so a test can kill the run
 # with `first` created and `held` in flight (a pending operation in the state), then let the next run through.
-
-
-class LoggedProvider(ResourceProvider):
-    def create(self, props: dict) -> CreateResult:
-        with open(props["log"], "a") as log:
-            log.write(props["name"] + "\n")
-        if props.get("hold"):
-            _held_by(props["hold"], 120)
-        return CreateResult(id_=props["name"], outs=dict(props))
 
 
 class Logged(Resource):

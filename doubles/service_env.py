@@ -15,7 +15,7 @@ from automation.service.executor import RunnerEngine
 from automation.service.options import ServiceOptions
 from automation.service.serve import Service
 from doubles.runners import running_runners
-from doubles import MockKubeAPI
+from doubles.kube import MockKubeAPI
 from doubles.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
 from stacks.names import GROUP, VERSION
 

@@ -16,39 +16,13 @@ import hashlib
 from pathlib import Path
 from typing import Any, Mapping
 
-import boto3
 import pulumi
-from botocore.exceptions import ClientError
-from pulumi.dynamic import CreateResult, Resource, ResourceProvider
+from pulumi.dynamic import Resource
 
+from doubles.providers import PairProvider
 from stacks.inputs import StackInputs
 from stacks.mesh.blocks import block_suffix
 from stacks.mesh.share import MeshMember
-
-
-class PairProvider(ResourceProvider):
-    def create(self, props: dict) -> CreateResult:
-        if props.get("endpoint"):  # the peer's side: its account's API
-            _create_route(props)
-        else:
-            (Path(props["cloud"]) / props["name"]).write_text(props["kind"])
-        outs = {**props, "id": props["id"]} if props.get("id") else dict(props)
-        return CreateResult(id_=props.get("id") or props["name"], outs=outs)
-
-
-def _create_route(props: Mapping[str, Any]) -> None:
-    sts = boto3.client("sts", endpoint_url=props["endpoint"], region_name=props["region"],
-                       aws_access_key_id="testing", aws_secret_access_key="testing")
-    creds = sts.assume_role(RoleArn=props["roleArn"], RoleSessionName=props["sessionName"])["Credentials"]
-    ec2 = boto3.client("ec2", endpoint_url=props["endpoint"], region_name=props["region"],
-                       aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
-                       aws_session_token=creds["SessionToken"])
-    try:
-        ec2.create_route(RouteTableId=props["routeTableId"], DestinationCidrBlock=props["destinationCidrBlock"],
-                         VpcPeeringConnectionId=props["vpcPeeringConnectionId"])
-    except ClientError as err:  # terraform-provider-aws: "creating Route in Route Table (%s) with destination (%s): %w"
-        raise RuntimeError(f"creating Route in Route Table ({props['routeTableId']}) with destination "
-                           f"({props['destinationCidrBlock']}): {err}") from None
 
 
 class VpcPeeringConnection(Resource, module="ec2", name="VpcPeeringConnection"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from automation.adapters.aws.discovery_standin import StandInDiscovery
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from doubles.service_env import ServiceEnv, wait_until
 from stacks.model.cluster import Network
 from tests.envtest import kube_apiserver_alone  # noqa: F401 - the fixture

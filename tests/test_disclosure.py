@@ -23,7 +23,7 @@ from stacks.admission import tenant_admin_clusterrole
 from stacks.disclosure import known_to, redact
 from stacks.names import HUBCONFIGS
 from stacks.resolve import resolve_fleet
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from doubles.factories import fleet
 from doubles.runners import SERVICE_NAMESPACE
 from tests.test_mesh import group, hub

@@ -12,7 +12,8 @@ import time
 import pytest
 from kubernetes import client
 
-from doubles import MockKubeAPI, RecordingEngine
+from doubles.engine import RecordingEngine
+from doubles.kube import MockKubeAPI
 from doubles.service_env import FAST, ServiceEnv, wait_until
 
 RUN = 1.0  # seconds per engine run: long against the API round trips below, so the wait measures the queue

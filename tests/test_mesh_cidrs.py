@@ -17,7 +17,7 @@ from stacks.inputs import StackInputs
 from stacks.mesh.routes import FoundRoute, pair_routes, route_hijacks
 from stacks.resolve import resolve_all
 from stacks.transit import MeshStatus
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from doubles.factories import HUB_ACCOUNT, cluster_doc, fleet, namespace_doc
 from doubles.service_env import wait_until
 from tests.envtest import kube_apiserver_alone  # noqa: F401 - fixture

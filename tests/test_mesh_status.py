@@ -19,7 +19,7 @@ from automation.service.cache import Cache
 from automation.service.runs import Runs
 from automation.service.transit import MeshStates, MeshStatusWriter, TransitReconciler
 from components.controlplane import TENANT_RULES
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from stacks.names import GROUP, HUBCONFIGS, VERSION
 from stacks.status import LastUpdate, MeshHubStatus, TransitOutputsStatus, TransitRegionStatus, TransitStatus
 from stacks.targets import AwsTarget

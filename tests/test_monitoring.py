@@ -16,7 +16,7 @@ import yaml
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from doubles.envtest import install_crds
 from doubles.thirdparty import crds
 from stacks import monitoring

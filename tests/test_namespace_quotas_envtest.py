@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from stacks.names import FINALIZER, GROUP, MAX_ENDPOINTS_ANNOTATION, VERSION
 from tests.envtest import kube_apiserver_alone  # noqa: F401 - fixture
 from doubles.service_env import ServiceEnv, wait_until

@@ -10,7 +10,8 @@ from automation.adapters.aws.lookups import LookupFailed
 from automation.adapters.aws.preflight import Preflight
 from stacks.errors import NeedsAttention
 
-from doubles import MockKubeAPI, RecordingEngine
+from doubles.engine import RecordingEngine
+from doubles.kube import MockKubeAPI
 from doubles.factories import cluster, hub, resolve_one
 from doubles.service_env import ServiceEnv, wait_until
 from tests.test_aws_sessions import CLUSTER_ACCOUNT, _enforced, _nlb, sessions  # noqa: F401 - fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 
 from automation.adapters.engine.pool import WorkerPool
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from doubles.pulumi_programs import CLOUDY, engine_settings, make_inputs
 from tests.pulumi_live_programs import pulumi_cli  # noqa: F401 - fixture
 from doubles.service_env import on_kmock, wait_until

@@ -19,7 +19,7 @@ from stacks.ingress import Route
 from stacks.model.loading import parse
 from stacks.names import (CLUSTER_ID_PREFIXES_ANNOTATION, DEFAULT_REGION_ANNOTATION, FINALIZER, GROUP,
                           SHARED_INGRESS_CONFIGMAP, VERSION)
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from doubles.factories import INGRESS
 from doubles.service_env import on_kmock, quiet, wait_until
 

@@ -18,7 +18,7 @@ from automation.service.cache import Cache
 from automation.service.clusters import ReconcileOptions, Reconciler
 from automation.service.queue import Outcome, WorkQueue, Workers
 from automation.adapters.backoff import Backoff
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from doubles.clusters import FakeClusters, StaticDesired
 from stacks.errors import InvalidSpec, NeedsAttention
 from stacks.inputs import StackInputs

@@ -17,7 +17,7 @@ from automation.adapters.engine import EngineError
 from automation.adapters.aws.preflight import Preflight
 from stacks.errors import NeedsAttention
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from doubles.kube import CuttableProxy
 from doubles.service_env import on_kmock, wait_until
 from tests.test_aws_sessions import CLUSTER_ACCOUNT, _base, _nlb

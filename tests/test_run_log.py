@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from automation.adapters import logs
-from doubles import MockKubeAPI, RecordingEngine
+from doubles.engine import RecordingEngine
+from doubles.kube import MockKubeAPI
 from stacks.names import stack_name
 from doubles.service_env import on_kmock, wait_until
 

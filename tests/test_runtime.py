@@ -18,7 +18,8 @@ from kubernetes import client
 from automation.adapters.kube.informer import Source, object_key
 from automation.service.queue import Outcome
 from automation.service.runtime import Manager
-from doubles import MockKubeAPI, RecordingEngine
+from doubles.engine import RecordingEngine
+from doubles.kube import MockKubeAPI
 from stacks.names import CLUSTERS, TENANTS
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from doubles.service_env import ServiceEnv, wait_until

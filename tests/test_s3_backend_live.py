@@ -22,14 +22,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
 import boto3
 import pytest
-from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider
+from pulumi.dynamic import Resource
 
 from automation.adapters.engine import StackLocked
 from automation.adapters.engine.pulumi_engine import PulumiEngine
@@ -38,6 +37,7 @@ from stacks.options import default
 from doubles.pulumi_programs import (
     change_cloud, cloudy, engine_settings, human_stack, make_inputs, sleepy_program,
 )
+from doubles.providers import GateProvider
 from doubles.s3_gate import S3Gate
 from doubles.service_env import wait_until
 
@@ -218,18 +218,6 @@ def test_two_runs_both_pass_the_lock_check_and_write_their_locks(pulumi_cli, mot
 
 
 # A program whose create waits until a file exists: a run held in flight for as long as the test needs.
-
-
-class GateProvider(ResourceProvider):
-    def create(self, props: dict) -> CreateResult:
-        Path(props["started"]).write_text("started")
-        deadline = time.monotonic() + 300
-        while props["release"] and not Path(props["release"]).exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        return CreateResult(id_=f"{props['label']}-id", outs=dict(props))
-
-    def diff(self, _id: str, olds: dict, news: dict) -> DiffResult:
-        return DiffResult(changes=olds.get("label") != news.get("label"))
 
 
 class Gated(Resource):

@@ -18,7 +18,7 @@ from automation.adapters.engine import proctree
 from automation.cli import build_parser
 from automation.service.command import options_from
 from automation.service.options import ServiceOptions
-from doubles import MockKubeAPI
+from doubles.kube import MockKubeAPI
 from doubles.service_env import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent

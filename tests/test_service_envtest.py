@@ -16,7 +16,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.kube.informer import Informer, Source
 from stacks.crds import crd_manifests
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from tests.envtest import kube_apiserver, kube_apiserver_nocache  # noqa: F401 - fixtures
 from doubles.factories import cluster_doc
 from doubles.service_env import ServiceEnv, wait_until

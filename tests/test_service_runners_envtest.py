@@ -7,7 +7,7 @@ import pytest
 from kubernetes import client
 
 from automation.service.executor import RunnerEngine
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from doubles.service_env import ServiceEnv, wait_until
 from stacks.names import GROUP, STACKRUNS, VERSION
 from stacks.runs.model import status_of

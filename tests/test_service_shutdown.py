@@ -7,7 +7,7 @@ import time
 import pytest
 
 from automation.adapters.engine import RunCancelled
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from doubles.pulumi_programs import make_inputs
 from doubles.service_env import ServiceEnv, wait_until

@@ -12,7 +12,7 @@ import stacks.incremental
 from automation.service.cache import Cache
 from automation.service.mapper import Desired, Mapper, WrongThread
 from automation.service.snapshot import Frozen, Snapshot
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from stacks.inputs import StackInputs
 from stacks.names import ROLE_MAP_CONFIGMAP
 from doubles.factories import NAMESPACES, cluster_doc, hub_doc

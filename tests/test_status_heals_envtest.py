@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from kubernetes.client.rest import ApiException
 
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from stacks.errors import NeedsAttention
 from tests.envtest import TOOLS_BIN, kube_apiserver  # noqa: F401 - the fixture
 from doubles.factories import OWNER_ANNOTATION

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.kube.status import StatusWriter, status_patch
-from doubles import MockKubeAPI
+from doubles.kube import MockKubeAPI
 from stacks.status import ClusterStatus, Condition, LastUpdate, Peering, StackOutputs
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from doubles.service_env import ServiceEnv

@@ -13,7 +13,7 @@ from kubernetes.client.rest import ApiException
 
 from stacks.haproxy import MAP_FILE
 from components.controlplane import TENANT_RULES
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from tests.envtest import TENANT_USER, kube_apiserver_alone  # noqa: F401 - fixture
 from doubles.factories import OWNER_ANNOTATION, cluster_doc, hub_doc
 from doubles.service_env import ServiceEnv, wait_until

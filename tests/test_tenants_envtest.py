@@ -19,7 +19,7 @@ from automation.adapters.backoff import Backoff
 from automation.adapters.kube.informer import sources
 from automation.service.runtime import Manager
 from automation.service.tenants import TenantController
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from stacks.admission import TENANT_ADMIN_CLUSTERROLE, TENANT_ADMINS_ROLEBINDING, tenant_controller_rules
 from stacks.names import (DEFAULT_REGION_ANNOTATION, GROUP, OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION,
                           TENANT_FINALIZER, TENANT_LABEL, VERSION)

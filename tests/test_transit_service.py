@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from doubles import RecordingEngine
+from doubles.engine import RecordingEngine
 from stacks.names import GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL, VERSION
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from doubles.factories import HUB_ACCOUNT, cluster_doc

@@ -18,7 +18,8 @@ from automation.adapters.engine.pulumi_engine import PulumiEngine
 from doubles.pulumi_programs import TOOLS_BIN, engine_settings
 from tests.test_transit_components import ASSOC, STATIC, TABLE, TRANSIT, plans_of, tgw_hub
 from tests.test_transit import tgw_member
-from tests.transit_live_programs import gateway_tables, ops, routed
+from doubles.providers import routed
+from tests.transit_live_programs import gateway_tables, ops
 
 NEEDS = ("pulumi", "pulumi-resource-pulumi-python", "pulumi-analyzer-policy-python")
 MISSING = [b for b in NEEDS if not (TOOLS_BIN / b).is_file() and shutil.which(b) is None]

@@ -14,7 +14,8 @@ import pytest
 from kubernetes import client
 
 from automation.adapters.kube.informer import Informer, Source
-from doubles import CuttableProxy, MockKubeAPI, RecordingEngine
+from doubles.engine import RecordingEngine
+from doubles.kube import CuttableProxy, MockKubeAPI
 from doubles.service_env import ServiceEnv, wait_until
 from stacks.names import GROUP, VERSION
 

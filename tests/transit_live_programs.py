@@ -9,49 +9,14 @@ each table routes. A propagation enters every CIDR of its VPC, declared or not, 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
 import pulumi
-from pulumi.dynamic import CreateResult, Resource, ResourceProvider
+from pulumi.dynamic import Resource
 
+from doubles.providers import GatewayTableProvider
 from stacks.transit import GROUP_TAG
-
-
-class GatewayTableProvider(ResourceProvider):
-    def create(self, props: dict) -> CreateResult:
-        for cidr in props.get("entries") or []:
-            _entry(props, cidr).write_text(props["name"])
-        _log(props, "create")
-        return CreateResult(id_=props["name"], outs={**props, "id": props["name"]})
-
-    def delete(self, _id: str, props: dict) -> None:
-        for cidr in props.get("entries") or []:
-            _entry(props, cidr).unlink(missing_ok=True)
-        _log(props, "delete")
-
-
-def _entry(props: Mapping[str, Any], cidr: str) -> Path:
-    table = Path(props["cloud"]) / props["table"]
-    table.mkdir(parents=True, exist_ok=True)
-    return table / f"{cidr}~{props['source']}~{props['name']}".replace('/', '_')
-
-
-def routed(cloud: Path) -> dict[str, list[str]]:
-    """Every CIDR each table routes now (static or propagated)."""
-    return {table.name: sorted({f.name.split("~")[0].replace("_", "/") for f in table.iterdir()})
-            for table in sorted(cloud.iterdir()) if table.is_dir()}
-
-
-def _log(props: Mapping[str, Any], op: str) -> None:
-    cloud = Path(props["cloud"])
-    line = json.dumps({"op": op, "kind": props["kind"], "name": props["name"], "routed": routed(cloud)}) + "\n"
-    fd = os.open(cloud / "ops.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # one write per line: whole lines
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
 
 
 def ops(cloud: Path) -> list[dict[str, Any]]:
