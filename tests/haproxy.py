@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 _SYSTEM_PATH = os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin"
@@ -55,14 +56,31 @@ def check_central(rendered) -> subprocess.CompletedProcess:
 
 def wait_for_port(port: int, proc: subprocess.Popen, log: Path | None = None, timeout: float = 10.0) -> None:
     """Until something accepts on 127.0.0.1:port; fails at once if `proc` exits, showing `log`."""
+    _wait_for(lambda: socket.create_connection(("127.0.0.1", port), timeout=0.2).close(), f"on {port}", proc, log,
+              timeout)
+
+
+def wait_for_master(path: str, proc: subprocess.Popen, log: Path | None = None, timeout: float = 10.0) -> None:
+    """Until HAProxy's master CLI accepts on the unix socket `path`. A master (-W) opens it on its own schedule,
+    not before its worker binds the frontends: a port that answers says nothing of the master socket."""
+    def connect() -> None:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.2)
+            sock.connect(path)
+
+    _wait_for(connect, f"on the master socket {path}", proc, log, timeout)
+
+
+def _wait_for(connect: Callable[[], None], where: str, proc: subprocess.Popen, log: Path | None,
+              timeout: float) -> None:
     shown = lambda: f":\n{log.read_text()}" if log is not None else ""  # noqa: E731
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"haproxy exited with {proc.returncode}{shown()}")
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            connect()
             return
         except OSError:
             time.sleep(0.05)
-    raise AssertionError(f"nothing listens on {port} after {timeout}s{shown()}")
+    raise AssertionError(f"nothing listens {where} after {timeout}s{shown()}")

@@ -25,7 +25,7 @@ from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, BIND_PATTERN, CLUSTER_ID,
 from stacks.resolve import resolve_all
 from doubles.factories import INGRESS, NAMESPACES, cluster, cluster_doc, fleet, hub, hub_doc, namespace_doc, owned
 from tests.envtest import free_port
-from tests.haproxy import HAPROXY, MISSING, check_central, wait_for_port
+from tests.haproxy import HAPROXY, MISSING, check_central, wait_for_master, wait_for_port
 
 needs_haproxy = pytest.mark.skipif(HAPROXY is None, reason=MISSING)
 
@@ -165,6 +165,7 @@ def test_an_injected_backend_never_adds_a_section_and_the_proxy_runs_nothing(tmp
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port, proc)  # the master has started everything the config asks for
+        wait_for_master(master, proc)
         listed = MasterCLI(master).command("show proc")
     finally:
         proc.terminate()

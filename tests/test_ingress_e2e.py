@@ -27,7 +27,7 @@ from stacks.inputs import SharedIngressInputs
 from doubles.factories import cluster_doc, hub_doc, namespace_doc
 from doubles.service_env import wait_until
 from tests.envtest import free_port
-from tests.haproxy import HAPROXY, MISSING, OLD_HAPROXY, check, version, wait_for_port
+from tests.haproxy import HAPROXY, MISSING, OLD_HAPROXY, check, version, wait_for_master, wait_for_port
 
 pytestmark = [pytest.mark.live, pytest.mark.skipif(HAPROXY is None, reason=MISSING)]
 
@@ -160,6 +160,7 @@ class Ingress:
         sock = os.path.join(tempfile.mkdtemp(prefix="ingress-"), "master.sock")  # unix paths stop at 107 bytes
         proc = self._spawn(["-W", "-S", sock, "-f", str(self.folder / "haproxy.cfg")], "central")
         wait_for_port(self.central_port, proc, self.folder / "central.log")
+        wait_for_master(sock, proc, self.folder / "central.log")
         self.runtime = CentralRuntime(MasterCLI(sock), config_path=str(self.folder / "haproxy.cfg"),
                                       loaded=Loaded.of(first))
 
