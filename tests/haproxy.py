@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from automation.adapters.files.haproxy import MasterCLI, RuntimeApiError
+
 ROOT = Path(__file__).resolve().parent.parent
 _SYSTEM_PATH = os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin"
 
@@ -61,14 +63,14 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path | None = None, ti
 
 
 def wait_for_master(path: str, proc: subprocess.Popen, log: Path | None = None, timeout: float = 10.0) -> None:
-    """Until HAProxy's master CLI accepts on the unix socket `path`. A master (-W) opens it on its own schedule,
-    not before its worker binds the frontends: a port that answers says nothing of the master socket."""
-    def connect() -> None:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(0.2)
-            sock.connect(path)
+    """Until HAProxy's master CLI on the unix socket `path` answers `show proc` with a worker. A port that
+    answers says nothing of the master: it opens its socket on its own schedule, and once its workers run it
+    re-executes itself (wait mode), resetting a connection it took before that (seen under load)."""
+    def answers() -> None:
+        if not MasterCLI(path, timeout=2.0).processes().workers:
+            raise OSError("the master lists no worker yet")
 
-    _wait_for(connect, f"on the master socket {path}", proc, log, timeout)
+    _wait_for(answers, f"on the master socket {path}", proc, log, timeout)
 
 
 def _wait_for(connect: Callable[[], None], where: str, proc: subprocess.Popen, log: Path | None,
@@ -81,6 +83,6 @@ def _wait_for(connect: Callable[[], None], where: str, proc: subprocess.Popen, l
         try:
             connect()
             return
-        except OSError:
+        except (OSError, RuntimeApiError):  # refused, reset, or not yet the whole answer
             time.sleep(0.05)
     raise AssertionError(f"nothing listens {where} after {timeout}s{shown()}")
