@@ -123,7 +123,11 @@ def test_cancel_stops_the_runs_in_flight_and_later_runs_start_as_usual(pulumi_cl
         failure: list[BaseException] = []
         thread = threading.Thread(target=lambda: _catch(failure, lambda: pool.up(make_inputs("c"), message="x")))
         thread.start()
-        provider = int(wait_until(lambda: marker.exists() and marker.read_text(), 60, what="the provider to start"))
+        # A first up (a worker, a new stack, its tags and config, then the program) took over 60 s beside a loaded
+        # 2-worker run: the bound is a safety net; a failed up ends the wait at once, with its error.
+        found = wait_until(lambda: failure or (marker.exists() and marker.read_text()), 180, what="the provider to start")
+        assert not failure, failure
+        provider = int(found)
         started = time.monotonic()
         pool.cancel(0)
         assert time.monotonic() - started < 10
@@ -144,7 +148,7 @@ def test_nothing_outlives_a_killed_service(pulumi_cli, tmp_path):
          "--home", str(tmp_path / "home"), "--sleep", "600", "--marker", str(marker)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
     try:
-        provider = int(wait_until(lambda: marker.exists() and marker.read_text(), 60, what="the provider to start"))
+        provider = int(wait_until(lambda: marker.exists() and marker.read_text(), 180, what="the provider to start"))
         tree = proctree.descendants(service.pid)
         assert provider in tree
         service.send_signal(signal.SIGKILL)
