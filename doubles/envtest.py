@@ -234,6 +234,26 @@ def next_second(api_client: Any, timeout: float = 10.0) -> None:
     wait_until(lambda: server_time() > start, timeout, what=f"the API server's clock to pass {start}")
 
 
+def take_lease(api_client: Any, name: str, namespace: str, holder: str, duration: int,
+               timeout: float = 10.0) -> None:
+    """Hand a Lease to ``holder`` as another replica would after a partition. The holder renews it every retry
+    period, so a read-modify-replace can meet a 409 Conflict: read again and retry until the write lands."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    leases = client.CoordinationV1Api(api_client)
+    deadline = time.monotonic() + timeout
+    while True:
+        lease = leases.read_namespaced_lease(name, namespace, _request_timeout=5)
+        lease.spec.holder_identity = holder
+        lease.spec.lease_duration_seconds = duration
+        try:
+            leases.replace_namespaced_lease(name, namespace, lease, _request_timeout=5)
+            return
+        except ApiException as e:
+            if e.status != 409 or time.monotonic() > deadline:
+                raise
+
+
 def _wait_ready(env: EnvTest, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     last: Any = None

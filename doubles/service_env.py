@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -28,9 +28,11 @@ FAST = dict(metrics_port=0, metrics_bind="127.0.0.1", leader_election=False, wor
             sources="none")
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, *, what: str = "condition") -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, *, what: str = "condition",
+               diagnose: Optional[Callable[[], Any]] = None) -> Any:
     """`predicate()` once it is truthy, polled; an AssertionError after `timeout` s. The bound is a safety net, not a
-    speed: it is sized for a loaded machine running tests in parallel, and a passing wait costs no more for it."""
+    speed: it is sized for a loaded machine running tests in parallel, and a passing wait costs no more for it.
+    `diagnose()`, when given, is called on a timeout and its answer (say, a process's log tail) joins the message."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -38,7 +40,8 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, *, what: str
         if last:
             return last
         time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    detail = f"\n{diagnose()}" if diagnose is not None else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r}){detail}")
 
 
 def quiet(service: Service, *, horizon: float = 1.0, timeout: float = 10.0) -> None:

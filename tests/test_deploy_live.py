@@ -152,7 +152,7 @@ def test_the_deployed_service_brings_a_cluster_up_and_destroys_its_stack(live, t
     kube = live.kube
     with running(live, pod, image(), tmp_path) as (box, volumes):
         kube.create("prod-1", **INGRESS_ONLY)
-        ready = wait_until(lambda: settled(kube, "prod-1"), 120, what="prod-1 Ready")
+        ready = wait_until(lambda: settled(kube, "prod-1"), 300, what="prod-1 Ready", diagnose=box.tail)
         assert ready["status"] == "True", (ready, kube.events(name="prod-1"), box.tail())
         assert FINALIZER in kube.get("prod-1")["metadata"]["finalizers"]
         assert backend_stacks(volumes["state"], tmp_path) == ["organization/hubwright/acme.prod-1"]  # on the PVC
@@ -160,7 +160,8 @@ def test_the_deployed_service_brings_a_cluster_up_and_destroys_its_stack(live, t
         assert "prod-1" in central.data[MAP_FILE]  # written through the central proxy's route-writer Role
 
         kube.delete("prod-1")
-        wait_until(lambda: kube.get("prod-1") is None, 120, what="prod-1 destroyed and released")
+        wait_until(lambda: kube.get("prod-1") is None, 300, what="prod-1 destroyed and released",
+                   diagnose=box.tail)
         assert backend_stacks(volumes["state"], tmp_path) == []
         assert not (volumes["state"] / "workspaces" / "acme.prod-1").exists()
         assert "prod-1" not in live.core.read_namespaced_config_map(
@@ -181,9 +182,10 @@ def test_the_sandbox_shows_the_reported_bug_a_read_only_pulumi_home(live, tmp_pa
     container["env"] = [e for e in container["env"] if e["name"] != "PULUMI_HOME"]
     container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "pulumi-home"]
     img = dataclasses.replace(image(), env={**image().env, "PULUMI_HOME": "/opt/pulumi"})
-    with running(live, pod, img, tmp_path):
+    with running(live, pod, img, tmp_path) as (box, _):
         live.kube.create("prod-2", **INGRESS_ONLY)
-        failed = wait_until(lambda: settled(live.kube, "prod-2"), 120, what="prod-2's first run to fail")
+        failed = wait_until(lambda: settled(live.kube, "prod-2"), 300, what="prod-2's first run to fail",
+                            diagnose=box.tail)
     live.kube.patch("prod-2", {"metadata": {"finalizers": None}})  # no stack was made: nothing to destroy
     live.kube.delete("prod-2")
     assert failed["status"] == "False" and "read-only file system" in failed["message"], failed
@@ -214,12 +216,11 @@ def test_the_deployed_service_records_each_mesh_groups_state_in_the_hubconfig_st
         # The group is recorded as soon as a member is seen, with the members admitted so far (0 before one is
         # admitted): the wait is for the state once both are in.
         expected = {"topology": "peering", "members": 2}
-        try:
-            wait_until(lambda: group() == expected, 60, what=f"the group's state in the hub's status: {expected}")
-        except AssertionError as err:
-            raise AssertionError(f"{err}\n{box.tail()}") from None
+        wait_until(lambda: group() == expected, 300, what=f"the group's state in the hub's status: {expected}",
+                   diagnose=box.tail)
         for i in range(2):
             kube.delete(f"mesh-{i}")
-        wait_until(lambda: group() is None, 120, what="the group's state gone with its last member")
+        wait_until(lambda: group() is None, 300, what="the group's state gone with its last member",
+                   diagnose=box.tail)
     log = box.log.read_text(errors="replace")  # (the members' pre-flight meets the AWS tripwire: not this test's)
     assert "Forbidden" not in log, log[-8000:]

@@ -366,12 +366,13 @@ def test_the_documented_install_applies_and_runs_the_service_without_the_backend
             assert len(passphrase.read_text()) >= 40
             assert stat.S_IMODE(passphrase.stat().st_mode) == 0o600
             kube.create("prod-1", **INGRESS_ONLY)
-            ready = wait_until(lambda: settled(kube, "prod-1"), 120, what="prod-1 Ready")
+            ready = wait_until(lambda: settled(kube, "prod-1"), 300, what="prod-1 Ready", diagnose=box.tail)
             assert ready["status"] == "True", (ready, kube.events(name="prod-1"), box.tail())
             assert FINALIZER in kube.get("prod-1")["metadata"]["finalizers"]
             assert backend_stacks(vols["state"], tmp_path) == ["organization/hubwright/acme.prod-1"]
             kube.delete("prod-1")
-            wait_until(lambda: kube.get("prod-1") is None, 120, what="prod-1 destroyed and released")
+            wait_until(lambda: kube.get("prod-1") is None, 300, what="prod-1 destroyed and released",
+                       diagnose=box.tail)
             assert backend_stacks(vols["state"], tmp_path) == []
         status, took = box.stopped
         log = box.log.read_text(errors="replace")

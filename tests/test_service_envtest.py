@@ -17,6 +17,7 @@ from kubernetes.client.rest import ApiException
 from automation.adapters.kube.informer import Informer, Source
 from stacks.crds import crd_manifests
 from doubles.engine import RecordingEngine
+from doubles.envtest import take_lease
 from tests.envtest import kube_apiserver, kube_apiserver_nocache  # noqa: F401 - fixtures
 from doubles.factories import cluster_doc
 from doubles.service_env import ServiceEnv, wait_until
@@ -187,11 +188,8 @@ def test_a_leader_that_loses_its_lease_stops_running(env):
     service.start()
     try:
         wait_until(lambda: service.leading() and service.ready()[0], 20)
-        leases = client.CoordinationV1Api(env.api_client)
-        lease = leases.read_namespaced_lease("hubwright", env.system_namespace)
-        lease.spec.holder_identity = "intruder"  # someone else holds it now (e.g. after a network partition)
-        lease.spec.lease_duration_seconds = 60
-        leases.replace_namespaced_lease("hubwright", env.system_namespace, lease)
+        # someone else holds it now (e.g. after a network partition)
+        take_lease(env.api_client, "hubwright", env.system_namespace, "intruder", 60)
         wait_until(lambda: not service.leading() and service.pipeline is None, 20, what="replica-1 to stop")
         env.create("prod-1")
         # It goes on reading the Lease as a follower: nothing watches, nothing can run.

@@ -4,10 +4,10 @@ another one (automation/service/executor.py); the runners (doubles.service_env) 
 from __future__ import annotations
 
 import pytest
-from kubernetes import client
 
 from automation.service.executor import RunnerEngine
 from doubles.engine import RecordingEngine
+from doubles.envtest import take_lease
 from doubles.service_env import ServiceEnv, wait_until
 from stacks.names import GROUP, STACKRUNS, VERSION
 from stacks.runs.model import status_of
@@ -44,11 +44,7 @@ def test_a_new_leader_adopts_the_run_in_flight_instead_of_starting_another(env):
             assert run["spec"]["requestedBy"] == "replica-1" and status_of(run).phase == "Running"
 
             # replica-1 loses its Lease (a partition): it stops waiting; the run goes on on its runner.
-            leases = client.CoordinationV1Api(env.api_client)
-            lease = leases.read_namespaced_lease("hubwright", env.system_namespace)
-            lease.spec.holder_identity = "intruder"
-            lease.spec.lease_duration_seconds = 2
-            leases.replace_namespaced_lease("hubwright", env.system_namespace, lease)
+            take_lease(env.api_client, "hubwright", env.system_namespace, "intruder", 2)
             wait_until(lambda: first.pipeline is None, 20, what="replica-1 to stop leading")
             first.stop()  # as the serve command exits on a lost Lease (on_lost_leadership)
             wait_until(lambda: second.leading() and second.ready()[0], 30, what="replica-2 to take over")
