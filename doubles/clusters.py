@@ -221,6 +221,7 @@ class StaticDesired:
     routes: dict[str, str] = field(default_factory=dict)  # key -> shared-ingress cluster ID
     claims: dict[str, dict] = field(default_factory=dict)  # key -> status.claims granted
     shared: dict[str, str] = field(default_factory=dict)  # key -> the AccountShared warning
+    overridden: dict[str, str] = field(default_factory=dict)  # key -> the RegionOverridden warning
     placements: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     transits: dict[str, TransitInputs] = field(default_factory=dict)
 
@@ -241,6 +242,9 @@ class StaticDesired:
 
     def account_shared(self, key: str) -> str | None:
         return self.shared.get(key)
+
+    def region_overridden(self, key: str) -> str | None:
+        return self.overridden.get(key)
 
     def placed_in(self, key: str) -> tuple[str | None, str | None]:
         if key in self.placements:

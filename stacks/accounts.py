@@ -3,11 +3,17 @@
 Pure functions of the Cluster, its Namespace's annotations, the HubConfig and
 the role map (HubConfig's, overlaid by the role-map ConfigMap).
 
-Region precedence, first match wins:
+Region precedence: a default applies only where nothing explicit is set (HubConfig
+spec.regionPrecedence: Explicit, the default). First match wins:
   1. Cluster annotation   hubwright.io/region
-  2. Namespace annotation hubwright.io/default-region
-  3. Cluster spec.region
+  2. Cluster spec.region
+  3. Namespace annotation hubwright.io/default-region
   4. HubConfig spec.region
+Two exceptions, both the hub administrator's:
+  - a Namespace annotation hubwright.io/pinned-region is the region of every cluster there; a cluster whose
+    annotation or spec.region names another is refused (RegionPinned), never moved;
+  - spec.regionPrecedence: Legacy keeps the order of earlier releases (the namespace default before
+    spec.region) for an upgrade, and `region_overridden` says which clusters it overrides.
 
 Account: which account a namespace's clusters may use is a tenancy rule
 (stacks.tenancy.Owners.account: the namespace's owner annotation, refused
@@ -18,14 +24,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from stacks.errors import InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.fields import partition_of, region_error
 from stacks.model.hub import HubConfig
 from stacks.targets import AwsTarget
-from stacks.names import DEFAULT_REGION_ANNOTATION, REGION_ANNOTATION, ROLE_ARN
+from stacks.names import DEFAULT_REGION_ANNOTATION, PINNED_REGION_ANNOTATION, REGION_ANNOTATION, ROLE_ARN
 from stacks.tenancy import Owners, namespace_of
 
 
@@ -52,19 +58,74 @@ def merged_role_map(hub: HubConfig, configmap: Mapping[str, str] | None) -> dict
     return {**hub.spec.role_account_map, **(configmap or {})}
 
 
+REGION_PINNED = "RegionPinned"
+REGION_OVERRIDDEN = "RegionOverridden"
+_CLUSTER_REGION = f"metadata.annotations[{REGION_ANNOTATION}]"
+_NAMESPACE_DEFAULT = f"namespace annotation {DEFAULT_REGION_ANNOTATION}"
+_NAMESPACE_PIN = f"namespace annotation {PINNED_REGION_ANNOTATION}"
+
+
 def cluster_region(cluster: Cluster, hub: HubConfig, ns_annotations: Mapping[str, str]) -> tuple[str, str]:
-    """(region, where it came from)."""
-    for value, source in (
-        (cluster.metadata.annotations.get(REGION_ANNOTATION), f"metadata.annotations[{REGION_ANNOTATION}]"),
-        (ns_annotations.get(DEFAULT_REGION_ANNOTATION), f"namespace annotation {DEFAULT_REGION_ANNOTATION}"),
-        (cluster.spec.region, "spec.region"),
-    ):
-        if value:
-            problem = region_error(value)
-            if problem is not None:
-                raise InvalidSpec.one(cluster.ref, source, problem)
-            return value, source
+    """(region, where it came from): the module's precedence. InvalidSpec for a value that is not a region name
+    (naming where it came from) and for a cluster that asks for a region other than its namespace's pin."""
+    pinned = _checked(cluster, ns_annotations.get(PINNED_REGION_ANNOTATION), _NAMESPACE_PIN)
+    annotation = (cluster.metadata.annotations.get(REGION_ANNOTATION), _CLUSTER_REGION)
+    spec = (cluster.spec.region, "spec.region")
+    explicit = [(value, source) for value, source in (annotation, spec) if value]
+    if pinned is not None:
+        for value, source in explicit:
+            if value != pinned:
+                raise InvalidSpec.one(
+                    cluster.ref, source,
+                    f"region {value} is not {pinned}, the region the hub administrator pinned for namespace "
+                    f"{namespace_of(cluster)} ({PINNED_REGION_ANNOTATION}): remove it or set it to {pinned}",
+                    condition=REGION_PINNED)
+        return pinned, _NAMESPACE_PIN
+    default = (ns_annotations.get(DEFAULT_REGION_ANNOTATION), _NAMESPACE_DEFAULT)
+    order = (annotation, spec, default) if hub.spec.region_precedence == "Explicit" else (annotation, default, spec)
+    for candidate, source in order:
+        if candidate:
+            _checked(cluster, candidate, source)
+            return candidate, source
     return hub.spec.region, "HubConfig spec.region"
+
+
+def region_overridden(cluster: Cluster, hub: HubConfig, ns_annotations: Mapping[str, str]) -> str | None:
+    """Under spec.regionPrecedence: Legacy, why the cluster is not in the region its spec.region names (the
+    RegionOverridden Warning condition and Event, and the plan's list), or None: no override, or Explicit."""
+    if hub.spec.region_precedence != "Legacy" or not cluster.spec.region:
+        return None
+    try:
+        region, source = cluster_region(cluster, hub, ns_annotations)
+    except InvalidSpec:
+        return None  # refused: the refusal says why
+    if source != _NAMESPACE_DEFAULT or region == cluster.spec.region:
+        return None
+    return (f"spec.region is {cluster.spec.region} but the cluster is in {region}, its namespace's "
+            f"{DEFAULT_REGION_ANNOTATION}, because HubConfig spec.regionPrecedence is Legacy; under Explicit (the "
+            f"default) it would be in {cluster.spec.region}: set spec.region to {region} (or remove it) before the "
+            "hub administrator switches to Explicit (docs/security.md)")
+
+
+def overridden_regions(hub: HubConfig, clusters: Iterable[Cluster],
+                       namespaces: Mapping[str, Mapping[str, str]]) -> list[tuple[str, str]]:
+    """(cluster ref, why) for each cluster `region_overridden` names, in the clusters' order: what the plan lists
+    so that an administrator knows when Legacy can go."""
+    found = []
+    for cluster in clusters:
+        if cluster.spec.provisioned:
+            why = region_overridden(cluster, hub, namespaces.get(namespace_of(cluster), {}))
+            if why is not None:
+                found.append((cluster.ref, why))
+    return found
+
+
+def _checked(cluster: Cluster, value: str | None, source: str) -> str | None:
+    if value:
+        problem = region_error(value)
+        if problem is not None:
+            raise InvalidSpec.one(cluster.ref, source, problem)
+    return value or None
 
 
 def role_for(account_id: str, role_map: Mapping[str, str], hub: HubConfig, *, obj: str, field: str) -> str | None:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from stacks.errors import InvalidSpec
 from stacks.inputs import StackInputs
-from stacks.names import DEFAULT_REGION_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, REGION_ANNOTATION
+from stacks.names import (DEFAULT_REGION_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, PINNED_REGION_ANNOTATION,
+                          REGION_ANNOTATION)
 
 
 def check_move(applied: StackInputs | None, desired: StackInputs) -> None:
@@ -33,7 +34,10 @@ def check_move(applied: StackInputs | None, desired: StackInputs) -> None:
         )
     if applied.cluster.region != desired.cluster.region:
         raise InvalidSpec.one(
-            ref, f"region ({REGION_ANNOTATION}, namespace {DEFAULT_REGION_ANNOTATION}, spec.region, HubConfig spec.region)",
-            f"region changed from {applied.cluster.region} to {desired.cluster.region}; {undo}",
+            ref, f"region (namespace {PINNED_REGION_ANNOTATION}, {REGION_ANNOTATION}, spec.region, namespace "
+                 f"{DEFAULT_REGION_ANNOTATION}, HubConfig spec.region)",
+            f"region changed from {applied.cluster.region} to {desired.cluster.region}; {undo} (if it moved when "
+            "the hub began to prefer spec.region to the namespace default, HubConfig spec.regionPrecedence: Legacy "
+            "keeps it where it is until spec.region is fixed: docs/security.md)",
             condition="RegionChanged",
         )

@@ -61,6 +61,9 @@ ANNOTATION_PREFIX = f"{GROUP}/"  # the only Namespace annotations resolve() read
 # Namespace annotations (the hub administrator's: tenants cannot write Namespaces)
 OWNER_ACCOUNT_ANNOTATION = f"{GROUP}/owner-account-id"
 DEFAULT_REGION_ANNOTATION = f"{GROUP}/default-region"
+# The region every cluster of the namespace must use: it beats the cluster's own hubwright.io/region and
+# spec.region, and a cluster asking for another is refused (RegionPinned), never moved (stacks.accounts).
+PINNED_REGION_ANNOTATION = f"{GROUP}/pinned-region"
 TENANT_ANNOTATION = f"{GROUP}/tenant"
 ALLOWED_DOMAINS_ANNOTATION = f"{GROUP}/allowed-domains"  # comma-separated
 ALLOWED_BACKENDS_ANNOTATION = f"{GROUP}/allowed-backends"  # comma-separated CIDR blocks and domains

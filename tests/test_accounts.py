@@ -20,7 +20,8 @@ from stacks.inputs import stack_targets
 from stacks.resolve import resolve_fleet
 from doubles.plans import RecordedLookups
 from doubles.factories import HUB_ACCOUNT, HUB_ROLE, NAMESPACES, cluster, fleet, hub, resolve_one
-from stacks.names import DEFAULT_REGION_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, REGION_ANNOTATION
+from stacks.names import (DEFAULT_REGION_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, PINNED_REGION_ANNOTATION,
+                          REGION_ANNOTATION)
 
 ROLE_2 = "arn:aws:iam::222222222222:role/hubwright"
 ROLE_4 = "arn:aws:iam::444444444444:role/hubwright"
@@ -29,29 +30,79 @@ NS = "hubwright-system"
 
 # --- region precedence ---------------------------------------------------------------
 
+ANNOTATED = "metadata.annotations[hubwright.io/region]"
+NS_DEFAULT = "namespace annotation hubwright.io/default-region"
+NS_PIN = "namespace annotation hubwright.io/pinned-region"
+
+
 @pytest.mark.parametrize(
-    "annotation, ns_default, spec_region, expected, source",
+    "precedence, annotation, ns_default, spec_region, expected, source",
     [
-        ("eu-west-1", "us-west-2", "us-east-2", "eu-west-1", "metadata.annotations[hubwright.io/region]"),
-        (None, "us-west-2", "us-east-2", "us-west-2", "namespace annotation hubwright.io/default-region"),
-        (None, None, "us-east-2", "us-east-2", "spec.region"),
-        (None, None, None, "us-east-1", "HubConfig spec.region"),
+        # Explicit (the default): a default applies only where nothing explicit is set.
+        ("Explicit", "eu-west-1", "us-west-2", "us-east-2", "eu-west-1", ANNOTATED),
+        ("Explicit", None, "us-west-2", "us-east-2", "us-east-2", "spec.region"),
+        ("Explicit", None, "us-west-2", None, "us-west-2", NS_DEFAULT),
+        ("Explicit", None, None, None, "us-east-1", "HubConfig spec.region"),
+        # Legacy: the order of earlier releases, for the upgrade.
+        ("Legacy", "eu-west-1", "us-west-2", "us-east-2", "eu-west-1", ANNOTATED),
+        ("Legacy", None, "us-west-2", "us-east-2", "us-west-2", NS_DEFAULT),
+        ("Legacy", None, None, "us-east-2", "us-east-2", "spec.region"),
+        ("Legacy", None, None, None, "us-east-1", "HubConfig spec.region"),
     ],
 )
-def test_region_precedence_annotation_then_namespace_then_spec_then_hub(
-    annotation, ns_default, spec_region, expected, source
-):
+def test_region_precedence(precedence, annotation, ns_default, spec_region, expected, source):
+    h = hub(regionPrecedence=precedence) if precedence != "Explicit" else hub()
     c = cluster(annotations={REGION_ANNOTATION: annotation} if annotation else {}, region=spec_region)
     ns = {OWNER_ACCOUNT_ANNOTATION: "222222222222",
           **({DEFAULT_REGION_ANNOTATION: ns_default} if ns_default else {})}
-    assert accounts.cluster_region(c, hub(), ns) == (expected, source)
-    assert resolve_one(c, hub(), ns_annotations=ns, endpoint_vpc=hub().spec.endpoint_vpc_inventory[0]).cluster.region \
+    assert accounts.cluster_region(c, h, ns) == (expected, source)
+    assert resolve_one(c, h, ns_annotations=ns, endpoint_vpc=h.spec.endpoint_vpc_inventory[0]).cluster.region \
         == expected
+
+
+def test_the_reported_bug_a_namespace_default_no_longer_moves_an_explicit_spec_region():
+    """The trial: a namespace defaulting to us-east-1 held a PrivateLink cluster with spec.region eu-west-1, and
+    the plan built its endpoint service in us-east-1 without a word."""
+    ns = {OWNER_ACCOUNT_ANNOTATION: "222222222222", DEFAULT_REGION_ANNOTATION: "us-east-1"}
+    c = cluster(region="eu-west-1")
+    assert resolve_one(c, hub(), ns_annotations=ns, endpoint_vpc=hub().spec.endpoint_vpc_inventory[0]) \
+        .cluster.region == "eu-west-1"
+    assert accounts.region_overridden(c, hub(), ns) is None  # nothing is overridden under Explicit
+
+
+def test_under_legacy_an_overridden_spec_region_is_named_with_both_values():
+    ns = {OWNER_ACCOUNT_ANNOTATION: "222222222222", DEFAULT_REGION_ANNOTATION: "us-east-1"}
+    legacy = hub(regionPrecedence="Legacy")
+    why = accounts.region_overridden(cluster(region="eu-west-1"), legacy, ns)
+    assert why is not None and "spec.region is eu-west-1" in why and "in us-east-1" in why and "Legacy" in why
+    # The same region, no spec.region, or the cluster's own annotation winning: nothing overridden.
+    assert accounts.region_overridden(cluster(region="us-east-1"), legacy, ns) is None
+    assert accounts.region_overridden(cluster(region=None), legacy, ns) is None
+    assert accounts.region_overridden(
+        cluster(region="eu-west-1", annotations={REGION_ANNOTATION: "eu-west-1"}), legacy, ns) is None
+    listed = accounts.overridden_regions(legacy, [cluster("a", region="eu-west-1"), cluster("b", region="us-east-1")],
+                                         {"acme": ns})
+    assert [ref for ref, _ in listed] == ["HubCluster acme/a"]
+
+
+@pytest.mark.parametrize("precedence", ["Explicit", "Legacy"])
+def test_a_pinned_namespace_region_beats_everything_and_a_cluster_asking_for_another_is_refused(precedence):
+    h = hub(regionPrecedence=precedence)
+    ns = {OWNER_ACCOUNT_ANNOTATION: "222222222222", PINNED_REGION_ANNOTATION: "eu-central-1",
+          DEFAULT_REGION_ANNOTATION: "us-west-2"}
+    assert accounts.cluster_region(cluster(region=None), h, ns) == ("eu-central-1", NS_PIN)
+    assert accounts.cluster_region(cluster(region="eu-central-1"), h, ns) == ("eu-central-1", NS_PIN)
+    for asked, field in ((dict(region="us-east-2"), "spec.region"),
+                         (dict(region=None, annotations={REGION_ANNOTATION: "us-east-2"}), ANNOTATED)):
+        with pytest.raises(InvalidSpec) as caught:
+            accounts.cluster_region(cluster(**asked), h, ns)
+        assert caught.value.reason == "RegionPinned" and caught.value.errors[0].field == field
+        assert "region us-east-2 is not eu-central-1" in str(caught.value) and "namespace acme" in str(caught.value)
 
 
 @pytest.mark.parametrize("where", ["cluster", "namespace"])
 def test_unknown_region_in_an_annotation_is_refused_naming_the_annotation(where):
-    c = cluster(annotations={REGION_ANNOTATION: "mars-north-1"} if where == "cluster" else {})
+    c = cluster(annotations={REGION_ANNOTATION: "mars-north-1"} if where == "cluster" else {}, region=None)
     ns = {DEFAULT_REGION_ANNOTATION: "mars-north-1"} if where == "namespace" else {}
     with pytest.raises(InvalidSpec) as caught:
         accounts.cluster_region(c, hub(), ns)

@@ -92,3 +92,42 @@ def test_the_api_server_checks_regions_by_the_models_pattern(kubectl, region, ac
     assert (done.returncode == 0) == accepted, done.stderr
     if not accepted:
         assert "spec.region" in done.stderr and "should match" in done.stderr
+
+
+def code_region_order() -> list[str]:
+    """The order stacks.accounts.cluster_region applies (Explicit, the default), found by asking it: with every
+    source set to a different region, the winner; then without the winner, the next; and so on."""
+    from doubles.factories import cluster, hub
+    from stacks.accounts import cluster_region
+    from stacks.names import DEFAULT_REGION_ANNOTATION, REGION_ANNOTATION
+    sources = {"HubCluster annotation `hubwright.io/region`": "eu-west-1", "HubCluster `spec.region`": "eu-west-2",
+               "Namespace annotation `hubwright.io/default-region`": "eu-west-3",
+               "HubConfig `spec.region`": "us-east-1"}  # doubles.factories.hub's region
+    left, order = dict(sources), []
+    while left:
+        key = "HubCluster annotation `hubwright.io/region`"
+        c = cluster(region=left.get("HubCluster `spec.region`"),
+                    annotations={REGION_ANNOTATION: left[key]} if key in left else {})
+        ns = {DEFAULT_REGION_ANNOTATION: left[k] for k in left if k.startswith("Namespace")}
+        region, _ = cluster_region(c, hub(), ns)
+        [won] = [k for k, v in left.items() if v == region]
+        order.append(won)
+        if won.startswith("HubConfig"):
+            break
+        del left[won]
+    return order
+
+
+def test_kubectl_explain_the_docs_and_the_code_give_one_region_order(kubectl):
+    """The trial found docs/accounts.md and `kubectl explain hubcluster.spec.region` saying opposite orders, and the
+    code following the docs: an explicit spec.region lost to a namespace default. All three now say one thing."""
+    import re
+    from pathlib import Path
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "accounts.md").read_text()
+    section = docs[docs.index("## Which region"):]
+    listed = re.findall(r"^\d\. (.+)$", section[:section.index("\n## ", 3)], re.M)
+    assert listed == code_region_order(), (listed, code_region_order())
+    explain = " ".join(kubectl("explain", f"{CLUSTER.plural}.spec.region").stdout.split())
+    assert "beats the namespace's default region (hubwright.io/default-region) and the hub's" in explain, explain
+    assert "the cluster's hubwright.io/region annotation beats it" in explain, explain
+    assert "hubwright.io/pinned-region refuses any other" in explain, explain

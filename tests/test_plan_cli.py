@@ -237,3 +237,31 @@ def test_an_unquoted_account_id_in_the_hubs_role_map_gets_the_hint_too(tmp_path)
     assert done.returncode == 2, done.stderr
     assert 'spec.roleAccountMap[1402433619]: not a valid key: Input should be a valid string: YAML read ' \
            '012345670123 as the octal number 1402433619; quote it: "012345670123"' in done.stderr
+
+
+@pytest.mark.parametrize("precedence", ["Explicit", "Legacy"])
+def test_the_plan_builds_in_the_explicit_spec_region_and_under_legacy_lists_each_override(tmp_path, precedence):
+    """The trial's reproduction: a namespace defaulting to us-east-1, a PrivateLink cluster with spec.region
+    eu-west-1. Its endpoint service was planned in us-east-1 without a word; now it is in eu-west-1, and under
+    regionPrecedence Legacy (the upgrade's setting) it stays in us-east-1 and the plan says so on stderr."""
+    hub_doc = yaml.safe_load(open("examples/hub.yaml"))
+    if precedence == "Legacy":
+        hub_doc["spec"]["regionPrecedence"] = "Legacy"
+    (tmp_path / "hub.yaml").write_text(yaml.safe_dump(hub_doc))
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    ns = namespace_doc("acme")
+    ns["metadata"]["annotations"]["hubwright.io/default-region"] = "us-east-1"
+    (clusters / "acme.yaml").write_text(yaml.safe_dump_all([ns, cluster_doc("prod-1", "acme", region="eu-west-1")]))
+    done = run("plan", "--hub", str(tmp_path / "hub.yaml"), "--clusters", str(clusters), "--format", "json",
+               "--no-cache")
+    assert done.returncode == 0, done.stderr
+    [stack] = json.loads(done.stdout)["stacks"]
+    [service] = [r for r in stack["resources"] if r["type"] == "aws:ec2/vpcEndpointService:VpcEndpointService"]
+    warned = [line for line in done.stderr.splitlines() if "RegionOverridden" in line]
+    if precedence == "Explicit":
+        assert service["region"] == "eu-west-1" and warned == [], done.stderr
+    else:
+        assert service["region"] == "us-east-1"
+        assert len(warned) == 1 and warned[0].startswith("plan: warning: HubCluster acme/prod-1: RegionOverridden: "
+                                                         "spec.region is eu-west-1 but the cluster is in us-east-1")

@@ -122,8 +122,8 @@ def test_a_missing_hub_stalls_every_cluster_until_it_exists(env):
 def test_a_namespace_annotation_reaches_only_its_clusters_and_a_move_is_refused(env):
     env.namespace("other")
     engine = RecordingEngine()
-    env.create("a1")
-    env.create("o1", namespace="other")
+    env.create("a1", region=None)  # the namespace's default is its region
+    env.create("o1", namespace="other", region=None)
     with env.running(engine, guards=[check_move]) as service:
         wait_until(lambda: env.ready("a1") and env.ready("o1", "other"))
         env.namespace("acme", {DEFAULT_REGION_ANNOTATION: "eu-west-1"})
@@ -132,6 +132,37 @@ def test_a_namespace_annotation_reaches_only_its_clusters_and_a_move_is_refused(
         assert env.ready("o1", "other")
     assert engine.count("up") == 2  # the refused move never ran
     assert "region changed from us-east-1 to eu-west-1" in env.condition("a1", "Stalled")["message"]
+
+
+def test_under_legacy_precedence_an_overridden_spec_region_is_warned_once_and_explicit_refuses_the_move(env):
+    """The upgrade path of docs/security.md: under Legacy the namespace default keeps the cluster where it runs,
+    with a RegionOverridden Warning condition and one Event naming both regions; the switch to Explicit would
+    move it, which is refused (RegionChanged), never done; fixing spec.region heals both."""
+    engine = RecordingEngine()
+    env.namespace("acme", {DEFAULT_REGION_ANNOTATION: "us-east-1"})
+    env.patch_hub({"spec": {"regionPrecedence": "Legacy"}})
+    env.create("prod-1", region="eu-west-1")
+    with env.running(engine, guards=[check_move]) as service:
+        wait_until(lambda: env.ready("prod-1"), what="Ready")
+        warned = wait_until(lambda: env.condition("prod-1", "RegionOverridden"), what="the RegionOverridden warning")
+        assert warned["status"] == "True"
+        assert "spec.region is eu-west-1" in warned["message"] and "in us-east-1" in warned["message"]
+        assert env.get("prod-1")["status"]["region"] == "us-east-1"
+        assert engine.stacks["acme.prod-1"].cluster.region == "us-east-1"
+        env.patch("prod-1", {"metadata": {"labels": {"touched": "yes"}}})  # another status write: no second Event
+        quiet(service)
+        warnings = [(r, m) for t, r, m in env.events(name="prod-1") if r == "RegionOverridden"]
+        counts = [e.count or 1 for e in env.core.list_namespaced_event(env.ns).items if e.reason == "RegionOverridden"]
+        assert counts == [1], counts
+        assert len(warnings) == 1 and "eu-west-1" in warnings[0][1] and "us-east-1" in warnings[0][1], warnings
+
+        env.patch_hub({"spec": {"regionPrecedence": "Explicit"}})
+        wait_until(lambda: env.reason("prod-1") == "RegionChanged", what="the move refused")
+        assert env.condition("prod-1", "RegionOverridden") is None  # the warning went with the rule
+        env.patch("prod-1", {"spec": {"region": "us-east-1"}})  # the fix the warning asked for
+        wait_until(lambda: env.ready("prod-1"), what="Ready again")
+        quiet(service)
+    assert engine.count("up") == 1  # neither the warning, the refusal nor the fix (same inputs) cost a run
 
 
 def test_delete_destroys_the_stack_before_releasing_the_cluster(env):

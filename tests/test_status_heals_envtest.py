@@ -141,7 +141,7 @@ def test_a_stalled_cluster_shows_its_account_and_region(env, kube_apiserver):  #
     give), not of a run: a refused cluster, and one whose preflight stops it before any run, show them too."""
     env.core.patch_namespace(env.ns, {"metadata": {"annotations": {  # no owner: NamespaceNotOwned
         OWNER_ANNOTATION: None, DEFAULT_REGION_ANNOTATION: "eu-west-1"}}})
-    env.create("refused", accountID="222222222222")
+    env.create("refused", accountID="222222222222", region=None)  # its namespace default is its region
 
     def denied(applied, desired):
         if desired.name == "denied":

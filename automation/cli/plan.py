@@ -50,6 +50,7 @@ from automation.cli.plan_baseline import plan_at_ref
 from automation.cli.plan_diff import CHANGES, FORMATS, DiffDocument, color_wanted
 from automation.cli.render import render_stack, render_summary, stack_json
 from policy.rules.view import Violation
+from stacks.accounts import REGION_OVERRIDDEN, overridden_regions
 from stacks.errors import FieldError, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.mesh.summary import summary
@@ -160,10 +161,14 @@ def run(args: argparse.Namespace) -> int:
                 resolved = drain(converge(fleet, plan_many, invalid, only=args.cluster), written)
             mesh = summary(resolved.mesh, fleet.hub) if resolved.mesh is not None else {}
             document.end(mesh)
+            warnings = [f"{ref}: {REGION_OVERRIDDEN}: {why}"
+                        for ref, why in overridden_regions(fleet.hub, [
+                            c for c in fleet.clusters if not args.cluster or c.key in args.cluster], fleet.namespaces)]
             fleet_found = fleet_violations(resolved.inputs.values(), rules) if rules is not None else []
             if cache is not None and snapshot_key is not None:
-                cache.put_fleet(snapshot_key, {"stacks": order, "mesh": mesh,
+                cache.put_fleet(snapshot_key, {"stacks": order, "mesh": mesh, "warnings": warnings,
                                                "fleetViolations": [violation_json(v) for v in fleet_found]})
+            warn(warnings)
             if (cache is not None and cache.hits) or baseline is not None:
                 print(f"plan: {pool.planned} stack(s) planned"
                       + (f", {cache.hits} read from the cache ({cache.root})" if cache is not None else "")
@@ -189,9 +194,16 @@ def _replayed(cache: PlanCache, key: str, known: Known | None, write: Callable[[
     for ready, was in last:
         write(ready or _cached(cache, was))
     document.end(snapshot["mesh"])
+    warn([str(w) for w in snapshot.get("warnings") or []])
     print(f"plan: 0 stack(s) planned; no file, setting or program source changed since the last plan "
           f"({cache.root})", file=sys.stderr)
     return [violation_of(v) for v in snapshot["fleetViolations"]]
+
+
+def warn(warnings: list[str]) -> None:
+    """Each cluster the plan warns about (it is planned as shown, but something will change it), on stderr."""
+    for line in warnings:
+        print(f"plan: warning: {line}", file=sys.stderr)
 
 
 def _cached(cache: PlanCache, key: str) -> Planned:

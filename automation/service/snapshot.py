@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Iterable, Iterator, Mapping, Protocol, TypeVar
 
 from automation.service.cache import Cache
-from stacks.accounts import cluster_region
+from stacks.accounts import cluster_region, region_overridden
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.model.cluster import Cluster
@@ -57,6 +57,10 @@ class DesiredView(Protocol):
     def account_shared(self, key: str) -> str | None:
         """Why the running cluster's account is one two namespaces own without the administrator's say (the
         AccountShared Warning condition), or None."""
+
+    def region_overridden(self, key: str) -> str | None:
+        """Why the cluster is not in its spec.region under HubConfig spec.regionPrecedence: Legacy (the
+        RegionOverridden Warning condition), or None."""
 
 
 # --------------------------------------------------------------------------- a persistent map
@@ -206,6 +210,12 @@ class Snapshot:
             return None
         return shared_warning(value.cluster.account_id, self.contested[value.cluster.account_id])
 
+    def region_overridden(self, key: str) -> str | None:
+        cluster = self._cluster(key)
+        if cluster is None or self.hub is None or self.cache is None or not cluster.spec.provisioned:
+            return None
+        return region_overridden(cluster, self.hub, self.cache.annotations_of(namespace_of(cluster)))
+
     def network_query(self, key: str) -> NetworkQuery | None:
         cluster, target = self._cluster(key), self.gates.get(key)
         if cluster is None or target is None or self.hub is None:
@@ -254,3 +264,6 @@ class Published:
 
     def account_shared(self, key: str) -> str | None:
         return self.current.account_shared(key)
+
+    def region_overridden(self, key: str) -> str | None:
+        return self.current.region_overridden(key)

@@ -111,7 +111,9 @@ class ClusterSpec(Spec):
         description="The AWS account of the cluster's VPC (12 digits, quoted in YAML). With infraID, apiURL and "
                     "network, or none of them.")
     region: Region | None = Field(None,
-        description="The cluster's AWS region. Unset: the namespace's default region, then the hub's.")
+        description="The cluster's AWS region. It beats the namespace's default region (hubwright.io/default-region) "
+                    "and the hub's, which apply only where it is unset; the cluster's hubwright.io/region annotation "
+                    "beats it, and a namespace's hubwright.io/pinned-region refuses any other (docs/accounts.md).")
     infra_id: InfraID | None = Field(None, alias="infraID",
         description="The installer's infra ID (its NLB is <infraID>-int): a lowercase DNS label, at most 28 "
                     "characters.")

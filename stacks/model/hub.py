@@ -350,6 +350,11 @@ class HubConfigSpec(Spec):
     account_id: AccountID = Field(alias="accountID",
         description="The hub account: where the endpoint VPCs are (12 digits, quoted in YAML).")
     region: Region = Field(description="The hub's AWS region, and the default of clusters that name none.")
+    region_precedence: Literal["Explicit", "Legacy"] = Field("Explicit",
+        description="Which wins where a HubCluster's spec.region and its namespace's hubwright.io/default-region "
+                    "differ. Explicit: the cluster's spec.region (a default applies only where nothing explicit is "
+                    "set). Legacy: the namespace default, as earlier releases did, with a RegionOverridden Warning condition "
+                    "and Event on each cluster it overrides; for the upgrade only (docs/security.md).")
     credentials: Credentials = Field(default_factory=Credentials,
         description="How the service reaches the hub account.")
     allowed_principal: PrincipalARN | None = Field(None,

@@ -53,6 +53,7 @@ from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
 from stacks.status import ClaimsStatus, ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus, applied
+from stacks.accounts import REGION_OVERRIDDEN
 from stacks.tenancy import ACCOUNT_SHARED
 
 LOG = logging.getLogger("hubwright.reconcile")
@@ -232,6 +233,7 @@ class Reconciler:
                 done.conditions, False, reasons.DRIFT_CORRECTED, f"corrected by the update at {rfc3339(ended)}",
                 generation=generation, now=rfc3339(ended))})
         self.kube.write_later(raw, done, previous=running)
+        self._tell_warnings(raw, running, done)
         self._locked_streak.pop(desired.stack, None)
         self.kube.event(raw, "Normal", "UpdateSucceeded", f"{why}: {summary(result)}")
         return Outcome.done(drift.due_in(self.options, key, done, self.clock()))
@@ -361,22 +363,25 @@ class Reconciler:
             or self._claims(key, status) != status.claims or self._warned(key, status) != status
 
     def _warned(self, key: str, status: ClusterStatus) -> ClusterStatus:
-        """`status` with the AccountShared Warning condition as the running cluster's account calls for."""
-        warning = self.desired.account_shared(key)
-        if warning is None and status.condition(ACCOUNT_SHARED) is None:
-            return status
-        return status.model_copy(update={"conditions": with_warning(
-            status.conditions, ACCOUNT_SHARED, warning, generation=status.observed_generation,
-            now=rfc3339(self.clock()))})
+        """`status` with the Warning conditions the running cluster calls for: AccountShared (its account is one
+        two namespaces own unlisted) and RegionOverridden (regionPrecedence Legacy overrides its spec.region)."""
+        conditions = status.conditions
+        for type_, warning in ((ACCOUNT_SHARED, self.desired.account_shared(key)),
+                               (REGION_OVERRIDDEN, self.desired.region_overridden(key))):
+            if warning is not None or status.condition(type_) is not None:
+                conditions = with_warning(conditions, type_, warning, generation=status.observed_generation,
+                                          now=rfc3339(self.clock()))
+        return status if conditions == status.conditions else status.model_copy(update={"conditions": conditions})
 
     def _placed(self, key: str, status: ClusterStatus) -> ClusterStatus:
         return with_placement(status, self.desired.placed_in(key))
 
     def _refused_status(self, raw: Raw, status: ClusterStatus, exc: InvalidSpec) -> ClusterStatus:
         key = object_key(raw)
-        return refused_status(raw, status, exc, placed=self.desired.placed_in(key),
-                              mesh_join=self._mesh_join(key, status), routed=self._routed(key, status),
-                              now=self.clock(), claims=self._claims(key, status))
+        return self._warned(key, refused_status(raw, status, exc, placed=self.desired.placed_in(key),
+                                                mesh_join=self._mesh_join(key, status),
+                                                routed=self._routed(key, status), now=self.clock(),
+                                                claims=self._claims(key, status)))
 
     def _ready_status(self, status: ClusterStatus, generation: int | None, desired: StackInputs,
                       last: LastUpdate | None, *, outputs: dict[str, Any] | None = None,
@@ -387,10 +392,22 @@ class Reconciler:
             claims=self._claims(desired.key, status)))
 
     def write(self, raw: Raw, before: ClusterStatus, after: ClusterStatus) -> bool:
-        """Patch the status now (False: the Cluster is gone)."""
+        """Patch the status now (False: the Cluster is gone). A Warning condition that appears or changes its
+        message with this write gets one Event saying it: one per fact, not one per write."""
         try:
-            return self.kube.write(raw, after, previous=before)
+            written = self.kube.write(raw, after, previous=before)
         except ApiException as exc:
             LOG.warning("%s: status not written (%s %s)", object_key(raw), exc.status, exc.reason)
             raise
+        if written:
+            self._tell_warnings(raw, before, after)
+        return written
+
+    def _tell_warnings(self, raw: Raw, before: ClusterStatus, after: ClusterStatus) -> None:
+        """One Warning Event per Warning condition that `after` adds or words anew (AccountShared,
+        RegionOverridden): an Event per fact, never one per status write."""
+        for type_ in (ACCOUNT_SHARED, REGION_OVERRIDDEN):
+            now, was = after.condition(type_), before.condition(type_)
+            if now is not None and (was is None or was.message != now.message):
+                self.kube.event(raw, "Warning", type_, now.message or type_)
 
