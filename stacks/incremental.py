@@ -427,7 +427,7 @@ class FleetResolver:
             if not members:
                 continue
             clusters = [self._cluster(k) for k in sorted(members)]
-            new = plan_mesh(self._hub, clusters, self._targets, self._status_for(members), self._roles)
+            new = plan_mesh(self._hub, clusters, self._targets, self._status_for(members), self._roles, self._held)
             self._unit_plans[unit] = new
             for part, values in zip((*per_key, *named), (new.shares, new.errors, new.stamps, new.groups, new.transit)):
                 part.update(values)

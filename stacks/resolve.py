@@ -258,7 +258,8 @@ def resolve_all(fleet: Fleet) -> Resolved:
     targets.update({key: InvalidSpec([error]) for key, error in id_refusals.items()})
     wants = [w for c in fleet.clusters if (w := want_of(c, targets[c.key])) is not None]
     placed = place_endpoints(hub, wants, fleet.placements, fleet.foreign_endpoints)
-    mesh = plan_mesh(hub, fleet.clusters, targets, fleet.mesh_status, accounts.merged_role_map(hub, fleet.role_map))
+    mesh = plan_mesh(hub, fleet.clusters, targets, fleet.mesh_status, accounts.merged_role_map(hub, fleet.role_map),
+                     fleet.held)
     result: dict[str, StackInputs | InvalidSpec] = {}
     guests: dict[str, SharedIngressInputs] = {}
     unrouted: dict[str, InvalidSpec] = {}

@@ -192,6 +192,8 @@ def test_baseline_ref_plans_refs_files_and_leaves_the_working_tree_alone(tmp_pat
     assert done.returncode == 0, done.stderr
     changes = {s["stack"]: s["change"] for s in json.loads(done.stdout)["stacks"]}
     assert changes.pop("globex.ledger-euw1b") == "new" and set(changes.values()) == {"unchanged"}
+    # A repository of cluster files alone: its baseline is this program on HEAD's files, and the message says so.
+    assert "plan: the baseline: this program on HEAD's files" in done.stderr, done.stderr
     assert git(repo, "status", "--porcelain") == status
     assert len(git(repo, "worktree", "list").splitlines()) == 1  # the temporary worktree is gone
 
@@ -214,6 +216,7 @@ def test_baseline_ref_runs_refs_own_program(tmp_path):
                            "--clusters", "examples/mesh/clusters", "--baseline-ref", "HEAD~1", "--format", "json"],
                           cwd=clone, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    assert "plan: the baseline: HEAD~1's program on HEAD~1's files" in done.stderr, done.stderr
     doc = json.loads(done.stdout)
     changed = [s for s in doc["stacks"] if s["change"] == "changed"]
     assert changed, doc["summary"]

@@ -116,3 +116,29 @@ def test_unchanged_means_byte_identical_and_changed_means_different(capsys, flee
         assert diff == compare_plans(json.loads(base), json.loads(full))
         if change == "none":
             assert set(marks.values()) == {"unchanged"}
+
+
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(members=st.integers(min_value=2, max_value=4), joiner=st.sampled_from(["a0", "c1x", "m5", "zz"]))
+def test_in_a_git_repository_a_join_shows_the_joiners_stack_alone_wherever_its_name_sorts(capsys, members, joiner):
+    """A GitOps repository's files carry no creationTimestamp and no status.meshJoin: the old order fell back to
+    the alphabet, and a joiner named before the members took over their pairs (the trial: 4 changed stacks for
+    1 join). The baseline's clusters now join first, as the hub's stamps would have them: the joiner's stack
+    alone is new and every member's is unchanged, as the live service would run it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root, cache = Path(tmp), str(Path(tmp) / "cache")
+        (root / "clusters").mkdir()
+        hub = hub_doc()
+        clusters = {i: cluster(i, "acme", True, False) for i in range(1, members + 1)}
+        assert not any("creationTimestamp" in doc["metadata"] or "status" in doc for doc in clusters.values())
+        write(root, hub, clusters)
+        base = plan(capsys, root, "--format", "json", "--cache", cache)
+        (root / "base.json").write_text(base)
+
+        doc = cluster(9, "acme", True, False)
+        doc["metadata"]["name"] = joiner
+        (root / "clusters" / "c-joiner.yaml").write_text(yaml.safe_dump(doc))
+        diff = json.loads(plan(capsys, root, "--baseline", str(root / "base.json"), "--format", "json",
+                               "--cache", cache))
+        marks = {s["stack"]: s["change"] for s in diff["stacks"]}
+        assert {name: mark for name, mark in marks.items() if mark != "unchanged"} == {f"acme.{joiner}": "new"}

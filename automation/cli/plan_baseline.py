@@ -72,7 +72,8 @@ def _run_plan(program: Path, hub: Path, clusters: Path, args: argparse.Namespace
                            timeout=GIT_TIMEOUT_S).stdout
     if "--no-cache" in helps:  # REF's program has the cache: it reads and fills the same one
         command += ["--no-cache"] if args.no_cache else ["--cache", str(Path(args.cache).resolve())]
-    print(f"plan: the baseline: {ref}'s program on {ref}'s files", file=sys.stderr)
+    whose = f"{ref}'s program" if program != PROGRAM else "this program"
+    print(f"plan: the baseline: {whose} on {ref}'s files", file=sys.stderr)
     with open(out, "wb") as sink:
         done = subprocess.run(command, cwd=program, env=env, stdout=sink, stderr=subprocess.PIPE)
     if done.returncode not in PLAN_OK:

@@ -21,6 +21,12 @@ CHANGES = 4  # --detailed-exitcode: the plan differs from the baseline (1: an er
 FORMATS = ("diff", "markdown", "json")
 
 
+# What the diff assumed of the mesh's join order (stacks.mesh.membership.join_key): the files' own stamps, else
+# the baseline's clusters before the rest, as the hub's stamps would order them.
+JOIN_ORDER = ("mesh join order assumed: recorded join stamps (status.meshJoin in the files) first, then the clusters "
+              "the baseline plans, then the rest by creationTimestamp, then namespace/name")
+
+
 class DiffDocument:
     def __init__(self, baseline: Baseline, out: TextIO, fmt: str, *, only: Iterable[str] | None = None,
                  color: bool = False, rerun: str = RERUN):
@@ -50,6 +56,8 @@ class DiffDocument:
                     self.diffs.append(compare_stack(self.baseline.stack(name), None))
         self.doc = {"stacks": [d.to_json() for d in self.diffs], "mesh": compare_mesh(self.baseline.mesh, mesh),
                     "summary": summary(self.diffs)}
+        if mesh or self.baseline.mesh:
+            self.doc["joinOrder"] = JOIN_ORDER
         if self.format == "json":
             self.out.write(json.dumps(self.doc, indent=2) + "\n")
         elif self.format == "markdown":

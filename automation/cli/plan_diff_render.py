@@ -117,6 +117,8 @@ def render_diff(doc: Mapping[str, Any], *, color: bool) -> str:
     unchanged = doc["summary"]["stacks"].get("unchanged", 0)
     if unchanged:
         lines += [f"{unchanged:,} stack{'' if unchanged == 1 else 's'} unchanged", ""]
+    if doc.get("joinOrder"):
+        lines += [str(doc["joinOrder"]), ""]
     lines.append(summary_line(doc))
     return "\n".join(lines) + "\n"
 
@@ -156,6 +158,8 @@ def render_markdown(doc: Mapping[str, Any], *, limit: int = MARKDOWN_LIMIT, reru
                 lines.append(f"| {_cell(key) if first else ''} | {group['change'] if first else ''} | "
                              f"{_cell(field)} | {_code(old, field != '' and group['change'] != 'new')} | "
                              f"{_code(new, field != '' and group['change'] != 'removed')} |")
+    if doc.get("joinOrder"):
+        lines += ["", f"_{doc['joinOrder'][0].upper()}{doc['joinOrder'][1:]}._"]
     stacks = [stack for stack in doc.get("stacks", ()) if stack["change"] != "unchanged"]
     lines += ["", "### Stacks" if stacks else "No stack changes."]
     out = "\n".join(lines) + "\n"  # every part after this one starts with its blank line

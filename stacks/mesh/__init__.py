@@ -16,8 +16,10 @@ Tenancy: a group is namespace-local unless the hub administrator says otherwise
 Join order (durable, restart-proof)
     Members are ordered by their join stamp `status.meshJoin = {group: G, order: n}`, which the service
     writes once (`MeshPlan.stamps`, in the order given) and never rewrites while the cluster stays in G.
-    Members without a stamp come after every stamped one, oldest `creationTimestamp` first, then by
-    namespace/name. So a new joiner is always last, and writing its stamp does not move it.
+    Members without a stamp come after every stamped one: in the offline plan with a baseline, those the
+    baseline planned (Fleet.held) first; then oldest `creationTimestamp` first, then by namespace/name. So a new
+    joiner is always last, and writing its stamp does not move it, also in a Git repository whose files carry
+    neither timestamps nor stamps (the pull-request diff shows the joiner's stack alone).
 
 Ownership rule
     The later-joined member of a pair owns it: the requester peering in its own account, the accepter

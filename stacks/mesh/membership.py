@@ -33,12 +33,15 @@ def join_stamp(cluster: Cluster, group: str) -> int | None:
     return None
 
 
-def join_key(cluster: Cluster, group: str) -> tuple:
-    """Sort key of the join order: stamped members by stamp, then the rest oldest first, then by key."""
+def join_key(cluster: Cluster, group: str, held: frozenset[str] = frozenset()) -> tuple:
+    """Sort key of the join order: stamped members by stamp; then the members `held` names (the offline plan's:
+    the clusters its baseline planned, stacks.resolve.Fleet.held) before the rest, so a joiner in a Git
+    repository, whose files carry no timestamps or stamps, comes after the members already there; then oldest
+    first, then by key."""
     stamp = join_stamp(cluster, group)
     if stamp is not None:
         return (0, stamp, "", cluster.key)
-    return (1, 0, cluster.metadata.creation_timestamp or "", cluster.key)
+    return (1, 0 if cluster.key in held else 1, cluster.metadata.creation_timestamp or "", cluster.key)
 
 
 def pair_name(a_stack: str, b_stack: str) -> str:

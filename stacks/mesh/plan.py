@@ -74,13 +74,14 @@ Targets = Mapping[str, "AwsTarget | InvalidSpec"]  # cluster key -> where it liv
 
 
 def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets, status: MeshStatus | None = None,
-              roles: Mapping[str, str] | None = None) -> MeshPlan:
+              roles: Mapping[str, str] | None = None, held: frozenset[str] = frozenset()) -> MeshPlan:
     """Every group, its admitted members in join order, every pair and its owner, and each stack's share.
 
     `targets` are the clusters' resolved accounts and regions (stacks.resolve.fleet_targets): a cluster
     whose target is refused cannot be peered with and is left out (resolve reports why). `status`: what
     the service recorded (each group's state, the transit stacks' outputs, the members' attachments).
-    `roles`: the merged role map, for network accounts other than the hub's.
+    `roles`: the merged role map, for network accounts other than the hub's. `held`: clusters that join before
+    the unstamped rest (membership.join_key).
     """
     status = status or MeshStatus.empty()
     by_group: dict[str, list[Cluster]] = {}
@@ -105,7 +106,7 @@ def plan_mesh(hub: HubConfig, clusters: Iterable[Cluster], targets: Targets, sta
     owned, vpcs = HubCidrs(hub_cidrs(hub)), hub_vpcs(hub)  # once: every group checks against the same hub
     for key in sorted(by_group):
         group = names[key]
-        members = sorted(by_group[key], key=lambda c: join_key(c, group))
+        members = sorted(by_group[key], key=lambda c: join_key(c, group, held))
         view, admitted, group_errors = _plan_group(hub, key, group, members, targets, status, networks, roles,
                                                    owned)
         groups[key] = view
