@@ -95,6 +95,7 @@ OVERRIDES_SOURCE_ANNOTATION = f"{GROUP}/overrides-source"
 # status.network: what discovery found in the cluster's account (stacks.network.found.FoundNetwork); resolve()
 # reads it, all but its observedAt.
 NETWORK_STATUS_KEY = "network"
+NETWORK_ERROR_STATUS_KEY = "networkError"  # why discovery could not read it (the discovery's too), until it can
 # status.claims: what the fleet's admission granted the cluster (its VPC, load balancer, infra ID, API host, account),
 # recorded by the service so that a newcomer never takes it (stacks.claims); resolve() reads it.
 CLAIMS_STATUS_KEY = "claims"

@@ -13,8 +13,9 @@ from typing import Annotated, Any, Literal, Mapping, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from stacks.names import CLUSTER_ID, CLUSTER_ID_MAX, NETWORK_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
-from stacks.network.found import FoundNetwork
+from stacks.names import (CLUSTER_ID, CLUSTER_ID_MAX, NETWORK_ERROR_STATUS_KEY, NETWORK_STATUS_KEY,
+                          RECONCILE_REQUEST_ANNOTATION)
+from stacks.network.found import FoundNetwork, NetworkError
 
 CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")  # kstatus: exactly one story at a time
 DRIFT_CONDITION = "DriftDetected"  # beside them: True while the last drift check found the cloud changed
@@ -185,7 +186,7 @@ class AgentKeyStatus(StatusModel):
 REGISTRY_STATUS_FIELDS = ("facts", "bootstrapToken", "agentKey")
 # Fields of a HubCluster's status that another writer than the cluster reconciler owns (the registry's, and the
 # discovery's status.network): the reconciler's patches never carry or null them.
-OTHER_WRITERS_STATUS_FIELDS = (*REGISTRY_STATUS_FIELDS, NETWORK_STATUS_KEY)
+OTHER_WRITERS_STATUS_FIELDS = (*REGISTRY_STATUS_FIELDS, NETWORK_STATUS_KEY, NETWORK_ERROR_STATUS_KEY)
 
 
 class ClusterStatus(StatusModel):
@@ -225,6 +226,9 @@ class ClusterStatus(StatusModel):
                     "the registry).")
     network: FoundNetwork | None = Field(None,
         description="The cluster's network as discovery read it in its account (written by the discovery).")
+    network_error: NetworkError | None = Field(None,
+        description="Why the discovery's last read of the network failed, until one succeeds (written by the "
+                    "discovery).")
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)

@@ -243,3 +243,49 @@ def test_turning_privatelink_off_removes_its_outputs_from_the_status(env):
         outputs = wait_until(lambda: (lambda o: o if "endpoint" not in o else None)(
             env.get("prod-1")["status"].get("outputs") or {}), what="the PrivateLink outputs gone")
     assert "endpointVPC" not in outputs and "serviceName" not in outputs, outputs
+
+
+# --- discovery without an AWS identity (issue 47: loud failures) ---------------------------------------------
+
+class _Counted:
+    """The real AwsDiscovery, counting its discover() calls."""
+
+    def __init__(self, lookup):
+        self.lookup, self.calls = lookup, 0
+
+    def discover(self, query, *, now):
+        self.calls += 1
+        return self.lookup.discover(query, now=now)
+
+
+def test_discovery_without_credentials_stalls_the_cluster_counts_it_and_says_it_once(moto, env, monkeypatch):
+    """The trial: a service with no AWS identity left every cluster Reconciling/NetworkNotDiscovered for ever;
+    NoCredentials showed only as Events (two each) and no shipped alert fired. Now the cluster is Stalled with
+    the lookup's reason, counted in hubwright_stalled_clusters, and the rechecks say nothing new."""
+    from automation.adapters.aws.discovery import AwsDiscovery
+    from tests.test_run_log import scraped
+    import boto3
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    lookup = _Counted(AwsDiscovery(AwsSessions(base=boto3.Session(region_name="us-east-1"), endpoint_url=moto.url)))
+    engine = RecordingEngine()
+    env.create("prod-1", infraID="prod-1-x7k2p")
+    with env.running(engine, discovery=lookup, stalled_recheck=0.3) as service:
+        wait_until(lambda: env.reason("prod-1") == "NoCredentials", what="the cluster Stalled with NoCredentials")
+        stalled = env.condition("prod-1", "Stalled")
+        assert stalled["status"] == "True" and "no AWS credentials" in stalled["message"], stalled
+        assert env.condition("prod-1", "Reconciling")["status"] == "False"
+        assert env.get("prod-1")["status"]["networkError"]["reason"] == "NoCredentials"
+        wait_until(lambda: scraped(service, "hubwright_stalled_clusters").get('{reason="NoCredentials"}') == 1.0,
+                   what="the stalled gauge by reason")
+        seen = lookup.calls
+        wait_until(lambda: lookup.calls >= seen + 3, what="three more rechecks")
+    assert engine.calls == []
+    told = [reason for _, reason, _ in env.events(name="prod-1") if reason == "NoCredentials"]
+    counts = [e.count or 1 for e in env.core.list_namespaced_event(env.ns).items if e.reason == "NoCredentials"]
+    assert len(told) == 1 and counts == [1], (told, counts)

@@ -12,10 +12,13 @@ The network is read again every HubConfig spec.discovery.interval (a new subnet'
 one interval, at the cost of one run), at once when the query changes (another account, region, VPC or load
 balancer), and sooner while a PrivateLink cluster's load balancer is not there yet.
 
-A lookup AWS refuses (AccessDenied, two VPCs with the installer's tag) stalls this controller's key with the
-reason, looked at again every --stalled-recheck, and says so in a Warning Event on the HubCluster; a transient
-failure is retried with backoff. Neither touches the stack: the cluster waits (Progressing, NetworkNotDiscovered)
-until a network is found, and keeps its last one meanwhile.
+A failed read is recorded in status.networkError (removed by the next read that succeeds) and said once, in a
+Warning Event and a log line, when it is new or another failure than the last. A lookup AWS refuses (NoCredentials,
+AccessDenied, two VPCs with the installer's tag) stalls this controller's key with the reason, looked at again
+every --stalled-recheck; a transient failure is retried with backoff. Neither touches the stack. A cluster with no
+network yet shows the failure (stacks.network.merge): Stalled with the lookup's reason when a person must act (so
+hubwright_stalled_clusters counts it and the alert fires), else waiting (NetworkNotDiscovered) with the last
+failure in its message; a cluster with a network keeps its last one meanwhile.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from automation.adapters.kube.status import parse_time, rfc3339
 from automation.service.cache import Cache
 from automation.service.queue import Outcome
 from automation.service.snapshot import DesiredView
-from stacks.network.found import FoundNetwork, found_of, stale
+from stacks.network.found import FoundNetwork, NetworkError, error_of, found_of, stale
 from stacks.network.query import NetworkQuery
 from stacks.registry import seconds
 
@@ -38,7 +41,11 @@ LOAD_BALANCER_RECHECK = 30.0  # seconds: a PrivateLink cluster whose load balanc
 
 
 class StatusSink(Protocol):
-    def write(self, raw: dict[str, Any], network: dict[str, Any]) -> bool: ...
+    def write(self, raw: dict[str, Any], network: dict[str, Any]) -> bool:
+        """status.network (and no status.networkError any more); False: the HubCluster is gone."""
+
+    def write_error(self, raw: dict[str, Any], error: dict[str, Any]) -> bool:
+        """status.networkError; False: the HubCluster is gone."""
 
     def event(self, raw: dict[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str) -> None: ...
 
@@ -65,10 +72,14 @@ class Discovery:
         self.desired, self.cache, self.lookup, self.sink = desired, cache, lookup, sink
         self.stalled_recheck = stalled_recheck
         self.clock = clock
+        # What was last said per key (a failure, or the facts found), so that a fact is said once even when the
+        # cache has not yet seen this controller's own write of it (a second pass reads the old status).
+        self._told: dict[str, NetworkError | FoundNetwork] = {}
 
     def reconcile(self, key: str) -> Outcome:
         raw = self.cache.get(key)
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
+            self._told.pop(key, None)
             return Outcome.done()  # gone or going: its network no longer matters
         query = self.desired.network_query(key)
         if query is None:
@@ -77,6 +88,7 @@ class Discovery:
         now = self.clock()
         interval = max(float(seconds(query.interval)), 1.0)
         why = stale(found, query.target.account_id, query.target.region, query.vpc_id)
+        usable = why is None  # the same rule as stacks.network.merge: without it, the cluster's conditions wait on this
         if why is None and found is not None:
             due = due_in(query, found, interval, now)
             if due > 0:
@@ -84,22 +96,41 @@ class Discovery:
             why = "due"
         try:
             fresh = self.lookup.discover(query, now=rfc3339(now))
-        except LookupRefused as exc:
-            LOG.warning("%s: discovery refused: %s", key, exc)
-            self.sink.event(raw, "Warning", exc.reason, f"discovery: {exc}")
-            return Outcome.stall(exc.reason, self.stalled_recheck)
         except LookupFailed as exc:
-            LOG.info("%s: discovery failed (retried): %s", key, exc)
-            self.sink.event(raw, "Warning", exc.reason, f"discovery: {exc}")
-            return Outcome.retry()
+            refused = isinstance(exc, LookupRefused)
+            error = NetworkError(reason=exc.reason, message=str(exc)[:4096], refused=refused, observed_at=rfc3339(now))
+            if not self._failed(key, raw, error, refusal_said=refused and not usable):
+                return Outcome.done()
+            return Outcome.stall(exc.reason, self.stalled_recheck) if refused else Outcome.retry()
         if not self.sink.write(raw, fresh.to_status()):
             return Outcome.done()
-        if not fresh.same_as(found):
+        told = self._told.get(key)
+        self._told[key] = fresh
+        if not fresh.same_as(found) and not (isinstance(told, FoundNetwork) and fresh.same_as(told)):
             LOG.info("%s: network read (%s): VPC %s, %d CIDR blocks, %d route tables", key, why, fresh.vpc_id,
                      len(fresh.cidrs), len(fresh.route_table_ids))
             self.sink.event(raw, "Normal", "NetworkDiscovered",
                             f"VPC {fresh.vpc_id}: {', '.join(fresh.cidrs)}; {len(fresh.route_table_ids)} route "
                             f"tables, {len(fresh.node_security_group_ids)} node security groups")
         return Outcome.done(due_in(query, fresh, interval, now))
+
+    def _failed(self, key: str, raw: dict[str, Any], error: NetworkError, *, refusal_said: bool) -> bool:
+        """Record a failed read in status.networkError, which the cluster's conditions show (stacks.network.merge);
+        said once per fact: an Event and a log line when the failure is new or another, not at every retry.
+        `refusal_said`: the cluster has no usable network, so merge stalls it with this reason and the cluster
+        reconciler's refusal Event says it; this one would say it twice. False: the HubCluster is gone."""
+        timeless = error.model_copy(update={"observed_at": None})
+        before, told = error_of(raw.get("status")), self._told.get(key)
+        same = any(isinstance(last, NetworkError) and last.model_copy(update={"observed_at": None}) == timeless
+                   for last in (before, told))
+        self._told[key] = error
+        if not same:
+            if error.refused:
+                LOG.warning("%s: discovery refused (%s): %s", key, error.reason, error.message)
+            else:
+                LOG.info("%s: discovery failed, retried (%s): %s", key, error.reason, error.message)
+            if not refusal_said:
+                self.sink.event(raw, "Warning", error.reason, f"discovery: {error.message}")
+        return self.sink.write_error(raw, error.to_status())
 
     __call__ = reconcile

@@ -14,7 +14,8 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.model.resource import Namespace
-from stacks.names import API_VERSION, INGRESS_STATUS_KEY, JOIN_STATUS_KEY, NETWORK_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
+from stacks.names import (API_VERSION, INGRESS_STATUS_KEY, JOIN_STATUS_KEY, NETWORK_ERROR_STATUS_KEY,
+                          NETWORK_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION)
 
 
 def _describe(doc: Any) -> str:
@@ -137,6 +138,9 @@ def resolved_part(doc: Mapping[str, Any]) -> dict[str, Any]:
     network = status.get(NETWORK_STATUS_KEY) if isinstance(status, Mapping) else None
     if isinstance(network, Mapping):  # what discovery found, but not when: reading it again changes no stack
         kept[NETWORK_STATUS_KEY] = {k: v for k, v in network.items() if k != "observedAt"}
+    failed = status.get(NETWORK_ERROR_STATUS_KEY) if isinstance(status, Mapping) else None
+    if isinstance(failed, Mapping):  # why discovery cannot read it (the condition says so), but not when
+        kept[NETWORK_ERROR_STATUS_KEY] = {k: v for k, v in failed.items() if k != "observedAt"}
     if kept:
         part["status"] = kept
     return part

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from stacks.names import NETWORK_STATUS_KEY
+from stacks.names import NETWORK_ERROR_STATUS_KEY, NETWORK_STATUS_KEY
 
 
 _Id = Annotated[str, Field(max_length=64)]
@@ -95,5 +95,32 @@ def found_of(status: Mapping[str, Any] | None) -> FoundNetwork | None:
         return None
     try:
         return FoundNetwork.model_validate(raw)
+    except ValueError:
+        return None
+
+
+class NetworkError(_Wire):
+    """Why discovery's last read of the network failed, until one succeeds (then it is removed). A cluster with no
+    network yet shows it: `refused` (a person must act: NoCredentials, AccessDenied, VpcAmbiguous) stalls it
+    with this reason, anything else (throttling, the network) keeps it waiting with the failure in its message."""
+
+    reason: str = Field(max_length=64, description="The failure's reason (NoCredentials, AccessDenied, ...).")
+    message: str = Field(max_length=4096, description="What failed, as the lookup said it.")
+    refused: bool = Field(False,
+        description="A person must act (Stalled, read again every --stalled-recheck); false: retried with backoff.")
+    observed_at: str | None = Field(None, alias="observedAt", max_length=40,
+        description="When the read failed (RFC 3339).")
+
+    def to_status(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def error_of(status: Mapping[str, Any] | None) -> NetworkError | None:
+    """status.networkError parsed, or None (none written, or unreadable: the next read overwrites it)."""
+    raw = (status or {}).get(NETWORK_ERROR_STATUS_KEY)
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return NetworkError.model_validate(raw)
     except ValueError:
         return None

@@ -12,7 +12,9 @@ cluster's own account (status.network, stacks.network.found), or why it cannot b
   HubConfig spec.discovery.routeTables chooses), its node security groups (by tag), one subnet per zone for a
   Transit Gateway attachment (a private one where there is one);
 - nothing found yet: the declared network as it is when discovery is off (the offline plan without
-  stand-ins, a service without AWS), else Pending (NetworkNotDiscovered: the cluster waits, nothing runs);
+  stand-ins, a service without AWS), else Pending (NetworkNotDiscovered: the cluster waits, nothing runs, and
+  the message gives discovery's last failure, status.networkError); a failure a person must fix (NoCredentials,
+  AccessDenied, VpcAmbiguous) is a refusal with the lookup's reason instead: Stalled, so it is counted and alerted;
 - a cluster that builds nothing on its network (shared ingress only: stacks.network.query.uses_network) is taken
   as it is: its network is neither read nor waited for.
 
@@ -27,7 +29,7 @@ from typing import Iterable
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster, Network
 from stacks.model.hub import Discovery, Subnet
-from stacks.network.found import FoundNetwork, FoundSubnet, found_of, stale
+from stacks.network.found import FoundNetwork, FoundSubnet, error_of, found_of, stale
 from stacks.network.query import uses_network
 from stacks.targets import AwsTarget
 
@@ -121,8 +123,13 @@ def merged(cluster: Cluster, target: AwsTarget, settings: Discovery, *, discover
             return cluster
         what = (f"VPC {declared.vpc_id}" if declared.vpc_id else
                 f"the VPC tagged kubernetes.io/cluster/{cluster.spec.infra_id}")
-        return Pending(ref, "status.network", f"waiting for discovery to read {what} in account "
-                                              f"{target.account_id} ({target.region})")
+        where = f"{what} in account {target.account_id} ({target.region})"
+        failed = error_of(cluster.status)
+        if failed is not None and failed.refused:  # a person must act: Stalled, with the lookup's own reason
+            return InvalidSpec.one(ref, "status.network", f"discovery cannot read {where}: {failed.message}",
+                                   condition=failed.reason)
+        last = f"; the last read failed ({failed.reason}): {failed.message}" if failed is not None else ""
+        return Pending(ref, "status.network", f"waiting for discovery to read {where}{last}")
     errors = disagreements(ref, declared, found)
     balancer = found.load_balancer
     if cluster.spec.private_link.enabled and balancer is not None and balancer.vpc_id != found.vpc_id:
