@@ -332,3 +332,30 @@ def test_a_secret_input_is_shown_masked_in_the_plan_and_plain_to_the_policy_rule
     assert group.inputs["description"] == "s3cr3t"  # what the rules read
     shown = json.dumps(plan.to_json())
     assert "s3cr3t" not in shown and group.to_json()["inputs"] == {"description": "[secret]", "vpcId": "vpc-1"}
+
+
+@pytest.mark.live
+def test_an_invalid_cluster_already_on_main_does_not_block_every_other_diff_with_keep_going(tmp_path):
+    """The trial: main held one invalid cluster (an administrator changed a namespace annotation), and every other
+    team's diff failed with exit 2 before anything was written, the baseline's run included. With --keep-going both
+    runs plan the valid clusters: the joiner's stack shows as new, the invalid cluster's stack is not 'removed',
+    and it is listed with its reason (exit 2, as the service stalls that cluster alone)."""
+    repo = tmp_path / "fleet"
+    shutil.copytree(ROOT / "examples" / "mesh", repo)
+    broken = yaml.safe_load((repo / "clusters" / "sandbox.yaml").read_text())
+    broken["metadata"]["name"] = "broken"
+    broken["spec"]["accountID"] = "444444444444"  # an account its namespace does not own: refused at admission
+    (repo / "clusters" / "broken.yaml").write_text(yaml.safe_dump(broken))
+    committed(repo)
+    (repo / "clusters" / "joiner.yaml").write_text(yaml.safe_dump(JOINER))
+    command = [sys.executable, "-m", "automation", "plan", "--hub", "hub.yaml", "--clusters", "clusters",
+               "--baseline-ref", "HEAD", "--format", "json", "--no-cache"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    stopped = subprocess.run(command, cwd=repo, capture_output=True, text=True, env=env)
+    assert stopped.returncode == 2 and stopped.stdout == "", stopped.stderr
+    done = subprocess.run([*command, "--keep-going"], cwd=repo, capture_output=True, text=True, env=env)
+    assert done.returncode == 2, done.stderr
+    changes = {s["stack"]: s["change"] for s in json.loads(done.stdout)["stacks"]}
+    assert changes.pop("globex.ledger-euw1b") == "new" and set(changes.values()) == {"unchanged"}, changes
+    assert f"{broken['metadata']['namespace']}.broken" not in changes
+    assert f"HubCluster {broken['metadata']['namespace']}/broken: spec.accountID" in done.stderr, done.stderr

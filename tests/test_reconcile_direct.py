@@ -288,6 +288,30 @@ def test_a_failed_update_is_retried_with_backoff_until_it_succeeds(world):
     assert world.engine.runs("up")[1].message.startswith("retrying")
 
 
+def test_a_retry_shows_the_last_failure_until_a_run_succeeds_and_its_event_does_not_repeat_it(world):
+    """The trial: while up failed and retried, `kubectl get hwc` showed Progressing during each retry (the
+    failure was visible only between runs), and every UpdateStarted Event repeated the previous error."""
+    world.add()
+    world.engine.fail("up", STACK, message="AccessDenied: not authorized to perform ec2:CreateVpcEndpointService")
+    assert world.reconcile() == Outcome.retry()
+    during: list = []
+    up = world.engine.up
+
+    def watched_up(desired, **kwargs):
+        during.append(world.kube.status(KEY, world.kube.get(KEY)))
+        return up(desired, **kwargs)
+
+    world.engine.up = watched_up
+    up_then_ready(world)
+    [running] = during
+    ready, reconciling = running.condition("Ready"), running.condition("Reconciling")
+    assert (ready.status, ready.reason, reconciling.status) == ("Unknown", "UpdateFailed", "True")
+    assert "the last attempt failed: AccessDenied: not authorized" in ready.message
+    started = [e.message for e in world.kube.events if e.key == KEY and e.reason == "UpdateStarted"]
+    assert len(started) == 2 and "AccessDenied" not in started[1], started
+    assert world.status().condition("Ready").reason == "Succeeded"  # a success ends it
+
+
 def test_a_policy_violation_stalls_the_cluster_naming_the_rule_and_is_not_retried(world):
     world.add()
     world.engine.fail("up", STACK, message="mandatory rule no-public-endpoints", error=PolicyViolation,

@@ -104,6 +104,10 @@ def test_a_member_of_the_sources_own_group_that_never_converges_holds_it_only_un
         (event,) = wait_until(lambda: released_unconverged(env, ns, "web-1"), 30,
                               what="the Warning Event of a release at the bound")
         assert event[0] == "Warning" and held in event[2] and "HubConfig spec.sources.releaseAfter" in event[2]
+        # While it was held, the source itself said what it waited for: once, not at every look (issue 47).
+        waits = [e for e in env.events(ns, "web-1") if e[1] == "WaitingForPeers"]
+        assert waits and all(held in e[2] and "hubwright.io/source" in e[2] for e in waits), waits
+        assert len(waits) == len({e[2] for e in waits}), waits
         wait_until(lambda: get(api, "Cluster", ns, "web-1") is None, 30, what="Cluster web-1 gone")
         # Held, not let go at once: the bound counts from the deletionTimestamp (whole seconds), so at least 2s.
         assert time.monotonic() - deleted >= 2

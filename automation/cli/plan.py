@@ -39,7 +39,7 @@ from automation.adapters.aws.discovery_standin import StandInDiscovery
 from automation.adapters.aws.sessions import AwsSessions
 from automation.adapters.files.inputs import fleet_stamp, load_fleet, yaml_files
 from automation.adapters.engine.baseline import Baseline
-from automation.adapters.engine.fleet_plan import PlanError, converge, drain, raise_invalid
+from automation.adapters.engine.fleet_plan import PlanError, Refused, converge, drain, raise_invalid
 from automation.adapters.engine.plan_cache import (PlanCache, default_dir, fleet_key, plan_key, program_digest,
                                                    violation_json, violation_of)
 from automation.adapters.engine.plan_pool import SERIAL_BELOW, Known, Planned, PlanPool, default_jobs, from_cache
@@ -62,6 +62,7 @@ from stacks.targets import AwsTarget
 from stacks.transit import TransitInputs
 
 POLICY_FAILED = 3  # exit status: a mandatory rule of the policy pack is broken
+INVALID_INPUT = 2  # exit status: invalid input (with --keep-going: after the valid clusters are planned)
 
 
 class JsonDocument:
@@ -133,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
 
         known = _known(baseline)
         files, unreadable = yaml_files(args.clusters)
-        stamp = fleet_stamp(args.hub, files) if cache is not None and not args.discover and not unreadable else None
+        refused = Refused() if args.keep_going else None
+        stamp = fleet_stamp(args.hub, files) if cache is not None and not args.discover and not unreadable \
+            and refused is None else None
         held = _held(baseline)
         snapshot_key = None if stamp is None else fleet_key(stamp, program=program_digest(), policy=settings,
                                                             render=rendered, only=args.cluster, held=held)
@@ -158,8 +161,10 @@ def run(args: argparse.Namespace) -> int:
                     order.append([planned.stack, planned.cluster, planned.key or ""])
                     write(planned)
 
-                resolved = drain(converge(fleet, plan_many, invalid, only=args.cluster), written)
+                resolved = drain(converge(fleet, plan_many, invalid, only=args.cluster, refused=refused), written)
             mesh = summary(resolved.mesh, fleet.hub) if resolved.mesh is not None else {}
+            if isinstance(document, DiffDocument) and refused is not None:
+                document.left_out = {key.replace("/", ".", 1) for key in refused.keys}
             document.end(mesh)
             warnings = [f"{ref}: {REGION_OVERRIDDEN}: {why}"
                         for ref, why in overridden_regions(fleet.hub, [
@@ -175,6 +180,13 @@ def run(args: argparse.Namespace) -> int:
                       + (f", {pool.reused} unchanged from the baseline" if baseline is not None else ""),
                       file=sys.stderr)
     status = report(violations + fleet_found)
+    if refused is not None and refused.errors:
+        print(f"error: invalid input ({len(refused.errors)} problem(s)): --keep-going planned the valid clusters; "
+              "these were not, and their stacks are left as they are, as the service stalls only them:",
+              file=sys.stderr)
+        for problem in refused.errors:
+            print(f"  {problem}", file=sys.stderr)
+        return INVALID_INPUT if status == 0 else status
     if status == 0 and args.detailed_exitcode and isinstance(document, DiffDocument) and document.changed:
         return CHANGES
     return status
@@ -336,6 +348,11 @@ def add_plan_command(subparsers: Any) -> None:
                       help="stacks planned before, by plan key: inputs, this program's source, policy, format "
                            f"(default {default_dir()}; safe to delete; share it only among trusted writers)")
     plan.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    plan.add_argument("--keep-going", action="store_true",
+                      help=f"plan the valid clusters when some are invalid (as the service stalls only those), list "
+                           f"the invalid ones with their reasons and exit {INVALID_INPUT}; without it an invalid "
+                           "cluster stops the plan before anything is written. With a baseline, the invalid "
+                           "clusters' stacks are not shown as removed, and REF's plan keeps going too")
     plan.add_argument("--cluster", action="append", metavar="NAMESPACE/NAME",
                       help="plan only this cluster's stack (repeatable); the whole fleet is still read, since "
                            "a cluster's inputs depend on the others (claims, placement, its mesh group)")

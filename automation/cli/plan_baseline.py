@@ -23,6 +23,7 @@ from stacks.errors import InvalidSpec
 PROGRAM = Path(__file__).resolve().parents[2]  # the checkout this program runs from
 GIT_TIMEOUT_S = 120
 PLAN_OK = (0, 3)  # 3: the baseline breaks a mandatory policy rule, and is still a whole plan
+INVALID_INPUT = 2  # with --keep-going: a plan of REF's valid clusters, its invalid ones left out
 
 
 def _git(args: list[str], cwd: Path) -> str:
@@ -72,11 +73,14 @@ def _run_plan(program: Path, hub: Path, clusters: Path, args: argparse.Namespace
                            timeout=GIT_TIMEOUT_S).stdout
     if "--no-cache" in helps:  # REF's program has the cache: it reads and fills the same one
         command += ["--no-cache"] if args.no_cache else ["--cache", str(Path(args.cache).resolve())]
+    keep_going = args.keep_going and "--keep-going" in helps  # REF's invalid clusters are left out, not fatal
+    if keep_going:
+        command.append("--keep-going")
     whose = f"{ref}'s program" if program != PROGRAM else "this program"
     print(f"plan: the baseline: {whose} on {ref}'s files", file=sys.stderr)
     with open(out, "wb") as sink:
         done = subprocess.run(command, cwd=program, env=env, stdout=sink, stderr=subprocess.PIPE)
-    if done.returncode not in PLAN_OK:
+    if done.returncode not in PLAN_OK + ((INVALID_INPUT,) if keep_going else ()):
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-20:]
         raise InvalidSpec.one("--baseline-ref", ref, f"{ref}'s plan failed (exit {done.returncode}):\n    "
                                                      + "\n    ".join(tail))

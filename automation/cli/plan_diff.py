@@ -39,6 +39,7 @@ class DiffDocument:
         self.seen: set[str] = set()
         self.diffs: list[StackDiff] = []
         self.doc: dict[str, Any] = {}
+        self.left_out: set[str] = set()  # stacks of clusters --keep-going did not plan: left as they are, not removed
 
     def stack(self, planned: Planned) -> None:
         name = planned.stack
@@ -52,7 +53,7 @@ class DiffDocument:
     def end(self, mesh: dict[str, Any]) -> None:
         if not self.only:
             for name in self.baseline.names:
-                if name not in self.seen:
+                if name not in self.seen and name not in self.left_out:
                     self.diffs.append(compare_stack(self.baseline.stack(name), None))
         self.doc = {"stacks": [d.to_json() for d in self.diffs], "mesh": compare_mesh(self.baseline.mesh, mesh),
                     "summary": summary(self.diffs)}

@@ -205,7 +205,8 @@ class Sources:
                        shares=self._shares(), converged=self._converged, hub=hub,
                        since=held_since(meta.get("deletionTimestamp"), self._held.setdefault(key, now)), now=now)
         if not decided.release:
-            LOG.info("%s: waiting for %s to converge before releasing it", key, ", ".join(decided.waiting[:5]))
+            # Said once per fact (what it waits for), on the source itself, not a log line every WAIT.
+            self._tell(key, src, "Normal", "WaitingForPeers", decided.waiting_message())
             return Outcome.done(WAIT)
         if decided.expired:
             self._tell(key, src, "Warning", "ReleasedUnconverged", decided.message())

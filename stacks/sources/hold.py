@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from stacks.mesh.membership import key_in
 from stacks.model.hub import HubConfig
-from stacks.names import MESH_LABEL
+from stacks.names import MESH_LABEL, SOURCE_FINALIZER
 from stacks.registry import seconds
 
 SETTING = "HubConfig spec.sources.releaseAfter"
@@ -35,6 +35,13 @@ class Hold:
     @property
     def release(self) -> bool:
         return not self.waiting or self.expired
+
+    def waiting_message(self) -> str:
+        """The Event on the held source while it waits: what it waits for, and until when at most."""
+        shown = ", ".join(self.waiting[:10]) + (f" and {len(self.waiting) - 10} more" if len(self.waiting) > 10
+                                                else "")
+        return (f"held by the {SOURCE_FINALIZER} finalizer until {shown} no longer build toward it (released "
+                f"anyway after {self.bound}, {SETTING})")
 
     def message(self) -> str:
         """The Warning Event of a release at the bound."""

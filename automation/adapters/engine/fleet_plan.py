@@ -29,16 +29,22 @@ PlanMany = Callable[[Sequence[StackInputs | TransitInputs]], Iterable[P]]
 
 
 def converge(fleet: Fleet, plan_many: PlanMany, earlier: list | None = None,
-             only: Iterable[str] | None = None) -> Generator[P, None, Resolved]:
+             only: Iterable[str] | None = None, refused: "Refused | None" = None) -> Generator[P, None, Resolved]:
     """Every stack of a fleet, as the service converges on it, yielded as `plan_many` plans them: a transit stack
     first (its members read its gateways' IDs; not yielded), then the clusters' stacks, then the transit stack
     again with their attachments. Returns the last resolution. Raises InvalidSpec with every cluster's errors (and
     any `earlier` ones) before planning anything.
 
-    `only`: these cluster keys' stacks alone (and the transit stacks their inputs read, not yielded)."""
+    `only`: these cluster keys' stacks alone (and the transit stacks their inputs read, not yielded). `refused`
+    (--keep-going): the errors are appended to it, each once, and the valid clusters are planned, as the service
+    stalls only the clusters that are refused."""
     wanted = _selected(fleet, only)
     resolved = resolve_all(fleet)
-    inputs = raise_invalid(wanted(resolved.inputs), earlier)
+
+    def checked(found: dict[str, StackInputs | InvalidSpec]) -> list[StackInputs]:
+        return valid(found, earlier, refused) if refused is not None else raise_invalid(found, earlier)
+
+    inputs = checked(wanted(resolved.inputs))
     transit = dict(resolved.mesh.transit) if resolved.mesh is not None else {}
     if not transit:
         yield from plan_many(inputs)
@@ -48,7 +54,7 @@ def converge(fleet: Fleet, plan_many: PlanMany, earlier: list | None = None,
     status = dataclasses.replace(status, transit={**status.transit, **made})
     resolved = resolve_all(dataclasses.replace(fleet, mesh_status=status))
     attached: dict[str, str] = {}
-    for plan in plan_many(raise_invalid(wanted(resolved.inputs), earlier)):
+    for plan in plan_many(checked(wanted(resolved.inputs))):
         mesh = plan.outputs.get("mesh")
         if isinstance(mesh, dict) and mesh.get("transitAttachment"):
             attached[plan.cluster] = mesh["transitAttachment"]
@@ -94,6 +100,24 @@ def drain(stream: Generator[P, None, R], each: Callable[[P], Any]) -> R:
         except StopIteration as stop:
             return stop.value
         each(item)
+
+
+@dataclasses.dataclass
+class Refused:
+    """What --keep-going left out: every error, once each, and the keys of the clusters refused."""
+
+    errors: list[FieldError] = dataclasses.field(default_factory=list)
+    keys: set[str] = dataclasses.field(default_factory=set)
+
+
+def valid(resolved: dict[str, StackInputs | InvalidSpec], earlier: list | None, refused: Refused) -> list[StackInputs]:
+    """The valid inputs; every error (and the `earlier` ones) recorded in `refused`, each once."""
+    refused.keys.update(key for key, value in resolved.items() if isinstance(value, InvalidSpec))
+    for err in [*(earlier or []), *(e for value in resolved.values() if isinstance(value, InvalidSpec)
+                                    for e in value.errors)]:
+        if err not in refused.errors:
+            refused.errors.append(err)
+    return [value for value in resolved.values() if isinstance(value, StackInputs)]
 
 
 def raise_invalid(resolved: dict[str, StackInputs | InvalidSpec], earlier: list | None = None) -> list[StackInputs]:

@@ -80,15 +80,30 @@ def ready_status(status: ClusterStatus, generation: int | None, desired: StackIn
 def running_status(status: ClusterStatus, generation: int | None, desired: StackInputs, why: str, *,
                    mesh_join: MeshJoin | None, routed: SharedIngressStatus | None, started: float,
                    claims: ClaimsStatus | None = None) -> ClusterStatus:
-    """An up is about to start (the Running mark: a killed run is recognised by it)."""
+    """An up is about to start (the Running mark: a killed run is recognised by it). After a failed run the
+    conditions keep its reason and say it until a run succeeds: `kubectl get hwc` shows UpdateFailed while the
+    retry runs, not a bare Progressing that hides the failure."""
+    reason, message = reasons.PROGRESSING, why
+    failed = last_failure(status)
+    if failed is not None:
+        reason, message = failed[0], f"{why}; the last attempt failed: {failed[1]}"[:4096]
     return status.model_copy(update={
         "observed_generation": generation, "stack": desired.stack, "mesh_join": mesh_join, "shared_ingress": routed,
         "claims": claims or status.claims,
         "account": desired.cluster.account_id, "region": desired.cluster.region,
         "last_update": run_mark("up", "Running", why, started),
-        "conditions": conditions("progressing", reasons.PROGRESSING, why, generation=generation,
+        "conditions": conditions("progressing", reason, message, generation=generation,
                                  previous=status.conditions, now=rfc3339(started)),
     })
+
+
+def last_failure(status: ClusterStatus) -> tuple[str, str] | None:
+    """(reason, message) of the last run when it failed: its lastUpdate, and the reason the Ready condition gave
+    it (kept through the retries: a running retry's status keeps it too); None after a success."""
+    last, ready_ = status.last_update, status.condition("Ready")
+    if last is None or last.result != "Failed":
+        return None
+    return (ready_.reason if ready_ is not None and ready_.reason else "UpdateFailed"), last.message
 
 
 def refused_status(raw: Raw, status: ClusterStatus, exc: InvalidSpec, *, placed: tuple[str | None, str | None],
@@ -124,7 +139,7 @@ def why(status: ClusterStatus, digest: str, generation: int | None) -> str:
     """Why an up runs now, in the words of its Event and its lastUpdate."""
     last = status.last_update
     if status.inputs_hash is None:
-        return "first update of the stack" if last is None else f"retrying: {last.message}"[:512]
+        return "first update of the stack" if last is None else f"retrying the stack's first {last.operation}"
     if status.inputs_hash != digest:
         spec = f"generation {generation}" if generation != status.observed_generation else "the fleet"
         return f"inputs changed ({spec}): {status.inputs_hash[:8]} -> {digest[:8]}"
