@@ -246,6 +246,9 @@ class StaticDesired:
     def region_overridden(self, key: str) -> str | None:
         return self.overridden.get(key)
 
+    def unknown_keys(self, key: str) -> str | None:
+        return None
+
     def placed_in(self, key: str) -> tuple[str | None, str | None]:
         if key in self.placements:
             return self.placements[key]

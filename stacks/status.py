@@ -201,7 +201,8 @@ class ClusterStatus(StatusModel):
     inputs_hash: str | None = Field(None, max_length=64,
         description="The digest of the stack inputs of the last successful up.")
     conditions: list[Condition] = Field(default_factory=list, max_length=8,
-        description="Ready, Reconciling and Stalled (kstatus), and DriftDetected.")
+        description="Ready, Reconciling and Stalled (kstatus); DriftDetected; and the Warning conditions "
+                    "AccountShared, RegionOverridden and UnknownKeys while they hold.")
     last_update: LastUpdate | None = Field(None, description="The last engine run on the stack.")
     last_drift_check: Time | None = Field(None,
         description="When the last drift check ran (RFC 3339); the next is due a jittered interval later.")

@@ -105,11 +105,8 @@ class Owners:
                     f"{owner!r} is not a 12-digit AWS account ID; no cluster of this namespace can be placed",
                     condition="InvalidOwnerAccount")
             if owner != wanted:
-                raise InvalidSpec.one(
-                    cluster.ref, "spec.accountID",
-                    f"account {wanted} is not the namespace's owner account {owner} "
-                    f"({OWNER_ACCOUNT_ANNOTATION}); clusters in this namespace must live in {owner}",
-                    condition=ACCOUNT_MISMATCH)
+                raise InvalidSpec.one(cluster.ref, "spec.accountID",
+                                      NOT_THE_OWNER.format(wanted=wanted, owner=owner), condition=ACCOUNT_MISMATCH)
             return owner
         if self.hub.spec.tenancy.unowned_namespaces == "Refuse":
             raise InvalidSpec.one(
@@ -243,6 +240,14 @@ def allowed_backends(namespace: str, annotations: Mapping[str, str]) -> tuple[st
     return tuple(rules)
 
 
+# The words of two refusals the API server gives too, at `kubectl apply` (stacks.cluster_policy renders them in CEL):
+# {placeholders} are filled by both.
+NOT_THE_OWNER = (f"account {{wanted}} is not the namespace's owner account {{owner}} ({OWNER_ACCOUNT_ANNOTATION}); "
+                 "clusters in this namespace must live in {owner}")
+NOT_UNDER = (f"host {{host}} is not under the domains namespace {{namespace}} may use ({{domains}}; annotation "
+             f"{ALLOWED_DOMAINS_ANNOTATION})")
+
+
 def host_errors(cluster: Cluster, hub: HubConfig, annotations: Mapping[str, str]) -> InvalidSpec | None:
     """The API host outside what the hub reserves and, if the namespace is limited, inside its domains."""
     host = api_host(cluster)
@@ -254,10 +259,8 @@ def host_errors(cluster: Cluster, hub: HubConfig, annotations: Mapping[str, str]
     namespace = namespace_of(cluster)
     allowed = allowed_domains(namespace, annotations)
     if allowed is not None and not any(under(host, d) for d in allowed):
-        return InvalidSpec.one(cluster.ref, "spec.apiURL",
-                               f"host {host} is not under the domains namespace {namespace} may use "
-                               f"({', '.join(allowed) or 'none'}; annotation {ALLOWED_DOMAINS_ANNOTATION})",
-                               condition=DOMAIN_NOT_ALLOWED)
+        return InvalidSpec.one(cluster.ref, "spec.apiURL", NOT_UNDER.format(
+            host=host, namespace=namespace, domains=", ".join(allowed) or "none"), condition=DOMAIN_NOT_ALLOWED)
     return None
 
 

@@ -29,9 +29,11 @@ def test_installs_the_tenant_admission_policies_and_the_tenant_admin_role():
     [group] = [g for g in deploy().of_type("kubernetes:yaml/v2:ConfigGroup") if g.name == "hubwright-admission"]
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in group.inputs["objs"])
     assert kinds == [("ClusterRole", "hubwright-tenant-admin"),
+                     ("ValidatingAdmissionPolicy", "hubwright-hubcluster-placement"),
                      ("ValidatingAdmissionPolicy", "hubwright-stackrun-author"),
                      ("ValidatingAdmissionPolicy", "hubwright-tenant-deletion"),
                      ("ValidatingAdmissionPolicy", "hubwright-tenant-ownership"),
+                     ("ValidatingAdmissionPolicyBinding", "hubwright-hubcluster-placement"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-stackrun-author"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-tenant-deletion"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-tenant-ownership")]

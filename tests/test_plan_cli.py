@@ -265,3 +265,21 @@ def test_the_plan_builds_in_the_explicit_spec_region_and_under_legacy_lists_each
         assert service["region"] == "us-east-1"
         assert len(warned) == 1 and warned[0].startswith("plan: warning: HubCluster acme/prod-1: RegionOverridden: "
                                                          "spec.region is eu-west-1 but the cluster is in us-east-1")
+
+
+def test_a_misspelled_hubwright_key_is_named_with_the_key_it_was_meant_to_be(tmp_path):
+    """The trial: `hubwright.io/mesh-enable: "true"` dropped a cluster out of its mesh with exit 0 and no word."""
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    ns = namespace_doc("acme")
+    ns["metadata"]["annotations"]["hubwright.io/default-regoin"] = "eu-west-1"
+    doc = cluster_doc("prod-1", "acme", labels={"hubwright.io/mesh": "core"},
+                      annotations={"hubwright.io/mesh-enable": "true"})
+    (clusters / "acme.yaml").write_text(yaml.safe_dump_all([ns, doc]))
+    done = run("plan", "--hub", "examples/hub.yaml", "--clusters", str(clusters), "--format", "json", "--no-cache")
+    assert done.returncode == 0, done.stderr
+    assert ("plan: warning: HubCluster acme/prod-1: metadata.annotations[hubwright.io/mesh-enable]: not a key "
+            "hubwright reads, so it is ignored; did you mean hubwright.io/mesh-enabled?") in done.stderr, done.stderr
+    assert ("plan: warning: Namespace acme: metadata.annotations[hubwright.io/default-regoin]: not a key hubwright "
+            "reads, so it is ignored; did you mean hubwright.io/default-region?") in done.stderr, done.stderr
+    assert "hubwright.io/mesh]" not in done.stderr  # a key it reads is not named

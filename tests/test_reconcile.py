@@ -165,6 +165,22 @@ def test_under_legacy_precedence_an_overridden_spec_region_is_warned_once_and_ex
     assert engine.count("up") == 1  # neither the warning, the refusal nor the fix (same inputs) cost a run
 
 
+def test_a_misspelled_key_is_a_warning_condition_and_one_event_until_it_is_fixed(env):
+    engine = RecordingEngine()
+    env.create("prod-1", annotations={"hubwright.io/mesh-enable": "true"}, labels={"hubwright.io/mesh": "core"})
+    with env.running(engine) as service:
+        warned = wait_until(lambda: env.condition("prod-1", "UnknownKeys"), what="the UnknownKeys warning")
+        assert "metadata.annotations[hubwright.io/mesh-enable]" in warned["message"]
+        assert "did you mean hubwright.io/mesh-enabled?" in warned["message"]
+        assert env.ready("prod-1")  # a warning, not a refusal: the cluster runs as written
+        env.patch("prod-1", {"metadata": {"annotations": {"hubwright.io/mesh-enable": None,
+                                                          "hubwright.io/mesh-enabled": "true"}}})
+        wait_until(lambda: env.condition("prod-1", "UnknownKeys") is None, what="the warning gone with the typo")
+        quiet(service)
+    told = [m for _, r, m in env.events(name="prod-1") if r == "UnknownKeys"]
+    assert len(told) == 1 and "mesh-enable" in told[0], told
+
+
 def test_delete_destroys_the_stack_before_releasing_the_cluster(env):
     engine = RecordingEngine()
     env.create("prod-1")

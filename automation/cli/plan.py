@@ -52,6 +52,7 @@ from automation.cli.render import render_stack, render_summary, stack_json
 from policy.rules.view import Violation
 from stacks.accounts import REGION_OVERRIDDEN, overridden_regions
 from stacks.errors import FieldError, InvalidSpec
+from stacks.keys import unknown_key_messages
 from stacks.inputs import StackInputs
 from stacks.mesh.summary import summary
 from stacks.network.found import found_of
@@ -166,9 +167,13 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(document, DiffDocument) and refused is not None:
                 document.left_out = {key.replace("/", ".", 1) for key in refused.keys}
             document.end(mesh)
+            shown = [c for c in fleet.clusters if not args.cluster or c.key in args.cluster]
             warnings = [f"{ref}: {REGION_OVERRIDDEN}: {why}"
-                        for ref, why in overridden_regions(fleet.hub, [
-                            c for c in fleet.clusters if not args.cluster or c.key in args.cluster], fleet.namespaces)]
+                        for ref, why in overridden_regions(fleet.hub, shown, fleet.namespaces)]
+            warnings += [line for c in shown for line in unknown_key_messages(
+                c.ref, c.metadata.labels, c.metadata.annotations)]
+            warnings += [line for ns, annotations in sorted(fleet.namespaces.items())
+                         for line in unknown_key_messages(f"Namespace {ns}", {}, annotations)]
             fleet_found = fleet_violations(resolved.inputs.values(), rules) if rules is not None else []
             if cache is not None and snapshot_key is not None:
                 cache.put_fleet(snapshot_key, {"stacks": order, "mesh": mesh, "warnings": warnings,

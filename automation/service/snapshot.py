@@ -19,6 +19,7 @@ from automation.service.cache import Cache
 from stacks.accounts import cluster_region, region_overridden
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
+from stacks.keys import unknown_key_messages
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.network.query import NetworkQuery, query_of
@@ -61,6 +62,10 @@ class DesiredView(Protocol):
     def region_overridden(self, key: str) -> str | None:
         """Why the cluster is not in its spec.region under HubConfig spec.regionPrecedence: Legacy (the
         RegionOverridden Warning condition), or None."""
+
+    def unknown_keys(self, key: str) -> str | None:
+        """The cluster's labels and annotations under hubwright.io/ that nothing reads (the UnknownKeys Warning
+        condition), or None."""
 
 
 # --------------------------------------------------------------------------- a persistent map
@@ -210,6 +215,13 @@ class Snapshot:
             return None
         return shared_warning(value.cluster.account_id, self.contested[value.cluster.account_id])
 
+    def unknown_keys(self, key: str) -> str | None:
+        cluster = self._cluster(key)
+        if cluster is None:
+            return None
+        lines = unknown_key_messages(cluster.ref, cluster.metadata.labels, cluster.metadata.annotations)
+        return "; ".join(line.split(": ", 1)[1] for line in lines) or None
+
     def region_overridden(self, key: str) -> str | None:
         cluster = self._cluster(key)
         if cluster is None or self.hub is None or self.cache is None or not cluster.spec.provisioned:
@@ -267,3 +279,6 @@ class Published:
 
     def region_overridden(self, key: str) -> str | None:
         return self.current.region_overridden(key)
+
+    def unknown_keys(self, key: str) -> str | None:
+        return self.current.unknown_keys(key)

@@ -54,7 +54,10 @@ from stacks.inputs import StackInputs
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
 from stacks.status import ClaimsStatus, ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus, applied
 from stacks.accounts import REGION_OVERRIDDEN
+from stacks.keys import UNKNOWN_KEYS
 from stacks.tenancy import ACCOUNT_SHARED
+
+WARNINGS = (ACCOUNT_SHARED, REGION_OVERRIDDEN, UNKNOWN_KEYS)  # the Warning conditions beside kstatus's three
 
 LOG = logging.getLogger("hubwright.reconcile")
 STUCK_LOCK_RETRIES = 3  # StackLocked this many times in a row: ask the engine to recover a stale lock
@@ -363,11 +366,14 @@ class Reconciler:
             or self._claims(key, status) != status.claims or self._warned(key, status) != status
 
     def _warned(self, key: str, status: ClusterStatus) -> ClusterStatus:
-        """`status` with the Warning conditions the running cluster calls for: AccountShared (its account is one
-        two namespaces own unlisted) and RegionOverridden (regionPrecedence Legacy overrides its spec.region)."""
+        """`status` with the Warning conditions the cluster calls for: AccountShared (its account is one two
+        namespaces own unlisted), RegionOverridden (regionPrecedence Legacy overrides its spec.region) and
+        UnknownKeys (labels or annotations under hubwright.io/ that nothing reads: a typo, ignored)."""
         conditions = status.conditions
-        for type_, warning in ((ACCOUNT_SHARED, self.desired.account_shared(key)),
-                               (REGION_OVERRIDDEN, self.desired.region_overridden(key))):
+        said = {ACCOUNT_SHARED: self.desired.account_shared, REGION_OVERRIDDEN: self.desired.region_overridden,
+                UNKNOWN_KEYS: self.desired.unknown_keys}
+        for type_ in WARNINGS:
+            warning = said[type_](key)
             if warning is not None or status.condition(type_) is not None:
                 conditions = with_warning(conditions, type_, warning, generation=status.observed_generation,
                                           now=rfc3339(self.clock()))
@@ -406,7 +412,7 @@ class Reconciler:
     def _tell_warnings(self, raw: Raw, before: ClusterStatus, after: ClusterStatus) -> None:
         """One Warning Event per Warning condition that `after` adds or words anew (AccountShared,
         RegionOverridden): an Event per fact, never one per status write."""
-        for type_ in (ACCOUNT_SHARED, REGION_OVERRIDDEN):
+        for type_ in WARNINGS:
             now, was = after.condition(type_), before.condition(type_)
             if now is not None and (was is None or was.message != now.message):
                 self.kube.event(raw, "Warning", type_, now.message or type_)
