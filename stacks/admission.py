@@ -172,7 +172,8 @@ def tenant_deletion_policy() -> Manifest:
     }
 
 
-def _binding(policy: Manifest) -> Manifest:
+def policy_binding(policy: Manifest) -> Manifest:
+    """The binding that makes `policy` deny (same name)."""
     name = policy["metadata"]["name"]
     return {
         "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
@@ -185,7 +186,7 @@ def admission_manifests() -> list[Manifest]:
     """Each policy followed by its binding (apply in this order), as dicts (a fresh copy on every call)."""
     manifests: list[Manifest] = []
     for policy in (tenant_ownership_policy(), tenant_deletion_policy()):
-        manifests += [policy, _binding(policy)]
+        manifests += [policy, policy_binding(policy)]
     return copy.deepcopy(manifests)
 
 

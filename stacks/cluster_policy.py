@@ -17,14 +17,11 @@ re-annotated since can still have its finalizer removed and be deleted (the serv
 from __future__ import annotations
 
 import re
-from typing import Any
-
+from stacks.admission import ADMISSION_API, Manifest, policy_binding
 from stacks.names import ALLOWED_DOMAINS_ANNOTATION, CLUSTERS, GROUP, OWNER_ACCOUNT_ANNOTATION
 from stacks.tenancy import NOT_THE_OWNER, NOT_UNDER
 
-ADMISSION_API = "admissionregistration.k8s.io/v1"
 CLUSTER_POLICY = "hubwright-hubcluster-placement"
-Manifest = dict[str, Any]
 
 _REF = "'HubCluster ' + object.metadata.namespace + '/' + object.metadata.name"
 
@@ -101,6 +98,4 @@ def cluster_policy() -> Manifest:
 def cluster_policy_manifests() -> list[Manifest]:
     """The policy and its binding (Deny), in the order to apply them."""
     policy = cluster_policy()
-    return [policy, {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
-                     "metadata": {"name": CLUSTER_POLICY},
-                     "spec": {"policyName": CLUSTER_POLICY, "validationActions": ["Deny"]}}]
+    return [policy, policy_binding(policy)]
