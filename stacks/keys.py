@@ -27,11 +27,12 @@ def unknown(keys: Iterable[str]) -> list[tuple[str, str | None]]:
             for key in found]
 
 
-def unknown_key_messages(ref: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> list[str]:
-    """One line per unknown key of an object's metadata, in the words of a FieldError."""
+def unknown_key_messages(labels: Mapping[str, str], annotations: Mapping[str, str]) -> list[str]:
+    """One line per unknown key of an object's metadata, '<field>: <reason>' (a FieldError's words without the
+    object, which the plan puts first and a condition on the object leaves out)."""
     lines = []
     for where, keys in (("labels", labels), ("annotations", annotations)):
         for key, near in unknown(keys):
             hint = f"; did you mean {near}?" if near else " (the keys it reads: stacks/names.py)"
-            lines.append(f"{ref}: metadata.{where}[{key}]: not a key hubwright reads, so it is ignored{hint}")
+            lines.append(f"metadata.{where}[{key}]: not a key hubwright reads, so it is ignored{hint}")
     return lines

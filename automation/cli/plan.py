@@ -46,7 +46,7 @@ from automation.adapters.engine.plan_pool import SERIAL_BELOW, Known, Planned, P
 from automation.adapters.engine.policy import POLICY_LEVELS, PolicySettings, fleet_violations
 from automation.adapters.progress import Progress
 from automation.cli.picture import empty_reason, render_dot, render_mermaid
-from automation.cli.plan_baseline import plan_at_ref
+from automation.cli.plan_baseline import INVALID_INPUT, plan_at_ref
 from automation.cli.plan_diff import CHANGES, FORMATS, DiffDocument, color_wanted
 from automation.cli.render import render_stack, render_summary, stack_json
 from policy.rules.view import Violation
@@ -63,7 +63,6 @@ from stacks.targets import AwsTarget
 from stacks.transit import TransitInputs
 
 POLICY_FAILED = 3  # exit status: a mandatory rule of the policy pack is broken
-INVALID_INPUT = 2  # exit status: invalid input (with --keep-going: after the valid clusters are planned)
 
 
 class JsonDocument:
@@ -170,10 +169,10 @@ def run(args: argparse.Namespace) -> int:
             shown = [c for c in fleet.clusters if not args.cluster or c.key in args.cluster]
             warnings = [f"{ref}: {REGION_OVERRIDDEN}: {why}"
                         for ref, why in overridden_regions(fleet.hub, shown, fleet.namespaces)]
-            warnings += [line for c in shown for line in unknown_key_messages(
-                c.ref, c.metadata.labels, c.metadata.annotations)]
-            warnings += [line for ns, annotations in sorted(fleet.namespaces.items())
-                         for line in unknown_key_messages(f"Namespace {ns}", {}, annotations)]
+            warnings += [f"{c.ref}: {line}" for c in shown
+                         for line in unknown_key_messages(c.metadata.labels, c.metadata.annotations)]
+            warnings += [f"Namespace {ns}: {line}" for ns, annotations in sorted(fleet.namespaces.items())
+                         for line in unknown_key_messages({}, annotations)]
             fleet_found = fleet_violations(resolved.inputs.values(), rules) if rules is not None else []
             if cache is not None and snapshot_key is not None:
                 cache.put_fleet(snapshot_key, {"stacks": order, "mesh": mesh, "warnings": warnings,

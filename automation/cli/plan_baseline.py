@@ -23,7 +23,7 @@ from stacks.errors import InvalidSpec
 PROGRAM = Path(__file__).resolve().parents[2]  # the checkout this program runs from
 GIT_TIMEOUT_S = 120
 PLAN_OK = (0, 3)  # 3: the baseline breaks a mandatory policy rule, and is still a whole plan
-INVALID_INPUT = 2  # with --keep-going: a plan of REF's valid clusters, its invalid ones left out
+INVALID_INPUT = 2  # exit status of invalid input; with --keep-going, after the valid clusters are planned (REF's too)
 
 
 def _git(args: list[str], cwd: Path) -> str:

@@ -219,8 +219,7 @@ class Snapshot:
         cluster = self._cluster(key)
         if cluster is None:
             return None
-        lines = unknown_key_messages(cluster.ref, cluster.metadata.labels, cluster.metadata.annotations)
-        return "; ".join(line.split(": ", 1)[1] for line in lines) or None
+        return "; ".join(unknown_key_messages(cluster.metadata.labels, cluster.metadata.annotations)) or None
 
     def region_overridden(self, key: str) -> str | None:
         cluster = self._cluster(key)

@@ -6,7 +6,7 @@ the same network again changes no stack.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, Mapping, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -43,7 +43,15 @@ class FoundLoadBalancer(_Wire):
     vpc_id: str = Field("", alias="vpcID", max_length=64, description="The VPC it is in.")
 
 
-class FoundNetwork(_Wire):
+class _Record(_Wire):
+    """A record the discovery writes into a HubCluster's status (status.network, status.networkError)."""
+
+    def to_status(self) -> dict[str, Any]:
+        """The wire form for the status."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class FoundNetwork(_Record):
     """What discovery read of the cluster's VPC, in the cluster's own account and region; the stack is built from
     it and from what the spec declares, which must agree with it."""
 
@@ -64,9 +72,6 @@ class FoundNetwork(_Wire):
     observed_at: str | None = Field(None, alias="observedAt", max_length=40,
         description="When it was read (RFC 3339); the next read is due HubConfig spec.discovery.interval later.")
 
-    def to_status(self) -> dict[str, Any]:
-        """The wire form for status.network."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
     def same_as(self, other: "FoundNetwork | None") -> bool:
         """The same facts (when they were read does not count)."""
@@ -90,16 +95,25 @@ def stale(found: FoundNetwork | None, account_id: str, region: str, vpc_id: str 
 def found_of(status: Mapping[str, Any] | None) -> FoundNetwork | None:
     """status.network parsed, or None when discovery has not written one (or wrote something unreadable, which
     the next discovery overwrites)."""
-    raw = (status or {}).get(NETWORK_STATUS_KEY)
+    return _parsed(status, NETWORK_STATUS_KEY, FoundNetwork)
+
+
+R = TypeVar("R", bound="_Record")
+
+
+def _parsed(status: Mapping[str, Any] | None, key: str, model: type[R]) -> R | None:
+    """The discovery's record `key` of a status, parsed; None when absent or unreadable (the next read
+    overwrites it)."""
+    raw = (status or {}).get(key)
     if not isinstance(raw, Mapping):
         return None
     try:
-        return FoundNetwork.model_validate(raw)
+        return model.model_validate(raw)
     except ValueError:
         return None
 
 
-class NetworkError(_Wire):
+class NetworkError(_Record):
     """Why discovery's last read of the network failed, until one succeeds (then it is removed). A cluster with no
     network yet shows it: `refused` (a person must act: NoCredentials, AccessDenied, VpcAmbiguous) stalls it
     with this reason, anything else (throttling, the network) keeps it waiting with the failure in its message."""
@@ -111,16 +125,8 @@ class NetworkError(_Wire):
     observed_at: str | None = Field(None, alias="observedAt", max_length=40,
         description="When the read failed (RFC 3339).")
 
-    def to_status(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 def error_of(status: Mapping[str, Any] | None) -> NetworkError | None:
     """status.networkError parsed, or None (none written, or unreadable: the next read overwrites it)."""
-    raw = (status or {}).get(NETWORK_ERROR_STATUS_KEY)
-    if not isinstance(raw, Mapping):
-        return None
-    try:
-        return NetworkError.model_validate(raw)
-    except ValueError:
-        return None
+    return _parsed(status, NETWORK_ERROR_STATUS_KEY, NetworkError)

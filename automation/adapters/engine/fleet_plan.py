@@ -113,17 +113,19 @@ class Refused:
 def valid(resolved: dict[str, StackInputs | InvalidSpec], earlier: list | None, refused: Refused) -> list[StackInputs]:
     """The valid inputs; every error (and the `earlier` ones) recorded in `refused`, each once."""
     refused.keys.update(key for key, value in resolved.items() if isinstance(value, InvalidSpec))
-    for err in [*(earlier or []), *(e for value in resolved.values() if isinstance(value, InvalidSpec)
-                                    for e in value.errors)]:
-        if err not in refused.errors:
-            refused.errors.append(err)
+    refused.errors += [err for err in dict.fromkeys(_errors(resolved, earlier)) if err not in refused.errors]
     return [value for value in resolved.values() if isinstance(value, StackInputs)]
+
+
+def _errors(resolved: dict[str, StackInputs | InvalidSpec], earlier: list | None) -> list[FieldError]:
+    """The `earlier` errors, then every refused cluster's."""
+    return [*(earlier or []), *(err for value in resolved.values() if isinstance(value, InvalidSpec)
+                                for err in value.errors)]
 
 
 def raise_invalid(resolved: dict[str, StackInputs | InvalidSpec], earlier: list | None = None) -> list[StackInputs]:
     """All inputs, or one InvalidSpec carrying every cluster's errors (and any `earlier` ones)."""
-    errors = list(earlier or [])
-    errors += [err for value in resolved.values() if isinstance(value, InvalidSpec) for err in value.errors]
+    errors = _errors(resolved, earlier)
     if errors:
         raise InvalidSpec(errors)
     return [value for value in resolved.values() if isinstance(value, StackInputs)]  # every one, errors raised

@@ -1,7 +1,7 @@
 """Writing a HubCluster's status.network: what discovery found (automation/service/discovery.py).
 
-status.network and status.networkError are the discovery's own fields: the cluster reconciler's patches never carry or null it
-(stacks.status.OTHER_WRITERS_STATUS_FIELDS), and this writer touches nothing else. The patch is a JSON merge
+status.network and status.networkError are the discovery's own fields: the cluster reconciler's patches never
+carry or null them (stacks.status.OTHER_WRITERS_STATUS_FIELDS), and this writer touches nothing else. The patch is a JSON merge
 patch on the status subresource that nulls what the new network drops (a load balancer gone, say).
 """
 from __future__ import annotations

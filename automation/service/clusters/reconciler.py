@@ -410,8 +410,8 @@ class Reconciler:
         return written
 
     def _tell_warnings(self, raw: Raw, before: ClusterStatus, after: ClusterStatus) -> None:
-        """One Warning Event per Warning condition that `after` adds or words anew (AccountShared,
-        RegionOverridden): an Event per fact, never one per status write."""
+        """One Warning Event per Warning condition (WARNINGS) that `after` adds or words anew: an Event per fact,
+        never one per status write."""
         for type_ in WARNINGS:
             now, was = after.condition(type_), before.condition(type_)
             if now is not None and (was is None or was.message != now.message):
