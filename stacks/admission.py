@@ -109,6 +109,23 @@ def gitrepo_controller_rules() -> list[Rule]:
 
 # --------------------------------------------------------------------------- admission
 
+def validating_policy(name: str, match: dict[str, Any], validations: list[dict[str, Any]],
+                      variables: list[dict[str, Any]] | None = None) -> Manifest:
+    """A ValidatingAdmissionPolicy that fails closed (failurePolicy Fail): the one envelope of every policy here."""
+    spec: dict[str, Any] = {"failurePolicy": "Fail", "matchConstraints": match}
+    if variables:
+        spec["variables"] = variables
+    spec["validations"] = validations
+    return {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+            "spec": spec}
+
+
+def namespaced(resource: str, *operations: str) -> dict[str, Any]:
+    """Match one namespaced resource of ours (not its subresources), whatever the version."""
+    return {"resourceRules": [{"apiGroups": [GROUP], "apiVersions": ["*"], "operations": list(operations),
+                               "resources": [resource], "scope": "Namespaced"}]}
+
+
 def _tenants(*operations: str) -> dict[str, Any]:
     """Match Tenants only (not their status subresource, which the service writes), whatever the version."""
     return {"resourceRules": [{"apiGroups": [GROUP], "apiVersions": ["*"], "operations": list(operations),
@@ -141,18 +158,11 @@ def tenant_ownership_policy() -> Manifest:
     message = ("'setting or changing spec.' + variables.changed.join(', spec.') + ' of Tenant ' + object.metadata.name"
                f" + ' needs the right to update {TENANT_OWNERSHIP_SUBRESOURCE} in {GROUP}"
                " (cluster administrators have it): ask one to set it'")
-    return {
-        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": OWNERSHIP_POLICY},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": _tenants("CREATE", "UPDATE"),
-            "variables": [{"name": "changed", "expression": changed},
-                          {"name": "ownership", "expression": right}],
-            "validations": [{"expression": "size(variables.changed) == 0 || variables.ownership.allowed()",
-                             "messageExpression": message, "reason": "Forbidden"}],
-        },
-    }
+    return validating_policy(
+        OWNERSHIP_POLICY, _tenants("CREATE", "UPDATE"),
+        [{"expression": "size(variables.changed) == 0 || variables.ownership.allowed()",
+          "messageExpression": message, "reason": "Forbidden"}],
+        variables=[{"name": "changed", "expression": changed}, {"name": "ownership", "expression": right}])
 
 
 def tenant_deletion_policy() -> Manifest:
@@ -161,15 +171,8 @@ def tenant_deletion_policy() -> Manifest:
     namespace = "oldObject.?status.?namespace.orValue(oldObject.metadata.name)"
     message = (f"'Tenant ' + oldObject.metadata.name + ' still has ' + string({count}) + ' cluster(s) in namespace '"
                f" + {namespace} + ': delete its clusters first'")
-    return {
-        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": DELETION_POLICY},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": _tenants("DELETE"),
-            "validations": [{"expression": f"{count} <= 0", "messageExpression": message, "reason": "Forbidden"}],
-        },
-    }
+    return validating_policy(DELETION_POLICY, _tenants("DELETE"), [
+        {"expression": f"{count} <= 0", "messageExpression": message, "reason": "Forbidden"}])
 
 
 def policy_binding(policy: Manifest) -> Manifest:

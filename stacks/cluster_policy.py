@@ -17,8 +17,8 @@ re-annotated since can still have its finalizer removed and be deleted (the serv
 from __future__ import annotations
 
 import re
-from stacks.admission import ADMISSION_API, Manifest, policy_binding
-from stacks.names import ALLOWED_DOMAINS_ANNOTATION, CLUSTERS, GROUP, OWNER_ACCOUNT_ANNOTATION
+from stacks.admission import Manifest, namespaced, policy_binding, validating_policy
+from stacks.names import ALLOWED_DOMAINS_ANNOTATION, CLUSTERS, OWNER_ACCOUNT_ANNOTATION
 from stacks.tenancy import NOT_THE_OWNER, NOT_UNDER
 
 CLUSTER_POLICY = "hubwright-hubcluster-placement"
@@ -63,36 +63,26 @@ def cluster_policy() -> Manifest:
     host = "url(object.spec.apiURL).getHostname().lowerAscii()"
     domains = (f"{_annotation(ALLOWED_DOMAINS_ANNOTATION)}.orValue('').split(',')"
                ".map(d, d.trim().lowerAscii()).filter(d, d != '')")
-    return {
-        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": CLUSTER_POLICY},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": [GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
-                "resources": [CLUSTERS], "scope": "Namespaced"}]},
-            "variables": [
-                {"name": "owner", "expression": owner},
-                {"name": "account", "expression": account},
-                {"name": "limited", "expression": f"{_annotation(ALLOWED_DOMAINS_ANNOTATION)}.hasValue()"},
-                {"name": "domains", "expression": domains},
-                {"name": "host", "expression": f"has(object.spec.apiURL) && isURL(object.spec.apiURL) ? {host} : ''"},
-            ],
-            "validations": [
-                {"expression": f"!({_changed('accountID')}) || variables.account == '' || "
-                               "!variables.owner.matches('^[0-9]{12}$') || variables.account == variables.owner",
-                 "messageExpression": _message("spec.accountID", cel_format(
-                     NOT_THE_OWNER, wanted="variables.account", owner="variables.owner")),
-                 "reason": "Forbidden"},
-                {"expression": f"!({_changed('apiURL')}) || !variables.limited || variables.host == '' || "
-                               "variables.domains.exists(d, variables.host == d || variables.host.endsWith('.' + d))",
-                 "messageExpression": _message("spec.apiURL", cel_format(
-                     NOT_UNDER, host="variables.host", namespace="object.metadata.namespace",
-                     domains="variables.domains.size() == 0 ? 'none' : variables.domains.join(', ')")),
-                 "reason": "Forbidden"},
-            ],
-        },
-    }
+    return validating_policy(
+        CLUSTER_POLICY, namespaced(CLUSTERS, "CREATE", "UPDATE"),
+        [{"expression": f"!({_changed('accountID')}) || variables.account == '' || "
+                        "!variables.owner.matches('^[0-9]{12}$') || variables.account == variables.owner",
+          "messageExpression": _message("spec.accountID", cel_format(
+              NOT_THE_OWNER, wanted="variables.account", owner="variables.owner")),
+          "reason": "Forbidden"},
+         {"expression": f"!({_changed('apiURL')}) || !variables.limited || variables.host == '' || "
+                        "variables.domains.exists(d, variables.host == d || variables.host.endsWith('.' + d))",
+          "messageExpression": _message("spec.apiURL", cel_format(
+              NOT_UNDER, host="variables.host", namespace="object.metadata.namespace",
+              domains="variables.domains.size() == 0 ? 'none' : variables.domains.join(', ')")),
+          "reason": "Forbidden"}],
+        variables=[
+            {"name": "owner", "expression": owner},
+            {"name": "account", "expression": account},
+            {"name": "limited", "expression": f"{_annotation(ALLOWED_DOMAINS_ANNOTATION)}.hasValue()"},
+            {"name": "domains", "expression": domains},
+            {"name": "host", "expression": f"has(object.spec.apiURL) && isURL(object.spec.apiURL) ? {host} : ''"},
+        ])
 
 
 def cluster_policy_manifests() -> list[Manifest]:

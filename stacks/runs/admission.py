@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stacks.names import GROUP, STACKRUNS
+from stacks.admission import namespaced, policy_binding, validating_policy
+from stacks.names import STACKRUNS
 
-ADMISSION_API = "admissionregistration.k8s.io/v1"
 STACKRUN_POLICY = "hubwright-stackrun-author"
 
 
@@ -22,24 +22,11 @@ def service_user(namespace: str, service_account: str) -> str:
 def stackrun_policy(namespace: str, service_account: str) -> list[dict[str, Any]]:
     """The policy and its binding: create, and any spec change, only by the service's ServiceAccount."""
     user = service_user(namespace, service_account)
-    policy = {
-        "apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": STACKRUN_POLICY},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": [GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
-                "resources": [STACKRUNS], "scope": "Namespaced"}]},
-            "validations": [
-                {"expression": f"request.operation != 'CREATE' || request.userInfo.username == '{user}'",
-                 "message": f"only the hubwright service ({user}) creates {STACKRUNS}", "reason": "Forbidden"},
-                {"expression": "request.operation != 'UPDATE' || object.spec == oldObject.spec",
-                 "message": f"the spec of a {STACKRUNS} object never changes after it is created",
-                 "reason": "Forbidden"},
-            ],
-        },
-    }
-    binding = {"apiVersion": ADMISSION_API, "kind": "ValidatingAdmissionPolicyBinding",
-               "metadata": {"name": STACKRUN_POLICY},
-               "spec": {"policyName": STACKRUN_POLICY, "validationActions": ["Deny"]}}
-    return [policy, binding]
+    policy = validating_policy(STACKRUN_POLICY, namespaced(STACKRUNS, "CREATE", "UPDATE"), [
+        {"expression": f"request.operation != 'CREATE' || request.userInfo.username == '{user}'",
+         "message": f"only the hubwright service ({user}) creates {STACKRUNS}", "reason": "Forbidden"},
+        {"expression": "request.operation != 'UPDATE' || object.spec == oldObject.spec",
+         "message": f"the spec of a {STACKRUNS} object never changes after it is created",
+         "reason": "Forbidden"},
+    ])
+    return [policy, policy_binding(policy)]
