@@ -149,3 +149,20 @@ def test_frozen_answers_as_a_dict_would_and_never_changes_once_made():
             history.append((frozen, dict(model)))
     for old, then in history:  # every map made earlier still answers as it did
         assert dict(old) == then and len(old) == len(then) and all((k in old) == (k in then) for k in range(400))
+
+
+def test_a_cluster_added_and_deleted_before_the_mapper_looks_is_still_queued_as_gone():
+    """The CI failure (test_registry_revoke, registered-only): a Cluster deleted between the cache's sync and the
+    mapper's first pass was never queued, so its facts agent kept its hub identity until the next service start.
+    A key the cache let go is queued once as gone, whether or not the mapper saw it held."""
+    cache = _cache()
+    desired = Desired(cache)
+    queued: list[str] = []
+    mapper = Mapper(cache, desired, add=queued.append, add_after=lambda key, due: None,
+                    triage=lambda key, raw, wanted: 0)
+    cache.apply("ADDED", _cluster(1))
+    cache.apply("DELETED", _cluster(1))
+    mapper.map_once()
+    assert queued == ["acme/c1"]  # the reconciler finds it gone: it revokes the agent and checks for an orphan
+    mapper.map_once()
+    assert queued == ["acme/c1"]  # once

@@ -428,8 +428,10 @@ class Mapper(Loop):
             entry = self.cache.entry(key)
             if entry is None:
                 self.desired.stamps.forget(key)
-                if self._seen.pop(key, None) is not None:
-                    self._enqueue(key)  # gone: the reconciler forgets it (and checks for an orphan)
+                # Gone: the reconciler forgets it, revokes its agent and checks for an orphan. Also when this
+                # mapper never saw it held (added and deleted between two passes): the cache let it go.
+                if self._seen.pop(key, None) is not None or key in touched:
+                    self._enqueue(key)
                 continue
             meta = entry.raw.get("metadata") or {}
             # Not the status and not the finalizers: the service's own writes must not queue the key again
