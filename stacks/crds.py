@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import re
 from typing import Any, Callable
 
@@ -37,7 +38,10 @@ from stacks.status import ClusterStatus, HubStatus
 # Validators of stacks.model.fields whose rule can be written as a schema keyword.
 # (Regex-built validators are found by the compiled pattern in their closure.)
 _VALIDATOR_SCHEMAS: dict[str, dict[str, Any]] = {
-    "_region": {"pattern": fields.REGION_PATTERN},
+    # A CEL rule, not a `pattern`: kubectl then prints the model's words and the value, not the raw regex.
+    "_region": {"x-kubernetes-validations": [{
+        "rule": f"self.matches({json.dumps(fields.REGION_PATTERN)})",
+        "message": fields.NOT_A_REGION}]},  # the API server puts the value before it
     "_vpc_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/(1[6-9]|2[0-8])$"},
     "_source_cidr": {"pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/([1-9]|[12][0-9]|3[0-2])$"},
     "_api_url": {"pattern": API_URL_PATTERN},

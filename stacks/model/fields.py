@@ -26,7 +26,11 @@ def region_error(value: str) -> str | None:
     """Why `value` is not an AWS region name, or None when it is one."""
     if REGION_RE.fullmatch(value):
         return None
-    return f"{value!r} is not an AWS region name (<area>-<direction>-<number>, like us-east-1 or ap-southeast-7)"
+    return f"{value!r} {NOT_A_REGION}"
+
+
+# Why a value is refused, after the value: the service's words and the API server's (stacks.crds) are these.
+NOT_A_REGION = "is not an AWS region name (<area>-<direction>-<number>, like us-east-1 or ap-southeast-7)"
 
 
 def partition_of(region: str) -> str:
