@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from automation.adapters.engine import PolicyViolation
+from automation.adapters.kube import FinalizerConflict
 from automation.adapters.kube.status import parse_time
 from automation.service.cache import Cache
 from automation.service.clusters import ReconcileOptions, Reconciler
@@ -430,6 +431,41 @@ def test_delete_destroys_the_stack_before_releasing_the_cluster(world):
 
     assert world.reconcile() == Outcome.done()  # gone from the cache: its facts agent loses its identity
     assert world.kube.revoked == [KEY]
+
+
+def _destroyed(world: World) -> list[str]:
+    return [e.message for e in world.kube.events if e.key == KEY and e.reason == "DestroySucceeded"]
+
+
+def test_the_destroy_event_says_what_happened_to_the_cluster_after_it_happened(world):
+    """The issue: "DestroySucceeded ... releasing the Cluster" was sent before the finalizer was edited, so it was
+    false when the edit failed, and when another finalizer still held the Cluster. Now it is sent after the edit
+    and says what became of the Cluster."""
+    world.add()
+    up_then_ready(world)
+    world.kube.patch(KEY, {"metadata": {"finalizers": [*world.kube.get(KEY)["metadata"]["finalizers"],
+                                                       "example.com/backup"]}})
+    world.kube.delete(KEY)
+    assert world.reconcile() == Outcome.done()
+    assert world.kube.get(KEY)["metadata"]["finalizers"] == ["example.com/backup"]  # still held, not by us
+    assert _destroyed(world) == [f"stack {STACK} destroyed; our finalizer removed; the Cluster waits for its "
+                                 "other finalizers: example.com/backup"]
+
+
+def test_no_destroy_event_claims_a_release_that_failed(world, monkeypatch):
+    world.add()
+    up_then_ready(world)
+    world.kube.delete(KEY)
+
+    def conflict(raw, change):
+        raise FinalizerConflict("could not update the finalizers of acme/prod-1: 5 conflicts")
+
+    monkeypatch.setattr(world.kube, "edit_finalizers", conflict)
+    assert world.reconcile().failed
+    assert _destroyed(world) == []  # the stack is gone, the Cluster is not released: nothing says it is
+    monkeypatch.undo()
+    world.reconcile()
+    assert _destroyed(world) == [f"stack {STACK} destroyed; the Cluster released"]
 
 
 def test_a_failed_destroy_keeps_the_finalizer_reports_and_retries(world):

@@ -70,10 +70,21 @@ def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
         "inputs_hash": None, "outputs": None,
         "last_update": succeeded(result, result.message or why, started, r.clock())})
     r.write(raw, running, finished)
-    r.kube.event(raw, "Normal", "DestroySucceeded", f"stack {stack} destroyed; releasing the Cluster")
-    if r.kube.edit_finalizers(raw, lambda names: [n for n in names if n != FINALIZER]):
+    others: list[str] = []
+
+    def release(names: list[str]) -> list[str]:
+        others[:] = [n for n in names if n != FINALIZER]
+        return others
+
+    # Said after the edit (a FinalizerConflict raises before it), so the Event is true when it is sent.
+    if r.kube.edit_finalizers(raw, release):
         r.kube.forget(key)
         r.released.add(key)
+        told = (f"our finalizer removed; the Cluster waits for its other finalizers: {', '.join(others)}"
+                if others else "the Cluster released")
+    else:
+        told = "the Cluster was already gone"
+    r.kube.event(raw, "Normal", "DestroySucceeded", f"stack {stack} destroyed; {told}")
     return Outcome.done()
 
 
