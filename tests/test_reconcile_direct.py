@@ -25,6 +25,7 @@ from stacks.errors import InvalidSpec, NeedsAttention
 from stacks.inputs import StackInputs
 from stacks.model.cluster import Cluster
 from stacks.model.loading import parse
+from stacks.network.merge import NOT_DISCOVERED, Pending
 from stacks.names import FINALIZER, RECONCILE_REQUEST_ANNOTATION
 from stacks.status import ClusterStatus
 from doubles.factories import cluster_doc, resolve_one
@@ -431,6 +432,16 @@ def test_delete_destroys_the_stack_before_releasing_the_cluster(world):
 
     assert world.reconcile() == Outcome.done()  # gone from the cache: its facts agent loses its identity
     assert world.kube.revoked == [KEY]
+
+
+def test_waiting_for_discovery_is_a_condition_not_an_event(world):
+    """The issue: a NetworkNotDiscovered Event arrived in the same second as NetworkDiscovered. Waiting is not a
+    fact of its own: the condition says Reconciling, and the discovery controller tells its own outcome once."""
+    key = world.add()
+    world.desired.wanted[key] = Pending(key, "spec.network", "waiting for discovery to read the VPC of infraID x")
+    world.reconcile()
+    assert world.condition("Reconciling") == ("True", NOT_DISCOVERED)
+    assert world.reasons() == []
 
 
 def _destroyed(world: World) -> list[str]:

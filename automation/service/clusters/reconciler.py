@@ -47,6 +47,7 @@ from automation.service.outcomes import Operation, judge
 from automation.service.queue import Outcome
 from automation.service.runs import Metrics, Runs, summary
 from automation.service.snapshot import DesiredView
+from stacks.network.merge import Pending
 from stacks import status as reasons
 from stacks.disclosure import known_to
 from stacks.errors import Failure, InvalidSpec
@@ -314,7 +315,9 @@ class Reconciler:
             stalled = status.condition("Stalled")
             told = stalled is not None and stalled.status == "True" and stalled.reason == exc.reason \
                 and stalled.message == str(exc)
-            if self.write(raw, status, new) and not told:  # an Event (and a run line) per new refusal, not rewrite
+            # An Event (and a run line) per new refusal, not per rewrite. Waiting for discovery is no refusal: its
+            # condition says so, and the discovery controller tells its own outcome (one Event per fact).
+            if self.write(raw, status, new) and not told and not isinstance(exc, Pending):
                 self.kube.event(raw, verdict.event_type, verdict.reason, verdict.event)
                 self._refused(raw, operation, verdict.reason, verdict.event)
             return verdict.outcome
