@@ -3,6 +3,9 @@ one HubCluster per opted-in object, reads its network through discovery, runs it
 cleans everything up when the object opts out or goes (automation/service/sources.py, docs/sources.md)."""
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -14,7 +17,8 @@ from doubles.envtest import install_crds
 from doubles.service_env import ServiceEnv, quiet, wait_until
 from doubles.sources import aws_cluster_doc, capi_cluster_doc, cluster_deployment_doc
 from doubles.thirdparty import crds
-from tests.envtest import kube_apiserver_alone  # noqa: F401 - the fixture
+from tests.docblocks import blocks, script
+from tests.envtest import find_binary, kube_apiserver_alone  # noqa: F401 - the fixture
 from stacks.names import ENABLED_ANNOTATION, SOURCE_FINALIZER
 from stacks.network.found import FoundLoadBalancer, FoundNetwork, FoundSubnet
 from stacks.network.query import NetworkQuery
@@ -241,3 +245,27 @@ def test_a_cluster_waits_for_discovery_and_a_route_table_added_later_is_picked_u
                    what="the new route table in ocp-1's inputs")
         quiet(service)
         assert engine.count("up", f"{ns}.ocp-1") == ups + 1
+
+
+def test_the_documented_hand_release_removes_our_finalizer_only(api, kube_apiserver_alone, tmp_path):  # noqa: F811
+    """docs/sources.md, "Releasing a source whose peer is broken for good": its commands, run as written by bash
+    and the real kubectl against the real API server, remove `hubwright.io/source` from a deleted Cluster API
+    Cluster and leave Cluster API's own finalizer, which does the deletion."""
+    ns = "release-by-hand"
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": ns}})
+    doc = capi_cluster_doc("web-9", ns)
+    doc["metadata"]["finalizers"] = ["cluster.cluster.x-k8s.io", SOURCE_FINALIZER, "example.com/after-ours"]
+    create(api, doc)
+    group, version, plural = KINDS["Cluster"]
+    client.CustomObjectsApi(api).delete_namespaced_custom_object(group, version, ns, plural, "web-9")
+    kubectl = Path(find_binary("kubectl") or "kubectl")
+    (tmp_path / "kubectl").write_text(f'#!/bin/sh\nexec "{kubectl}" --kubeconfig={kube_apiserver_alone.kubeconfig()} "$@"\n')
+    (tmp_path / "kubectl").chmod(0o755)
+    chosen = blocks(Path("docs/sources.md"), "Releasing a source whose peer is broken for good")
+    assert len(chosen) == 1 and chosen[0].not_run is None
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script(chosen)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}",
+                                           "NAME": "web-9", "NS": ns})
+    assert done.returncode == 0, done.stderr
+    left = get(api, "Cluster", ns, "web-9")
+    assert left is not None and left["metadata"]["finalizers"] == ["cluster.cluster.x-k8s.io", "example.com/after-ours"]
