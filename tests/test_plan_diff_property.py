@@ -144,3 +144,31 @@ def test_in_a_git_repository_a_join_shows_the_joiners_stack_alone_wherever_its_n
                                "--cache", cache))
         marks = {s["stack"]: s["change"] for s in diff["stacks"]}
         assert {name: mark for name, mark in marks.items() if mark != "unchanged"} == {f"acme.{joiner}": "new"}
+
+
+def test_values_known_only_after_apply_are_shown_so_in_the_diff_and_the_markdown(capsys, tmp_path):
+    """The trial: a join's diff showed made-up IDs (`pcx-55fd6525a85df26f5`) as if they were the hub's. The plan
+    JSON keeps its stand-ins and lists them (`afterApply`); the diff and the Markdown say "(known after apply)"
+    wherever one is, whole or inside an ARN or a name, and never print one."""
+    (tmp_path / "clusters").mkdir()
+    cache = str(tmp_path / "cache")
+    clusters = {1: cluster(1, "acme", True, True), 2: cluster(2, "acme", True, False)}
+    write(tmp_path, hub_doc(), clusters)
+    (tmp_path / "base.json").write_text(plan(capsys, tmp_path, "--format", "json", "--cache", cache))
+    clusters[3] = cluster(3, "acme", True, True)  # a join: a new stack
+    clusters[2] = cluster(2, "acme", True, True)  # PrivateLink on: a changed stack, its new inputs shown
+    write(tmp_path, hub_doc(), clusters)
+    head = json.loads(plan(capsys, tmp_path, "--format", "json", "--cache", cache))
+    [joiner] = [s for s in head["stacks"] if s["stack"] == "acme.c3"]
+    made_up = [v for s in head["stacks"] for v in s.get("afterApply", ())]
+    assert any(v.startswith("pcx-") for v in made_up) and any("vpce-svc-" in v for v in made_up), made_up
+    accepter = next(r for r in joiner["resources"] if r["type"].endswith("VpcPeeringConnectionAccepter"))
+    assert accepter["inputs"]["vpcPeeringConnectionId"] in made_up  # the plan JSON keeps it, marked
+    for fmt in ("diff", "markdown"):
+        shown = plan(capsys, tmp_path, "--baseline", str(tmp_path / "base.json"), "--format", fmt, "--cache", cache)
+        if fmt == "diff":
+            assert "vpcPeeringConnectionId: (known after apply)" in shown, shown[:3000]
+        assert "serviceName |  | `(known after apply)`" in shown if fmt == "markdown" else \
+            "serviceName: (known after apply)" in shown, shown[-3000:]
+        leaked = [v for v in made_up if v in shown]
+        assert not leaked, (fmt, leaked)

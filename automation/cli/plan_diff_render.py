@@ -12,7 +12,7 @@ import html
 import json
 from typing import Any, Iterable, Mapping
 
-from stacks.plandiff.compare import masked
+from stacks.plandiff.compare import AFTER_APPLY, masked
 
 MARKDOWN_LIMIT = 60_000  # characters: under GitHub's 65,536 for a comment, with room for what a workflow adds
 VALUE_LIMIT = 500  # characters of one value in a Markdown cell, then "…" (the terminal shows values whole)
@@ -36,7 +36,9 @@ def _printable(text: str) -> str:
 
 
 def _value(value: Any) -> str:
-    """A value as compact one-line JSON, secrets masked."""
+    """A value as compact one-line JSON, secrets masked; a value known only after apply as those words."""
+    if value == AFTER_APPLY:
+        return AFTER_APPLY
     return _printable(json.dumps(masked(value), sort_keys=True, ensure_ascii=False, default=str))
 
 

@@ -16,8 +16,9 @@ Both sides are a stack as `python -m automation plan --format json` prints it ({
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, get_args
+from typing import AbstractSet as Set, Any, Iterable, Literal, Mapping, get_args
 
 from stacks.plandiff.replace import forces_replace
 
@@ -28,6 +29,9 @@ STACK_CHANGES: tuple[Change, ...] = get_args(Change)
 RESOURCE_CHANGES: tuple[ResourceChangeKind, ...] = get_args(ResourceChangeKind)
 
 SECRET = "[secret]"
+AFTER_APPLY = "(known after apply)"  # what a value the offline plan made up reads (a peering's ID, a zone's ID)
+AFTER_APPLY_KEY = "afterApply"  # a stack plan's list of those values (automation.adapters.engine.plan.after_apply)
+_TOKENS = re.compile(r"[^/:,.\s\"'=@]+")  # an ID inside an ARN, a service name or a DNS name
 LOCATION = ("account", "region")  # reported as properties of these names; a change of either is a replace
 
 
@@ -62,14 +66,22 @@ class StackDiff:
         return {"stack": self.stack, "change": self.change, "resources": [r.to_json() for r in self.resources]}
 
 
-def masked(value: Any) -> Any:
-    """`value` with every string that starts with "[secret" (at any depth) replaced by "[secret]"."""
+def unknown_in(value: str, invented: Set[str]) -> bool:
+    """Whether `value` is, or holds as a part of an ARN or a name, a value the offline plan made up."""
+    return value in invented or any(token in invented for token in _TOKENS.findall(value))
+
+
+def masked(value: Any, invented: Set[str] = frozenset()) -> Any:
+    """`value` with every string that starts with "[secret" (at any depth) replaced by "[secret]", and every one that
+    holds a made-up value of `invented` by "(known after apply)"."""
     if isinstance(value, str):
-        return SECRET if value.startswith("[secret") else value
+        if value.startswith("[secret"):
+            return SECRET
+        return AFTER_APPLY if invented and unknown_in(value, invented) else value
     if isinstance(value, Mapping):
-        return {key: masked(item) for key, item in value.items()}
+        return {key: masked(item, invented) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [masked(item) for item in value]
+        return [masked(item, invented) for item in value]
     return value
 
 
@@ -102,16 +114,19 @@ def _options(resource: Mapping[str, Any]) -> tuple[set[str], set[str]]:
     return ignore, replace
 
 
-def _one_side(resource: Mapping[str, Any], change: ResourceChangeKind) -> ResourceChange:
+def _one_side(resource: Mapping[str, Any], change: ResourceChangeKind,
+              invented: Set[str] = frozenset()) -> ResourceChange:
     inputs = resource.get("inputs") or {}
-    properties = {name: PropertyChange(masked(inputs[name]), None) if change == "remove" else
-                  PropertyChange(None, masked(inputs[name])) for name in sorted(inputs)}
+    properties = {name: PropertyChange(masked(inputs[name], invented), None) if change == "remove" else
+                  PropertyChange(None, masked(inputs[name], invented)) for name in sorted(inputs)}
     return ResourceChange(resource["urn"], resource["type"], change, properties)
 
 
-def compare_resource(old: Mapping[str, Any], new: Mapping[str, Any]) -> ResourceChange | None:
+def compare_resource(old: Mapping[str, Any], new: Mapping[str, Any],
+                     invented: Set[str] = frozenset()) -> ResourceChange | None:
     """One resource (the same URN) in the baseline and in the new plan: None when `pulumi up` leaves it be.
-    Raises replace.UnknownType when an input of a type replace.REPLACE_ON does not know has changed."""
+    Raises replace.UnknownType when an input of a type replace.REPLACE_ON does not know has changed. Values are
+    compared as planned (a made-up ID that moved is a change) and shown masked."""
     type_ = new["type"]
     ignore, replace_on = _options(new)
     old_inputs, new_inputs = old.get("inputs") or {}, new.get("inputs") or {}
@@ -121,7 +136,7 @@ def compare_resource(old: Mapping[str, Any], new: Mapping[str, Any]) -> Resource
         before, after = old_inputs.get(name), new_inputs.get(name)
         if name in ignore or _same(before, after):
             continue
-        changed[name] = PropertyChange(masked(before), masked(after))
+        changed[name] = PropertyChange(masked(before, invented), masked(after, invented))
         if forces_replace(type_, name, before, after) or name in replace_on or "*" in replace_on:
             replace = True
     for name in LOCATION:
@@ -154,14 +169,15 @@ def compare_stack(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) 
     name = new["stack"] if new is not None else old["stack"] if old is not None else ""
     before = _by_urn(old) if old is not None else {}
     after = _by_urn(new) if new is not None else {}
+    invented = {*(old or {}).get(AFTER_APPLY_KEY, ()), *(new or {}).get(AFTER_APPLY_KEY, ())}
     changes: list[ResourceChange] = []
     for urn in sorted(set(before) | set(after)):
         if urn not in after:
-            changes.append(_one_side(before[urn], "remove"))
+            changes.append(_one_side(before[urn], "remove", invented))
         elif urn not in before:
-            changes.append(_one_side(after[urn], "add"))
+            changes.append(_one_side(after[urn], "add", invented))
         else:
-            change = compare_resource(before[urn], after[urn])
+            change = compare_resource(before[urn], after[urn], invented)
             if change is not None:
                 changes.append(change)
     if old is None:

@@ -4,7 +4,7 @@ Nothing here talks to AWS; lookups get deterministic stand-ins (automation.adapt
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pulumi
 from pulumi.runtime import rpc, settings
@@ -12,8 +12,9 @@ from pulumi.runtime.mocks import MockMonitor
 
 from automation.adapters.engine.fleet_plan import PlanError, converge, drain, raise_invalid
 from automation.adapters.engine.plan_model import Registered, StackPlan
-from automation.adapters.engine.standins import StandIns, provider_location
+from automation.adapters.engine.standins import COMPUTED_KEYS, StandIns, provider_location
 from stacks.inputs import StackInputs
+from stacks.plandiff.compare import unknown_in
 from stacks.resolve import Fleet, Resolved
 from stacks.transit import TransitInputs
 from components.program import program
@@ -34,6 +35,7 @@ class RecordingMonitor(MockMonitor):
         self.standins = mocks
         self.project, self.stack = project, stack
         self.registered: list[Registered] = []
+        self.invented: set[str] = set()  # what the stand-ins made up for this stack's resources (IDs, computed outputs)
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         """The URN the engine gives the resource in this stack. MockMonitor reads the project and stack from
@@ -72,7 +74,30 @@ class RecordingMonitor(MockMonitor):
             id=response.id,
             shown=_plain(raw, mask=True) if secrets else None,  # a second walk only where a secret is
         ))
+        if request.custom and request.type != "pulumi:providers:aws":
+            made = _plain(rpc.deserialize_properties(response.object))
+            self.invented.update(v for v in (response.id, *_strings([made.get(k) for k in COMPUTED_KEYS if k not in
+                                                                     inputs])) if v)
         return response
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def after_apply(resources: list[Registered], invented: set[str]) -> list[str]:
+    """The made-up values this stack's inputs carry, sorted: a real `pulumi preview` knows them only after apply
+    (a peering's ID in its routes, an endpoint service's name in the endpoint, a zone's ID in its records)."""
+    if not invented:
+        return []
+    return sorted({value for r in resources for value in _strings(r.inputs) if unknown_in(value, invented)})
 
 
 SECRET = "[secret]"
@@ -114,7 +139,7 @@ def record(build: Callable[[], Any], *, stack: str, cluster: str = "", standins:
     except Exception as exc:  # the program's own errors arrive wrapped in Pulumi's input-processing chain
         raise PlanError(f"{stack}: {_root_cause(exc)}") from exc
     resources = sorted(monitor.registered, key=lambda r: r.urn)  # registration order is async
-    return StackPlan(stack, cluster, resources, _plain(outputs))
+    return StackPlan(stack, cluster, resources, _plain(outputs), after_apply=after_apply(resources, monitor.invented))
 
 
 def plan_stack(inputs: StackInputs | TransitInputs, standins: StandIns | None = None) -> StackPlan:

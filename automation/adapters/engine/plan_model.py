@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from stacks.plandiff.compare import AFTER_APPLY_KEY
+
 
 @dataclass
 class Registered:
@@ -45,6 +47,8 @@ class StackPlan:
     resources: list[Registered]
     outputs: dict[str, Any]
     key: str | None = None  # what it was planned from (automation.adapters.engine.plan_cache.plan_key)
+    # The inputs' values the stand-ins made up (stacks.plandiff.compare.AFTER_APPLY shows them as unknown).
+    after_apply: list[str] = field(default_factory=list)
 
     def of_type(self, type_: str) -> list[Registered]:
         return [r for r in self.resources if r.type == type_]
@@ -60,4 +64,7 @@ class StackPlan:
         head = {"stack": self.stack, "cluster": self.cluster}
         if self.key is not None:  # first after the names: a baseline's keys are read without parsing it
             head["planKey"] = self.key
-        return {**head, "outputs": self.outputs, "resources": [r.to_json() for r in self.resources]}
+        doc = {**head, "outputs": self.outputs, "resources": [r.to_json() for r in self.resources]}
+        if self.after_apply:
+            doc[AFTER_APPLY_KEY] = self.after_apply
+        return doc

@@ -139,6 +139,10 @@ def _attachment_accepter(name, inputs, account, region, _):
     return inputs.get("transitGatewayAttachmentId") or f"tgw-attach-{_h(name, account)}", {}
 
 
+# The outputs below that AWS makes up on create, beside the ID: a real preview knows none of them (the plan marks
+# them, automation.adapters.engine.plan.after_apply). Not the states, the zones or the account: those are known.
+COMPUTED_KEYS = ("arn", "serviceName", "dnsEntries", "zoneId", "networkInterfaceIds")
+
 _COMPUTED = {
     "aws:ec2/vpcEndpointService:VpcEndpointService": _endpoint_service,
     "aws:ec2/vpcEndpoint:VpcEndpoint": _endpoint,
