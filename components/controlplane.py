@@ -31,6 +31,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stacks.cluster_policy import cluster_policy_manifests
+from stacks.keys_policy import keys_policy_manifests
 from stacks.admission import (admission_manifests, gitrepo_controller_rules, tenant_admin_clusterrole,
                               tenant_controller_rules)
 from stacks.sources.watched import rules as source_rules
@@ -229,10 +230,11 @@ class ControlPlane(pulumi.ComponentResource):
         # The registry's rules the API server enforces itself (stacks.admission): who may set a Tenant's account,
         # that a Tenant with Clusters stays, and the role a Tenant's admins get in its namespace; and that only
         # this service's ServiceAccount creates HubStackRuns and nobody changes one's spec (stacks.runs.admission);
-        # and a HubCluster's account and API host as its namespace allows them (stacks.cluster_policy).
+        # and a HubCluster's account and API host as its namespace allows them (stacks.cluster_policy); and a
+        # warning (never a refusal) for a hubwright.io/ key on our kinds that nothing reads (stacks.keys_policy).
         self.admission = k8s.yaml.v2.ConfigGroup(
             f"{name}-admission", objs=[tenant_admin_clusterrole(), *admission_manifests(), *stackrun_policy(ns, name),
-                                       *cluster_policy_manifests()],
+                                       *cluster_policy_manifests(), *keys_policy_manifests()],
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.crds])))
         self.namespace = k8s.core.v1.Namespace(f"{name}-ns", metadata={"name": ns, "labels": labels}, opts=child)
         in_ns = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.namespace]))

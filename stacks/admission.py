@@ -110,9 +110,10 @@ def gitrepo_controller_rules() -> list[Rule]:
 # --------------------------------------------------------------------------- admission
 
 def validating_policy(name: str, match: dict[str, Any], validations: list[dict[str, Any]],
-                      variables: list[dict[str, Any]] | None = None) -> Manifest:
-    """A ValidatingAdmissionPolicy that fails closed (failurePolicy Fail): the one envelope of every policy here."""
-    spec: dict[str, Any] = {"failurePolicy": "Fail", "matchConstraints": match}
+                      variables: list[dict[str, Any]] | None = None, *, failure: str = "Fail") -> Manifest:
+    """A ValidatingAdmissionPolicy, failing closed unless `failure` is "Ignore" (a policy that only warns): the one
+    envelope of every policy here."""
+    spec: dict[str, Any] = {"failurePolicy": failure, "matchConstraints": match}
     if variables:
         spec["variables"] = variables
     spec["validations"] = validations

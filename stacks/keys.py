@@ -3,7 +3,8 @@
 A misspelled key is otherwise silently ignored: `hubwright.io/mesh-enable: "true"` dropped a cluster out of its
 mesh with exit 0 in the trial. The known keys are every one stacks/names.py defines (those the service writes
 itself too); any other under the prefix is named, with the nearest known key, by the plan (on stderr) and by the
-service (an UnknownKeys Warning condition and one Event on the HubCluster).
+service (an UnknownKeys Warning condition and one Event on the HubCluster), and, on our own kinds, by the API
+server at `kubectl apply` as a warning (stacks.keys_policy, which asks `unknown` for its suggestions).
 """
 from __future__ import annotations
 

@@ -33,10 +33,12 @@ def test_installs_the_tenant_admission_policies_and_the_tenant_admin_role():
                      ("ValidatingAdmissionPolicy", "hubwright-stackrun-author"),
                      ("ValidatingAdmissionPolicy", "hubwright-tenant-deletion"),
                      ("ValidatingAdmissionPolicy", "hubwright-tenant-ownership"),
+                     ("ValidatingAdmissionPolicy", "hubwright-unknown-keys"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-hubcluster-placement"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-stackrun-author"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-tenant-deletion"),
-                     ("ValidatingAdmissionPolicyBinding", "hubwright-tenant-ownership")]
+                     ("ValidatingAdmissionPolicyBinding", "hubwright-tenant-ownership"),
+                     ("ValidatingAdmissionPolicyBinding", "hubwright-unknown-keys")]
     # Whatever the executor: only the service's own ServiceAccount creates runs.
     [policy] = [o for o in group.inputs["objs"] if o["metadata"]["name"] == "hubwright-stackrun-author"
                 and o["kind"] == "ValidatingAdmissionPolicy"]
