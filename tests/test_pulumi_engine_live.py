@@ -272,3 +272,27 @@ def test_cancel_in_process_stops_the_cli_and_its_plugin(pulumi_cli, tmp_path, ho
     assert not thread.is_alive()
     assert isinstance(failure[0], RunCancelled), failure
     wait_until(lambda: not proctree.alive(provider), 10, what="the provider to die")
+
+
+def test_a_failed_update_is_one_error_not_a_grpc_traceback(pulumi_cli, tmp_path, home, caplog):
+    """The trial: each failed run wrote about 38 lines of `grpc._server` traceback (the Automation API's language
+    server, calling back an engine that had already exited), 528 of 877 lines in one log. The run's error is the
+    EngineError, with the provider's reason; the language server's aftermath says nothing."""
+    import functools
+    import logging
+    from doubles.pulumi_programs import cloudy
+    engine = PulumiEngine(engine_settings(tmp_path / "state", home=home),
+                          program_factory=functools.partial(cloudy, cloud=str(tmp_path / "cloud"), fail=True))
+    caplog.set_level(logging.DEBUG)
+    # The language server's aftermath comes from its own thread once the CLI is gone, after up() returned: by the
+    # end of a second run (seconds), the first one's has been logged.
+    said = []
+    for attempt in range(2):
+        with pytest.raises(EngineError, match="the cloud refused the create") as raised:
+            engine.up(make_inputs(), message=f"a create the cloud refuses, attempt {attempt + 1}")
+        said.append(str(raised.value))
+    # The same failure reads the same (the service says a failure once, by its message), in the user's words.
+    assert said[0] == said[1] and "Exception calling application" not in said[0], said
+    assert said[0] == "up acme.prod-1: error: prod-1-refused: the cloud refused the create (fail=True)", said
+    noise = [r for r in caplog.records if r.name.startswith("grpc")]
+    assert noise == [], [r.getMessage()[:200] for r in noise]

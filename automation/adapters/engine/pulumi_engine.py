@@ -62,6 +62,7 @@ from pulumi.automation.errors import (
 )
 
 from automation.adapters.engine import proctree
+from automation.adapters.engine.grpc_noise import quiet_language_server
 from automation.adapters.engine.applied_inputs import HISTORY_PAGE, HISTORY_WINDOW, from_history, parse_inputs
 from automation.adapters.engine.protocol import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunResult,
                                         StackLocked)
@@ -100,6 +101,7 @@ class PulumiEngine:
         self.settings = settings or PulumiSettings()
         self.settings.check()
         self._program_factory = program_factory or program
+        quiet_language_server()  # a failed run is its EngineError, not 60 lines of grpc traceback after it
         self._hostname = socket.gethostname()
         self._running: set[str] = set()
         self._guard = threading.Lock()

@@ -22,8 +22,17 @@ ANSI_ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PERMALINK = re.compile(r"(?:View in Browser(?: \(Ctrl\+O\))?|View Live|Permalink):\s*(https?://\S+)")
 
 
+# The CLI's aftermath of a failure, which says only that the operation stopped: "update failed", or, by timing,
+# "failed to run policy: context canceled" instead. Left out where a line says why (which of them comes, and where
+# between stdout and stderr, varies from run to run; the same failure must read the same to be said once).
+_AFTERMATH = re.compile(r"error: ((update|preview|refresh|destroy|import) failed|failed to run policy: context canceled"
+                        r"|context canceled)")
+# grpcio's words around a language host's exception: not the user's.
+_GRPC_WRAPPING = "Exception calling application: "
+
+
 def readable_error(err: BaseException, limit: int = 600) -> str:
-    """The CLI's failure reduced to its error lines (no usage text, no tracebacks)."""
+    """The CLI's failure reduced to its error lines (no usage text, no tracebacks), the same for the same failure."""
     if not isinstance(err, CommandError):
         return str(err)[:limit]
     text = ANSI_ESCAPES.sub("", str(err))
@@ -34,9 +43,10 @@ def readable_error(err: BaseException, limit: int = 600) -> str:
         if not line:
             continue
         if line.startswith("error:") or "Exception:" in line or "Error:" in line or ": created by " in line:
-            line = re.sub(r"\?no_tmp_dir=true", "", line)
+            line = re.sub(r"\?no_tmp_dir=true", "", line).replace(_GRPC_WRAPPING, "")
             if line not in lines:
                 lines.append(line)
+    lines = [line for line in lines if not _AFTERMATH.fullmatch(line)] or lines
     message = " | ".join(lines) or " ".join(text.split())
     return message if len(message) <= limit else message[: limit - 1] + "…"
 
