@@ -254,3 +254,20 @@ def test_discover_all_reports_each_clusters_network_or_why_not(moto):
     assert list(results) == ["acme/prod-1", "acme/prod-2"]
     assert isinstance(results["acme/prod-1"], FoundNetwork) and results["acme/prod-1"].vpc_id == vpc.id
     assert isinstance(results["acme/prod-2"], LookupFailed) and results["acme/prod-2"].reason == "VpcNotFound"
+
+
+def test_one_discovery_is_one_audit_line_per_account_not_one_per_call(moto, caplog):
+    """The trial: each attempt wrote about 9 audit lines, most of them the same pivot again (one per client the
+    lookups built: VPC, subnets, tables, groups, NLB). The audit says each pivot once per operation: one line here,
+    and the next discovery its own line again."""
+    import json
+    import logging
+    vpc, _ = _cluster_vpc(moto)
+    discovery = AwsDiscovery(_enforced(moto))
+    with caplog.at_level(logging.INFO, logger="hubwright.audit"):
+        discovery.discover(_query(vpc.id), now=NOW)
+        discovery.discover(_query(vpc.id), now=NOW)
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "hubwright.audit"]
+    assert [(line["operation"], line["account_id"], line["cluster"]) for line in lines] == \
+        [("discover", CLUSTER_ACCOUNT, "prod-1")] * 2
+    assert discovery.calls == 10  # the calls themselves are all made

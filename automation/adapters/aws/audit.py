@@ -2,7 +2,7 @@
 
 A pivot is hubwright acting in an AWS account: every boto3 session handed out
 by automation.adapters.aws.sessions, and every AwsTarget a stack uses, logged before each stack
-run. A line carries who (cluster, namespace), where (account_id, region), as
+run, once per operation (audit.once: a discovery's five clients are one pivot). A line carries who (cluster, namespace), where (account_id, region), as
 whom (role_arn, session_name: the name CloudTrail shows) and what (operation).
 Never credentials.
 
@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from stacks.inputs import stack_targets
 from stacks.inputs import AwsTarget, StackInputs
@@ -37,11 +39,34 @@ def pivot_record(target: AwsTarget, *, operation: str, cluster: str | None = Non
     }
 
 
+_SCOPE = threading.local()
+
+
+@contextmanager
+def once() -> Iterator[None]:
+    """Inside the block, on this thread, a pivot already logged is not logged again: one operation (a discovery, a
+    preflight) says each pivot once, however many clients its lookups build. Blocks nest (the outer one decides)."""
+    if getattr(_SCOPE, "seen", None) is not None:
+        yield
+        return
+    _SCOPE.seen = set()
+    try:
+        yield
+    finally:
+        _SCOPE.seen = None
+
+
 def log_pivot(target: AwsTarget, *, operation: str, cluster: str | None = None, namespace: str | None = None,
               stack: str | None = None, logger: logging.Logger | None = None) -> dict[str, Any]:
     """Log one pivot; the message is the JSON line, the record also carries it as `audit` for JSON formatters."""
     record = pivot_record(target, operation=operation, cluster=cluster, namespace=namespace, stack=stack)
-    (logger or LOGGER).info(json.dumps(record, separators=(",", ":")), extra={"audit": record})
+    line = json.dumps(record, separators=(",", ":"))
+    seen: set[str] | None = getattr(_SCOPE, "seen", None)
+    if seen is not None:
+        if line in seen:
+            return record  # the same pivot of the same operation: said already
+        seen.add(line)
+    (logger or LOGGER).info(line, extra={"audit": record})
     return record
 
 

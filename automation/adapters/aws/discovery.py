@@ -33,7 +33,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Mapping, Protocol
 
-from automation.adapters.aws import lookups
+from automation.adapters.aws import audit, lookups
 from automation.adapters.aws.lookups import LookupFailed, LookupRefused
 from automation.adapters.aws.sessions import AccountAccessDenied, AwsError, AwsSessions
 from stacks.network.found import FoundLoadBalancer, FoundNetwork, FoundSubnet
@@ -64,7 +64,7 @@ class AwsDiscovery:
         namespace, _, name = query.key.partition("/")
         where = {"operation": "discover", "cluster": name, "namespace": namespace}
         target = query.target
-        with lookups.counting() as calls:
+        with lookups.counting() as calls, audit.once():
             try:
                 vpc = self._vpc(query, where)
                 subnets = lookups.subnets_of(self.sessions, target, vpc.vpc_id, **where)

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+from automation.adapters.aws import audit
 from automation.adapters.aws.sessions import AccountAccessDenied, AwsSessions, NoServiceCredentials
 from automation.adapters.aws.lookups import find_nlb
 from stacks.errors import FieldError, NeedsAttention
@@ -23,6 +24,10 @@ class Preflight:
         self.sessions = sessions
 
     def __call__(self, applied: StackInputs | None, desired: StackInputs) -> None:
+        with audit.once():  # each pivot said once, however many lookups follow the session
+            self._check(desired)
+
+    def _check(self, desired: StackInputs) -> None:
         for target in stack_targets(desired).all():
             try:
                 # Building the session assumes the target's role (cached, refreshed before expiry).
