@@ -109,6 +109,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("sources", str, "auto", "other projects' cluster objects to keep HubClusters for (docs/sources.md): 'auto' "
        "watches those the API server serves (Cluster API's Cluster, Hive's ClusterDeployment), 'none' none, or a "
        "comma-separated list of capi and hive", KUBE),
+    _o("sources-recheck", float, 60.0, "seconds between two looks, under --sources auto, for a source kind whose CRD "
+       "was not served at start: one installed since is said once (a Warning log line and /readyz), as it is "
+       "watched only after a restart", KUBE),
     _o("token-cache", int, 1024, "Kubernetes clients kept, one per caller's token (least recently used go first)",
        KUBE, API),
     _o("kube-connect-timeout", float, 5.0, "seconds every Kubernetes call waits to connect (then the request "

@@ -28,6 +28,7 @@ class ServiceOptions:
     gitrepos: bool = default("gitrepos")
     gitrepo_resync: float = default("gitrepo-resync")
     sources: str = default("sources")
+    sources_recheck: float = default("sources-recheck")
     workers: int = default("workers")
     run_timeout: float = default("run-timeout")
     cancel_grace: float = default("cancel-grace")

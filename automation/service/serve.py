@@ -17,6 +17,7 @@ ServiceOptions (automation/service/options.py); the `serve` command around it is
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -34,7 +35,10 @@ from automation.adapters.kube.ingress_sync import IngressSync
 from automation.adapters.kube.leader import LeaderElector, default_identity
 from automation.adapters.kube.clusters import KubeClusters
 from automation.adapters.kube.network_status import NetworkStatus
-from automation.adapters.kube.sources import SourceClient, selected, source_of
+from automation.adapters.loop import Every
+from stacks.sources.kinds import SourceKind
+from stacks.sources.watched import FAMILIES
+from automation.adapters.kube.sources import SourceClient, selected, served, source_of
 from automation.adapters.kube.status import EventRecorder, StatusWriter, state_of
 from automation.adapters.kube.informer import Informer, sources
 from automation.service.cache import Cache
@@ -161,7 +165,10 @@ class Service:
         if pipeline is None:
             return False, {"role": "leader", "detail": "starting"}
         synced = pipeline.synced()
-        return all(synced.values()), {"role": "leader", "synced": synced, "queue": pipeline.queue.depth}
+        detail = {"role": "leader", "synced": synced, "queue": pipeline.queue.depth}
+        if pipeline.unwatched_sources:  # said, not failed: a hub without Hive is ready
+            detail["sourcesNotWatched"] = dict(pipeline.unwatched_sources)
+        return all(synced.values()), detail
 
     # -- leadership
     def _start_pipeline(self) -> None:
@@ -254,6 +261,7 @@ class Pipeline:
         self.stacks = self.manager.controller("stacks", self.reconcile, queue=self.queue, workers=options.workers,
                                               threads="worker")
         self.workers = self.stacks.workers
+        self.unwatched_sources: dict[str, str] = {}  # source kind -> why it is not watched (/readyz says it)
         self.sources = self._sources(options, api_client)
         if self.discovery is not None:
             self.manager.controller("discovery", self.discovery.reconcile, queue=self.discovery_queue,
@@ -289,7 +297,14 @@ class Pipeline:
     def _sources(self, options: ServiceOptions, api_client: client.ApiClient) -> Sources | None:
         """Other projects' cluster objects (--sources): one informer per kind, one controller keeping a HubCluster
         per opted-in object (automation/service/sources.py)."""
-        kinds, related = selected(api_client, options.sources)
+        kinds, related, self.unwatched_sources = selected(api_client, options.sources)
+        for name, why in self.unwatched_sources.items():
+            LOG.warning("not watching cluster source %s: %s", name, why)
+        if self.unwatched_sources:
+            missing = {source.qualified: source for source, _ in FAMILIES.values()
+                       if source.qualified in self.unwatched_sources}
+            self.manager.runnable(Every("source-crds", options.sources_recheck,
+                                        functools.partial(self._source_crds, api_client, missing)))
         if not kinds:
             return None
         stores = {kind.qualified: self.manager.source(source_of(api_client, kind, options.watch_namespace))
@@ -306,6 +321,21 @@ class Pipeline:
         controller.watches("hubconfigs", sources.keys_of_hub)
         LOG.info("watching cluster sources: %s", ", ".join(k.qualified for k in kinds))
         return sources
+
+    def _source_crds(self, api_client: client.ApiClient, missing: dict[str, SourceKind]) -> None:
+        """A source kind not served at start that is served now: said once, loudly, and on /readyz (its objects
+        are taken in after a restart)."""
+        for name, kind in list(missing.items()):
+            try:
+                here = served(api_client, [kind])
+            except (ApiException, urllib3.exceptions.HTTPError, OSError):
+                return  # the API server away: the next look
+            if here:
+                del missing[name]
+                self.unwatched_sources[name] = (f"{kind.plural}.{kind.group} is served now, since after the service "
+                                                "started: restart the service to watch it")
+                LOG.warning("cluster source %s was installed after the service started and is not watched: restart "
+                            "the service (kubectl rollout restart) to take in its objects", name)
 
     def _hub_account(self) -> str | None:
         """The hub account, as the valid HubConfig in the cache says (None: none valid yet)."""

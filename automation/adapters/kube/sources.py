@@ -20,20 +20,29 @@ from stacks.sources.watched import FAMILIES, watched_version
 TIMEOUT = (5, 30)  # (connect, read) seconds of every call here
 
 
-def selected(api_client: client.ApiClient, option: str) -> tuple[list[SourceKind], list[SourceKind]]:
-    """(the sources, the infrastructure kinds) `--sources` asks for: 'auto' those the API server serves."""
+def selected(api_client: client.ApiClient, option: str
+             ) -> tuple[list[SourceKind], list[SourceKind], dict[str, str]]:
+    """(the sources, the infrastructure kinds, the source kinds not watched and why) `--sources` asks for: 'auto'
+    those the API server serves."""
     option = option.strip()
     if option == "none":
-        return [], []
+        return [], [], {}
     names = list(FAMILIES) if option == "auto" else [n.strip() for n in option.split(",") if n.strip()]
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
         raise ValueError(f"--sources: unknown {', '.join(unknown)} (known: auto, none, {', '.join(FAMILIES)})")
     wanted = [FAMILIES[n] for n in names]
+    unwatched: dict[str, str] = {}
     if option == "auto":
         here = set(served(api_client, [k for s, r in wanted for k in (s, *r)]))
+        unwatched = {s.qualified: not_served(s) for s, _ in wanted if s not in here}
         wanted = [(s, tuple(k for k in r if k in here)) for s, r in wanted if s in here]
-    return [s for s, _ in wanted], [k for _, r in wanted for k in r]
+    return [s for s, _ in wanted], [k for _, r in wanted for k in r], unwatched
+
+
+def not_served(kind: SourceKind) -> str:
+    return (f"{kind.plural}.{kind.group}/{watched_version(kind)} was not served when the service started (its CRD "
+            "was not installed): installed since, it is watched after a restart")
 
 
 def source_of(api_client: client.ApiClient, kind: SourceKind, namespace: str | None = None) -> Source:
