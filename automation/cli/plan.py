@@ -28,16 +28,22 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
+import urllib3
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
 from automation.adapters.aws.discovery import AwsDiscovery, NetworkLookup, discover_all
 from automation.adapters.aws.discovery_standin import StandInDiscovery
 from automation.adapters.aws.sessions import AwsSessions
 from automation.adapters.files.inputs import fleet_stamp, load_fleet, yaml_files
+from automation.adapters.kube.kubeconfig import kube_client
 from automation.adapters.engine.baseline import Baseline
 from automation.adapters.engine.fleet_plan import PlanError, Refused, converge, drain, raise_invalid
 from automation.adapters.engine.plan_cache import (PlanCache, default_dir, fleet_key, plan_key, program_digest,
@@ -52,12 +58,13 @@ from automation.cli.render import render_stack, render_summary, stack_json
 from policy.rules.view import Violation
 from stacks.accounts import REGION_OVERRIDDEN, overridden_regions
 from stacks.errors import FieldError, InvalidSpec
+from stacks.hub_state import records_of, with_records
 from stacks.keys import unknown_key_messages
 from stacks.inputs import StackInputs
 from stacks.mesh.summary import summary
 from stacks.network.found import found_of
 from stacks.network.query import query_of
-from stacks.names import NETWORK_STATUS_KEY
+from stacks.names import CLUSTERS, GROUP, NETWORK_STATUS_KEY, VERSION
 from stacks.resolve import Fleet, fleet_targets, resolve_all
 from stacks.targets import AwsTarget
 from stacks.transit import TransitInputs
@@ -230,12 +237,42 @@ def _cached(cache: PlanCache, key: str) -> Planned:
 
 
 def _fleet(args: argparse.Namespace, invalid: list) -> Fleet:
-    """The fleet of --hub and --clusters, each provisioned cluster with its network (discovered, or the stand-in's);
-    the clusters that cannot be read are appended to `invalid`."""
+    """The fleet of --hub and --clusters, each provisioned cluster with its network (discovered, or the stand-in's),
+    and with the join stamps and claims --hub-state records; the clusters that cannot be read are appended to
+    `invalid`."""
     fleet = load_fleet(args.hub, args.clusters, invalid, cache_dir=None if args.no_cache else Path(args.cache))
+    if args.hub_state is not None:
+        fleet, taken = with_records(fleet, hub_records(args.hub_state))
+        print(f"plan: --hub-state {args.hub_state}: the join stamps and claims of {taken} cluster(s) taken from "
+              "the hub", file=sys.stderr)
     lookup = AwsDiscovery(AwsSessions.from_env()) if args.discover else \
         StandInDiscovery({c.key: c.spec.network for c in fleet.clusters})
     return discovered(fleet, lookup, invalid, workers=args.jobs if args.discover else 1)  # the stand-in: no I/O
+
+
+HUB_STATE_LIVE = "kube"
+
+
+def hub_records(source: str) -> dict[str, dict]:
+    """The hub's records (stacks.hub_state) from `source`: "kube", the live hub through the kubeconfig (one list of
+    HubClusters, read-only), or a file `kubectl get hubclusters -A -o json` wrote."""
+    if source == HUB_STATE_LIVE:
+        api = kube_client(os.environ.get("KUBECONFIG") or None)  # read now: the client library reads it at import
+        try:
+            listed = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, CLUSTERS,
+                                                                             _request_timeout=(5, 60))
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise InvalidSpec.one("--hub-state", source, f"could not list the hub's HubClusters: "
+                                                         f"{getattr(exc, 'reason', None) or exc}") from None
+        finally:
+            api.close()
+        return records_of(listed.get("items") or [], where="--hub-state kube")
+    try:
+        doc = json.loads(Path(source).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidSpec.one("--hub-state", source, f"not readable as JSON: {exc}") from None
+    items = doc.get("items") if isinstance(doc, dict) and "items" in doc else [doc]
+    return records_of(items if isinstance(items, list) else [], where=f"--hub-state {source}")
 
 
 def _format(args: argparse.Namespace) -> str:
@@ -363,6 +400,12 @@ def add_plan_command(subparsers: Any) -> None:
     plan.add_argument("--jobs", type=_jobs, default=default_jobs(), metavar="N",
                       help="processes planning stacks side by side (default: the cores this process may use, "
                            f"{default_jobs()} here); the output is the same whatever N")
+    plan.add_argument("--hub-state", metavar="FILE|kube",
+                      help="the join stamps (status.meshJoin) and claims (status.claims) the hub recorded, for the "
+                           "clusters whose files carry none: read from a file `kubectl get hubclusters -A -o json` "
+                           "wrote (a trusted job exports it; a pull request's job needs no credentials), or with "
+                           "'kube' from the live hub through the kubeconfig (one list, read-only). Nothing else of "
+                           "the hub is read. Without it, the clusters the baseline plans join first")
     plan.add_argument("--discover", action="store_true",
                       help="read each cluster's network from AWS (its admitted account, through the hub's role "
                            "map, with this shell's AWS credentials) instead of the offline stand-in, for the "

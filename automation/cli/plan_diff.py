@@ -23,7 +23,8 @@ FORMATS = ("diff", "markdown", "json")
 
 # What the diff assumed of the mesh's join order (stacks.mesh.membership.join_key): the files' own stamps, else
 # the baseline's clusters before the rest, as the hub's stamps would order them.
-JOIN_ORDER = ("mesh join order assumed: recorded join stamps (status.meshJoin in the files) first, then the clusters "
+JOIN_ORDER = ("mesh join order assumed: recorded join stamps (status.meshJoin in the files, else --hub-state's) "
+              "first, then the clusters "
               "the baseline plans, then the rest by creationTimestamp, then namespace/name")
 
 
