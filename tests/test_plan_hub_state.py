@@ -47,6 +47,10 @@ def test_the_hubs_recorded_join_order_decides_who_owns_a_pair(capsys, tmp_path):
     code_out = plan(capsys, tmp_path, "--format", "json", "--cache", cache, "--hub-state",
                     str(tmp_path / "hub-state.json"))
     assert _owner(json.loads(code_out)) == "acme.c1"  # as the hub will run it
+    # The same files again, with and without the hub's records: no cached answer of the other kind is replayed.
+    assert _owner(json.loads(plan(capsys, tmp_path, "--format", "json", "--cache", cache))) == "acme.c2"
+    assert _owner(json.loads(plan(capsys, tmp_path, "--format", "json", "--cache", cache, "--hub-state",
+                                  str(tmp_path / "hub-state.json")))) == "acme.c1"
 
 
 def test_a_hub_state_file_that_is_not_hubclusters_is_refused_by_name(capsys, tmp_path):

@@ -142,8 +142,9 @@ def run(args: argparse.Namespace) -> int:
         known = _known(baseline)
         files, unreadable = yaml_files(args.clusters)
         refused = Refused() if args.keep_going else None
+        # No replay of the whole fleet when something outside the files is read (AWS, the hub's records).
         stamp = fleet_stamp(args.hub, files) if cache is not None and not args.discover and not unreadable \
-            and refused is None else None
+            and refused is None and args.hub_state is None else None
         held = _held(baseline)
         snapshot_key = None if stamp is None else fleet_key(stamp, program=program_digest(), policy=settings,
                                                             render=rendered, only=args.cluster, held=held)
