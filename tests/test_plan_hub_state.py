@@ -85,7 +85,9 @@ def test_the_live_hub_is_read_through_the_kubeconfig(capsys, tmp_path, kube_apis
     try:
         (tmp_path / "clusters").mkdir()
         write(tmp_path, hub_doc(), {1: made[1], 2: made[0]})
-        monkeypatch.setenv("KUBECONFIG", str(kube_apiserver.kubeconfig()))
+        # Where the client library looks ($KUBECONFIG, read when it is first imported: earlier in this process).
+        monkeypatch.setattr("kubernetes.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION",
+                            str(kube_apiserver.kubeconfig()))
         doc = json.loads(plan(capsys, tmp_path, "--format", "json", "--no-cache", "--hub-state", "kube"))
         [owner] = [s["stack"] for s in doc["stacks"] for r in s["resources"]
                    if r["type"].endswith("/vpcPeeringConnection:VpcPeeringConnection")]

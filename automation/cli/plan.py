@@ -28,22 +28,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
-import urllib3
-from kubernetes import client
-from kubernetes.client.rest import ApiException
-
 from automation.adapters.aws.discovery import AwsDiscovery, NetworkLookup, discover_all
 from automation.adapters.aws.discovery_standin import StandInDiscovery
 from automation.adapters.aws.sessions import AwsSessions
 from automation.adapters.files.inputs import fleet_stamp, load_fleet, yaml_files
-from automation.adapters.kube.kubeconfig import kube_client
 from automation.adapters.engine.baseline import Baseline
 from automation.adapters.engine.fleet_plan import PlanError, Refused, converge, drain, raise_invalid
 from automation.adapters.engine.plan_cache import (PlanCache, default_dir, fleet_key, plan_key, program_digest,
@@ -258,7 +252,13 @@ def hub_records(source: str) -> dict[str, dict]:
     """The hub's records (stacks.hub_state) from `source`: "kube", the live hub through the kubeconfig (one list of
     HubClusters, read-only), or a file `kubectl get hubclusters -A -o json` wrote."""
     if source == HUB_STATE_LIVE:
-        api = kube_client(os.environ.get("KUBECONFIG") or None)  # read now: the client library reads it at import
+        # Here, not at the top: a plan without --hub-state kube never loads the Kubernetes client.
+        import urllib3
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        from automation.adapters.kube.kubeconfig import kube_client
+        api = kube_client()  # $KUBECONFIG or ~/.kube/config, as kubectl finds it
         try:
             listed = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, CLUSTERS,
                                                                              _request_timeout=(5, 60))

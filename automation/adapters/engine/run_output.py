@@ -23,10 +23,10 @@ _PERMALINK = re.compile(r"(?:View in Browser(?: \(Ctrl\+O\))?|View Live|Permalin
 
 
 # The CLI's aftermath of a failure, which says only that the operation stopped: "update failed", or, by timing,
-# "failed to run policy: context canceled" instead. Left out where a line says why (which of them comes, and where
+# "failed to run policy: context canceled" (or remediation) instead. Left out where a line says why (which of
+# them comes, and where
 # between stdout and stderr, varies from run to run; the same failure must read the same to be said once).
-_AFTERMATH = re.compile(r"error: ((update|preview|refresh|destroy|import) failed|failed to run policy: context canceled"
-                        r"|context canceled)")
+_AFTERMATH = re.compile(r"error: ((update|preview|refresh|destroy|import) failed|(failed to run \w+: )?context canceled)")
 # grpcio's words around a language host's exception: not the user's.
 _GRPC_WRAPPING = "Exception calling application: "
 
@@ -39,7 +39,7 @@ def readable_error(err: BaseException, limit: int = 600) -> str:
     stdout, _, stderr = text.partition("\n stderr: ")
     lines: list[str] = []
     for raw in stderr.splitlines() + stdout.splitlines():
-        line = raw.strip()
+        line = raw.strip().removeprefix("stdout: ")  # CommandError puts the stream's name before its first line
         if not line:
             continue
         if line.startswith("error:") or "Exception:" in line or "Error:" in line or ": created by " in line:
