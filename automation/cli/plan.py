@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import sys
 import tempfile
@@ -58,7 +59,7 @@ from stacks.inputs import StackInputs
 from stacks.mesh.summary import summary
 from stacks.network.found import found_of
 from stacks.network.query import query_of
-from stacks.names import CLUSTERS, GROUP, NETWORK_STATUS_KEY, VERSION
+from stacks.names import NETWORK_STATUS_KEY
 from stacks.resolve import Fleet, fleet_targets, resolve_all
 from stacks.targets import AwsTarget
 from stacks.transit import TransitInputs
@@ -251,23 +252,9 @@ HUB_STATE_LIVE = "kube"
 def hub_records(source: str) -> dict[str, dict]:
     """The hub's records (stacks.hub_state) from `source`: "kube", the live hub through the kubeconfig (one list of
     HubClusters, read-only), or a file `kubectl get hubclusters -A -o json` wrote."""
-    if source == HUB_STATE_LIVE:
-        # Here, not at the top: a plan without --hub-state kube never loads the Kubernetes client.
-        import urllib3
-        from kubernetes import client
-        from kubernetes.client.rest import ApiException
-
-        from automation.adapters.kube.kubeconfig import kube_client
-        api = kube_client()  # $KUBECONFIG or ~/.kube/config, as kubectl finds it
-        try:
-            listed = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, CLUSTERS,
-                                                                             _request_timeout=(5, 60))
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise InvalidSpec.one("--hub-state", source, f"could not list the hub's HubClusters: "
-                                                         f"{getattr(exc, 'reason', None) or exc}") from None
-        finally:
-            api.close()
-        return records_of(listed.get("items") or [], where="--hub-state kube")
+    if source == HUB_STATE_LIVE:  # by name: a plan without it never loads the Kubernetes client
+        live = importlib.import_module("automation.adapters.kube.hub_state")
+        return records_of(live.listed_clusters("--hub-state kube"), where="--hub-state kube")
     try:
         doc = json.loads(Path(source).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
