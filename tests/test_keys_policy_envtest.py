@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from doubles.factories import cluster_doc
+from doubles.service_env import wait_until
 from stacks.keys import KNOWN_KEYS, unknown_key_messages
 from stacks.keys_policy import KEYS_POLICY, keys_policy_manifests, near_misses
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
@@ -47,6 +48,9 @@ def kubectl(kube_apiserver, tmp_path_factory):  # noqa: F811 - the fixture
                                "--request-timeout=30s", "apply", "--dry-run=server", "-f", "-"],
                               input=json.dumps(doc), capture_output=True, text=True, timeout=120)
 
+    # The API server loads a new policy through its own informer: applies before that pass unjudged.
+    probe = cluster_doc("probe", annotations={"hubwright.io/probe": "x"})
+    wait_until(lambda: "Warning:" in apply(probe).stderr, 60, what="the API server to enforce the new policy")
     yield apply
     admission.delete_validating_admission_policy_binding(KEYS_POLICY)
     admission.delete_validating_admission_policy(KEYS_POLICY)
