@@ -16,7 +16,6 @@ Both sides are a stack as `python -m automation plan --format json` prints it ({
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import AbstractSet as Set, Any, Iterable, Literal, Mapping, get_args
 
@@ -31,7 +30,6 @@ RESOURCE_CHANGES: tuple[ResourceChangeKind, ...] = get_args(ResourceChangeKind)
 SECRET = "[secret]"
 AFTER_APPLY = "(known after apply)"  # what a value the offline plan made up reads (a peering's ID, a zone's ID)
 AFTER_APPLY_KEY = "afterApply"  # a stack plan's list of those values (automation.adapters.engine.plan.after_apply)
-_TOKENS = re.compile(r"[^/:,.\s\"'=@]+")  # an ID inside an ARN, a service name or a DNS name
 LOCATION = ("account", "region")  # reported as properties of these names; a change of either is a replace
 
 
@@ -66,18 +64,13 @@ class StackDiff:
         return {"stack": self.stack, "change": self.change, "resources": [r.to_json() for r in self.resources]}
 
 
-def unknown_in(value: str, invented: Set[str]) -> bool:
-    """Whether `value` is, or holds as a part of an ARN or a name, a value the offline plan made up."""
-    return value in invented or any(token in invented for token in _TOKENS.findall(value))
-
-
 def masked(value: Any, invented: Set[str] = frozenset()) -> Any:
-    """`value` with every string that starts with "[secret" (at any depth) replaced by "[secret]", and every one that
-    holds a made-up value of `invented` by "(known after apply)"."""
+    """`value` with every string that starts with "[secret" (at any depth) replaced by "[secret]", and every one of
+    `invented` (a plan's AFTER_APPLY_KEY: the input strings that hold a made-up value) by "(known after apply)"."""
     if isinstance(value, str):
         if value.startswith("[secret"):
             return SECRET
-        return AFTER_APPLY if invented and unknown_in(value, invented) else value
+        return AFTER_APPLY if value in invented else value
     if isinstance(value, Mapping):
         return {key: masked(item, invented) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

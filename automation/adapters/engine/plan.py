@@ -4,6 +4,7 @@ Nothing here talks to AWS; lookups get deterministic stand-ins (automation.adapt
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Iterator
 
 import pulumi
@@ -14,7 +15,6 @@ from automation.adapters.engine.fleet_plan import PlanError, converge, drain, ra
 from automation.adapters.engine.plan_model import Registered, StackPlan
 from automation.adapters.engine.standins import COMPUTED_KEYS, StandIns, provider_location
 from stacks.inputs import StackInputs
-from stacks.plandiff.compare import unknown_in
 from stacks.resolve import Fleet, Resolved
 from stacks.transit import TransitInputs
 from components.program import program
@@ -92,12 +92,21 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
+_TOKENS = re.compile(r"[^/:,.\s\"'=@]+")  # an ID inside an ARN, a service name or a DNS name
+
+
+def _holds(value: str, invented: set[str]) -> bool:
+    """Whether `value` is, or holds as a part of an ARN or a name, a value the stand-ins made up."""
+    return value in invented or any(token in invented for token in _TOKENS.findall(value))
+
+
 def after_apply(resources: list[Registered], invented: set[str]) -> list[str]:
-    """The made-up values this stack's inputs carry, sorted: a real `pulumi preview` knows them only after apply
-    (a peering's ID in its routes, an endpoint service's name in the endpoint, a zone's ID in its records)."""
+    """The input strings of this stack that hold a made-up value, sorted: a real `pulumi preview` knows them only
+    after apply (a peering's ID in its routes, an endpoint service's name in the endpoint, a zone's ID in its
+    records). The diff shows exactly these as unknown (stacks.plandiff.compare.masked)."""
     if not invented:
         return []
-    return sorted({value for r in resources for value in _strings(r.inputs) if unknown_in(value, invented)})
+    return sorted({value for r in resources for value in _strings(r.inputs) if _holds(value, invented)})
 
 
 SECRET = "[secret]"
