@@ -35,12 +35,10 @@ from automation.adapters.kube.ingress_sync import IngressSync
 from automation.adapters.kube.leader import LeaderElector, default_identity
 from automation.adapters.kube.clusters import KubeClusters
 from automation.adapters.kube.network_status import NetworkStatus
-from automation.adapters.loop import Every
-from stacks.sources.kinds import SourceKind
-from stacks.sources.watched import FAMILIES
-from automation.adapters.kube.sources import SourceClient, selected, served, source_of
+from automation.adapters.kube.sources import SourceClient, not_served, selected, served, source_of
 from automation.adapters.kube.status import EventRecorder, StatusWriter, state_of
 from automation.adapters.kube.informer import Informer, sources
+from automation.adapters.loop import Every
 from automation.service.cache import Cache
 from automation.service.census import Count, EndpointCensus
 from automation.adapters.aws.discovery import NetworkLookup
@@ -62,6 +60,7 @@ from stacks.guards import check_move
 from stacks.model.hub import HubConfig
 from stacks.monitoring import metric_reason
 from stacks.rolemap import from_configmap
+from stacks.sources.kinds import SourceKind
 from stacks.status import DRIFT_CONDITION
 from stacks.transit import is_transit_stack
 
@@ -297,12 +296,12 @@ class Pipeline:
     def _sources(self, options: ServiceOptions, api_client: client.ApiClient) -> Sources | None:
         """Other projects' cluster objects (--sources): one informer per kind, one controller keeping a HubCluster
         per opted-in object (automation/service/sources.py)."""
-        kinds, related, self.unwatched_sources = selected(api_client, options.sources)
-        for name, why in self.unwatched_sources.items():
-            LOG.warning("not watching cluster source %s: %s", name, why)
-        if self.unwatched_sources:
-            missing = {source.qualified: source for source, _ in FAMILIES.values()
-                       if source.qualified in self.unwatched_sources}
+        kinds, related, unwatched = selected(api_client, options.sources)
+        for source in unwatched:
+            self.unwatched_sources[source.qualified] = not_served(source)
+            LOG.warning("not watching cluster source %s: %s", source.qualified, not_served(source))
+        if unwatched:
+            missing = {source.qualified: source for source in unwatched}
             self.manager.runnable(Every("source-crds", options.sources_recheck,
                                         functools.partial(self._source_crds, api_client, missing)))
         if not kinds:

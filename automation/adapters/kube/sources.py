@@ -21,21 +21,21 @@ TIMEOUT = (5, 30)  # (connect, read) seconds of every call here
 
 
 def selected(api_client: client.ApiClient, option: str
-             ) -> tuple[list[SourceKind], list[SourceKind], dict[str, str]]:
-    """(the sources, the infrastructure kinds, the source kinds not watched and why) `--sources` asks for: 'auto'
-    those the API server serves."""
+             ) -> tuple[list[SourceKind], list[SourceKind], list[SourceKind]]:
+    """(the sources, the infrastructure kinds, the source kinds not watched: their CRDs not served) `--sources` asks
+    for: 'auto' those the API server serves."""
     option = option.strip()
     if option == "none":
-        return [], [], {}
+        return [], [], []
     names = list(FAMILIES) if option == "auto" else [n.strip() for n in option.split(",") if n.strip()]
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
         raise ValueError(f"--sources: unknown {', '.join(unknown)} (known: auto, none, {', '.join(FAMILIES)})")
     wanted = [FAMILIES[n] for n in names]
-    unwatched: dict[str, str] = {}
+    unwatched: list[SourceKind] = []
     if option == "auto":
         here = set(served(api_client, [k for s, r in wanted for k in (s, *r)]))
-        unwatched = {s.qualified: not_served(s) for s, _ in wanted if s not in here}
+        unwatched = [s for s, _ in wanted if s not in here]
         wanted = [(s, tuple(k for k in r if k in here)) for s, r in wanted if s in here]
     return [s for s, _ in wanted], [k for _, r in wanted for k in r], unwatched
 
