@@ -17,6 +17,7 @@ from stacks.names import CLAIMS_STATUS_KEY, CLUSTER, GROUP, JOIN_STATUS_KEY
 from stacks.resolve import Fleet
 
 RECORDS = (JOIN_STATUS_KEY, CLAIMS_STATUS_KEY)
+LIVE = "kube"  # `--hub-state kube`: the live hub, through the kubeconfig (anything else names a file)
 
 
 def records_of(items: Iterable[Mapping[str, Any]], *, where: str) -> dict[str, dict[str, Any]]:

@@ -53,7 +53,7 @@ from automation.cli.render import render_stack, render_summary, stack_json
 from policy.rules.view import Violation
 from stacks.accounts import REGION_OVERRIDDEN, overridden_regions
 from stacks.errors import FieldError, InvalidSpec
-from stacks.hub_state import records_of, with_records
+from stacks.hub_state import LIVE, records_of, with_records
 from stacks.keys import unknown_key_messages
 from stacks.inputs import StackInputs
 from stacks.mesh.summary import summary
@@ -246,13 +246,10 @@ def _fleet(args: argparse.Namespace, invalid: list) -> Fleet:
     return discovered(fleet, lookup, invalid, workers=args.jobs if args.discover else 1)  # the stand-in: no I/O
 
 
-HUB_STATE_LIVE = "kube"
-
-
 def hub_records(source: str) -> dict[str, dict]:
     """The hub's records (stacks.hub_state) from `source`: "kube", the live hub through the kubeconfig (one list of
     HubClusters, read-only), or a file `kubectl get hubclusters -A -o json` wrote."""
-    if source == HUB_STATE_LIVE:  # by name: a plan without it never loads the Kubernetes client
+    if source == LIVE:  # by name: a plan without it never loads the Kubernetes client
         live = importlib.import_module("automation.adapters.kube.hub_state")
         return records_of(live.listed_clusters("--hub-state kube"), where="--hub-state kube")
     try:

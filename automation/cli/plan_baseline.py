@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from stacks.errors import InvalidSpec
+from stacks.hub_state import LIVE
 
 PROGRAM = Path(__file__).resolve().parents[2]  # the checkout this program runs from
 GIT_TIMEOUT_S = 120
@@ -69,13 +70,12 @@ def _run_plan(program: Path, hub: Path, clusters: Path, args: argparse.Namespace
         command += ["--policy-config", str(Path(args.policy_config).resolve())]
     if args.discover:
         command.append("--discover")
-    hub_state = getattr(args, "hub_state", None)
     helps = subprocess.run([*command[:4], "--help"], cwd=program, env=env, capture_output=True, text=True,
                            timeout=GIT_TIMEOUT_S).stdout
     if "--no-cache" in helps:  # REF's program has the cache: it reads and fills the same one
         command += ["--no-cache"] if args.no_cache else ["--cache", str(Path(args.cache).resolve())]
-    if hub_state is not None and "--hub-state" in helps:  # the same recorded order on both sides
-        command += ["--hub-state", hub_state if hub_state == "kube" else str(Path(hub_state).resolve())]
+    if args.hub_state is not None and "--hub-state" in helps:  # the same recorded order on both sides
+        command += ["--hub-state", args.hub_state if args.hub_state == LIVE else str(Path(args.hub_state).resolve())]
     keep_going = args.keep_going and "--keep-going" in helps  # REF's invalid clusters are left out, not fatal
     if keep_going:
         command.append("--keep-going")

@@ -2,8 +2,9 @@
 
 A pivot is hubwright acting in an AWS account: every boto3 session handed out
 by automation.adapters.aws.sessions, and every AwsTarget a stack uses, logged before each stack
-run, once per operation (audit.once: a discovery's five clients are one pivot). A line carries who (cluster, namespace), where (account_id, region), as
-whom (role_arn, session_name: the name CloudTrail shows) and what (operation).
+run, once per operation (audit.once: a discovery's five clients are one pivot). A line carries who
+(cluster, namespace), where (account_id, region), as whom (role_arn, session_name: the name CloudTrail
+shows) and what (operation).
 Never credentials.
 
     {"event": "account_pivot", "cluster": "prod-1", "namespace": "acme", "account_id": "222222222222",

@@ -24,8 +24,8 @@ _PERMALINK = re.compile(r"(?:View in Browser(?: \(Ctrl\+O\))?|View Live|Permalin
 
 # The CLI's aftermath of a failure, which says only that the operation stopped: "update failed", or, by timing,
 # "failed to run policy: context canceled" (or remediation) instead. Left out where a line says why (which of
-# them comes, and where
-# between stdout and stderr, varies from run to run; the same failure must read the same to be said once).
+# them comes, and where between stdout and stderr, varies from run to run; the same failure must read the same to
+# be said once).
 _AFTERMATH = re.compile(r"error: ((update|preview|refresh|destroy|import) failed|(failed to run \w+: )?context canceled)")
 # grpcio's words around a language host's exception: not the user's.
 _GRPC_WRAPPING = "Exception calling application: "
