@@ -42,6 +42,7 @@ from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.names import OVERRIDES_SOURCE_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, SOURCE_FINALIZER
 from stacks.sources.derive import derive
+from stacks.sources.held import with_held, without_held
 from stacks.sources.hold import held_since, hold
 from stacks.sources.kinds import SourceKind
 from stacks.sources.optin import overrides_source
@@ -49,6 +50,8 @@ from stacks.sources.outcome import Derived, Pending, Refused
 from stacks.status import ClusterStatus
 
 LOG = logging.getLogger("hubwright.sources")
+RELEASED = (f"released by the {SOURCE_FINALIZER} finalizer: its HubCluster is gone and its mesh group's stacks no "
+            "longer build toward it")
 WAIT = 2.0  # seconds between looks while a released source waits for its HubCluster and its group's stacks
 
 
@@ -168,6 +171,12 @@ class Sources:
                        f"HubCluster {object_key(current)} is hand-written with {OVERRIDES_SOURCE_ANNOTATION}: "
                        "\"true\" and is kept as written")
             return self._release_finalizer(kind, src)
+        cleared = without_held(src)  # taken again: the hold it said is over
+        if cleared is not None:
+            written = self.kube.set_conditions(kind, src, cleared)
+            if written is None:
+                return Outcome.done()
+            src = written
         if not self.kube.set_finalizer(kind, src, True):
             return Outcome.done()
         if current is None:
@@ -205,12 +214,26 @@ class Sources:
                        shares=self._shares(), converged=self._converged, hub=hub,
                        since=held_since(meta.get("deletionTimestamp"), self._held.setdefault(key, now)), now=now)
         if not decided.release:
-            # Said once per fact (what it waits for), on the source itself, not a log line every WAIT.
+            # Said once per fact (what it waits for), on the source itself, not a log line every WAIT: an Event, and
+            # the condition `kubectl get -o yaml` shows for as long as it holds.
             self._tell(key, src, "Normal", "WaitingForPeers", decided.waiting_message())
+            self._show_hold(kind, src, True, "WaitingForPeers", decided.waiting_message(), now)
             return Outcome.done(WAIT)
         if decided.expired:
             self._tell(key, src, "Warning", "ReleasedUnconverged", decided.message())
-        return self._release_finalizer(kind, src)
+        shown = self._show_hold(kind, src, False, "ReleasedUnconverged" if decided.expired else "Released",
+                                decided.message() if decided.expired else RELEASED, now)
+        return self._release_finalizer(kind, shown) if shown is not None else Outcome.done()
+
+    def _show_hold(self, kind: SourceKind, src: Raw, held: bool, reason: str, message: str, now: datetime
+                   ) -> Raw | None:
+        """The condition on the source saying whether our finalizer holds it (stacks.sources.held), written when it
+        changes; the source as it is now (None: gone). A release is not written on an object that goes with it."""
+        meta = src.get("metadata") or {}
+        if not held and meta.get("deletionTimestamp") and (meta.get("finalizers") or []) == [SOURCE_FINALIZER]:
+            return src
+        conditions = with_held(src, held=held, reason=reason, message=message, now=now)
+        return src if conditions is None else self.kube.set_conditions(kind, src, conditions)
 
     def _release_finalizer(self, kind: SourceKind, src: Raw) -> Outcome:
         self.kube.set_finalizer(kind, src, False)

@@ -22,10 +22,12 @@ def watched_version(kind: SourceKind) -> str:
 
 
 def rules() -> list[dict[str, Any]]:
-    """The RBAC the sources controller needs: its finalizer on the sources, a read of the infrastructure."""
+    """The RBAC the sources controller needs: its finalizer and its condition (stacks.sources.held) on the sources,
+    a read of the infrastructure."""
     out = []
     for source, related in FAMILIES.values():
         out.append({"apiGroups": [source.group], "resources": [source.plural],
                     "verbs": ["get", "list", "watch", "update", "patch"]})
+        out.append({"apiGroups": [source.group], "resources": [f"{source.plural}/status"], "verbs": ["get", "patch"]})
         out += [{"apiGroups": [r.group], "resources": [r.plural], "verbs": ["get", "list", "watch"]} for r in related]
     return out

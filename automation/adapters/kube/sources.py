@@ -6,6 +6,8 @@ other projects' cluster objects, and its finalizer on those objects. Every call 
   deleted with a uid precondition (never a later object of the same name).
 - The finalizer `hubwright.io/source` on the source object is added and removed by merge patches that carry the
   resourceVersion, so a concurrent edit (CAPA's own finalizers) is never lost: a conflict is retried by the queue.
+- The condition `hubwright.io/SourceHeld` (stacks.sources.held) is written the same way, on the status subresource:
+  the whole list with the resourceVersion it was read at (Hive's list is atomic: an apply would claim all of it).
 """
 from __future__ import annotations
 
@@ -131,3 +133,18 @@ class SourceClient:
         wanted = [*names, SOURCE_FINALIZER] if present else [n for n in names if n != SOURCE_FINALIZER]
         return self._patch(kind.group, watched_version(kind), kind.plural, meta,
                            {"metadata": {"finalizers": wanted or None, "resourceVersion": meta.get("resourceVersion")}})
+
+    def set_conditions(self, kind: SourceKind, raw: Raw, conditions: list[Raw]) -> Raw | None:
+        """Write the source's status.conditions whole, with the resourceVersion it was read at (a 409 is raised: the
+        queue retries against the next cached copy); the object as written, None when it is gone."""
+        meta = raw["metadata"]
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"conditions": conditions}}
+        try:
+            written: Raw = self._api.patch_namespaced_custom_object_status(
+                kind.group, watched_version(kind), meta["namespace"], kind.plural, meta["name"], body,
+                _request_timeout=TIMEOUT)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return written

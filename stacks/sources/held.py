@@ -1,0 +1,55 @@
+"""The condition `hubwright.io/SourceHeld` on a source object (a Cluster API Cluster, a Hive ClusterDeployment)
+that our finalizer holds: True while it waits (its message names what for, as the WaitingForPeers Event does),
+False once released, so `kubectl get cluster web-1 -o yaml` shows why the object has not gone. Pure.
+
+It is written only once a hold was said (a source released at once never gets one), and removed when the source
+is taken again. The condition carries the fields both projects' condition schemas accept (type, status, reason,
+message, lastTransitionTime): Cluster API v1beta2's metav1.Condition and Hive's ClusterDeploymentCondition.
+Their lists differ (Cluster API's is a map keyed by type, Hive's is atomic and rewritten by Hive), so the list is
+written whole, with the resourceVersion it was read at (automation/adapters/kube/sources.py): a concurrent writer
+is never overwritten, only raced, and the queue retries against the next copy.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Mapping
+
+from stacks.names import GROUP
+from stacks.runs.model import rfc3339
+
+HELD_CONDITION = f"{GROUP}/SourceHeld"  # "type of condition in CamelCase or in foo.example.com/CamelCase"
+MESSAGE_MAX = 32768  # metav1.Condition's message maxLength
+
+
+def conditions_of(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
+    status = raw.get("status")
+    found = status.get("conditions") if isinstance(status, dict) else None
+    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+
+
+def held_condition(raw: Mapping[str, Any]) -> dict[str, Any] | None:
+    return next((c for c in conditions_of(raw) if c.get("type") == HELD_CONDITION), None)
+
+
+def with_held(raw: Mapping[str, Any], *, held: bool, reason: str, message: str, now: datetime
+              ) -> list[dict[str, Any]] | None:
+    """The source's conditions with ours saying `held` for `reason`, or None when that is said already. A release
+    (held False) is said only where a hold was: a source never held gets no condition."""
+    old = held_condition(raw)
+    status = "True" if held else "False"
+    if old is None and not held:
+        return None
+    message = message[:MESSAGE_MAX]
+    if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
+        return None
+    moved = old is None or old.get("status") != status or not old.get("lastTransitionTime")
+    new = {"type": HELD_CONDITION, "status": status, "reason": reason, "message": message,
+           "lastTransitionTime": rfc3339(now) if moved else old["lastTransitionTime"]}  # type: ignore[index]
+    return [c for c in conditions_of(raw) if c.get("type") != HELD_CONDITION] + [new]
+
+
+def without_held(raw: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The source's conditions without ours (it is taken again), or None when it has none."""
+    if held_condition(raw) is None:
+        return None
+    return [c for c in conditions_of(raw) if c.get("type") != HELD_CONDITION]
