@@ -247,7 +247,29 @@ def test_a_cluster_waits_for_discovery_and_a_route_table_added_later_is_picked_u
         assert engine.count("up", f"{ns}.ocp-1") == ups + 1
 
 
-def test_the_documented_hand_release_removes_our_finalizer_only(api, kube_apiserver_alone, tmp_path):  # noqa: F811
+@pytest.fixture(scope="module")
+def kubectl_dir(kube_apiserver_alone, tmp_path_factory) -> Path:  # noqa: F811 - the fixture
+    """A folder whose `kubectl` is the real one talking to this module's API server: a doc's commands run as
+    written with it first on PATH."""
+    where = tmp_path_factory.mktemp("kubectl")
+    binary = Path(find_binary("kubectl") or "kubectl")
+    (where / "kubectl").write_text(f'#!/bin/sh\nexec "{binary}" --kubeconfig={kube_apiserver_alone.kubeconfig()} "$@"\n')
+    (where / "kubectl").chmod(0o755)
+    return where
+
+
+def run_doc(kubectl_dir: Path, heading: str, **variables: str) -> str:
+    """docs/sources.md's one command block under `heading`, run as written by bash and kubectl_dir's kubectl with
+    `variables` set; its output."""
+    chosen = blocks(Path("docs/sources.md"), heading)
+    assert len(chosen) == 1 and chosen[0].not_run is None
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script(chosen)], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PATH": f"{kubectl_dir}:{os.environ['PATH']}", **variables})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_documented_hand_release_removes_our_finalizer_only(api, kubectl_dir):
     """docs/sources.md, "Releasing a source whose peer is broken for good": its commands, run as written by bash
     and the real kubectl against the real API server, remove `hubwright.io/source` from a deleted Cluster API
     Cluster and leave Cluster API's own finalizer, which does the deletion."""
@@ -258,14 +280,6 @@ def test_the_documented_hand_release_removes_our_finalizer_only(api, kube_apiser
     create(api, doc)
     group, version, plural = KINDS["Cluster"]
     client.CustomObjectsApi(api).delete_namespaced_custom_object(group, version, ns, plural, "web-9")
-    kubectl = Path(find_binary("kubectl") or "kubectl")
-    (tmp_path / "kubectl").write_text(f'#!/bin/sh\nexec "{kubectl}" --kubeconfig={kube_apiserver_alone.kubeconfig()} "$@"\n')
-    (tmp_path / "kubectl").chmod(0o755)
-    chosen = blocks(Path("docs/sources.md"), "Releasing a source whose peer is broken for good")
-    assert len(chosen) == 1 and chosen[0].not_run is None
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script(chosen)], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}",
-                                           "NAME": "web-9", "NS": ns})
-    assert done.returncode == 0, done.stderr
+    run_doc(kubectl_dir, "Releasing a source whose peer is broken for good", NAME="web-9", NS=ns)
     left = get(api, "Cluster", ns, "web-9")
     assert left is not None and left["metadata"]["finalizers"] == ["cluster.cluster.x-k8s.io", "example.com/after-ours"]

@@ -5,10 +5,8 @@ removed when the source is taken again; the other project's own conditions never
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -22,10 +20,10 @@ from stacks.names import ENABLED_ANNOTATION, SOURCE_FINALIZER
 from stacks.sources.held import HELD_CONDITION
 from stacks.sources.kinds import CAPI_CLUSTER, CLUSTER_DEPLOYMENT
 from stacks.sources.watched import rules
-from tests.docblocks import blocks, script
-from tests.envtest import find_binary, kube_apiserver_alone  # noqa: F401 - the fixture
+from tests.envtest import kube_apiserver_alone  # noqa: F401 - the fixture
 from tests.registry_rbac import bind_cluster_role, eventually, sa_subject, service_account_token
-from tests.test_sources_envtest import Cloud, api, create, delete, get, patch  # noqa: F401 - api: the fixture
+from tests.test_sources_envtest import (Cloud, api, create, delete, get, kubectl_dir, patch,  # noqa: F401 - fixtures
+                                        run_doc)
 
 CAPI_OWN = "cluster.cluster.x-k8s.io"  # Cluster API's own finalizer: the object outlives ours
 THEIRS = {"type": "Available", "status": "False", "reason": "NotAvailable", "message": "control plane not ready",
@@ -36,25 +34,13 @@ RESOURCE = {"Cluster": "clusters.cluster.x-k8s.io", "ClusterDeployment": "cluste
 
 
 @pytest.fixture(scope="module")
-def kubectl(kube_apiserver_alone, tmp_path_factory):  # noqa: F811 - the fixture
-    binary = find_binary("kubectl") or "kubectl"
-    config = kube_apiserver_alone.kubeconfig()
-
+def kubectl(kubectl_dir):
+    """The real kubectl against this module's API server: its output."""
     def run(*args: str) -> str:
-        done = subprocess.run([binary, f"--kubeconfig={config}", *args], capture_output=True, text=True, timeout=30)
+        done = subprocess.run([str(kubectl_dir / "kubectl"), *args], capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
         return done.stdout
     return run
-
-
-@pytest.fixture(scope="module")
-def kubectl_dir(kube_apiserver_alone, tmp_path_factory) -> Path:  # noqa: F811 - the fixture
-    """A directory whose `kubectl` talks to this module's API server, for a doc's commands as written."""
-    where = tmp_path_factory.mktemp("kubectl")
-    binary = Path(find_binary("kubectl") or "kubectl")
-    (where / "kubectl").write_text(f'#!/bin/sh\nexec "{binary}" --kubeconfig={kube_apiserver_alone.kubeconfig()} "$@"\n')
-    (where / "kubectl").chmod(0o755)
-    return where
 
 
 def held(kubectl, kind: str, ns: str, name: str) -> tuple[str, str, str] | None:
@@ -69,17 +55,6 @@ def held(kubectl, kind: str, ns: str, name: str) -> tuple[str, str, str] | None:
 
 def types(api, kind: str, ns: str, name: str) -> list[str]:
     return [c["type"] for c in ((get(api, kind, ns, name) or {}).get("status") or {}).get("conditions") or []]
-
-
-def documented(kubectl_dir: Path, ns: str, name: str) -> str:
-    """docs/sources.md, "Seeing what holds a source": its command, run as written by bash and the real kubectl."""
-    chosen = blocks(Path("docs/sources.md"), "Seeing what holds a source")
-    assert len(chosen) == 1 and chosen[0].not_run is None
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script(chosen)], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PATH": f"{kubectl_dir}:{os.environ['PATH']}",
-                                           "NAME": name, "NS": ns})
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_a_deleted_cluster_says_what_holds_it_and_that_it_was_released_while_cluster_api_still_holds_it(
@@ -104,7 +79,8 @@ def test_a_deleted_cluster_says_what_holds_it_and_that_it_was_released_while_clu
         assert said[:2] == ("True", "WaitingForPeers") and f"HubCluster {ns}/web-1" in said[2], said
         assert SOURCE_FINALIZER in said[2] and "HubConfig spec.sources.releaseAfter" in said[2]
         assert "Available" in types(api, "Cluster", ns, "web-1")  # Cluster API's own condition kept
-        assert documented(kubectl_dir, ns, "web-1") == said[2]  # docs/sources.md's command shows it as written
+        # docs/sources.md's command, as written, shows it
+        assert run_doc(kubectl_dir, "Seeing what holds a source", NAME="web-1", NS=ns) == said[2]
 
         gate.set()
         wait_until(lambda: SOURCE_FINALIZER not in (get(api, "Cluster", ns, "web-1") or {})["metadata"].get(

@@ -298,8 +298,8 @@ class Pipeline:
         per opted-in object (automation/service/sources.py)."""
         kinds, related, unwatched = selected(api_client, options.sources)
         for source in unwatched:
-            self.unwatched_sources[source.qualified] = not_served(source)
-            LOG.warning("not watching cluster source %s: %s", source.qualified, not_served(source))
+            self.unwatched_sources[source.qualified] = why = not_served(source)
+            LOG.warning("not watching cluster source %s: %s", source.qualified, why)
         if unwatched:
             missing = {source.qualified: source for source in unwatched}
             self.manager.runnable(Every("source-crds", options.sources_recheck,

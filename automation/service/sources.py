@@ -216,8 +216,9 @@ class Sources:
         if not decided.release:
             # Said once per fact (what it waits for), on the source itself, not a log line every WAIT: an Event, and
             # the condition `kubectl get -o yaml` shows for as long as it holds.
-            self._tell(key, src, "Normal", "WaitingForPeers", decided.waiting_message())
-            self._show_hold(kind, src, True, "WaitingForPeers", decided.waiting_message(), now)
+            waiting = decided.waiting_message()
+            self._tell(key, src, "Normal", "WaitingForPeers", waiting)
+            self._show_hold(kind, src, True, "WaitingForPeers", waiting, now)
             return Outcome.done(WAIT)
         if decided.expired:
             self._tell(key, src, "Warning", "ReleasedUnconverged", decided.message())

@@ -35,21 +35,22 @@ def with_held(raw: Mapping[str, Any], *, held: bool, reason: str, message: str, 
               ) -> list[dict[str, Any]] | None:
     """The source's conditions with ours saying `held` for `reason`, or None when that is said already. A release
     (held False) is said only where a hold was: a source never held gets no condition."""
-    old = held_condition(raw)
+    old = held_condition(raw) or {}
     status = "True" if held else "False"
-    if old is None and not held:
+    if not old and not held:
         return None
     message = message[:MESSAGE_MAX]
-    if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
+    if (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
         return None
-    moved = old is None or old.get("status") != status or not old.get("lastTransitionTime")
-    new = {"type": HELD_CONDITION, "status": status, "reason": reason, "message": message,
-           "lastTransitionTime": rfc3339(now) if moved else old["lastTransitionTime"]}  # type: ignore[index]
-    return [c for c in conditions_of(raw) if c.get("type") != HELD_CONDITION] + [new]
+    kept = old.get("lastTransitionTime") if old.get("status") == status else None  # moves only when it flips
+    return _others(raw) + [{"type": HELD_CONDITION, "status": status, "reason": reason, "message": message,
+                            "lastTransitionTime": kept or rfc3339(now)}]
 
 
 def without_held(raw: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     """The source's conditions without ours (it is taken again), or None when it has none."""
-    if held_condition(raw) is None:
-        return None
+    return None if held_condition(raw) is None else _others(raw)
+
+
+def _others(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [c for c in conditions_of(raw) if c.get("type") != HELD_CONDITION]
