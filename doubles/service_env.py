@@ -28,6 +28,11 @@ FAST = dict(metrics_port=0, metrics_bind="127.0.0.1", leader_election=False, wor
             sources="none")
 
 
+# The bound on waiting for real `pulumi` runs (a first up, a drift check and its correcting up): a first up of one
+# resource takes about 23 s here alone, and was still going after 52 s on a loaded CI (2026-11-30).
+ENGINE_RUN = 300.0
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, *, what: str = "condition",
                diagnose: Optional[Callable[[], Any]] = None) -> Any:
     """`predicate()` once it is truthy, polled; an AssertionError after `timeout` s. The bound is a safety net, not a

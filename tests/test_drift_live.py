@@ -16,7 +16,7 @@ import pytest
 from automation.adapters.engine.pool import WorkerPool
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
 from doubles.pulumi_programs import CLOUDY, change_cloud, cloud_value, engine_settings
-from doubles.service_env import ServiceEnv, on_kmock, wait_until
+from doubles.service_env import ENGINE_RUN, ServiceEnv, on_kmock, wait_until
 
 THING = "prod-1-thing-0"  # the one resource of cloudy() for the Cluster prod-1
 
@@ -42,7 +42,7 @@ def drift(env: ServiceEnv, status: str) -> dict | None:
 @contextlib.contextmanager
 def serving(env: ServiceEnv, pool: WorkerPool, policy: str) -> Iterator[None]:
     with env.running(pool, drift_interval=1.0, drift_jitter=0, drift_policy=policy):
-        wait_until(lambda: env.ready("prod-1"), 60, what="the first up")
+        wait_until(lambda: env.ready("prod-1"), ENGINE_RUN, what="the first up")
         yield
 
 
@@ -50,15 +50,15 @@ def test_drift_is_reported_by_name_left_alone_under_report_and_corrected_on_requ
     env, pool, cloud = world
     with serving(env, pool, "report"):
         assert cloud_value(cloud, THING) == "v1"
-        wait_until(lambda: drift(env, "False"), 30, what="a clean drift check")
+        wait_until(lambda: drift(env, "False"), ENGINE_RUN, what="a clean drift check")
         change_cloud(cloud, THING, "changed-by-hand")
 
-        found = wait_until(lambda: drift(env, "True"), 30, what="DriftDetected")
+        found = wait_until(lambda: drift(env, "True"), ENGINE_RUN, what="DriftDetected")
         assert THING in found["message"] and "not corrected" in found["message"]
         assert env.ready("prod-1") and cloud_value(cloud, THING) == "changed-by-hand"
 
         env.patch("prod-1", {"metadata": {"annotations": {RECONCILE_REQUEST_ANNOTATION: "fix-it"}}})
-        wait_until(lambda: drift(env, "False"), 60, what="the drift corrected")
+        wait_until(lambda: drift(env, "False"), ENGINE_RUN, what="the drift corrected")
     assert cloud_value(cloud, THING) == "v1", "the requested up --refresh put the cloud back"
     assert env.condition("prod-1", "DriftDetected")["reason"] == "DriftCorrected"
     assert env.get("prod-1")["status"]["lastHandledReconcileRequest"] == "fix-it"
@@ -68,7 +68,7 @@ def test_drift_is_corrected_by_an_up_with_refresh_under_correct(world):
     env, pool, cloud = world
     with serving(env, pool, "correct"):
         change_cloud(cloud, THING, "changed-by-hand")
-        wait_until(lambda: cloud_value(cloud, THING) == "v1", 60, what="the cloud put back")
-        wait_until(lambda: drift(env, "False") and env.ready("prod-1"), 30, what="DriftDetected False, Ready")
+        wait_until(lambda: cloud_value(cloud, THING) == "v1", ENGINE_RUN, what="the cloud put back")
+        wait_until(lambda: drift(env, "False") and env.ready("prod-1"), ENGINE_RUN, what="DriftDetected False, Ready")
     events = [(t, r) for t, r, _ in env.events(name="prod-1")]
     assert ("Warning", "DriftDetected") in events and events.count(("Normal", "UpdateSucceeded")) == 2

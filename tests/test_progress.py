@@ -12,7 +12,7 @@ from automation.adapters.engine.pool import WorkerPool
 from doubles.engine import RecordingEngine
 from doubles.pulumi_programs import CLOUDY, engine_settings, make_inputs
 from tests.pulumi_live_programs import pulumi_cli  # noqa: F401 - fixture
-from doubles.service_env import on_kmock, wait_until
+from doubles.service_env import ENGINE_RUN, on_kmock, wait_until
 
 
 def test_a_real_up_of_n_resources_reports_progress_that_ends_at_planned(pulumi_cli, tmp_path):  # noqa: F811
@@ -61,7 +61,7 @@ def test_the_service_writes_progress_to_status_during_a_run_at_a_bounded_rate():
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         env.create("prod-1")
-        wait_until(lambda: env.ready("prod-1"), 30, what="prod-1 Ready")
+        wait_until(lambda: env.ready("prod-1"), ENGINE_RUN, what="prod-1 Ready")
         stop.set()
         watcher.join()
         final = env.get("prod-1")["status"]["lastUpdate"]

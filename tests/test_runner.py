@@ -292,6 +292,27 @@ def test_phases_locked_once_drift_policy_destroy_and_a_deadline_passed_mid_run(a
     assert "hubwright_runner_busy 0.0" in metrics
 
 
+class LateEngine(LiveEngine):
+    """Its first cancel() stops nothing: what the engine sees of a cancel that lands after the runner's last check
+    and before the engine has started the run (CI, 2026-11-30: the run stayed Running past its deadline)."""
+
+    def cancel(self, grace: float) -> None:
+        if not self.cancels:
+            self.cancels.append(grace)
+            return
+        super().cancel(grace)
+
+
+def test_a_deadline_whose_cancel_found_no_run_yet_is_cancelled_again_not_lost(api):
+    engine = LateEngine()
+    engine.gate("runs-a.late")  # never opened: only its deadline ends it
+    late = create_run(api, "up", inputs("late"), timeout=2)
+    with running_runners(api, engine, n=1, claim_ttl=TTL, cancel_grace=GRACE):
+        finished(api, [late], phases=("Cancelled",), timeout=60)
+    assert len(engine.cancels) == 2, "cancelled once more after the grace"
+    assert run_status(api, late)["reason"] == "RunCancelled" and "deadline" in run_status(api, late)["message"]
+
+
 def test_with_two_workers_a_deadline_cancels_one_run_and_hands_the_other_back(api):
     """engine.cancel stops every run of the runner's engine: the run whose deadline passed is Cancelled, the
     other one is handed back (not failed) and runs again."""

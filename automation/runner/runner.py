@@ -422,6 +422,10 @@ class Runner:
             self._forfeit(job, "the run was taken over or deleted before it started")
             return "Cancelled", None, CANCELLED, "stopped before it started"
         timer = self._deadline_timer(job, deadline)
+        if job.cancelled_for:  # the deadline passed while the run started: the engine's cancel found nothing yet
+            if timer is not None:
+                timer.cancel()
+            return "Cancelled", None, CANCELLED, self._cancelled_message(job, "stopped before it started")
         try:
             try:
                 if live is not None:  # a takeover or a hand-back: what the last runner left behind goes first
@@ -510,9 +514,13 @@ class Runner:
             return None
 
         def passed() -> None:
-            if not job.done.is_set():
+            # Cancelled again while the run is not done: a cancel that came between the check before the engine
+            # call and the engine starting its run found nothing to stop (the engine stops the runs in flight only).
+            while not job.done.is_set():
                 job.cancelled_for = job.cancelled_for or f"its deadline {rfc3339(deadline)} passed"
                 self._cancel(job, self.cancel_grace)
+                if job.done.wait(self.cancel_grace + 1.0):
+                    return
         timer = threading.Timer(max(0.0, (deadline - self.clock()).total_seconds()), passed)
         timer.daemon = True
         timer.start()
