@@ -22,7 +22,9 @@ RUN = 1.0  # seconds per engine run: long against the API round trips below, so 
 # round trips to an emulator busy with A's writes: B's whole wait measured 0.6-1.1 s on a loaded 2-core machine.
 # The old FIFO queue made B wait for A's whole backlog instead (~45 keys / 4 workers, each run plus its
 # writes): 23-25 s measured.
-MARGIN = 4.0  # a safety net: 2.8 s was seen beside a 2-worker suite; the order of hand-outs below is the proof
+# A safety net: 2.8 s was seen beside a 2-worker suite, 8.5 s on a CI run of the whole suite (2026-11-29). The order
+# of hand-outs below is the proof; the bound only has to stay well under the old queue's 23-25 s.
+MARGIN = 10.0
 TENANT_A, TENANT_B = "tenant-a", "tenant-b"
 
 

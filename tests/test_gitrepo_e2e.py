@@ -80,7 +80,9 @@ class Hub:
         found = self.gitrepo(namespace, name) or {}
         return next((c for c in (found.get("status") or {}).get("conditions") or [] if c.get("type") == type_), None)
 
-    def wait(self, predicate: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    # Gitea's commit of a repository's first files went past the forge client's 30 s on a loaded machine
+    # (2026-11-29): the controller retried and got there, after this wait's old 60 s.
+    def wait(self, predicate: Callable[[], Any], what: str, timeout: float = 180) -> Any:
         try:
             return wait_until(predicate, timeout, what=what)
         except Exception as exc:
