@@ -44,7 +44,8 @@ class MotoServer:
         # Not form-encoded (urllib's default): moto reads the raw body.
         request = urllib.request.Request(self.url + path, data=body, method="POST",
                                          headers={"Content-Type": "text/plain"})
-        with urllib.request.urlopen(request, timeout=10) as response:
+        # A reset empties every account the session's tests filled: it went past 10 s on a loaded CI (2026-11-30).
+        with urllib.request.urlopen(request, timeout=60) as response:
             return response.read()
 
     def reset(self) -> None:
