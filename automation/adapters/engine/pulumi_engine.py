@@ -90,6 +90,28 @@ MESSAGE_PREFIX = "hubwright: "  # marks updates this service started (history, c
 APPLIED_TAG = f"{PROJECT}:applied"
 
 
+# --------------------------------------------------------------------------- the workspace
+
+SECRET_SHOWN_AS = "[secret]"  # what `pulumi stack output --json` prints for a secret output
+
+
+class Workspace(auto.LocalWorkspace):
+    """LocalWorkspace whose stack outputs (read by Stack.up at its end) cost one CLI call, not two: the SDK always
+    asks a second time with --show-secrets, which decrypts (a passphrase stack derives its key again: about 1.3 s
+    of CPU per up). That second call is made only when an output is a secret."""
+
+    def stack_outputs(self, stack_name: str) -> auto.OutputMap:
+        masked = json.loads(self.run(["stack", "output", "--json", "--stack", stack_name]).stdout or "{}")
+        if any(value == SECRET_SHOWN_AS for value in masked.values()):
+            return super().stack_outputs(stack_name)
+        return {key: auto.OutputValue(value=value, secret=False) for key, value in masked.items()}
+
+    def run(self, args: list[str]) -> auto.CommandResult:
+        """A CLI call in this workspace, with its PULUMI_HOME and environment."""
+        env = {**({"PULUMI_HOME": self.pulumi_home} if self.pulumi_home else {}), **(self.env_vars or {})}
+        return self.pulumi_command.run(args, self.work_dir, env)
+
+
 # --------------------------------------------------------------------------- the engine
 
 
@@ -320,7 +342,7 @@ class PulumiEngine:
         self._local.started = time.monotonic()
         try:
             work_dir.mkdir(parents=True, exist_ok=True)
-            ws = auto.LocalWorkspace(
+            ws = Workspace(
                 work_dir=str(work_dir),
                 pulumi_home=str(self.settings.pulumi_home) if self.settings.pulumi_home else None,
                 program=self._inline(inputs),
@@ -464,12 +486,9 @@ class PulumiEngine:
             raise
         return (tags or {}).get(APPLIED_TAG) or None
 
-    def _stack_outputs(self, ws: Any, stack: Any) -> dict[str, Any]:
-        """The stack's outputs in one CLI call (`pulumi stack output --json`; Stack.outputs() makes two, the second
-        for secrets: none of the outputs read here is one, a secret shows as "[secret]")."""
-        env = {**({"PULUMI_HOME": ws.pulumi_home} if ws.pulumi_home else {}), **(ws.env_vars or {})}
-        result = ws.pulumi_command.run(["stack", "output", "--json", "--stack", stack.name], ws.work_dir, env)
-        return json.loads(result.stdout or "{}")
+    def _stack_outputs(self, ws: Workspace, stack: Any) -> dict[str, Any]:
+        """The stack's outputs in one CLI call, a secret one shown as "[secret]" (none of those read here is one)."""
+        return json.loads(ws.run(["stack", "output", "--json", "--stack", stack.name]).stdout or "{}")
 
     def _write_tags(self, stack: Any, inputs: StackProgramInputs) -> None:
         """Stack tags (cluster, namespace, tenant, account, region); a backend without tags is logged once."""
