@@ -256,7 +256,8 @@ NOT_OPTIONS: Mapping[str, str] = {
     "XDG_CACHE_HOME": "the user's cache folder (XDG): the default of `plan --cache` is its hubwright/plans/",
     "NO_COLOR": "https://no-color.org: the plan's diff is not coloured, even on a terminal",
     "TERM": "TERM=dumb: the plan's diff is not coloured",
-    "GOGC": "Go's collector target: passed on to the pulumi CLI as set, else 400 (automation.adapters.engine.pulumi_engine)",
+    "GOGC": "Go's collector target: passed on to the pulumi CLI as set, else 400 "
+            "(automation.adapters.engine.pulumi_engine)",
     "PYTHONPATH": "passed on, REF's program's folder first, to the plan `plan --baseline-ref` runs in a worktree",
 }
 

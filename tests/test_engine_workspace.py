@@ -4,16 +4,21 @@ workspace asks once, and a second time only when an output is a secret. A stand-
 from __future__ import annotations
 
 import json
+
 from pulumi import automation as auto
+
 from automation.adapters.engine.pulumi_engine import Workspace
+
 
 class Cli:
     """pulumi_command: prints `masked` for `stack output --json`, `plain` with --show-secrets."""
 
     version = None
+
     def __init__(self, masked, plain):
         self.calls, self.masked, self.plain = [], masked, plain
-    def run(self, args, cwd, env, on_output=None, on_error=None, *rest, **kw):
+
+    def run(self, args, cwd, env, on_output=None, on_error=None):
         self.calls.append(args)
         out = self.plain if "--show-secrets" in args else self.masked
         return auto.CommandResult(stdout=json.dumps(out), stderr="", code=0)
