@@ -8,7 +8,6 @@ after the code was written.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
 
@@ -16,24 +15,14 @@ import pytest
 
 from stacks.model.fields import NOT_A_REGION
 from stacks.names import CLUSTER, GROUP, HUBCONFIG, TENANT
-from tests.envtest import BUILD_HINT, find_binary, kube_apiserver  # noqa: F401
+from tests.envtest import kube_apiserver  # noqa: F401
+from doubles.kubectl import Kubectl
 from doubles.factories import cluster_doc
 
 
 @pytest.fixture(scope="module")
 def kubectl(kube_apiserver, tmp_path_factory):  # noqa: F811
-    binary = find_binary("kubectl")
-    assert binary, f"kubectl not found: {BUILD_HINT}"
-    kubeconfig = kube_apiserver.kubeconfig()
-    cache = tmp_path_factory.mktemp("kubectl-cache")
-
-    def run(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        done = subprocess.run([binary, f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}",
-                               "--request-timeout=30s", *args],
-                              input=stdin, capture_output=True, text=True, timeout=120)
-        if check:
-            assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-        return done
+    run = Kubectl(kube_apiserver.kubeconfig(), tmp_path_factory.mktemp("kubectl-cache"))
 
     # The API server publishes a new CRD's OpenAPI schema (what explain reads) a moment after installing it.
     deadline = time.monotonic() + 90

@@ -31,7 +31,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from doubles.envtest import EnvTest, free_port, project_crds, require_binaries, start_envtest
+from doubles.envtest import EnvTest, free_port, project_crds, start_envtest
+from doubles.kubectl import against
 from doubles.service_env import wait_until
 from stacks.names import GROUP, VERSION
 from tests.gitea import Gitea, start_gitea
@@ -104,14 +105,6 @@ class Hub:
         return self.forge.request("GET", f"/repos/{path}/keys").json()
 
 
-def _kubectl(env: EnvTest, *args: str, cwd: Path | None = None) -> str:
-    kubectl = require_binaries("kubectl")["kubectl"]
-    done = subprocess.run([kubectl, "--kubeconfig", str(env.kubeconfig()), *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
 def _process(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "automation", *command], cwd=ROOT, env=env, stdout=out,
@@ -135,8 +128,8 @@ def hub(tmp_path_factory, gitea: Gitea) -> Iterator[Hub]:
         # The cluster-wide part of the install, as docs/registry.md's walkthrough applies it, and the HubConfig.
         subprocess.run([sys.executable, "-m", "automation", "install", "--render", str(work / "hub-install"),
                         "--cluster-wide-only"], cwd=ROOT, check=True, capture_output=True, timeout=120)
-        _kubectl(env, "apply", "-k", str(work / "hub-install"))
-        _kubectl(env, "apply", "-f", str(ROOT / "examples" / "hub.yaml"))
+        against(env)("apply", "-k", str(work / "hub-install"))
+        against(env)("apply", "-f", str(ROOT / "examples" / "hub.yaml"))
         with env.api_client() as api:
             admin = service_account_token(api, "default", "hub-admin")
             client.RbacAuthorizationV1Api(api).create_cluster_role_binding({
@@ -231,7 +224,7 @@ def test_a_tenant_and_a_cluster_get_repositories_the_agent_key_clones_and_deleti
     # 3. the real agent, once, with the hub standing in for the cluster's own API: the install's objects applied
     # there, its args from the install's Deployment
     (tmp_path / "agent.json").write_text(json.dumps(install))
-    _kubectl(hub.env, "apply", "-f", str(tmp_path / "agent.json"))
+    against(hub.env)("apply", "-f", str(tmp_path / "agent.json"))
     deployment = next(item for item in install["items"] if item["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     secret = next(item for item in install["items"] if item["kind"] == "Secret" and "token" in item.get("stringData", {}))

@@ -31,6 +31,7 @@ from tests import deployed
 from tests.dockerfile import image
 from tests.envtest import TOOLS_BIN, free_port, start_envtest
 from doubles.factories import hub_doc
+from doubles.kubectl import against
 from doubles.service_env import ServiceEnv, wait_until
 from tests.test_deploy_live import HUB, INGRESS_ONLY, backend_stacks, settled
 
@@ -340,9 +341,7 @@ def test_the_documented_install_applies_and_runs_the_service_without_the_backend
              "--set", f"service.metricsPort={port}"], cwd=tmp_path, env=shell_env(), capture_output=True, text=True,
             timeout=120)
         assert again.returncode == 0, again.stderr
-        applied = subprocess.run([KUBECTL, "apply", "-k", "hubwright-install"], cwd=tmp_path,
-                                 env=shell_env(KUBECONFIG=kubeconfig), capture_output=True, text=True, timeout=120)
-        assert applied.returncode == 0, applied.stderr
+        applied = against(api)("apply", "-k", "hubwright-install", cwd=tmp_path)
         assert "deployment.apps/hubwright configured" in applied.stdout, applied.stdout
 
         # The rest of this hub: its HubConfig with a shared ingress, and deploy/'s central proxy for it.

@@ -20,7 +20,8 @@ from doubles.service_env import wait_until
 from stacks.keys import KNOWN_KEYS, unknown_key_messages
 from stacks.keys_policy import KEYS_POLICY, keys_policy_manifests, near_misses
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
-from tests.envtest import BUILD_HINT, find_binary, kube_apiserver  # noqa: F401 - the fixture
+from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
+from doubles.kubectl import Kubectl
 
 pytestmark = pytest.mark.live
 
@@ -36,17 +37,13 @@ def kubectl(kube_apiserver, tmp_path_factory):  # noqa: F811 - the fixture
         except ApiException as exc:
             if exc.status != 409:
                 raise
-    binary = find_binary("kubectl")
-    assert binary, f"kubectl not found: {BUILD_HINT}"
-    cache = tmp_path_factory.mktemp("kubectl-cache")
+    kubectl = Kubectl(kube_apiserver.kubeconfig(), tmp_path_factory.mktemp("kubectl-cache"))
     ns = f"keys-{uuid.uuid4().hex[:6]}"
     client.CoreV1Api(admin).create_namespace({"metadata": {"name": ns}})
 
     def apply(doc: dict) -> subprocess.CompletedProcess:
         doc = {**doc, "metadata": {**doc["metadata"], "namespace": ns}}
-        return subprocess.run([binary, f"--kubeconfig={kube_apiserver.kubeconfig()}", f"--cache-dir={cache}",
-                               "--request-timeout=30s", "apply", "--dry-run=server", "-f", "-"],
-                              input=json.dumps(doc), capture_output=True, text=True, timeout=120)
+        return kubectl("apply", "--dry-run=server", "-f", "-", stdin=json.dumps(doc), check=False)
 
     # The API server loads a new policy through its own informer: applies before that pass unjudged.
     probe = cluster_doc("probe", annotations={"hubwright.io/probe": "x"})

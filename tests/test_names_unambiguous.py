@@ -19,7 +19,8 @@ from typing import Iterator
 
 import pytest
 
-from doubles.envtest import EnvTest, project_crds, require_binaries, start_envtest
+from doubles.envtest import EnvTest, project_crds, start_envtest
+from doubles.kubectl import Kubectl
 from doubles.thirdparty import crds as thirdparty_crds
 from doubles.thirdparty import projects as thirdparty_projects
 from stacks.names import CATEGORY, GROUP, KINDS, RESERVED_KINDS, VERSION, KindNames
@@ -231,13 +232,7 @@ def hub_with_capi() -> Iterator[EnvTest]:
 
 def kubectl(env: EnvTest, cache: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """The real kubectl against `env`, with its own discovery cache."""
-    binary = require_binaries("kubectl")["kubectl"]
-    done = subprocess.run([binary, f"--kubeconfig={env.kubeconfig()}", f"--cache-dir={cache}",
-                           "--request-timeout=30s", *args],
-                          capture_output=True, text=True, timeout=120)
-    if check and done.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}:\n{done.stderr}")
-    return done
+    return Kubectl(env.kubeconfig(), cache)(*args, check=check)
 
 
 # A request in kubectl's -v=6 log, as klog writes it today (verb="GET" url="https://...") or did before (GET https://...).

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import subprocess
 import threading
 import time
 import uuid
@@ -35,7 +34,8 @@ from automation.adapters.kube.status import parse_time
 from automation.api import agents, bootstrap, facts
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from automation.cli.agent import Agent, AgentError, renewal_due, token_times
-from doubles.envtest import find_binary, next_second
+from doubles.envtest import next_second
+from doubles.kubectl import against
 from stacks.install import AGENT, AGENT_NAMESPACE, API_RULES
 from stacks.names import (AGENT_CLUSTER_UID_ANNOTATION, ANNOTATION_PREFIX, API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP,
                           OWNER_ACCOUNT_ANNOTATION, SHARED_INGRESS_CONFIGMAP, TENANT_ANNOTATION, TENANT_LABEL,
@@ -273,7 +273,6 @@ def test_a_token_is_redeemed_once_and_never_stored_or_logged_in_clear(made, capl
     assert logged and not any(token in line or secret["token"] in line for line in logged)
 
 
-@pytest.mark.skipif(find_binary("kubectl") is None, reason="kubectl not found: scripts/tools.sh builds it")
 def test_kubectl_apply_takes_the_answer_as_it_is(made, admin, kube_apiserver):
     """The answer is a Kubernetes List, as Lieutenant's: `curl .../install/agent.json?token=... | kubectl apply -f -`
     creates every item, in order, with nothing taken out of it first (before, kubectl refused it: no kind)."""
@@ -281,19 +280,16 @@ def test_kubectl_apply_takes_the_answer_as_it_is(made, admin, kube_apiserver):
     answer = made.install(made.token(tenant, made.cluster(namespace)))
     assert answer.status_code == 200, answer.text
     assert (answer.json()["apiVersion"], answer.json()["kind"]) == ("v1", "List")
-    kubectl = [find_binary("kubectl"), "--kubeconfig", str(kube_apiserver.kubeconfig())]
+    kubectl = against(kube_apiserver)
     try:
-        applied = subprocess.run([*kubectl, "apply", "-f", "-"], input=answer.text, capture_output=True, text=True,
-                                 timeout=120)
-        assert applied.returncode == 0, applied.stderr
+        applied = kubectl("apply", "-f", "-", stdin=answer.text)
         names = [line.split(" ", 1)[0] for line in applied.stdout.splitlines()]
         assert [name.split("/", 1)[1] for name in names] == [m["metadata"]["name"] for m in answer.json()["items"]]
         stored = client.CoreV1Api(admin).read_namespaced_secret(AGENT, AGENT_NAMESPACE)
         token = manifest(answer.json(), "Secret", AGENT)["stringData"]["token"]
         assert base64.b64decode(stored.data["token"]).decode() == token
     finally:  # the shared server: the cluster-scoped items would meet the next test's
-        subprocess.run([*kubectl, "delete", "--wait=false", "--ignore-not-found", "-f", "-"], input=answer.text,
-                       capture_output=True, text=True, timeout=120)
+        kubectl("delete", "--wait=false", "--ignore-not-found", "-f", "-", stdin=answer.text, check=False)
 
 
 def test_the_manifests_are_objects_the_api_server_accepts(made, admin):

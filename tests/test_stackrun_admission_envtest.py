@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import uuid
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
@@ -29,6 +28,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.files import install
+from doubles.kubectl import Kubectl
 from components.install import SERVICE
 from stacks.admission import TENANT_ADMIN_CLUSTERROLE
 from stacks.deployment import load_values
@@ -36,7 +36,7 @@ from stacks.names import GROUP, RUN_FOR_ANNOTATION, RUN_OPERATION_LABEL, RUN_SEC
 from stacks.runs.admission import STACKRUN_POLICY
 from stacks.runs.model import rfc3339, secret_name
 from tests import deployed
-from tests.envtest import BUILD_HINT, ROOT, TENANT_USER, find_binary, kube_apiserver_alone  # noqa: F401 - fixture
+from tests.envtest import ROOT, TENANT_USER, kube_apiserver_alone  # noqa: F401 - fixture
 from tests.registry_rbac import eventually, sa_subject, service_account_token
 
 RUNNER = f"{SERVICE}-runner"
@@ -356,8 +356,6 @@ def table(lines: list[str]) -> list[dict[str, str]]:
 def test_kubectl_get_hubstackruns_prints_the_history_the_docs_show(hub, tmp_path):
     """The real kubectl, as the tenant admin: the documented sample's columns and every cell but AGE, from runs
     the service created and a runner finished."""
-    binary = find_binary("kubectl")
-    assert binary, f"kubectl not found: {BUILD_HINT}"
     sample = table(doc_sample())
     namespace = f"acme-{hub.suffix}-h"
     client.CoreV1Api(hub.admin).create_namespace({"metadata": {"name": namespace}})
@@ -385,18 +383,14 @@ def test_kubectl_get_hubstackruns_prints_the_history_the_docs_show(hub, tmp_path
             "clusters": [{"name": "envtest", "cluster": {"server": hub.host, "certificate-authority": hub.ca}}],
             "users": [{"name": "tenant", "user": {"token": hub.tenant_token}}],
             "contexts": [{"name": "tenant", "context": {"cluster": "envtest", "user": "tenant"}}]}))
-        done = subprocess.run([binary, f"--kubeconfig={kubeconfig}", f"--cache-dir={tmp_path / 'cache'}",
-                               "--request-timeout=30s", "get", "hubstackruns", "-n", namespace],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
+        kubectl = Kubectl(kubeconfig, tmp_path / "cache")
+        done = kubectl("get", "hubstackruns", "-n", namespace)
         lines = done.stdout.rstrip("\n").split("\n")
         assert lines[0].split() == doc_sample()[0].split()
         printed = sorted(table(lines), key=lambda row: row["NAME"])
         without_age = lambda rows: [{k: v for k, v in row.items() if k != "AGE"} for row in rows]  # noqa: E731
         assert without_age(printed) == without_age(sorted(sample, key=lambda row: row["NAME"]))
-        wide = subprocess.run([binary, f"--kubeconfig={kubeconfig}", f"--cache-dir={tmp_path / 'cache'}",
-                               "--request-timeout=30s", "get", "hwrun", "-n", namespace, "-o", "wide"],
-                              capture_output=True, text=True, timeout=120)
-        assert wide.returncode == 0 and {"REASON", "RUNNER", "REFRESH"} <= set(wide.stdout.split("\n")[0].split())
+        wide = kubectl("get", "hwrun", "-n", namespace, "-o", "wide")
+        assert {"REASON", "RUNNER", "REFRESH"} <= set(wide.stdout.split("\n")[0].split())
     finally:
         client.CoreV1Api(hub.admin).delete_namespace(namespace)

@@ -5,14 +5,14 @@ refusal or a cluster with no stack included. Each stuck case found is a test her
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 from kubernetes.client.rest import ApiException
 
 from doubles.engine import RecordingEngine
+from doubles.kubectl import against
 from stacks.errors import NeedsAttention
-from tests.envtest import TOOLS_BIN, kube_apiserver  # noqa: F401 - the fixture
+from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from doubles.factories import OWNER_ANNOTATION
 from doubles.service_env import ServiceEnv, wait_until
 from stacks.names import DEFAULT_REGION_ANNOTATION, GROUP, VERSION
@@ -118,19 +118,9 @@ def test_a_cluster_stalled_before_a_restart_heals_after_it(env):
 
 # --------------------------------------------------------------------------- ACCOUNT and REGION of a stalled cluster
 
-KUBECTL = TOOLS_BIN / "kubectl"
-
-
 def columns(kube_apiserver, env: ServiceEnv, name: str) -> dict[str, str]:  # noqa: F811 - the fixture
-    """`kubectl get hubclusters` as a user types it: the printer columns of one row, by header (without kubectl,
-    which scripts/tools.sh builds: the status fields those columns print)."""
-    if not KUBECTL.exists():
-        status = (env.get(name) or {}).get("status") or {}
-        ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
-        return {"ACCOUNT": status.get("account") or "", "REGION": status.get("region") or "",
-                "READY": ready.get("status", ""), "REASON": ready.get("reason", "")}
-    out = subprocess.run([str(KUBECTL), "--kubeconfig", str(kube_apiserver.kubeconfig()), "get", "hubclusters",
-                          "-n", env.ns, name], capture_output=True, text=True, timeout=30, check=True).stdout
+    """`kubectl get hubclusters` as a user types it: the printer columns of one row, by header."""
+    out = against(kube_apiserver)("get", "hubclusters", "-n", env.ns, name).stdout
     header, row = out.splitlines()[:2]
     starts = [m.start() for m in re.finditer(r"\S+", header)] + [None]
     return {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:])}
