@@ -141,8 +141,9 @@ src=$(find "$WORK" -maxdepth 1 -type d -name "haproxy-$VERSION*" | head -n 1)
 [ -n "$src" ] || die "the tarball has no haproxy-$VERSION folder"
 ticking "haproxy $VERSION" make -C "$src" -j"$(nproc)" TARGET=linux-glibc >>"$LOG" 2>&1 || { tail -n 30 "$LOG" >&2; die "build failed (log: $LOG)"; }
 out="$CACHE/bin/haproxy-$VERSION"
-install -m 0755 "$src/haproxy" "$WORK/haproxy-$VERSION"
-cache_publish "$WORK/haproxy-$VERSION" "$out" || die "cannot put the built haproxy at $out"
+# (not "$WORK/haproxy-$VERSION": that is the source folder the tarball unpacked, and install would copy into it)
+install -m 0755 "$src/haproxy" "$WORK/haproxy.built"
+cache_publish "$WORK/haproxy.built" "$out" || die "cannot put the built haproxy at $out"
 cache_unlock "$CACHE/bin/haproxy-$SUITE-source"
 new_enough "$(version_of "$out")" || die "the built $out does not run or reports $(version_of "$out")"
 place "$out"
