@@ -43,6 +43,9 @@ def test_workers_never_resolve_through_the_real_service(monkeypatch):
             wait_until(lambda: engine.count("up") >= 3, what="the edit's run")
             env.delete("prod-2")
             wait_until(lambda: env.get("prod-2") is None, what="prod-2 gone")
+            # gone from the API first, then from the service's cache (its watch event): quiet() is only then true
+            # of the mapper's last pass (before, it could pass with the cache one event behind; 1 run in 10)
+            wait_until(lambda: service.pipeline.cache.get("acme/prod-2") is None, what="prod-2 gone from the cache")
             quiet(service)
             desired = service.pipeline.desired
     assert engine.count("up") == 3 and engine.count("destroy") == 1
