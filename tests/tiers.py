@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -28,8 +29,14 @@ RECORD = "HUBWRIGHT_RECORD_SPAWNS"  # a file: record the fast-tier tests that st
 PINNED_SERVERS = ("kube_apiserver_nocache", "kube_apiserver_gc")
 
 
-def pytest_collection_modifyitems(items) -> None:
-    """Every test that starts a real engine is `live`, whichever file it is in; each gets its xdist group."""
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_modifyitems(config, items):
+    """Every test that starts a real engine is `live`, whichever file it is in; each gets its xdist group.
+
+    Around the other plugins' hooks: a pytest-xdist worker names each test by its group (`nodeid@group`, which
+    its scheduler keys on) in a hook of its own, so the groups are marked before it runs and checked after. The
+    check is loud: with pytest 9.2 the name did not take (pytest-xdist 3.8 writes Item._nodeid, which pytest
+    9.2 no longer reads), every module's tests went to both workers and its module-scoped servers started twice."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if REAL_ENGINE_FIXTURES & fixtures:
@@ -40,6 +47,20 @@ def pytest_collection_modifyitems(items) -> None:
         elif _module_fixtures(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
         # else no group: the test goes to whichever worker is free (a file of slow tests is no long pole)
+    yield
+    if config.getoption("loadgroup", default=False):  # set in a worker of `--dist loadgroup`
+        lost = [item.nodeid for item in items if _group(item) and not item.nodeid.endswith(f"@{_group(item)}")]
+        if lost:  # said on the worker's stderr (the terminal's): pytest-xdist reports only its own assertion
+            said = (f"pytest-xdist did not group {len(lost)} tests (first: {lost[0]}): --dist loadgroup would run a "
+                    "module's tests on several workers, its servers started on each; the pytest and pytest-xdist of "
+                    "requirements-dev.txt do not work together")
+            sys.__stderr__.write(f"\nERROR: {said}\n")
+            raise pytest.UsageError(said)
+
+
+def _group(item) -> str:
+    """The name pytest-xdist gives the test's groups (joined as it joins them); "" for none."""
+    return "_".join(sorted({str(mark.args[0]) for mark in item.iter_markers("xdist_group")}))
 
 
 def _module_fixtures(item) -> bool:
