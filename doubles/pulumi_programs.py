@@ -174,12 +174,20 @@ def human_stack(engine: PulumiEngine, stack: str, tmp: Path) -> auto.Stack:
     return auto.Stack.select(stack, ws)
 
 
-def engine_settings(state_dir: Path, *, backend_url: str | None = None, home: Path | None = None) -> PulumiSettings:
+# The policy pack of a test's engine: off, unless the test is about what the pack decides (PACK). The pack is a
+# process of its own on every up and preview, about a third of a no-op up's time (docs/engine.md); the engine's
+# other tests (locks, drift, pools, backends) do not read what it says. The service's default stays "mandatory".
+PACK = "mandatory"
+
+
+def engine_settings(state_dir: Path, *, backend_url: str | None = None, home: Path | None = None,
+                    policy: str = "off") -> PulumiSettings:
     return PulumiSettings(
         state_dir=state_dir,
         backend_url=backend_url,
         pulumi_home=home or state_dir / "home",
         env={"PULUMI_CONFIG_PASSPHRASE": PASSPHRASE, "PYTHONPATH": str(ROOT)},
+        policy=policy,
     )
 
 

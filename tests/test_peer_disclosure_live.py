@@ -27,7 +27,7 @@ from automation.adapters.engine import EngineError, PolicyViolation
 from automation.adapters.engine.pulumi_engine import PulumiEngine
 from automation.adapters.logs import FIELDS
 from doubles.factories import cluster_doc, fleet
-from doubles.pulumi_programs import TOOLS_BIN, engine_settings
+from doubles.pulumi_programs import PACK, TOOLS_BIN, engine_settings
 from doubles.runners import SERVICE_NAMESPACE, create_run, phase, run_status, running_runners
 from doubles.service_env import wait_until
 from stacks.inputs import StackInputs
@@ -70,7 +70,7 @@ def pair(moto):
 
 
 def engine(tmp_path: Path, moto, **kw) -> PulumiEngine:
-    return PulumiEngine(engine_settings(tmp_path / "state"), program_factory=lambda inputs: pair_stand_ins(
+    return PulumiEngine(engine_settings(tmp_path / "state", policy=PACK), program_factory=lambda inputs: pair_stand_ins(
         inputs, cloud=str(tmp_path / "cloud"), endpoint=moto.url, **kw))
 
 

@@ -13,7 +13,7 @@ import pytest
 from automation.adapters.engine import PolicyViolation
 from automation.adapters.engine.pulumi_engine import PulumiEngine
 from automation.adapters.engine.run_output import policy_violations
-from doubles.pulumi_programs import TOOLS_BIN, endpoint_service, engine_settings, make_inputs
+from doubles.pulumi_programs import PACK, TOOLS_BIN, endpoint_service, engine_settings, make_inputs
 
 NEEDS = ("pulumi", "pulumi-resource-pulumi-python", "pulumi-analyzer-policy-python")
 MISSING = [b for b in NEEDS if not (TOOLS_BIN / b).is_file() and shutil.which(b) is None]
@@ -24,7 +24,7 @@ HUB_ROLE = "arn:aws:iam::111111111111:role/hubwright-hub"  # make_inputs' hub ac
 
 
 def engine(tmp_path: Path, principal: str, marker: Path, **policy: str) -> PulumiEngine:
-    settings = dataclasses.replace(engine_settings(tmp_path / "state"), **policy)
+    settings = dataclasses.replace(engine_settings(tmp_path / "state", policy=PACK), **policy)
     return PulumiEngine(settings, program_factory=lambda inputs: endpoint_service(inputs, principal=principal,
                                                                                   marker=str(marker)))
 

@@ -15,7 +15,7 @@ import pytest
 
 from automation.adapters.engine import PolicyViolation
 from automation.adapters.engine.pulumi_engine import PulumiEngine
-from doubles.pulumi_programs import TOOLS_BIN, engine_settings
+from doubles.pulumi_programs import PACK, TOOLS_BIN, engine_settings
 from tests.test_transit_components import ASSOC, STATIC, TABLE, TRANSIT, plans_of, tgw_hub
 from tests.test_transit import tgw_member
 from doubles.providers import routed
@@ -53,7 +53,7 @@ def transit():
 
 def engine(tmp_path: Path, cloud: Path, transit, version: str, extra_routes=()) -> PulumiEngine:
     _, tables, members = transit
-    return PulumiEngine(engine_settings(tmp_path / "state"), program_factory=lambda inputs: gateway_tables(
+    return PulumiEngine(engine_settings(tmp_path / "state", policy=PACK), program_factory=lambda inputs: gateway_tables(
         inputs, cloud=str(cloud), tables=tables, members=members, version=version, extra_routes=list(extra_routes)))
 
 
