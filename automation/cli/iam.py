@@ -17,6 +17,7 @@ exactly these policies under IAM enforcement.
 
     python -m automation iam --principal arn:aws:iam::111111111111:role/hubwright-controller \\
         [--hub examples/hub.yaml] [--role-map configmap.yaml] [--markdown]
+    python -m automation iam --cloudformation DIR   # the hub and cluster roles as templates (iam_templates)
 """
 from __future__ import annotations
 
@@ -24,12 +25,14 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Literal, Mapping
 
 import yaml
 
 from automation.adapters.aws import lookups
 from automation.adapters.files.inputs import load_hub
+from automation.cli.iam_templates import write_templates
 from stacks.rolemap import from_configmap
 
 Side = Literal["hub", "cluster"]
@@ -217,12 +220,20 @@ def add_iam_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--hub", help="the HubConfig YAML: hub role, external ID, role map")
     parser.add_argument("--role-map", help="the role-map ConfigMap YAML")
     parser.add_argument("--markdown", action="store_true", help="print the action table instead")
+    parser.add_argument("--cloudformation", metavar="DIR",
+                        help="write the hub and cluster roles as CloudFormation templates into DIR instead (the "
+                             "cluster role's is StackSet-ready: docs/iam.md)")
     parser.set_defaults(func=iam_command, parser=parser)
 
 
 def iam_command(args: argparse.Namespace) -> int:
     if args.markdown:
         sys.stdout.write(markdown_table())
+        return 0
+    if args.cloudformation:
+        for path in write_templates(Path(args.cloudformation), {"cluster": cluster_role_policy(),
+                                                                "hub": hub_role_policy()}):
+            print(path)
         return 0
     if not args.principal:
         args.parser.error("--principal is required (or --markdown)")
