@@ -18,6 +18,8 @@ import json
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
+from stacks.names import MANAGED_BY, MANAGED_BY_TAG
+
 FORMAT = "2010-09-09"
 Role = Literal["cluster", "hub"]
 TEMPLATES: dict[Role, tuple[str, str, str]] = {
@@ -72,7 +74,7 @@ def template(role: Role, policy: Mapping[str, Any]) -> dict[str, Any]:
             "MaxSessionDuration": {"Ref": "MaxSessionDuration"},
             "AssumeRolePolicyDocument": _trust(policy["Version"]),
             "Policies": [{"PolicyName": role_name, "PolicyDocument": dict(policy)}],
-            "Tags": [{"Key": "hubwright.io/managed-by", "Value": "hubwright"}],
+            "Tags": [{"Key": MANAGED_BY_TAG, "Value": MANAGED_BY}],  # as on every resource hubwright makes
         }}},
         "Outputs": {"RoleArn": {"Description": "What the role map (cluster) or spec.credentials.roleARN (hub) "
                                                "names", "Value": {"Fn::GetAtt": ["Role", "Arn"]}}},
