@@ -175,7 +175,7 @@ def human_stack(engine: PulumiEngine, stack: str, tmp: Path) -> auto.Stack:
 
 
 # The policy pack of a test's engine: off, unless the test is about what the pack decides (PACK). The pack is a
-# process of its own on every up and preview, about a third of a no-op up's time (docs/engine.md); the engine's
+# process of its own on every up and preview, about a quarter of a no-op up's time (docs/engine.md); the engine's
 # other tests (locks, drift, pools, backends) do not read what it says. The service's default stays "mandatory".
 PACK = "mandatory"
 
