@@ -101,10 +101,14 @@ class Workspace(auto.LocalWorkspace):
     of CPU per up). That second call is made only when an output is a secret."""
 
     def stack_outputs(self, stack_name: str) -> auto.OutputMap:
-        masked = json.loads(self.run(["stack", "output", "--json", "--stack", stack_name]).stdout or "{}")
+        masked = self.masked_outputs(stack_name)
         if any(value == SECRET_SHOWN_AS for value in masked.values()):
             return super().stack_outputs(stack_name)
         return {key: auto.OutputValue(value=value, secret=False) for key, value in masked.items()}
+
+    def masked_outputs(self, stack_name: str) -> dict[str, Any]:
+        """The stack's outputs in one CLI call, a secret one shown as SECRET_SHOWN_AS."""
+        return json.loads(self.run(["stack", "output", "--json", "--stack", stack_name]).stdout or "{}")
 
     def run(self, args: list[str]) -> auto.CommandResult:
         """A CLI call in this workspace, with its PULUMI_HOME and environment."""
@@ -263,7 +267,7 @@ class PulumiEngine:
                 return None
             digest = self._applied_tag(st)
             if digest is not None:
-                outputs = self._call(st, "applied", lambda: self._stack_outputs(ws, st))
+                outputs = self._call(st, "applied", lambda: ws.masked_outputs(st.name))  # none read is a secret
                 raw = outputs.get(applied_output(digest))
                 if raw is not None:
                     return parse_inputs(stack, raw)
@@ -485,10 +489,6 @@ class PulumiEngine:
                 return None
             raise
         return (tags or {}).get(APPLIED_TAG) or None
-
-    def _stack_outputs(self, ws: Workspace, stack: Any) -> dict[str, Any]:
-        """The stack's outputs in one CLI call, a secret one shown as "[secret]" (none of those read here is one)."""
-        return json.loads(ws.run(["stack", "output", "--json", "--stack", stack.name]).stdout or "{}")
 
     def _write_tags(self, stack: Any, inputs: StackProgramInputs) -> None:
         """Stack tags (cluster, namespace, tenant, account, region); a backend without tags is logged once."""
