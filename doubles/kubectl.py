@@ -25,7 +25,7 @@ UNANSWERED_READ = re.compile(r'(?:Get|GET) "?https?://\S+?"?: (?:net/http: reque
 # Commands that do the same thing when run twice.
 SAME_TWICE = {"get", "explain", "describe", "api-resources", "api-versions", "apply", "wait", "version", "auth",
               "diff"}
-REQUEST_TIMEOUT = "30s"
+REQUEST_TIMEOUT_S = 30  # each request's (--request-timeout); another try is made only with room for one more
 
 
 def binary() -> str:
@@ -55,7 +55,7 @@ class Kubectl:
 
     def command(self, *args: str) -> list[str]:
         return [binary(), f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.cache}",
-                f"--request-timeout={REQUEST_TIMEOUT}", *args]
+                f"--request-timeout={REQUEST_TIMEOUT_S}s", *args]
 
     def __call__(self, *args: str, stdin: Optional[str] = None, check: bool = True, timeout: float = 180,
                  cwd: Optional[Path] = None, env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess:
@@ -63,7 +63,8 @@ class Kubectl:
         while True:
             done = subprocess.run(self.command(*args), input=stdin, capture_output=True, text=True, cwd=cwd, env=env,
                                   timeout=max(1.0, deadline - time.monotonic()))
-            if done.returncode == 0 or not again(args, done.stderr) or time.monotonic() > deadline - 35:
+            room = deadline - time.monotonic() > REQUEST_TIMEOUT_S + 5
+            if done.returncode == 0 or not again(args, done.stderr) or not room:
                 break
         if check:
             assert done.returncode == 0, f"kubectl {' '.join(args)} exited {done.returncode}:\n{done.stderr}"
