@@ -236,7 +236,7 @@ def iam_command(args: argparse.Namespace) -> int:
             print(path)
         return 0
     if not args.principal:
-        args.parser.error("--principal is required (or --markdown)")
+        args.parser.error("--principal is required (or --markdown, or --cloudformation DIR)")
     roles, external_id = _role_arns(args.hub, args.role_map)
     docs: Mapping[str, dict] = documents(args.principal, roles, external_id) if roles else {
         "trust": trust_policy(args.principal, external_id), "hub": hub_role_policy(),
