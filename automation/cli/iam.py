@@ -18,6 +18,7 @@ exactly these policies under IAM enforcement.
     python -m automation iam --principal arn:aws:iam::111111111111:role/hubwright-controller \\
         [--hub examples/hub.yaml] [--role-map configmap.yaml] [--markdown]
     python -m automation iam --cloudformation DIR   # the hub and cluster roles as templates (iam_templates)
+    python -m automation iam --markdown --scoped    # the table of the opt-in scoped templates (stacks.iam_scope)
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ import yaml
 from automation.adapters.aws import lookups
 from automation.adapters.files.inputs import load_hub
 from automation.cli.iam_templates import write_templates
+from stacks import iam_scope
 from stacks.rolemap import from_configmap
 
 Side = Literal["hub", "cluster"]
@@ -159,6 +161,19 @@ def hub_role_policy() -> dict:
     return _policy("HubwrightHub", actions("hub"))
 
 
+def scoped_policy(side: Side) -> dict:
+    """The role's identity policy scoped by resource (stacks.iam_scope): the same actions, those on what hubwright
+    creates conditioned on its tag. ARNs name ${AWS::Partition}: it is written only into a template."""
+    return {"Version": VERSION, "Statement": iam_scope.scoped_statements(actions(side))}
+
+
+def scoped_markdown_table() -> str:
+    """stacks.iam_scope's table, for docs/iam.md, with the roles that use each action."""
+    used = {side: set(actions(side)) for side in ("cluster", "hub")}
+    return iam_scope.markdown({action: " + ".join(side for side in used if action in used[side])
+                               for action in iam_scope.SCOPES})
+
+
 def controller_policy(role_arns: Iterable[str]) -> dict:
     """The controller's own policy: assume the hub role and the mapped cluster roles, nothing else."""
     roles = sorted(set(role_arns))
@@ -220,19 +235,24 @@ def add_iam_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--hub", help="the HubConfig YAML: hub role, external ID, role map")
     parser.add_argument("--role-map", help="the role-map ConfigMap YAML")
     parser.add_argument("--markdown", action="store_true", help="print the action table instead")
+    parser.add_argument("--scoped", action="store_true",
+                        help="with --markdown: the table of the templates scoped by resource (docs/iam.md)")
     parser.add_argument("--cloudformation", metavar="DIR",
-                        help="write the hub and cluster roles as CloudFormation templates into DIR instead (the "
-                             "cluster role's is StackSet-ready: docs/iam.md)")
+                        help="write the hub and cluster roles as CloudFormation templates into DIR instead, each "
+                             "also scoped by resource (the cluster role's are StackSet-ready: docs/iam.md)")
     parser.set_defaults(func=iam_command, parser=parser)
 
 
 def iam_command(args: argparse.Namespace) -> int:
+    if args.scoped and not args.markdown:
+        args.parser.error("--scoped goes with --markdown (--cloudformation DIR writes the scoped templates anyway)")
     if args.markdown:
-        sys.stdout.write(markdown_table())
+        sys.stdout.write(scoped_markdown_table() if args.scoped else markdown_table())
         return 0
     if args.cloudformation:
-        for path in write_templates(Path(args.cloudformation), {"cluster": cluster_role_policy(),
-                                                                "hub": hub_role_policy()}):
+        for path in write_templates(Path(args.cloudformation),
+                                    {"cluster": cluster_role_policy(), "hub": hub_role_policy()},
+                                    {"cluster": scoped_policy("cluster"), "hub": scoped_policy("hub")}):
             print(path)
         return 0
     if not args.principal:
