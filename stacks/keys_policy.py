@@ -11,6 +11,8 @@ warning only: no policy on their objects.
 """
 from __future__ import annotations
 
+from functools import cache
+
 from typing import Iterator
 
 from stacks import names
@@ -41,6 +43,11 @@ def _slips(word: str) -> Iterator[str]:
 
 def near_misses() -> dict[str, str]:
     """Misspelled key -> the known key stacks.keys.unknown suggests for it (the same function: they agree)."""
+    return dict(_near_misses())
+
+
+@cache  # 1,010 fuzzy matches (0.5 s): computed once per process, not once per render of the install
+def _near_misses() -> tuple[tuple[str, str], ...]:
     prefix = names.ANNOTATION_PREFIX
     out: dict[str, str] = {}
     for key in sorted(KNOWN_KEYS):
@@ -51,7 +58,7 @@ def near_misses() -> dict[str, str]:
             [(_, near)] = unknown([typo])
             if near is not None:
                 out[typo] = near
-    return out
+    return tuple(out.items())
 
 
 def _cel_map(mapping: dict[str, str]) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from automation.adapters.files import install
+from automation.adapters.files import chart, install
 from stacks.deployment import InstallValues, load_values, set_value
 from stacks.errors import InvalidSpec
 
@@ -34,6 +34,10 @@ def _values(args: argparse.Namespace) -> InstallValues:
 
 
 def _render(args: argparse.Namespace) -> int:
+    if args.chart:
+        return _chart(args)
+    if not args.render:
+        raise InvalidSpec.one("install", "--render", "one of --render DIR or --chart DIR is needed")
     out = Path(args.render)
     if out.exists() and not out.is_dir():
         raise InvalidSpec.one("--render", "--render", f"{out} is a file, not a folder")
@@ -46,11 +50,26 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chart(args: argparse.Namespace) -> int:
+    """The Helm chart, generated from the same renderer (automation.adapters.files.chart): no values are read,
+    they are the chart's own (values.yaml holds the defaults, values.schema.json the model)."""
+    if args.render or args.values or args.set or args.cluster_wide_only:
+        raise InvalidSpec.one("install --chart", "--chart", "takes no --render, --values, --set or "
+                              "--cluster-wide-only: the chart's values are given to helm")
+    out = Path(args.chart)
+    if out.exists() and not out.is_dir():
+        raise InvalidSpec.one("--chart", "--chart", f"{out} is a file, not a folder")
+    for path in chart.write(out):
+        print(path)
+    return 0
+
+
 def add_install_command(sub: argparse._SubParsersAction) -> None:
     cmd = sub.add_parser("install", help="render the install (CRDs, RBAC, admission policies, the service, the "
                                          "registry API) as plain manifests for kubectl apply -k, kustomize, Argo CD")
-    cmd.add_argument("--render", required=True, metavar="DIR",
-                     help="write DIR/<kind>-<name>.yaml and DIR/kustomization.yaml")
+    cmd.add_argument("--render", metavar="DIR", help="write DIR/<kind>-<name>.yaml and DIR/kustomization.yaml")
+    cmd.add_argument("--chart", metavar="DIR",
+                     help="write the Helm chart generated from the same renderer into DIR (deploy/helm/hubwright)")
     cmd.add_argument("--values", metavar="FILE", help="a YAML file of values (docs/install.md)")
     cmd.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="one value, after --values (repeatable), e.g. serviceAccount.roleArn=arn:aws:iam::...")
