@@ -31,9 +31,10 @@ git              git                                        tests commit, clone 
 EOF
 }
 
-# TOOL_BINS: what scripts/tools.sh puts in .tools/bin that the tests run.
+# TOOL_BINS: what scripts/tools.sh puts in .tools/bin that the tests run (helm, syft: `make release`; actionlint:
+# tests/test_release_workflow.py checks .github/workflows with it).
 TOOL_BINS=(pulumi pulumi-resource-pulumi-python pulumi-analyzer-policy-python kube-apiserver kube-controller-manager
-           kubectl etcd haproxy gitea)
+           kubectl etcd haproxy gitea helm syft actionlint)
 
 _setup_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 

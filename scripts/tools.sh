@@ -2,13 +2,14 @@
 # Put the real test engines into .tools/bin: the Pulumi CLI (+ Python helper
 # scripts), kube-apiserver, kube-controller-manager (garbage collection and
 # ResourceQuota usage in the envtest harness), kubectl (the client users type,
-# which tests drive), etcd, an HAProxy >= 2.9 (scripts/haproxy.sh) and Gitea (scripts/gitea.sh, the
+# which tests drive), etcd, the release tools (helm: the chart, pushed as an OCI artifact; syft: the SBOM;
+# actionlint: checks .github/workflows), an HAProxy >= 2.9 (scripts/haproxy.sh) and Gitea (scripts/gitea.sh, the
 # registry's test forge); then
 # other projects' published CRDs into .tools/crds (scripts/crds.sh), and those generated from their Go types
 # (scripts/crds-gen.sh, with controller-gen).
 #
 # Release binaries cannot be downloaded here, so each one is built from its Go
-# module (tools/pulumi/go.mod, tools/kube/go.mod pin the versions). A binary
+# module (tools/pulumi/go.mod, tools/kube/go.mod, tools/release/go.mod pin the versions). A binary
 # already on PATH at the pinned version is used as it is; a built binary is
 # kept in "$HUBWRIGHT_CACHE/bin" stamped with its version, together with
 # GOMODCACHE and GOCACHE, so a machine that keeps the cache rebuilds nothing.
@@ -40,6 +41,12 @@ modver() { awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$ROOT/tools/$1
 PULUMI_VERSION=$(modver pulumi github.com/pulumi/pulumi/pkg/v3)
 KUBE_VERSION=$(modver kube k8s.io/kubernetes)
 ETCD_VERSION=$(modver kube go.etcd.io/etcd/server/v3)
+HELM_VERSION=$(modver release helm.sh/helm/v3)
+SYFT_VERSION=$(modver release github.com/anchore/syft)
+ACTIONLINT_VERSION=$(modver release github.com/rhysd/actionlint)
+# The Kubernetes version helm assumes with no cluster to ask (`helm template`, `helm lint`): its Makefile derives
+# it from the k8s.io/client-go it is built with (v0.X.Y: Kubernetes 1.X).
+HELM_K8S_VERSION=$(modver release k8s.io/client-go)
 # The Python SDK's version: a pulumi CLI on PATH at this version is also fine.
 PY_PULUMI_VERSION=$(sed -n 's/^pulumi==\([0-9.]*\).*/v\1/p' "$ROOT/requirements.txt" 2>/dev/null || true)
 
@@ -196,6 +203,45 @@ else
     gobuild etcd "$ETCD_VERSION" kube go.etcd.io/etcd/server/v3
 fi
 
+# --- helm -------------------------------------------------------------------------
+# The release tools (tools/release/go.mod): `make release` packages the chart with helm and writes the image's SBOM
+# with syft; the release workflow pushes the chart with helm, and actionlint checks that workflow
+# (tests/test_release_workflow.py). The version ldflags are those of each project's own release build, so
+# `helm version`, `syft version` and `actionlint -version` name the pinned version.
+hk=${HELM_K8S_VERSION#v0.}; hk=${hk%%.*}
+hld="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+for vp in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    hld="$hld -X $vp.k8sVersionMajor=1 -X $vp.k8sVersionMinor=$hk"
+done
+t=$(date +%s)
+if p=$(on_path helm version "Version:\"$HELM_VERSION\""); then
+    place_link "$p" "$BIN/helm"
+    say "helm: using $p [$(elapsed "$t")]"
+else
+    gobuild helm "$HELM_VERSION" release helm.sh/helm/v3/cmd/helm "$hld"
+fi
+
+# --- syft -------------------------------------------------------------------------
+t=$(date +%s)
+if p=$(on_path syft --version "syft ${SYFT_VERSION#v}"); then
+    place_link "$p" "$BIN/syft"
+    say "syft: using $p [$(elapsed "$t")]"
+else
+    gobuild syft "$SYFT_VERSION" release github.com/anchore/syft/cmd/syft \
+        "-X main.version=${SYFT_VERSION#v} -X main.gitDescription=$SYFT_VERSION"
+fi
+
+# --- actionlint -------------------------------------------------------------------
+# Its release binaries print the version without the v (1.7.12), `go install` ones with it (v1.7.12): either is fine.
+t=$(date +%s)
+if p=$(on_path actionlint -version "${ACTIONLINT_VERSION#v}"); then
+    place_link "$p" "$BIN/actionlint"
+    say "actionlint: using $p [$(elapsed "$t")]"
+else
+    gobuild actionlint "$ACTIONLINT_VERSION" release github.com/rhysd/actionlint/cmd/actionlint \
+        "-X github.com/rhysd/actionlint.version=${ACTIONLINT_VERSION#v} -X 'github.com/rhysd/actionlint.installedFrom=built from source by hubwright scripts/tools.sh (tools/release/go.mod)'"
+fi
+
 # --- haproxy (>= 2.9, for custom-tlv) ----------------------------------------------
 bash "$ROOT/scripts/haproxy.sh" || die "haproxy: see above"
 
@@ -213,6 +259,9 @@ bash "$ROOT/scripts/crds-gen.sh" || die "third-party CRDs generated from Go type
 "$BIN/kube-controller-manager" --version >/dev/null 2>&1 || die "kube-controller-manager in $BIN does not run"
 "$BIN/kubectl" version --client >/dev/null 2>&1 || die "kubectl in $BIN does not run"
 "$BIN/etcd" --version >/dev/null 2>&1 || die "etcd in $BIN does not run"
+"$BIN/helm" version >/dev/null 2>&1 || die "helm in $BIN does not run"
+"$BIN/syft" --version >/dev/null 2>&1 || die "syft in $BIN does not run"
+"$BIN/actionlint" -version >/dev/null 2>&1 || die "actionlint in $BIN does not run"
 "$BIN/haproxy" -v >/dev/null 2>&1 || die "haproxy in $BIN does not run"
 "$BIN/gitea" --version >/dev/null 2>&1 || die "gitea in $BIN does not run"
-say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), kubectl $("$BIN/kubectl" version --client | sed -n 's/^Client Version: //p'), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p'), $("$BIN/haproxy" -v | head -n 1 | cut -d' ' -f1-3), $("$BIN/gitea" --version | cut -d' ' -f1-3) [total $(elapsed "$T0")]"
+say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), kubectl $("$BIN/kubectl" version --client | sed -n 's/^Client Version: //p'), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p'), helm $("$BIN/helm" version --template '{{.Version}}'), $("$BIN/syft" --version), actionlint $("$BIN/actionlint" -version | head -n 1), $("$BIN/haproxy" -v | head -n 1 | cut -d' ' -f1-3), $("$BIN/gitea" --version | cut -d' ' -f1-3) [total $(elapsed "$T0")]"
