@@ -238,27 +238,7 @@ def test_baseline_ref_refuses_a_ref_that_does_not_exist(tmp_path):
 
 
 # --------------------------------------------------------------------------- the README's pull-request flow
-
-@pytest.mark.live
-def test_the_readmes_pull_request_comment_is_what_the_command_prints(tmp_path):
-    """The README's block, run as written in a repository whose origin/main has the mesh example: the comment it
-    writes is the one the README shows."""
-    from tests.docblocks import blocks, script, section
-
-    heading = "Pull requests: what a change does to the fleet"
-    repo = tmp_path / "fleet"
-    shutil.copytree(ROOT / "examples" / "mesh", repo / "examples" / "mesh")
-    committed(repo)
-    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script(blocks(ROOT / "README.md", heading))], cwd=repo,
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    body, _ = section((ROOT / "README.md").read_text(encoding="utf-8"), heading)
-    shown = body.split("````markdown\n", 1)[1].split("````", 1)[0]
-    assert (repo / "plan-diff.md").read_text() == shown
-    assert "globex.ledger-euw1b" in shown and "| payments | changed | members | `4` | `5` |" in shown
+# The README's job runs with the CLI as one file, outside the checkout: tests/test_zipapp.py runs its block.
 
 
 @pytest.mark.live
