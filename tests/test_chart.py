@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,11 +16,12 @@ import yaml
 
 from automation.adapters.files import chart as chart_files
 from automation.adapters.files import install
-from doubles.envtest import ROOT, EnvTest, require_binaries, start_envtest
+from doubles.envtest import ROOT, TOOLS_BIN, EnvTest, require_binaries, start_envtest
 from doubles.kubectl import against
 from stacks import chart
 from stacks.deployment import load_values, set_value
 from stacks.errors import InvalidSpec
+from stacks.release import version
 
 pytestmark = pytest.mark.live  # helm and a kube-apiserver are processes
 
@@ -142,6 +144,13 @@ def bare_apiserver() -> Iterator[EnvTest]:
         yield env
 
 
+def _doc_block(marker: str) -> str:
+    """docs/install.md's ```sh block after the line `<!-- marker -->`."""
+    found = re.search(rf"<!-- {marker} -->\s*```sh\n(.*?)```", (ROOT / "docs" / "install.md").read_text(), re.S)
+    assert found, f"docs/install.md lost its {marker} block"
+    return found[1]
+
+
 def _older_chart(tmp_path: Path, dropped: str) -> Path:
     """The previous chart: this one at an older version, its HubCluster CRD without the field `dropped`."""
     old = tmp_path / "previous" / "hubwright"
@@ -184,7 +193,16 @@ def test_the_chart_installs_and_upgrades_its_crds(bare_apiserver: EnvTest, tmp_p
     before = {**cluster, "spec": {k: v for k, v in cluster["spec"].items() if k != dropped}}
     kubectl("apply", "-f", "-", stdin=json.dumps(before))
 
-    helm("upgrade", "hubwright", str(CHART), "--namespace", "hubwright-system", kubeconfig=kubeconfig)
+    # The upgrade is docs/install.md's Helm block, run as written beside the packaged chart.
+    command = _doc_block("helm")
+    packaged = f"hubwright-{version()}.tgz"
+    assert packaged in command, f"docs/install.md's helm block installs another version than {packaged}"
+    helm("package", str(CHART), "--destination", str(tmp_path))
+    env = {"PATH": f"{TOOLS_BIN}:/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kubeconfig),
+           "HELM_CACHE_HOME": str(tmp_path / "helm-cache"), "HELM_CONFIG_HOME": str(tmp_path / "helm-config")}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
     kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
     assert dropped in _spec_fields(kubectl, crd), f"helm upgrade left the old CRD: spec.{dropped} is missing"
     kubectl("apply", "-f", str(example))  # the new field is kept, not pruned by the old schema
@@ -207,5 +225,5 @@ def test_the_chart_installs_and_upgrades_its_crds(bare_apiserver: EnvTest, tmp_p
     assert policies <= {b["spec"]["policyName"] for b in bindings}
     listed = helm("list", "--namespace", "hubwright-system", "-o", "json", kubeconfig=kubeconfig)
     [release] = json.loads(listed.stdout)
-    assert release["chart"] == f"hubwright-{yaml.safe_load((CHART / 'Chart.yaml').read_text())['version']}"
+    assert release["chart"] == f"hubwright-{version()}"
     assert release["status"] == "deployed" and int(release["revision"]) == 2
