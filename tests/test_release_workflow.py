@@ -265,3 +265,21 @@ def test_the_verify_step_refuses(tmp_path: Path, damage, words: str) -> None:
     proc = run_step(verify_step(), {"VERSION": V}, dist)
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert words in proc.stdout + proc.stderr
+
+
+def changelog_step() -> dict:
+    return next(s for s in steps(load()) if s.get("id") == "changelog")
+
+
+def test_the_changelog_step_refuses_an_undated_entry_and_passes_a_dated_one(tmp_path: Path) -> None:
+    """The release notes are the version's CHANGELOG entry: publishing waits until it is dated."""
+    undated = tmp_path / "undated"
+    undated.mkdir()
+    (undated / "CHANGELOG.md").write_text(f"# Changelog\n\n## [{version()}] - unreleased\n")
+    proc = run_step(changelog_step(), {"VERSION": version()}, undated)
+    assert proc.returncode == 1 and "no dated entry" in proc.stdout + proc.stderr
+    dated = tmp_path / "dated"
+    dated.mkdir()
+    (dated / "CHANGELOG.md").write_text(f"# Changelog\n\n## [{version()}] - 2026-12-01\n")
+    proc = run_step(changelog_step(), {"VERSION": version()}, dated)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
