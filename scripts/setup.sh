@@ -28,6 +28,9 @@ openssh-client   ssh-keyscan,ssh                            the registry's Git r
 postgresql-15    initdb|/usr/lib/postgresql/15/bin/initdb   tests/postgres.py: a real PostgreSQL server for the registry's facts history with several replicas
 openssl          openssl                                    the envtest's certificates (doubles/envtest.py)
 git              git                                        tests commit, clone and push
+mmdebstrap       mmdebstrap                                 scripts/image.sh: the image's base from Debian's packages (tests/test_image_live.py builds it)
+podman           podman                                     ... imports, checks and saves the image, and the tests run it (tools/containers.conf)
+runc             runc                                       ... podman's runtime here (crun fails on this machine's cgroups)
 EOF
 }
 

@@ -6,6 +6,10 @@ and of a cluster's facts agent (`<registry>/<name>:<version>`, never a moving ta
 `<registry>/<name>@sha256:...`, is a documented value of the install).
 
 `image_problem` is the one rule for an image we are told to run: pinned (a version tag or a digest) and ours.
+
+The AWS provider plugin is an input of the image build (scripts/image.sh --aws-plugin, the Dockerfile's
+PULUMI_AWS_SHA256): an image built without it is tagged `image_tag(with_plugin=False)` (`<version>-noplugin`),
+carries AWS_PLUGIN_LABEL = "none", and its `serve` reports not ready (automation.service.plugins).
 """
 from __future__ import annotations
 
@@ -37,6 +41,20 @@ def version() -> str:
 def default_image() -> str:
     """The project's own image at this release: what the install deploys and what a facts agent runs."""
     return f"{IMAGE_REPOSITORY}:{version()}"
+
+
+NOPLUGIN_SUFFIX = "-noplugin"  # the tag of an image built without the AWS provider plugin
+AWS_PLUGIN = "pulumi-resource-aws"  # the provider plugin's executable, on the image's PATH (/usr/local/bin)
+AWS_PLUGIN_LABEL = f"io.{NAME}.aws-plugin.sha256"  # the plugin's SHA-256 as given to the build, or NO_AWS_PLUGIN
+NO_AWS_PLUGIN = "none"
+# What the build put in, inside the image (the label's value): `serve` reads it for /readyz
+# (automation.service.plugins). Absent outside an image.
+IMAGE_AWS_PLUGIN = f"/usr/local/share/{NAME}/aws-plugin.sha256"
+
+
+def image_tag(with_plugin: bool) -> str:
+    """The image an image build makes: default_image() with the AWS provider plugin, `<it>-noplugin` without."""
+    return default_image() if with_plugin else f"{default_image()}{NOPLUGIN_SUFFIX}"
 
 
 def image_problem(image: str) -> str | None:

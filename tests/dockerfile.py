@@ -182,9 +182,18 @@ def downloads(run: str) -> list[Download]:
     return found
 
 
-def check_step(run: str, arg: str) -> str:
-    """The shell text that refuses an empty `arg` and checks a file against it: run as written by the tests."""
-    found = re.search(r"\{ test -n \"\$\{%s\}\" \|\|.*?\| sha256sum -c -" % re.escape(arg), run)
+def guard_step(run: str, arg: str) -> str:
+    """The shell group that ends the RUN early, successfully and saying so, when `arg` is empty (an optional input
+    left out: nothing is downloaded), run as written by the tests."""
+    found = re.search(r"\{ test -n \"\$\{%s\}\" \|\| \{.*?; \}; \}" % re.escape(arg), run)
     if found is None:
-        raise AssertionError(f"no guarded sha256sum check of ${{{arg}}} in: {run}")
+        raise AssertionError(f"no guard on an empty ${{{arg}}} in: {run}")
+    return found[0]
+
+
+def check_step(run: str, arg: str) -> str:
+    """The shell text that checks a file against `arg` (`echo "${ARG}  file" | sha256sum -c -`): run as written."""
+    found = re.search(r"echo \"\$\{%s\}  [^\"]+\" \| sha256sum -c -" % re.escape(arg), run)
+    if found is None:
+        raise AssertionError(f"no sha256sum check of ${{{arg}}} in: {run}")
     return found[0]

@@ -1,5 +1,7 @@
 """The image (Dockerfile) holds what the service imports and reads, its PULUMI_HOME is writable in the pod, every
 download is verified against a pinned SHA-256, its base is taken by digest, and it is labelled with the one version.
+It is the same recipe as scripts/image.sh (the image CI builds and runs, tests/test_image_live.py): the same ENV,
+labels, packages and files, the pulumi CLI from scripts/tools.sh, the AWS plugin an input.
 
 No Docker engine here (nor base images or GitHub's release downloads): the Dockerfile is read (tests/dockerfile.py),
 the import graph computed with grimp, the Deployment rendered under the mock runtime (components/controlplane.py),
@@ -8,6 +10,7 @@ and the build's own checks (the checksum step, the version check) run as written
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -22,7 +25,8 @@ import pytest
 from packaging.requirements import Requirement
 
 from stacks import release
-from tests.dockerfile import DOCKERFILE, Image, check_step, commands, downloads, image, instructions, parse
+from tests.dockerfile import (DOCKERFILE, Image, check_step, commands, downloads, guard_step, image, instructions,
+                              parse)
 from tests.test_controlplane import deploy
 
 ROOT = DOCKERFILE.parent
@@ -193,16 +197,24 @@ def test_the_service_fails_without_the_pyproject_the_image_copies(tmp_path):
 def test_every_download_is_written_to_a_file_and_checked_against_a_pinned_sha256_before_use():
     img = image()
     fetched = [d for run in img.runs for d in downloads(run)]
-    assert len(fetched) >= 2  # the pulumi CLI and the AWS provider plugin
+    assert len(fetched) >= 1  # the AWS provider plugin (an input); the pulumi CLI is scripts/tools.sh's
     for download in fetched:
         assert download.url.startswith("https://") and download.file, download  # never piped into a shell
         assert download.checked_by in img.args, download  # a build argument of this stage ...
         pinned = img.args[download.checked_by]
         assert re.fullmatch(r"[0-9a-f]{64}", pinned) or pinned == "", (download, pinned)  # ... a sum, or unset
-    assert {d.checked_by for d in fetched} == {"PULUMI_SHA256", "PULUMI_AWS_SHA256"}
+    assert {d.checked_by for d in fetched} == {"PULUMI_AWS_SHA256"}
     piped_into = [c.words[0] for run in img.runs for c in commands(run) if c.after == "|"]
     assert piped_into and set(piped_into) == {"sha256sum"}  # nothing downloaded is piped into a shell
-    assert not any("get.pulumi.com" in run for run in img.runs)
+    assert not any("get.pulumi.com" in run or "pulumi/pulumi/releases" in run for run in img.runs)
+
+
+def test_the_pulumi_cli_is_the_one_tools_sh_builds_not_a_download():
+    img = image()
+    for name in ("pulumi", "pulumi-resource-pulumi-python", "pulumi-language-python-exec"):
+        assert img.copied_to(f"/usr/local/bin/{name}") == f".tools/bin/{name}"
+    [check] = [run for run in img.runs if "pulumi version" in run]
+    assert '"v${PULUMI_VERSION}"' in check  # the CLI copied is requirements.txt's version, or no image
 
 
 def test_an_unchecked_or_piped_download_is_caught():
@@ -220,28 +232,65 @@ def test_an_unchecked_or_piped_download_is_caught():
 
 
 @pytest.mark.live
-@pytest.mark.parametrize("arg, file", [("PULUMI_SHA256", "pulumi.tar.gz"),
-                                       ("PULUMI_AWS_SHA256", "pulumi-resource-aws.tar.gz")])
-def test_the_checksum_step_passes_the_right_sum_and_fails_the_build_otherwise(arg, file, tmp_path):
-    """The Dockerfile's own step, run as /bin/sh runs a RUN line, on a local file in place of the download."""
+def test_the_checksum_step_passes_the_right_sum_and_fails_the_build_otherwise(tmp_path):
+    """The Dockerfile's own steps, run as /bin/sh runs a RUN line, on a local file in place of the download."""
+    arg, file = "PULUMI_AWS_SHA256", "pulumi-resource-aws.tar.gz"
     [run] = [run for run in image().runs if f'"${{{arg}}}  {file}"' in run]
-    step = check_step(run, arg)
     (tmp_path / file).write_bytes(os.urandom(4096))
     right = hashlib.sha256((tmp_path / file).read_bytes()).hexdigest()
 
-    def build(value: str) -> subprocess.CompletedProcess:
-        env = {"PATH": "/usr/bin:/bin", arg: value, "PULUMI_VERSION": "3", "PULUMI_AWS_VERSION": "7"}
+    def build(value: str, step: str = check_step(run, arg)) -> subprocess.CompletedProcess:
+        env = {"PATH": "/usr/bin:/bin", arg: value, "PULUMI_AWS_VERSION": "7"}
         return subprocess.run(["/bin/sh", "-c", step], cwd=tmp_path, capture_output=True, text=True, timeout=30,
                               env=env)
 
     assert build(right).returncode == 0
     wrong = build(hashlib.sha256(b"another file").hexdigest())
     assert wrong.returncode != 0 and "FAILED" in wrong.stdout
-    empty = build("")
-    assert empty.returncode != 0 and f"{arg} is empty" in empty.stderr
     assert build(right[:63]).returncode != 0  # not a sum at all
+    assert build("").returncode != 0  # the check itself never passes an empty sum
     (tmp_path / file).write_bytes(b"tampered")
     assert build(right).returncode != 0
+    # An empty sum: the RUN stops before any download, successfully, saying the image has no plugin.
+    guarded = guard_step(run, arg) + " && echo downloading"
+    empty = build("", guarded)
+    assert empty.returncode == 0 and "downloading" not in empty.stdout and f"{arg} is empty" in empty.stderr
+    assert "-noplugin" in empty.stderr
+    given = build(right, guarded)
+    assert given.returncode == 0 and "downloading" in given.stdout
+
+
+def test_the_image_records_and_labels_whether_it_has_the_aws_plugin():
+    """Empty PULUMI_AWS_SHA256: the label says none and serve's record (stacks.release.IMAGE_AWS_PLUGIN) too."""
+    img = image()
+    assert img.labels[release.AWS_PLUGIN_LABEL] == "${PULUMI_AWS_SHA256:-%s}" % release.NO_AWS_PLUGIN
+    assert any(f'echo "${{PULUMI_AWS_SHA256:-{release.NO_AWS_PLUGIN}}}" > {release.IMAGE_AWS_PLUGIN}' in run
+               for run in img.runs)
+    assert img.env["PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"] == "true"
+
+
+IMAGE_SH = ROOT / "scripts" / "image.sh"
+
+
+def test_the_dockerfile_and_image_sh_are_the_same_recipe():
+    """scripts/image.sh (podman import --change ...) sets every ENV, USER and ENTRYPOINT of the Dockerfile, every
+    label it sets, installs the same Debian packages and places the same files."""
+    img, script = image(), IMAGE_SH.read_text()
+    for key, value in img.env.items():
+        assert f'"ENV {key}={value}"' in script, key
+    assert f'"USER {img.user}"' in script and f"'ENTRYPOINT {json.dumps(img.entrypoint)}'" in script
+    assert f'"WORKDIR {img.workdir}"' in script
+    for key in img.labels:
+        assert f"LABEL {key}=" in script or (key == release.AWS_PLUGIN_LABEL and "LABEL $PLUGIN_LABEL=" in script), key
+    [apt] = [run for run in img.runs if "apt-get install" in run]
+    packages = [w for w in apt.split("apt-get install", 1)[1].split("&&")[0].split() if not w.startswith("-")]
+    [include] = re.findall(r"--include=(\S+)", script)
+    assert set(packages) - {"curl"} <= set(include.split(","))  # curl: the Dockerfile's download, purged after
+    for src, dest in img.copies:
+        if dest.startswith("/usr/local/bin/"):
+            assert src.rsplit("/", 1)[-1] in script, src
+        elif dest.startswith("/app/") and dest.count("/") == 2 and src != "requirements.txt":
+            assert f" {src}" in script, src
 
 
 def test_the_pinned_tools_match_the_sdks_requirements_pins():
@@ -249,6 +298,7 @@ def test_the_pinned_tools_match_the_sdks_requirements_pins():
             for line in (ROOT / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")}
     args = image().args
     assert args["PULUMI_VERSION"] == pins["pulumi"] and args["PULUMI_AWS_VERSION"] == pins["pulumi-aws"]
+    assert 'pin pulumi' in IMAGE_SH.read_text()  # image.sh checks .tools/bin/pulumi against requirements.txt too
 
 
 def test_the_base_image_is_an_argument_taken_by_digest():

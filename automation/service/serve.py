@@ -102,8 +102,11 @@ class Service:
     def __init__(self, options: ServiceOptions, *, api_client: client.ApiClient, engine: Engine,
                  guards: Iterable[Guard] | None = None, audit: Audit | None = None,
                  census: Count | None = None, on_lost_leadership: Callable[[], None] | None = None,
-                 discovery: NetworkLookup | None = None):
+                 discovery: NetworkLookup | None = None, not_ready: str | None = None):
         self.options = options
+        # Why this replica can never do its work (automation.service.plugins: the AWS plugin missing from the
+        # image), or None: /readyz says it and answers 503, follower or leader.
+        self.not_ready = not_ready
         self.discovery = discovery  # reads each cluster's network (None: the declared network is taken as is)
         self.census = census  # counts other endpoints in the inventory VPCs (None: placement assumes none)
         self.api_client = api_client
@@ -157,6 +160,8 @@ class Service:
         return True, {}
 
     def ready(self) -> tuple[bool, dict]:
+        if self.not_ready is not None:
+            return False, {"problem": self.not_ready}
         if self.elector is not None and not self.elector.is_leader:
             return True, {"role": "follower", "leader": self.elector.holder,
                           "detail": "not the leader: runs nothing, takes over if the leader goes"}
