@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from stacks.release import NAME, version
+from tests.release_build import Release, release_dist  # noqa: F401 - the fixture
 from tests.test_plan_baseline import committed, git
 
 pytestmark = pytest.mark.live
@@ -26,13 +27,10 @@ RUN_TIMEOUT_S = 600
 
 
 @pytest.fixture(scope="module")
-def zipapp(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "zipapp.sh"), "--out", str(out)], cwd=ROOT,
-                          env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stderr
-    built = Path(done.stdout.strip().splitlines()[-1])
-    assert built == out / f"{NAME}-{version()}.pyz" and built.is_file(), done.stdout
+def zipapp(release_dist: Release) -> Path:  # noqa: F811
+    """The release's zipapp (scripts/zipapp.sh, run by make release)."""
+    built = release_dist.dist / f"{NAME}-{version()}.pyz"
+    assert built.is_file(), f"make release wrote no {built.name}"
     return built
 
 

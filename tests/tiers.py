@@ -26,7 +26,9 @@ RECORD = "HUBWRIGHT_RECORD_SPAWNS"  # a file: record the fast-tier tests that st
 # Servers that idle at a cost (a kube-apiserver burns CPU doing nothing): under pytest-xdist their tests share one
 # worker, so one such server runs, not one per worker. A test with a module-scoped fixture is grouped with its
 # file (the fixture starts once); any other goes to whichever worker is free. ./dev test runs `--dist loadgroup`.
-PINNED_SERVERS = ("kube_apiserver_nocache", "kube_apiserver_gc")
+# release_dist (tests/release_build.py): one `make release` for the image's, the zipapp's and the release's tests,
+# on one worker, so the other is never left waiting on its lock.
+PINNED_SERVERS = ("kube_apiserver_nocache", "kube_apiserver_gc", "release_dist")
 
 
 @pytest.hookimpl(hookwrapper=True)
