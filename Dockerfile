@@ -29,7 +29,7 @@ ARG PULUMI_VERSION=3.259.0
 # PULUMI_AWS_SHA256 (the checksums file on that release, the line for
 # pulumi-resource-aws-v${PULUMI_AWS_VERSION}-linux-amd64.tar.gz; it could not be read here, so no default).
 # Empty: the image is built without the plugin, its label io.hubwright.aws-plugin.sha256 says "none", it is to be
-# tagged <version>-noplugin (stacks.release.image_tag), and its `serve` reports not ready (automation/service/
+# tagged <version>-noplugin (stacks.release.image_tag), and its `serve` reports not ready (automation/adapters/engine/
 # plugins.py). PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION (below): the first `up` never fetches it unverified.
 ARG PULUMI_AWS_VERSION=7.51.1
 ARG PULUMI_AWS_SHA256=""

@@ -16,7 +16,7 @@
 #   aws      the provider plugin is an input: a file path or an https URL, and its SHA-256 (a wrong sum fails,
 #            naming both). Without it the image is tagged <version>-noplugin (stacks.release.image_tag), its label
 #            io.hubwright.aws-plugin.sha256 is "none", and its `serve` answers /readyz 503 naming the plugin
-#            (automation/service/plugins.py). PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true in every image.
+#            (automation/adapters/engine/plugins.py). PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true in every image.
 #   code     stacks, components, automation, policy, __main__.py, Pulumi.yaml, pyproject.toml, LICENSE in /app.
 #   runs as  uid 65532 on a read-only root (components/controlplane.py): PULUMI_HOME=/var/cache/pulumi and /tmp
 #            are the pod's volumes; USER=hubwright names it for the pulumi CLI; tini is the ENTRYPOINT.

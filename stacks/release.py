@@ -9,7 +9,7 @@ and of a cluster's facts agent (`<registry>/<name>:<version>`, never a moving ta
 
 The AWS provider plugin is an input of the image build (scripts/image.sh --aws-plugin, the Dockerfile's
 PULUMI_AWS_SHA256): an image built without it is tagged `image_tag(with_plugin=False)` (`<version>-noplugin`),
-carries AWS_PLUGIN_LABEL = "none", and its `serve` reports not ready (automation.service.plugins).
+carries AWS_PLUGIN_LABEL = "none", and its `serve` reports not ready (automation.adapters.engine.plugins).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ AWS_PLUGIN = "pulumi-resource-aws"  # the provider plugin's executable, on the i
 AWS_PLUGIN_LABEL = f"io.{NAME}.aws-plugin.sha256"  # the plugin's SHA-256 as given to the build, or NO_AWS_PLUGIN
 NO_AWS_PLUGIN = "none"
 # What the build put in, inside the image (the label's value): `serve` reads it for /readyz
-# (automation.service.plugins). Absent outside an image.
+# (automation.adapters.engine.plugins). Absent outside an image.
 IMAGE_AWS_PLUGIN = f"/usr/local/share/{NAME}/aws-plugin.sha256"
 
 

@@ -1,12 +1,12 @@
 """The image's AWS provider plugin is an input: an image built without it is tagged `<version>-noplugin`, and its
-`serve` answers /readyz with 503 and the reason (automation/service/plugins.py), follower or leader.
+`serve` answers /readyz with 503 and the reason (automation/adapters/engine/plugins.py), follower or leader.
 The image itself is built and run by tests/test_image_live.py."""
 from __future__ import annotations
 
 import json
 import types
 
-from automation.service.plugins import aws_plugin_problem
+from automation.adapters.engine.plugins import aws_plugin_problem
 from automation.service.serve import Service
 from stacks import release
 
@@ -52,3 +52,17 @@ def test_readyz_answers_not_ready_with_the_reason_before_anything_else():
     json.dumps(detail)
     follower.not_ready = None
     assert Service.ready(follower)[0]  # a follower is otherwise ready
+
+
+def test_a_runner_without_the_plugin_claims_nothing_and_is_not_ready():
+    """A run a plugin-less runner claimed would only fail: it leaves every run to a runner that can run it."""
+    from kubernetes import client
+
+    from automation.runner.runner import MAX_WAKE, Runner
+    from doubles.engine import RecordingEngine
+
+    problem = "the AWS provider plugin pulumi-resource-aws is missing"
+    runner = Runner(client.ApiClient(), RecordingEngine(), namespace="hubwright-system", not_ready=problem)
+    runner._views = lambda: (_ for _ in ()).throw(AssertionError("a plugin-less runner looked for runs to claim"))
+    assert runner.pick() == MAX_WAKE
+    assert runner.ready() == (False, {"problem": problem})

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from automation.adapters import logs
 from automation.adapters.engine import Engine, RunLimits
+from automation.adapters.engine.plugins import aws_plugin_problem
 from automation.adapters.engine.pool import WorkerPool
 from automation.adapters.engine.settings import PulumiSettings
 from automation.adapters.kube.kubeconfig import kube_client
@@ -64,9 +65,12 @@ def serve_runner(args: argparse.Namespace, engine: Engine) -> int:
     if args.identity and args.identity != socket.gethostname():
         raise SystemExit(f"error: --identity {args.identity!r} (POD_NAME) is not this host's name "
                          f"{socket.gethostname()!r}: a runner's claims must name the host its stack locks carry")
+    missing = aws_plugin_problem()  # the image's AWS plugin: without it, no claims, and said here and on /readyz
+    if missing is not None:
+        LOG.error("not ready, claiming no run: %s", missing)
     runner = Runner(kube_client(args.kubeconfig, args.context), engine, namespace=args.namespace,
                     identity=args.identity, claim_ttl=args.claim_ttl, workers=args.workers,
-                    cancel_grace=args.cancel_grace, runner_hosts=args.runner_hosts or None)
+                    cancel_grace=args.cancel_grace, runner_hosts=args.runner_hosts or None, not_ready=missing)
     server = ProbeServer(runner.metrics, healthy=runner.healthy, ready=runner.ready, bind=args.metrics_bind,
                          port=args.metrics_port)
     stopped = threading.Event()

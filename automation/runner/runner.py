@@ -106,9 +106,13 @@ class Runner:
     def __init__(self, api_client: client.ApiClient, engine: Engine, *, namespace: str, identity: str | None = None,
                  claim_ttl: float = 30.0, workers: int = 1, cancel_grace: float = 60.0,
                  runner_hosts: str | None = None, clock: Clock = utc_now,
-                 monotonic: Callable[[], float] = time.monotonic, metrics: RunnerMetrics | None = None):
+                 monotonic: Callable[[], float] = time.monotonic, metrics: RunnerMetrics | None = None,
+                 not_ready: str | None = None):
         if claim_ttl < 3:
             raise ValueError(f"--claim-ttl must be >= 3 seconds (got {claim_ttl})")
+        # Why this runner can run nothing (automation.adapters.engine.plugins: the image has no AWS plugin), or
+        # None: then it claims no run (another runner, or none, takes it) and /readyz says why.
+        self.not_ready = not_ready
         if workers < 1:
             raise ValueError(f"--workers must be >= 1 (got {workers})")
         self.engine = engine
@@ -172,6 +176,8 @@ class Runner:
         return not dead, {"dead": dead, "runs": [job.held.key for job in self.jobs()]}
 
     def ready(self) -> tuple[bool, dict]:
+        if self.not_ready is not None:
+            return False, {"problem": self.not_ready}
         synced = self.informer.synced.is_set()
         return synced and not self._draining.is_set(), {"synced": synced, "draining": self._draining.is_set()}
 
@@ -243,6 +249,8 @@ class Runner:
     def pick(self) -> float:
         """Claim what may be claimed while a slot is free; returns the seconds until a claim seen here lapses (the
         next time to look without being woken)."""
+        if self.not_ready is not None:
+            return MAX_WAKE  # a run claimed here would only fail: leave it to a runner that can run it
         now = self.clock()
         views = self._views()
         grouped = claims.by_stack(v for v, _ in views.values())

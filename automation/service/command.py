@@ -22,7 +22,7 @@ from automation.adapters.engine.settings import PulumiSettings
 from automation.adapters.kube.kubeconfig import kube_client
 from automation.service.executor import RunnerEngine
 from automation.service.options import ServiceOptions
-from automation.service.plugins import aws_plugin_problem
+from automation.adapters.engine.plugins import aws_plugin_problem
 from automation.service.clusters import Guard
 from automation.service.serve import LOG, Service, default_guards
 from stacks.accounts import hub_target
@@ -86,7 +86,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     # Each cluster's network read from its own account into status.network (automation/service/discovery.py):
     # what it declares is verified against it, what it leaves out is taken from it.
-    # The image's AWS plugin (automation/service/plugins.py): without it, said here and on /readyz (503).
+    # The image's AWS plugin (automation/adapters/engine/plugins.py): without it, said here and on /readyz (503).
     missing = aws_plugin_problem()
     if missing is not None:
         LOG.error("not ready: %s", missing)

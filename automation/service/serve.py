@@ -104,7 +104,7 @@ class Service:
                  census: Count | None = None, on_lost_leadership: Callable[[], None] | None = None,
                  discovery: NetworkLookup | None = None, not_ready: str | None = None):
         self.options = options
-        # Why this replica can never do its work (automation.service.plugins: the AWS plugin missing from the
+        # Why this replica can never do its work (automation.adapters.engine.plugins: the AWS plugin missing from the
         # image), or None: /readyz says it and answers 503, follower or leader.
         self.not_ready = not_ready
         self.discovery = discovery  # reads each cluster's network (None: the declared network is taken as is)
