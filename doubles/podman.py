@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -27,7 +28,12 @@ class Podman:
     def __init__(self, store: Path):
         self.store = store
         self.env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
-        self.argv = ["podman", "--root", str(store / "root"), "--runroot", str(store / "run"),
+        # podman refuses a runroot longer than 50 characters (a pytest-xdist worker's tmp_path is longer): then the
+        # runtime state goes to a short folder of its own under /tmp, the images under `store`.
+        self.runroot = store / "run"
+        if len(str(self.runroot)) > 50:
+            self.runroot = Path(tempfile.mkdtemp(prefix="hwpod-", dir="/tmp"))
+        self.argv = ["podman", "--root", str(store / "root"), "--runroot", str(self.runroot),
                      "--storage-driver", os.environ.get("HUBWRIGHT_PODMAN_DRIVER", "overlay"),
                      "--runtime", "runc", "--cgroup-manager", "cgroupfs"]
 

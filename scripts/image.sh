@@ -81,7 +81,11 @@ export CONTAINERS_CONF="$ROOT/tools/containers.conf"
 store=${store:-${HUBWRIGHT_PODMAN_STORE:-${HUBWRIGHT_CACHE:-$HOME/.cache/hubwright}/podman}}
 mkdir -p "$store"
 store=$(cd "$store" && pwd)
-PODMAN=(podman --root "$store/root" --runroot "$store/run" --storage-driver "${HUBWRIGHT_PODMAN_DRIVER:-overlay}"
+# podman refuses a runroot longer than 50 characters: a storage deep in a tree keeps its runtime state in a short
+# folder named after it (a storage's runroot is fixed in its database once made).
+runroot=$store/run
+[ ${#runroot} -le 50 ] || runroot=/tmp/hwpod-$(printf '%s' "$store" | sha256sum | cut -c1-12)
+PODMAN=(podman --root "$store/root" --runroot "$runroot" --storage-driver "${HUBWRIGHT_PODMAN_DRIVER:-overlay}"
         --runtime runc --cgroup-manager cgroupfs)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/hubwright-image.XXXXXX")
