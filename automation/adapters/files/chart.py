@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from automation.adapters.files import install
+from automation.adapters.files.tree import write_tree
 from stacks import chart
 from stacks.deployment import InstallValues, load_values, value_keys
 from stacks.release import version
@@ -183,12 +184,4 @@ def write(out: Path) -> list[Path]:
     }
     for (kind, stem), text in templates().items():
         files[f"templates/{stem}.yaml"] = TEMPLATE_HEADER + text
-    (out / "templates").mkdir(parents=True, exist_ok=True)
-    for stale in sorted((out / "templates").glob("*.yaml")):
-        if f"templates/{stale.name}" not in files:
-            stale.unlink()
-    written = []
-    for name, text in sorted(files.items()):
-        (out / name).write_text(text, encoding="utf-8")
-        written.append(out / name)
-    return written
+    return write_tree(out, files, ours=lambda path: path.parent == out / "templates" and path.suffix == ".yaml")

@@ -12,7 +12,6 @@ lists them sorted; a file this command wrote earlier that is no longer rendered 
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from automation.adapters.engine import StackPlan, record
+from automation.adapters.files.tree import write_tree
 from components.controlplane import service_labels
 from components.install import SERVICE, install
 from stacks import monitoring
@@ -75,7 +75,6 @@ def file_name(obj: dict[str, Any]) -> str:
 def write(out: Path, objs: list[dict[str, Any]]) -> list[Path]:
     """The objects' files and the kustomization.yaml under `out`; files of an earlier render that are no longer
     rendered are removed (only ours: they start with HEADER). Returns the paths written."""
-    out.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
     for obj in objs:
         name = file_name(obj)
@@ -85,12 +84,5 @@ def write(out: Path, objs: list[dict[str, Any]]) -> list[Path]:
     files[KUSTOMIZATION] = HEADER + yaml.safe_dump(
         {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
          "resources": sorted(n for n in files if n != KUSTOMIZATION)}, sort_keys=False)
-    for stale in sorted(set(os.listdir(out)) - set(files)):
-        path = out / stale
-        if path.suffix == ".yaml" and path.is_file() and path.read_text(errors="replace").startswith(HEADER):
-            path.unlink()
-    written = []
-    for name, text in sorted(files.items()):
-        (out / name).write_text(text, encoding="utf-8")
-        written.append(out / name)
-    return written
+    return write_tree(out, files, ours=lambda path: path.parent == out and path.suffix == ".yaml"
+                      and path.read_text(errors="replace").startswith(HEADER))
