@@ -76,7 +76,7 @@ def step_index(found: list[dict], pattern: str) -> int:
 
 def run_step(step: dict, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """The step's script as the runner runs `shell: bash` (bash --noprofile --norc -eo pipefail FILE), with `python`
-    this interpreter (setup-python's)."""
+    this interpreter (the container's python3, python-is-python3)."""
     with tempfile.TemporaryDirectory() as tmp:  # not in CWD: the verify step lists every file of dist/
         script = Path(tmp) / "step.sh"
         script.write_text(step["run"])
