@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 MARK = "zzhwv"  # every marker value contains it; none may be left in a template
-CHART_FILES = ("Chart.yaml", "values.yaml", "values.schema.json")
 # Helm never upgrades a chart's crds/ folder: the CRDs are templates, kept on uninstall (docs/install.md).
 CRD_KEEP = {"helm.sh/resource-policy": "keep"}
 
@@ -40,7 +39,8 @@ class Switch:
 
 @dataclass(frozen=True)
 class Value:
-    """A documented key put back into the templates. kind: str | int | quantity | map | list."""
+    """A documented key put back into the templates. kind: how its marker looks and is put back (marker(),
+    template_values()): str, enum, int, quantity, resources, map, list, image, arn, url."""
     key: str
     kind: str
     map_key: str = ""  # a map's marker key, where the model allows only some keys
@@ -91,6 +91,8 @@ VALUES: tuple[Value, ...] = (
 )
 # Keys that only switch (their value is the switch itself).
 SWITCH_ONLY = ("registry.enabled", "monitoring.enabled", "service.executor")
+BY_NAME = {s.name: s for s in SWITCHES}
+BY_KEY = {v.key: v for v in VALUES}
 
 
 def unplaced_keys(keys: Iterable[str]) -> list[str]:
@@ -106,22 +108,22 @@ def combos(names: Iterable[str]) -> list[Combo]:
     """Every combination of these switches that can be on together (a switch's needs, among `names`, on with it).
     A switch outside `names` does not matter to whoever asks: `closed()` turns on what the render needs."""
     names = sorted(names)
-    by_name = {s.name: s for s in SWITCHES}
     out = []
     for bits in itertools.product((False, True), repeat=len(names)):
         combo = frozenset(n for n, b in zip(names, bits) if b)
-        if all(need in combo for n in combo for need in by_name[n].needs if need in names):
+        if all(need in combo for n in combo for need in BY_NAME[n].needs if need in names):
             out.append(combo)
     return out
 
 
 def closed(combo: Combo) -> Combo:
     """combo with what its switches need turned on too."""
-    by_name = {s.name: s for s in SWITCHES}
-    out = set(combo)
-    for name in combo:
-        out.update(by_name[name].needs)
-    return frozenset(out)
+    return frozenset(combo).union(*(BY_NAME[name].needs for name in combo))
+
+
+def without(combo: Combo, name: str) -> Combo:
+    """combo with `name` off, and the switches that need it off too."""
+    return frozenset(n for n in combo if n != name and name not in BY_NAME[n].needs)
 
 
 # --- markers ------------------------------------------------------------------------------------------------------
@@ -154,14 +156,6 @@ def marker(value: Value, variant: int, taken: str = "") -> Any:
     return tok  # str, enum (set past the model's check: only a marker is rendered with it)
 
 
-def set_key(doc: dict[str, Any], key: str, value: Any) -> None:
-    *path, last = key.split(".")
-    node = doc
-    for part in path:
-        node = node.setdefault(part, {})
-    node[last] = value
-
-
 # --- from a rendered object to its template ------------------------------------------------------------------------
 
 def escape(text: str) -> str:
@@ -175,9 +169,8 @@ def _ref(key: str) -> str:
 
 def template_values(text: str, marks: Mapping[str, Any]) -> str:
     """`text` (an object as YAML, escaped) with every marker replaced by its key's action."""
-    by_key = {v.key: v for v in VALUES}
     for key, mark in sorted(marks.items(), key=lambda kv: -len(str(kv[1]))):  # longest first
-        kind = by_key[key].kind
+        kind = BY_KEY[key].kind
         ref = _ref(key)
         if kind == "resources":
             text = _block(text, mark, ref)

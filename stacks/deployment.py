@@ -263,13 +263,22 @@ def set_value(doc: dict[str, Any], assignment: str, *, source: str = "--set") ->
     if not sep or not key or any(not part for part in key.split(".")):
         raise InvalidSpec.one(f"install values ({source})", key or assignment, "expected key=value, e.g. "
                               "serviceAccount.roleArn=arn:aws:iam::123456789012:role/hubwright")
+    try:
+        put(doc, key, yaml.safe_load(raw) if raw else "")
+    except ValueError as exc:
+        raise InvalidSpec.one(f"install values ({source})", key, str(exc)) from None
+
+
+def put(doc: dict[str, Any], key: str, value: Any) -> None:
+    """Set the dotted `key` of the values document `doc` to `value`, making the maps on its way (--set, and the
+    chart's marked values: stacks.chart); ValueError when a part on the way is not a map."""
     *path, last = key.split(".")
     node = doc
     for part in path:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
-            raise InvalidSpec.one(f"install values ({source})", key, f"{part} is not a map")
-    node[last] = yaml.safe_load(raw) if raw else ""
+            raise ValueError(f"{part} is not a map")
+    node[last] = value
 
 
 def load_values(doc: Mapping[str, Any] | None, *, source: str = "values") -> InstallValues:
