@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import filecmp
 import json
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,6 +21,7 @@ from stacks import chart
 from stacks.deployment import load_values, set_value
 from stacks.errors import InvalidSpec
 from stacks.release import version
+from tests.test_install_render import block
 
 pytestmark = pytest.mark.live  # helm and a kube-apiserver are processes
 
@@ -144,13 +144,6 @@ def bare_apiserver() -> Iterator[EnvTest]:
         yield env
 
 
-def _doc_block(marker: str) -> str:
-    """docs/install.md's ```sh block after the line `<!-- marker -->`."""
-    found = re.search(rf"<!-- {marker} -->\s*```sh\n(.*?)```", (ROOT / "docs" / "install.md").read_text(), re.S)
-    assert found, f"docs/install.md lost its {marker} block"
-    return found[1]
-
-
 def _older_chart(tmp_path: Path, dropped: str) -> Path:
     """The previous chart: this one at an older version, its HubCluster CRD without the field `dropped`."""
     old = tmp_path / "previous" / "hubwright"
@@ -194,7 +187,7 @@ def test_the_chart_installs_and_upgrades_its_crds(bare_apiserver: EnvTest, tmp_p
     kubectl("apply", "-f", "-", stdin=json.dumps(before))
 
     # The upgrade is docs/install.md's Helm block, run as written beside the packaged chart.
-    command = _doc_block("helm")
+    command = block("helm", "sh")
     packaged = f"hubwright-{version()}.tgz"
     assert packaged in command, f"docs/install.md's helm block installs another version than {packaged}"
     helm("package", str(CHART), "--destination", str(tmp_path))
