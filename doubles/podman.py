@@ -15,9 +15,14 @@ ROOT = Path(__file__).resolve().parent.parent
 CONTAINERS_CONF = ROOT / "tools" / "containers.conf"
 
 
+def release_cache() -> Path:
+    """Where tests/release_build.py keeps the releases it built: $HUBWRIGHT_CACHE/release/<inputs>/dist."""
+    return Path(os.environ.get("HUBWRIGHT_CACHE") or Path.home() / ".cache" / "hubwright") / "release"
+
+
 def newest_archive() -> Path:
-    """The image archive of the newest release the tests built ($HUBWRIGHT_CACHE/release/<inputs>/dist)."""
-    cache = Path(os.environ.get("HUBWRIGHT_CACHE") or Path.home() / ".cache" / "hubwright") / "release"
+    """The image archive of the newest release the tests built."""
+    cache = release_cache()
     found = list(cache.glob("*/dist/hubwright-*.oci.tar"))
     if not found:
         raise SystemExit(f"no image archive under {cache}: make release, or pass --archive")

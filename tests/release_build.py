@@ -22,13 +22,10 @@ from pathlib import Path
 import pytest
 
 from doubles.envtest import ROOT, TOOLS_BIN
+from doubles.podman import release_cache
 
 TOOLS = ("pulumi", "helm", "syft", "kubectl")
 KEEP = 3  # builds kept in the cache (each about 500 MB)
-
-
-def _cache() -> Path:
-    return Path(os.environ.get("HUBWRIGHT_CACHE", Path.home() / ".cache" / "hubwright")) / "release"
 
 
 def inputs_key() -> str:
@@ -59,7 +56,7 @@ def release_dist() -> Release:
 
 def build() -> Release:
     """The release's dist/ for this tree: built, or the earlier build of the same inputs."""
-    cache = _cache()
+    cache = release_cache()
     cache.mkdir(parents=True, exist_ok=True)
     key = inputs_key()
     done = cache / key / "dist"
