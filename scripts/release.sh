@@ -74,9 +74,7 @@ manifests() {
 
 chart() {
     # The committed chart is packaged only if it is what the renderer generates now (tests/test_chart.py says the same).
-    "$PY" -m automation install --chart "$work/chart/hubwright" >/dev/null
-    diff -r deploy/helm/hubwright "$work/chart/hubwright" >/dev/null \
-        || die "deploy/helm/hubwright is stale: python -m automation install --chart deploy/helm/hubwright"
+    "$PY" -m automation install --chart deploy/helm/hubwright --check || die "the committed chart is stale (above)"
     helm lint --strict deploy/helm/hubwright >/dev/null
     helm package deploy/helm/hubwright --destination "$dist" >/dev/null
     [ -f "$dist/hubwright-$version.tgz" ] || die "helm package wrote no hubwright-$version.tgz (Chart.yaml's version?)"

@@ -4,6 +4,7 @@ and defaults: docs/install.md). Bad values exit 2, naming each key and why; noth
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import yaml
@@ -36,6 +37,8 @@ def _values(args: argparse.Namespace) -> InstallValues:
 def _render(args: argparse.Namespace) -> int:
     if args.chart:
         return _chart(args)
+    if args.check:
+        raise InvalidSpec.one("install", "--check", "goes with --chart DIR (the committed chart's check)")
     if not args.render:
         raise InvalidSpec.one("install", "--render", "one of --render DIR or --chart DIR is needed")
     out = Path(args.render)
@@ -59,6 +62,13 @@ def _chart(args: argparse.Namespace) -> int:
     out = Path(args.chart)
     if out.exists() and not out.is_dir():
         raise InvalidSpec.one("--chart", "--chart", f"{out} is a file, not a folder")
+    if args.check:
+        differ = chart.stale(out)
+        if differ:
+            print(f"{out} is stale ({', '.join(differ)}): python -m automation install --chart {out}",
+                  file=sys.stderr)
+            return 1
+        return 0
     for path in chart.write(out):
         print(path)
     return 0
@@ -70,6 +80,9 @@ def add_install_command(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument("--render", metavar="DIR", help="write DIR/<kind>-<name>.yaml and DIR/kustomization.yaml")
     cmd.add_argument("--chart", metavar="DIR",
                      help="write the Helm chart generated from the same renderer into DIR (deploy/helm/hubwright)")
+    cmd.add_argument("--check", action="store_true",
+                     help="with --chart: write nothing; exit 1 naming each file of DIR that is not what the "
+                          "renderer generates now")
     cmd.add_argument("--values", metavar="FILE", help="a YAML file of values (docs/install.md)")
     cmd.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="one value, after --values (repeatable), e.g. serviceAccount.roleArn=arn:aws:iam::...")

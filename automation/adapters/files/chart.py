@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,17 @@ def write(out: Path) -> list[Path]:
     for (kind, stem), text in templates().items():
         files[f"templates/{stem}.yaml"] = TEMPLATE_HEADER + text
     return write_tree(out, files, ours=lambda path: path.parent == out / "templates" and path.suffix == ".yaml")
+
+
+def stale(committed: Path, fresh: Path | None = None) -> list[str]:
+    """The files of the chart at `committed` that are not what write() generates now (missing, extra or changed),
+    by their path in the chart; [] when it is current. `fresh`: a chart write() made now (else one is made).
+    `install --chart DIR --check`, make release and tests/test_chart.py ask this."""
+    if fresh is None:
+        with tempfile.TemporaryDirectory(prefix="hubwright-chart-") as tmp:
+            write(Path(tmp))
+            return stale(committed, Path(tmp))
+    names = {p.relative_to(root).as_posix() for root in (committed, fresh) if root.is_dir()
+             for p in root.rglob("*") if p.is_file()}
+    return sorted(n for n in names if not ((committed / n).is_file() and (fresh / n).is_file()
+                                           and (committed / n).read_bytes() == (fresh / n).read_bytes()))
