@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from doubles.engine import RecordingEngine
+from stacks.transit import GroupState, Phase, phase_of
 from stacks.names import GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL, VERSION
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from doubles.factories import HUB_ACCOUNT, cluster_doc
@@ -46,13 +47,19 @@ def group_core(env: ServiceEnv, **config) -> None:
     env.patch_hub({"spec": {"mesh": {"groups": {"core": config}}}})
 
 
-def settled(env: ServiceEnv, svc, members: int, topology: str) -> None:
+def settled(env: ServiceEnv, svc, engine: RecordingEngine, members: int, topology: str) -> None:
+    """The group's state is `topology` and every member's stack applied it. The hub records the last step
+    (`routes` applied everywhere) before the members' final up drops the old topology's parts, so the status
+    alone is not the end: the test waits for that up too, not for a quiet spell that a late watch event beats."""
     want = {"topology": topology, "members": members}
     try:
         wait_until(lambda: hub_status(env).get("groups", {}).get(f"{env.ns}/core") == want, 30,
                    what=f"group core settled on {topology} with {members} members")
     except AssertionError as exc:
         raise AssertionError(f"{exc}; status.mesh: {hub_status(env)}") from None
+    final = phase_of(GroupState(topology=topology))
+    wait_until(lambda: all(_phases(engine, f"{env.ns}.m{i}")[-1:] == [_phase(final)] for i in range(members)), 30,
+               what=f"every member's stack applied {topology}'s final phase")
     wait_until(lambda: all(env.ready(f"m{i}") for i in range(members)), 30, what="every member Ready")
     quiet(svc, horizon=1.0, timeout=30)
 
@@ -63,7 +70,7 @@ def test_a_transit_gateway_group_forms_and_a_join_or_leave_costs_two_runs(env):
     with env.running(engine, watch_namespace=env.ns) as svc:
         for i in range(3):
             add(env, i)
-        settled(env, svc, 3, "transitGateway")
+        settled(env, svc, engine, 3, "transitGateway")
         transit = hub_status(env)["transit"][TRANSIT]
         assert transit["lastUpdate"]["result"] == "Succeeded"
         assert transit["outputs"]["regions"]["us-east-1"]["transitGatewayId"] == f"tgw-{HUB_ACCOUNT}-us-east-1"
@@ -85,14 +92,14 @@ def test_a_transit_gateway_group_forms_and_a_join_or_leave_costs_two_runs(env):
 
         before = len(engine.calls)
         add(env, 3)
-        settled(env, svc, 4, "transitGateway")
+        settled(env, svc, engine, 4, "transitGateway")
         # the joiner's, then its association: exactly two runs
         assert runs_since(before, [("up", TRANSIT), ("up", f"{env.ns}.m3")]) == [("up", TRANSIT), ("up", f"{env.ns}.m3")]
 
         before = len(engine.calls)
         env.delete("m3")
         wait_until(lambda: env.get("m3") is None, 30, what="the leaver gone")
-        settled(env, svc, 3, "transitGateway")
+        settled(env, svc, engine, 3, "transitGateway")
         assert runs_since(before, [("destroy", f"{env.ns}.m3"), ("up", TRANSIT)]) == [("destroy", f"{env.ns}.m3"),
                                                                                     ("up", TRANSIT)]
         # Each transit run is told on the HubConfig (Events of a cluster-scoped object go to `default`).
@@ -100,6 +107,10 @@ def test_a_transit_gateway_group_forms_and_a_join_or_leave_costs_two_runs(env):
             return sum(r == "UpdateSucceeded" and TRANSIT in m for _, r, m in env.events("default", env.hub_name))
         wait_until(lambda: told() == engine.count("up", TRANSIT), 10, what="an Event on the hub per transit up")
         assert engine.count("up", TRANSIT) >= 3  # the group forming, the join, the leave
+
+
+def _phase(phase: Phase) -> tuple:
+    return (phase.peerings, phase.attachments, phase.routes_via)
 
 
 def _phases(engine: RecordingEngine, stack: str) -> list[tuple]:
@@ -119,10 +130,10 @@ def test_a_group_migrates_to_a_transit_gateway_and_back_one_applied_step_at_a_ti
     with env.running(engine, watch_namespace=env.ns) as svc:
         for i in range(3):
             add(env, i)
-        settled(env, svc, 3, "peering")
+        settled(env, svc, engine, 3, "peering")
 
         group_core(env, topology="transitGateway")
-        settled(env, svc, 3, "transitGateway")
+        settled(env, svc, engine, 3, "transitGateway")
         for i in range(3):
             assert _phases(engine, f"{env.ns}.m{i}") == [
                 (True, False, "peering"),  # before
@@ -138,7 +149,7 @@ def test_a_group_migrates_to_a_transit_gateway_and_back_one_applied_step_at_a_ti
 
         mark = len(engine.calls)
         group_core(env, topology="peering")
-        settled(env, svc, 3, "peering")
+        settled(env, svc, engine, 3, "peering")
         for i in range(3):
             assert _phases(engine, f"{env.ns}.m{i}")[-4:] == [
                 (False, True, "transitGateway"),
