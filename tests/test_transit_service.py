@@ -6,10 +6,12 @@ goes attach -> routes -> done in both directions, each step recorded once every 
 """
 from __future__ import annotations
 
+from dataclasses import astuple
+
 import pytest
 
 from doubles.engine import RecordingEngine
-from stacks.transit import GroupState, Phase, phase_of
+from stacks.transit import GroupState, phase_of
 from stacks.names import GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL, VERSION
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from doubles.factories import HUB_ACCOUNT, cluster_doc
@@ -58,7 +60,7 @@ def settled(env: ServiceEnv, svc, engine: RecordingEngine, members: int, topolog
     except AssertionError as exc:
         raise AssertionError(f"{exc}; status.mesh: {hub_status(env)}") from None
     final = phase_of(GroupState(topology=topology))
-    wait_until(lambda: all(_phases(engine, f"{env.ns}.m{i}")[-1:] == [_phase(final)] for i in range(members)), 30,
+    wait_until(lambda: all(_phases(engine, f"{env.ns}.m{i}")[-1:] == [astuple(final)] for i in range(members)), 30,
                what=f"every member's stack applied {topology}'s final phase")
     wait_until(lambda: all(env.ready(f"m{i}") for i in range(members)), 30, what="every member Ready")
     quiet(svc, horizon=1.0, timeout=30)
@@ -107,10 +109,6 @@ def test_a_transit_gateway_group_forms_and_a_join_or_leave_costs_two_runs(env):
             return sum(r == "UpdateSucceeded" and TRANSIT in m for _, r, m in env.events("default", env.hub_name))
         wait_until(lambda: told() == engine.count("up", TRANSIT), 10, what="an Event on the hub per transit up")
         assert engine.count("up", TRANSIT) >= 3  # the group forming, the join, the leave
-
-
-def _phase(phase: Phase) -> tuple:
-    return (phase.peerings, phase.attachments, phase.routes_via)
 
 
 def _phases(engine: RecordingEngine, stack: str) -> list[tuple]:
