@@ -41,7 +41,7 @@ from kubernetes import client
 
 from automation.adapters.engine import RunLimits
 from automation.service.executor import RunnerEngine
-from automation.service.runtime import Manager
+from automation.kit.runtime import Manager
 from doubles.engine import RecordingEngine
 from doubles.envtest import EnvTest, missing_binaries, project_crds, start_envtest
 from doubles.factories import cluster, resolve_one

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from automation.adapters.kube.status import rfc3339
+from stacks.times import rfc3339_seconds
 from stacks.haproxy import MAP_FILE
 from stacks.names import FINALIZER, GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL, SHARED_INGRESS_CONFIGMAP, VERSION
 from tests import deployed
@@ -212,7 +212,7 @@ def test_the_deployed_service_records_each_mesh_groups_state_in_the_hubconfig_st
             kube.patch_status(f"mesh-{i}", {"network": {
                 "accountID": "222222222222", "region": "us-east-1", "vpcID": f"vpc-0m{i}", "cidrs": [f"10.{i}.0.0/16"],
                 "routeTableIDs": [f"rtb-0m{i}"], "securityGroupIDs": [f"sg-0m{i}"],
-                "nodeSecurityGroupIDs": [f"sg-0m{i}"], "observedAt": rfc3339(time.time())}})
+                "nodeSecurityGroupIDs": [f"sg-0m{i}"], "observedAt": rfc3339_seconds(time.time())}})
         # The group is recorded as soon as a member is seen, with the members admitted so far (0 before one is
         # admitted): the wait is for the state once both are in.
         expected = {"topology": "peering", "members": 2}

@@ -16,7 +16,7 @@ from automation.adapters.engine import EngineError, PolicyViolation, RunCancelle
 from automation.adapters.kube.informer import Informer
 from automation.adapters.kube.stackruns import StackRunClient, stackrun_source
 from automation.service.executor import RunnerEngine
-from automation.service.runtime import Manager
+from automation.kit.runtime import Manager
 from doubles.engine import RecordingEngine
 from doubles.engine import fake_outputs
 from doubles.factories import cluster, resolve_one

@@ -18,7 +18,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from automation.service.gitrepos import GitRepoController
-from automation.service.runtime import Manager
+from automation.kit.runtime import Manager
 from doubles.forge import HOST_KEY, MemoryForges, public_key
 from doubles.service_env import wait_until
 from stacks.admission import TENANT_ADMIN_CLUSTERROLE, gitrepo_controller_rules

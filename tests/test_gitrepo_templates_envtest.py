@@ -21,10 +21,10 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from automation.adapters.kube.informer import sources
-from automation.adapters.kube.status import rfc3339
+from stacks.times import rfc3339_seconds
 from automation.service.gitrepo_templates import GitRepoTemplates
 from automation.service.gitrepos import GitRepoController
-from automation.service.runtime import Manager
+from automation.kit.runtime import Manager
 from automation.service.tenants import TenantController
 from doubles.envtest import delete_tenant
 from doubles.factories import HUB_ACCOUNT
@@ -160,7 +160,7 @@ def test_the_templates_make_owned_hubgitrepos_and_the_agents_key_follows_the_clu
     # The agent pushes its key (the registry API writes status.agentKey): the catalog's read-only deploy key
     agent = public_key("agent@c1")
     hub.custom.patch_namespaced_custom_object_status(GROUP, VERSION, tenant, CLUSTERS, "c1", {"status": {"agentKey": {
-        "publicKey": agent, "fingerprint": keys.parse(agent).fingerprint, "time": rfc3339(time.time())}}})
+        "publicKey": agent, "fingerprint": keys.parse(agent).fingerprint, "time": rfc3339_seconds(time.time())}}})
     path = f"org/{tenant}.c1"
     wait_until(lambda: [(k.title, k.read_only) for k in hub.forges.keys_of(path)] == [(AGENT_DEPLOY_KEY, True)],
                WAIT, what="the agent's key on the catalog")
@@ -171,7 +171,7 @@ def test_the_templates_make_owned_hubgitrepos_and_the_agents_key_follows_the_clu
 
     # The HubCluster deleted: the garbage collector deletes its HubGitRepo, whose finalizer removes our keys first
     hub.custom.patch_namespaced_custom_object_status(GROUP, VERSION, tenant, CLUSTERS, "c1", {"status": {"agentKey": {
-        "publicKey": agent, "fingerprint": keys.parse(agent).fingerprint, "time": rfc3339(time.time())}}})
+        "publicKey": agent, "fingerprint": keys.parse(agent).fingerprint, "time": rfc3339_seconds(time.time())}}})
     wait_until(lambda: hub.forges.keys_of(path), WAIT, what="the agent's key back")
     hub.custom.delete_namespaced_custom_object(GROUP, VERSION, tenant, CLUSTERS, "c1")
     wait_until(lambda: hub.repo(tenant, "cluster-c1") is None, WAIT, what="the garbage collector and the finalizer")

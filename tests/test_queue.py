@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from automation.adapters.backoff import Backoff
-from automation.service.queue import Outcome, WorkQueue, Workers, namespace_of
+from automation.kit.queue import Outcome, WorkQueue, Workers, namespace_of
 
 
 class FakeClock:

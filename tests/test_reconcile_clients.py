@@ -12,7 +12,7 @@ from automation.adapters.kube.clusters import ClusterClient, KubeClusters
 from automation.adapters.kube.status import EventRecorder, StatusWriter
 from automation.service.cache import Cache
 from automation.service.clusters import ReconcileOptions, Reconciler
-from automation.service.queue import Outcome
+from automation.kit.queue import Outcome
 from doubles.engine import RecordingEngine
 from doubles.clusters import FakeClusters, StaticDesired
 from stacks.model.cluster import Cluster

@@ -14,10 +14,10 @@ import pytest
 
 from automation.adapters.engine import PolicyViolation
 from automation.adapters.kube import FinalizerConflict
-from automation.adapters.kube.status import parse_time
+from stacks.times import parse_seconds
 from automation.service.cache import Cache
 from automation.service.clusters import ReconcileOptions, Reconciler
-from automation.service.queue import Outcome, WorkQueue, Workers
+from automation.kit.queue import Outcome, WorkQueue, Workers
 from automation.adapters.backoff import Backoff
 from doubles.engine import RecordingEngine
 from doubles.clusters import FakeClusters, StaticDesired
@@ -412,7 +412,7 @@ def test_drift_found_by_the_periodic_check_is_corrected_or_reported(policy):
             assert w.condition("DriftDetected") == ("True", "DriftDetected")
             assert w.condition("Ready") == ("True", "Succeeded")
         assert "DriftDetected" in w.reasons()
-        assert parse_time(w.status().last_drift_check) == pytest.approx(w.now, abs=1)
+        assert parse_seconds(w.status().last_drift_check) == pytest.approx(w.now, abs=1)
     finally:
         w.close()
 

@@ -30,7 +30,7 @@ from kubernetes.client.rest import ApiException
 from automation.adapters.kube.agent import AgentGone, grant_agent, revoke_agent
 from automation.adapters.facts import FactsStore
 from automation.adapters.kube.ingress_sync import IngressSync
-from automation.adapters.kube.status import parse_time
+from stacks.times import parse_seconds
 from automation.api import agents, bootstrap, facts
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from automation.cli.agent import Agent, AgentError, renewal_due, token_times
@@ -319,7 +319,7 @@ def test_an_unknown_or_expired_token_is_refused_alike(made):
     tenant, namespace = made.tenant()
     cluster = made.cluster(namespace, {"tokenLifetime": "1s"})
     token = made.token(tenant, cluster)
-    valid_until = parse_time(made.read(namespace, cluster)["status"]["bootstrapToken"]["validUntil"])
+    valid_until = parse_seconds(made.read(namespace, cluster)["status"]["bootstrapToken"]["validUntil"])
     wait_until(lambda: time.time() > valid_until, 5, what="the token's validUntil to pass")
     denied(made.install(token))  # expired
     assert made.read(namespace, cluster)["status"]["bootstrapToken"]["used"] is False  # refused, not used up

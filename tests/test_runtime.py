@@ -1,4 +1,4 @@
-"""The runtime (automation/service/runtime.py): one informer per kind in a process, shared by every controller;
+"""The runtime (automation/kit/runtime.py): one informer per kind in a process, shared by every controller;
 --watch-namespace honoured by the tenant controller's view of the Clusters; one start-when-synced; a new kind
 is a Source and a watch registration.
 
@@ -16,8 +16,8 @@ import pytest
 from kubernetes import client
 
 from automation.adapters.kube.informer import Source, object_key
-from automation.service.queue import Outcome
-from automation.service.runtime import Manager
+from automation.kit.queue import Outcome
+from automation.kit.runtime import Manager
 from doubles.engine import RecordingEngine
 from doubles.kube import MockKubeAPI
 from stacks.names import CLUSTERS, TENANTS

@@ -34,10 +34,11 @@ from stacks.admission import TENANT_ADMIN_CLUSTERROLE
 from stacks.deployment import load_values
 from stacks.names import GROUP, RUN_FOR_ANNOTATION, RUN_OPERATION_LABEL, RUN_SECRET_LABEL, STACKRUNS, VERSION
 from stacks.runs.admission import STACKRUN_POLICY
-from stacks.runs.model import rfc3339, secret_name
+from stacks.runs.model import secret_name
 from tests import deployed
 from tests.envtest import ROOT, TENANT_USER, kube_apiserver_alone  # noqa: F401 - fixture
 from tests.registry_rbac import eventually, sa_subject, service_account_token
+from stacks.times import rfc3339_seconds
 
 RUNNER = f"{SERVICE}-runner"
 RBAC = "rbac.authorization.k8s.io"
@@ -118,7 +119,7 @@ def run_doc(env, namespace: str, name: str, **spec) -> dict:
                          "labels": {RUN_OPERATION_LABEL: spec.get("operation", "up")}},
             "spec": {"stack": f"{namespace}.prod-1", "cluster": "prod-1", "operation": "up",
                      "inputsDigest": "ab" * 16, "inputsSecret": secret_name(namespace, name),
-                     "message": "test", "deadline": rfc3339(now + timedelta(minutes=30)),
+                     "message": "test", "deadline": rfc3339_seconds(now + timedelta(minutes=30)),
                      "requestedBy": f"{SERVICE}-7d9f8b6c5d-x2x4q", **spec}}
 
 
@@ -206,7 +207,7 @@ def test_nobody_changes_a_runs_spec_once_it_exists(hub, run):
 def test_the_runner_writes_only_the_status_and_a_status_write_cannot_change_the_spec(hub, run):
     name = run["metadata"]["name"]
     runner = custom(hub.runner)
-    now = rfc3339(datetime.now(timezone.utc))
+    now = rfc3339_seconds(datetime.now(timezone.utc))
     seen = runner.list_cluster_custom_object(GROUP, VERSION, STACKRUNS)["items"]
     assert name in {r["metadata"]["name"] for r in seen}
     current = runner.get_namespaced_custom_object(GROUP, VERSION, hub.tenant, STACKRUNS, name)

@@ -12,15 +12,16 @@ from stacks.names import RUN_DIGEST_ANNOTATION, RUN_FOR_ANNOTATION, RUN_OPERATIO
 from stacks.runs.checks import refusal
 from stacks.runs.claims import RunView, claimable, claimed, expired, live_holders, renewed
 from stacks.runs.history import beyond
-from stacks.runs.model import Claim, StackRunSpec, StackRunStatus, rfc3339, run_name, secret_name, summary
+from stacks.runs.model import Claim, StackRunSpec, StackRunStatus, run_name, secret_name, summary
 from stacks.runs.order import fair
+from stacks.times import rfc3339_seconds
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
 
 
 def run(key: str, stack: str = "acme.prod-1", *, at: int = 0, phase: str = "Pending", holder: str | None = None,
         renewed_at: int = 0, ttl: int = 30) -> RunView:
-    claim = Claim(holder=holder, acquire_time=rfc3339(T0), renew_time=rfc3339(T0 + timedelta(seconds=renewed_at)),
+    claim = Claim(holder=holder, acquire_time=rfc3339_seconds(T0), renew_time=rfc3339_seconds(T0 + timedelta(seconds=renewed_at)),
                   ttl_seconds=ttl) if holder else None
     return RunView(key=key, stack=stack, created=T0 + timedelta(seconds=at),
                    status=StackRunStatus(phase=phase, claim=claim))  # type: ignore[arg-type]
@@ -93,7 +94,7 @@ def inputs():
 
 def spec_of(inputs, **kw) -> StackRunSpec:
     values = dict(stack=inputs.stack, cluster="prod-1", operation="up", inputs_digest=inputs.digest(),
-                  inputs_secret=secret_name("acme", "r1"), deadline=rfc3339(T0), requested_by="hubwright-0")
+                  inputs_secret=secret_name("acme", "r1"), deadline=rfc3339_seconds(T0), requested_by="hubwright-0")
     return StackRunSpec(**{**values, **kw})
 
 

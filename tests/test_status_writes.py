@@ -15,7 +15,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.kube.status import StatusWriter, status_patch
+from automation.adapters.kube.status import StatusWriter
+from stacks.conditions import status_patch
 from doubles.kube import MockKubeAPI
 from stacks.status import ClusterStatus, Condition, LastUpdate, Peering, StackOutputs
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture

@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from automation.adapters.kube.informer import sources
-from automation.service.runtime import Manager
+from automation.kit.runtime import Manager
 from automation.service.tenants import TenantController
 from doubles.engine import RecordingEngine
 from stacks.admission import TENANT_ADMIN_CLUSTERROLE, TENANT_ADMINS_ROLEBINDING, tenant_controller_rules

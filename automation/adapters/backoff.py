@@ -1,4 +1,4 @@
-"""The one retry formula: the work queue's retries (automation/service/queue.py), the informers' reconnects
+"""The one retry formula: the work queue's retries (automation/kit/queue.py), the informers' reconnects
 and the status writer's retries (automation/adapters/) all wait this way."""
 from __future__ import annotations
 

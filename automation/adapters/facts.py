@@ -40,6 +40,7 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from stacks.model.fields import Facts
 from stacks.registry import facts_change
+from stacks.times import rfc3339_micro
 
 PUSH_ATTEMPTS = 8  # concurrent pushes to one cluster from other replicas; each lost race is one attempt
 SQLITE_BUSY_MS = 10_000
@@ -64,10 +65,6 @@ class FactsVersion(NamedTuple):
     version: int
     time: str  # RFC 3339, UTC: 2024-05-01T12:00:00.000123Z
     facts: dict[str, str]
-
-
-def rfc3339(moment: datetime) -> str:
-    return _utc(moment).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _utc(moment: datetime) -> datetime:
@@ -164,13 +161,13 @@ class FactsStore:
         connection.execute(insert(TABLE).values(namespace=namespace, cluster=cluster, version=version,
                                                 time=moment, facts=facts))
         connection.execute(delete(TABLE).where(where, TABLE.c.version <= version - self.retention))
-        return FactsVersion(version, rfc3339(moment), facts)
+        return FactsVersion(version, rfc3339_micro(moment), facts)
 
     def latest(self, namespace: str, cluster: str) -> FactsVersion | None:
         query = select(TABLE).where(_key(namespace, cluster)).order_by(TABLE.c.version.desc()).limit(1)
         with self._engine.connect() as connection:
             row = connection.execute(query).first()
-        return None if row is None else FactsVersion(row.version, rfc3339(row.time), row.facts)
+        return None if row is None else FactsVersion(row.version, rfc3339_micro(row.time), row.facts)
 
     def history(self, namespace: str, cluster: str, since: str | None = None,
                 limit: int = 100) -> list[dict]:
@@ -191,7 +188,7 @@ class FactsStore:
                 where, TABLE.c.version == rows[0].version - 1)).scalar() if rows else None
         entries, before = [], before or {}
         for row in rows:
-            entries.append({"version": row.version, "time": rfc3339(row.time), **facts_change(before, row.facts)})
+            entries.append({"version": row.version, "time": rfc3339_micro(row.time), **facts_change(before, row.facts)})
             before = row.facts
         return entries
 

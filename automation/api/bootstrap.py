@@ -42,7 +42,7 @@ from pydantic import Field, ValidationError
 import urllib3
 
 from automation.adapters.kube.agent import AgentGone, grant_agent
-from automation.adapters.kube.status import parse_time, rfc3339
+from stacks.times import rfc3339_seconds, parse_seconds
 from automation.api.app import LOG, Registry, caller, kube_unreachable, registry
 from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
 from automation.api.models import ERRORS, Problem, View, controlled_by
@@ -130,7 +130,7 @@ def _find(own: client.CustomObjectsApi, digest: str) -> dict[str, Any] | None:
 
 def _redeemable(doc: Mapping[str, Any]) -> bool:
     held = (doc.get("status") or {}).get("bootstrapToken") or {}
-    until = parse_time(held.get("validUntil"))
+    until = parse_seconds(held.get("validUntil"))
     return held.get("used") is False and until is not None and time.time() < until
 
 
@@ -248,7 +248,7 @@ def router() -> APIRouter:
         authorize(api, SUBRESOURCE, namespace, cluster, "issue a bootstrap token for")
         own = custom(reg.own)
         doc = own_cluster(reg, namespace, tenant, cluster)
-        valid_until = rfc3339(time.time() + _lifetime(reg, namespace, cluster, doc))
+        valid_until = rfc3339_seconds(time.time() + _lifetime(reg, namespace, cluster, doc))
         token = secrets.token_urlsafe(TOKEN_BYTES)
         digest = token_hash(token)
         written = own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, CLUSTERS, cluster, {

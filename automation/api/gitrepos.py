@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.kube.status import rfc3339
+from stacks.times import rfc3339_seconds
 from automation.api.agents import as_agent
 from automation.api.app import LOG, Registry, caller, registry
 from automation.api.kube import CONFLICT_ATTEMPTS, custom, namespace_of, own_cluster
@@ -99,7 +99,7 @@ def _agent_key(reg: Registry, namespace: str, tenant: str, cluster: str, current
         held = section(section(current, "status"), "agentKey")
         if held.get("publicKey") == parsed.canonical and held.get("fingerprint") and held.get("time"):
             return dict(held)
-        wanted = {"publicKey": parsed.canonical, "fingerprint": parsed.fingerprint, "time": rfc3339(time.time())}
+        wanted = {"publicKey": parsed.canonical, "fingerprint": parsed.fingerprint, "time": rfc3339_seconds(time.time())}
         try:
             custom(reg.own).patch_namespaced_custom_object_status(GROUP, VERSION, namespace, CLUSTERS, cluster, {
                 "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},

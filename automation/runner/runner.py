@@ -9,7 +9,7 @@
     the watchdog: a run whose claim could not be renewed for ttl - margin is killed (engine.cancel(0)) before
                   the claim lapses, and nothing more is written to it (automation/adapters/kube/leader.py's rule)
 
-The Manager of automation/service/runtime.py is not used: the runner is a sibling layer of the service (it may not
+The Manager of automation/kit/runtime.py is not used: the runner is a sibling layer of the service (it may not
 import it), and it has one informer and no work queue; the Informer (automation.adapters.kube.informer) is used
 directly, with a DictStore whose handler wakes the picker.
 
@@ -39,9 +39,10 @@ from stacks.disclosure import known_to, redact
 from stacks.inputs import StackInputs, StackProgramInputs, inputs_from_config
 from stacks.runs import claims, order
 from stacks.runs.checks import refusal
-from stacks.runs.model import (FINISHED, INPUTS_KEY, REFUSED, StackRunSpec, StackRunStatus, parse_time, result_payload,
-                               rfc3339, spec_of, status_of, summary)
+from stacks.runs.model import (FINISHED, INPUTS_KEY, REFUSED, StackRunSpec, StackRunStatus, result_payload, spec_of,
+                               status_of, summary)
 from stacks.status import RunProgress
+from stacks.times import rfc3339_seconds, parse_rfc3339
 
 LOG = logging.getLogger("hubwright.runner")
 
@@ -415,7 +416,7 @@ class Runner:
         if why is not None:
             LOG.warning("%s: refused %s: %s", self.identity, key, why)
             return "Refused", None, REFUSED, f"refused: {why}"
-        deadline = parse_time(spec.deadline)
+        deadline = parse_rfc3339(spec.deadline)
         if deadline is not None and self.clock() >= deadline:
             return "Cancelled", None, CANCELLED, f"not started: its deadline {spec.deadline} had passed"
         live = None
@@ -425,7 +426,7 @@ class Runner:
                 return "Cancelled", None, CANCELLED, "stopped before it started"
         if job.forfeit.is_set() or job.cancelled_for:
             return "Cancelled", None, CANCELLED, "stopped before it started"
-        stamp = rfc3339(self.clock())
+        stamp = rfc3339_seconds(self.clock())
         if not job.held.update(lambda status: status.model_copy(update={"start_time": stamp})):
             self._forfeit(job, "the run was taken over or deleted before it started")
             return "Cancelled", None, CANCELLED, "stopped before it started"
@@ -525,7 +526,7 @@ class Runner:
             # Cancelled again while the run is not done: a cancel that came between the check before the engine
             # call and the engine starting its run found nothing to stop (the engine stops the runs in flight only).
             while not job.done.is_set():
-                job.cancelled_for = job.cancelled_for or f"its deadline {rfc3339(deadline)} passed"
+                job.cancelled_for = job.cancelled_for or f"its deadline {rfc3339_seconds(deadline)} passed"
                 self._cancel(job, self.cancel_grace)
                 if job.done.wait(self.cancel_grace + 1.0):
                     return
@@ -563,7 +564,7 @@ class Runner:
         phase as recorded (HandedBack, Lost: not written as phases)."""
         if job.forfeit.is_set():
             return "Lost"
-        stamp = rfc3339(self.clock())
+        stamp = rfc3339_seconds(self.clock())
         if job.cancelled_for in ("handback", "second") and phase == "Cancelled":
             text = f"handed back by runner {self.identity}, which stopped before the run finished: another " \
                    "runner takes it over" if job.cancelled_for == "handback" else ""

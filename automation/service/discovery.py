@@ -1,6 +1,6 @@
 """The discovery controller: each HubCluster's network read from its own account into status.network.
 
-One controller on the shared runtime (automation/service/runtime.py), keyed by cluster, watching HubClusters. For
+One controller on the shared runtime (automation/kit/runtime.py), keyed by cluster, watching HubClusters. For
 each admitted cluster the mapper's snapshot says where to look (DesiredView.network_query: the account, region and
 role the tenancy gate admitted, the declared VPC or the installer tag). The lookup (automation.adapters.aws.discovery,
 or its stand-in) reads the VPC's CIDR blocks, subnets, route tables, security groups and the API's load balancer
@@ -28,9 +28,9 @@ from typing import Any, Callable, Literal, Protocol
 
 from automation.adapters.aws.discovery import NetworkLookup
 from automation.adapters.aws.lookups import LookupFailed, LookupRefused
-from automation.adapters.kube.status import parse_time, rfc3339
+from stacks.times import rfc3339_seconds, parse_seconds
 from automation.service.cache import Cache
-from automation.service.queue import Outcome
+from automation.kit.queue import Outcome
 from automation.service.snapshot import DesiredView
 from stacks.network.found import FoundNetwork, NetworkError, error_of, found_of, stale
 from stacks.network.query import NetworkQuery
@@ -58,7 +58,7 @@ def _awaits_load_balancer(query: NetworkQuery, found: FoundNetwork) -> bool:
 
 def due_in(query: NetworkQuery, found: FoundNetwork, interval: float, now: float) -> float:
     """Seconds until the next read (<= 0: now): an interval after the last, sooner while a load balancer is awaited."""
-    observed = parse_time(found.observed_at)
+    observed = parse_seconds(found.observed_at)
     age = now - observed if observed is not None else interval
     wait = min(interval, LOAD_BALANCER_RECHECK) if _awaits_load_balancer(query, found) else interval
     return wait - age
@@ -95,10 +95,10 @@ class Discovery:
                 return Outcome.done(due)
             why = "due"
         try:
-            fresh = self.lookup.discover(query, now=rfc3339(now))
+            fresh = self.lookup.discover(query, now=rfc3339_seconds(now))
         except LookupFailed as exc:
             refused = isinstance(exc, LookupRefused)
-            error = NetworkError(reason=exc.reason, message=str(exc)[:4096], refused=refused, observed_at=rfc3339(now))
+            error = NetworkError(reason=exc.reason, message=str(exc)[:4096], refused=refused, observed_at=rfc3339_seconds(now))
             if not self._failed(key, raw, error, refusal_said=refused and not usable):
                 return Outcome.done()
             return Outcome.stall(exc.reason, self.stalled_recheck) if refused else Outcome.retry()

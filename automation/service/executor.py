@@ -40,15 +40,16 @@ from automation.adapters.engine.protocol import (EngineError, OnProgress, Policy
                                                  RunResult, StackLocked)
 from automation.adapters.kube.informer import Raw
 from automation.adapters.kube.stackruns import StackRunClient, key_of, stackrun_source
-from automation.service.runtime import Manager
+from automation.kit.runtime import Manager
 from stacks import status as reasons
 from stacks.inputs import StackProgramInputs
 from stacks.runs.checks import refusal
 from stacks.runs.claims import expired, expiry, view
 from stacks.runs.history import beyond
-from stacks.runs.model import (FINISHED, REFUSED, RESULT_KEY, Operation, StackRunSpec, StackRunStatus,
-                               documents, parse_time, rfc3339, run_name, secret_name, spec_of, status_of)
+from stacks.runs.model import (FINISHED, REFUSED, RESULT_KEY, Operation, StackRunSpec, StackRunStatus, documents, run_name,
+                               secret_name, spec_of, status_of)
 from stacks.transit import is_transit_stack
+from stacks.times import rfc3339_seconds, parse_rfc3339
 
 LOG = logging.getLogger("hubwright.executor")
 
@@ -347,7 +348,7 @@ class RunnerEngine:
         held = f"its runner {status.claim.holder}'s claim lapsed" if status.claim else "no runner took it"
         message = f"{held} by its deadline {deadline}: are the runners up (`python -m automation runner`)?"
         done = status.model_copy(update={"phase": "Cancelled", "reason": RunCancelled.reason, "message": message,
-                                         "end_time": rfc3339(datetime.now(timezone.utc)), "progress": None})
+                                         "end_time": rfc3339_seconds(datetime.now(timezone.utc)), "progress": None})
         written = self.runs.replace_status(raw, done)
         if written is not None:
             LOG.warning("%s: run %s cancelled: %s", what, key_of(raw), message)
@@ -388,7 +389,7 @@ def _same(raw: Raw, operation: str, digest: str | None, refresh: bool) -> bool:
 def _abandon_at(raw: Raw, status: StackRunStatus) -> datetime | None:
     """When the service gives a run up: at its deadline while no runner holds it (Pending, or a lapsed claim:
     the later of the deadline and the claim's expiry). None: its deadline does not parse (a runner refuses it)."""
-    deadline = parse_time((raw.get("spec") or {}).get("deadline"))
+    deadline = parse_rfc3339((raw.get("spec") or {}).get("deadline"))
     if deadline is None:
         return None
     if status.phase == "Running" and status.claim is not None:

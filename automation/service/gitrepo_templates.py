@@ -32,8 +32,8 @@ from automation.adapters.backoff import Backoff
 from automation.adapters.kube.calls import or_none
 from automation.adapters.kube.informer import Raw, object_key
 from automation.adapters.loop import Every
-from automation.service.queue import Outcome, WorkQueue
-from automation.service.runtime import Manager
+from automation.kit.queue import Outcome, WorkQueue
+from automation.kit.runtime import Manager
 from automation.service.tenants import TenantStore
 from stacks.admission import tenant_of
 from stacks.gitrepos.templates import (CLUSTER_ROLE, TENANT_ROLE, agent_key_of, cluster_repo, cluster_repo_name,

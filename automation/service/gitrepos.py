@@ -45,10 +45,11 @@ from automation.adapters.forge import forge_for as default_forge_for
 from automation.adapters.forge.base import (Forge, ForgeConflict, ForgeDenied, ForgeError, ForgeUnavailable,
                                             Repository)
 from automation.adapters.kube.informer import DictStore, Raw, Source, object_key
-from automation.adapters.kube.status import conditions, rfc3339
+from stacks.conditions import conditions
+from stacks.times import rfc3339_seconds
 from automation.adapters.loop import Every
-from automation.service.queue import Outcome, WorkQueue
-from automation.service.runtime import Manager
+from automation.kit.queue import Outcome, WorkQueue
+from automation.kit.runtime import Manager
 from stacks.gitrepos import plan
 from stacks.gitrepos.model import GitRepo, GitRepoStatus, ManagedKey, status_of
 from stacks.names import ADOPT_REPOSITORY_ANNOTATION, GITREPO_FINALIZER, GITREPOS, GROUP, VERSION
@@ -192,7 +193,7 @@ class GitRepoController:
         fields = {"url": found.http_url, "sshURL": found.ssh_url, "hostKeys": host_keys[:16],
                   "repositoryID": found.id, "ownership": ownership, "creating": None,
                   "deployKeys": [key.model_dump(by_alias=True) for key in managed.keys],
-                  "lastSyncTime": rfc3339(time.time())}
+                  "lastSyncTime": rfc3339_seconds(time.time())}
         return fields, plan.synced(managed.refused)
 
     def _keys(self, raw: Raw, repo: GitRepo, recorded: list[ManagedKey], forge: Forge,
@@ -299,7 +300,7 @@ class GitRepoController:
     def _verdict(self, raw: Raw, status: GitRepoStatus, verdict: plan.Verdict, **fields: Any) -> Outcome:
         """Write the verdict (phase, message, the kstatus conditions) and `fields` into status; the queue's answer."""
         generation = (raw.get("metadata") or {}).get("generation")
-        now = rfc3339(time.time())
+        now = rfc3339_seconds(time.time())
         story = conditions(verdict.state, verdict.reason, verdict.message[:MESSAGE_MAX], generation=generation,
                            previous=list(status.conditions), now=now)
         patch = {**fields, "phase": verdict.phase, "message": verdict.message[:MESSAGE_MAX],

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from automation.adapters.engine import StackLocked
-from automation.adapters.kube.status import State
-from automation.service.queue import Outcome
+from stacks.conditions import State
+from automation.kit.queue import Outcome
 from stacks import status as reasons
 from stacks.errors import Failure, InvalidSpec, NeedsAttention
 from stacks.names import RECONCILE_REQUEST_ANNOTATION

@@ -36,7 +36,8 @@ from automation.adapters.kube.leader import LeaderElector, default_identity
 from automation.adapters.kube.clusters import KubeClusters
 from automation.adapters.kube.network_status import NetworkStatus
 from automation.adapters.kube.sources import SourceClient, not_served, selected, served, source_of
-from automation.adapters.kube.status import EventRecorder, StatusWriter, state_of
+from automation.adapters.kube.status import EventRecorder, StatusWriter
+from stacks.conditions import state_of
 from automation.adapters.kube.informer import Informer, sources
 from automation.adapters.loop import Every
 from automation.service.cache import Cache
@@ -46,8 +47,8 @@ from automation.service.discovery import Discovery
 from automation.service.executor import RunnerEngine
 from automation.service.mapper import Desired, Mapper, Resolution
 from automation.service.options import ServiceOptions
-from automation.service.queue import Outcome, WorkQueue
-from automation.service.runtime import Manager
+from automation.kit.queue import Outcome, WorkQueue
+from automation.kit.runtime import Manager
 from automation.service.clusters import Audit, Guard, ReconcileOptions, Reconciler
 from automation.service.server import Metrics, ProbeServer
 from automation.service.gitrepo_templates import GitRepoTemplates
@@ -249,7 +250,7 @@ class Pipeline:
                              triage=self.reconciler.triage, observers=[shared_ingress_sync(api_client)],
                              watchers=[self.mesh_states], reset=self.queue.forget,
                              followers=[self.discovery_queue.add] if discovery is not None else [])
-        # The runtime (automation/service/runtime.py): one informer per kind, the Cache the store of the four the
+        # The runtime (automation/kit/runtime.py): one informer per kind, the Cache the store of the four the
         # stacks read, shared with the tenant controller; one start-when-synced for both controllers.
         self.manager = Manager(watch_timeout=options.watch_timeout, on_restart=metrics.watch_restarted)
         stores = self.cache.stores()

@@ -1,6 +1,6 @@
 """The sources controller: one HubCluster per opted-in Cluster API Cluster or Hive ClusterDeployment.
 
-A controller on the shared runtime (automation/service/runtime.py), keyed by source object ("<kind>|ns/name"). It
+A controller on the shared runtime (automation/kit/runtime.py), keyed by source object ("<kind>|ns/name"). It
 reads the source (and, for Cluster API, its infrastructure object, in the same namespace only) and asks
 stacks.sources.derive, the one rule the offline plan uses too, what HubCluster it stands for:
 
@@ -35,7 +35,7 @@ from automation.adapters.kube.sources import SourceClient
 from automation.adapters.kube.status import EventRecorder
 from automation.service.cache import Cache
 from automation.service.clusters.reconciler import up_to_date
-from automation.service.queue import Outcome
+from automation.kit.queue import Outcome
 from automation.service.snapshot import DesiredView
 from stacks.inputs import StackInputs
 from stacks.model.cluster import Cluster

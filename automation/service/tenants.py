@@ -4,7 +4,7 @@
              Informer(clusters)   ─► ClusterCounts    ─┼─► WorkQueue ──► one worker ──► reconcile(tenant)
              Informer(namespaces) ─► NamespaceMarks   ─┘   (+ a resync of every Tenant each `resync` seconds)
 
-It owns no informer: the runtime's (automation/service/runtime.py) are shared with the stacks controller, so
+It owns no informer: the runtime's (automation/kit/runtime.py) are shared with the stacks controller, so
 Clusters are watched once, in --watch-namespace when set. The Tenants' informer keeps them in a TenantStore;
 ClusterCounts and NamespaceMarks are handlers of the Clusters' and Namespaces' informers (whose stores are the
 service's Cache) that keep only what a Tenant's reconcile reads.
@@ -50,10 +50,10 @@ from kubernetes.client.rest import ApiException
 from automation.adapters.backoff import Backoff
 from automation.adapters.loop import Every
 from automation.adapters.kube.calls import or_none
-from automation.adapters.kube.status import rfc3339
+from stacks.times import rfc3339_seconds
 from automation.adapters.kube.informer import DictStore, Raw, Source, object_key
-from automation.service.queue import Outcome, WorkQueue
-from automation.service.runtime import Manager
+from automation.kit.queue import Outcome, WorkQueue
+from automation.kit.runtime import Manager
 from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, TENANT_QUOTA,
                               admins_rolebinding, namespace_metadata, released_metadata, tenant_of,
                               tenant_quota, tenant_reader, tenant_refusal)
@@ -412,7 +412,7 @@ def _stalled(reason: str, message: str, raw: Raw) -> dict[str, Any]:
                     {})
     now = old.get("lastTransitionTime") if old.get("reason") == reason else None
     return {"type": "Stalled", "status": "True", "reason": reason, "message": message[:MESSAGE_MAX],
-            "lastTransitionTime": now or rfc3339(time.time()),
+            "lastTransitionTime": now or rfc3339_seconds(time.time()),
             "observedGeneration": (raw.get("metadata") or {}).get("generation")}
 
 

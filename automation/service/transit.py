@@ -27,10 +27,11 @@ from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
 from automation.adapters.engine import Engine, RunResult
-from automation.adapters.kube.status import rfc3339, status_patch
+from stacks.conditions import status_patch
+from stacks.times import rfc3339_seconds
 from automation.service.cache import Cache
 from automation.service.mapper import Resolution
-from automation.service.queue import Outcome
+from automation.kit.queue import Outcome
 from automation.service.outcomes import judge
 from automation.service.runs import Runs
 from automation.service.snapshot import DesiredView
@@ -244,8 +245,8 @@ class TransitReconciler:
 
     def _last(self, operation: Literal["up", "destroy"], result: Literal["Succeeded", "Failed"], message: str,
               started: float) -> LastUpdate:
-        return LastUpdate(operation=operation, result=result, message=message[:32768], start_time=rfc3339(started),
-                          end_time=rfc3339(self.clock()))
+        return LastUpdate(operation=operation, result=result, message=message[:32768], start_time=rfc3339_seconds(started),
+                          end_time=rfc3339_seconds(self.clock()))
 
 
 def _cluster_applied(raw: Mapping[str, Any] | None, digest: str | None) -> bool:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
-from stacks.runs.model import FINISHED, Claim, StackRunStatus, parse_time, rfc3339, status_of
+from stacks.runs.model import FINISHED, Claim, StackRunStatus, status_of
+from stacks.times import rfc3339_seconds, parse_rfc3339
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -44,7 +45,7 @@ class RunView:
 
 def expiry(claim: Claim) -> datetime | None:
     """When the claim lapses (renewTime + ttl); None when unreadable (then it counts as lapsed)."""
-    renewed = parse_time(claim.renew_time)
+    renewed = parse_rfc3339(claim.renew_time)
     return None if renewed is None else renewed + timedelta(seconds=claim.ttl_seconds)
 
 
@@ -62,7 +63,7 @@ def claimable(run: RunView, others: Iterable[RunView], now: datetime) -> tuple[b
         return False, f"finished ({run.status.phase})"
     claim = run.status.claim
     if run.status.phase == "Running" and not expired(claim, now):
-        return False, f"held by {claim.holder if claim else '?'} until {rfc3339(expiry(claim) or now) if claim else '?'}"
+        return False, f"held by {claim.holder if claim else '?'} until {rfc3339_seconds(expiry(claim) or now) if claim else '?'}"
     for other in others:
         if other.key != run.key and other.stack == run.stack and not other.finished \
                 and other.status.phase == "Running" and not expired(other.status.claim, now):
@@ -74,12 +75,12 @@ def claimed(run: RunView, holder: str, now: datetime, ttl: int) -> Claim:
     """The claim `holder` writes to take `run` (a takeover counts one more)."""
     previous = run.status.claim
     takeovers = (previous.takeovers + (previous.holder != holder)) if previous is not None else 0
-    stamp = rfc3339(now)
+    stamp = rfc3339_seconds(now)
     return Claim(holder=holder, acquire_time=stamp, renew_time=stamp, ttl_seconds=ttl, takeovers=takeovers)
 
 
 def renewed(claim: Claim, now: datetime) -> Claim:
-    return claim.model_copy(update={"renew_time": rfc3339(now)})
+    return claim.model_copy(update={"renew_time": rfc3339_seconds(now)})
 
 
 def live_holders(runs: Iterable[RunView], stack: str, now: datetime, grace: float) -> dict[str, str]:
@@ -92,7 +93,7 @@ def live_holders(runs: Iterable[RunView], stack: str, now: datetime, grace: floa
             continue
         until = expiry(claim)
         if until is not None and now < until + timedelta(seconds=grace):
-            live[claim.holder] = rfc3339(until)
+            live[claim.holder] = rfc3339_seconds(until)
     return live
 
 
@@ -101,7 +102,7 @@ def view(raw: Mapping[str, Any]) -> RunView:
     meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
     stack = spec.get("stack")
     return RunView(key=f"{meta.get('namespace')}/{meta.get('name')}", stack=stack if isinstance(stack, str) else "",
-                   created=parse_time(meta.get("creationTimestamp")) or EPOCH, status=status_of(raw))
+                   created=parse_rfc3339(meta.get("creationTimestamp")) or EPOCH, status=status_of(raw))
 
 
 def by_stack(runs: Iterable[RunView]) -> Mapping[str, list[RunView]]:

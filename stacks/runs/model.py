@@ -19,6 +19,7 @@ from stacks.model.fields import Spec
 from stacks.names import (API_VERSION, RUN_CLUSTER_LABEL, RUN_DIGEST_ANNOTATION, RUN_FOR_ANNOTATION, RUN_OPERATION_LABEL,
                           RUN_SECRET_LABEL, RUN_STACK_ANNOTATION, STACK_NAME_MAX, STACKRUN)
 from stacks.status import RunProgress, Short, StatusModel, Time
+from stacks.times import rfc3339_seconds
 
 Operation = Literal["up", "destroy", "preview", "recover"]
 OPERATIONS: tuple[Operation, ...] = ("up", "destroy", "preview", "recover")
@@ -82,20 +83,6 @@ class StackRunStatus(StatusModel):
     observed_generation: int | None = Field(None, ge=0, description="The generation the runner executed.")
 
 
-def rfc3339(when: datetime) -> str:
-    return when.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
 def _dns(text: str) -> str:
     """`text` as a DNS label part: lowercase letters, digits and hyphens."""
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-") or "x"
@@ -122,7 +109,7 @@ def documents(*, operation: Operation, namespace: str, name: str, stack: str, cl
     operation and the digest the runner checks (checks.refusal)."""
     secret = secret_name(namespace, name)
     spec = StackRunSpec(stack=stack, cluster=cluster, operation=operation, refresh=refresh, inputs_digest=digest,
-                        inputs_secret=secret, message=message[:MESSAGE_MAX], deadline=rfc3339(deadline),
+                        inputs_secret=secret, message=message[:MESSAGE_MAX], deadline=rfc3339_seconds(deadline),
                         requested_by=requested_by)
     labels = {RUN_OPERATION_LABEL: operation, **({RUN_CLUSTER_LABEL: cluster} if cluster else {})}
     run = {"apiVersion": API_VERSION, "kind": STACKRUN.kind,

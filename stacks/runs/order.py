@@ -1,5 +1,5 @@
 """Which claimable run a runner takes first: fair between namespaces, as the service's in-process queue is
-(automation/service/queue.py). The namespace served least recently goes first; within one, the oldest run.
+(automation/kit/queue.py). The namespace served least recently goes first; within one, the oldest run.
 A tenant that asks for a thousand runs delays another tenant's one run by at most one run per runner."""
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from stacks.names import GROUP
-from stacks.runs.model import rfc3339
+from stacks.times import rfc3339_seconds
 
 HELD_CONDITION = f"{GROUP}/SourceHeld"  # "type of condition in CamelCase or in foo.example.com/CamelCase"
 MESSAGE_MAX = 32768  # metav1.Condition's message maxLength
@@ -44,7 +44,7 @@ def with_held(raw: Mapping[str, Any], *, held: bool, reason: str, message: str, 
         return None
     kept = old.get("lastTransitionTime") if old.get("status") == status else None  # moves only when it flips
     return _others(raw) + [{"type": HELD_CONDITION, "status": status, "reason": reason, "message": message,
-                            "lastTransitionTime": kept or rfc3339(now)}]
+                            "lastTransitionTime": kept or rfc3339_seconds(now)}]
 
 
 def without_held(raw: Mapping[str, Any]) -> list[dict[str, Any]] | None:

@@ -14,6 +14,7 @@ from pulumi.automation.errors import CommandError
 
 from automation.adapters.engine.protocol import OnProgress
 from components.program import INPUTS_OUTPUT
+from stacks.times import rfc3339_seconds
 
 log = logging.getLogger("automation.adapters.engine.pulumi_engine")
 
@@ -70,7 +71,7 @@ def policy_violations(output: str, limit: int = 600, *, level: str = "mandatory"
 
 
 def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return rfc3339_seconds(datetime.now(timezone.utc))
 
 
 def permalink_of(stdout: str) -> str | None:

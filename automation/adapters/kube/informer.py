@@ -4,7 +4,7 @@ An Informer lists, then watches from the list's resourceVersion; a dropped strea
 version seen; 410 Gone relists and passes on the differences only. Its Store is the one copy of the objects:
 the service's Cache (automation/service/cache.py) is the store of the four kinds it reads, so nothing is kept
 twice; a Fanout passes each change the store took on to the other consumers of the kind (the runtime,
-automation/service/runtime.py, runs one informer per kind for every controller). Official `kubernetes`
+automation/kit/runtime.py, runs one informer per kind for every controller). Official `kubernetes`
 client only; no monkeypatching, no custom transport.
 """
 from __future__ import annotations

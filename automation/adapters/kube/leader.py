@@ -36,6 +36,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.loop import Loop
+from stacks.times import rfc3339_micro
 
 LOG = logging.getLogger("hubwright.leader")
 
@@ -52,7 +53,7 @@ def default_identity() -> str:
 
 
 def _micro_time() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return rfc3339_micro(datetime.now(timezone.utc))
 
 
 class LeaderElector(Loop):
@@ -165,7 +166,7 @@ class LeaderElector(Loop):
         mine = spec.holder_identity == self.identity
         body = self._body(lease, {"holderIdentity": self.identity, "leaseDurationSeconds": self._duration_seconds(),
                                   "renewTime": _micro_time(),
-                                  "acquireTime": spec.acquire_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                                  "acquireTime": rfc3339_micro(spec.acquire_time)
                                   if mine and spec.acquire_time else _micro_time(),
                                   "leaseTransitions": (spec.lease_transitions or 0) + (0 if mine else 1)})
         return self._write("taking/renewing", lambda: self._api.replace_namespaced_lease(

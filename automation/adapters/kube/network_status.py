@@ -11,7 +11,8 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from automation.adapters.kube.status import EventRecorder, status_patch
+from automation.adapters.kube.status import EventRecorder
+from stacks.conditions import status_patch
 from stacks.names import CLUSTERS, GROUP, NETWORK_ERROR_STATUS_KEY, NETWORK_STATUS_KEY, VERSION
 
 TIMEOUT = (5, 30)  # (connect, read) seconds of every call here

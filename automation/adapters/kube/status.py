@@ -32,7 +32,6 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 from typing import Any, Callable, Literal, Protocol
 
 from kubernetes import client
@@ -40,138 +39,13 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from stacks.names import CLUSTERS, GROUP, VERSION
-from stacks.status import (CONDITION_TYPES, DRIFT_CONDITION, OTHER_WRITERS_STATUS_FIELDS, ClusterStatus, Condition, Peering,
-                           RunProgress, StackOutputs)
+from stacks.conditions import status_patch, union as union_of
+from stacks.status import OTHER_WRITERS_STATUS_FIELDS, ClusterStatus, RunProgress
+from stacks.times import rfc3339_seconds
 
 LOG = logging.getLogger("hubwright.status")
 _RETRY = Backoff(0.2, 5.0)  # between attempts at one status write
 COMPONENT = "hubwright"
-
-State = Literal["ready", "progressing", "retrying", "stalled"]
-_SHAPES: dict[str, tuple[str, str, str]] = {  # state -> (Ready, Reconciling, Stalled)
-    "ready": ("True", "False", "False"),
-    "progressing": ("Unknown", "True", "False"),
-    "retrying": ("False", "True", "False"),
-    "stalled": ("False", "False", "True"),
-}
-
-
-def rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def conditions(state: State, reason: str, message: str, *, generation: int | None,
-               previous: list[Condition], now: str) -> list[Condition]:
-    """The three kstatus conditions for `state`; transition times kept where the status did not flip. Other
-    conditions (DriftDetected) are carried over as they were."""
-    before = {c.type: c for c in previous}
-    out = []
-    for type_, status in zip(("Ready", "Reconciling", "Stalled"), _SHAPES[state]):
-        active = status != "False" or type_ == "Ready"
-        old = before.get(type_)
-        out.append(Condition(
-            type=type_, status=status,
-            reason=reason if active else ("Succeeded" if state == "ready" else reason),
-            message=message if active else "",
-            last_transition_time=_transition(old, status, now),
-            observed_generation=generation,
-        ))
-    return out + [c for c in previous if c.type not in CONDITION_TYPES]
-
-
-def with_drift(previous: list[Condition], drifted: bool, reason: str, message: str, *, generation: int | None,
-               now: str) -> list[Condition]:
-    """`previous` with the DriftDetected condition set (beside the kstatus three, which stay as they are)."""
-    status = "True" if drifted else "False"
-    old = next((c for c in previous if c.type == DRIFT_CONDITION), None)
-    drift = Condition(type=DRIFT_CONDITION, status=status, reason=reason, message=message[:32768],
-                      last_transition_time=_transition(old, status, now), observed_generation=generation)
-    return [c for c in previous if c.type != DRIFT_CONDITION] + [drift]
-
-
-def with_warning(previous: list[Condition], type_: str, message: str | None, *, generation: int | None,
-                 now: str) -> list[Condition]:
-    """`previous` with the Warning condition `type_` True saying `message`, or gone (None): beside the kstatus three,
-    which stay as they are."""
-    kept = [c for c in previous if c.type != type_]
-    if message is None:
-        return kept
-    old = next((c for c in previous if c.type == type_), None)
-    return kept + [Condition(type=type_, status="True", reason=type_, message=message[:32768],
-                             last_transition_time=_transition(old, "True", now), observed_generation=generation)]
-
-
-def _transition(old: Condition | None, status: str, now: str) -> str:
-    """A condition's lastTransitionTime: kept while its status stays the same, `now` when it flips."""
-    return old.last_transition_time if old and old.status == status and old.last_transition_time else now
-
-
-def outputs_from(stack_outputs: dict[str, Any]) -> StackOutputs:
-    """The outputs the status shows, from the stack outputs of components.program."""
-    link = stack_outputs.get("privateLink") or {}
-    mesh = stack_outputs.get("mesh") or {}
-    peerings = [Peering(name=str(p.get("name")), id=p.get("id"), state=p.get("state"))
-                for p in (mesh.get("peerings") or []) if isinstance(p, dict)]
-    return StackOutputs(
-        endpoint=link.get("endpointDnsName"),
-        endpoint_id=link.get("endpointId"),
-        endpoint_vpc=link.get("endpointVpcId"),
-        service_name=link.get("serviceName"),
-        zone_id=link.get("zoneId"),
-        infra_id=link.get("infraID"),
-        peerings=peerings,
-        transit_attachment=mesh.get("transitAttachment") if isinstance(mesh.get("transitAttachment"), str) else None,
-    )
-
-
-def state_of(status: ClusterStatus) -> str:
-    """One word per cluster for the metrics: Ready, Reconciling, Stalled or Unknown."""
-    for type_ in ("Stalled", "Reconciling", "Ready"):
-        cond = status.condition(type_)
-        if cond is not None and cond.status == "True":
-            return type_
-    return "Unknown"
-
-
-def status_patch(new: dict[str, Any], *before: dict[str, Any]) -> dict[str, Any]:
-    """A JSON merge patch (RFC 7386) that turns any of the `before` documents into `new`.
-
-    It carries all of `new` (so it also corrects a server copy that differs from every
-    `before`) and null for each key, at any depth, that a `before` has and `new` lacks.
-    A None in `new` means "absent" (null). Lists and scalars are replaced whole.
-    """
-    patch: dict[str, Any] = {}
-    for old in before:
-        for key, value in old.items():
-            if value is not None and new.get(key) is None:
-                patch[key] = None
-    for key, value in new.items():
-        if isinstance(value, dict):
-            nested = [old[key] for old in before if isinstance(old.get(key), dict)]
-            patch[key] = status_patch(value, *nested) if nested else value
-        else:
-            patch[key] = value
-    return patch
-
-
-def _union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Every key of either document, at any depth; an object wins over a scalar (its keys may need nulls)."""
-    out = {**a, **b}
-    for key, value in a.items():
-        other = b.get(key)
-        if isinstance(value, dict):
-            out[key] = _union(value, other) if isinstance(other, dict) else value
-    return out
-
 
 def _service_part(status: dict[str, Any]) -> dict[str, Any]:
     """The status without the fields other writers own (the registry's, the discovery's): the reconciler's patches
@@ -273,11 +147,11 @@ class StatusWriter:
     def _maybe_sent(self, key: str, uid: str | None, *docs: dict[str, Any]) -> None:
         """A write failed: the server has what it had (any of the documents before it) or, if the write
         landed, the new one. The next write nulls whatever of all of them it drops."""
-        union: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
         for doc in docs:
-            union = _union(union, doc)
+            merged = union_of(merged, doc)
         with self._lock:
-            self._sent[key] = (uid, union)
+            self._sent[key] = (uid, merged)
 
     def _next(self, raw: dict[str, Any]) -> tuple[str, int]:
         meta = raw["metadata"]
@@ -330,7 +204,7 @@ class EventRecorder:
         """An Event on `raw` (its metadata); a cluster-scoped object's (a HubConfig's) goes to `default`."""
         meta = raw.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
-        now = rfc3339(self._clock())
+        now = rfc3339_seconds(self._clock())
         body = {
             "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
             "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "name": meta.get("name"),

@@ -9,7 +9,7 @@ from automation.adapters.engine import Engine
 from automation.adapters.kube.clusters import ClusterClient
 from automation.adapters.kube.informer import Raw
 from automation.service.outcomes import Operation
-from automation.service.queue import Outcome
+from automation.kit.queue import Outcome
 from automation.service.runs import Runs
 from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs

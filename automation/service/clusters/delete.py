@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 
 from automation.adapters.kube.informer import Raw
-from automation.adapters.kube.status import conditions, rfc3339
+from stacks.conditions import conditions
+from stacks.times import rfc3339_seconds
 from automation.service.clusters.context import Context
 from automation.service.clusters.status import generation_of, run_mark, stack_of, succeeded
-from automation.service.queue import Outcome
+from automation.kit.queue import Outcome
 from stacks import status as reasons
 from stacks.errors import Failure
 from stacks.inputs import StackInputs
@@ -52,7 +53,7 @@ def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
     running = status.model_copy(update={
         "last_update": run_mark("destroy", "Running", why, started),
         "conditions": conditions("progressing", reasons.DESTROYING, why, generation=generation,
-                                 previous=status.conditions, now=rfc3339(started)),
+                                 previous=status.conditions, now=rfc3339_seconds(started)),
     })
     if not r.write(raw, status, running):
         return Outcome.done()

@@ -10,10 +10,11 @@ from typing import Any
 
 from automation.adapters.engine import EngineError, StackLocked
 from automation.adapters.kube.informer import Raw
-from automation.adapters.kube.status import parse_time, rfc3339, with_drift
+from stacks.conditions import with_drift
+from stacks.times import rfc3339_seconds, parse_seconds
 from automation.service.clusters.context import Context, ReconcileOptions
 from automation.service.clusters.status import generation_of
-from automation.service.queue import Outcome
+from automation.kit.queue import Outcome
 from automation.service.runs import changes_text
 from stacks import status as reasons
 from stacks.disclosure import known_to
@@ -31,7 +32,7 @@ def due_in(options: ReconcileOptions, key: str, status: ClusterStatus, now: floa
     """Seconds until the stack's next drift check (0: now; None: drift checks are off)."""
     if options.drift_interval <= 0:
         return None
-    last = parse_time(status.last_drift_check) or parse_time(
+    last = parse_seconds(status.last_drift_check) or parse_seconds(
         status.last_update.end_time if status.last_update else None)
     if last is None:
         return 0
@@ -48,29 +49,29 @@ def check(r: Context, key: str, raw: Raw, status: ClusterStatus, desired: StackI
         return Outcome.done(r.options.lock_retry)
     except EngineError as exc:
         r.kube.event(raw, "Warning", "DriftCheckFailed", str(exc))
-        checked = status.model_copy(update={"last_drift_check": rfc3339(r.clock())})
+        checked = status.model_copy(update={"last_drift_check": rfc3339_seconds(r.clock())})
         r.write(raw, status, checked)
         return Outcome.done(due_in(r.options, key, checked, r.clock()))
     now = r.clock()
     generation = generation_of(raw)
     before = status.condition(reasons.DRIFT_CONDITION)
     if result.ok:
-        update: dict[str, Any] = {"last_drift_check": rfc3339(now)}
+        update: dict[str, Any] = {"last_drift_check": rfc3339_seconds(now)}
         if before is None or before.status != "False":
             update["conditions"] = with_drift(status.conditions, False, reasons.NO_DRIFT,
-                                              f"the cloud matched the stack at {rfc3339(now)}",
-                                              generation=generation, now=rfc3339(now))
+                                              f"the cloud matched the stack at {rfc3339_seconds(now)}",
+                                              generation=generation, now=rfc3339_seconds(now))
         checked = status.model_copy(update=update)
         r.write(raw, status, checked)
         return Outcome.done(due_in(r.options, key, checked, r.clock()))
     what = ", ".join(result.drifted) or changes_text(result.changes) or result.message or "changes expected"
     found = f"{len(result.drifted) or 'some'} resource(s) differ from the cloud: {what}"
     correct = r.options.drift_policy == "correct"
-    checked = status.model_copy(update={"last_drift_check": rfc3339(now), "conditions": with_drift(
+    checked = status.model_copy(update={"last_drift_check": rfc3339_seconds(now), "conditions": with_drift(
         status.conditions, True, reasons.DRIFT_DETECTED,
         found + ("; correcting it (--drift-policy correct)" if correct else
                  f"; not corrected (--drift-policy report): annotate {RECONCILE_REQUEST_ANNOTATION} to correct it"),
-        generation=generation, now=rfc3339(now))})
+        generation=generation, now=rfc3339_seconds(now))})
     r.kube.event(raw, "Warning", reasons.DRIFT_DETECTED, found)
     r.write(raw, status, checked)
     if not correct:

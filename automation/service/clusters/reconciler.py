@@ -35,8 +35,9 @@ from kubernetes.client.rest import ApiException
 from automation.adapters.engine import EngineError, Engine
 from automation.adapters.kube.clusters import ClusterClient
 from automation.adapters.kube.informer import Raw, object_key
-from automation.adapters.kube.status import (PROGRESS_EVERY, ProgressReport, conditions, rfc3339, with_drift,
-                                            with_warning)
+from automation.adapters.kube.status import PROGRESS_EVERY, ProgressReport
+from stacks.conditions import conditions, with_drift, with_warning
+from stacks.times import rfc3339_seconds
 from automation.service.cache import Cache
 from automation.service.clusters import delete, drift
 from automation.service.clusters.context import Audit, Guard, ReconcileOptions
@@ -44,7 +45,7 @@ from automation.service.clusters.status import (annotation, generation_of, ready
                                                 registered_status, requested, run_mark, running_status, stack_of,
                                                 succeeded, why as why_up, with_placement)
 from automation.service.outcomes import Operation, judge
-from automation.service.queue import Outcome
+from automation.kit.queue import Outcome
 from automation.service.runs import Metrics, Runs, summary
 from automation.service.snapshot import DesiredView
 from stacks.network.merge import Pending
@@ -234,8 +235,8 @@ class Reconciler:
             checked=ended)
         if refresh and (found := done.condition(reasons.DRIFT_CONDITION)) is not None and found.status == "True":
             done = done.model_copy(update={"conditions": with_drift(
-                done.conditions, False, reasons.DRIFT_CORRECTED, f"corrected by the update at {rfc3339(ended)}",
-                generation=generation, now=rfc3339(ended))})
+                done.conditions, False, reasons.DRIFT_CORRECTED, f"corrected by the update at {rfc3339_seconds(ended)}",
+                generation=generation, now=rfc3339_seconds(ended))})
         self.kube.write_later(raw, done, previous=running)
         self._tell_warnings(raw, running, done)
         self._locked_streak.pop(desired.stack, None)
@@ -273,11 +274,11 @@ class Reconciler:
             note = (f"the {last.operation} started {last.start_time or '?'} did not finish (service restarted "
                     f"or killed); recovered: {result.message or 'ok'}")
             last = last.model_copy(update={"result": "Failed", "message": f"{last.message}; did not finish",
-                                           "end_time": rfc3339(self.clock())})
+                                           "end_time": rfc3339_seconds(self.clock())})
         else:
             note = f"the stack stayed locked through {STUCK_LOCK_RETRIES} retries; recovered: {result.message or 'ok'}"
         recovered = status.model_copy(update={
-            "last_recovery": Recovery(time=rfc3339(self.clock()), message=note), "last_update": last})
+            "last_recovery": Recovery(time=rfc3339_seconds(self.clock()), message=note), "last_update": last})
         self.write(raw, status, recovered)
         self.kube.event(raw, "Warning", "Recovered", note)
         return recovered
@@ -332,7 +333,7 @@ class Reconciler:
                 self._refused(raw, operation, verdict.reason, verdict.event)
         failed = status.model_copy(update={"last_update": last, "conditions": conditions(
             verdict.state, verdict.reason, verdict.condition, generation=generation, previous=status.conditions,
-            now=rfc3339(now))})
+            now=rfc3339_seconds(now))})
         self.kube.write_later(raw, failed, previous=status)
         self.kube.event(raw, verdict.event_type, verdict.reason, verdict.event)
         return verdict.outcome
@@ -379,7 +380,7 @@ class Reconciler:
             warning = said[type_](key)
             if warning is not None or status.condition(type_) is not None:
                 conditions = with_warning(conditions, type_, warning, generation=status.observed_generation,
-                                          now=rfc3339(self.clock()))
+                                          now=rfc3339_seconds(self.clock()))
         return status if conditions == status.conditions else status.model_copy(update={"conditions": conditions})
 
     def _placed(self, key: str, status: ClusterStatus) -> ClusterStatus:

@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from automation.adapters.engine import RunResult
 from automation.adapters.kube.informer import Raw
-from automation.adapters.kube.status import conditions, outputs_from, rfc3339
+from stacks.conditions import conditions, outputs_from
+from stacks.times import rfc3339_seconds
 from stacks import status as reasons
 from stacks.errors import InvalidSpec
 from stacks.network.merge import Pending
@@ -48,15 +49,15 @@ def ready(status: ClusterStatus) -> str | None:
 def succeeded(result: RunResult, message: str, started: float, ended: float,
               progress: RunProgress | None = None) -> LastUpdate:
     """status.lastUpdate of a run that succeeded."""
-    return LastUpdate(operation=result.operation, result="Succeeded", message=message, start_time=rfc3339(started),
-                      end_time=rfc3339(ended), permalink=result.permalink, changes=result.changes, progress=progress)
+    return LastUpdate(operation=result.operation, result="Succeeded", message=message, start_time=rfc3339_seconds(started),
+                      end_time=rfc3339_seconds(ended), permalink=result.permalink, changes=result.changes, progress=progress)
 
 
 def run_mark(operation: Literal["up", "destroy"], result: Literal["Running", "Failed"], message: str,
              started: float, ended: float | None = None) -> LastUpdate:
     """status.lastUpdate of a run that starts (Running) or failed (nothing of an earlier run's end is kept)."""
-    return LastUpdate(operation=operation, result=result, message=message, start_time=rfc3339(started),
-                      end_time=rfc3339(ended) if ended is not None else None, permalink=None, progress=None)
+    return LastUpdate(operation=operation, result=result, message=message, start_time=rfc3339_seconds(started),
+                      end_time=rfc3339_seconds(ended) if ended is not None else None, permalink=None, progress=None)
 
 
 def ready_status(status: ClusterStatus, generation: int | None, desired: StackInputs, last: LastUpdate | None, *,
@@ -69,11 +70,11 @@ def ready_status(status: ClusterStatus, generation: int | None, desired: StackIn
         "mesh_join": mesh_join, "shared_ingress": routed, "claims": claims or status.claims,
         "account": desired.cluster.account_id, "region": desired.cluster.region, "last_update": last,
         "conditions": conditions("ready", reasons.SUCCEEDED, f"stack {desired.stack} is up to date",
-                                 generation=generation, previous=status.conditions, now=rfc3339(now))}
+                                 generation=generation, previous=status.conditions, now=rfc3339_seconds(now))}
     if outputs is not None:
         update["outputs"] = outputs_from(outputs)
     if checked is not None:
-        update["last_drift_check"] = rfc3339(checked)
+        update["last_drift_check"] = rfc3339_seconds(checked)
     return status.model_copy(update=update)
 
 
@@ -93,7 +94,7 @@ def running_status(status: ClusterStatus, generation: int | None, desired: Stack
         "account": desired.cluster.account_id, "region": desired.cluster.region,
         "last_update": run_mark("up", "Running", why, started),
         "conditions": conditions("progressing", reason, message, generation=generation,
-                                 previous=status.conditions, now=rfc3339(started)),
+                                 previous=status.conditions, now=rfc3339_seconds(started)),
     })
 
 
@@ -117,7 +118,7 @@ def refused_status(raw: Raw, status: ClusterStatus, exc: InvalidSpec, *, placed:
         "shared_ingress": routed, "claims": claims or status.claims,
         # Waiting for discovery is not a refusal: Progressing, until its status.network resolves the cluster again.
         "conditions": conditions("progressing" if isinstance(exc, Pending) else "stalled", exc.reason, str(exc),
-                                 generation=generation, previous=status.conditions, now=rfc3339(now))})
+                                 generation=generation, previous=status.conditions, now=rfc3339_seconds(now))})
 
 
 def registered_status(status: ClusterStatus, generation: int | None, *, now: float) -> ClusterStatus:
@@ -126,7 +127,7 @@ def registered_status(status: ClusterStatus, generation: int | None, *, now: flo
         "observed_generation": generation, "account": None, "region": None,
         "conditions": conditions("ready", reasons.REGISTERED, "registered only (no accountID, infraID, apiURL "
                                  "or network): no stack to run", generation=generation,
-                                 previous=status.conditions, now=rfc3339(now))})
+                                 previous=status.conditions, now=rfc3339_seconds(now))})
 
 
 def with_placement(status: ClusterStatus, placed: tuple[str | None, str | None]) -> ClusterStatus:

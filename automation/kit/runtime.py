@@ -13,7 +13,7 @@ controller in the process, and one start-when-synced.
   informer.Fanout); `Controller.watches(kind, keys)` is the usual handler: the keys a changed object maps to go
   into the controller's queue. A controller may also be fed by someone else (the Mapper feeds the stacks').
 - `Manager.controller(name, reconcile, queue=, workers=)`: a WorkQueue served by `workers` threads, each
-  calling `reconcile(key) -> Outcome` (automation/service/queue.py). The stacks controller (serve.Pipeline)
+  calling `reconcile(key) -> Outcome` (automation/kit/queue.py). The stacks controller (serve.Pipeline)
   serves the clusters' and the transit stacks' keys from one queue with --workers threads, so both share the
   engine's bound; the tenant controller has its own queue and worker.
 - Start: every informer starts; once each has listed once, the `on_synced` steps run in order (one returning
@@ -28,7 +28,7 @@ import threading
 from typing import Any, Callable, Hashable, Iterable, Protocol
 
 from automation.adapters.kube.informer import DictStore, Fanout, Handler, Informer, Raw, Source, Store, wait_synced
-from automation.service.queue import Outcome, WorkQueue, Workers
+from automation.kit.queue import Outcome, WorkQueue, Workers
 
 LOG = logging.getLogger("hubwright.runtime")
 
