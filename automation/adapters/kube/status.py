@@ -200,14 +200,14 @@ class EventRecorder:
         self.dropped = 0
 
     def event(self, raw: dict[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str, *,
-              kind: str = "HubCluster") -> None:
+              kind: str = "HubCluster", api_version: str = f"{GROUP}/{VERSION}") -> None:
         """An Event on `raw` (its metadata); a cluster-scoped object's (a HubConfig's) goes to `default`."""
         meta = raw.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
         now = rfc3339_seconds(self._clock())
         body = {
             "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
-            "involvedObject": {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "name": meta.get("name"),
+            "involvedObject": {"apiVersion": api_version, "kind": kind, "name": meta.get("name"),
                                "namespace": meta.get("namespace"), "uid": meta.get("uid"),
                                "resourceVersion": meta.get("resourceVersion")},
             "type": type_, "reason": reason, "message": message[:1024],
