@@ -2,7 +2,7 @@
 --fleet 5000`.
 
 In one process, with no API server: the cache takes the watch event (Cache.apply) and the mapper makes its pass
-(Mapper.map_once: Desired.get resolves what changed, the Snapshot is published, the key is queued), over a settled
+(Mapper.map_once: FleetPublisher.get resolves what changed, the Snapshot is published, the key is queued), over a settled
 fleet of N clusters (bench.reconcile's fleet: two regions, ten namespaces). That work must not grow with the fleet
 (issue 33: 5.1 ms at 1,000 clusters, 17.8 ms at 5,000 when a create placed its whole region again). Prints one JSON
 object:
@@ -19,7 +19,7 @@ import statistics
 import time
 
 from automation.service.cache import Cache
-from automation.service.mapper import Desired, Mapper
+from automation.service.mapper import FleetPublisher, Mapper
 from bench.fleets import ACCOUNTS
 from bench.reconcile import cluster_doc, hub_doc, namespace_of, percentile
 from stacks.names import OWNER_ACCOUNT_ANNOTATION, ROLE_MAP_CONFIGMAP
@@ -41,7 +41,7 @@ def measure(fleet: int, samples: int) -> dict[str, float]:
     for n in range(fleet):
         cache.apply("ADDED", _doc(n, "2025-01-01T00:00:00Z"))
     queued: list[str] = []
-    mapper = Mapper(cache, Desired(cache), add=queued.append, add_after=lambda key, due: None,
+    mapper = Mapper(cache, FleetPublisher(cache), add=queued.append, add_after=lambda key, due: None,
                     triage=lambda key, raw, desired: 0)
     mapper.map_once()  # the fleet settled: every placement decided
     creates, edits = [], []

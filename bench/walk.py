@@ -8,7 +8,7 @@ The service runs on kmock (doubles.MockKubeAPI) with the recording engine, settl
 edited. Every call into our packages (automation.*, stacks.*, doubles.engine) from then until the engine's `up`
 returns is recorded (threading.setprofile, set before the service starts its threads); consecutive calls in one
 module on one thread are one stay. It prints, per thread in the order the event reached them, the rooms entered
-(first entries); --json adds every stay, which threads entered `Desired` (the mapper alone: decisions on one thread)
+(first entries); --json adds every stay, which threads entered `FleetPublisher` (the mapper alone: decisions on one thread)
 and whether a worker entered the mapper's room.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Tracer:
         thread = threading.current_thread().name
         function = frame.f_code.co_qualname
         with self._lock:
-            if function.startswith("Desired."):
+            if function.startswith("FleetPublisher."):
                 self.desired_threads.add(thread)
             if self._last.get(thread) == module or len(self.stays) >= self.limit:
                 return

@@ -1,6 +1,6 @@
 """The service's Cache: the one store of the watched objects, and what counts as a change of a cluster's inputs.
 
-stacks.model.loading.resolved_part decides both what the cache parses and what it hands Desired as changed
+stacks.model.loading.resolved_part decides both what the cache parses and what it hands FleetPublisher as changed
 (`Cache.drain`), so a field outside it can neither reach resolve() nor cost a re-resolve; these tests hold the two
 to each other.
 """

@@ -1,4 +1,4 @@
-"""The service's Desired: resolve_all's answer kept up to date from the cache's changes, at the cost of the change.
+"""The service's FleetPublisher: resolve_all's answer kept up to date from the cache's changes, at the cost of the change.
 
 It must answer as a full resolve_all over the cache would, name exactly the clusters whose answer moved (the
 mapper looks at no others), and never move an endpoint because a status recorded another cluster's.
@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 from automation.service.cache import Cache
-from automation.service.mapper import Desired
+from automation.service.mapper import FleetPublisher
 from stacks.names import ALLOWED_DOMAINS_ANNOTATION, ROLE_MAP_CONFIGMAP
 from stacks.resolve import Fleet, resolve_all
 from stacks.tenancy import DOMAIN_NOT_ALLOWED
@@ -46,11 +46,11 @@ def _fleet(cache: Cache) -> Fleet:
                  role_map=shared.role_map, placements={k: e.placement for k, e in entries.items() if e.placement})
 
 
-def _vpc(desired: Desired, key: str) -> str:
+def _vpc(desired: FleetPublisher, key: str) -> str:
     return desired.get().inputs[key].private_link.endpoint_vpc.vpc_id
 
 
-def _setup(clusters: int, **hub_spec) -> tuple[Cache, Desired, list[dict]]:
+def _setup(clusters: int, **hub_spec) -> tuple[Cache, FleetPublisher, list[dict]]:
     cache = _cache()
     cache.on_hub("ADDED", hub_doc(**hub_spec))
     for name, owned in NAMESPACES.items():
@@ -58,7 +58,7 @@ def _setup(clusters: int, **hub_spec) -> tuple[Cache, Desired, list[dict]]:
     docs = [_cluster(n) for n in range(clusters)]
     for doc in docs:
         cache.apply("ADDED", doc)
-    return cache, Desired(cache), docs
+    return cache, FleetPublisher(cache), docs
 
 
 def test_a_recorded_endpoint_never_moves_a_younger_cluster_that_is_not_recorded_yet():
@@ -138,7 +138,7 @@ def test_what_admission_granted_is_pinned_at_once_so_an_older_claimant_arriving_
     holder = _cluster(1, apiURL="https://api.shop.example.com")
     holder["metadata"]["creationTimestamp"] = "2026-06-01T00:00:00Z"
     cache.apply("ADDED", holder)
-    desired = Desired(cache)
+    desired = FleetPublisher(cache)
     desired.publish(desired.get())
     assert desired.view.claims_of("acme/c1", None)["apiHost"] == "api.shop.example.com"
     placeholder = _cluster(2, apiURL="https://API.shop.example.com:6443")  # older, and no record is written yet

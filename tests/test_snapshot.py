@@ -1,4 +1,4 @@
-"""Decisions on one thread: only the mapper resolves (automation/service/mapper.py: Desired); the workers read the
+"""Decisions on one thread: only the mapper resolves (automation/service/mapper.py: FleetPublisher); the workers read the
 Snapshot it publishes (automation/service/snapshot.py), published before the keys it motivated are queued, and a
 new cluster's resolution does not pass over its region (the fleet scan per create)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 import stacks.incremental
 from automation.service.cache import Cache
-from automation.service.mapper import Desired, Mapper, WrongThread
+from automation.service.mapper import FleetPublisher, Mapper, WrongThread
 from automation.service.snapshot import Frozen, Snapshot
 from doubles.engine import RecordingEngine
 from stacks.inputs import StackInputs
@@ -23,16 +23,16 @@ RESOLVING = ("get", "take_changed", "publish", "seed_routes", "_put", "_pin", "_
 
 def test_workers_never_resolve_through_the_real_service(monkeypatch):
     """Create, edit and delete Clusters through the real Service (kmock, recording engine): every entry into
-    Desired comes from the mapper's thread. On the old code the workers' `desired.inputs(key)` resolved (get())."""
+    FleetPublisher comes from the mapper's thread. On the old code the workers' `desired.inputs(key)` resolved (get())."""
     entered: list[tuple[str, str]] = []
     for name in RESOLVING:
-        original = getattr(Desired, name)
+        original = getattr(FleetPublisher, name)
 
         def recording(self, *args, __original=original, __name=name, **kwargs):
             entered.append((__name, threading.current_thread().name))
             return __original(self, *args, **kwargs)
 
-        monkeypatch.setattr(Desired, name, recording)
+        monkeypatch.setattr(FleetPublisher, name, recording)
     engine = RecordingEngine()
     with on_kmock() as env:
         env.create("prod-1")
@@ -51,7 +51,7 @@ def test_workers_never_resolve_through_the_real_service(monkeypatch):
     assert engine.count("up") == 3 and engine.count("destroy") == 1
     assert {name for name, _ in entered} >= {"get", "take_changed", "_put"}
     resolving_threads = {thread for name, thread in entered if name != "seed_routes"}
-    assert resolving_threads == {"mapper"}, f"Desired entered from {resolving_threads - {'mapper'}}"
+    assert resolving_threads == {"mapper"}, f"FleetPublisher entered from {resolving_threads - {'mapper'}}"
     published = desired.view.current
     assert isinstance(published, Snapshot) and published.number > 0
     assert isinstance(published.inputs("acme/prod-1"), StackInputs) and published.inputs("acme/prod-2") is None
@@ -76,7 +76,7 @@ def _cluster(n: int) -> dict:
 def test_desired_entered_from_another_thread_than_the_mappers_is_refused():
     cache = _cache()
     cache.apply("ADDED", _cluster(1))
-    desired = Desired(cache)
+    desired = FleetPublisher(cache)
     owner = threading.Thread(target=desired.own, name="mapper")
     owner.start()
     owner.join()
@@ -89,7 +89,7 @@ def test_desired_entered_from_another_thread_than_the_mappers_is_refused():
 
 def test_a_key_is_queued_only_after_the_snapshot_that_motivated_it_is_published():
     cache = _cache()
-    desired = Desired(cache)
+    desired = FleetPublisher(cache)
     seen: dict[str, object] = {}
     mapper = Mapper(cache, desired, add=lambda key: seen.setdefault(key, desired.view.inputs(key)),
                     add_after=lambda key, due: None, triage=lambda key, raw, wanted: 0)
@@ -112,7 +112,7 @@ def test_a_new_cluster_is_placed_without_a_pass_over_its_region(monkeypatch):
     the service's own work before its run grow with the fleet. With every placement pinned, a create places only
     itself."""
     cache = _cache()
-    desired = Desired(cache)
+    desired = FleetPublisher(cache)
     mapper = Mapper(cache, desired, add=lambda key: None, add_after=lambda key, due: None,
                     triage=lambda key, raw, wanted: 0)
     for n in range(40):
@@ -159,7 +159,7 @@ def test_a_cluster_added_and_deleted_before_the_mapper_looks_is_still_queued_as_
     mapper's first pass was never queued, so its facts agent kept its hub identity until the next service start.
     A key the cache let go is queued once as gone, whether or not the mapper saw it held."""
     cache = _cache()
-    desired = Desired(cache)
+    desired = FleetPublisher(cache)
     queued: list[str] = []
     mapper = Mapper(cache, desired, add=queued.append, add_after=lambda key, due: None,
                     triage=lambda key, raw, wanted: 0)
@@ -169,3 +169,27 @@ def test_a_cluster_added_and_deleted_before_the_mapper_looks_is_still_queued_as_
     assert queued == ["acme/c1"]  # the reconciler finds it gone: it revokes the agent and checks for an orphan
     mapper.map_once()
     assert queued == ["acme/c1"]  # once
+
+
+def test_the_mapper_hooks_run_in_their_order_each_pass_and_one_that_raises_stops_no_other():
+    """One ordered hook list (the shared-ingress sync, discovery, the mesh's group states): each pass, after its
+    Snapshot is published, with the answer, whether it is new, and the keys the pass found."""
+    cache = _cache()
+    desired = FleetPublisher(cache)
+    heard: list[tuple[str, bool, frozenset[str]]] = []
+
+    def failing(passed):
+        heard.append(("failing", passed.new, passed.keys))
+        raise RuntimeError("a hook's bug")
+
+    mapper = Mapper(cache, desired, add=lambda key: None, add_after=lambda key, due: None,
+                    triage=lambda key, raw, wanted: 0,
+                    hooks=[lambda passed: heard.append(("first", passed.new, passed.keys)), failing,
+                           lambda passed: heard.append(("last", passed.new, passed.keys))])
+    cache.apply("ADDED", _cluster(0))
+    mapper.map_once()
+    assert [name for name, _, _ in heard] == ["first", "failing", "last"]
+    assert all(new and keys == {"acme/c0"} for _, new, keys in heard)
+    heard.clear()
+    mapper.map_once()  # nothing changed: the same answer, no keys
+    assert heard == [(name, False, frozenset()) for name in ("first", "failing", "last")]

@@ -81,7 +81,7 @@ class Cache:
         self.revision = 0  # bumps on every change (status included)
         self._wakes = 0  # wake(): a wait_for_change returns at once (the mapper is stopping)
         self.touched: set[str] = set()  # cluster keys changed since the mapper last looked
-        # What resolve() reads and has changed since Desired last drained it (automation/service/mapper.py).
+        # What resolve() reads and has changed since FleetPublisher last drained it (automation/service/mapper.py).
         self._changed_clusters: set[str] = set()  # parsed Cluster, recorded VPC, attachment or stack (or gone)
         self._changed_namespaces: set[str] = set()  # hubwright annotations
         self._changed_shared = True  # the HubConfig (spec or status), the role map or the endpoint census
@@ -234,7 +234,7 @@ class Cache:
 
 @dataclass(frozen=True)
 class Delta:
-    """Changes Desired has not seen: cluster keys and namespace names to read again; whether `Shared` changed."""
+    """Changes FleetPublisher has not seen: cluster keys and namespace names to read again; whether `Shared` changed."""
     clusters: frozenset[str]
     namespaces: frozenset[str]
     shared: bool

@@ -1,8 +1,8 @@
 """From the cache to cluster keys: resolve_all() over the cache, kept up to date change by change
-(Desired, on stacks.incremental), mesh join stamps handed out in plan order (JoinStamps), and the Mapper, which enqueues
+(FleetPublisher, on stacks.incremental), mesh join stamps handed out in plan order (JoinStamps), and the Mapper, which enqueues
 exactly the clusters whose StackInputs.digest() (or deletion, generation, validity) changed.
 
-Decisions are made on one thread: Desired is entered from the mapper's thread alone (WrongThread otherwise). After
+Decisions are made on one thread: FleetPublisher is entered from the mapper's thread alone (WrongThread otherwise). After
 each pass the mapper publishes a frozen Snapshot (automation/service/snapshot.py), then queues the keys; the workers
 read that snapshot and never drain or resolve. One Cluster event walks cache -> mapper -> queue -> reconciler ->
 engine, with no climb back up."""
@@ -12,12 +12,13 @@ import json
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from automation.service.cache import Cache, Shared, hub_problem
 from automation.service.snapshot import Frozen, Published, Snapshot
 from automation.adapters.loop import Loop
 from automation.adapters.kube.informer import Raw
+from automation.kit.objects import Obj
 from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.targets import AwsTarget
@@ -38,7 +39,7 @@ LOG = logging.getLogger("hubwright.mapper")
 # --------------------------------------------------------------------------- desired state
 
 @dataclass(frozen=True)
-class Resolution:
+class FleetAnswer:
     inputs: Mapping[str, StackInputs | InvalidSpec]
     digests: Mapping[str, str]  # key -> digest, or "invalid:<reason>:<message>"
     stamps: Mapping[str, dict] = field(default_factory=dict)  # mesh join stamps to hand out: key -> meshJoin
@@ -59,7 +60,7 @@ _UNSET: Any = object()
 
 
 class WrongThread(RuntimeError):
-    """Desired was entered from a thread other than the mapper's: a worker must read the published Snapshot."""
+    """FleetPublisher was entered from a thread other than the mapper's: a worker must read the published Snapshot."""
 
 
 class JoinStamps:
@@ -73,7 +74,7 @@ class JoinStamps:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._stamps: Frozen[str, dict | None] = Frozen()  # key -> status.meshJoin (None: take it away)
-        self._changed: set[str] = set()  # keys whose stamp changed since Desired last drained them
+        self._changed: set[str] = set()  # keys whose stamp changed since FleetPublisher last drained them
 
     def get(self, key: str, default: Any = _UNSET) -> Any:
         with self._lock:
@@ -125,7 +126,7 @@ def _digest(value: StackInputs | InvalidSpec) -> str:
     return value.digest() if isinstance(value, StackInputs) else f"invalid:{value.reason}:{value}"
 
 
-class Desired:
+class FleetPublisher:
     """resolve_all() over the cache, kept up to date one change at a time (stacks.incremental.FleetResolver).
 
     `get()` reads only what changed since the last call (Cache.drain, JoinStamps.drain), so an event costs what
@@ -155,7 +156,7 @@ class Desired:
         self._granted: Frozen[str, dict[str, str]] = Frozen()  # key -> what admission granted it (see _pin)
         self._contested: dict[str, tuple[str, ...]] = {}  # stacks.tenancy.contested_accounts, for the Snapshot
         self._changed: set[str] = set()  # keys whose answer moved since the mapper last took them
-        self._current: Resolution | None = None
+        self._current: FleetAnswer | None = None
         self.resolves = 0
         self._published: dict[str, str] = {}  # see seed_routes
 
@@ -165,8 +166,8 @@ class Desired:
 
     def _enter(self) -> None:
         if self._owner is not None and threading.get_ident() != self._owner:
-            raise WrongThread(f"Desired entered from thread {threading.current_thread().name!r}: only the mapper "
-                              f"resolves; a worker reads the published Snapshot (Desired.view)")
+            raise WrongThread(f"FleetPublisher entered from thread {threading.current_thread().name!r}: only the mapper "
+                              f"resolves; a worker reads the published Snapshot (FleetPublisher.view)")
 
     def seed_routes(self, published: Mapping[str, str]) -> None:
         """The routes the shared-ingress ConfigMap held when this service started (cluster -> ID): a cluster routed
@@ -176,7 +177,7 @@ class Desired:
         with self._lock:
             self._published = dict(published)
 
-    def get(self) -> Resolution:
+    def get(self) -> FleetAnswer:
         """The answer, brought up to date with what changed. One resolve pass, then again over only what that pass
         decided itself: the endpoint VPCs it placed (pinned, see _pin) and the mesh join stamps it handed out
         (adopted, see JoinStamps). A plain loop here: nothing below calls back up into it."""
@@ -221,7 +222,7 @@ class Desired:
             self._changed |= moved
             self.resolves += 1
             mesh = resolved.mesh if resolved is not None else None
-            self._current = Resolution(
+            self._current = FleetAnswer(
                 self._inputs, self._digests, mesh.stamps if mesh else {},
                 frozenset(mesh.unstamp) if mesh else frozenset(), self._hub,
                 self._resolver.recorded_groups if self._resolver is not None else {},
@@ -250,7 +251,7 @@ class Desired:
                 gates[key] = gate
         self._gates = self._gates.updated(gates, [key for key in moved if key not in gates and key in self._gates])
 
-    def publish(self, resolution: Resolution) -> Snapshot:
+    def publish(self, resolution: FleetAnswer) -> Snapshot:
         """Freeze `resolution` (get()'s last) and the stamps handed out into `view`, where the workers read it."""
         self._enter()
         snapshot = Snapshot(number=self.resolves, values=resolution.inputs, guests=resolution.guests,
@@ -362,32 +363,54 @@ class Desired:
 Triage = Callable[[str, Raw, "StackInputs | InvalidSpec | None"], "float | None"]
 
 
+class Fingerprint(NamedTuple):
+    """What of a cluster queues it when it moves. Not its status and not its finalizers: the service's own writes
+    must not queue the key again (a failed run waits for its backoff)."""
+
+    digest: str | None  # StackInputs.digest(), or "invalid:<reason>:<message>"
+    generation: int | None
+    deleting: bool
+    mesh_join: str  # the join stamp the snapshot hands out, as JSON
+    routed_id: str | None  # a shared-ingress ID to record
+    request: str | None  # the reconcile-request annotation: a new value queues at once with a fresh backoff
+    uid: str | None  # another object of the same name: seen for the first time
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One mapper pass, as its hooks see it."""
+
+    answer: FleetAnswer
+    new: bool  # a different answer from the last pass's
+    keys: frozenset[str]  # the cluster keys this pass found changed
+
+
+Hook = Callable[[Pass], None]
+
+
 class Mapper(Loop):
     """Turns cache changes into queue entries: only the clusters whose desired stack changed.
 
     `triage(key, raw, desired)` (the reconciler's) says, for a cluster seen for the
     first time, when it needs a reconcile: 0 now, N seconds (the drift check), None never.
-    `observers` are called with each new Resolution (e.g. the shared ingress ConfigMap sync); `watchers` on every
-    pass, with the current one (the mesh's group states follow the clusters' statuses, which resolve never reads).
+    `hooks` are called in their order on every pass, once its Snapshot is published and before its keys are queued,
+    with the `Pass` (its answer, whether that is new, the keys it found): the shared ingress ConfigMap sync (on a
+    new answer), the mesh's group states (every pass: they follow the clusters' statuses, which resolve never
+    reads), the discovery queue (the pass's keys). A hook that raises is logged; the others still run.
     Transit stacks (stacks.transit) are keys too: queued when their inputs change, appear or go.
     A new value of the reconcile-request annotation queues the key at once and `reset`s its backoff.
     """
 
-    def __init__(self, cache: Cache, desired: Desired, *, add: Callable[[str], None],
+    def __init__(self, cache: Cache, desired: FleetPublisher, *, add: Callable[[str], None],
                  add_after: Callable[[str, float], None], triage: Triage,
-                 observers: Iterable[Callable[[Resolution], None]] = (),
-                 watchers: Iterable[Callable[[Resolution], None]] = (),
-                 reset: Callable[[str], None] = lambda key: None,
-                 followers: Iterable[Callable[[str], None]] = ()):
+                 hooks: Iterable[Hook] = (), reset: Callable[[str], None] = lambda key: None):
         super().__init__("mapper")
         self.cache, self.desired = cache, desired
         self.add, self.add_after, self.triage, self.reset = add, add_after, triage, reset
-        self.observers = tuple(observers)
-        self.watchers = tuple(watchers)
-        self.followers = tuple(followers)  # other controllers reading the snapshot: each pass's keys, once published
-        self._seen: dict[str, tuple] = {}
+        self.hooks = tuple(hooks)
+        self._seen: dict[str, Fingerprint] = {}
         self._seen_transit: dict[str, str | None] = {}  # transit stack -> digest last queued for (None: to go)
-        self._resolution: Resolution | None = None
+        self._resolution: FleetAnswer | None = None
         self.enqueued = 0
         self.mapped_revision = -1  # the cache revision the last pass saw (a later one: changes not mapped yet)
 
@@ -414,16 +437,13 @@ class Mapper(Loop):
         keys = touched | self.desired.take_changed()
         # Published before any key this pass found is queued: a worker reads an answer at least this new.
         snapshot = self.desired.publish(resolution)
-        if resolution is not self._resolution:
-            for observe in self.observers:
-                try:
-                    observe(resolution)
-                except Exception:  # noqa: BLE001 - an observer must not stop the mapping
-                    LOG.exception("observer %r failed", observe)
+        this = Pass(resolution, resolution is not self._resolution, frozenset(keys))
         self._resolution = resolution
-        for follow in self.followers:
-            for key in keys:
-                follow(key)
+        for hook in self.hooks:
+            try:
+                hook(this)
+            except Exception:  # noqa: BLE001 - a hook must not stop the mapping
+                LOG.exception("mapper hook %r failed", hook)
         for key in sorted(keys):
             entry = self.cache.entry(key)
             if entry is None:
@@ -433,21 +453,21 @@ class Mapper(Loop):
                 if self._seen.pop(key, None) is not None or key in touched:
                     self._enqueue(key)
                 continue
-            meta = entry.raw.get("metadata") or {}
+            obj = Obj(entry.raw)
             # Not the status and not the finalizers: the service's own writes must not queue the key again
             # (a failed run waits for its backoff).
-            join = (entry.raw.get("status") or {}).get(JOIN_STATUS_KEY)
-            request = (meta.get("annotations") or {}).get(RECONCILE_REQUEST_ANNOTATION)
+            join = obj.status.get(JOIN_STATUS_KEY)
+            request = obj.annotations.get(RECONCILE_REQUEST_ANNOTATION)
             guest = resolution.guests.get(key)  # routed on a new ID: the reconciler records it
-            fingerprint = (resolution.digests.get(key), meta.get("generation"), bool(meta.get("deletionTimestamp")),
-                           json.dumps(snapshot.mesh_join(key, join), sort_keys=True),
-                           guest.cluster_id if guest is not None else None, request, meta.get("uid"))
+            fingerprint = Fingerprint(resolution.digests.get(key), obj.generation, obj.deleting,
+                                      json.dumps(snapshot.mesh_join(key, join), sort_keys=True),
+                                      guest.cluster_id if guest is not None else None, request, obj.uid)
             previous = self._seen.get(key)
             self._seen[key] = fingerprint
             if previous == fingerprint:
                 continue
-            if previous is not None and previous[-1] == fingerprint[-1]:
-                if previous[-2] != request:  # asked for by a person: now, with a fresh backoff
+            if previous is not None and previous.uid == fingerprint.uid:
+                if previous.request != request:  # asked for by a person: now, with a fresh backoff
                     self.reset(key)
                 self._enqueue(key)
                 continue
@@ -459,13 +479,8 @@ class Mapper(Loop):
             else:
                 self.add_after(key, due)
         self._map_transit(resolution)
-        for watch in self.watchers:
-            try:
-                watch(resolution)
-            except Exception:  # noqa: BLE001 - a watcher must not stop the mapping
-                LOG.exception("watcher %r failed", watch)
 
-    def _map_transit(self, resolution: Resolution) -> None:
+    def _map_transit(self, resolution: FleetAnswer) -> None:
         """Queue each transit stack whose inputs changed, and each one recorded but no longer wanted."""
         recorded = set(((self.cache.hub_status.get("mesh") or {}).get("transit") or {}))
         for stack in sorted(set(resolution.transit) | recorded | set(self._seen_transit)):

@@ -45,7 +45,7 @@ from automation.service.census import Count, EndpointCensus
 from automation.adapters.aws.discovery import NetworkLookup
 from automation.service.discovery import Discovery
 from automation.service.executor import RunnerEngine
-from automation.service.mapper import Desired, Mapper, Resolution
+from automation.service.mapper import FleetPublisher, Hook, Mapper, Pass
 from automation.service.options import ServiceOptions
 from automation.kit.queue import Outcome, WorkQueue
 from automation.kit.runtime import Manager
@@ -81,12 +81,14 @@ def role_map_entries(raw: Mapping[str, Any] | None) -> Mapping[str, str]:
     return parsed.entries
 
 
-def shared_ingress_sync(api_client: client.ApiClient) -> Callable[[Resolution], None]:
-    """Keeps the central proxy's ConfigMap in step with the Clusters (automation.adapters.kube.ingress_sync)."""
+def shared_ingress_sync(api_client: client.ApiClient) -> Hook:
+    """Keeps the central proxy's ConfigMap in step with the Clusters (automation.adapters.kube.ingress_sync): a
+    mapper hook, on each new answer."""
     sync = IngressSync(api_client)
 
-    def observe(resolution: Resolution) -> None:
-        sync.sync(resolution.hub, resolution.routes)  # whether it wrote is the sync's business (and its log's)
+    def observe(passed: Pass) -> None:
+        if passed.new:  # whether it wrote is the sync's business (and its log's)
+            sync.sync(passed.answer.hub, passed.answer.routes)
     return observe
 
 
@@ -219,7 +221,7 @@ class Pipeline:
         self._api_client, self._watch_namespace = api_client, options.watch_namespace
         self.cache = Cache(hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                            role_map_namespace=options.namespace, parse_role_map=role_map_entries)
-        self.desired = Desired(self.cache, discovery=discovery is not None)
+        self.desired = FleetPublisher(self.cache, discovery=discovery is not None)
         self._ingress = IngressSync(api_client)  # reads the published routes once, at start
         self.engine = engine
         self.queue = WorkQueue(Backoff(options.backoff_base, options.backoff_cap), settle=options.settle)
@@ -247,9 +249,10 @@ class Pipeline:
                                        sink=NetworkStatus(api_client, self.events),
                                        stalled_recheck=options.stalled_recheck)
         self.mapper = Mapper(self.cache, self.desired, add=self.queue.add, add_after=self.queue.add_after,
-                             triage=self.reconciler.triage, observers=[shared_ingress_sync(api_client)],
-                             watchers=[self.mesh_states], reset=self.queue.forget,
-                             followers=[self.discovery_queue.add] if discovery is not None else [])
+                             triage=self.reconciler.triage, reset=self.queue.forget, hooks=[
+                                 shared_ingress_sync(api_client),
+                                 *([self._discover] if discovery is not None else []),
+                                 lambda passed: self.mesh_states(passed.answer)])
         # The runtime (automation/kit/runtime.py): one informer per kind, the Cache the store of the four the
         # stacks read, shared with the tenant controller; one start-when-synced for both controllers.
         self.manager = Manager(watch_timeout=options.watch_timeout, on_restart=metrics.watch_restarted)
@@ -342,6 +345,11 @@ class Pipeline:
                 LOG.warning("cluster source %s was installed after the service started and is not watched: restart "
                             "the service (kubectl rollout restart) to take in its objects", name)
 
+    def _discover(self, passed: Pass) -> None:
+        """Discovery reads the snapshot each pass published: its keys, once published."""
+        for key in passed.keys:
+            self.discovery_queue.add(key)
+
     def _hub_account(self) -> str | None:
         """The hub account, as the valid HubConfig in the cache says (None: none valid yet)."""
         hub = self.cache.hub
@@ -359,7 +367,7 @@ class Pipeline:
         self.manager.start()
 
     def _seed_routes(self) -> bool:
-        """Before the first resolution: the routes the shared ingress publishes now (Desired.seed_routes), so the
+        """Before the first resolution: the routes the shared ingress publishes now (FleetPublisher.seed_routes), so the
         clusters routed before their IDs were recorded keep them. Retried until read (False: stopped meanwhile):
         resolving without them could move a live route."""
         hub = self.cache.shared().hub

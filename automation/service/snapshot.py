@@ -1,9 +1,9 @@
 """What a worker thread may read of the desired state. Only the mapper resolves (automation/service/mapper.py:
-Desired, entered from the mapper's thread alone); after each pass it publishes a `Snapshot`, frozen, and only then
+FleetPublisher, entered from the mapper's thread alone); after each pass it publishes a `Snapshot`, frozen, and only then
 queues the keys that pass found. The reconcilers read through `DesiredView` (a `Published`: the latest Snapshot)
 and never drain or resolve.
 
-    mapper thread:  Cache.drain ─► Desired.get (resolve) ─► Snapshot ─► Published.publish ─► WorkQueue.add
+    mapper thread:  Cache.drain ─► FleetPublisher.get (resolve) ─► Snapshot ─► Published.publish ─► WorkQueue.add
     worker threads:                                          Published.inputs(key), ... (reads, nothing else)
 
 A Snapshot shares its bulk with the one before (`Frozen`: a base nobody mutates and a small overlay of what

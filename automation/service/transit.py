@@ -30,7 +30,7 @@ from automation.adapters.engine import Engine, RunResult
 from stacks.conditions import status_patch
 from stacks.times import rfc3339_seconds
 from automation.service.cache import Cache
-from automation.service.mapper import Resolution
+from automation.service.mapper import FleetAnswer
 from automation.kit.queue import Outcome
 from automation.service.outcomes import judge
 from automation.service.runs import Runs
@@ -283,7 +283,7 @@ class MeshStates:
         self._reported = problems
         return parsed
 
-    def __call__(self, resolution: Resolution) -> None:
+    def __call__(self, resolution: FleetAnswer) -> None:
         mesh = resolution.mesh
         if mesh is None or resolution.hub is None:
             return
@@ -307,7 +307,7 @@ class MeshStates:
         if patch:
             self.writer.patch(groups=patch)
 
-    def _applied(self, resolution: Resolution, key: str) -> bool:
+    def _applied(self, resolution: FleetAnswer, key: str) -> bool:
         """Every member's stack and the transit stack applied the group's current state."""
         mesh = resolution.mesh
         if mesh is None:
