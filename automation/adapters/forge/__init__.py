@@ -1,6 +1,7 @@
 """The forges' APIs behind one interface (base.Forge): Gitea (gitea.py, tested against a real Gitea), GitLab
 (gitlab.py) and GitHub (github.py), both written to their documented REST APIs and tested against recorded
-responses. `forge_for(kind, api_url, token)` picks the implementation."""
+responses. Each is a RestForge (rest.py: the skeleton they share) saying only what differs.
+`forge_for(kind, api_url, token)` picks the implementation."""
 from __future__ import annotations
 
 from typing import Callable

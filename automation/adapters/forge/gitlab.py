@@ -8,66 +8,57 @@ for its SSH host keys: they are read from its SSH server (hostkeys.py), like Git
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any
 
 import httpx
 
-from automation.adapters.forge import hostkeys
-from automation.adapters.forge.base import ForgeConflict, ForgeError, ForgeKey, Repository
-from automation.adapters.forge.http import DEFAULT_TIMEOUT, Http, file_parts, segment, split_path
+from automation.adapters.forge.base import ForgeConflict, ForgeError, Repository
+from automation.adapters.forge.http import segment, split_path
+from automation.adapters.forge.rest import Fields, RestForge
 
-_PER_PAGE = 100
 _HEADER_SCOPE = re.compile(r'scope="([^"]+)"')
 DEFAULT_BRANCH = "main"
-
-
-def _scope_of(response: httpx.Response) -> str | None:
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and body.get("error") == "insufficient_scope" and body.get("scope"):
-        return str(body["scope"])
-    found = _HEADER_SCOPE.search(response.headers.get("www-authenticate", ""))
-    return found[1] if found and "insufficient_scope" in response.headers.get("www-authenticate", "") else None
-
-
-def _repository(body: dict[str, Any]) -> Repository:
-    return Repository(id=str(body["id"]), path=body["path_with_namespace"], http_url=body["http_url_to_repo"],
-                      ssh_url=body["ssh_url_to_repo"], description=body.get("description") or "",
-                      display_name=body.get("name"), empty=bool(body.get("empty_repo")))
-
-
-def _key(body: dict[str, Any]) -> ForgeKey:
-    return ForgeKey(id=str(body["id"]), title=body.get("title") or "", key=" ".join(body["key"].split()[:2]),
-                    read_only=not body.get("can_push", False))
 
 
 def _taken(error: ForgeError) -> bool:
     return "has already been taken" in str(error)
 
 
-class GitLab:
+class GitLab(RestForge):
+    """`api_url`: the API root, e.g. https://gitlab.example.com/api/v4."""
+
     kind = "gitlab"
+    fields = Fields(path="path_with_namespace", http_url="http_url_to_repo", ssh_url="ssh_url_to_repo",
+                    display_name="name", empty="empty_repo")
+    user_field = "username"
+    per_page = 100
+    deploy_keys = "deploy_keys"
 
-    def __init__(self, api_url: str, token: str, *, timeout: float = DEFAULT_TIMEOUT,
-                 transport: httpx.BaseTransport | None = None):
-        """`api_url`: the API root, e.g. https://gitlab.example.com/api/v4."""
-        self.timeout = timeout
-        self.http = Http(self.kind, api_url, token, {"PRIVATE-TOKEN": token, "Accept": "application/json"},
-                         timeout=timeout, transport=transport, scope_of=_scope_of)
+    def _headers(self, token: str) -> dict[str, str]:
+        return {"PRIVATE-TOKEN": token, "Accept": "application/json"}
 
-    def close(self) -> None:
-        """Close its connections (an adapter is cheap to make; one per forge and token may be kept)."""
-        self.http.close()
+    def _scope_of(self, response: httpx.Response) -> str | None:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and body.get("error") == "insufficient_scope" and body.get("scope"):
+            return str(body["scope"])
+        found = _HEADER_SCOPE.search(response.headers.get("www-authenticate", ""))
+        return found[1] if found and "insufficient_scope" in response.headers.get("www-authenticate", "") else None
 
-    def check(self) -> str:
-        return self.http.json("GET", "/user")["username"]
-
-    def get(self, path: str) -> Repository | None:
+    def _locate(self, path: str) -> str:
         split_path(path)
-        body = self.http.json("GET", f"/projects/{segment(path)}", missing_ok=True)
-        return _repository(body) if body else None
+        return f"/projects/{segment(path)}"
+
+    def _url(self, repo: Repository) -> str:
+        return f"/projects/{repo.id}"
+
+    def _access(self, write: bool) -> dict[str, bool]:
+        return {"can_push": write}
+
+    def _read_only(self, body: dict[str, Any]) -> bool:
+        return not body.get("can_push", False)
 
     def create(self, path: str, *, description: str, display_name: str | None) -> Repository:
         """In the namespace `owner` (a user's or a group's, looked up by its full path), private, no README."""
@@ -83,39 +74,17 @@ class GitLab:
             if type(exc) is ForgeError and _taken(exc):  # 400 {"message": {"path": ["has already been taken"]}}
                 raise ForgeConflict(str(exc)) from None
             raise
-        return _repository(body)
+        return self._repository(body)
 
     def update(self, repo: Repository, *, description: str, display_name: str | None) -> Repository:
         change: dict[str, Any] = {"description": description}
         if display_name:
             change["name"] = display_name
-        return _repository(self.http.json("PUT", f"/projects/{repo.id}", json=change))
+        return self._repository(self.http.json("PUT", self._url(repo), json=change))
 
-    def delete(self, repo: Repository) -> None:
-        self.http.call("DELETE", f"/projects/{repo.id}", missing_ok=True)
-
-    def seed(self, repo: Repository, files: Mapping[str, str], message: str) -> None:
+    def _commit(self, repo: Repository, files: list[tuple[str, str]], message: str) -> None:
         """One commit with every file (POST /projects/:id/repository/commits, actions "create"); on an empty
         project the branch is created by it."""
-        if not files:
-            raise ForgeError(f"gitlab seed {repo.path}: no files to commit")
-        for path in files:
-            file_parts(path)
-        self.http.call("POST", f"/projects/{repo.id}/repository/commits", json={
+        self.http.call("POST", f"{self._url(repo)}/repository/commits", json={
             "branch": DEFAULT_BRANCH, "commit_message": message,
-            "actions": [{"action": "create", "file_path": path, "content": content}
-                        for path, content in sorted(files.items())]})
-
-    def keys(self, repo: Repository) -> list[ForgeKey]:
-        return [_key(k) for k in self.http.pages(f"/projects/{repo.id}/deploy_keys", per_page=_PER_PAGE)]
-
-    def add_key(self, repo: Repository, title: str, key: str, *, write: bool) -> ForgeKey:
-        return _key(self.http.json("POST", f"/projects/{repo.id}/deploy_keys",
-                                   json={"title": title, "key": key, "can_push": write}))
-
-    def delete_key(self, repo: Repository, key_id: str) -> None:
-        self.http.call("DELETE", f"/projects/{repo.id}/deploy_keys/{segment(key_id)}", missing_ok=True)
-
-    def host_keys(self, repo: Repository) -> list[str]:
-        host, port = hostkeys.endpoint(repo.ssh_url)
-        return hostkeys.scan(host, port, timeout=self.timeout)
+            "actions": [{"action": "create", "file_path": path, "content": content} for path, content in files]})

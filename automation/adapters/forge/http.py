@@ -52,7 +52,7 @@ class Http:
         self.timeout = timeout
         self._token = token
         self._scope_of = scope_of
-        self._message_of = message_of or _message
+        self._message_of = message_of or reason
         self._client = httpx.Client(base_url=self.api_url, headers=headers, timeout=httpx.Timeout(timeout),
                                     transport=transport, follow_redirects=False)
 
@@ -124,7 +124,7 @@ def plain_text(text: str) -> str:
     return " ".join(re.sub(r"<!--.*?-->|<[^>]*>", " ", text, flags=re.S).split())
 
 
-def _message(response: httpx.Response) -> str:
+def reason(response: httpx.Response) -> str:
     """The forge's own words: the `message` (or `error_description`, `error`) of a JSON body, else the text."""
     try:
         body = response.json()
