@@ -79,17 +79,15 @@ def as_agent(reg: Registry, api: client.ApiClient, tenant: str, cluster: str) ->
     return namespace, current
 
 
-def router() -> APIRouter:
-    r = APIRouter(tags=["bootstrap"], responses=ERRORS)
+router = APIRouter(tags=["bootstrap"], responses=ERRORS)
 
-    @r.post("/tenants/{tenant}/clusters/{cluster}/agent-token", response_model=AgentToken, status_code=201,
-            summary="Rotate a facts agent's hub token (as that agent)")
-    def rotate(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
-        namespace, _ = as_agent(reg, api, tenant, cluster)
-        lifetime = agent_token_seconds(reg.settings.agent_token_seconds, hub_config(reg))
-        token, expires_at = request_token(client.CoreV1Api(reg.own), namespace, agent_name(cluster), lifetime)
-        LOG.info("rotated the agent token of Cluster %s/%s: valid until %s", namespace, cluster, expires_at)
-        return JSONResponse({"token": token, "expiresAt": expires_at}, status_code=201,
-                            headers={"Cache-Control": "no-store"})
 
-    return r
+@router.post("/tenants/{tenant}/clusters/{cluster}/agent-token", response_model=AgentToken, status_code=201,
+             summary="Rotate a facts agent's hub token (as that agent)")
+def rotate(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
+    namespace, _ = as_agent(reg, api, tenant, cluster)
+    lifetime = agent_token_seconds(reg.settings.agent_token_seconds, hub_config(reg))
+    token, expires_at = request_token(client.CoreV1Api(reg.own), namespace, agent_name(cluster), lifetime)
+    LOG.info("rotated the agent token of Cluster %s/%s: valid until %s", namespace, cluster, expires_at)
+    return JSONResponse({"token": token, "expiresAt": expires_at}, status_code=201,
+                        headers={"Cache-Control": "no-store"})

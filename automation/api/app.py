@@ -21,7 +21,7 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import urllib3
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Security
@@ -203,9 +203,9 @@ def kube_unreachable(exc: urllib3.exceptions.HTTPError) -> HTTPException:
     return HTTPException(502, "the Kubernetes API cannot be reached; try again later")
 
 
-def create_app(reg: Registry, *, routers: Iterable[Callable[[], APIRouter]]) -> FastAPI:
-    """The application with these routes (functions returning APIRouters; automation.api.serve.ROUTERS: every
-    resource module's, which import this module, so they are handed in rather than imported here)."""
+def create_app(reg: Registry, *, routers: Iterable[APIRouter]) -> FastAPI:
+    """The application with these routes (automation.api.serve.ROUTERS: every resource module's APIRouter; those
+    modules import this one, so they are handed in rather than imported here)."""
     app = FastAPI(
         docs_url=None, redoc_url=None, swagger_ui_oauth2_redirect_url=None,  # /docs: automation.api.docs
         separate_input_output_schemas=False,  # one schema per model (ClusterSpec, not -Input and -Output)
@@ -256,8 +256,8 @@ def create_app(reg: Registry, *, routers: Iterable[Callable[[], APIRouter]]) -> 
         return {"status": "ok"}
 
     add_docs(app)
-    for make in routers:
-        app.include_router(make())
+    for routes in routers:
+        app.include_router(routes)
     settings = reg.settings
     app.add_middleware(CallerLimits, limiter=RateLimiter(settings.caller_rate, settings.caller_burst),
                        concurrency=settings.caller_concurrency,

@@ -236,88 +236,87 @@ def _limiter(reg: Registry) -> RateLimiter:
     return found
 
 
-def router() -> APIRouter:
-    r = APIRouter(tags=["bootstrap"])
+router = APIRouter(tags=["bootstrap"])
 
-    @r.post("/tenants/{tenant}/clusters/{cluster}/bootstrap-token", response_model=IssuedToken, status_code=201,
-            responses=ERRORS, summary="Issue or reset a cluster's one-time bootstrap token")
-    def issue(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
-        """A new token replaces the last one, and clears the key of the cluster's agent (status.agentKey): it leaves
-        the catalog repository's deploy keys, and the agent of the next install makes and pushes a new one."""
-        namespace = namespace_of(reg, tenant, api)
-        authorize(api, SUBRESOURCE, namespace, cluster, "issue a bootstrap token for")
-        own = custom(reg.own)
-        doc = own_cluster(reg, namespace, tenant, cluster)
-        valid_until = rfc3339_seconds(time.time() + _lifetime(reg, namespace, cluster, doc))
-        token = secrets.token_urlsafe(TOKEN_BYTES)
-        digest = token_hash(token)
-        written = own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, CLUSTERS, cluster, {
-            "status": {"bootstrapToken": {"sha256": digest, "validUntil": valid_until, "used": False},
-                       "agentKey": None}})  # the old agent's key leaves the catalog repository
-        _label(own, namespace, cluster, digest, written)
-        LOG.info("bootstrap token issued for Cluster %s/%s, valid until %s", namespace, cluster, valid_until)
-        return JSONResponse({"token": token, "validUntil": valid_until}, status_code=201,
-                            headers={"Cache-Control": "no-store"})
 
-    @r.get("/install/agent.json", response_model=InstallView, summary="Redeem a bootstrap token: the manifests",
-           responses={401: {"model": Problem, "description": "the token is unknown, expired or used already"},
-                      409: {"model": Problem, "description": "the cluster's spec cannot be installed as it is"},
-                      429: {"model": Problem, "description": "too many requests from this address (Retry-After)"}})
-    def install(request: Request, reg: Reg,
-                token: Annotated[str | None, Query(description="the one-time bootstrap token")] = None,
-                ) -> JSONResponse:
-        wait = _limiter(reg).take(client_address(request, reg.settings.trust_forwarded_for))
-        if wait > 0:
-            retry = str(max(1, math.ceil(wait))) if math.isfinite(wait) else "3600"
-            raise HTTPException(429, "too many install requests from your address; retry later",
-                                headers={"Retry-After": retry})
-        if not token or len(token) > MAX_TOKEN:
-            raise HTTPException(401, DENIED)
-        digest = token_hash(token)
-        own = custom(reg.own)
-        doc = _find(own, digest)
-        if doc is None or not _redeemable(doc):
-            raise HTTPException(401, DENIED)
-        namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
-        try:
-            cluster = Cluster.model_validate(doc)
-        except ValidationError:
-            raise HTTPException(409, f"HubCluster {namespace}/{name} does not validate; fix its spec, then ask for a "
-                                     "new bootstrap token") from None
-        meta = client.CoreV1Api(reg.own).read_namespace(namespace).metadata
-        annotations = meta.annotations or {}
-        try:  # the one rule the stack's tags follow too: the agent pushes as the tenant the cloud is tagged with
-            tenant = tenant_of(namespace, annotations)
-        except InvalidSpec as exc:  # refused before the token is used up, as the service refuses the namespace
-            raise HTTPException(409, "; ".join(str(err) for err in exc.errors)) from None
-        hub = hub_config(reg)
-        node_proxy = _node_proxy(reg, cluster, annotations, hub)  # refused before the token is used up
-        git_repo = _catalog(reg, doc)
-        if not _mark_used(own, namespace, name, digest):
-            raise HTTPException(401, DENIED)
-        try:
-            agent_token, expires_at = grant_agent(reg.own, namespace, name, doc["metadata"]["uid"],
-                                                  agent_token_seconds(reg.settings.agent_token_seconds, hub))
-        except AgentGone:
-            raise HTTPException(409, f"HubCluster {namespace}/{name} was deleted during the install; its agent was "
-                                     "revoked") from None
-        except ApiException as exc:
-            LOG.error("Cluster %s/%s redeemed its bootstrap token, but making its agent failed: %s %s",
-                      namespace, name, exc.status, exc.reason)
-            raise HTTPException(502, f"the token was accepted, but creating the agent's credentials failed "
-                                     f"({exc.status} {exc.reason}); ask for a new bootstrap token") from None
-        except urllib3.exceptions.HTTPError as exc:  # no answer in time: the token is spent all the same
-            err = kube_unreachable(exc)
-            LOG.error("Cluster %s/%s redeemed its bootstrap token, but making its agent got no answer: %s",
-                      namespace, name, type(exc).__name__)
-            raise HTTPException(err.status_code, f"the token was accepted, but creating the agent's credentials "
-                                                 f"got no answer ({err.detail}); ask for a new bootstrap token") \
-                from None
-        LOG.info("Cluster %s/%s installed: agent token valid until %s", namespace, name, expires_at)
-        body = install_response(cluster, tenant=tenant, api_url=reg.settings.public_url,
-                                agent_image=reg.settings.agent_image, agent_token=agent_token,
-                                expires_at=expires_at, node_proxy=node_proxy,
-                                install_id=secrets.token_hex(INSTALL_ID_BYTES), git_repo=git_repo)
-        return JSONResponse(body, headers={"Cache-Control": "no-store"})
+@router.post("/tenants/{tenant}/clusters/{cluster}/bootstrap-token", response_model=IssuedToken, status_code=201,
+             responses=ERRORS, summary="Issue or reset a cluster's one-time bootstrap token")
+def issue(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
+    """A new token replaces the last one, and clears the key of the cluster's agent (status.agentKey): it leaves
+    the catalog repository's deploy keys, and the agent of the next install makes and pushes a new one."""
+    namespace = namespace_of(reg, tenant, api)
+    authorize(api, SUBRESOURCE, namespace, cluster, "issue a bootstrap token for")
+    own = custom(reg.own)
+    doc = own_cluster(reg, namespace, tenant, cluster)
+    valid_until = rfc3339_seconds(time.time() + _lifetime(reg, namespace, cluster, doc))
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    digest = token_hash(token)
+    written = own.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, CLUSTERS, cluster, {
+        "status": {"bootstrapToken": {"sha256": digest, "validUntil": valid_until, "used": False},
+                   "agentKey": None}})  # the old agent's key leaves the catalog repository
+    _label(own, namespace, cluster, digest, written)
+    LOG.info("bootstrap token issued for Cluster %s/%s, valid until %s", namespace, cluster, valid_until)
+    return JSONResponse({"token": token, "validUntil": valid_until}, status_code=201,
+                        headers={"Cache-Control": "no-store"})
 
-    return r
+
+@router.get("/install/agent.json", response_model=InstallView, summary="Redeem a bootstrap token: the manifests",
+            responses={401: {"model": Problem, "description": "the token is unknown, expired or used already"},
+                       409: {"model": Problem, "description": "the cluster's spec cannot be installed as it is"},
+                       429: {"model": Problem, "description": "too many requests from this address (Retry-After)"}})
+def install(request: Request, reg: Reg,
+            token: Annotated[str | None, Query(description="the one-time bootstrap token")] = None,
+            ) -> JSONResponse:
+    wait = _limiter(reg).take(client_address(request, reg.settings.trust_forwarded_for))
+    if wait > 0:
+        retry = str(max(1, math.ceil(wait))) if math.isfinite(wait) else "3600"
+        raise HTTPException(429, "too many install requests from your address; retry later",
+                            headers={"Retry-After": retry})
+    if not token or len(token) > MAX_TOKEN:
+        raise HTTPException(401, DENIED)
+    digest = token_hash(token)
+    own = custom(reg.own)
+    doc = _find(own, digest)
+    if doc is None or not _redeemable(doc):
+        raise HTTPException(401, DENIED)
+    namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
+    try:
+        cluster = Cluster.model_validate(doc)
+    except ValidationError:
+        raise HTTPException(409, f"HubCluster {namespace}/{name} does not validate; fix its spec, then ask for a "
+                                 "new bootstrap token") from None
+    meta = client.CoreV1Api(reg.own).read_namespace(namespace).metadata
+    annotations = meta.annotations or {}
+    try:  # the one rule the stack's tags follow too: the agent pushes as the tenant the cloud is tagged with
+        tenant = tenant_of(namespace, annotations)
+    except InvalidSpec as exc:  # refused before the token is used up, as the service refuses the namespace
+        raise HTTPException(409, "; ".join(str(err) for err in exc.errors)) from None
+    hub = hub_config(reg)
+    node_proxy = _node_proxy(reg, cluster, annotations, hub)  # refused before the token is used up
+    git_repo = _catalog(reg, doc)
+    if not _mark_used(own, namespace, name, digest):
+        raise HTTPException(401, DENIED)
+    try:
+        agent_token, expires_at = grant_agent(reg.own, namespace, name, doc["metadata"]["uid"],
+                                              agent_token_seconds(reg.settings.agent_token_seconds, hub))
+    except AgentGone:
+        raise HTTPException(409, f"HubCluster {namespace}/{name} was deleted during the install; its agent was "
+                                 "revoked") from None
+    except ApiException as exc:
+        LOG.error("Cluster %s/%s redeemed its bootstrap token, but making its agent failed: %s %s",
+                  namespace, name, exc.status, exc.reason)
+        raise HTTPException(502, f"the token was accepted, but creating the agent's credentials failed "
+                                 f"({exc.status} {exc.reason}); ask for a new bootstrap token") from None
+    except urllib3.exceptions.HTTPError as exc:  # no answer in time: the token is spent all the same
+        err = kube_unreachable(exc)
+        LOG.error("Cluster %s/%s redeemed its bootstrap token, but making its agent got no answer: %s",
+                  namespace, name, type(exc).__name__)
+        raise HTTPException(err.status_code, f"the token was accepted, but creating the agent's credentials "
+                                             f"got no answer ({err.detail}); ask for a new bootstrap token") \
+            from None
+    LOG.info("Cluster %s/%s installed: agent token valid until %s", namespace, name, expires_at)
+    body = install_response(cluster, tenant=tenant, api_url=reg.settings.public_url,
+                            agent_image=reg.settings.agent_image, agent_token=agent_token,
+                            expires_at=expires_at, node_proxy=node_proxy,
+                            install_id=secrets.token_hex(INSTALL_ID_BYTES), git_repo=git_repo)
+    return JSONResponse(body, headers={"Cache-Control": "no-store"})

@@ -84,53 +84,53 @@ def _view(version: Any) -> dict[str, Any]:
     return {"version": version.version, "time": version.time, "facts": dict(version.facts)}
 
 
-def router() -> APIRouter:
-    r = APIRouter(tags=["facts"], responses=ERRORS)
-    path = "/tenants/{tenant}/clusters/{cluster}/facts"
+FACTS_PATH = "/tenants/{tenant}/clusters/{cluster}/facts"
+router = APIRouter(tags=["facts"], responses=ERRORS)
 
-    @r.post(path, response_model=FactsView, status_code=201, summary="Push a cluster's dynamic facts")
-    def push(tenant: TenantId, cluster: ClusterId, body: FactsPush, api: Caller, reg: Reg) -> JSONResponse:
-        store = _store(reg)
-        namespace = namespace_of(reg, tenant, api)
-        authorize(api, SUBRESOURCE, namespace, cluster, "push facts to")
-        own = custom(reg.own)
-        current = own_cluster(reg, namespace, tenant, cluster)
-        refuse_stale_agent(reg, api, current)  # the names match; is it this Cluster's agent, by uid?
-        version = store.push(namespace, cluster, dict(body.facts))
-        try:
-            mirror(own, current, version)
-        except ApiException as exc:
-            LOG.error("facts of %s/%s stored as version %d but not mirrored to status.facts: %s %s",
-                      namespace, cluster, version.version, exc.status, exc.reason)
-            raise HTTPException(502, f"facts stored as version {version.version}, but writing status.facts "
-                                     f"failed ({exc.status} {exc.reason})") from None
-        return JSONResponse(_view(version), status_code=201)
 
-    @r.get(path, response_model=FactsView, summary="Read a cluster's latest dynamic facts")
-    def latest(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
-        store = _store(reg)
-        namespace = namespace_of(reg, tenant, api)
-        custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)  # may they read it?
-        found = store.latest(namespace, cluster)
-        if found is None:
-            raise HTTPException(404, f"cluster {cluster} of tenant {tenant} has no facts pushed yet")
-        return JSONResponse(_view(found))
+@router.post(FACTS_PATH, response_model=FactsView, status_code=201, summary="Push a cluster's dynamic facts")
+def push(tenant: TenantId, cluster: ClusterId, body: FactsPush, api: Caller, reg: Reg) -> JSONResponse:
+    store = _store(reg)
+    namespace = namespace_of(reg, tenant, api)
+    authorize(api, SUBRESOURCE, namespace, cluster, "push facts to")
+    own = custom(reg.own)
+    current = own_cluster(reg, namespace, tenant, cluster)
+    refuse_stale_agent(reg, api, current)  # the names match; is it this Cluster's agent, by uid?
+    version = store.push(namespace, cluster, dict(body.facts))
+    try:
+        mirror(own, current, version)
+    except ApiException as exc:
+        LOG.error("facts of %s/%s stored as version %d but not mirrored to status.facts: %s %s",
+                  namespace, cluster, version.version, exc.status, exc.reason)
+        raise HTTPException(502, f"facts stored as version {version.version}, but writing status.facts "
+                                 f"failed ({exc.status} {exc.reason})") from None
+    return JSONResponse(_view(version), status_code=201)
 
-    @r.get(path + "/history", response_model=FactsHistory, summary="What changed in a cluster's dynamic facts")
-    def history(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg,
-                since: Annotated[str | None, Query(description="only versions after this RFC 3339 time, e.g. "
-                                                               "2024-05-01T12:00:00Z")] = None,
-                limit: Annotated[int, Query(ge=1, le=1000, description="at most this many versions")] = 100,
-                ) -> JSONResponse:
-        store = _store(reg)
-        if since is not None:
-            since = since.replace(" ", "+")  # an unencoded '+' of an offset arrives as a space
-            if _moment(since) is None:
-                raise RequestValidationError([{"loc": ("query", "since"), "type": "value_error",
-                                               "msg": f"{since!r} is not an RFC 3339 time such as "
-                                                      "2024-05-01T12:00:00Z"}])
-        namespace = namespace_of(reg, tenant, api)
-        custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)
-        return JSONResponse({"items": store.history(namespace, cluster, since=since, limit=limit)})
 
-    return r
+@router.get(FACTS_PATH, response_model=FactsView, summary="Read a cluster's latest dynamic facts")
+def latest(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
+    store = _store(reg)
+    namespace = namespace_of(reg, tenant, api)
+    custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)  # may they read it?
+    found = store.latest(namespace, cluster)
+    if found is None:
+        raise HTTPException(404, f"cluster {cluster} of tenant {tenant} has no facts pushed yet")
+    return JSONResponse(_view(found))
+
+
+@router.get(FACTS_PATH + "/history", response_model=FactsHistory, summary="What changed in a cluster's dynamic facts")
+def history(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg,
+            since: Annotated[str | None, Query(description="only versions after this RFC 3339 time, e.g. "
+                                                           "2024-05-01T12:00:00Z")] = None,
+            limit: Annotated[int, Query(ge=1, le=1000, description="at most this many versions")] = 100,
+            ) -> JSONResponse:
+    store = _store(reg)
+    if since is not None:
+        since = since.replace(" ", "+")  # an unencoded '+' of an offset arrives as a space
+        if _moment(since) is None:
+            raise RequestValidationError([{"loc": ("query", "since"), "type": "value_error",
+                                           "msg": f"{since!r} is not an RFC 3339 time such as "
+                                                  "2024-05-01T12:00:00Z"}])
+    namespace = namespace_of(reg, tenant, api)
+    custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)
+    return JSONResponse({"items": store.history(namespace, cluster, since=since, limit=limit)})

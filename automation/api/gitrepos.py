@@ -116,37 +116,37 @@ def _agent_key(reg: Registry, namespace: str, tenant: str, cluster: str, current
     raise HTTPException(409, f"HubCluster {namespace}/{cluster} kept changing; try again")  # pragma: no cover
 
 
-def router() -> APIRouter:
-    r = APIRouter(tags=["gitrepos"], responses=ERRORS)
+router = APIRouter(tags=["gitrepos"], responses=ERRORS)
 
-    @r.get("/tenants/{tenant}/gitrepo", response_model=GitRepoView, summary="A tenant's Git repository")
-    def tenant_repo(tenant: TenantId, api: Caller, reg: Reg) -> JSONResponse:
-        namespace = namespace_of(reg, tenant, api)
-        doc = _read(api, namespace, tenant_repo_name(tenant))  # as the caller: RBAC decides first
-        found = _tenant(reg, tenant)
-        if doc is not None and _made_for(doc, TENANT_ROLE, tenant) \
-                and controlled_by(doc, TENANT.kind, section(found, "metadata").get("uid")):
-            return JSONResponse(gitrepo_view(doc))
-        url = section(found, "spec").get("gitRepoURL")
-        if isinstance(url, str) and url:
-            return JSONResponse(GitRepoView(managed=False, url=url).model_dump(mode="json", by_alias=True))
-        raise HTTPException(404, f"tenant {tenant} has no Git repository")
 
-    @r.get("/tenants/{tenant}/clusters/{cluster}/gitrepo", response_model=GitRepoView,
-           summary="A cluster's catalog repository")
-    def cluster_repo(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
-        namespace = namespace_of(reg, tenant, api)
-        doc = _read(api, namespace, cluster_repo_name(cluster))  # as the caller: RBAC decides first
-        if doc is not None and _made_for(doc, CLUSTER_ROLE, tenant, cluster) \
-                and controlled_by(doc, CLUSTER.kind, own_cluster(reg, namespace, tenant, cluster)["metadata"]["uid"]):
-            return JSONResponse(gitrepo_view(doc))
-        raise HTTPException(404, f"cluster {cluster} of tenant {tenant} has no catalog repository")
+@router.get("/tenants/{tenant}/gitrepo", response_model=GitRepoView, summary="A tenant's Git repository")
+def tenant_repo(tenant: TenantId, api: Caller, reg: Reg) -> JSONResponse:
+    namespace = namespace_of(reg, tenant, api)
+    doc = _read(api, namespace, tenant_repo_name(tenant))  # as the caller: RBAC decides first
+    found = _tenant(reg, tenant)
+    if doc is not None and _made_for(doc, TENANT_ROLE, tenant) \
+            and controlled_by(doc, TENANT.kind, section(found, "metadata").get("uid")):
+        return JSONResponse(gitrepo_view(doc))
+    url = section(found, "spec").get("gitRepoURL")
+    if isinstance(url, str) and url:
+        return JSONResponse(GitRepoView(managed=False, url=url).model_dump(mode="json", by_alias=True))
+    raise HTTPException(404, f"tenant {tenant} has no Git repository")
 
-    @r.put("/tenants/{tenant}/clusters/{cluster}/deploy-key", response_model=AgentKeyView, summary="Give the registry the SSH public key of a cluster's agent (as that agent)")
-    def deploy_key(tenant: TenantId, cluster: ClusterId, body: AgentKeyPut, api: Caller, reg: Reg) -> JSONResponse:
-        """The agent's key becomes its catalog repository's read-only deploy key. Only the Cluster's own agent,
-        granted for the HubCluster of that name now, may call this; the same key again changes nothing."""
-        namespace, current = as_agent(reg, api, tenant, cluster)
-        return JSONResponse(_agent_key(reg, namespace, tenant, cluster, current, body.public_key))
 
-    return r
+@router.get("/tenants/{tenant}/clusters/{cluster}/gitrepo", response_model=GitRepoView,
+            summary="A cluster's catalog repository")
+def cluster_repo(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
+    namespace = namespace_of(reg, tenant, api)
+    doc = _read(api, namespace, cluster_repo_name(cluster))  # as the caller: RBAC decides first
+    if doc is not None and _made_for(doc, CLUSTER_ROLE, tenant, cluster) \
+            and controlled_by(doc, CLUSTER.kind, own_cluster(reg, namespace, tenant, cluster)["metadata"]["uid"]):
+        return JSONResponse(gitrepo_view(doc))
+    raise HTTPException(404, f"cluster {cluster} of tenant {tenant} has no catalog repository")
+
+
+@router.put("/tenants/{tenant}/clusters/{cluster}/deploy-key", response_model=AgentKeyView, summary="Give the registry the SSH public key of a cluster's agent (as that agent)")
+def deploy_key(tenant: TenantId, cluster: ClusterId, body: AgentKeyPut, api: Caller, reg: Reg) -> JSONResponse:
+    """The agent's key becomes its catalog repository's read-only deploy key. Only the Cluster's own agent,
+    granted for the HubCluster of that name now, may call this; the same key again changes nothing."""
+    namespace, current = as_agent(reg, api, tenant, cluster)
+    return JSONResponse(_agent_key(reg, namespace, tenant, cluster, current, body.public_key))

@@ -116,135 +116,147 @@ def cluster_page(api: client.ApiClient, namespace: str | None, *, label_selector
     return found.items, found.continue_
 
 
-def router() -> APIRouter:
-    r = APIRouter(responses=ERRORS)
+router = APIRouter(responses=ERRORS)
 
-    # ----------------------------------------------------------------------- tenants
-    @r.get("/tenants", response_model=TenantList, tags=["tenants"], summary="List tenants")
-    def list_tenants(api: Caller, label_selector: LabelSelector = None, limit: Limit = None,
-                     continue_: Continue = None) -> JSONResponse:
-        found = custom(api).list_cluster_custom_object(GROUP, VERSION, TENANTS, label_selector=label_selector,
-                                                        limit=limit, _continue=continue_)
-        return JSONResponse({"items": [tenant_view(doc) for doc in found.get("items") or []],
-                             "continue": (found.get("metadata") or {}).get("continue") or None})
 
-    @r.post("/tenants", responses=CONFLICT, response_model=TenantView, status_code=201, tags=["tenants"],
-            summary="Create a tenant")
-    def create_tenant(body: TenantCreate, api: Caller) -> JSONResponse:
-        check_labels(body.labels)
+# --------------------------------------------------------------------------- tenants
+@router.get("/tenants", response_model=TenantList, tags=["tenants"], summary="List tenants")
+def list_tenants(api: Caller, label_selector: LabelSelector = None, limit: Limit = None,
+                 continue_: Continue = None) -> JSONResponse:
+    found = custom(api).list_cluster_custom_object(GROUP, VERSION, TENANTS, label_selector=label_selector,
+                                                    limit=limit, _continue=continue_)
+    return JSONResponse({"items": [tenant_view(doc) for doc in found.get("items") or []],
+                         "continue": (found.get("metadata") or {}).get("continue") or None})
 
-        def create(name: str) -> dict[str, Any]:
-            return custom(api).create_cluster_custom_object(GROUP, VERSION, TENANTS, {
-                "apiVersion": API_VERSION, "kind": "HubTenant",
-                "metadata": {"name": name, "labels": body.labels}, "spec": wire(body.spec)})
-        return _created(tenant_view(create_named(create, body.id, "Tenant")))
 
-    @r.get("/tenants/{tenant}", response_model=TenantView, tags=["tenants"], summary="Read a tenant")
-    def read_tenant(tenant: TenantId, api: Caller) -> JSONResponse:
-        return JSONResponse(tenant_view(custom(api).get_cluster_custom_object(GROUP, VERSION, TENANTS, tenant)))
+@router.post("/tenants", responses=CONFLICT, response_model=TenantView, status_code=201, tags=["tenants"],
+             summary="Create a tenant")
+def create_tenant(body: TenantCreate, api: Caller) -> JSONResponse:
+    check_labels(body.labels)
 
-    def _tenant_rw(api: client.ApiClient, tenant: str):
-        objects = custom(api)
-        return (lambda: objects.get_cluster_custom_object(GROUP, VERSION, TENANTS, tenant),
-                lambda body: objects.patch_cluster_custom_object(GROUP, VERSION, TENANTS, tenant, body),
-                lambda body: objects.replace_cluster_custom_object(GROUP, VERSION, TENANTS, tenant, body))
+    def create(name: str) -> dict[str, Any]:
+        return custom(api).create_cluster_custom_object(GROUP, VERSION, TENANTS, {
+            "apiVersion": API_VERSION, "kind": "HubTenant",
+            "metadata": {"name": name, "labels": body.labels}, "spec": wire(body.spec)})
+    return _created(tenant_view(create_named(create, body.id, "Tenant")))
 
-    @r.patch("/tenants/{tenant}", responses=CONFLICT, response_model=TenantView, tags=["tenants"],
-             summary="Change a tenant (JSON merge patch of spec and labels)")
-    def patch_tenant(tenant: TenantId, body: Patch, api: Caller) -> JSONResponse:
-        read, patch, _ = _tenant_rw(api, tenant)
-        return JSONResponse(tenant_view(_update(read, patch, lambda doc: _patch_body(doc, body, TenantSpec),
-                                                body.resource_version, "Tenant", tenant)))
 
-    @r.put("/tenants/{tenant}", responses=CONFLICT, response_model=TenantView, tags=["tenants"],
-           summary="Replace a tenant's spec")
-    def replace_tenant(tenant: TenantId, body: TenantReplace, api: Caller) -> JSONResponse:
-        read, _, replace = _tenant_rw(api, tenant)
-        return JSONResponse(tenant_view(_update(
-            read, replace, lambda doc: _replacement(doc, body.labels, body.spec),
-            body.resource_version, "Tenant", tenant)))
+@router.get("/tenants/{tenant}", response_model=TenantView, tags=["tenants"], summary="Read a tenant")
+def read_tenant(tenant: TenantId, api: Caller) -> JSONResponse:
+    return JSONResponse(tenant_view(custom(api).get_cluster_custom_object(GROUP, VERSION, TENANTS, tenant)))
 
-    @r.delete("/tenants/{tenant}", response_model=Deleted, tags=["tenants"],
-              summary="Delete a tenant (refused while it has clusters)")
-    def delete_tenant(tenant: TenantId, api: Caller) -> JSONResponse:
-        return _deleted(tenant, custom(api).delete_cluster_custom_object(GROUP, VERSION, TENANTS, tenant))
 
-    # ----------------------------------------------------------------------- clusters
-    @r.get("/clusters", response_model=ClusterList, tags=["clusters"],
-           summary="List the fleet's clusters (needs the right to list clusters in every namespace, or tenant=)")
-    def fleet(api: Caller, reg: Reg, tenant: Annotated[str | None, Query(description="only this tenant's", pattern=NAME)] = None,
-              label_selector: LabelSelector = None, fact: FactFilter = [], limit: Limit = None,  # noqa: B006
-              continue_: Continue = None) -> JSONResponse:
-        namespace = namespace_of(reg, tenant, api) if tenant else None
-        items, token = cluster_page(api, namespace, label_selector=label_selector, facts=fact, limit=limit,
-                                    token=continue_)
-        owners = {namespace: tenant} if tenant else (tenant_index(reg) if items else {})
-        return JSONResponse({"items": [cluster_view(doc, owners.get(doc["metadata"].get("namespace")))
-                                       for doc in items], "continue": token})
+def _tenant_rw(api: client.ApiClient, tenant: str):
+    objects = custom(api)
+    return (lambda: objects.get_cluster_custom_object(GROUP, VERSION, TENANTS, tenant),
+            lambda body: objects.patch_cluster_custom_object(GROUP, VERSION, TENANTS, tenant, body),
+            lambda body: objects.replace_cluster_custom_object(GROUP, VERSION, TENANTS, tenant, body))
 
-    @r.get("/tenants/{tenant}/clusters", response_model=ClusterList, tags=["clusters"],
-           summary="List a tenant's clusters")
-    def list_clusters(tenant: TenantId, api: Caller, reg: Reg, label_selector: LabelSelector = None,
-                      fact: FactFilter = [], limit: Limit = None,  # noqa: B006
-                      continue_: Continue = None) -> JSONResponse:
-        namespace = namespace_of(reg, tenant, api)
-        items, token = cluster_page(api, namespace, label_selector=label_selector, facts=fact, limit=limit,
-                                    token=continue_)
-        return JSONResponse({"items": [cluster_view(doc, tenant) for doc in items], "continue": token})
 
-    @r.post("/tenants/{tenant}/clusters", responses=CONFLICT, response_model=ClusterView, status_code=201,
-            tags=["clusters"], summary="Register a cluster")
-    def create_cluster(tenant: TenantId, body: ClusterCreate, api: Caller, reg: Reg) -> JSONResponse:
-        check_labels(body.labels)
-        namespace = namespace_of(reg, tenant, api)
+@router.patch("/tenants/{tenant}", responses=CONFLICT, response_model=TenantView, tags=["tenants"],
+              summary="Change a tenant (JSON merge patch of spec and labels)")
+def patch_tenant(tenant: TenantId, body: Patch, api: Caller) -> JSONResponse:
+    read, patch, _ = _tenant_rw(api, tenant)
+    return JSONResponse(tenant_view(_update(read, patch, lambda doc: _patch_body(doc, body, TenantSpec),
+                                            body.resource_version, "Tenant", tenant)))
 
-        def create(name: str) -> dict[str, Any]:
-            return custom(api).create_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, {
-                "apiVersion": API_VERSION, "kind": "HubCluster",
-                "metadata": {"name": name, "namespace": namespace, "labels": body.labels},
-                "spec": wire(body.spec)})
-        made = create_named(create, body.id, "Cluster")
-        if reg.facts is not None:  # a new cluster starts a new history, whatever an old one of its name left
-            reg.facts.forget(namespace, made["metadata"]["name"])
-        return _created(cluster_view(made, tenant))
 
-    def _cluster_rw(api: client.ApiClient, namespace: str, name: str):
-        objects = custom(api)
-        return (lambda: objects.get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name),
-                lambda body: objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name,
-                                                                    body),
-                lambda body: objects.replace_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name,
-                                                                      body))
+@router.put("/tenants/{tenant}", responses=CONFLICT, response_model=TenantView, tags=["tenants"],
+            summary="Replace a tenant's spec")
+def replace_tenant(tenant: TenantId, body: TenantReplace, api: Caller) -> JSONResponse:
+    read, _, replace = _tenant_rw(api, tenant)
+    return JSONResponse(tenant_view(_update(
+        read, replace, lambda doc: _replacement(doc, body.labels, body.spec),
+        body.resource_version, "Tenant", tenant)))
 
-    @r.get("/tenants/{tenant}/clusters/{cluster}", response_model=ClusterView, tags=["clusters"],
-           summary="Read a cluster")
-    def read_cluster(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
-        read, _, _ = _cluster_rw(api, namespace_of(reg, tenant, api), cluster)
-        return JSONResponse(cluster_view(read(), tenant))
 
-    @r.patch("/tenants/{tenant}/clusters/{cluster}", responses=CONFLICT, response_model=ClusterView,
-             tags=["clusters"], summary="Change a cluster (JSON merge patch of spec and labels)")
-    def patch_cluster(tenant: TenantId, cluster: ClusterId, body: Patch, api: Caller, reg: Reg) -> JSONResponse:
-        read, patch, _ = _cluster_rw(api, namespace_of(reg, tenant, api), cluster)
-        return JSONResponse(cluster_view(_update(read, patch, lambda doc: _patch_body(doc, body, ClusterSpec),
-                                                 body.resource_version, "Cluster", cluster), tenant))
+@router.delete("/tenants/{tenant}", response_model=Deleted, tags=["tenants"],
+               summary="Delete a tenant (refused while it has clusters)")
+def delete_tenant(tenant: TenantId, api: Caller) -> JSONResponse:
+    return _deleted(tenant, custom(api).delete_cluster_custom_object(GROUP, VERSION, TENANTS, tenant))
 
-    @r.put("/tenants/{tenant}/clusters/{cluster}", responses=CONFLICT, response_model=ClusterView,
-           tags=["clusters"], summary="Replace a cluster's spec")
-    def replace_cluster(tenant: TenantId, cluster: ClusterId, body: ClusterReplace, api: Caller,
-                        reg: Reg) -> JSONResponse:
-        read, _, replace = _cluster_rw(api, namespace_of(reg, tenant, api), cluster)
-        return JSONResponse(cluster_view(_update(
-            read, replace, lambda doc: _replacement(doc, body.labels, body.spec),
-            body.resource_version, "Cluster", cluster), tenant))
 
-    @r.delete("/tenants/{tenant}/clusters/{cluster}", response_model=Deleted, tags=["clusters"],
-              summary="Delete a cluster (its stack is destroyed first; its facts history goes)")
-    def delete_cluster(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
-        namespace = namespace_of(reg, tenant, api)
-        result = custom(api).delete_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)
-        if reg.facts is not None:
-            reg.facts.forget(namespace, cluster)
-        return _deleted(cluster, result)
+# --------------------------------------------------------------------------- clusters
+@router.get("/clusters", response_model=ClusterList, tags=["clusters"],
+            summary="List the fleet's clusters (needs the right to list clusters in every namespace, or tenant=)")
+def fleet(api: Caller, reg: Reg, tenant: Annotated[str | None, Query(description="only this tenant's", pattern=NAME)] = None,
+          label_selector: LabelSelector = None, fact: FactFilter = [], limit: Limit = None,  # noqa: B006
+          continue_: Continue = None) -> JSONResponse:
+    namespace = namespace_of(reg, tenant, api) if tenant else None
+    items, token = cluster_page(api, namespace, label_selector=label_selector, facts=fact, limit=limit,
+                                token=continue_)
+    owners = {namespace: tenant} if tenant else (tenant_index(reg) if items else {})
+    return JSONResponse({"items": [cluster_view(doc, owners.get(doc["metadata"].get("namespace")))
+                                   for doc in items], "continue": token})
 
-    return r
+
+@router.get("/tenants/{tenant}/clusters", response_model=ClusterList, tags=["clusters"],
+            summary="List a tenant's clusters")
+def list_clusters(tenant: TenantId, api: Caller, reg: Reg, label_selector: LabelSelector = None,
+                  fact: FactFilter = [], limit: Limit = None,  # noqa: B006
+                  continue_: Continue = None) -> JSONResponse:
+    namespace = namespace_of(reg, tenant, api)
+    items, token = cluster_page(api, namespace, label_selector=label_selector, facts=fact, limit=limit,
+                                token=continue_)
+    return JSONResponse({"items": [cluster_view(doc, tenant) for doc in items], "continue": token})
+
+
+@router.post("/tenants/{tenant}/clusters", responses=CONFLICT, response_model=ClusterView, status_code=201,
+             tags=["clusters"], summary="Register a cluster")
+def create_cluster(tenant: TenantId, body: ClusterCreate, api: Caller, reg: Reg) -> JSONResponse:
+    check_labels(body.labels)
+    namespace = namespace_of(reg, tenant, api)
+
+    def create(name: str) -> dict[str, Any]:
+        return custom(api).create_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, {
+            "apiVersion": API_VERSION, "kind": "HubCluster",
+            "metadata": {"name": name, "namespace": namespace, "labels": body.labels},
+            "spec": wire(body.spec)})
+    made = create_named(create, body.id, "Cluster")
+    if reg.facts is not None:  # a new cluster starts a new history, whatever an old one of its name left
+        reg.facts.forget(namespace, made["metadata"]["name"])
+    return _created(cluster_view(made, tenant))
+
+
+def _cluster_rw(api: client.ApiClient, namespace: str, name: str):
+    objects = custom(api)
+    return (lambda: objects.get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name),
+            lambda body: objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name,
+                                                                body),
+            lambda body: objects.replace_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name,
+                                                                  body))
+
+
+@router.get("/tenants/{tenant}/clusters/{cluster}", response_model=ClusterView, tags=["clusters"],
+            summary="Read a cluster")
+def read_cluster(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
+    read, _, _ = _cluster_rw(api, namespace_of(reg, tenant, api), cluster)
+    return JSONResponse(cluster_view(read(), tenant))
+
+
+@router.patch("/tenants/{tenant}/clusters/{cluster}", responses=CONFLICT, response_model=ClusterView,
+              tags=["clusters"], summary="Change a cluster (JSON merge patch of spec and labels)")
+def patch_cluster(tenant: TenantId, cluster: ClusterId, body: Patch, api: Caller, reg: Reg) -> JSONResponse:
+    read, patch, _ = _cluster_rw(api, namespace_of(reg, tenant, api), cluster)
+    return JSONResponse(cluster_view(_update(read, patch, lambda doc: _patch_body(doc, body, ClusterSpec),
+                                             body.resource_version, "Cluster", cluster), tenant))
+
+
+@router.put("/tenants/{tenant}/clusters/{cluster}", responses=CONFLICT, response_model=ClusterView,
+            tags=["clusters"], summary="Replace a cluster's spec")
+def replace_cluster(tenant: TenantId, cluster: ClusterId, body: ClusterReplace, api: Caller,
+                    reg: Reg) -> JSONResponse:
+    read, _, replace = _cluster_rw(api, namespace_of(reg, tenant, api), cluster)
+    return JSONResponse(cluster_view(_update(
+        read, replace, lambda doc: _replacement(doc, body.labels, body.spec),
+        body.resource_version, "Cluster", cluster), tenant))
+
+
+@router.delete("/tenants/{tenant}/clusters/{cluster}", response_model=Deleted, tags=["clusters"],
+               summary="Delete a cluster (its stack is destroyed first; its facts history goes)")
+def delete_cluster(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
+    namespace = namespace_of(reg, tenant, api)
+    result = custom(api).delete_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)
+    if reg.facts is not None:
+        reg.facts.forget(namespace, cluster)
+    return _deleted(cluster, result)
