@@ -9,7 +9,8 @@
         ├── Route ×(route tables of both members × the other's blocks)  to each CIDR block of the other
         │                                           member, via the peering or via the gateway of the table's
         │                                           region (`routes_via`); none via a gateway with
-        │                                           summaryCIDRs (TransitLink's cover it)
+        │                                           summaryCIDRs (TransitLink's cover it), and none whose
+        │                                           target is not made yet (stacks.mesh.routes.pair_routes)
         └── SecurityGroupIngressRule ×(groups × rules of both members × the other's blocks)  from the other
                                                     member's CIDR blocks only
 
@@ -32,6 +33,7 @@ from components.providers import invoke_opts
 from components.transit import TransitLink
 from stacks.mesh.blocks import block_suffix
 from stacks.mesh.labels import rule_label
+from stacks.mesh.routes import PlannedRoute, pair_routes
 from stacks.mesh.share import MeshMember, MeshPair, MeshShare
 
 
@@ -56,6 +58,17 @@ def _side(member: MeshMember) -> dict[str, Any]:
     return side
 
 
+def _target(route: PlannedRoute, link: pulumi.Input[str] | None) -> tuple[str, str, pulumi.Input[str]]:
+    """Where a pair route points, as (Route argument, output key, ID): the gateway of its table's region, or the
+    pair's peering through its accepter (`link`, None when the phase has no peerings)."""
+    if route.via == "transitGateway" and route.gateway is not None:
+        return "transit_gateway_id", "transitGatewayId", route.gateway
+    if route.via == "peering" and link is not None:
+        return "vpc_peering_connection_id", "peeringId", link
+    raise ValueError(f"mesh pair {route.pair}: its route in {route.table} to {route.cidr} has no {route.via} target "
+                     f"yet, and stacks.mesh.routes.pair_routes lists only routes that have one")
+
+
 class MeshPeering(pulumi.ComponentResource):
     """One pair: the peering, its acceptance, and both members' routes and ingress rules."""
 
@@ -77,10 +90,7 @@ class MeshPeering(pulumi.ComponentResource):
             # Through the accepter's output: nothing routes over a peering that is not accepted yet.
             link = self.accepter.vpc_peering_connection_id
             after = [self.peering, self.accepter]
-        # Where the pair's routes point: the peering, or each side's regional gateway (None: no pair routes).
-        via_gateway: bool | None = share.routes_via == "transitGateway"
-        if via_gateway and share.attachment is not None and share.attachment.summary_cidrs:
-            via_gateway = None  # the members' summary routes (TransitLink) carry the pair
+        routes = [route for route in pair_routes(share) if route.pair == pair.name]  # the ones built now
 
         self.routes: list[dict[str, Any]] = []
         self.ingress: list[dict[str, Any]] = []
@@ -90,24 +100,17 @@ class MeshPeering(pulumi.ComponentResource):
             (peer, owner, peer_provider, peer_groups),
         ):
             child = pulumi.ResourceOptions(parent=self, provider=provider, depends_on=after)
-            target: tuple[str, str, pulumi.Input[str]] | None = None  # (argument, output key, ID)
-            if via_gateway is False and link is not None:
-                target = ("vpc_peering_connection_id", "peeringId", link)
-            elif via_gateway and member.transit_gateway_id is not None:  # unknown: the transit stack has not run
-                target = ("transit_gateway_id", "transitGatewayId", member.transit_gateway_id)
-            if target is not None:
-                argument, key, value = target
-                for table in member.route_table_ids:
-                    for cidr in other.cidrs:
-                        aws.ec2.Route(
-                            f"{name}-{table}{block_suffix(other.cidrs, cidr)}",
-                            route_table_id=table,
-                            destination_cidr_block=cidr,
-                            opts=child,
-                            **{argument: value},
-                        )
-                        self.routes.append({"cluster": member.key, "routeTableId": table, "destination": cidr,
-                                            key: value})
+            for route in (r for r in routes if r.member == member.key):
+                argument, key, value = _target(route, link)
+                aws.ec2.Route(
+                    f"{name}-{route.table}{block_suffix(other.cidrs, route.cidr)}",
+                    route_table_id=route.table,
+                    destination_cidr_block=route.cidr,
+                    opts=child,
+                    **{argument: value},
+                )
+                self.routes.append({"cluster": member.key, "routeTableId": route.table, "destination": route.cidr,
+                                    key: value})
             for label, group_id in groups:
                 for rule in rules:
                     ports = {} if rule.protocol == "-1" else {"from_port": rule.from_port, "to_port": rule.to_port}

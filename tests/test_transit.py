@@ -4,7 +4,7 @@ import ipaddress
 import pytest
 
 from stacks.inputs import StackInputs
-from stacks.mesh.membership import pair_name
+from stacks.mesh.routes import pair_routes
 from stacks.resolve import resolve_all
 from stacks.transit import (GroupState, MeshStatus, TransitOutputs, TransitRegionOutputs, advance, migration_steps,
                             next_state, phase_of, transit_stack, wanted_topology)
@@ -273,28 +273,17 @@ def test_auto_switches_at_the_threshold_through_a_migration():
 # --- every step keeps a route to every peer CIDR ------------------------------------------------
 
 def _routes(resolved, clusters):
-    """(route table, destination) -> target kind, for every member, from the shares (who builds which route)."""
+    """(route table, destination) -> target kind, for every member, from the shares (who builds which route): the
+    summary routes of each attachment, and the pair routes stacks.mesh.routes.pair_routes says are built now."""
     routes = {}
-    by_key = {c.key: c for c in clusters}
     for key, inputs in resolved.inputs.items():
         share = inputs.mesh
         if share.attachment is not None:
             for table in share.member.route_table_ids:
                 for cidr in share.attachment.summary_cidrs:
                     routes[(table, cidr)] = TGW
-        pair_routes = share.routes_via == "peering" or share.attachment is None or not share.attachment.summary_cidrs
-        for pair in share.pairs:
-            if not pair_routes:
-                continue
-            if share.routes_via == "peering" and not share.peerings:
-                continue
-            for member, other in ((share.member, pair.peer), (pair.peer, share.member)):
-                target = member.transit_gateway_id if share.routes_via == TGW else pair_name(member.stack, other.stack)
-                if target is None:
-                    continue
-                for table in by_key[member.key].spec.network.route_table_ids:
-                    for cidr in other.cidrs:
-                        routes[(table, cidr)] = share.routes_via
+        for route in pair_routes(share):
+            routes[(route.table, route.cidr)] = route.via
     return routes
 
 

@@ -13,6 +13,7 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.mesh.hub_cidrs import HubCidrs, hub_overlap
 from stacks.mesh.labels import camel, label_unless_peering
 from stacks.mesh.membership import group_rules
+from stacks.mesh.routes import summaries_carry_pairs
 from stacks.mesh.share import MeshMember
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig, MeshGroup
@@ -160,10 +161,12 @@ def fit_problems(c: Candidate, group: str, admitted: list[Candidate], hub: HubCo
 
 
 def mesh_routes(peer_blocks: int, phase: Phase, summary: tuple[str, ...]) -> int:
-    """Routes the group puts in each member table: one per peer CIDR block (unless summaries carry them), one
-    per summary."""
-    pair_routes = phase.routes_via == "peering" or not summary
-    return (peer_blocks if pair_routes else 0) + (len(summary) if phase.attachments and summary else 0)
+    """Routes the group puts in each table of a member whose peers have `peer_blocks` CIDR blocks in all: the pair
+    routes stacks.mesh.routes.every_pair_route lists into it across the group's shares, one per peer block, none
+    when the summaries carry the pairs (summaries_carry_pairs, with the group's summaryCIDRs); and while the phase
+    has attachments, one summary route per summaryCIDR (components.transit.TransitLink)."""
+    pairs = 0 if summaries_carry_pairs(phase.routes_via, summary) else peer_blocks
+    return pairs + (len(summary) if phase.attachments else 0)
 
 
 def gateway_problems(c: Candidate, group: str, network: str, net: Network, regions: set[str], blocks: int,

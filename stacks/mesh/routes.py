@@ -2,36 +2,68 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from stacks.mesh.share import MeshShare
+from stacks.model.hub import Topology
 from stacks.targets import Frozen
 
 
 # --- the routes a stack writes, and the routes they must not beat -------------------------------
 
 class PlannedRoute(Frozen):
-    """A pair route this stack writes: in `table` of `member`'s VPC, to `cidr` (a CIDR block of the other member)."""
+    """A pair route this stack writes: in `table` of `member`'s VPC, to `cidr` (a CIDR block of the other member),
+    pointing where the group's phase routes pairs (`via`)."""
 
     member: str  # the cluster key whose route table it is
     table: str
     cidr: str
     pair: str
     to: str  # the cluster key the route leads to
+    via: Topology  # its target: the pair's VPC peering, or the Transit Gateway of `member`'s region
+    gateway: str | None = None  # via a Transit Gateway: `member`'s gateway; None until the transit stack made it
 
 
-def pair_routes(share: MeshShare) -> tuple[PlannedRoute, ...]:
-    """Every pair route of the share, in both members' tables, one per table and block of the other member
-    (components.mesh.MeshPeering writes them); none when the group's summary routes carry the pairs."""
-    if share.routes_via == "transitGateway" and share.attachment is not None and share.attachment.summary_cidrs:
+def summaries_carry_pairs(routes_via: Topology, summary_cidrs: Sequence[str]) -> bool:
+    """Whether the group's summary routes carry its pairs, so that no pair route exists: its routes go via a
+    Transit Gateway and it declares summaryCIDRs (each member's own routes to them, components.transit.TransitLink,
+    reach every peer)."""
+    return routes_via == "transitGateway" and bool(summary_cidrs)
+
+
+def every_pair_route(share: MeshShare) -> tuple[PlannedRoute, ...]:
+    """Every pair route the share's phase gives its pairs, built now or once its target exists: in both members'
+    tables, one per table and block of the other member, via the pair's peering or via the gateway of the table's
+    region (`share.routes_via`); none when summary routes carry the pairs (summaries_carry_pairs, read from this
+    member's attachment: until the transit stack has made the member's gateway it has none, and the routes are
+    listed). A route keeps its table and CIDR whichever its target, so these are the (table, CIDR) of every route
+    the pair ever has outside summary phases.
+
+    A superset of pair_routes: the route-hijack preflight (hijacking_routes) checks these, the safe side. The
+    routes-per-table quota (stacks.mesh.checks.mesh_routes) counts these, across the group's shares, by the same
+    rule (summaries_carry_pairs) applied to the group's summaryCIDRs, whether or not the member is attached yet."""
+    summary = share.attachment.summary_cidrs if share.attachment is not None else ()
+    if summaries_carry_pairs(share.routes_via, summary):
         return ()
     owner = share.member
     out = []
     for pair in share.pairs:
         for member, other in ((owner, pair.peer), (pair.peer, owner)):
-            out += [PlannedRoute(member=member.key, table=table, cidr=cidr, pair=pair.name, to=other.key)
+            gateway = member.transit_gateway_id if share.routes_via == "transitGateway" else None
+            out += [PlannedRoute(member=member.key, table=table, cidr=cidr, pair=pair.name, to=other.key,
+                                 via=share.routes_via, gateway=gateway)
                     for table in member.route_table_ids for cidr in other.cidrs]
     return tuple(out)
+
+
+def pair_routes(share: MeshShare) -> tuple[PlannedRoute, ...]:
+    """The pair routes the stack's program builds now (components.mesh.MeshPeering makes one aws:ec2/route each,
+    in this order): every_pair_route's whose target exists in this phase. Left out: via a peering when the phase
+    has none (share.peerings false), and via a gateway the transit stack has not made yet (`gateway` None),
+    until the run after it has."""
+    if share.routes_via == "peering":
+        return every_pair_route(share) if share.peerings else ()
+    return tuple(route for route in every_pair_route(share) if route.gateway is not None)
 
 
 class FoundRoute(Frozen):
@@ -60,10 +92,10 @@ def route_hijacks(share: MeshShare, found: Mapping[str, Iterable[TableRoute]]) -
 
 
 def hijacking_routes(share: MeshShare, found: Mapping[str, Iterable[TableRoute]]) -> list[tuple[PlannedRoute, str]]:
-    """Each pair route that would take traffic from a route already in its table that is not the mesh's: one it is
-    strictly more specific than (longest prefix wins), or an entry of a prefix-list route it is as specific as (AWS
-    ranks a CIDR route above a prefix-list route of the same length; two CIDR routes of one destination cannot
-    exist, AWS refuses the second).
+    """Each pair route (every_pair_route: built now or once its target exists, the safe side) that would take
+    traffic from a route already in its table that is not the mesh's: one it is strictly more specific than
+    (longest prefix wins), or an entry of a prefix-list route it is as specific as (AWS ranks a CIDR route above a
+    prefix-list route of the same length; two CIDR routes of one destination cannot exist, AWS refuses the second).
 
     Not counted: `local` routes, the default route (0.0.0.0/0: every route beats it, as intended), routes to the
     group's member CIDR blocks and summaries (the mesh's own: it writes CIDR routes only, so an entry of a prefix
@@ -75,7 +107,7 @@ def hijacking_routes(share: MeshShare, found: Mapping[str, Iterable[TableRoute]]
     own = set(limits.group_cidrs) if limits is not None else set()
     ranges = [ipaddress.IPv4Network(c) for c in (limits.member_cidrs if limits is not None else ())]
     out = []
-    for route in pair_routes(share):
+    for route in every_pair_route(share):
         for there in found.get(route.table, ()):
             why = _loses(route, there, own, ranges)
             if why is not None:

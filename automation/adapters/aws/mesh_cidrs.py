@@ -11,13 +11,14 @@ form is not the cloud, so before a member's stack runs this reads, through the a
   associated VPC declared without a CIDR included; a block of the member overlapping one is refused as the
   planner refuses a declared one (InvalidSpec, MeshCIDROverlap, naming both objects and both CIDRs);
 - the route tables the stack's pair routes go into, the member's and each peer's (DescribeRouteTables in each
-  account): a pair route strictly more specific than a route already there that is not the mesh's would take
-  that route's traffic (longest prefix wins), so the cluster is Stalled (MeshRouteHijack) naming the table,
-  both routes and the one that would lose (stacks.mesh.routes.route_hijacks decides). A route to a managed prefix
-  list (GetManagedPrefixListEntries in the table's account: its own lists, lists shared with it through RAM, and
-  the AWS-managed lists of gateway endpoints) is a route to each of its entries, and loses to a pair route as
-  specific as an entry too (AWS ranks a CIDR route above a prefix-list route of one length); a list that cannot
-  be read stalls every pair route into its table.
+  account), for every pair route of its phase, built now or once its target exists (stacks.mesh.routes
+  every_pair_route): a pair route strictly more specific than a route already there that is not the mesh's
+  would take that route's traffic (longest prefix wins), so the cluster is Stalled (MeshRouteHijack) naming the
+  table, both routes and the one that would lose (stacks.mesh.routes.route_hijacks decides). A route to a
+  managed prefix list (GetManagedPrefixListEntries in the table's account: its own lists, lists shared with it
+  through RAM, and the AWS-managed lists of gateway endpoints) is a route to each of its entries, and loses to a
+  pair route as specific as an entry too (AWS ranks a CIDR route above a prefix-list route of one length); a
+  list that cannot be read stalls every pair route into its table.
 
 Nothing runs while any of these holds; refusing never touches the stack.
 """
@@ -30,7 +31,7 @@ from stacks.inputs import StackInputs
 from stacks.names import MESH_LABEL
 from stacks.mesh.blocks import PRIMARY_FIELD
 from stacks.mesh.hub_cidrs import HubCidrs, hub_overlap, looked_up_cidrs, vpc_cidr_problem
-from stacks.mesh.routes import hijacking_routes, pair_routes
+from stacks.mesh.routes import every_pair_route, hijacking_routes
 from stacks.mesh.share import HubVpc, MeshShare
 
 
@@ -75,7 +76,7 @@ class MeshCidrPreflight:
                 raise refused
 
     def _routes(self, desired: StackInputs, share: MeshShare) -> None:
-        planned = pair_routes(share)
+        planned = every_pair_route(share)  # the hijack check's: built now or later
         if not planned:
             return
         targets = {share.member.key: share.member.target, **{p.peer.key: p.peer.target for p in share.pairs}}
