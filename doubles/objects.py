@@ -146,14 +146,19 @@ class FakeObjects:
             obj["status"] = holder.get("status") or {}
             return self._put(kind, "MODIFIED", obj)
 
-    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> bool:
-        """Held by its finalizers (deletionTimestamp set), else gone; False when it was not there."""
+    def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> bool:
+        """Held by its finalizers (deletionTimestamp set), else gone; False when it was not there; with `uid`, only
+        that object (another one of the name: Conflict, as the API server's precondition answers)."""
         key = _key(kind, name, namespace)
         self._called("delete", kind, key)
         with self._lock:
             stored = self.store.get((kind.plural, key))
             if stored is None:
                 return False
+            if uid is not None and stored["metadata"].get("uid") != uid:
+                self.conflicts += 1
+                raise Conflict(409, f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                                    f"{stored['metadata'].get('uid')}")
             if stored["metadata"].get("finalizers"):
                 if not stored["metadata"].get("deletionTimestamp"):
                     obj = copy.deepcopy(stored)

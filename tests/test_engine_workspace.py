@@ -1,4 +1,4 @@
-"""The engine's workspace (automation.adapters.engine.pulumi_engine.Workspace): Stack.up reads the stack's outputs at
+"""The engine's workspace (automation.adapters.engine.workspace.Workspace): Stack.up reads the stack's outputs at
 its end, and the SDK asks twice, the second time with --show-secrets (a passphrase stack derives its key again). The
 workspace asks once, and a second time only when an output is a secret. A stand-in CLI records the calls."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 from pulumi import automation as auto
 
-from automation.adapters.engine.pulumi_engine import Workspace
+from automation.adapters.engine.workspace import Workspace
 
 
 class Cli:

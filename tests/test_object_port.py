@@ -105,3 +105,14 @@ def test_core_and_rbac_kinds_go_through_the_same_port(objects):
     assert [Obj(item).name for item in listed["items"]] == ["admins"]
     assert objects.delete(ROLEBINDINGS, "admins", namespace) is True
     assert objects.get(ROLEBINDINGS, "admins", namespace) is None
+
+
+def test_a_delete_with_a_uid_precondition_spares_another_object_of_the_name(objects):
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    first = Obj(objects.create(HUBTENANTS, _tenant(name)))
+    objects.delete(HUBTENANTS, name)
+    second = Obj(objects.create(HUBTENANTS, _tenant(name)))  # made since the first was read
+    with pytest.raises(Conflict):
+        objects.delete(HUBTENANTS, name, uid=first.uid)
+    assert Obj(objects.get(HUBTENANTS, name) or {}).uid == second.uid
+    assert objects.delete(HUBTENANTS, name, uid=second.uid) is True

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from automation.adapters.kube.informer import DictStore, Raw, Store, object_key
+from automation.kit.objects import Obj
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
@@ -129,7 +130,7 @@ class Cache:
             self._changed()
 
     def on_hub(self, kind: str, raw: Raw) -> None:
-        if (raw.get("metadata") or {}).get("name") != self.hub_name:
+        if Obj(raw).name != self.hub_name:
             return
         with self._lock:
             if kind == "DELETED":
@@ -148,9 +149,9 @@ class Cache:
             self._changed()
 
     def on_namespace(self, kind: str, raw: Raw) -> None:
-        meta = raw.get("metadata") or {}
-        name = str(meta.get("name"))
-        annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(ANNOTATION_PREFIX)}
+        obj = Obj(raw)
+        name = obj.name
+        annotations = {k: v for k, v in obj.annotations.items() if k.startswith(ANNOTATION_PREFIX)}
         with self._lock:
             old = self.namespaces.get(name)
             if kind == "DELETED":
@@ -162,9 +163,8 @@ class Cache:
                 self._changed()
 
     def on_configmap(self, kind: str, raw: Raw) -> None:
-        meta = raw.get("metadata") or {}
-        if meta.get("name") != self.role_map_name or meta.get("namespace", self.role_map_namespace) != \
-                self.role_map_namespace:
+        obj = Obj(raw)
+        if obj.name != self.role_map_name or (obj.namespace or self.role_map_namespace) != self.role_map_namespace:
             return
         entries = dict(self._parse_role_map(None if kind == "DELETED" else raw))
         with self._lock:

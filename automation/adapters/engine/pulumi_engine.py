@@ -71,6 +71,7 @@ from automation.adapters.engine.run_output import (ANSI_ESCAPES, NO_CHANGE_OPS, 
                                                    applied_output, now_rfc3339, permalink_of, policy_violations,
                                                    program_outputs, readable_error)
 from automation.adapters.engine.settings import ProgramFactory, PulumiSettings
+from automation.adapters.engine.workspace import Workspace
 from components.program import program
 from stacks.inputs import INPUTS_CONFIG_KEY, StackProgramInputs
 from stacks.targets import config_digest
@@ -90,34 +91,7 @@ MESSAGE_PREFIX = "hubwright: "  # marks updates this service started (history, c
 APPLIED_TAG = f"{PROJECT}:applied"
 
 
-# --------------------------------------------------------------------------- the workspace
-
-SECRET_SHOWN_AS = "[secret]"  # what `pulumi stack output --json` prints for a secret output
-
-
-class Workspace(auto.LocalWorkspace):
-    """LocalWorkspace whose stack outputs (read by Stack.up at its end) cost one CLI call, not two: the SDK always
-    asks a second time with --show-secrets, which decrypts (a passphrase stack derives its key again: about 1.3 s
-    of CPU per up). That second call is made only when an output is a secret."""
-
-    def stack_outputs(self, stack_name: str) -> auto.OutputMap:
-        masked = self.masked_outputs(stack_name)
-        if any(value == SECRET_SHOWN_AS for value in masked.values()):
-            return super().stack_outputs(stack_name)
-        return {key: auto.OutputValue(value=value, secret=False) for key, value in masked.items()}
-
-    def masked_outputs(self, stack_name: str) -> dict[str, Any]:
-        """The stack's outputs in one CLI call, a secret one shown as SECRET_SHOWN_AS."""
-        return json.loads(self.run(["stack", "output", "--json", "--stack", stack_name]).stdout or "{}")
-
-    def run(self, args: list[str]) -> auto.CommandResult:
-        """A CLI call in this workspace, with its PULUMI_HOME and environment."""
-        env = {**({"PULUMI_HOME": self.pulumi_home} if self.pulumi_home else {}), **(self.env_vars or {})}
-        return self.pulumi_command.run(args, self.work_dir, env)
-
-
 # --------------------------------------------------------------------------- the engine
-
 
 class PulumiEngine:
     """Engine (automation.adapters.engine) over pulumi.automation, in this process; safe to call from several

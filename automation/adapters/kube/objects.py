@@ -137,9 +137,10 @@ class KubeObjects:
             body["metadata"] = {"resourceVersion": resource_version}
         return self._call("PATCH", kind.path(name, namespace, "status"), body=body, merge=True)
 
-    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> bool:
-        """False when it was gone already."""
-        return self._call("DELETE", kind.path(name, namespace)) is not None
+    def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> bool:
+        """False when it was gone already; with `uid`, only that object (another one of the name: Conflict)."""
+        body = {"preconditions": {"uid": uid}} if uid is not None else None
+        return self._call("DELETE", kind.path(name, namespace), body=body) is not None
 
     def event(self, kind: Kind, raw: Raw, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         """A core/v1 Event on `raw`, sent off the caller's thread; never raises."""
