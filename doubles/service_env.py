@@ -55,11 +55,7 @@ def quiet(service: Service, *, horizon: float = 1.0, timeout: float = 10.0) -> N
     NOT happen ("no run") waits on this condition, never on a bare sleep."""
     def nothing_to_do() -> bool:
         pipeline = service.pipeline
-        if pipeline is None:
-            return False
-        due = pipeline.queue.next_due()
-        return (pipeline.mapper.mapped_revision == pipeline.cache.revision and pipeline.queue.idle()
-                and (due is None or due > horizon))
+        return pipeline is not None and pipeline.idle(horizon)
 
     wait_until(nothing_to_do, timeout, what=f"the service to have nothing to do within {horizon}s")
 

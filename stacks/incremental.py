@@ -3,7 +3,7 @@
 The service sees one change at a time. Re-resolving a 10,000-cluster fleet for each (1.6 s) would make every
 event's cost grow with the fleet, so `FleetResolver` keeps every intermediate answer of
 stacks.resolve.resolve_all, indexed by what couples clusters, and re-runs each step only over the clusters a
-change can affect, with the same functions resolve_all calls:
+change can affect (stacks.partitions: who shares what), with the same functions resolve_all calls:
 
   step           couples the clusters sharing ...                  re-run for a cluster whose ... changed
   accounts       an account (FirstClaim only: the first claimant)  account, namespace, age, record
@@ -25,7 +25,7 @@ resolve_all's after random sequences of changes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Iterable, Mapping
 
 from stacks import accounts
 from stacks.errors import FieldError, InvalidSpec
@@ -36,6 +36,7 @@ from stacks.mesh.plan import GroupView, MeshPlan, plan_mesh
 from stacks.mesh.share import MeshShare
 from stacks.model.cluster import Cluster
 from stacks.model.hub import EndpointVPC, HubConfig
+from stacks.partitions import Index, assign, present
 from stacks.placement import Want, kept, place_endpoints, place_pending
 from stacks.claims import STAGES, Claimant, ask, claim, granted
 from stacks.resolve import Fleet, Resolved, admit, base_inputs, claims_id, finish, quotas, seat_of, want_of, with_network
@@ -44,8 +45,6 @@ from stacks.tenancy import Owners, contested_accounts, first_claims, namespace_c
 from stacks.transit import GroupState, MeshStatus, TransitInputs, TransitOutputs
 
 _ID = "clusterID"  # the last claim stage: the shared-ingress ID (stacks.ingress.claim_ids)
-K = TypeVar("K")
-V = TypeVar("V")
 Target = AwsTarget | InvalidSpec
 Value = StackInputs | InvalidSpec
 
@@ -56,30 +55,6 @@ class _Entry:
     placement: str | None  # the endpoint VPC its status says the stack uses
     attachment: str | None  # its Transit Gateway attachment, as its status says
     stack: bool = False  # its stack exists, as its status says (status.stack): it keeps its slot under a cap
-
-
-class _Index:
-    """Partition (an account, namespace, region, mesh unit, API host or ingress ID) -> the cluster keys in it, and
-    each cluster's partition (None: in none)."""
-
-    def __init__(self) -> None:
-        self.members: dict[str, set[str]] = {}
-        self.of: dict[str, str] = {}
-
-    def move(self, key: str, part: str | None) -> tuple[str | None, str | None]:
-        """Put `key` in `part`; (the part it left, the part it joined), or (None, None) when it stays."""
-        old = self.of.get(key)
-        if old == part:
-            return None, None
-        if old is not None:
-            self.members[old].discard(key)
-            if not self.members[old]:
-                del self.members[old]
-            del self.of[key]
-        if part is not None:
-            self.members.setdefault(part, set()).add(key)
-            self.of[key] = part
-        return old, part
 
 
 class FleetResolver:
@@ -212,24 +187,24 @@ class FleetResolver:
         self._owned = owned_accounts(self._namespaces)
         self._contested = contested_accounts(self._hub, self._namespaces)
         self._roles = accounts.merged_role_map(self._hub, self._role_map)
-        self._by_namespace = _Index()
-        self._by_account = _Index()
+        self._by_namespace = Index()
+        self._by_account = Index()
         self._claims: dict[str, str] = {}
         self._admitted: dict[str, Target] = {}  # admit's answer, before the namespace's caps
         self._gate: dict[str, Target] = {}  # after the namespace's caps, before the network (target_of)
         self._networked: dict[str, Cluster] = {}  # admitted clusters with their network merged (with_network)
         self._pre: dict[str, Target] = {}  # with_network's answer: admission before the claims
-        self._by_claim: dict[str, _Index] = {kind: _Index() for kind in (*STAGES, _ID)}
+        self._by_claim: dict[str, Index] = {kind: Index() for kind in (*STAGES, _ID)}
         self._claim_refusals: dict[str, dict[str, InvalidSpec]] = {kind: {} for kind in (*STAGES, _ID)}
         self._targets: dict[str, Target] = {}  # admission's answer: after the claims
         self._granted: dict[str, dict[str, str]] = {}
-        self._by_region = _Index()
+        self._by_region = Index()
         self._wants: dict[str, tuple[Want, str | None]] = {}
         self._placed: dict[str, EndpointVPC | InvalidSpec] = {}
         self._inventory = {vpc.vpc_id: vpc for vpc in self._hub.spec.endpoint_vpc_inventory}
         self._kept_per_vpc: dict[str, dict[str, int]] = {}  # region -> VPC -> endpoints kept there (_count)
         self._pending: dict[str, int] = {}  # region -> its clusters that keep no VPC
-        self._by_unit = _Index()
+        self._by_unit = Index()
         self._views_of: dict[str, tuple[Any, ...]] = {}  # key -> what the mesh read of it
         self._unit_plans: dict[str, MeshPlan] = {}
         self._membership_errors: dict[str, InvalidSpec] = {}
@@ -262,11 +237,11 @@ class FleetResolver:
         readmit = set(dirty)
         if self._hub.spec.tenancy.unowned_namespaces != "FirstClaim":
             accounts_touched = set()  # no claims: an account couples nobody
-        for account in _present(accounts_touched):
+        for account in present(accounts_touched):
             members = [self._entries[k].cluster for k in self._by_account.members.get(account, ())]
             claim = first_claims(self._hub, members, self._namespaces, self._owned).get(account)
             if claim != self._claims.get(account):
-                _set(self._claims, account, claim)
+                assign(self._claims, account, claim)
                 readmit |= self._by_account.members.get(account, set())
         owners = self._owners()
         for key in readmit:
@@ -278,8 +253,8 @@ class FleetResolver:
                 except InvalidSpec as exc:
                     target = exc
                 namespaces.add(namespace_of(entry.cluster))
-            _set(self._admitted, key, target)
-        return self._caps(readmit, _present(namespaces))
+            assign(self._admitted, key, target)
+        return self._caps(readmit, present(namespaces))
 
     def _caps(self, readmit: set[str], namespaces: set[str]) -> set[str]:
         """The namespaces' caps over their admitted clusters (each namespace with a cap is judged whole; one
@@ -299,14 +274,14 @@ class FleetResolver:
             refused = quotas(self._hub, name, annotations, seats)
             final.update({k: refused.get(k) or self._admitted.get(k) for k in members})
         for key, target in list(final.items()):
-            _set(self._gate, key, target)
+            assign(self._gate, key, target)
             entry = self._entries.get(key)
             if entry is None or target is None:
                 self._networked.pop(key, None)
                 continue
             cluster, final[key] = with_network(entry.cluster, target, self._hub, self._discovery)
             self._networked[key] = cluster
-        return {key for key, target in final.items() if _set(self._pre, key, target)}
+        return {key for key, target in final.items() if assign(self._pre, key, target)}
 
     def _cluster(self, key: str) -> Cluster:
         """The cluster with its network merged, once admitted (the mesh plans with it)."""
@@ -332,7 +307,7 @@ class FleetResolver:
                 old = self._wants.get(key)
                 self._count(old, -1)
                 self._count(wanted, 1)
-                _set(self._wants, key, wanted)
+                assign(self._wants, key, wanted)
                 for side in (old[0].region if old else None, want.region if want else None):
                     if side:
                         regions.setdefault(side, set()).add(key)
@@ -385,9 +360,9 @@ class FleetResolver:
             group, unstamp = membership(entry.cluster, self._hub) if entry is not None else (None, False)
             view = (mesh_view(self._cluster(key)), self._targets[key], entry.attachment) \
                 if entry is not None and (group is not None or unstamp) else None  # else the mesh does not see it
-            if not _set(self._views_of, key, view) and not stale:
+            if not assign(self._views_of, key, view) and not stale:
                 continue
-            if _set(self._membership_errors, key, group if isinstance(group, InvalidSpec) else None):
+            if assign(self._membership_errors, key, group if isinstance(group, InvalidSpec) else None):
                 changed.add(key)
             if unstamp != (key in self._unstamp):
                 if unstamp:
@@ -441,7 +416,7 @@ class FleetResolver:
             entry = self._entries.get(key)
             value = base_inputs(entry.cluster, self._hub, owners, self._role_map, self._targets[key],
                                 self._placed.get(key), self._shares.get(key)) if entry is not None else None
-            if _set(self._base_values, key, value):
+            if assign(self._base_values, key, value):
                 changed.add(key)
         return changed
 
@@ -457,21 +432,21 @@ class FleetResolver:
                 value = self._ask(kind, key, owners)
                 values.update((*self._by_claim[kind].move(key, value), value))  # its age or record may have moved
             index, refusals = self._by_claim[kind], self._claim_refusals[kind]
-            changed = {k for k in moved if k not in index.of and _set(refusals, k, None)}
-            for value in _present(values):
+            changed = {k for k in moved if k not in index.of and assign(refusals, k, None)}
+            for value in present(values):
                 members = index.members.get(value, set())
                 refused = self._claim_among(kind, members)
-                changed |= {k for k in members if _set(refusals, k, refused.get(k))}
+                changed |= {k for k in members if assign(refusals, k, refused.get(k))}
             moved |= changed
         touched = set()
         for key in moved:
             target = self._pre.get(key)
             if isinstance(target, AwsTarget):
                 target = next((r[key] for r in self._claim_refusals.values() if key in r), target)
-            if _set(self._targets, key, target):
+            if assign(self._targets, key, target):
                 touched.add(key)
             entry = self._entries.get(key)
-            _set(self._granted, key, granted(self._cluster(key), target)
+            assign(self._granted, key, granted(self._cluster(key), target)
                  if entry is not None and isinstance(target, AwsTarget) else None)
         return touched
 
@@ -506,26 +481,11 @@ class FleetResolver:
             if entry is not None:
                 value, guest = finish(entry.cluster, self._base_values[key],
                                       self._mesh_errors.get(key) or self._membership_errors.get(key))
-            if _set(self._final, key, value):
+            if assign(self._final, key, value):
                 changed.add(key)
-            _set(self._guests, key, guest)
-            if _set(self._route_of, key, route_of(entry.cluster) if entry is not None and guest is not None else None):
+            assign(self._guests, key, guest)
+            if assign(self._route_of, key, route_of(entry.cluster) if entry is not None and guest is not None else None):
                 self._routes_stale = True
             opted_in = entry is not None and entry.cluster.spec.shared_ingress.enabled
-            _set(self._unrouted, key, value if opted_in and guest is None and isinstance(value, InvalidSpec) else None)
+            assign(self._unrouted, key, value if opted_in and guest is None and isinstance(value, InvalidSpec) else None)
         return changed
-
-
-def _set(mapping: dict[K, V], key: K, value: V | None) -> bool:
-    """mapping[key] = value (None: absent); True when that changed it."""
-    old = mapping.get(key)
-    if value is None:
-        mapping.pop(key, None)
-    else:
-        mapping[key] = value
-    return old != value
-
-
-def _present(parts: set[str | None]) -> set[str]:
-    """The partitions a step touched, without None (a cluster that left every partition)."""
-    return {part for part in parts if part is not None}

@@ -1,9 +1,10 @@
 """The Git repository controller (automation/service/gitrepos.py) against the real kube-apiserver, running as a
 ServiceAccount that holds exactly stacks.admission.gitrepo_controller_rules() and `get` on Secrets in its own
-namespace, over the in-memory forge (doubles/forge.py) with its faults. The attacks first: a tenant cannot write a
-HubGitRepo; a repository someone else made is refused, not adopted; a key hubwright did not add is never removed;
-a write flag is never added unless the spec says write; the forge token comes from the service's namespace even
-when the HubGitRepo's namespace has a Secret of that name. Then the faults and the deletion policy.
+namespace, over the in-memory forge (doubles/forge.py): what only a real API server shows. A tenant cannot write a
+HubGitRepo nor read the hub's forge token (RBAC); the controller's whole life as that ServiceAccount (the token's
+Secret read, the finalizer, the status subresource, the real watch, a deletion held by the finalizer while the
+forge is down). The controller's own logic (ownership, deploy keys, faults, the deletion policy):
+tests/test_gitrepos_direct.py, over the fake API server.
 The test server has no controller-manager (no GC): every name is unique.
 """
 from __future__ import annotations
@@ -17,12 +18,14 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
-from automation.service.gitrepos import GitRepoController
+from automation.adapters.kube.kit_sources import gitrepo_source
+from automation.adapters.kube.objects import KubeObjects
 from automation.kit.runtime import Manager
+from automation.service import gitrepos as gitrepo_controller
 from doubles.forge import HOST_KEY, MemoryForges, public_key
 from doubles.service_env import wait_until
 from stacks.admission import TENANT_ADMIN_CLUSTERROLE, gitrepo_controller_rules
-from stacks.names import ADOPT_REPOSITORY_ANNOTATION, API_VERSION, GITREPO, GITREPO_FINALIZER, GITREPOS, GROUP, VERSION
+from stacks.names import API_VERSION, GITREPO, GITREPO_FINALIZER, GITREPOS, GROUP, VERSION
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from tests.registry_rbac import (bind_cluster_role, eventually, install_registry_rules, sa_subject,
                                  service_account_token, unbind_cluster_role)
@@ -90,9 +93,9 @@ class Repos:
         self.forges = MemoryForges(token=HUB_TOKEN)
         self.names: list[str] = []
         self.manager = Manager(watch_timeout=30)
-        self.controller = GitRepoController(world.controller, self.manager, namespace=world.system,
-                                            forge_for=self.forges.forge_for, backoff=Backoff(0.05, 0.5), resync=1.0,
-                                            watch_namespace=world.team)
+        self.controller = gitrepo_controller.setup(
+            self.manager, objects=KubeObjects(world.controller), source=gitrepo_source(world.controller, world.team),
+            namespace=world.system, forge_for=self.forges.forge_for, backoff=Backoff(0.05, 0.5), resync=1.0)
         self.manager.start()
         wait_until(lambda: self.manager.started.is_set(), WAIT, what="the controller to sync")
 
@@ -154,7 +157,7 @@ def condition(status: dict, type_: str) -> dict:
     return next(c for c in status.get("conditions") or [] if c["type"] == type_)
 
 
-# --------------------------------------------------------------------------- attacks
+# --------------------------------------------------------------------------- RBAC
 
 def test_a_tenant_cannot_create_or_edit_a_hubgitrepo_only_read_it(world):
     """A HubGitRepo a tenant wrote would spend the hub's forge token (its path, its keys): tenant admins read."""
@@ -185,164 +188,14 @@ def test_a_tenant_cannot_create_or_edit_a_hubgitrepo_only_read_it(world):
         admin.delete_namespaced_custom_object(GROUP, VERSION, world.team, GITREPOS, name)
 
 
-def test_the_token_is_read_from_the_services_namespace_never_the_hubgitrepos(repos):
-    key = public_key("ops@x")
-    repos.create("catalog", keys=[{"name": "ops", "publicKey": key}], files={"README.md": "# catalog\n"})
-    status = repos.wait("catalog", "Ready")
-    assert set(repos.forges.tokens) == {HUB_TOKEN}  # the same-named Secret of the tenant's namespace: never read
-    stored = repos.forges.repos[repos.path("catalog")]
-    assert stored.files == {"README.md": "# catalog\n"} and len(stored.commits) == 1
-    assert status["repositoryID"] == stored.repo.id and status["ownership"] == "Created" and "creating" not in status
-    assert status["url"] == stored.repo.http_url and status["sshURL"] == stored.repo.ssh_url
-    assert status["hostKeys"] == [HOST_KEY]
-    assert [(k["name"], k["write"]) for k in status["deployKeys"]] == [("ops", False)]
-    assert [(k.title, k.read_only) for k in stored.keys.values()] == [("ops", True)]
-    assert condition(status, "Ready")["status"] == "True" and condition(status, "Stalled")["status"] == "False"
-    assert GITREPO_FINALIZER in repos.get("catalog")["metadata"]["finalizers"]
-    assert status["observedGeneration"] == repos.get("catalog")["metadata"]["generation"]
-    # seeded once: resyncs later (each lists the keys again), still one commit and the same status
-    looks = lambda: sum(1 for call in repos.forges.calls if call[:2] == ("keys", repos.path("catalog")))  # noqa: E731
-    seen = looks()
-    wait_until(lambda: looks() >= seen + 2, WAIT, what="two resyncs")
-    assert len(stored.commits) == 1 and repos.status("catalog")["lastSyncTime"] == status["lastSyncTime"]
-
-
-def test_a_create_whose_answer_is_lost_and_a_failed_seed_are_finished_on_the_retry(repos):
-    """status.creating claims the repository a lost create made (it is not refused as someone else's), and the
-    first commit is written once, on the retry, before the repository is recorded."""
-    repos.forges.fail_once("create")
-    repos.forges.fail_once("seed")
-    repos.create("lost", files={"README.md": "x\n"})
-    status = repos.wait("lost", "Ready")
-    stored = repos.forges.repos[repos.path("lost")]
-    assert status["ownership"] == "Created" and status["repositoryID"] == stored.repo.id
-    assert stored.commits == ["hubwright: the template's first commit"] and stored.files == {"README.md": "x\n"}
-    assert [call[0] for call in repos.forges.calls].count("create") == 1
-
-
-def test_someone_elses_repository_is_refused_and_untouched_until_the_admin_adopts_it(repos):
-    theirs = public_key()
-    repos.forges.foreign(repos.path("taken"), key_title="theirs", key=theirs)
-    repos.create("taken", keys=[{"name": "ops", "publicKey": public_key()}], policy="Delete")
-    status = repos.wait("taken", "Stalled", reason="RepositoryExists")
-    assert status["message"].startswith(f"RepositoryExists: {repos.path('taken')} exists on the forge and was not "
-                                        "made by hubwright; set hubwright.io/adopt-repository=true")
-    assert "repositoryID" not in status and "url" not in status
-    writes = [call for call in repos.forges.calls if call[0] not in ("get", "keys", "check", "host_keys")]
-    assert writes == []  # not created over, not updated, no key added
-    # Deleting a refused one (even with Delete) never deletes their repository
-    repos.delete("taken")
-    wait_until(lambda: repos.get("taken") is None, WAIT, what="the refused HubGitRepo to go")
-    assert repos.path("taken") in repos.forges.repos and len(repos.forges.keys_of(repos.path("taken"))) == 1
-
-
-def test_the_adopt_annotation_takes_over_an_existing_repository_without_touching_its_keys(repos):
-    theirs = public_key()
-    repos.forges.foreign(repos.path("adopted"), key_title="theirs", key=theirs)
-    repos.create("adopted", keys=[{"name": "ops", "publicKey": public_key()}],
-                 annotations={ADOPT_REPOSITORY_ANNOTATION: "true"}, files={"x": "y"})
-    status = repos.wait("adopted", "Ready")
-    assert status["ownership"] == "Adopted"
-    stored = repos.forges.repos[repos.path("adopted")]
-    assert stored.commits == []  # only a repository hubwright created is seeded
-    assert sorted(k.title for k in stored.keys.values()) == ["ops", "theirs"]
-
-
-def test_a_key_hubwright_did_not_add_is_never_removed_and_no_write_is_added_unasked(repos):
-    ops, ci = public_key(), public_key()
-    repos.create("keys", keys=[{"name": "ops", "publicKey": ops}])
-    repos.wait("keys", "Ready")
-    path = repos.path("keys")
-    forge = repos.forges.forge_for("gitea", "https://forge.test", HUB_TOKEN)
-    stranger = forge.add_key(forge.get(path), "ci", ci, write=True)  # someone's own key, with write
-    since = len(repos.forges.calls)
-    # the spec now wants a key named like theirs, and no longer ops
-    repos.patch("keys", {"spec": {"deployKeys": [{"name": "ci", "publicKey": public_key()}]}})
-    status = wait_until(lambda: (s := repos.status("keys")).get("observedGeneration") == 2 and
-                        s.get("phase") == "Stalled" and s, WAIT, what="generation 2")
-    held = {k.title: k for k in repos.forges.keys_of(path)}
-    assert set(held) == {"ci"} and held["ci"].id == stranger.id and held["ci"].read_only is False  # theirs, as is
-    assert status["deployKeys"] == [] and status["message"].startswith("DeployKeyConflict: deploy key ci: a key of")
-    assert condition(status, "Stalled")["reason"] == "DeployKeyConflict"
-    # a read-only key of ours widened on the forge by hand is put back read only
-    repos.patch("keys", {"spec": {"deployKeys": [{"name": "ops", "publicKey": ops}]}})
-    repos.wait("keys", "Ready")
-    wait_until(lambda: [k.title for k in repos.forges.keys_of(path) if k.title == "ops"], WAIT, what="ops back")
-    ours = next(k for k in repos.forges.keys_of(path) if k.title == "ops")
-    forge_state = repos.forges.repos[path]
-    forge_state.keys[ours.id] = type(ours)(ours.id, ours.title, ours.key, False)  # widened behind our back
-    wait_until(lambda: all(k.read_only for k in repos.forges.keys_of(path) if k.title == "ops") and
-               any(k.title == "ops" for k in repos.forges.keys_of(path)), WAIT, what="ops read only again")
-    adds = [call for call in repos.forges.calls[since:] if call[0] == "add_key"]
-    assert len(adds) >= 2 and all(write is False for (_, _, _, write) in adds)  # ops, twice: never with write
-
-
-def test_a_key_the_forge_refuses_stalls_deploy_key_conflict_not_repository_exists(repos):
-    ops = public_key()
-    repos.create("dup", keys=[{"name": "ops", "publicKey": ops}])
-    repos.wait("dup", "Ready")
-    # the same material under a second name: the forge itself refuses it (Gitea: "Key already exists")
-    repos.patch("dup", {"spec": {"deployKeys": [{"name": "ops", "publicKey": ops}, {"name": "ops2", "publicKey": ops}]}})
-    status = repos.wait("dup", "Stalled", reason="DeployKeyConflict")
-    assert status["message"].startswith("DeployKeyConflict: the forge refused a deploy key")
-    assert [k["name"] for k in status["deployKeys"]] == ["ops"]  # what is ours stays recorded
-
-
-def test_a_deploy_key_deleted_on_the_forge_is_added_again(repos):
-    repos.create("drift", keys=[{"name": "ops", "publicKey": public_key()}])
-    repos.wait("drift", "Ready")
-    path = repos.path("drift")
-    repos.forges.repos[path].keys.clear()
-    wait_until(lambda: [k.title for k in repos.forges.keys_of(path)] == ["ops"], WAIT, what="the key re-added")
-
-
-# --------------------------------------------------------------------------- faults
-
-def test_the_forge_down_is_retried_with_backoff_and_the_conditions_heal(repos):
-    repos.forges.down = True
-    repos.create("down")
-    status = repos.wait("down", "Retrying", reason="ForgeUnavailable")
-    assert condition(status, "Reconciling")["status"] == "True" and condition(status, "Ready")["status"] == "False"
-    tries = len(repos.forges.calls)
-    wait_until(lambda: len(repos.forges.calls) >= tries + 2, WAIT, what="retries")
-    repos.forges.down = False
-    status = repos.wait("down", "Ready")
-    assert condition(status, "Reconciling")["status"] == "False" and condition(status, "Ready")["status"] == "True"
-
-
-def test_a_token_without_the_scope_stalls_naming_it_and_heals(repos):
-    repos.forges.deny("write:repository")
-    repos.create("scope")
-    status = repos.wait("scope", "Stalled", reason="TokenScope")
-    assert "'write:repository'" in status["message"] and condition(status, "Reconciling")["status"] == "False"
-    repos.forges.deny(None)  # the administrator fixed the token: the resync finds it
-    status = repos.wait("scope", "Ready")
-    assert condition(status, "Stalled")["status"] == "False"
-
-
-def test_a_missing_secret_stalls_credentials_missing(repos):
-    repos.create("nosecret", secret_name=f"absent-{repos.world.suffix}")
-    status = repos.wait("nosecret", "Stalled", reason="CredentialsMissing")
-    assert f"{repos.world.system}/absent-{repos.world.suffix}" in status["message"]
-    assert repos.forges.tokens == []
-
-
-# --------------------------------------------------------------------------- deletion
-
-def test_retain_keeps_the_repository_and_removes_only_the_managed_keys(repos):
-    repos.create("retain", keys=[{"name": "ops", "publicKey": public_key()}])
-    repos.wait("retain", "Ready")
-    path = repos.path("retain")
-    forge = repos.forges.forge_for("gitea", "https://forge.test", HUB_TOKEN)
-    forge.add_key(forge.get(path), "theirs", public_key(), write=False)
-    repos.delete("retain")
-    wait_until(lambda: repos.get("retain") is None, WAIT, what="the finalizer to go")
-    assert path in repos.forges.repos and [k.title for k in repos.forges.keys_of(path)] == ["theirs"]
-
+# --------------------------------------------------------------------------- its life as the ServiceAccount
 
 def test_delete_removes_the_repository_and_a_down_forge_holds_the_finalizer(repos):
-    repos.create("gone", policy="Delete")
-    repos.wait("gone", "Ready")
+    repos.create("gone", policy="Delete", keys=[{"name": "ops", "publicKey": public_key()}])
+    status = repos.wait("gone", "Ready")  # as the ServiceAccount: the Secret, the finalizer, the status written
+    assert set(repos.forges.tokens) == {HUB_TOKEN} and status["hostKeys"] == [HOST_KEY]
+    assert GITREPO_FINALIZER in repos.get("gone")["metadata"]["finalizers"]
+    assert [(k.title, k.read_only) for k in repos.forges.keys_of(repos.path("gone"))] == [("ops", True)]
     repos.forges.down = True
     repos.delete("gone")
     status = repos.wait("gone", "Deleting", reason="ForgeUnavailable")

@@ -1,12 +1,12 @@
 """A HubTenant's Git repository templates (automation/service/gitrepo_templates.py) against the real kube-apiserver
-with a kube-controller-manager (garbage collector), beside the tenant controller and the HubGitRepo controller on
-one runtime, all as one ServiceAccount holding exactly their rules, over the in-memory forge (doubles/forge.py).
+with a kube-controller-manager (garbage collector), beside the tenant controller and the HubGitRepo controller, all
+three wired by their setup() on one runtime as one ServiceAccount holding exactly their rules, over the in-memory
+forge (doubles/forge.py): what only a real API server shows.
 
-The tenant's repository and each cluster's catalog are HubGitRepos owned by the HubTenant and the HubCluster; the
-agent's key (HubCluster status.agentKey) becomes the catalog's read-only deploy key and follows it; a template
-removed takes its HubGitRepos away (only the ones it made: a same-named HubGitRepo of the administrator's stays
-as it is); an owner deleted has the garbage collector delete its HubGitRepo, whose finalizer carries out the
-deletion policy on the forge first.
+An owner deleted has the garbage collector delete its HubGitRepo (the ownerReferences the templates write), whose
+finalizer carries out the deletion policy on the forge first: a HubCluster's catalog keeps its repository (Retain)
+without the agent's key, a HubTenant's repository (Delete) goes. What the templates make and remove, and how a
+HubGitRepo follows them: tests/test_gitrepo_templates_direct.py, over the fake API server.
 """
 from __future__ import annotations
 
@@ -21,19 +21,18 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from automation.adapters.kube.informer import sources
-from stacks.times import rfc3339_seconds
-from automation.service.gitrepo_templates import GitRepoTemplates
-from automation.service.gitrepos import GitRepoController
+from automation.adapters.kube.kit_sources import gitrepo_source, tenant_source
+from automation.adapters.kube.objects import KubeObjects
 from automation.kit.runtime import Manager
-from automation.service.tenants import TenantController
+from automation.service import gitrepo_templates, gitrepos, tenants
+from stacks.times import rfc3339_seconds
 from doubles.envtest import delete_tenant
 from doubles.factories import HUB_ACCOUNT
 from doubles.forge import MemoryForges, public_key
 from doubles.service_env import wait_until
 from stacks.admission import gitrepo_controller_rules, tenant_controller_rules
 from stacks.gitrepos import keys
-from stacks.names import (AGENT_DEPLOY_KEY, API_VERSION, CLUSTERS, GITREPO, GITREPO_FINALIZER, GITREPO_ROLE_LABEL,
-                          GITREPOS, GROUP, TENANTS, VERSION)
+from stacks.names import AGENT_DEPLOY_KEY, API_VERSION, CLUSTERS, GITREPO_FINALIZER, GITREPOS, GROUP, TENANTS, VERSION
 from tests.envtest import kube_apiserver_gc  # noqa: F401 - the fixture
 from tests.registry_rbac import (bind_cluster_role, install_registry_rules, sa_subject, service_account_token,
                                  unbind_cluster_role)
@@ -81,13 +80,14 @@ class Hub:
                                     role_map_namespace=world.system, tenants=True).items():
             if kind in ("clusters", "namespaces"):
                 self.manager.source(source)
-        backoff = Backoff(0.05, 0.5)
-        self.tenant_controller = TenantController(world.service, self.manager, hub_account=lambda: HUB_ACCOUNT,
-                                                  backoff=backoff)
-        self.gitrepos = GitRepoController(world.service, self.manager, namespace=world.system,
-                                          forge_for=self.forges.forge_for, backoff=backoff, resync=1.0)
-        self.templates = GitRepoTemplates(world.service, self.manager, tenants=self.tenant_controller.tenants,
-                                          backoff=backoff, resync=1.0)
+        backoff, objects = Backoff(0.05, 0.5), KubeObjects(world.service)
+        self.tenant_controller = tenants.setup(self.manager, objects=objects, source=tenant_source(world.service),
+                                               hub_account=lambda: HUB_ACCOUNT, backoff=backoff)
+        self.gitrepos = gitrepos.setup(self.manager, objects=objects, source=gitrepo_source(world.service),
+                                       namespace=world.system, forge_for=self.forges.forge_for, backoff=backoff,
+                                       resync=1.0)
+        self.templates = gitrepo_templates.setup(self.manager, objects=objects, tenants=self.tenant_controller.tenants,
+                                                 backoff=backoff, resync=1.0)
         self.manager.start()
         wait_until(lambda: self.manager.started.is_set(), WAIT, what="the controllers to sync")
 
@@ -144,62 +144,24 @@ def owner_uids(raw: dict) -> list[str]:
     return [ref["uid"] for ref in raw["metadata"].get("ownerReferences") or [] if ref.get("controller")]
 
 
-def test_the_templates_make_owned_hubgitrepos_and_the_agents_key_follows_the_cluster(hub):
-    ops = public_key("ops@x")
-    tenant, raw = hub.tenant(gitRepoTemplate=hub.template(keys_=[{"name": "ops", "publicKey": ops}]),
-                             clusterTemplate={"gitRepoTemplate": hub.template()})
-    mine = hub.ready(tenant, f"tenant-{tenant}")
-    assert owner_uids(mine) == [raw["metadata"]["uid"]] and mine["spec"]["path"] == f"org/{tenant}"
-    assert mine["metadata"]["labels"][GITREPO_ROLE_LABEL] == "tenant"
-    assert hub.forges.repos[f"org/{tenant}"].files == {"README.md": "hello\n"}
-
+def test_a_clusters_catalog_goes_with_it_through_the_garbage_collector_and_its_finalizer(hub):
+    tenant, _ = hub.tenant(clusterTemplate={"gitRepoTemplate": hub.template()})
     cluster = hub.cluster(tenant, "c1")
     catalog = hub.ready(tenant, "cluster-c1")
     assert owner_uids(catalog) == [cluster["metadata"]["uid"]] and catalog["spec"]["path"] == f"org/{tenant}.c1"
-    assert catalog["spec"]["deployKeys"] == []
-    # The agent pushes its key (the registry API writes status.agentKey): the catalog's read-only deploy key
+    # The agent pushes its key (the registry API writes status.agentKey): the catalog's read-only deploy key.
     agent = public_key("agent@c1")
     hub.custom.patch_namespaced_custom_object_status(GROUP, VERSION, tenant, CLUSTERS, "c1", {"status": {"agentKey": {
         "publicKey": agent, "fingerprint": keys.parse(agent).fingerprint, "time": rfc3339_seconds(time.time())}}})
     path = f"org/{tenant}.c1"
     wait_until(lambda: [(k.title, k.read_only) for k in hub.forges.keys_of(path)] == [(AGENT_DEPLOY_KEY, True)],
                WAIT, what="the agent's key on the catalog")
-    # A new bootstrap token clears the key: it leaves the repository
-    hub.custom.patch_namespaced_custom_object_status(GROUP, VERSION, tenant, CLUSTERS, "c1",
-                                                     {"status": {"agentKey": None}})
-    wait_until(lambda: hub.forges.keys_of(path) == [], WAIT, what="the agent's key removed")
 
     # The HubCluster deleted: the garbage collector deletes its HubGitRepo, whose finalizer removes our keys first
-    hub.custom.patch_namespaced_custom_object_status(GROUP, VERSION, tenant, CLUSTERS, "c1", {"status": {"agentKey": {
-        "publicKey": agent, "fingerprint": keys.parse(agent).fingerprint, "time": rfc3339_seconds(time.time())}}})
-    wait_until(lambda: hub.forges.keys_of(path), WAIT, what="the agent's key back")
     hub.custom.delete_namespaced_custom_object(GROUP, VERSION, tenant, CLUSTERS, "c1")
     wait_until(lambda: hub.repo(tenant, "cluster-c1") is None, WAIT, what="the garbage collector and the finalizer")
     assert path in hub.forges.repos and hub.forges.keys_of(path) == []  # Retain: kept, our key gone
     assert ("delete_key", path) in {call[:2] for call in hub.forges.calls}
-
-
-def test_a_template_removed_deletes_only_the_hubgitrepos_it_made(hub):
-    tenant, _ = hub.tenant(clusterTemplate={"gitRepoTemplate": hub.template()})
-    hub.cluster(tenant, "made")
-    hub.ready(tenant, "cluster-made")
-    # the administrator's own HubGitRepo, under the name the template would give the next cluster's
-    own = {"apiVersion": API_VERSION, "kind": GITREPO.kind, "metadata": {"name": "cluster-own", "namespace": tenant},
-           "spec": {**{k: v for k, v in hub.template().items() if k != "owner"}, "path": "admin/own"}}
-    hub.custom.create_namespaced_custom_object(GROUP, VERSION, tenant, GITREPOS, own)
-    hub.cluster(tenant, "own")
-    looks = lambda: sum(1 for call in hub.forges.calls if call[:2] == ("get", "admin/own"))  # noqa: E731
-    wait_until(lambda: looks() >= 3, WAIT, what="resyncs")  # the templates' resyncs ran meanwhile too
-    kept = hub.repo(tenant, "cluster-own")
-    assert kept["spec"]["path"] == "admin/own" and "ownerReferences" not in kept["metadata"]
-    assert GITREPO_ROLE_LABEL not in (kept["metadata"].get("labels") or {})
-    hub.custom.patch_cluster_custom_object(GROUP, VERSION, TENANTS, tenant, {"spec": {"clusterTemplate": None}})
-    wait_until(lambda: hub.repo(tenant, "cluster-made") is None, WAIT, what="the template's HubGitRepo deleted")
-    resyncs = hub.templates.resync.calls  # a resync more, worked off: the administrator's stays
-    wait_until(lambda: hub.templates.resync.calls >= resyncs + 2 and hub.templates.queue.idle(), WAIT,
-               what="a resync of the templates, worked off")
-    assert hub.repo(tenant, "cluster-own")["spec"]["path"] == "admin/own"
-    assert f"org/{tenant}.made" in hub.forges.repos  # Retain: the repository stays
 
 
 def test_a_tenant_deleted_takes_its_hubgitrepo_and_delete_takes_the_repository(hub):

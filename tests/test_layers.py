@@ -69,3 +69,48 @@ def test_production_code_imports_only_at_module_level():
             hidden += [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(tree)
                        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in module_level]
     assert hidden == []
+
+
+MODULE_MAX_LINES = 500
+CONTROLLERS = ("automation/service", "automation/runner")  # they reach the API server through the kit alone
+
+
+def test_no_production_module_is_over_500_lines():
+    long = [f"{path.relative_to(ROOT)}: {n}" for package in PRODUCTION for path in sorted((ROOT / package).rglob("*.py"))
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_MAX_LINES]
+    assert long == []
+
+
+def _raw_metadata_reads(tree: ast.AST) -> list[int]:
+    """Lines reading `metadata` out of a raw object: x.get("metadata") or x["metadata"] (not a dict being built)."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "metadata":
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) \
+                and isinstance(node.slice, ast.Constant) and node.slice.value == "metadata":
+            lines.append(node.lineno)
+    return lines
+
+
+def test_controllers_read_objects_through_the_kits_view_and_reach_the_api_server_through_its_port():
+    """No module of the service or the runner imports the Kubernetes client or reads `metadata` from a raw object:
+    they hold the kit's Objects port and read through its Obj view (automation/kit/objects.py)."""
+    found = []
+    for folder in CONTROLLERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            where = path.relative_to(ROOT)
+            found += [f"{where}:{line}: reads metadata from a raw object" for line in _raw_metadata_reads(tree)]
+            found += [f"{where}:{node.lineno}: imports the Kubernetes client" for node in ast.walk(tree)
+                      if (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "kubernetes")
+                      or (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "kubernetes"
+                                                               for a in node.names))]
+    assert found == []
+
+
+def test_the_raw_metadata_check_finds_a_read_and_leaves_a_body_alone():
+    tree = ast.parse('a = raw.get("metadata") or {}\nb = raw["metadata"]["name"]\nbody = {"metadata": {"name": "x"}}\n'
+                     'body["metadata"] = {}\n')
+    assert _raw_metadata_reads(tree) == [1, 2]

@@ -1,6 +1,7 @@
-"""The reconciler's Kubernetes interface (automation/adapters/kube/clusters.py: ClusterClient) on the real
-kube-apiserver, and its fake (doubles.clusters.FakeClusters) held to the same contract, so that what the
-direct tests (tests/test_reconcile_direct.py) prove over the fake holds over the API server.
+"""The reconciler's Kubernetes interface (automation/service/clusters/client.py: ClusterClient) over the real
+kube-apiserver (KubeObjects), and over the in-memory one (doubles.clusters.FakeClusters: the same ClusterClient
+over FakeObjects) held to the same contract, so that what the direct tests (tests/test_reconcile_direct.py) prove
+over the fake holds over the API server.
 """
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from automation.adapters.kube.clusters import ClusterClient, KubeClusters
-from automation.adapters.kube.status import EventRecorder, StatusWriter
+from automation.adapters.kube.objects import KubeObjects
 from automation.service.cache import Cache
-from automation.service.clusters import ReconcileOptions, Reconciler
+from automation.service.clusters import ClusterClient, ReconcileOptions, Reconciler
 from automation.kit.queue import Outcome
 from doubles.engine import RecordingEngine
 from doubles.clusters import FakeClusters, StaticDesired
@@ -64,8 +64,9 @@ class FakeSide(Side):
 class RealSide(Side):
     def __init__(self, env: ServiceEnv):
         self.env = env
-        self.writer, self.events = StatusWriter(env.api_client), EventRecorder(env.api_client)
-        super().__init__(KubeClusters(env.api_client, status=self.writer, events=self.events), env.ns)
+        self.objects = KubeObjects(env.api_client)
+        self.events = self.objects.events
+        super().__init__(ClusterClient(self.objects), env.ns)
 
     def create(self, name: str) -> dict:
         return self.env.create(name)

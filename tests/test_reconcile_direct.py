@@ -1,6 +1,6 @@
 """The clusters' reconciler called directly: `reconcile(key) -> Outcome`, no service, no queue, no HTTP.
 
-A Reconciler over doubles.clusters.FakeClusters (an in-memory API server behind the ClusterClient interface,
+A Reconciler over doubles.clusters.FakeClusters (the production ClusterClient over an in-memory API server,
 its changes handed to a real Cache as a watch would), a StaticDesired (what the mapper would publish) and the
 recording engine. Each test states the Outcome, what ran on the engine, what the Cluster's status says and
 which Events it got. tests/test_reconcile.py keeps the cases that need the threaded service end to end.
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from automation.adapters.engine import PolicyViolation
-from automation.adapters.kube import FinalizerConflict
+from automation.kit.finalizers import FinalizerConflict
 from stacks.times import parse_seconds
 from automation.service.cache import Cache
 from automation.service.clusters import ReconcileOptions, Reconciler

@@ -1,16 +1,16 @@
 """Runners (automation/runner/) against the real kube-apiserver with the HubStackRun CRD (tests/envtest.py), the
-engine double for the runs (doubles/engine.py), N runners in threads (doubles/runners.py).
+engine double for the runs (doubles/engine.py), N runners in threads (doubles/runners.py): what only the real API
+server and the real watch show.
 
-The attacks first: a run a tenant forged, or edited after creation, never reaches the engine (the shared test
-apiserver has no admission policy, so nothing but the runner's own check stands in the way). Then the claim: two
-runners never execute a run twice, nor two runs of one stack at once; a runner whose API calls stall kills its run
-before its claim lapses, and only then does another runner start it; a draining runner hands its run back; fair
-between namespaces; and a runner process SIGKILLed mid-run (uid 65532, read-only root, its own host name) is
-taken over.
+The claim under the real watch: two runners never execute a run twice, nor two runs of one stack at once; a runner
+whose API calls stall (a partition) kills its run before its claim lapses, and only then does another runner start
+it; fair between namespaces. The runner process as deployed: SIGKILLed mid-run (uid 65532, read-only root, its own
+host name) it is taken over; SIGTERM drains it. And a crash with the real engine. The rules themselves (refusals,
+phases, the result, the lease, the watchdog, hand-backs, deadlines, slots, claim expiry) are called directly over
+the fake API server in tests/test_runner_direct.py.
 """
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import json
@@ -30,18 +30,16 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from automation.adapters.engine import PolicyViolation, RunResult
+from automation.adapters.engine import RunResult
 from automation.adapters.engine.pool import WorkerPool
-from automation.runner.runner import Runner
 from doubles.engine import RecordingEngine
 from doubles.envtest import next_second
 from doubles.factories import cluster, resolve_one
-from doubles.runners import SERVICE_NAMESPACE, create_run, phase, run_objects, run_status, running_runners
+from doubles.runners import SERVICE_NAMESPACE, create_run, phase, run_status, running_runners
 from doubles.pulumi_programs import HELD, PASSPHRASE, engine_settings
 from doubles.service_env import ServiceEnv, wait_until
 from doubles.stall_proxy import StallProxy
 from stacks.names import GROUP, STACKRUNS, VERSION
-from stacks.runs.model import RESULT_KEY
 from tests import envtest
 from stacks.options import default
 from tests.deployed import Container
@@ -101,60 +99,6 @@ def finished(api_client, keys, phases=("Succeeded",), timeout: float = 30.0) -> 
                what=f"runs {phases}: {[(k, phase(api_client, k)) for k in keys]}")
 
 
-# --------------------------------------------------------------------------- attacks: forged and edited runs
-
-def test_a_forged_or_edited_run_is_refused_and_never_reaches_the_engine(api):
-    """An admin without the admission policy stands in for a tenant that could create or edit runs: every forged
-    run ends Refused (reason RunRefused, the message says why) and the engine never hears of its stack."""
-    core = client.CoreV1Api(api)
-    custom = client.CustomObjectsApi(api)
-    legit = create_run(api, "up", inputs("legit"))
-    # 1. no Secret at all
-    run, _ = run_objects("up", namespace="runs-a", stack="runs-a.nosecret", cluster="nosecret",
-                         inputs=inputs("nosecret"))
-    no_secret = raw_create(api, run)
-    # 2. a run that points at another run's Secret (the legit run's)
-    run, _ = run_objects("up", namespace="runs-a", stack="runs-a.legit", cluster="legit", inputs=inputs("legit"))
-    run["spec"]["inputsSecret"] = custom.get_namespaced_custom_object(
-        GROUP, VERSION, "runs-a", STACKRUNS, legit.partition("/")[2])["spec"]["inputsSecret"]
-    borrowed = raw_create(api, run)
-    # 3. a Secret whose recorded digest is not the run's (the run claims other inputs than the service recorded)
-    run, secret = run_objects("up", namespace="runs-a", stack="runs-a.digest", cluster="digest",
-                              inputs=inputs("digest"))
-    run["spec"]["inputsDigest"] = "0" * 64
-    core.create_namespaced_secret(SERVICE_NAMESPACE, secret)
-    wrong_digest = raw_create(api, run)
-    # 4. a tenant's run for another namespace's stack (its own Secret, all consistent, but not its stack)
-    run, secret = run_objects("up", namespace="runs-evil", stack="runs-a.victim", cluster="victim",
-                              inputs=inputs("victim"))
-    core.create_namespaced_secret(SERVICE_NAMESPACE, secret)
-    foreign = raw_create(api, run)
-    # 5. a run the service made, edited afterwards (metadata.generation 2)
-    edited = create_run(api, "up", inputs("edited"))
-    namespace, _, name = edited.partition("/")
-    custom.patch_namespaced_custom_object(GROUP, VERSION, namespace, STACKRUNS, name,
-                                          {"spec": {"message": "edited by a tenant"}})
-    # 6. a consistent run whose deadline passed before any runner took it: Cancelled, not run
-    late = create_run(api, "up", inputs("late"), timeout=-5)
-    engine = RecordingEngine()
-    with running_runners(api, engine, n=2, claim_ttl=TTL, cancel_grace=GRACE):
-        finished(api, [legit])
-        finished(api, [no_secret, borrowed, wrong_digest, foreign, edited], phases=("Refused",))
-        finished(api, [late], phases=("Cancelled",))
-    messages = {key: run_status(api, key).get("message", "") for key in (no_secret, borrowed, wrong_digest, foreign,
-                                                                         edited)}
-    assert all(run_status(api, k)["reason"] == "RunRefused" for k in messages), messages
-    assert "does not exist" in messages[no_secret]
-    assert f"not {borrowed}" in messages[borrowed]
-    assert "not the digest the service recorded" in messages[wrong_digest]
-    assert "is not the stack of cluster runs-evil/victim" in messages[foreign]
-    assert "generation 2" in messages[edited]
-    assert run_status(api, late)["reason"] == "RunCancelled" and "deadline" in run_status(api, late)["message"]
-    # only the legit run reached the engine, once
-    assert [(c.operation, c.stack) for c in engine.calls] == [("up", "runs-a.legit")]
-    assert engine.calls[0].message == "test"
-
-
 # --------------------------------------------------------------------------- the claim
 
 def test_two_runners_race_for_twenty_runs_each_runs_once_one_per_stack_at_a_time(api):
@@ -209,134 +153,6 @@ def test_a_partitioned_runner_kills_its_run_before_its_claim_lapses_and_only_the
     assert status["observedGeneration"] == 1
 
 
-def test_a_run_handed_back_is_recovered_first_and_counts_no_takeover(api):
-    """A drained runner gives its claim up (no takeover); the next runner recovers the stack first."""
-    a_engine, b_engine = RecordingEngine(run_seconds=60), RecordingEngine()
-    gate = b_engine.gate("runs-a.over")
-    key = create_run(api, "up", inputs("over"))
-    with running_runners(api, a_engine, n=1, claim_ttl=TTL, cancel_grace=GRACE) as (a,):
-        wait_until(lambda: a_engine.count("up") == 1, 20, what="A runs it")
-        a.drain(0.5)  # hands it back at once
-    wait_until(lambda: phase(api, key) == "Pending", 10, what="handed back")
-    assert run_status(api, key)["runner"] == a.identity and "handed back" in run_status(api, key)["message"]
-    with running_runners(api, b_engine, n=1, claim_ttl=TTL, cancel_grace=GRACE):
-        wait_until(lambda: b_engine.count("up") == 1, 20, what="B runs it")
-        claim = run_status(api, key)["claim"]
-        assert claim["takeovers"] == 0  # a hand-back is no takeover: the claim was given up, not lost
-        gate.set()
-        finished(api, [key])
-    assert [c.operation for c in b_engine.calls] == ["recover", "up"]  # A's lock (if any) is recovered first
-
-
-def test_a_draining_runner_hands_back_a_run_longer_than_its_grace_and_another_completes_it(api):
-    a_engine, b_engine = LiveEngine(run_seconds=60), LiveEngine(run_seconds=0.3)
-    key = create_run(api, "up", inputs("drain"))
-    with running_runners(api, a_engine, n=1, claim_ttl=TTL, cancel_grace=GRACE) as (a,):
-        wait_until(lambda: a_engine.count("up") == 1, 20, what="A runs it")
-        with running_runners(api, b_engine, n=1, claim_ttl=TTL, cancel_grace=GRACE) as (b,):
-            started = time.monotonic()
-            assert a.drain(1.0) is True  # nothing left in A's hands
-            assert 0.9 <= time.monotonic() - started < 10
-            finished(api, [key])
-    assert a_engine.runs("up")[0].ok is False and a_engine.cancels == [0]
-    assert [c.operation for c in b_engine.calls] == ["recover", "up"]
-    assert a.identity not in (b_engine.recovered[0] or {})
-    status = run_status(api, key)
-    assert status["runner"] == b.identity and status["claim"]["takeovers"] == 0  # handed back: no takeover
-
-
-def test_phases_locked_once_drift_policy_destroy_and_a_deadline_passed_mid_run(api, caplog):
-    """The contract's phase rules, one run each: a lock is recovered and the run tried once more; a preview that
-    finds drift is Drifted (the names go into the Secret); a policy refusal is Failed with its reason; a destroy
-    succeeds; a run still going at its deadline is cancelled."""
-    engine = LiveEngine()
-    engine.lock("runs-a.locked", times=1)
-    engine.drifted.add("runs-a.drift")
-    engine.fail("up", "runs-a.policy", message="rule no-public-endpoint", error=PolicyViolation)
-    engine.gate("runs-a.slow")  # never opened: only its deadline ends it
-    locked = create_run(api, "up", inputs("locked"))
-    drift = create_run(api, "preview", inputs("drift"))
-    policy = create_run(api, "up", inputs("policy"))
-    gone = create_run(api, "destroy", cluster="gone", namespace="runs-a", stack="runs-a.gone")
-    slow = create_run(api, "up", inputs("slow"), timeout=3)
-    refreshed = create_run(api, "up", inputs("refreshed"), refresh=True)
-    recovered = create_run(api, "recover", cluster="recovered", namespace="runs-a", stack="runs-a.recovered")
-    caplog.set_level("INFO", logger="hubwright.run")
-    with running_runners(api, engine, n=1, claim_ttl=TTL, cancel_grace=GRACE) as (runner,):
-        finished(api, [locked, gone, refreshed, recovered], timeout=30)
-        finished(api, [drift], phases=("Drifted",))
-        finished(api, [policy], phases=("Failed",))
-        finished(api, [slow], phases=("Cancelled",), timeout=30)
-        # the status is written first, then the run counted and let go: the count is read once nothing is held
-        wait_until(lambda: not runner.jobs(), what="the runner to let its last run go")
-        metrics = runner.metrics.exposition().decode()
-    assert [c.operation for c in engine.runs(stack="runs-a.locked")] == ["up", "recover", "up"]
-    assert len(engine.recovered) == 2 and all(set(live or {"-": ""}) <= {runner.identity}  # its own claim only
-                                              for live in engine.recovered)
-    assert engine.runs("up", "runs-a.refreshed")[0].refresh is True
-    assert [c.operation for c in engine.runs(stack="runs-a.recovered")] == ["recover"]
-    lines = {r.fields["run"]: r.fields for r in caplog.records if r.name == "hubwright.run"}  # one line per run
-    assert lines[drift]["result"] == "drifted" and lines[drift]["runner"] == runner.identity
-    assert lines[policy]["reason"] == "PolicyViolation" and lines[locked]["phase"] == "Succeeded"
-    status = run_status(api, drift)
-    assert status["drifted"] == 1 and status["summary"] == "1 to update"
-    secret = client.CoreV1Api(api).read_namespaced_secret(
-        client.CustomObjectsApi(api).get_namespaced_custom_object(
-            GROUP, VERSION, "runs-a", STACKRUNS, drift.partition("/")[2])["spec"]["inputsSecret"], SERVICE_NAMESPACE)
-    assert json.loads(base64.b64decode(secret.data[RESULT_KEY]))["drifted"] == ["runs-a.drift (test:Drifted)"]
-    assert run_status(api, policy)["reason"] == "PolicyViolation"
-    assert "no-public-endpoint" in run_status(api, policy)["message"]
-    assert run_status(api, slow)["reason"] == "RunCancelled" and "deadline" in run_status(api, slow)["message"]
-    assert 'hubwright_runner_runs_total{operation="preview",phase="Drifted"} 1.0' in metrics
-    assert 'hubwright_runner_runs_total{operation="up",phase="Cancelled"} 1.0' in metrics
-    assert "hubwright_runner_busy 0.0" in metrics
-
-
-class LateEngine(LiveEngine):
-    """Its first cancel() stops nothing: what the engine sees of a cancel that lands after the runner's last check
-    and before the engine has started the run (CI, 2026-11-30: the run stayed Running past its deadline)."""
-
-    def cancel(self, grace: float) -> None:
-        if not self.cancels:
-            self.cancels.append(grace)
-            return
-        super().cancel(grace)
-
-
-def test_a_deadline_whose_cancel_found_no_run_yet_is_cancelled_again_not_lost(api):
-    engine = LateEngine()
-    engine.gate("runs-a.late")  # never opened: only its deadline ends it
-    late = create_run(api, "up", inputs("late"), timeout=2)
-    with running_runners(api, engine, n=1, claim_ttl=TTL, cancel_grace=GRACE):
-        finished(api, [late], phases=("Cancelled",), timeout=60)
-    assert len(engine.cancels) == 2, "cancelled once more after the grace"
-    assert run_status(api, late)["reason"] == "RunCancelled" and "deadline" in run_status(api, late)["message"]
-
-
-def test_with_two_workers_a_deadline_cancels_one_run_and_hands_the_other_back(api):
-    """engine.cancel stops every run of the runner's engine: the run whose deadline passed is Cancelled, the
-    other one is handed back (not failed) and runs again."""
-    engine = RecordingEngine()
-    engine.gate("runs-a.late")  # never opened
-    other_gate = engine.gate("runs-a.bystander")
-    late = create_run(api, "up", inputs("late"), timeout=3)
-    bystander = create_run(api, "up", inputs("bystander"))
-    with running_runners(api, engine, n=1, workers=2, claim_ttl=TTL, cancel_grace=GRACE):
-        wait_until(lambda: engine.count("up") == 2, 20, what="both run")
-        finished(api, [late], phases=("Cancelled",), timeout=20)
-        wait_until(lambda: engine.count("up", "runs-a.bystander") == 2, 20, what="the bystander runs again")
-        other_gate.set()
-        finished(api, [bystander], timeout=20)
-    assert [c.operation for c in engine.runs(stack="runs-a.bystander")] == ["up", "recover", "up"]
-    assert run_status(api, bystander)["claim"]["takeovers"] == 0
-
-
-def test_a_runner_whose_name_its_peers_would_not_recognise_does_not_start():
-    with pytest.raises(ValueError, match="does not match --runner-hosts"):
-        Runner(client.ApiClient(), RecordingEngine(), namespace=SERVICE_NAMESPACE, identity="laptop",
-               runner_hosts="hubwright-runner-[a-z0-9]+-[a-z0-9]+")
-
-
 def test_fair_between_namespaces_one_run_of_b_starts_among_the_first_two(api):
     engine = RecordingEngine(run_seconds=0.2)
     keys = [create_run(api, "up", inputs(f"many-{i}", "runs-a")) for i in range(6)]
@@ -346,29 +162,6 @@ def test_fair_between_namespaces_one_run_of_b_starts_among_the_first_two(api):
         finished(api, keys, timeout=40)
     order = [c.stack for c in sorted(engine.calls, key=lambda c: c.started)]
     assert "runs-b.one" in order[:2], order
-
-
-def test_the_result_goes_into_the_runs_secret_and_the_status_says_what_changed(api):
-    engine = RecordingEngine(progress=3, run_seconds=1.5)
-    key = create_run(api, "up", inputs("result"))
-    seen_progress = []
-    with running_runners(api, engine, n=1, claim_ttl=TTL, cancel_grace=GRACE):
-        def progressed():
-            progress = run_status(api, key).get("progress")
-            if progress:
-                seen_progress.append(progress)
-            return phase(api, key) == "Succeeded"
-        wait_until(progressed, 20, what="succeeded")
-    status = run_status(api, key)
-    assert status["summary"] == "no changes" and status["changes"] == {"same": 1}
-    assert status["startTime"] <= status["endTime"]
-    assert seen_progress and seen_progress[-1]["planned"] == 3
-    run = client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, "runs-a", STACKRUNS,
-                                                                    key.partition("/")[2])
-    secret = client.CoreV1Api(api).read_namespaced_secret(run["spec"]["inputsSecret"], SERVICE_NAMESPACE)
-    result = json.loads(base64.b64decode(secret.data[RESULT_KEY]))
-    assert result["outputs"]["cluster"] == "runs-a/result" and result["drifted"] == []
-    assert "outputs" not in status and "cluster" not in json.dumps(status)  # tenants read the run, not the outputs
 
 
 # --------------------------------------------------------------------------- the command line

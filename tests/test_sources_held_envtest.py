@@ -8,11 +8,16 @@ import json
 import subprocess
 import uuid
 
+import time
+from typing import Any, Callable
+
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
-from automation.adapters.kube.sources import SourceClient
+from automation.adapters.kube.objects import KubeObjects
+from automation.kit.finalizers import ensure_finalizer
+from automation.kit.objects import ApiError, Conflict
+from automation.service.sources import kind_of, write_conditions
 from doubles.engine import RecordingEngine
 from doubles.service_env import ServiceEnv, wait_until
 from doubles.sources import aws_cluster_doc, capi_cluster_doc, cluster_deployment_doc
@@ -21,7 +26,7 @@ from stacks.sources.held import HELD_CONDITION
 from stacks.sources.kinds import CAPI_CLUSTER, CLUSTER_DEPLOYMENT
 from stacks.sources.watched import rules
 from tests.envtest import kube_apiserver_alone  # noqa: F401 - the fixture
-from tests.registry_rbac import bind_cluster_role, eventually, sa_subject, service_account_token
+from tests.registry_rbac import bind_cluster_role, sa_subject, service_account_token
 from tests.test_sources_envtest import (Cloud, api, create, delete, get, kubectl_dir, patch,  # noqa: F401 - fixtures
                                         run_doc)
 
@@ -51,6 +56,18 @@ def held(kubectl, kind: str, ns: str, name: str) -> tuple[str, str, str] | None:
         return None
     cond = json.loads(out)
     return cond["status"], cond["reason"], cond["message"]
+
+
+def eventually(call: Callable[[], Any], timeout: float = 10.0) -> Any:
+    """`call()` once RBAC has caught up: retried while the object port says 403 (RBAC changes take a moment)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except ApiError as exc:
+            if exc.status != 403 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 def types(api, kind: str, ns: str, name: str) -> list[str]:
@@ -133,17 +150,17 @@ def test_the_services_rules_write_the_condition_and_a_stale_copy_is_refused_neve
     core = client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": ns}})
     bind_cluster_role(api, f"hubwright-sources-{suffix}", rules(), [sa_subject(ns, "service")])
-    service = SourceClient(kube_apiserver_alone.api_client(service_account_token(api, ns, "service")))
+    service = KubeObjects(kube_apiserver_alone.api_client(service_account_token(api, ns, "service")))
     for kind, doc, theirs in ((CAPI_CLUSTER, capi_cluster_doc("web-1", ns), THEIRS),
                               (CLUSTER_DEPLOYMENT, cluster_deployment_doc("ocp-1", ns), HIVES)):
         doc["status"] = {"conditions": [theirs]}
         made = create(api, doc)
         ours = {"type": HELD_CONDITION, "status": "True", "reason": "WaitingForPeers", "message": "held",
                 "lastTransitionTime": "2026-11-29T00:00:00Z"}
-        written = eventually(lambda: service.set_conditions(kind, made, [theirs, ours]))
+        written = eventually(lambda: write_conditions(service, kind, made, [theirs, ours]))
         assert [c["type"] for c in written["status"]["conditions"]] == [theirs["type"], HELD_CONDITION]
-        with pytest.raises(ApiException) as refused:
-            service.set_conditions(kind, made, [ours])  # `made` is stale now: it would drop theirs
+        with pytest.raises(Conflict) as refused:
+            write_conditions(service, kind, made, [ours])  # `made` is stale now: it would drop theirs
         assert refused.value.status == 409
-        assert service.set_finalizer(kind, written, True)
+        assert ensure_finalizer(service, kind_of(kind), written, SOURCE_FINALIZER) is not None
 

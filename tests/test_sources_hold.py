@@ -1,7 +1,8 @@
 """stacks.sources.hold: what our finalizer on a released source waits for, and when it stops waiting (issue #45,
 finding 3: a tenant's failing cluster held another tenant's deleted Cluster API object, and its namespace, because
-the hold looked for the mesh label's value in every namespace). The live test on the real service and a real
-kube-apiserver is tests/test_sources_hold_envtest.py."""
+the hold looked for the mesh label's value in every namespace). The controller applying it, with the clusters'
+controller destroying the source's HubCluster first, is in tests/test_sources_direct.py ("the hold on a deleted
+source")."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone

@@ -1,7 +1,8 @@
 """Status writes are complete: no field the new status lacks survives, at any depth (issue #14, item 3).
 
 `status_patch` is checked on its own (applied with an RFC 7386 merge, it turns every
-`before` into the new document); then `StatusWriter` writes over real HTTP to kmock's
+`before` into the new document); then the controller kit's StatusWriter (automation/kit/status.py), as the
+clusters' ClusterClient holds it, writes through the object port (KubeObjects) over real HTTP to kmock's
 emulator (doubles.MockKubeAPI) and to a REAL kube-apiserver with the project's CRDs
 (tests/envtest.py; skips naming the binaries where scripts/tools.sh has not built them),
 and the object read back from the server is what the last write said.
@@ -13,9 +14,11 @@ from typing import Any, Callable
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
-from automation.adapters.kube.status import StatusWriter
+from automation.adapters.kube.objects import KubeObjects
+from automation.kit.objects import HUBCLUSTERS, ApiError
+from automation.kit.status import StatusWriter
+from automation.service.clusters import ClusterClient, cluster_writer
 from stacks.conditions import status_patch
 from doubles.kube import MockKubeAPI
 from stacks.status import ClusterStatus, Condition, LastUpdate, Peering, StackOutputs
@@ -105,6 +108,18 @@ def test_the_patch_turns_every_before_into_the_new_document():
 
 # --------------------------------------------------------------------------- StatusWriter over HTTP
 
+class Writer(ClusterClient):
+    """The clusters' ClusterClient over KubeObjects: its status writer (`writer`) is the kit's, over the port."""
+
+    def __init__(self, api_client: client.ApiClient):
+        self.port = KubeObjects(api_client)
+        super().__init__(self.port, writer=cluster_writer(self.port))
+
+    def close(self) -> None:
+        super().close()
+        self.port.close()
+
+
 def succeeded_status() -> ClusterStatus:
     return ClusterStatus(
         observed_generation=1, stack="acme.prod-1", account="222222222222", region="us-east-1", inputs_hash="abc",
@@ -138,6 +153,7 @@ class Server:
 
     def __init__(self, api_client: client.ApiClient, namespace: str):
         self.api_client = api_client
+        self.writers: list[Writer] = []
         self.ns = namespace
         self.env = ServiceEnv(api_client, namespace=namespace)
 
@@ -149,6 +165,15 @@ class Server:
 
     def status(self, name: str = "prod-1") -> dict:
         return self.read(name).get("status") or {}
+
+    def writer(self) -> Writer:
+        """A writer of its own (a process of the service), closed with the server."""
+        self.writers.append(Writer(self.api_client))
+        return self.writers[-1]
+
+    def close(self) -> None:
+        for writer in self.writers:
+            writer.close()
 
 
 def assert_running_replaced_succeeded(status: dict) -> None:
@@ -166,7 +191,7 @@ def assert_running_replaced_succeeded(status: dict) -> None:
     assert ClusterStatus.model_validate(status) == running_status(succeeded_status())
 
 
-def through_write(server: Server, writer: StatusWriter) -> None:
+def through_write(server: Server, writer: Writer) -> None:
     raw = server.create()
     first = succeeded_status()
     assert writer.write(raw, first, previous=ClusterStatus())
@@ -175,7 +200,7 @@ def through_write(server: Server, writer: StatusWriter) -> None:
     assert writer.write(server.read(), running_status(first), previous=first)
 
 
-def through_write_later(server: Server, writer: StatusWriter) -> None:
+def through_write_later(server: Server, writer: Writer) -> None:
     raw = server.create()
     first = succeeded_status()
     writer.write_later(raw, first, previous=ClusterStatus())
@@ -184,15 +209,15 @@ def through_write_later(server: Server, writer: StatusWriter) -> None:
     writer.close()
 
 
-def from_the_server_copy_alone(server: Server, writer: StatusWriter) -> None:
+def from_the_server_copy_alone(server: Server, writer: Writer) -> None:
     """A restarted service: it wrote nothing yet; what to remove comes from the server's copy."""
     server.create()
     first = succeeded_status()
-    StatusWriter(server.api_client).write(server.read(), first, previous=ClusterStatus())
+    server.writer().write(server.read(), first, previous=ClusterStatus())
     assert writer.write(server.read(), running_status(first), previous=ClusterStatus())
 
 
-def over_a_lagging_cache(server: Server, writer: StatusWriter) -> None:
+def over_a_lagging_cache(server: Server, writer: Writer) -> None:
     """Neither `previous` nor the cache has the first write: the writer remembers what it sent."""
     raw = server.create()
     first = succeeded_status()
@@ -200,42 +225,42 @@ def over_a_lagging_cache(server: Server, writer: StatusWriter) -> None:
     assert writer.write(raw, running_status(first), previous=ClusterStatus())
 
 
-def after_a_write_that_failed_but_landed(server: Server, writer: StatusWriter) -> None:
+def after_a_write_that_failed_but_landed(server: Server, writer: Writer) -> None:
     """The answer to a write was lost (it landed): the next write removes its fields too."""
     raw = server.create()
-    real = writer._api.patch_namespaced_custom_object_status
+    real = writer.port.patch_status
 
     def lost_answer(*args, **kwargs):
         real(*args, **kwargs)
-        raise ApiException(status=504, reason="Gateway Timeout")
+        raise ApiError(504, "Gateway Timeout")
 
-    writer._api.patch_namespaced_custom_object_status = lost_answer
+    writer.port.patch_status = lost_answer  # type: ignore[method-assign]
     first = succeeded_status()
-    with pytest.raises(ApiException):
+    with pytest.raises(ApiError):
         writer.write(raw, first, previous=ClusterStatus())
-    writer._api.patch_namespaced_custom_object_status = real
+    writer.port.patch_status = real  # type: ignore[method-assign]
     assert writer.write(raw, running_status(first), previous=ClusterStatus())
 
 
-def after_a_write_that_failed_before_it_was_sent(server: Server, writer: StatusWriter) -> None:
+def after_a_write_that_failed_before_it_was_sent(server: Server, writer: Writer) -> None:
     """A write that never reached the server: the next one still removes what the one before it wrote."""
     raw = server.create()
     first = succeeded_status()
     assert writer.write(raw, first, previous=ClusterStatus())
-    real = writer._api.patch_namespaced_custom_object_status
+    real = writer.port.patch_status
 
     def refused(*args, **kwargs):
         raise ConnectionRefusedError("no route")
 
-    writer._api.patch_namespaced_custom_object_status = refused
+    writer.port.patch_status = refused  # type: ignore[method-assign]
     between = first.model_copy(update={"account": None})
     with pytest.raises(ConnectionRefusedError):
         writer.write(raw, between, previous=first)
-    writer._api.patch_namespaced_custom_object_status = real
+    writer.port.patch_status = real  # type: ignore[method-assign]
     assert writer.write(raw, running_status(first), previous=between)
 
 
-SCENARIOS: list[Callable[[Server, StatusWriter], None]] = [
+SCENARIOS: list[Callable[[Server, Writer], None]] = [
     through_write, through_write_later, from_the_server_copy_alone, over_a_lagging_cache,
     after_a_write_that_failed_but_landed, after_a_write_that_failed_before_it_was_sent]
 
@@ -247,19 +272,22 @@ def kmock_server():
         server = Server(api_client, "acme")
         server.env.namespace("acme")
         yield server
+        server.close()
         api_client.close()
 
 
 @pytest.fixture
 def real_server(kube_apiserver):  # noqa: F811 - the fixture
     env = ServiceEnv.isolated(kube_apiserver.api_client())
-    yield Server(env.api_client, env.ns)
+    server = Server(env.api_client, env.ns)
+    yield server
+    server.close()
     env.api_client.close()
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
 def test_a_status_write_removes_nested_fields_on_kmock(kmock_server, scenario):
-    writer = StatusWriter(kmock_server.api_client)
+    writer = kmock_server.writer()
     scenario(kmock_server, writer)
     writer.close()
     assert_running_replaced_succeeded(kmock_server.status())
@@ -267,7 +295,7 @@ def test_a_status_write_removes_nested_fields_on_kmock(kmock_server, scenario):
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
 def test_a_status_write_removes_nested_fields_on_the_real_api_server(real_server, scenario):
-    writer = StatusWriter(real_server.api_client)
+    writer = real_server.writer()
     scenario(real_server, writer)
     writer.close()
     assert_running_replaced_succeeded(real_server.status())
@@ -276,19 +304,19 @@ def test_a_status_write_removes_nested_fields_on_the_real_api_server(real_server
 # --------------------------------------------------------------------------- what the writer kept doing
 
 class CountingPatches:
-    def __init__(self, writer: StatusWriter):
+    def __init__(self, writer: Writer):
         self.calls: list[dict] = []
-        real = writer._api.patch_namespaced_custom_object_status
+        real = writer.port.patch_status
 
         def counted(*args, **kwargs):
-            self.calls.append(args[-1])
+            self.calls.append(args[2])
             return real(*args, **kwargs)
 
-        writer._api.patch_namespaced_custom_object_status = counted
+        writer.port.patch_status = counted  # type: ignore[method-assign]
 
 
 def test_a_write_of_an_unchanged_status_sends_nothing(kmock_server):
-    writer = StatusWriter(kmock_server.api_client)
+    writer = kmock_server.writer()
     patches = CountingPatches(writer)
     raw = kmock_server.create()
     first = succeeded_status()
@@ -296,7 +324,7 @@ def test_a_write_of_an_unchanged_status_sends_nothing(kmock_server):
     assert len(patches.calls) == 1
     assert writer.write(kmock_server.read(), first, previous=first)  # the cache caught up: nothing to do
     assert len(patches.calls) == 1
-    restarted = StatusWriter(kmock_server.api_client)
+    restarted = kmock_server.writer()
     restarted_patches = CountingPatches(restarted)
     assert restarted.write(kmock_server.read(), first, previous=first)
     assert restarted_patches.calls == []
@@ -304,7 +332,7 @@ def test_a_write_of_an_unchanged_status_sends_nothing(kmock_server):
 
 def test_a_cache_that_shows_an_older_status_does_not_skip_the_write(kmock_server):
     """The cache and `previous` both show the status before our last write: the server has something else."""
-    writer = StatusWriter(kmock_server.api_client)
+    writer = kmock_server.writer()
     raw = kmock_server.create()
     first = succeeded_status()
     assert writer.write(raw, first, previous=ClusterStatus())
@@ -316,7 +344,54 @@ def test_a_cache_that_shows_an_older_status_does_not_skip_the_write(kmock_server
 
 
 def test_a_write_to_a_deleted_cluster_says_false(kmock_server):
-    writer = StatusWriter(kmock_server.api_client)
+    writer = kmock_server.writer()
     raw = kmock_server.create()
     kmock_server.env.delete("prod-1")
     assert writer.write(raw, succeeded_status(), previous=ClusterStatus()) is False
+
+
+# --------------------------------------------------------------------------- named entries, beside the whole status
+
+NETWORK = {"vpcID": "vpc-0c1", "cidrs": ["10.1.0.0/16"], "observedAt": "2026-01-01T00:00:00Z",
+           "loadBalancer": {"name": "api-int", "type": "network"}}
+
+
+def test_an_entry_is_written_whole_and_the_whole_status_never_touches_another_writers_field(kmock_server):
+    """status.network (the discovery's) through `write_entries` and the cluster's own status through a whole write,
+    both through one writer: neither nulls the other's, and an entry that drops a field drops it on the server."""
+    writer = kmock_server.writer()
+    entries = writer.writer
+    raw = kmock_server.create()
+    assert entries.write_entries(raw, {("network",): NETWORK, ("networkError",): None})
+    first = succeeded_status()
+    assert writer.write(kmock_server.read(), first, previous=ClusterStatus())
+    assert kmock_server.status()["network"] == NETWORK  # the whole write left it alone
+    assert writer.write(raw, running_status(first), previous=first)  # over a copy that has no network yet
+    assert kmock_server.status()["network"] == NETWORK
+    without_lb = {k: v for k, v in NETWORK.items() if k != "loadBalancer"}
+    assert entries.write_entries(raw, {("network",): without_lb})  # the stale copy shows none: the writer knows
+    status = kmock_server.status()
+    assert status["network"] == without_lb and status["lastUpdate"]["result"] == "Running"
+    assert entries.write_entries(raw, {("networkError",): {"reason": "VpcNotFound", "message": "no VPC"}})
+    assert entries.write_entries(kmock_server.read(), {("network",): NETWORK, ("networkError",): None})
+    assert "networkError" not in kmock_server.status() and kmock_server.status()["network"] == NETWORK
+
+
+def test_an_entry_write_that_failed_but_landed_leaves_nothing_behind(kmock_server):
+    """The answer to an entry's write was lost: the next write of the entry nulls what the lost one wrote."""
+    port = KubeObjects(kmock_server.api_client)
+    writer = StatusWriter(port, HUBCLUSTERS)
+    raw = kmock_server.create()
+    real = port.patch_status
+
+    def lost_answer(*args, **kwargs):
+        real(*args, **kwargs)
+        raise ApiError(504, "Gateway Timeout")
+
+    port.patch_status = lost_answer  # type: ignore[method-assign]
+    with pytest.raises(ApiError):
+        writer.write_entries(raw, {("network",): NETWORK})
+    port.patch_status = real  # type: ignore[method-assign]
+    assert writer.write_entries(raw, {("network",): {"vpcID": "vpc-0c2"}})  # `raw` shows no network at all
+    assert kmock_server.status()["network"] == {"vpcID": "vpc-0c2"}
+    port.close()

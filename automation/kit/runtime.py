@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Hashable, Iterable, Protocol
+from collections import deque
+from contextlib import contextmanager
+from typing import Any, Callable, Hashable, Iterable, Iterator, Protocol
 
 from automation.adapters.kube.informer import DictStore, Fanout, Handler, Informer, Raw, Source, Store, wait_synced
 from automation.kit.queue import Outcome, WorkQueue, Workers
@@ -44,6 +46,50 @@ class Runnable(Protocol):
     def stop(self, timeout: float | None = None) -> None: ...
 
     def alive(self) -> bool: ...
+
+
+class Slots:
+    """The engine's bound, one for the controllers whose reconciles run stacks (the clusters' and the transit
+    stacks'): at most `size` of their reconciles at once, all controllers together, as when one queue's --workers
+    threads served both. A reconcile waiting for a slot is served in the order it asked, so no controller's worker
+    starves behind another's."""
+
+    def __init__(self, size: int):
+        if size < 1:
+            raise ValueError(f"slots must be at least 1, got {size}")
+        self.size = size
+        self._cond = threading.Condition()
+        self._busy = 0
+        self._waiting: deque[object] = deque()
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        ticket = object()
+        with self._cond:
+            self._waiting.append(ticket)
+            while self._waiting[0] is not ticket or self._busy >= self.size:
+                self._cond.wait()
+            self._waiting.popleft()
+            self._busy += 1
+            self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy -= 1
+                self._cond.notify_all()
+
+    def bound(self, reconcile: Reconcile) -> Reconcile:
+        """`reconcile`, run in a slot."""
+        def bounded(key: Any) -> Outcome:
+            with self.slot():
+                return reconcile(key)
+        return bounded
+
+    @property
+    def busy(self) -> int:
+        with self._cond:
+            return self._busy
 
 
 class Controller:

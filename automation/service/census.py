@@ -12,6 +12,7 @@ import logging
 from typing import Callable, Mapping
 
 from automation.adapters.loop import Loop
+from automation.kit.runtime import Manager
 from automation.service.cache import Cache
 from stacks.errors import Failure
 from stacks.model.hub import HubConfig
@@ -44,3 +45,18 @@ class EndpointCensus(Loop):
             return False
         self.cache.set_foreign_endpoints(counts)
         return True
+
+
+def setup(manager: Manager, cache: Cache, count: Count | None, *, interval: float) -> EndpointCensus | None:
+    """The census on `manager` (None: no count, or an interval of 0): one count once the informers listed, before
+    the mapper's first pass, then one every `interval` seconds."""
+    if count is None or interval <= 0:
+        return None
+    census = EndpointCensus(cache, count, interval=interval)
+
+    def first() -> bool:
+        census.count_once()
+        return True
+    manager.on_synced(first)
+    manager.runnable(census)
+    return census

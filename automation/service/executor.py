@@ -32,14 +32,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 import urllib3
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from automation.adapters.engine import Engine
 from automation.adapters.engine.protocol import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunLimits,
                                                  RunResult, StackLocked)
 from automation.adapters.kube.informer import Raw
-from automation.adapters.kube.stackruns import StackRunClient, key_of, stackrun_source
+from automation.adapters.kube.stackruns import Api, StackRunClient, stackrun_source_of
+from automation.kit.objects import ApiError, Obj, key_of
 from automation.kit.runtime import Manager
 from stacks import status as reasons
 from stacks.inputs import StackProgramInputs
@@ -101,11 +100,12 @@ class RunStore:
 
 
 def _stack_key(raw: Raw) -> tuple[str, str]:
-    return str((raw.get("metadata") or {}).get("namespace")), str((raw.get("spec") or {}).get("stack"))
+    obj = Obj(raw)
+    return str(obj.namespace), str(obj.spec.get("stack"))
 
 
 def _created(raw: Raw) -> str:
-    return str((raw.get("metadata") or {}).get("creationTimestamp") or "")
+    return str(Obj(raw).creation_timestamp or "")
 
 
 def lapsed(status: StackRunStatus, now: datetime) -> bool:
@@ -149,10 +149,10 @@ def result_of(raw: Raw, result: Mapping[str, Any]) -> RunResult:
 class RunnerEngine:
     """Engine (automation.adapters.engine) over HubStackRuns and a pool of runners (module docstring)."""
 
-    def __init__(self, api_client: client.ApiClient, *, local: Engine, namespace: str,
+    def __init__(self, api: Api, *, local: Engine, namespace: str,
                  limits: RunLimits = RunLimits(), keep_runs: int = 10):
-        self.runs = StackRunClient(api_client, namespace)
-        self.api_client, self.local, self.namespace = api_client, local, namespace
+        self.runs = StackRunClient(api, namespace)  # the object port (KubeObjects over an ApiClient)
+        self.api, self.local, self.namespace = api, local, namespace
         self.identity = "unattached"  # the replica whose term watches the runs (spec.requestedBy): attach()
         self.limits, self.keep_runs = limits, keep_runs
         self.store = RunStore()  # the term's (attach() makes a fresh one)
@@ -170,7 +170,9 @@ class RunnerEngine:
             old, self.store, self.identity = self.store, store, identity
         with old.changed:
             old.changed.notify_all()
-        manager.source(stackrun_source(self.api_client), store)
+        source = stackrun_source_of(self.api)
+        if source is not None:  # over an object port (direct tests), the test hands the changes to store.apply
+            manager.source(source, store)
         manager.on_synced(lambda: self._synced(store))
         return store
 
@@ -180,7 +182,7 @@ class RunnerEngine:
             for name in self.runs.orphan_secrets(live):
                 LOG.info("deleting run Secret %s/%s: its run is gone", self.namespace, name)
                 self.runs.delete_secret(name)
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
             LOG.warning("could not sweep the Secrets of deleted runs: %s", getattr(exc, "reason", exc))
         with store.changed:
             store.synced.set()
@@ -257,7 +259,7 @@ class RunnerEngine:
                     key = key_of(created)
                     raw = self._wait(store, key, created, epoch, what, on_progress)
             return result_of(raw, self._result(raw))
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
             raise EngineError(f"{what}: the API server failed its HubStackRun: {getattr(exc, 'reason', exc)}") from exc
         finally:
             if key is not None:
@@ -269,7 +271,7 @@ class RunnerEngine:
         admission policy is missing) is left to the runners, which refuse it; its status never becomes a result."""
         spec = spec_of(raw)
         why = spec if isinstance(spec, str) else refusal(
-            key_of(raw), (raw.get("metadata") or {}).get("generation"), spec, self.runs.secret(spec.inputs_secret),
+            key_of(raw), Obj(raw).generation, spec, self.runs.secret(spec.inputs_secret),
             service_namespace=self.namespace)
         if why is not None:
             LOG.warning("%s: ignoring run %s, not one of the service's: %s", what, key_of(raw), why)
@@ -344,7 +346,7 @@ class RunnerEngine:
     def _abandon(self, store: RunStore, raw: Raw, status: StackRunStatus, what: str) -> None:
         """Mark a run no runner holds past its deadline Cancelled, at the version read (a claim written meanwhile
         wins: then this write fails and the wait goes on)."""
-        deadline = (raw.get("spec") or {}).get("deadline")
+        deadline = Obj(raw).spec.get("deadline")
         held = f"its runner {status.claim.holder}'s claim lapsed" if status.claim else "no runner took it"
         message = f"{held} by its deadline {deadline}: are the runners up (`python -m automation runner`)?"
         done = status.model_copy(update={"phase": "Cancelled", "reason": RunCancelled.reason, "message": message,
@@ -375,13 +377,13 @@ class RunnerEngine:
             ns, _, name = old.key.partition("/")
             try:
                 self.runs.delete(old.key, secret_name(ns, name))
-            except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
                 LOG.warning("could not delete the old run %s: %s", old.key, getattr(exc, "reason", exc))
 
 
 def _same(raw: Raw, operation: str, digest: str | None, refresh: bool) -> bool:
     """Whether an unfinished run does what this call asks: the same operation on the same inputs."""
-    spec = raw.get("spec") or {}
+    spec = Obj(raw).spec
     return spec.get("operation") == operation and spec.get("inputsDigest") == digest \
         and bool(spec.get("refresh")) == refresh
 
@@ -389,7 +391,7 @@ def _same(raw: Raw, operation: str, digest: str | None, refresh: bool) -> bool:
 def _abandon_at(raw: Raw, status: StackRunStatus) -> datetime | None:
     """When the service gives a run up: at its deadline while no runner holds it (Pending, or a lapsed claim:
     the later of the deadline and the claim's expiry). None: its deadline does not parse (a runner refuses it)."""
-    deadline = parse_rfc3339((raw.get("spec") or {}).get("deadline"))
+    deadline = parse_rfc3339(Obj(raw).spec.get("deadline"))
     if deadline is None:
         return None
     if status.phase == "Running" and status.claim is not None:

@@ -3,9 +3,10 @@
     Manager: Informer(hubgitrepos) ─► DictStore ─► WorkQueue ──► one worker ──► reconcile("namespace/name")
                                                    (+ a resync of every HubGitRepo each `resync` seconds)
 
-What it does is decided in stacks.gitrepos.plan; here it is read from and written to the API server and the forge
-(automation.adapters.forge: one `Forge` per forge API, built by the injected `forge_for(kind, api_url, token,
-timeout=)`):
+`setup(manager, objects=, source=, namespace=)` declares its watches on the runtime (automation/kit/runtime.py).
+What it does is decided in stacks.gitrepos.plan; here it is read from and written to the API server, through the
+object port (automation.kit.objects.Objects) only, and the forge (automation.adapters.forge: one `Forge` per forge
+API, built by the injected `forge_for(kind, api_url, token, timeout=)`):
 
 - the finalizer stacks.names.GITREPO_FINALIZER, before the forge is touched;
 - the forge token: the Secret spec.credentialsSecretRef names, read from the *service's* namespace (`namespace`),
@@ -36,23 +37,24 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
 from automation.adapters.backoff import Backoff
 from automation.adapters.forge import forge_for as default_forge_for
 from automation.adapters.forge.base import (Forge, ForgeConflict, ForgeDenied, ForgeError, ForgeUnavailable,
                                             Repository)
-from automation.adapters.kube.informer import DictStore, Raw, Source, object_key
-from stacks.conditions import conditions
-from stacks.times import rfc3339_seconds
+from automation.adapters.kube.informer import DictStore, Raw, Source
 from automation.adapters.loop import Every
+from automation.kit.finalizers import ensure_finalizer, release_finalizer
+from automation.kit.objects import HUBGITREPOS, SECRETS, ApiError, Obj, Objects
 from automation.kit.queue import Outcome, WorkQueue
-from automation.kit.runtime import Manager
+from automation.kit.runtime import Controller, Manager
+from automation.kit.status import StatusWriter
+from stacks.conditions import conditions
 from stacks.gitrepos import plan
 from stacks.gitrepos.model import GitRepo, GitRepoStatus, ManagedKey, status_of
-from stacks.names import ADOPT_REPOSITORY_ANNOTATION, GITREPO_FINALIZER, GITREPOS, GROUP, VERSION
+from stacks.names import ADOPT_REPOSITORY_ANNOTATION, GITREPO_FINALIZER
+from stacks.times import rfc3339_seconds
 
 LOG = logging.getLogger("hubwright.gitrepos")
 
@@ -70,41 +72,45 @@ class Refused(Exception):
         self.verdict = verdict
 
 
+def setup(manager: Manager, *, objects: Objects, source: Source, namespace: str, forge_for: ForgeFor | None = None,
+          backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0,
+          forge_timeout: float = 30.0) -> GitRepoController:
+    """The HubGitRepo controller on `manager`: the HubGitRepos' informer (`source`: automation.adapters.kube.
+    kit_sources.gitrepo_source, in one namespace or all) into its store, one worker and the resync; started and
+    stopped with the manager. `namespace`: the service's, where the forge tokens' Secrets are read."""
+    controller = GitRepoController(objects, namespace=namespace, forge_for=forge_for, backoff=backoff,
+                                   resync=resync, forge_timeout=forge_timeout)
+    manager.source(source, controller.store)
+    controller.controller = manager.controller("gitrepo", controller.reconcile, queue=controller.queue, workers=1)
+    manager.runnable(controller.resync)
+    return controller
+
+
 class GitRepoController:
     """Reconciles one HubGitRepo at a time (module docstring)."""
 
-    def __init__(self, api_client: client.ApiClient, manager: Manager, *, namespace: str,
-                 forge_for: ForgeFor | None = None, backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0,
-                 request_timeout: float = 30.0, forge_timeout: float = 30.0,
-                 watch_namespace: str | None = None):
-        """Registers the HubGitRepos' source on `manager` (in `watch_namespace` when set); `namespace`: the
-        service's, where the forge tokens' Secrets are read."""
+    def __init__(self, objects: Objects, *, namespace: str, forge_for: ForgeFor | None = None,
+                 backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0, forge_timeout: float = 30.0):
+        """Registers nothing: `setup` does."""
+        self.objects = objects
+        self.status = StatusWriter(objects, HUBGITREPOS)
         self.namespace = namespace
         self.forge_for = forge_for or default_forge_for
-        self.request_timeout, self.forge_timeout = request_timeout, forge_timeout
-        self.custom = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
+        self.forge_timeout = forge_timeout
         self.queue = WorkQueue(backoff)
         self._seen: dict[str, tuple] = {}  # key -> what a reconcile reads of it besides its status
         self._seen_lock = threading.Lock()
         self.store = DictStore(self._changed)
-        if watch_namespace:
-            source = Source(GITREPOS, self.custom.list_namespaced_custom_object,
-                            (GROUP, VERSION, watch_namespace, GITREPOS))
-        else:
-            source = Source(GITREPOS, self.custom.list_cluster_custom_object, (GROUP, VERSION, GITREPOS))
-        manager.source(source, self.store)
-        self.controller = manager.controller("gitrepo", self.reconcile, queue=self.queue, workers=1)
         self.resync = Every("gitrepo-resync", resync, self._resync)
-        manager.runnable(self.resync)
+        self.controller: Controller | None = None  # set by setup
 
     def _changed(self, kind: str, raw: Raw) -> None:
         """A HubGitRepo's spec, annotations, finalizers or deletion changed: reconcile it. Its status, which this
         controller writes, does not wake it (the forge is asked again at the next resync)."""
-        key = object_key(raw)
-        meta = raw.get("metadata") or {}
-        made_of = (meta.get("uid"), meta.get("generation"), meta.get("deletionTimestamp"),
-                   tuple(meta.get("finalizers") or ()), (meta.get("annotations") or {}).get(ADOPT_REPOSITORY_ANNOTATION))
+        obj = Obj(raw)
+        key = obj.key
+        made_of = (obj.uid, obj.generation, obj.deletion_timestamp, tuple(obj.finalizers),
+                   obj.annotations.get(ADOPT_REPOSITORY_ANNOTATION))
         with self._seen_lock:
             if kind == "DELETED":
                 self._seen.pop(key, None)
@@ -120,18 +126,14 @@ class GitRepoController:
 
     # -- reconcile
     def reconcile(self, key: str) -> Outcome:
-        """Level-triggered: reads the HubGitRepo afresh and makes the forge match it. An ApiException propagates:
+        """Level-triggered: reads the HubGitRepo afresh and makes the forge match it. An ApiError propagates:
         the worker logs it and the key comes back with backoff."""
         namespace, name = key.split("/", 1)
-        try:
-            raw = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, GITREPOS, name,
-                                                           _request_timeout=self.request_timeout)
-        except ApiException as exc:
-            if exc.status == 404:
-                return Outcome.done()
-            raise
+        raw = self.objects.get(HUBGITREPOS, name, namespace)
+        if raw is None:
+            return Outcome.done()
         status = status_of(raw)
-        if (raw.get("metadata") or {}).get("deletionTimestamp"):
+        if Obj(raw).deleting:
             return self._finalize(raw, status)
         try:
             repo = GitRepo.model_validate(raw)
@@ -139,7 +141,10 @@ class GitRepoController:
             problems = "; ".join(f"spec.{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}"
                                  for e in exc.errors() if e["loc"] and e["loc"][0] == "spec") or str(exc)
             return self._verdict(raw, status, plan.stalled(plan.INVALID_SPEC, f"{_ref(raw)}: {problems}"))
-        raw = self._add_finalizer(raw)
+        held = ensure_finalizer(self.objects, HUBGITREPOS, raw, GITREPO_FINALIZER)
+        if held is None:
+            return Outcome.done()  # gone meanwhile
+        raw = held
         try:
             forge, secret = self._forge(repo)
             fields, verdict = self._sync(raw, repo, status, forge, secret)
@@ -175,7 +180,7 @@ class GitRepoController:
                 raise Refused(plan.stalled(plan.REPOSITORY_EXISTS, plan.repository_exists(spec.path))) from None
             LOG.info("%s: created repository %s", repo.ref, spec.path)
         ownership, refusal = plan.ownership(path=spec.path, repository_id=found.id, status=status,
-                                            annotations=(raw.get("metadata") or {}).get("annotations"))
+                                            annotations=Obj(raw).annotations)
         if ownership is None:
             raise Refused(plan.stalled(plan.REPOSITORY_EXISTS, refusal or ""))
         first = status.repository_id != found.id  # not recorded yet: created (or adopted) just now, or after a crash
@@ -224,8 +229,8 @@ class GitRepoController:
         return _Managed(managed, changes.refused)
 
     def _finalize(self, raw: Raw, status: GitRepoStatus) -> Outcome:
-        meta = raw["metadata"]
-        if GITREPO_FINALIZER not in (meta.get("finalizers") or []):
+        obj = Obj(raw)
+        if GITREPO_FINALIZER not in obj.finalizers:
             return Outcome.done()
         if status.repository_id is not None or status.creating is not None:
             try:
@@ -244,11 +249,8 @@ class GitRepoController:
                     return self._verdict(raw, status, _deleting(plan.denied(str(exc), exc.scope)))
                 except ForgeError as exc:
                     return self._verdict(raw, status, _deleting(plan.stalled(plan.FORGE_REFUSED, str(exc))))
-        self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, meta["namespace"], GITREPOS, meta["name"],
-            {"metadata": {"finalizers": [f for f in meta["finalizers"] if f != GITREPO_FINALIZER],
-                          "resourceVersion": meta["resourceVersion"]}}, _request_timeout=self.request_timeout)
-        LOG.info("%s/%s: finalizer removed", meta["namespace"], meta["name"])
+        release_finalizer(self.objects, HUBGITREPOS, raw, GITREPO_FINALIZER)
+        LOG.info("%s: finalizer removed", obj.key)
         return Outcome.done()
 
     def _carry_out(self, repo: GitRepo, status: GitRepoStatus, forge: Forge) -> None:
@@ -276,37 +278,29 @@ class GitRepoController:
         """The forge client, with the token from the Secret in the service's namespace (never the HubGitRepo's)."""
         ref = repo.spec.credentials_secret_ref
         try:
-            secret = self.core.read_namespaced_secret(ref.name, self.namespace, _request_timeout=self.request_timeout)
-        except ApiException as exc:
-            if exc.status in (403, 404):
-                raise Refused(plan.credentials_missing(ref.name, ref.key, self.namespace)) from None
-            raise
-        data = {key: _decode(value) for key, value in (secret.data or {}).items()}
+            secret = self.objects.get(SECRETS, ref.name, self.namespace)
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            secret = None
+        if secret is None:  # not there (404), or not ours to read (403)
+            raise Refused(plan.credentials_missing(ref.name, ref.key, self.namespace))
+        data = {key: _decode(value) for key, value in (secret.get("data") or {}).items()}
         token = (data.get(ref.key) or "").strip()
         if not token:
             raise Refused(plan.credentials_missing(ref.name, ref.key, self.namespace))
         return self.forge_for(repo.spec.forge, repo.spec.api_url, token, timeout=self.forge_timeout), data
 
-    def _add_finalizer(self, raw: Raw) -> Raw:
-        meta = raw["metadata"]
-        finalizers = list(meta.get("finalizers") or [])
-        if GITREPO_FINALIZER in finalizers:
-            return raw
-        return self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, meta["namespace"], GITREPOS, meta["name"],
-            {"metadata": {"finalizers": [*finalizers, GITREPO_FINALIZER], "resourceVersion": meta["resourceVersion"]}},
-            _request_timeout=self.request_timeout)
-
     def _verdict(self, raw: Raw, status: GitRepoStatus, verdict: plan.Verdict, **fields: Any) -> Outcome:
         """Write the verdict (phase, message, the kstatus conditions) and `fields` into status; the queue's answer."""
-        generation = (raw.get("metadata") or {}).get("generation")
+        generation = Obj(raw).generation
         now = rfc3339_seconds(time.time())
         story = conditions(verdict.state, verdict.reason, verdict.message[:MESSAGE_MAX], generation=generation,
                            previous=list(status.conditions), now=now)
         patch = {**fields, "phase": verdict.phase, "message": verdict.message[:MESSAGE_MAX],
                  "conditions": [c.model_dump(by_alias=True, exclude_none=True) for c in story],
                  "observedGeneration": generation}
-        current = raw.get("status") or {}
+        current = Obj(raw).status
         if any(current.get(key) != value for key, value in patch.items() if key not in ("lastSyncTime",)):
             if verdict.state != "ready" or current.get("phase") != "Ready":
                 LOG.info("%s: %s", _ref(raw), verdict.message)
@@ -318,10 +312,7 @@ class GitRepoController:
         return Outcome.done()
 
     def _patch_status(self, raw: Raw, fields: Mapping[str, Any]) -> None:
-        meta = raw["metadata"]
-        self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, meta["namespace"], GITREPOS, meta["name"],
-                                                          {"status": dict(fields)},
-                                                          _request_timeout=self.request_timeout)
+        self.status.write_entries(raw, {(key,): value for key, value in fields.items()})
 
 
 class _Managed:
@@ -349,5 +340,5 @@ def _decode(value: str) -> str:
 
 
 def _ref(raw: Raw) -> str:
-    meta = raw.get("metadata") or {}
-    return f"HubGitRepo {meta.get('namespace')}/{meta.get('name')}"
+    obj = Obj(raw)
+    return f"HubGitRepo {obj.namespace}/{obj.name}"

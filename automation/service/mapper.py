@@ -397,7 +397,8 @@ class Mapper(Loop):
     with the `Pass` (its answer, whether that is new, the keys it found): the shared ingress ConfigMap sync (on a
     new answer), the mesh's group states (every pass: they follow the clusters' statuses, which resolve never
     reads), the discovery queue (the pass's keys). A hook that raises is logged; the others still run.
-    Transit stacks (stacks.transit) are keys too: queued when their inputs change, appear or go.
+    Transit stacks (stacks.transit) are not its keys: the transit controller's hook queues them in its own queue
+    (automation/service/transit.py, TransitKeys).
     A new value of the reconcile-request annotation queues the key at once and `reset`s its backoff.
     """
 
@@ -407,9 +408,8 @@ class Mapper(Loop):
         super().__init__("mapper")
         self.cache, self.desired = cache, desired
         self.add, self.add_after, self.triage, self.reset = add, add_after, triage, reset
-        self.hooks = tuple(hooks)
+        self.hooks: list[Hook] = list(hooks)  # in order; a controller set up later adds its own (before start)
         self._seen: dict[str, Fingerprint] = {}
-        self._seen_transit: dict[str, str | None] = {}  # transit stack -> digest last queued for (None: to go)
         self._resolution: FleetAnswer | None = None
         self.enqueued = 0
         self.mapped_revision = -1  # the cache revision the last pass saw (a later one: changes not mapped yet)
@@ -478,20 +478,6 @@ class Mapper(Loop):
                 self._enqueue(key)
             else:
                 self.add_after(key, due)
-        self._map_transit(resolution)
-
-    def _map_transit(self, resolution: FleetAnswer) -> None:
-        """Queue each transit stack whose inputs changed, and each one recorded but no longer wanted."""
-        recorded = set(((self.cache.hub_status.get("mesh") or {}).get("transit") or {}))
-        for stack in sorted(set(resolution.transit) | recorded | set(self._seen_transit)):
-            wanted = resolution.transit.get(stack)
-            digest = wanted.digest() if wanted is not None else None
-            if digest is None and stack not in recorded:
-                self._seen_transit.pop(stack, None)
-                continue
-            if self._seen_transit.get(stack, "") != digest:
-                self._seen_transit[stack] = digest
-                self._enqueue(stack)
 
     def _enqueue(self, key: str) -> None:
         self.enqueued += 1

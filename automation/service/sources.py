@@ -1,7 +1,8 @@
 """The sources controller: one HubCluster per opted-in Cluster API Cluster or Hive ClusterDeployment.
 
-A controller on the shared runtime (automation/kit/runtime.py), keyed by source object ("<kind>|ns/name"). It
-reads the source (and, for Cluster API, its infrastructure object, in the same namespace only) and asks
+A controller on the shared runtime (automation/kit/runtime.py), keyed by source object ("<kind>|ns/name"):
+`setup(manager, ...)` declares its informers and watches. It talks to the API server through the controller kit's
+object port (automation/kit/objects.py) and finalizer helper (automation/kit/finalizers.py). It reads the source (and, for Cluster API, its infrastructure object, in the same namespace only) and asks
 stacks.sources.derive, the one rule the offline plan uses too, what HubCluster it stands for:
 
 - taken (the annotation `hubwright.io/enabled: "true"`, in a namespace HubConfig spec.sources allows): our
@@ -23,19 +24,29 @@ stacks.sources.derive, the one rule the offline plan uses too, what HubCluster i
 Note: a finalizer keeps the source object visible; it cannot stop Cluster API's or Hive's own deletion, which
 starts on the deletion timestamp. Cluster API deletes the machines and the control plane before the
 infrastructure (the VPC), which in practice gives the stacks their time (docs/sources.md).
+
+How it writes: a derived HubCluster is created with an ownerReference to its source (controller: true), so the
+garbage collector deletes it with the source too; updated by a merge patch that nulls what the source no longer
+says; deleted with a uid precondition (never a later object of the same name). Our finalizer on the source is added and
+removed at the resourceVersion it was read at, so a concurrent edit (CAPA's own finalizers) is never lost. The
+condition `hubwright.io/SourceHeld` (stacks.sources.held) is written the same way, on the status subresource: the
+whole list at the resourceVersion it was read at (Hive's list is atomic: an apply would claim all of it), a 409
+retried by the queue against the next cached copy. Events go on the source object itself.
 """
 from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Any, Callable, Hashable, Iterable, Mapping
+from typing import Any, Callable, Hashable, Iterable, Literal, Mapping
 
-from automation.adapters.kube.informer import Raw, object_key
-from automation.adapters.kube.sources import SourceClient
-from automation.adapters.kube.status import EventRecorder
+from automation.adapters.kube.informer import Raw, Source, Store
+from automation.kit.finalizers import ensure_finalizer, release_finalizer
+from automation.kit.objects import HUBCLUSTERS, Conflict, Kind, Obj, Objects
+from automation.kit.queue import Outcome
+from automation.kit.runtime import Manager
+from automation.kit.status import StatusWriter
 from automation.service.cache import Cache
 from automation.service.clusters.reconciler import up_to_date
-from automation.kit.queue import Outcome
 from automation.service.snapshot import DesiredView
 from stacks.inputs import StackInputs
 from stacks.model.cluster import Cluster
@@ -47,6 +58,7 @@ from stacks.sources.hold import held_since, hold
 from stacks.sources.kinds import SourceKind
 from stacks.sources.optin import overrides_source
 from stacks.sources.outcome import Derived, Pending, Refused
+from stacks.sources.watched import watched_version
 from stacks.status import ClusterStatus
 
 LOG = logging.getLogger("hubwright.sources")
@@ -56,25 +68,34 @@ WAIT = 2.0  # seconds between looks while a released source waits for its HubClu
 
 
 def source_key(kind: SourceKind, raw: Raw) -> str:
-    return f"{kind.qualified}|{object_key(raw)}"
+    return f"{kind.qualified}|{Obj(raw).key}"
 
 
-def controller_ref(raw: Raw | None) -> dict[str, Any] | None:
-    for ref in ((raw or {}).get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref
-    return None
+def kind_of(source: SourceKind) -> Kind:
+    """The source kind as the object port reaches it: at the version watched."""
+    return Kind(source.group, watched_version(source), source.plural, source.kind)
+
+
+def controller_ref(raw: Raw | None) -> Mapping[str, Any] | None:
+    return next((ref for ref in Obj(raw or {}).owner_references if ref.get("controller")), None)
+
+
+def write_conditions(objects: Objects, kind: SourceKind, raw: Raw, conditions: list[Raw]) -> Raw | None:
+    """Write the source's status.conditions whole, at the resourceVersion it was read at (Conflict on a 409: the
+    queue retries against the next cached copy); the object as written, None when it is gone."""
+    return StatusWriter(objects, kind_of(kind)).write_entries(raw, {("conditions",): conditions}, at_version=True)
 
 
 class Sources:
     """The controller's reconcile and what maps events to its keys."""
 
-    def __init__(self, *, kinds: Iterable[SourceKind], stores: Mapping[str, Any], cache: Cache, desired: DesiredView,
-                 kube: SourceClient, events: EventRecorder):
+    def __init__(self, *, kinds: Iterable[SourceKind], stores: Mapping[str, Store], cache: Cache,
+                 desired: DesiredView, objects: Objects):
         self.kinds = {k.qualified: k for k in kinds}
-        # Kind.group -> Store (the runtime's, one informer per kind): the sources' and the infrastructure kinds'
+        # SourceKind.qualified -> Store (the runtime's, one informer per kind): the sources' and the infrastructure
+        # kinds'
         self.stores = stores
-        self.cache, self.desired, self.kube, self.events = cache, desired, kube, events
+        self.cache, self.desired, self.objects = cache, desired, objects
         self._said: dict[str, str] = {}  # key -> the last refusal or wait an Event told (told once)
         self._held: dict[str, datetime] = {}  # key -> when this service first held it (a source not deleted)
 
@@ -85,22 +106,21 @@ class Sources:
     def keys_of_related(self, related: SourceKind) -> Callable[[str, Raw], list[Hashable]]:
         """An infrastructure object changed: the sources in its namespace that reference it."""
         def keys(event: str, raw: Raw) -> list[Hashable]:
-            meta = raw.get("metadata") or {}
-            return [key for key in self._all_keys(meta.get("namespace"))
-                    if self._references(key, related, meta.get("name"))]
+            obj = Obj(raw)
+            return [key for key in self._all_keys(obj.namespace) if self._references(key, related, obj.name)]
         return keys
 
     def keys_of_cluster(self, event: str, raw: Raw) -> list[Hashable]:
         """A HubCluster changed: the source that controls it (a released source waits for it to go)."""
-        ref = controller_ref(raw)
-        ns = (raw.get("metadata") or {}).get("namespace")
+        ref, obj = controller_ref(raw), Obj(raw)
+        ns = obj.namespace
         if ref is None:
-            return [k for k in self._all_keys(ns) if str(k).split("|", 1)[1] == object_key(raw)]
+            return [k for k in self._all_keys(ns) if str(k).split("|", 1)[1] == obj.key]
         return [f"{kind.qualified}|{ns}/{ref.get('name')}" for kind in self.kinds.values()
                 if kind.kind == ref.get("kind") and str(ref.get("apiVersion", "")).startswith(f"{kind.group}/")]
 
     def keys_of_namespace(self, event: str, raw: Raw) -> list[Hashable]:
-        return self._all_keys((raw.get("metadata") or {}).get("name"))
+        return self._all_keys(Obj(raw).name)
 
     def keys_of_hub(self, event: str, raw: Raw) -> list[Hashable]:
         return self._all_keys(None)
@@ -114,9 +134,8 @@ class Sources:
 
     def _references(self, key: Hashable, related: SourceKind, name: str | None) -> bool:
         kind_name, obj = str(key).split("|", 1)
-        raw = self.stores[kind_name].get(obj) or {}
-        spec = raw.get("spec") or {}
-        return any((ref or {}).get("name") == name and (ref or {}).get("kind") == related.kind
+        spec = Obj(self.stores[kind_name].get(obj) or {}).spec
+        return any(isinstance(ref, Mapping) and ref.get("name") == name and ref.get("kind") == related.kind
                    for ref in (spec.get("infrastructureRef"), spec.get("controlPlaneRef")))
 
     # ------------------------------------------------------------------ reconcile
@@ -131,10 +150,9 @@ class Sources:
         hub = self.cache.shared().hub
         if not isinstance(hub, HubConfig):
             return Outcome.done()  # no valid HubConfig: nothing is taken or released (its event queues us again)
-        meta = src.get("metadata") or {}
-        ns = str(meta.get("namespace"))
+        ns = str(Obj(src).namespace)
         current = self.cache.get(obj)
-        deleting = bool(meta.get("deletionTimestamp"))
+        deleting = Obj(src).deleting
         result = None if deleting else derive(
             src, self._related(ns), owner_account=self.cache.annotations_of(ns).get(OWNER_ACCOUNT_ANNOTATION),
             hub=hub)
@@ -142,7 +160,8 @@ class Sources:
             return self._release(kind, key, src, current, hub)
         self._held.pop(key, None)
         if isinstance(result, (Refused, Pending)):
-            self._tell(key, src, "Warning" if isinstance(result, Refused) else "Normal", result.reason, str(result))
+            self._tell(kind, key, src, "Warning" if isinstance(result, Refused) else "Normal", result.reason,
+                       str(result))
             return Outcome.done()
         return self._keep(kind, key, src, current, result)
 
@@ -159,36 +178,37 @@ class Sources:
 
     def _keep(self, kind: SourceKind, key: str, src: Raw, current: Raw | None, derived: Derived) -> Outcome:
         ref = controller_ref(current)
-        uid = (src.get("metadata") or {}).get("uid")
+        uid = Obj(src).uid
         if current is not None and ref is not None and ref.get("uid") != uid:
-            self._tell(key, src, "Warning", "NameTaken",
-                       f"HubCluster {object_key(current)} is kept for {ref.get('kind')} {ref.get('name')} already: "
+            self._tell(kind, key, src, "Warning", "NameTaken",
+                       f"HubCluster {Obj(current).key} is kept for {ref.get('kind')} {ref.get('name')} already: "
                        "rename one of them")
             return Outcome.done()
-        if current is not None and ref is None and \
-                overrides_source((current.get("metadata") or {}).get("annotations") or {}):
-            self._tell(key, src, "Normal", "Overridden",
-                       f"HubCluster {object_key(current)} is hand-written with {OVERRIDES_SOURCE_ANNOTATION}: "
+        if current is not None and ref is None and overrides_source(Obj(current).annotations):
+            self._tell(kind, key, src, "Normal", "Overridden",
+                       f"HubCluster {Obj(current).key} is hand-written with {OVERRIDES_SOURCE_ANNOTATION}: "
                        "\"true\" and is kept as written")
             return self._release_finalizer(kind, src)
         cleared = without_held(src)  # taken again: the hold it said is over
         if cleared is not None:
-            written = self.kube.set_conditions(kind, src, cleared)
+            written = write_conditions(self.objects, kind, src, cleared)
             if written is None:
                 return Outcome.done()
             src = written
-        if not self.kube.set_finalizer(kind, src, True):
+        if ensure_finalizer(self.objects, kind_of(kind), src, SOURCE_FINALIZER) is None:
             return Outcome.done()
         if current is None:
-            if self.kube.create_cluster(derived.doc):
-                self._tell(key, src, "Normal", "HubClusterCreated", f"HubCluster {derived.key} created")
+            if self._create(derived.doc):
+                self._tell(kind, key, src, "Normal", "HubClusterCreated", f"HubCluster {derived.key} created")
             return Outcome.done()
         patch = derived.merge_patch(current)
         if patch is not None:
             adopted = ref is None
-            if self.kube.patch_cluster(current, patch) and adopted:
-                self._tell(key, src, "Normal", "HubClusterAdopted",
-                           f"hand-written HubCluster {object_key(current)} now follows this object (its stack is "
+            current_obj = Obj(current)
+            patched = self.objects.patch(HUBCLUSTERS, current_obj.name, patch, current_obj.namespace)
+            if patched is not None and adopted:
+                self._tell(kind, key, src, "Normal", "HubClusterAdopted",
+                           f"hand-written HubCluster {current_obj.key} now follows this object (its stack is "
                            f"kept); annotate it {OVERRIDES_SOURCE_ANNOTATION}: \"true\" to keep it as written")
         self._said.pop(key, None)
         return Outcome.done()
@@ -196,32 +216,32 @@ class Sources:
     def _release(self, kind: SourceKind, key: str, src: Raw, current: Raw | None, hub: HubConfig) -> Outcome:
         """Not taken (any more): the HubCluster it controls goes, then, once its group converged (or at the bound),
         our finalizer."""
-        meta = src.get("metadata") or {}
+        source = Obj(src)
         ref = controller_ref(current)
         own: list[str] = []
-        if current is not None and ref is not None and ref.get("uid") == meta.get("uid"):
-            if not (current.get("metadata") or {}).get("deletionTimestamp"):
-                self.kube.delete_cluster(current)
-                self._tell(key, src, "Normal", "HubClusterDeleted",
-                           f"HubCluster {object_key(current)} deleted: its stack is destroyed first")
-            own.append(f"HubCluster {object_key(current)}")
-        elif self.desired.inputs(object_key(src)) is not None:
-            own.append(f"the stack of {object_key(src)}")  # the mapper has not resolved the fleet without it yet
-        if SOURCE_FINALIZER not in (meta.get("finalizers") or []):
+        if current is not None and ref is not None and ref.get("uid") == source.uid:
+            if not Obj(current).deleting:
+                self._delete(current)
+                self._tell(kind, key, src, "Normal", "HubClusterDeleted",
+                           f"HubCluster {Obj(current).key} deleted: its stack is destroyed first")
+            own.append(f"HubCluster {Obj(current).key}")
+        elif self.desired.inputs(source.key) is not None:
+            own.append(f"the stack of {source.key}")  # the mapper has not resolved the fleet without it yet
+        if SOURCE_FINALIZER not in source.finalizers:
             return Outcome.done(WAIT) if own else Outcome.done()
         now = datetime.now(timezone.utc)
-        decided = hold(own=own, namespace=str(meta.get("namespace")), labels=meta.get("labels") or {},
+        decided = hold(own=own, namespace=str(source.namespace), labels=source.labels,
                        shares=self._shares(), converged=self._converged, hub=hub,
-                       since=held_since(meta.get("deletionTimestamp"), self._held.setdefault(key, now)), now=now)
+                       since=held_since(source.deletion_timestamp, self._held.setdefault(key, now)), now=now)
         if not decided.release:
             # Said once per fact (what it waits for), on the source itself, not a log line every WAIT: an Event, and
             # the condition `kubectl get -o yaml` shows for as long as it holds.
             waiting = decided.waiting_message()
-            self._tell(key, src, "Normal", "WaitingForPeers", waiting)
+            self._tell(kind, key, src, "Normal", "WaitingForPeers", waiting)
             self._show_hold(kind, src, True, "WaitingForPeers", waiting, now)
             return Outcome.done(WAIT)
         if decided.expired:
-            self._tell(key, src, "Warning", "ReleasedUnconverged", decided.message())
+            self._tell(kind, key, src, "Warning", "ReleasedUnconverged", decided.message())
         shown = self._show_hold(kind, src, False, "ReleasedUnconverged" if decided.expired else "Released",
                                 decided.message() if decided.expired else RELEASED, now)
         return self._release_finalizer(kind, shown) if shown is not None else Outcome.done()
@@ -230,15 +250,32 @@ class Sources:
                    ) -> Raw | None:
         """The condition on the source saying whether our finalizer holds it (stacks.sources.held), written when it
         changes; the source as it is now (None: gone). A release is not written on an object that goes with it."""
-        meta = src.get("metadata") or {}
-        if not held and meta.get("deletionTimestamp") and (meta.get("finalizers") or []) == [SOURCE_FINALIZER]:
+        source = Obj(src)
+        if not held and source.deleting and source.finalizers == [SOURCE_FINALIZER]:
             return src
         conditions = with_held(src, held=held, reason=reason, message=message, now=now)
-        return src if conditions is None else self.kube.set_conditions(kind, src, conditions)
+        return src if conditions is None else write_conditions(self.objects, kind, src, conditions)
 
     def _release_finalizer(self, kind: SourceKind, src: Raw) -> Outcome:
-        self.kube.set_finalizer(kind, src, False)
+        release_finalizer(self.objects, kind_of(kind), src, SOURCE_FINALIZER)
         return Outcome.done()
+
+    def _create(self, doc: Raw) -> bool:
+        """Create the derived HubCluster; False when one of that name exists already (the cache will show it)."""
+        try:
+            self.objects.create(HUBCLUSTERS, doc)
+        except Conflict:
+            return False
+        return True
+
+    def _delete(self, current: Raw) -> None:
+        """Delete the HubCluster this source controls, with its uid as a precondition: never a later one of the same
+        name (a 409: not ours to delete); gone already is fine."""
+        obj = Obj(current)
+        try:
+            self.objects.delete(HUBCLUSTERS, obj.name, obj.namespace, uid=obj.uid)
+        except Conflict:
+            pass
 
     def _shares(self) -> dict[str, str | None]:
         """Cluster key -> the mesh group its desired inputs give it a share of (admitted members only)."""
@@ -255,16 +292,41 @@ class Sources:
         if entry is None or not isinstance(desired, StackInputs):
             return True  # gone, refused or registered only: it runs nothing, so it converges to nothing
         try:
-            status = ClusterStatus.model_validate(entry.raw.get("status") or {})
+            status = ClusterStatus.model_validate(Obj(entry.raw).status)
         except ValueError:
             return True
         return up_to_date(status, desired.digest())
 
-    def _tell(self, key: str, src: Raw, type_: str, reason: str, message: str) -> None:
+    def _tell(self, kind: SourceKind, key: str, src: Raw, type_: Literal["Normal", "Warning"], reason: str,
+              message: str) -> None:
         """An Event on the source, once per message (a refusal is not repeated on every resync)."""
         if self._said.get(key) == message:
             return
         self._said[key] = message
         LOG.info("%s: %s: %s", key, reason, message)
-        self.events.event(src, "Warning" if type_ == "Warning" else "Normal", reason, message[:1024])
+        self.objects.event(kind_of(kind), src, type_, reason, message[:1024])
 
+
+
+def setup(manager: Manager, *, kinds: Iterable[SourceKind], related: Iterable[SourceKind],
+          source: Callable[[SourceKind], Source], cache: Cache, desired: DesiredView,
+          objects: Objects) -> Sources | None:
+    """The sources controller on `manager` (None: no source kind is watched): an informer per source and
+    infrastructure kind (`source(kind)`: how to list it), and its watches: a source object, an infrastructure object
+    its sources reference, the HubCluster a source controls, a namespace (its owner account, its policy), the
+    HubConfig (spec.sources)."""
+    kinds, related = list(kinds), list(related)
+    if not kinds:
+        return None
+    stores = {kind.qualified: manager.source(source(kind)) for kind in (*kinds, *related)}
+    sources = Sources(kinds=kinds, stores=stores, cache=cache, desired=desired, objects=objects)
+    controller = manager.controller("sources", sources.reconcile)
+    for kind in kinds:
+        controller.watches(kind.qualified, sources.keys_of_source(kind))
+    for kind in related:
+        controller.watches(kind.qualified, sources.keys_of_related(kind))
+    controller.watches("clusters", sources.keys_of_cluster)
+    controller.watches("namespaces", sources.keys_of_namespace)
+    controller.watches("hubconfigs", sources.keys_of_hub)
+    LOG.info("watching cluster sources: %s", ", ".join(k.qualified for k in kinds))
+    return sources

@@ -4,12 +4,13 @@
              Informer(clusters)   ─► ClusterCounts    ─┼─► WorkQueue ──► one worker ──► reconcile(tenant)
              Informer(namespaces) ─► NamespaceMarks   ─┘   (+ a resync of every Tenant each `resync` seconds)
 
-It owns no informer: the runtime's (automation/kit/runtime.py) are shared with the stacks controller, so
-Clusters are watched once, in --watch-namespace when set. The Tenants' informer keeps them in a TenantStore;
-ClusterCounts and NamespaceMarks are handlers of the Clusters' and Namespaces' informers (whose stores are the
-service's Cache) that keep only what a Tenant's reconcile reads.
-Only the leader runs it (automation/service/serve.py registers it on the pipeline's Manager).
-What it makes of a Tenant is decided in stacks.admission; here it is read from and written to the API server:
+`setup(manager, objects=, source=, hub_account=)` declares its watches on the runtime (automation/kit/runtime.py):
+the Tenants' source (their informer keeps them in a TenantStore), and handlers of the Clusters' and Namespaces'
+informers, shared with the stacks controller (so Clusters are watched once, in --watch-namespace when set), that
+keep only what a Tenant's reconcile reads (ClusterCounts, NamespaceMarks).
+Only the leader runs it (automation/service/serve.py calls setup on the pipeline's Manager).
+What it makes of a Tenant is decided in stacks.admission; here it is read from and written to the API server,
+through the object port (automation.kit.objects.Objects) only:
 
 - the finalizer stacks.names.TENANT_FINALIZER, before anything is made;
 - the namespace (Tenant.namespace): created when missing, or adopted when stacks.admission.adoption_refusal
@@ -34,7 +35,8 @@ that kept namespace: nothing is lost, and its stack still follows the namespace'
 An invalid Tenant, or one stacks.admission.tenant_refusal refuses (the hub account as its account, a namespace
 that belongs to someone else or is owned by another account), gets a status.message (and, when refused, a
 Stalled condition naming the reason) and nothing else.
-API errors are logged and the Tenant retried with backoff (the work queue's).
+API errors (ApiError) are logged and the Tenant retried with backoff (the work queue's); a conflict (409) of a
+finalizer edit is retried at once on a fresh read (automation/kit/finalizers.py), any other by the queue.
 """
 from __future__ import annotations
 
@@ -44,21 +46,21 @@ import time
 from collections import Counter
 from typing import Any, Callable, Mapping
 
-from kubernetes import client
-from kubernetes.client.rest import ApiException
-
 from automation.adapters.backoff import Backoff
+from automation.adapters.kube.informer import DictStore, Raw, Source
 from automation.adapters.loop import Every
-from automation.adapters.kube.calls import or_none
-from stacks.times import rfc3339_seconds
-from automation.adapters.kube.informer import DictStore, Raw, Source, object_key
+from automation.kit.finalizers import ensure_finalizer, release_finalizer
+from automation.kit.objects import (CLUSTERROLEBINDINGS, CLUSTERROLES, HUBCLUSTERS, HUBTENANTS, NAMESPACES,
+                                    RESOURCEQUOTAS, ROLEBINDINGS, Conflict, Obj, Objects)
 from automation.kit.queue import Outcome, WorkQueue
-from automation.kit.runtime import Manager
+from automation.kit.runtime import Controller, Manager
+from automation.kit.status import StatusWriter
 from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, TENANT_QUOTA,
                               admins_rolebinding, namespace_metadata, released_metadata, tenant_of,
                               tenant_quota, tenant_reader, tenant_refusal)
-from stacks.names import CLUSTERS, GROUP, TENANT_FINALIZER, TENANT_LABEL, TENANTS, VERSION
+from stacks.names import GROUP, TENANT_FINALIZER, TENANT_LABEL
 from stacks.registry import Tenant
+from stacks.times import rfc3339_seconds
 
 LOG = logging.getLogger("hubwright.tenants")
 
@@ -76,7 +78,7 @@ class TenantStore(DictStore):
         self._index_lock = threading.Lock()
 
     def _changed(self, kind: str, raw: Raw) -> None:
-        name = str((raw.get("metadata") or {}).get("name"))
+        name = Obj(raw).name
         with self._index_lock:
             if kind == "DELETED":
                 self._namespaces.pop(name, None)
@@ -90,8 +92,8 @@ class TenantStore(DictStore):
 
 
 def _namespaces_of(raw: Raw) -> set[str]:
-    spec, status = raw.get("spec") or {}, raw.get("status") or {}
-    found = {spec.get("namespace") or (raw.get("metadata") or {}).get("name"), status.get("namespace")}
+    obj = Obj(raw)
+    found = {obj.spec.get("namespace") or obj.name, obj.status.get("namespace")}
     return {ns for ns in found if isinstance(ns, str)}
 
 
@@ -107,7 +109,8 @@ class ClusterCounts:
         self._lock = threading.Lock()
 
     def __call__(self, kind: str, raw: Raw) -> None:
-        key, namespace = object_key(raw), str((raw.get("metadata") or {}).get("namespace"))
+        obj = Obj(raw)
+        key, namespace = obj.key, str(obj.namespace)
         with self._lock:
             if kind == "DELETED":
                 if self._where.pop(key, None) is None:
@@ -141,11 +144,10 @@ class NamespaceMarks:
             return self._marks.get(name)
 
     def __call__(self, kind: str, raw: Raw) -> None:
-        meta = raw.get("metadata") or {}
-        name = str(meta.get("name"))
-        marks = {"metadata": {"name": name, "labels": _ours(meta.get("labels")),
-                              "annotations": _ours(meta.get("annotations")),
-                              "deletionTimestamp": meta.get("deletionTimestamp")}}
+        obj = Obj(raw)
+        name = obj.name
+        marks = {"metadata": {"name": name, "labels": _ours(obj.labels), "annotations": _ours(obj.annotations),
+                              "deletionTimestamp": obj.deletion_timestamp}}
         with self._lock:
             old = self._marks.pop(name, None) if kind == "DELETED" else self._marks.get(name)
             if kind != "DELETED":
@@ -158,6 +160,21 @@ def _ours(values: Mapping[str, str] | None) -> dict[str, str]:
     return {key: value for key, value in (values or {}).items() if key.startswith(f"{GROUP}/")}
 
 
+# --------------------------------------------------------------------------- the watches
+
+def setup(manager: Manager, *, objects: Objects, source: Source, hub_account: Callable[[], str | None],
+          backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0) -> TenantController:
+    """The tenant controller on `manager`: the Tenants' informer (`source`: automation.adapters.kube.kit_sources.
+    tenant_source) into its TenantStore, handlers of the manager's "clusters" and "namespaces" (every namespace:
+    automation.adapters.kube.informer.sources(..., tenants=True)), one worker and the resync; started and stopped
+    with the manager. `hub_account`: the valid HubConfig's spec.accountID, None while there is none."""
+    controller = TenantController(objects, hub_account=hub_account, backoff=backoff, resync=resync)
+    controller.controller = manager.controller("tenant", controller.reconcile, queue=controller.queue, workers=1)
+    manager.source(source, controller.tenants)
+    manager.watch("clusters", controller.clusters)
+    manager.watch("namespaces", controller.namespaces)
+    manager.runnable(controller.resync)
+    return controller
 
 
 # --------------------------------------------------------------------------- the controller
@@ -165,28 +182,18 @@ def _ours(values: Mapping[str, str] | None) -> dict[str, str]:
 class TenantController:
     """Reconciles one Tenant at a time over the Manager's Tenants, Clusters and Namespaces (module docstring)."""
 
-    def __init__(self, api_client: client.ApiClient, manager: Manager, *, hub_account: Callable[[], str | None],
-                 backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0, request_timeout: float = 30.0):
-        """Registers on `manager` the Tenants' source and handlers of its "clusters" and "namespaces" (every
-        namespace: automation.adapters.kube.informer.sources(..., tenants=True)); started and stopped with it.
-        `hub_account`: the valid HubConfig's spec.accountID, None while there is none (the service's cache)."""
-        self.api_client = api_client
+    def __init__(self, objects: Objects, *, hub_account: Callable[[], str | None],
+                 backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0):
+        """Registers nothing: `setup` does."""
+        self.objects = objects
+        self.status = StatusWriter(objects, HUBTENANTS)
         self.hub_account = hub_account
-        self.request_timeout = request_timeout
-        self.custom = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
-        self.rbac = client.RbacAuthorizationV1Api(api_client)
         self.queue = WorkQueue(backoff)
         self.tenants = TenantStore(self.queue.add)
         self.clusters = ClusterCounts(self._namespace_changed)
         self.namespaces = NamespaceMarks(self._namespace_changed)
-        self.controller = manager.controller("tenant", self.reconcile, queue=self.queue, workers=1)
-        manager.source(Source(TENANTS, self.custom.list_cluster_custom_object, (GROUP, VERSION, TENANTS)),
-                       self.tenants)
-        manager.watch("clusters", self.clusters)
-        manager.watch("namespaces", self.namespaces)
         self.resync = Every("tenant-resync", resync, self._resync)
-        manager.runnable(self.resync)
+        self.controller: Controller | None = None  # set by setup
 
     def _resync(self) -> None:
         for name in self.tenants.keys():
@@ -199,21 +206,18 @@ class TenantController:
     # -- reconcile
     def reconcile(self, name: str) -> Outcome:
         """Level-triggered: reads the Tenant afresh and brings its namespace, RoleBinding and status in line.
-        An ApiException propagates: the worker logs it and the Tenant comes back with backoff."""
-        try:
-            raw = self.custom.get_cluster_custom_object(GROUP, VERSION, TENANTS, name)
-        except ApiException as exc:
-            if exc.status == 404:
-                return Outcome.done()
-            raise
-        if (raw.get("metadata") or {}).get("deletionTimestamp"):
+        An ApiError propagates: the worker logs it and the Tenant comes back with backoff."""
+        raw = self.objects.get(HUBTENANTS, name)
+        if raw is None:
+            return Outcome.done()
+        if Obj(raw).deleting:
             return self._finalize(raw)
         tenant, problem = tenant_of(raw)
         if tenant is None:
             self._status(raw, message=f"invalid: {problem}")
             return Outcome.done()
         namespace = tenant.namespace
-        previous = (raw.get("status") or {}).get("namespace")
+        previous = Obj(raw).status.get("namespace")
         if previous and previous != namespace:  # a cluster administrator moved the tenant: let the old one go
             held = self._live_count(previous)
             if held:
@@ -227,24 +231,28 @@ class TenantController:
             # Looked at again soon: the HubConfig (at once while it is unknown) or the namespace may change.
             return Outcome.done(2.0 if refusal[0] == HUB_ACCOUNT_UNKNOWN else min(30.0, self.resync.interval))
 
-        raw = self._add_finalizer(raw)
+        held_raw = ensure_finalizer(self.objects, HUBTENANTS, raw, TENANT_FINALIZER)
+        if held_raw is None:
+            return Outcome.done()  # gone meanwhile
+        raw = held_raw
         if previous and previous != namespace:
             self._release(name, previous)
+        uid = str(Obj(raw).uid)
         self._ensure_namespace(tenant, current)
         self._ensure_admins(tenant)
-        self._ensure_quota(tenant, raw["metadata"]["uid"])
-        self._ensure_reader(tenant, raw["metadata"]["uid"])
+        self._ensure_quota(tenant, uid)
+        self._ensure_reader(tenant, uid)
         self._status(raw, namespace=namespace, clusters=self.clusters.count(namespace), message=None, conditions=None)
         return Outcome.done()
 
     def _finalize(self, raw: Raw) -> Outcome:
-        meta = raw["metadata"]
-        name = meta["name"]
-        if TENANT_FINALIZER not in (meta.get("finalizers") or []):
+        obj = Obj(raw)
+        name = obj.name
+        if TENANT_FINALIZER not in obj.finalizers:
             return Outcome.done()
         # The namespace it made is the one its status names (its spec may have changed or turned invalid since);
         # without one (it stopped between making the namespace and writing the status), the spec's if marked ours.
-        namespace = (raw.get("status") or {}).get("namespace")
+        namespace = obj.status.get("namespace")
         if namespace is None:
             tenant, _ = tenant_of(raw)
             if tenant is not None and self._labelled(name, self._read_namespace(tenant.namespace)):
@@ -257,30 +265,24 @@ class TenantController:
                                      "to be deleted")
                 return Outcome.done()  # each Cluster's deletion brings the Tenant back
             self._release(name, namespace)
-        self._patch_tenant(name, {"metadata": {"finalizers": [f for f in meta["finalizers"] if f != TENANT_FINALIZER],
-                                               "resourceVersion": meta["resourceVersion"]}})
+        release_finalizer(self.objects, HUBTENANTS, raw, TENANT_FINALIZER)
         LOG.info("Tenant %s: released namespace %s; finalizer removed", name, namespace)
         return Outcome.done()
 
     # -- the pieces
     def _read_namespace(self, namespace: str) -> Raw | None:
-        try:
-            return self.api_client.sanitize_for_serialization(self.core.read_namespace(namespace))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self.objects.get(NAMESPACES, namespace)
 
     def _ensure_namespace(self, tenant: Tenant, current: Raw | None) -> None:
         wanted = namespace_metadata(tenant)
         if current is None:
             # A namespace made meanwhile fails this (409): the retry judges it as an existing one.
-            self.core.create_namespace({"metadata": {"name": tenant.namespace, **wanted}})
+            self.objects.create(NAMESPACES, {"metadata": {"name": tenant.namespace, **wanted}})
             LOG.info("Tenant %s: created namespace %s", tenant.metadata.name, tenant.namespace)
             return
-        meta = current.get("metadata") or {}
+        meta = Obj(current).meta
         if any(_differs(meta.get(part), values) for part, values in wanted.items()):
-            self.core.patch_namespace(tenant.namespace, {"metadata": wanted})
+            self.objects.patch(NAMESPACES, tenant.namespace, {"metadata": wanted})
             adopted = not self._labelled(tenant.metadata.name, current)
             LOG.info("Tenant %s: %s namespace %s", tenant.metadata.name, "adopted" if adopted else "updated",
                      tenant.namespace)
@@ -288,132 +290,105 @@ class TenantController:
     def _ensure_admins(self, tenant: Tenant) -> None:
         wanted = admins_rolebinding(tenant)
         namespace = tenant.namespace
-        current = or_none(lambda: self.rbac.read_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace))
+        have = self.objects.get(ROLEBINDINGS, TENANT_ADMINS_ROLEBINDING, namespace)
         if wanted is None:
-            if current is not None:
-                self._delete_rolebinding(namespace)
+            if have is not None:
+                self.objects.delete(ROLEBINDINGS, TENANT_ADMINS_ROLEBINDING, namespace)
             return
-        if current is None:
-            self.rbac.create_namespaced_role_binding(namespace, wanted)
+        if have is None:
+            self.objects.create(ROLEBINDINGS, wanted, namespace)
             return
-        have = self.api_client.sanitize_for_serialization(current)
         if have.get("roleRef") != wanted["roleRef"]:  # immutable: replace the binding
-            self._delete_rolebinding(namespace)
-            self.rbac.create_namespaced_role_binding(namespace, wanted)
+            self.objects.delete(ROLEBINDINGS, TENANT_ADMINS_ROLEBINDING, namespace)
+            self.objects.create(ROLEBINDINGS, wanted, namespace)
         elif _subjects(have.get("subjects")) != _subjects(wanted["subjects"]) or \
-                _differs(have["metadata"].get("labels"), wanted["metadata"]["labels"]):
-            self.rbac.patch_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace, {
-                "metadata": {"labels": wanted["metadata"]["labels"],
-                             "resourceVersion": have["metadata"]["resourceVersion"]},
-                "subjects": wanted["subjects"]})
+                _differs(Obj(have).labels, Obj(wanted).labels):
+            self.objects.patch(ROLEBINDINGS, TENANT_ADMINS_ROLEBINDING, {
+                "metadata": {"labels": dict(Obj(wanted).labels), "resourceVersion": Obj(have).resource_version},
+                "subjects": wanted["subjects"]}, namespace)
 
     def _ensure_quota(self, tenant: Tenant, uid: str) -> None:
         wanted = tenant_quota(tenant, uid)
         namespace = tenant.namespace
-        current = or_none(lambda: self.core.read_namespaced_resource_quota(TENANT_QUOTA, namespace,
-                                                                            _request_timeout=self.request_timeout))
+        have = self.objects.get(RESOURCEQUOTAS, TENANT_QUOTA, namespace)
         if wanted is None:
-            if current is not None:
-                self._delete_quota(namespace)
+            if have is not None:
+                self.objects.delete(RESOURCEQUOTAS, TENANT_QUOTA, namespace)
             return
-        if current is None:
-            self.core.create_namespaced_resource_quota(namespace, wanted, _request_timeout=self.request_timeout)
+        if have is None:
+            self.objects.create(RESOURCEQUOTAS, wanted, namespace)
             LOG.info("Tenant %s: quota %s in namespace %s", tenant.metadata.name, wanted["spec"]["hard"], namespace)
             return
-        have = self.api_client.sanitize_for_serialization(current)
-        if (have.get("spec") or {}).get("hard") != wanted["spec"]["hard"] or \
-                have["metadata"].get("ownerReferences") != wanted["metadata"]["ownerReferences"]:
-            self.core.patch_namespaced_resource_quota(TENANT_QUOTA, namespace, {
-                "metadata": {"labels": wanted["metadata"]["labels"],
-                             "ownerReferences": wanted["metadata"]["ownerReferences"],
-                             "resourceVersion": have["metadata"]["resourceVersion"]},
-                "spec": {"hard": wanted["spec"]["hard"]}}, _request_timeout=self.request_timeout)
+        obj, want = Obj(have), Obj(wanted)
+        if obj.spec.get("hard") != want.spec["hard"] or obj.meta.get("ownerReferences") != want.owner_references:
+            self.objects.patch(RESOURCEQUOTAS, TENANT_QUOTA, {
+                "metadata": {"labels": dict(want.labels), "ownerReferences": want.owner_references,
+                             "resourceVersion": obj.resource_version},
+                "spec": {"hard": want.spec["hard"]}}, namespace)
 
     def _ensure_reader(self, tenant: Tenant, uid: str) -> None:
         """The admins' read of their own HubTenant (stacks.admission.tenant_reader): a ClusterRole, created once,
         and its binding, whose subjects follow spec.admins (none: it grants nobody). Never deleted here: both are
         owned by the Tenant, and the garbage collector removes them with it."""
         role, binding = tenant_reader(tenant, uid)
-        name, timeout = role["metadata"]["name"], self.request_timeout
+        name = Obj(role).name
         for attempt in range(3):  # a 409 is another writer (a second reconcile of the Tenant) first: read again
             try:
-                have = or_none(lambda: self.rbac.read_cluster_role_binding(name, _request_timeout=timeout))
+                have = self.objects.get(CLUSTERROLEBINDINGS, name)
                 if have is None:
                     if not binding["subjects"]:
                         return  # nobody to grant it to: nothing is made
-                    if or_none(lambda: self.rbac.read_cluster_role(name, _request_timeout=timeout)) is None:
-                        self.rbac.create_cluster_role(role, _request_timeout=timeout)
-                    self.rbac.create_cluster_role_binding(binding, _request_timeout=timeout)
+                    if self.objects.get(CLUSTERROLES, name) is None:
+                        self.objects.create(CLUSTERROLES, role)
+                    self.objects.create(CLUSTERROLEBINDINGS, binding)
                     return
-                have = self.api_client.sanitize_for_serialization(have)
                 if _subjects(have.get("subjects")) != _subjects(binding["subjects"]):
-                    self.rbac.patch_cluster_role_binding(name, {
-                        "metadata": {"resourceVersion": have["metadata"]["resourceVersion"]},
-                        "subjects": binding["subjects"] or None}, _request_timeout=timeout)
+                    self.objects.patch(CLUSTERROLEBINDINGS, name, {
+                        "metadata": {"resourceVersion": Obj(have).resource_version},
+                        "subjects": binding["subjects"] or None})
                 return
-            except ApiException as exc:
-                if exc.status != 409 or attempt == 2:
+            except Conflict:
+                if attempt == 2:
                     raise
-
-    def _delete_quota(self, namespace: str) -> None:
-        or_none(lambda: self.core.delete_namespaced_resource_quota(TENANT_QUOTA, namespace,
-                                                                    _request_timeout=self.request_timeout))
-
-    def _delete_rolebinding(self, namespace: str) -> None:
-        or_none(lambda: self.rbac.delete_namespaced_role_binding(TENANT_ADMINS_ROLEBINDING, namespace))
 
     def _release(self, name: str, namespace: str) -> None:
         """Let a namespace this Tenant made or adopted go: its RoleBinding and tenant marks; the namespace stays."""
         if not self._labelled(name, self._read_namespace(namespace)):
             return  # not ours (never was, or another Tenant's now): leave it alone
-        self._delete_rolebinding(namespace)
-        self._delete_quota(namespace)
-        self.core.patch_namespace(namespace, {"metadata": released_metadata()})
+        self.objects.delete(ROLEBINDINGS, TENANT_ADMINS_ROLEBINDING, namespace)
+        self.objects.delete(RESOURCEQUOTAS, TENANT_QUOTA, namespace)
+        self.objects.patch(NAMESPACES, namespace, {"metadata": released_metadata()})
 
     @staticmethod
     def _labelled(name: str, namespace: Raw | None) -> bool:
-        return namespace is not None and ((namespace.get("metadata") or {}).get("labels") or {}).get(TENANT_LABEL) == name
+        return namespace is not None and Obj(namespace).labels.get(TENANT_LABEL) == name
 
     def _live_count(self, namespace: str) -> int:
         """How many Clusters the namespace holds, asked of the API server (the watch may lag a creation)."""
-        page = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, limit=1)
-        meta = page.get("metadata") or {}
+        page = self.objects.list(HUBCLUSTERS, namespace, limit=1)
+        meta = Obj(page).meta  # the list's: remainingItemCount, continue
         remaining = meta.get("remainingItemCount") or (1 if meta.get("continue") else 0)
         return len(page.get("items") or []) + int(remaining)
-
-    def _add_finalizer(self, raw: Raw) -> Raw:
-        meta = raw["metadata"]
-        finalizers = list(meta.get("finalizers") or [])
-        if TENANT_FINALIZER in finalizers:
-            return raw
-        return self._patch_tenant(meta["name"], {"metadata": {"finalizers": [*finalizers, TENANT_FINALIZER],
-                                                              "resourceVersion": meta["resourceVersion"]}})
-
-    def _patch_tenant(self, name: str, patch: Mapping[str, Any]) -> Raw:
-        """A merge patch carrying the resourceVersion it was computed from: a concurrent change fails it (409)."""
-        return self.custom.patch_cluster_custom_object(GROUP, VERSION, TENANTS, name, patch)
 
     def _status(self, raw: Raw, **fields: Any) -> None:
         """Write the status fields given (a None removes one) unless they already read so."""
         if "message" in fields and fields["message"] is not None:
             fields["message"] = fields["message"][:MESSAGE_MAX]
-        status = raw.get("status") or {}
-        if all(status.get(key) == value for key, value in fields.items()):
+        obj = Obj(raw)
+        if all(obj.status.get(key) == value for key, value in fields.items()):
             return
         if fields.get("message"):  # once per new message, not on every resync
-            LOG.info("Tenant %s: %s", raw["metadata"]["name"], fields["message"])
-        self.custom.patch_cluster_custom_object_status(GROUP, VERSION, TENANTS, raw["metadata"]["name"],
-                                                       {"status": fields})
+            LOG.info("Tenant %s: %s", obj.name, fields["message"])
+        self.status.write_entries(raw, {(key,): value for key, value in fields.items()})
 
 
 def _stalled(reason: str, message: str, raw: Raw) -> dict[str, Any]:
     """The Stalled condition of a refused Tenant (kstatus; Ready is absent while it is refused)."""
-    old: Raw = next((c for c in ((raw.get("status") or {}).get("conditions") or []) if c.get("type") == "Stalled"),
-                    {})
+    obj = Obj(raw)
+    old: Mapping[str, Any] = next((c for c in obj.status.get("conditions") or [] if c.get("type") == "Stalled"), {})
     now = old.get("lastTransitionTime") if old.get("reason") == reason else None
     return {"type": "Stalled", "status": "True", "reason": reason, "message": message[:MESSAGE_MAX],
-            "lastTransitionTime": now or rfc3339_seconds(time.time()),
-            "observedGeneration": (raw.get("metadata") or {}).get("generation")}
+            "lastTransitionTime": now or rfc3339_seconds(time.time()), "observedGeneration": obj.generation}
 
 
 def _subjects(subjects: list[Mapping[str, Any]] | None) -> list[tuple]:
@@ -424,3 +399,4 @@ def _subjects(subjects: list[Mapping[str, Any]] | None) -> list[tuple]:
 def _differs(have: Mapping[str, str] | None, want: Mapping[str, str]) -> bool:
     have = have or {}
     return any(have.get(key) != value for key, value in want.items())
+

@@ -1,164 +1,103 @@
 """The mesh's shared state: transit stacks and group states, kept in HubConfig status.mesh (stacks.transit).
 
-    TransitReconciler   `reconcile(key) -> Outcome` for a transit stack key (`_tgw_<account>`): up when its inputs
-                        changed, destroy when no group uses its network account any more; its outputs (the
-                        gateways' and route tables' IDs) go to status.mesh.transit, where the members' StackInputs
-                        read them. Runs go through the service's `Runs` (automation/service/runs.py), failures
-                        through `outcomes.judge` (the clusters' rule), and each step is an Event on the HubConfig.
+    setup(manager, ...)  the transit controller: its own queue and workers on the Manager, its reconciles sharing
+                        the engine's bound with the clusters' controller (`Slots`), and the two mapper hooks that
+                        feed it and keep the groups' states (`Transit.hooks`, in this order):
+    TransitKeys         on every mapper pass, each transit stack (`_tgw_<account>`) whose inputs changed, appeared
+                        or went (recorded in status.mesh.transit, no longer wanted) into the transit queue
     MeshStates          on every mapper pass: status.mesh.groups says what each group is built for; a
                         migration step is recorded done (`advance`) once every stack of the group applied it
                         (stacks.status.applied, the one rule). An entry the model cannot parse is reported (a log
                         line and an InvalidMeshStatus Event), then rewritten whole.
-    MeshStatusWriter    the one writer of HubConfig status.mesh: typed entries (stacks.status: GroupStatus,
-                        TransitStatus, the one model the CRD's schema comes from) as a JSON merge patch on the
-                        status subresource; None removes an entry.
+    TransitReconciler   `reconcile(stack) -> Outcome`: up when its inputs changed, destroy when no group uses its
+                        network account any more; its outputs (the gateways' and route tables' IDs) go to
+                        status.mesh.transit, where the members' StackInputs read them. Runs go through the service's
+                        `Runs` (automation/service/runs.py), failures through `outcomes.judge` (the clusters' rule),
+                        and each step is an Event on the HubConfig.
+    MeshHub             the HubConfig as these see it: the informer's copy, its status.mesh entries written through
+                        the controller kit's one status writer (automation/kit/status.py: each entry whole, typed by
+                        stacks.status's GroupStatus and TransitStatus, the others left alone), Events on it.
 
+The order of a join is the data's, not a queue's: a member's StackInputs carry its attachment only once the
+transit stack's gateway is recorded in status.mesh.transit (so its stack waits for the transit stack's first up),
+and the transit stack's inputs carry the attachments only once the members' stacks recorded them in their status
+(status.outputs.transitAttachment): transit, members, transit. Each write moves the cache, the mapper resolves
+again and queues whatever moved, each key in its own controller's queue.
 Only the leader runs these (they are part of the Pipeline), so there is one writer.
 """
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from typing import Any, Callable, Literal, Mapping, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping
 
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
 from automation.adapters.engine import Engine, RunResult
-from stacks.conditions import status_patch
-from stacks.times import rfc3339_seconds
+from automation.kit.objects import HUBCONFIGS, Objects
+from automation.kit.queue import Outcome, WorkQueue
+from automation.kit.runtime import Controller, Manager, Slots
+from automation.kit.status import Path, StatusWriter
 from automation.service.cache import Cache
-from automation.service.mapper import FleetAnswer
-from automation.kit.queue import Outcome
+from automation.service.mapper import FleetAnswer, Hook, Pass
 from automation.service.outcomes import judge
 from automation.service.runs import Runs
 from automation.service.snapshot import DesiredView
 from stacks import status as reasons
 from stacks.errors import Failure
-from stacks.names import GROUP, HUBCONFIGS, VERSION
 from stacks.status import GroupStatus, LastUpdate, MeshHubStatus, TransitOutputsStatus, TransitStatus, applied
+from stacks.times import rfc3339_seconds
 from stacks.transit import TransitInputs, advance
 
 LOG = logging.getLogger("hubwright.transit")
-TIMEOUT = 10.0  # seconds, every API call here
 
-Entry = GroupStatus | TransitStatus
-
-
-class Events(Protocol):
-    """Where Events go (automation.adapters.kube.status.EventRecorder)."""
-
-    def event(self, raw: dict[str, Any], type_: Literal["Normal", "Warning"], reason: str, message: str, *,
-              kind: str = ...) -> None: ...
+Raw = dict[str, Any]
 
 
-class MeshStatusWriter:
-    """Writes HubConfig status.mesh from typed entries: `groups` and `transit`, by key (None removes one).
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
-    An entry is written whole: the patch carries it and a null for every field, at any depth, that the entry had
-    (as the cache saw it, `recorded()`, or as this writer last sent it, in case the cache lags) and the new one
-    lacks, so no stale field outlives a write (a region gone from a transit stack's outputs, a migration's
-    `migratingTo` once it is done). Entries not named are left as they are."""
 
-    def __init__(self, api_client: client.ApiClient, hub_name: str, *,
-                 recorded: Callable[[], Mapping[str, Any]] = dict, timeout: float = TIMEOUT):
-        """`recorded()`: the HubConfig's whole status as last seen (the cache's)."""
-        self._custom = client.CustomObjectsApi(api_client)
-        self.hub_name = hub_name
-        self._recorded = recorded
-        self._timeout = timeout
-        self._lock = threading.Lock()
-        self._sent: dict[tuple[str, str], dict[str, Any]] = {}  # (field, key) -> the entry last sent
-        self._meta: dict[str, Any] | None = None  # the HubConfig's metadata, from the last answer
+def _dump(entry: GroupStatus | TransitStatus | None) -> Raw | None:
+    return None if entry is None else entry.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class MeshHub:
+    """The HubConfig as the mesh's controllers see it (module docstring). `raw()` is the copy the hubconfigs
+    informer keeps (the Cache's store): it names the object (name, uid) for the status writer and for Events."""
+
+    def __init__(self, objects: Objects, cache: Cache, *, writer: StatusWriter | None = None):
+        self.objects, self.cache = objects, cache
+        self.writer = writer if writer is not None else StatusWriter(objects, HUBCONFIGS)
+
+    @property
+    def name(self) -> str:
+        return self.cache.hub_name
+
+    def raw(self) -> Raw:
+        raw = self.cache.stores()["hubconfigs"].get(self.name)
+        return raw if raw is not None else {"metadata": {"name": self.name}, "status": self.cache.hub_status}
 
     def patch(self, *, groups: Mapping[str, GroupStatus | None] | None = None,
               transit: Mapping[str, TransitStatus | None] | None = None) -> bool:
-        """One merge patch of the named entries; False when the HubConfig is gone."""
-        with self._lock:
-            body = self.body(groups=groups or {}, transit=transit or {})
-            if not body:
-                return True
-            try:
-                answer = self._custom.patch_cluster_custom_object_status(
-                    GROUP, VERSION, HUBCONFIGS, self.hub_name, {"status": {"mesh": body}},
-                    _request_timeout=self._timeout)
-            except ApiException as exc:
-                if exc.status == 404:
-                    return False
-                self._unsure(body)
-                raise
-            except Exception:
-                self._unsure(body)
-                raise
-            self._remember(body, groups or {}, transit or {})
-            if isinstance(answer, dict) and isinstance(answer.get("metadata"), dict):
-                self._meta = answer["metadata"]
-            return True
+        """One merge patch of the named entries of status.mesh.groups and .transit, each whole (None removes one);
+        False when the HubConfig is gone."""
+        entries: dict[Path, Raw | None] = {}
+        for field, named in (("groups", groups or {}), ("transit", transit or {})):
+            entries.update({("mesh", field, key): _dump(entry) for key, entry in named.items()})
+        return self.writer.write_entries(self.raw(), entries) is not None
 
-    def body(self, *, groups: Mapping[str, GroupStatus | None],
-             transit: Mapping[str, TransitStatus | None]) -> dict[str, Any]:
-        """status.mesh's merge patch for these entries (empty: nothing to write)."""
-        mesh = self._recorded().get("mesh")
-        mesh = mesh if isinstance(mesh, Mapping) else {}
-        out: dict[str, Any] = {}
-        for field, entries in (("groups", groups), ("transit", transit)):
-            before = mesh.get(field)
-            before = before if isinstance(before, Mapping) else {}
-            part: dict[str, Any] = {}
-            for key, entry in entries.items():
-                if entry is None:
-                    part[key] = None
-                    continue
-                new = entry.model_dump(by_alias=True, exclude_none=True, mode="json")
-                olds = [doc for doc in (before.get(key), self._sent.get((field, key))) if isinstance(doc, dict)]
-                part[key] = status_patch(new, *olds)
-            if part:
-                out[field] = part
-        return out
-
-    def _remember(self, body: dict[str, Any], groups: Mapping[str, Entry | None],
-                  transit: Mapping[str, Entry | None]) -> None:
-        for field, entries in (("groups", groups), ("transit", transit)):
-            for key, entry in entries.items():
-                if entry is None:
-                    self._sent.pop((field, key), None)
-                else:
-                    self._sent[(field, key)] = entry.model_dump(by_alias=True, exclude_none=True, mode="json")
-
-    def _unsure(self, body: dict[str, Any]) -> None:
-        """A write that may or may not have landed: the next write of these entries nulls what either had."""
-        for field, part in body.items():
-            for key, value in part.items():
-                if isinstance(value, dict):
-                    old = self._sent.get((field, key), {})
-                    self._sent[(field, key)] = {**old, **{k: v for k, v in value.items() if v is not None}}
-
-    def ref(self) -> dict[str, Any]:
-        """The HubConfig as Events name it (its metadata: name, uid): from the last write's answer, else read once."""
-        with self._lock:
-            meta = self._meta
-        if meta is None:
-            try:
-                hub = self._custom.get_cluster_custom_object(GROUP, VERSION, HUBCONFIGS, self.hub_name,
-                                                             _request_timeout=self._timeout)
-                meta = hub.get("metadata") if isinstance(hub, dict) else None
-            except Exception as exc:  # noqa: BLE001 - an Event is best effort: it names the hub by name alone
-                LOG.debug("could not read HubConfig %s for an Event: %s", self.hub_name, exc)
-            with self._lock:
-                self._meta = self._meta or meta
-        meta = meta or {"name": self.hub_name}
-        return {"metadata": {k: meta.get(k) for k in ("name", "uid", "resourceVersion")}}
+    def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        """An Event on the HubConfig (a cluster-scoped object's go to `default`); never raises."""
+        self.objects.event(HUBCONFIGS, self.raw(), type_, reason, message)
 
 
 def recorded_transit(cache: Cache, stack: str) -> TransitStatus | None:
     """The transit stack's entry in status.mesh.transit, as the cache has it (None: no entry). An entry the model
     cannot parse reads as an empty one: nothing applied and no outputs, so the stack runs again and the entry is
     rewritten whole (MeshStates reports it)."""
-    mesh = cache.hub_status.get("mesh")
-    entries = mesh.get("transit") if isinstance(mesh, Mapping) else None
-    raw = entries.get(stack) if isinstance(entries, Mapping) else None
+    raw = _mapping(_mapping(cache.hub_status.get("mesh")).get("transit")).get(stack)
     if raw is None:
         return None
     try:
@@ -174,17 +113,15 @@ def transit_applied(entry: TransitStatus | None, inputs: TransitInputs) -> bool:
 class TransitReconciler:
     """Reconcile one transit stack: level-triggered, like the clusters' Reconciler, with its status in the hub."""
 
-    def __init__(self, *, desired: DesiredView, cache: Cache, engine: Engine, writer: MeshStatusWriter, runs: Runs,
-                 events: Events, lock_retry: float = 15.0, stalled_recheck: float = 300.0,
-                 clock: Callable[[], float] = time.time):
+    def __init__(self, *, desired: DesiredView, cache: Cache, engine: Engine, hub: MeshHub, runs: Runs,
+                 lock_retry: float = 15.0, stalled_recheck: float = 300.0, clock: Callable[[], float] = time.time):
         """`runs`: the service's one gate for engine runs (shared with the clusters' Reconciler), so a halted
         service starts no transit run either, and the run metrics count these runs too."""
         self.desired = desired
         self.cache = cache
         self.engine = engine
-        self.writer = writer
+        self.hub = hub
         self.runs = runs
-        self.events = events
         self.lock_retry = lock_retry
         self.stalled_recheck = stalled_recheck
         self.clock = clock
@@ -215,11 +152,11 @@ class TransitReconciler:
         except Failure as exc:
             return self._failed(stack, operation, why, exc, started, recorded)
         if operation == "destroy" or wanted is None:
-            self.writer.patch(transit={stack: None})
+            self.hub.patch(transit={stack: None})
             LOG.info("transit stack %s destroyed", stack)
             self._event("Normal", "DestroySucceeded", f"transit stack {stack} destroyed")
             return Outcome.done()
-        self.writer.patch(transit={stack: TransitStatus(
+        self.hub.patch(transit={stack: TransitStatus(
             inputs_hash=wanted.digest(),
             last_update=self._last(operation, "Succeeded", f"{why}: {result.message}".rstrip(": "), started),
             outputs=TransitOutputsStatus.from_stack(result.outputs))})
@@ -235,13 +172,13 @@ class TransitReconciler:
             self._event(judged.event_type, judged.reason, f"transit stack {stack}: {judged.condition}")
             return judged.outcome
         LOG.warning("transit stack %s: %s failed (%s): %s", stack, operation, judged.reason, judged.condition)
-        self.writer.patch(transit={stack: recorded.model_copy(update={
+        self.hub.patch(transit={stack: recorded.model_copy(update={
             "last_update": self._last(operation, "Failed", f"{why}: {exc}", started)})})
         self._event(judged.event_type, judged.reason, f"transit stack {stack}: {operation} failed: {judged.condition}")
         return judged.outcome
 
     def _event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
-        self.events.event(self.writer.ref(), type_, reason, message, kind="HubConfig")
+        self.hub.event(type_, reason, message)
 
     def _last(self, operation: Literal["up", "destroy"], result: Literal["Succeeded", "Failed"], message: str,
               started: float) -> LastUpdate:
@@ -250,17 +187,17 @@ class TransitReconciler:
 
 
 def _cluster_applied(raw: Mapping[str, Any] | None, digest: str | None) -> bool:
-    status = (raw or {}).get("status") or {}
+    status = _mapping((raw or {}).get("status"))
     return applied(status.get("inputsHash"), status.get("lastUpdate"), digest)
 
 
 class MeshStates:
-    """Keeps status.mesh.groups equal to the plan's states, advancing a migration step once it is applied."""
+    """Keeps status.mesh.groups equal to the plan's states, advancing a migration step once it is applied: a mapper
+    hook (automation.service.mapper.Hook), called on every pass."""
 
-    def __init__(self, cache: Cache, writer: MeshStatusWriter, events: Events | None = None):
+    def __init__(self, cache: Cache, hub: MeshHub):
         self.cache = cache
-        self.writer = writer
-        self.events = events
+        self.hub = hub
         self.advanced = 0
         self._seen: tuple[Mapping[str, Any] | None, MeshHubStatus] = (None, MeshHubStatus())
         self._reported: tuple[str, ...] = ()
@@ -275,15 +212,14 @@ class MeshStates:
         self._seen = (raw, parsed)
         if problems and problems != self._reported:
             LOG.warning("HubConfig %s: status.mesh entries left out (rewritten by the next write): %s",
-                        self.writer.hub_name, "; ".join(problems))
-            if self.events is not None:
-                self.events.event(self.writer.ref(), "Warning", reasons.INVALID_MESH_STATUS,
-                                  f"status.mesh entries the service cannot read, left out: {'; '.join(problems)}",
-                                  kind="HubConfig")
+                        self.hub.name, "; ".join(problems))
+            self.hub.event("Warning", reasons.INVALID_MESH_STATUS,
+                           f"status.mesh entries the service cannot read, left out: {'; '.join(problems)}")
         self._reported = problems
         return parsed
 
-    def __call__(self, resolution: FleetAnswer) -> None:
+    def __call__(self, passed: Pass) -> None:
+        resolution = passed.answer
         mesh = resolution.mesh
         if mesh is None or resolution.hub is None:
             return
@@ -300,12 +236,11 @@ class MeshStates:
             entry = state.entry(members=len(view.members), message=view.note)
             if written.get(key) != entry:
                 patch[key] = entry
-        raw_mesh = self.cache.hub_status.get("mesh")
-        raw_groups = raw_mesh.get("groups") if isinstance(raw_mesh, Mapping) else None
-        for key in set(raw_groups if isinstance(raw_groups, Mapping) else ()) - set(mesh.groups):
+        raw_groups = _mapping(_mapping(self.cache.hub_status.get("mesh")).get("groups"))
+        for key in set(raw_groups) - set(mesh.groups):
             patch[key] = None  # no members left: the group's state goes with it (readable or not)
         if patch:
-            self.writer.patch(groups=patch)
+            self.hub.patch(groups=patch)
 
     def _applied(self, resolution: FleetAnswer, key: str) -> bool:
         """Every member's stack and the transit stack applied the group's current state."""
@@ -324,3 +259,52 @@ class MeshStates:
             if attached != set(view.members):
                 return False  # an attachment is not associated yet
         return all(_cluster_applied(self.cache.get(m), resolution.digests.get(m)) for m in view.members)
+
+
+class TransitKeys:
+    """The transit controller's watch, a mapper hook: on every pass, each transit stack whose inputs changed,
+    appeared or went (recorded in status.mesh.transit but no longer wanted) goes into `add` (its queue)."""
+
+    def __init__(self, cache: Cache, add: Callable[[str], None]):
+        self.cache, self.add = cache, add
+        self._seen: dict[str, str | None] = {}  # transit stack -> digest last queued for (None: to go)
+        self.enqueued = 0
+
+    def __call__(self, passed: Pass) -> None:
+        transit = passed.answer.transit
+        recorded = set(_mapping(_mapping(self.cache.hub_status.get("mesh")).get("transit")))
+        for stack in sorted(set(transit) | recorded | set(self._seen)):
+            wanted = transit.get(stack)
+            digest = wanted.digest() if wanted is not None else None
+            if digest is None and stack not in recorded:
+                self._seen.pop(stack, None)
+                continue
+            if self._seen.get(stack, "") != digest:
+                self._seen[stack] = digest
+                self.enqueued += 1
+                self.add(stack)
+
+
+@dataclass(frozen=True)
+class Transit:
+    """What `setup` declared: the controller, its reconciler, the groups' states, and the mapper hooks (in order)."""
+
+    controller: Controller
+    reconciler: TransitReconciler
+    states: MeshStates
+    hooks: tuple[Hook, ...]
+
+
+def setup(manager: Manager, *, desired: DesiredView, cache: Cache, engine: Engine, objects: Objects, runs: Runs,
+          slots: Slots, queue: WorkQueue | None = None, workers: int = 1, lock_retry: float = 15.0,
+          stalled_recheck: float = 300.0) -> Transit:
+    """The transit controller on `manager`: its queue (`queue`, else a new one) served by `workers` threads whose
+    reconciles each take one of `slots` (the engine's bound, shared with the clusters' controller), and the mapper
+    hooks that feed it (TransitKeys) and keep the groups' states (MeshStates), for the Mapper, in this order."""
+    hub = MeshHub(objects, cache)
+    reconciler = TransitReconciler(desired=desired, cache=cache, engine=engine, hub=hub, runs=runs,
+                                   lock_retry=lock_retry, stalled_recheck=stalled_recheck)
+    controller = manager.controller("transit", slots.bound(reconciler.reconcile), queue=queue, workers=workers,
+                                    threads="transit-worker")
+    states = MeshStates(cache, hub)
+    return Transit(controller, reconciler, states, (TransitKeys(cache, controller.queue.add), states))

@@ -1,5 +1,4 @@
-"""Kubernetes, through the official client: informers (list + watch into a store), the Lease, the status and
-Event writers, the facts agents' identities, the shared ingress's ConfigMap, and where to find the API server."""
-from automation.adapters.kube.clusters import FINALIZER_ATTEMPTS, ClusterClient, FinalizerConflict, KubeClusters
-
-__all__ = ["FINALIZER_ATTEMPTS", "ClusterClient", "FinalizerConflict", "KubeClusters"]
+"""Kubernetes, through the official client: the object port over the API's REST paths (objects.py), informers
+(list + watch into a store), the Lease, the Event recorder, the facts agents' identities, the cluster sources' kinds,
+the shared ingress's ConfigMap, and where to find the API server. Controllers reach it through the controller kit
+(automation/kit), never the other way round."""

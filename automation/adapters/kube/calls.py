@@ -1,9 +1,14 @@
-"""Small helpers around one Kubernetes call."""
+"""Small helpers around one Kubernetes call, and what a caller above the adapters holds of the client: an ApiClient
+to hand on, the errors to catch."""
 from __future__ import annotations
 
 from typing import Callable, TypeVar
 
+import urllib3
+from kubernetes.client import ApiClient
 from kubernetes.client.rest import ApiException
+
+__all__ = ["API_ERRORS", "ApiClient", "or_none"]
 
 T = TypeVar("T")
 
@@ -16,3 +21,8 @@ def or_none(call: Callable[[], T]) -> T | None:
         if exc.status != 404:
             raise
         return None
+
+
+# What a call to an API server that is away or refuses may raise: a caller that only logs and tries again later
+# catches these, without naming the client's classes itself.
+API_ERRORS: tuple[type[BaseException], ...] = (ApiException, urllib3.exceptions.HTTPError, OSError)

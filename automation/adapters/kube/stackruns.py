@@ -1,28 +1,70 @@
 """HubStackRuns and their inputs Secrets on the API server: the one place that reads and writes them, for the
-service's runner executor (automation/service/executor.py) and for the runners (automation/runner/).
+service's runner executor (automation/service/executor.py) and for the runners (automation/runner/), through the
+object port (automation.kit.objects.Objects: KubeObjects in production, doubles.objects.FakeObjects in direct
+tests).
 
 - the service creates a run's Secret (in its own namespace) first, then the run; deletes both (--keep-runs);
-- a runner takes a run with an update of its status that carries the run's resourceVersion (`Held.claim`): one
-  runner wins, the others get 409 Conflict; every later write of that runner (renewal, progress, the result)
-  carries the version its previous write returned, so a runner that lost the run to a takeover cannot write
-  over the new holder (`Held.update` returns False: the run is no longer its).
-Every call has a timeout (TIMEOUT).
+- a runner takes a run with a status write that carries the run's resourceVersion (`Held.update`): one runner
+  wins, the others get 409 Conflict; every later write of that runner (renewal, progress, the result) carries the
+  version its previous write returned, so a runner that lost the run to a takeover cannot write over the new
+  holder (`Held.update` returns False: the run is no longer its). A runner's writes are merge patches of the
+  status subresource (what changed, at that version); the service's one status write (a run nobody took by its
+  deadline: `StackRunClient.replace_status`) replaces the status, the one verb its role has on it.
+Every call has a timeout (automation.adapters.kube.objects.TIMEOUT).
 """
 from __future__ import annotations
 
 import base64
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Protocol, Union
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from automation.adapters.kube.informer import Source
+from automation.adapters.kube.objects import HUBSTACKRUNS, SECRETS, Conflict, Kind, KubeObjects
 from stacks.names import GROUP, RUN_SECRET_LABEL, STACKRUNS, VERSION
 from stacks.runs.model import RESULT_KEY, StackRunStatus, status_of
 
-TIMEOUT = (5, 30)  # (connect, read) seconds of every call here
 Raw = dict[str, Any]
+
+
+class RunObjects(Protocol):
+    """What the runs need of the object port (automation.kit.objects.Objects, which KubeObjects and FakeObjects
+    are)."""
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Raw | None: ...
+
+    def list(self, kind: Kind, namespace: str | None = None, *, label_selector: str | None = None,
+             field_selector: str | None = None, limit: int | None = None) -> Raw: ...
+
+    def create(self, kind: Kind, body: Raw, namespace: str | None = None) -> Raw: ...
+
+    def patch(self, kind: Kind, name: str, patch: Raw, namespace: str | None = None) -> Raw | None: ...
+
+    def patch_status(self, kind: Kind, name: str, status: Raw, namespace: str | None = None, *,
+                     resource_version: str | None = None) -> Raw | None: ...
+
+    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> bool: ...
+
+
+# What the runner and the executor are built on: an ApiClient (production: KubeRunObjects over it, and an informer
+# of the runs) or an object port (direct tests: FakeObjects, whose changes the test hands to the store itself).
+Api = Union[client.ApiClient, RunObjects]
+
+
+class KubeRunObjects(KubeObjects):
+    """KubeObjects, and a replacement of an object's status at its resourceVersion (PUT): the service's role may
+    `update` a run's status, not `patch` it."""
+
+    def replace_status(self, kind: Kind, raw: Raw) -> Raw | None:
+        """PUT `raw` (its status) to the status subresource at raw's resourceVersion; Conflict on 409, None on 404."""
+        meta = raw["metadata"]
+        return self._call("PUT", kind.path(meta["name"], meta.get("namespace"), "status"), body=raw)
+
+
+def objects_of(api: Api) -> RunObjects:
+    """The object port `api` is, or the one over it (an ApiClient)."""
+    return KubeRunObjects(api) if isinstance(api, client.ApiClient) else api
 
 
 def stackrun_source(api_client: client.ApiClient, namespace: str | None = None) -> Source:
@@ -33,25 +75,42 @@ def stackrun_source(api_client: client.ApiClient, namespace: str | None = None) 
     return Source(STACKRUNS, custom.list_cluster_custom_object, (GROUP, VERSION, STACKRUNS))
 
 
+def stackrun_source_of(api: Api) -> Source | None:
+    """The runs' informer source over an ApiClient; None over an object port (its changes come from the test)."""
+    return stackrun_source(api) if isinstance(api, client.ApiClient) else None
+
+
 def key_of(raw: Raw) -> str:
     meta = raw.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Raw:
+    """The JSON merge patch (RFC 7386) that turns `old` into `new`: what changed, None for what went."""
+    patch: Raw = {name: None for name in old if name not in new}
+    for name, value in new.items():
+        before = old.get(name)
+        if isinstance(value, Mapping) and isinstance(before, Mapping) and value:
+            inner = merge_patch(before, value)
+            if inner:
+                patch[name] = inner
+        elif name not in old or before != value:
+            patch[name] = value
+    return patch
+
+
 class StackRunClient:
-    def __init__(self, api_client: client.ApiClient, service_namespace: str):
-        self.custom = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
+    def __init__(self, api: Api, service_namespace: str):
+        self.objects = objects_of(api)
         self.service_namespace = service_namespace
 
     # ----------------------------------------------------------------- the service
     def create(self, run: Raw, secret: Raw) -> Raw:
         """The Secret, then the run (a run never exists without its Secret); the Secret goes if the run fails."""
-        self.core.create_namespaced_secret(self.service_namespace, secret, _request_timeout=TIMEOUT)
+        self.objects.create(SECRETS, secret, self.service_namespace)
         meta = run["metadata"]
         try:
-            return self.custom.create_namespaced_custom_object(GROUP, VERSION, meta["namespace"], STACKRUNS, run,
-                                                               _request_timeout=TIMEOUT)
+            return self.objects.create(HUBSTACKRUNS, run, meta["namespace"])
         except Exception:
             self.delete_secret(secret["metadata"]["name"])
             raise
@@ -59,72 +118,64 @@ class StackRunClient:
     def delete(self, key: str, secret_name: str | None) -> None:
         """The run, then its Secret; either already gone is fine."""
         namespace, _, name = key.partition("/")
-        try:
-            self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, STACKRUNS, name,
-                                                        _request_timeout=TIMEOUT)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        self.objects.delete(HUBSTACKRUNS, name, namespace)
         if secret_name:
             self.delete_secret(secret_name)
 
     def delete_secret(self, name: str) -> None:
-        try:
-            self.core.delete_namespaced_secret(name, self.service_namespace, _request_timeout=TIMEOUT)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        self.objects.delete(SECRETS, name, self.service_namespace)
 
     def orphan_secrets(self, live: set[str]) -> list[str]:
         """Run Secrets whose run is gone (the service died between deleting the two): names not in `live`."""
-        found = self.core.list_namespaced_secret(self.service_namespace, label_selector=RUN_SECRET_LABEL,
-                                                 _request_timeout=TIMEOUT)
-        return [s.metadata.name for s in found.items if s.metadata.name not in live]
+        found = self.objects.list(SECRETS, self.service_namespace, label_selector=RUN_SECRET_LABEL)
+        names = [str((item.get("metadata") or {}).get("name")) for item in found.get("items") or []]
+        return [name for name in names if name not in live]
 
     def replace_status(self, raw: Raw, status: StackRunStatus) -> Raw | None:
         """Write `status` over the run at raw's resourceVersion; None on a conflict (someone wrote first) or 404."""
         meta = raw["metadata"]
-        body = {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"), "metadata": meta, "spec": raw.get("spec"),
-                "status": status.model_dump(by_alias=True, exclude_none=True)}
+        document = status.model_dump(by_alias=True, exclude_none=True)
+        replace: Callable[[Kind, Raw], Raw | None] | None = getattr(self.objects, "replace_status", None)
         try:
-            return self.custom.replace_namespaced_custom_object_status(
-                GROUP, VERSION, meta["namespace"], STACKRUNS, meta["name"], body, _request_timeout=TIMEOUT)
-        except ApiException as exc:
-            if exc.status in (404, 409):
-                return None
-            raise
+            if replace is not None:
+                return replace(HUBSTACKRUNS, {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"),
+                                              "metadata": meta, "spec": raw.get("spec"), "status": document})
+            return self.objects.patch_status(HUBSTACKRUNS, meta["name"],
+                                             merge_patch(raw.get("status") or {}, document), meta["namespace"],
+                                             resource_version=meta.get("resourceVersion"))
+        except Conflict:
+            return None
 
     def get(self, key: str) -> Raw | None:
         namespace, _, name = key.partition("/")
-        try:
-            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, STACKRUNS, name,
-                                                            _request_timeout=TIMEOUT)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self.objects.get(HUBSTACKRUNS, name, namespace)
 
     # ----------------------------------------------------------------- runners
     def secret(self, name: str) -> dict[str, Any] | None:
         """A run's Secret as stacks.runs.checks reads it: {"annotations", "labels", "data": {key: text}}."""
-        try:
-            found = self.core.read_namespaced_secret(name, self.service_namespace, _request_timeout=TIMEOUT)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        data = {k: base64.b64decode(v).decode() for k, v in (found.data or {}).items()}
-        return {"annotations": dict(found.metadata.annotations or {}), "labels": dict(found.metadata.labels or {}),
+        found = self.objects.get(SECRETS, name, self.service_namespace)
+        if found is None:
+            return None
+        meta = found.get("metadata") or {}
+        data = {k: base64.b64decode(v).decode() for k, v in (found.get("data") or {}).items()}
+        return {"annotations": dict(meta.get("annotations") or {}), "labels": dict(meta.get("labels") or {}),
                 "data": data}
 
     def write_result(self, secret_name: str, payload: str) -> None:
         """The run's outputs and drifted resources, into its Secret (tenants read the run, never the Secret)."""
         body = {"data": {RESULT_KEY: base64.b64encode(payload.encode()).decode()}}
+        self.objects.patch(SECRETS, secret_name, body, self.service_namespace)
+
+    def update_status(self, raw: Raw, status: StackRunStatus) -> Raw | None:
+        """A runner's write: the merge patch from raw's status to `status`, at raw's resourceVersion; None on a
+        conflict (someone wrote since) or 404."""
+        meta = raw["metadata"]
+        patch = merge_patch(raw.get("status") or {}, status.model_dump(by_alias=True, exclude_none=True))
         try:
-            self.core.patch_namespaced_secret(secret_name, self.service_namespace, body, _request_timeout=TIMEOUT)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+            return self.objects.patch_status(HUBSTACKRUNS, meta["name"], patch, meta["namespace"],
+                                             resource_version=meta.get("resourceVersion"))
+        except Conflict:
+            return None
 
     def hold(self, raw: Raw, holder: str) -> "Held":
         return Held(self, raw, holder)
@@ -132,7 +183,7 @@ class StackRunClient:
 
 class Held:
     """One run as one runner writes it: every write carries the resourceVersion of the last one (module docstring).
-    Thread-safe: the renewal thread, the progress reports and the result share it."""
+    Thread-safe: the renewal, the progress reports and the result share it."""
 
     def __init__(self, runs: StackRunClient, raw: Raw, holder: str):
         self._runs, self.raw, self.holder = runs, raw, holder
@@ -149,11 +200,11 @@ class Held:
 
     def update(self, change: Callable[[StackRunStatus], StackRunStatus]) -> bool:
         """Write change(status) at the last version this runner wrote; False (and `lost`) when someone else wrote
-        since: the run was taken over, or deleted. The claim itself is the first such write (`claim`)."""
+        since: the run was taken over, or deleted. The claim itself is the first such write."""
         with self._lock:
             if self.lost:
                 return False
-            written = self._runs.replace_status(self.raw, change(self.status))
+            written = self._runs.update_status(self.raw, change(self.status))
             if written is None:
                 self.lost = True
                 return False

@@ -6,11 +6,13 @@
     drift.py       when a stack is checked for drift next, and the check
     status.py      what the Cluster's status says in each case (no I/O)
     context.py     the options, the guards' type, and the reconciler as delete.py and drift.py see it
-Engine runs go through automation/service/runs.py; the API server through
-automation/adapters/kube/clusters.py's ClusterClient.
+    client.py      ClusterClient: everything it does to the API server, over the controller kit's object port
+Engine runs go through automation/service/runs.py.
 """
+from automation.service.clusters.client import ClusterClient, ProgressReport, cluster_writer
 from automation.service.clusters.context import Audit, Guard, ReconcileOptions
 from automation.service.clusters.reconciler import Reconciler
 from automation.service.runs import Metrics
 
-__all__ = ["Audit", "Guard", "Metrics", "ReconcileOptions", "Reconciler"]
+__all__ = ["Audit", "ClusterClient", "Guard", "Metrics", "ProgressReport", "ReconcileOptions", "Reconciler",
+           "cluster_writer"]

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Protocol
 
 from automation.adapters.engine import Engine
-from automation.adapters.kube.clusters import ClusterClient
 from automation.adapters.kube.informer import Raw
+from automation.service.clusters.client import ClusterClient
 from automation.service.outcomes import Operation
 from automation.kit.queue import Outcome
 from automation.service.runs import Runs

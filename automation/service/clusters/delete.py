@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from automation.adapters.kube.informer import Raw
+from automation.kit.objects import Obj
 from stacks.conditions import conditions
 from stacks.times import rfc3339_seconds
 from automation.service.clusters.context import Context
@@ -28,14 +29,12 @@ LOG = logging.getLogger("hubwright.reconcile")
 
 
 def has_finalizer(raw: Raw) -> bool:
-    return FINALIZER in ((raw.get("metadata") or {}).get("finalizers") or [])
+    return FINALIZER in Obj(raw).finalizers
 
 
 def ensure_finalizer(r: Context, raw: Raw) -> bool:
-    """Our finalizer on the Cluster (False: the Cluster is gone)."""
-    if has_finalizer(raw):
-        return True
-    return r.kube.edit_finalizers(raw, lambda names: names if FINALIZER in names else [*names, FINALIZER])
+    """Our finalizer on the Cluster (False: the Cluster is gone): automation/kit/finalizers.py, through the client."""
+    return r.kube.ensure_finalizer(raw, FINALIZER)
 
 
 def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:

@@ -20,7 +20,8 @@ Errors, wherever they are raised on a path, go through `fail`, which applies the
   StackLocked          requeued after --lock-retry, not counted as a failure
   Failure (transient)  Reconciling, retried with backoff
 The annotation hubwright.io/reconcile-request (any new value) runs an `up` with refresh now.
-Everything it does to the API server goes through a ClusterClient (automation/adapters/kube/clusters.py).
+Everything it does to the API server goes through a ClusterClient (clusters/client.py: the controller kit's port,
+finalizer helper and status writer).
 """
 from __future__ import annotations
 
@@ -30,16 +31,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
-from kubernetes.client.rest import ApiException
-
 from automation.adapters.engine import EngineError, Engine
-from automation.adapters.kube.clusters import ClusterClient
 from automation.adapters.kube.informer import Raw, object_key
-from automation.adapters.kube.status import PROGRESS_EVERY, ProgressReport
+from automation.kit.objects import ApiError, Obj
 from stacks.conditions import conditions, with_drift, with_warning
 from stacks.times import rfc3339_seconds
 from automation.service.cache import Cache
 from automation.service.clusters import delete, drift
+from automation.service.clusters.client import PROGRESS_EVERY, ClusterClient, ProgressReport
 from automation.service.clusters.context import Audit, Guard, ReconcileOptions
 from automation.service.clusters.status import (annotation, generation_of, ready, ready_status, refused_status,
                                                 registered_status, requested, run_mark, running_status, stack_of,
@@ -115,7 +114,7 @@ class Reconciler:
         if raw is None:
             return delete.gone(self, key)
         status = self.kube.status(key, raw)
-        deleting = bool((raw.get("metadata") or {}).get("deletionTimestamp"))
+        deleting = Obj(raw).deleting
         try:
             if deleting:
                 return delete.destroy(self, key, raw, status)
@@ -135,15 +134,15 @@ class Reconciler:
 
     def triage(self, key: str, raw: Raw, desired: StackInputs | InvalidSpec | None) -> float | None:
         """For a cluster seen for the first time: seconds until it needs a reconcile (0: now; None: never)."""
-        meta = raw.get("metadata") or {}
+        obj = Obj(raw)
         status = self.kube.status(key, raw)
-        if meta.get("deletionTimestamp"):
+        if obj.deleting:
             return 0 if delete.has_finalizer(raw) else None
         if desired is None:
             if self.desired.registered_only(key):  # a status left by a refusal, or by an older spec: heal it
-                return 0 if registered_status(status, meta.get("generation"), now=self.clock()) != status else None
+                return 0 if registered_status(status, obj.generation, now=self.clock()) != status else None
             return None
-        if status.observed_generation != meta.get("generation") or requested(raw, status) is not None:
+        if status.observed_generation != obj.generation or requested(raw, status) is not None:
             return 0
         if self._records_moved(key, status):
             return 0
@@ -406,7 +405,7 @@ class Reconciler:
         message with this write gets one Event saying it: one per fact, not one per write."""
         try:
             written = self.kube.write(raw, after, previous=before)
-        except ApiException as exc:
+        except ApiError as exc:
             LOG.warning("%s: status not written (%s %s)", object_key(raw), exc.status, exc.reason)
             raise
         if written:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from automation.adapters.engine import RunResult
 from automation.adapters.kube.informer import Raw
+from automation.kit.objects import Obj
 from stacks.conditions import conditions, outputs_from
 from stacks.times import rfc3339_seconds
 from stacks import status as reasons
@@ -21,17 +22,17 @@ from stacks.status import ClaimsStatus, ClusterStatus, LastUpdate, MeshJoin, Run
 
 def stack_of(raw: Raw, status: ClusterStatus) -> str:
     """The cluster's stack name: as recorded, else as stacks.names.stack_name makes it."""
-    meta = raw.get("metadata") or {}
-    return status.stack or stack_name(meta.get("namespace"), str(meta.get("name")))
+    obj = Obj(raw)
+    return status.stack or stack_name(obj.namespace, obj.name)
 
 
 def generation_of(raw: Raw) -> int | None:
-    return (raw.get("metadata") or {}).get("generation")
+    return Obj(raw).generation
 
 
 def annotation(raw: Raw) -> str | None:
     """The value of the reconcile-request annotation, if any."""
-    value = ((raw.get("metadata") or {}).get("annotations") or {}).get(RECONCILE_REQUEST_ANNOTATION)
+    value = Obj(raw).annotations.get(RECONCILE_REQUEST_ANNOTATION)
     return str(value)[:256] if value else None
 
 
