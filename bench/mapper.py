@@ -21,12 +21,12 @@ import time
 from automation.service.cache import Cache
 from automation.service.mapper import FleetPublisher, Mapper
 from bench.fleets import ACCOUNTS
-from bench.reconcile import cluster_doc, hub_doc, namespace_of, percentile
+from bench.reconcile import cluster_doc, hub_doc, bench_namespace, percentile
 from stacks.names import OWNER_ACCOUNT_ANNOTATION, ROLE_MAP_CONFIGMAP
 
 
 def _doc(n: int, created: str) -> dict:
-    doc = cluster_doc(n, namespace_of(n))
+    doc = cluster_doc(n, bench_namespace(n))
     doc["metadata"].update(uid=f"u-{n}", generation=1, creationTimestamp=created)
     return doc
 
@@ -53,7 +53,7 @@ def measure(fleet: int, samples: int) -> dict[str, float]:
         cache.apply("ADDED", doc)
         mapper.map_once()
         creates.append((time.perf_counter() - started) * 1000)
-        assert queued == [f"{namespace_of(n)}/c{n:04d}"], queued
+        assert queued == [f"{bench_namespace(n)}/c{n:04d}"], queued
         edited = _doc(i, "2025-01-01T00:00:00Z")
         edited["spec"]["apiURL"] = f"https://api.sample-{i}.c{i:04d}.example.com"
         edited["metadata"]["generation"] = 2
@@ -62,7 +62,7 @@ def measure(fleet: int, samples: int) -> dict[str, float]:
         cache.apply("MODIFIED", edited)
         mapper.map_once()
         edits.append((time.perf_counter() - started) * 1000)
-        assert queued == [f"{namespace_of(i)}/c{i:04d}"], queued
+        assert queued == [f"{bench_namespace(i)}/c{i:04d}"], queued
     return {f"create_ms_p50_at_{fleet}": round(statistics.median(creates), 2),
             f"create_ms_p99_at_{fleet}": round(percentile(creates, 0.99), 2),
             f"edit_ms_p50_at_{fleet}": round(statistics.median(edits), 2),

@@ -132,7 +132,7 @@ def cluster_doc(n: int, namespace: str, *, mesh: str | None = None, transit: boo
     }
 
 
-def namespace_of(n: int) -> str:
+def bench_namespace(n: int) -> str:
     return f"team-{n % 10}"
 
 
@@ -140,12 +140,12 @@ def populate(api: client.ApiClient, count: int, *, first: int = 0, mesh: str | N
              hub: bool = True, group: dict | None = None) -> None:
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
     if hub:
-        for ns in {namespace_of(n) for n in range(first, first + count)} | {SYSTEM}:
+        for ns in {bench_namespace(n) for n in range(first, first + count)} | {SYSTEM}:
             owner = {OWNER_ACCOUNT_ANNOTATION: ACCOUNTS[int(ns.rsplit("-", 1)[1]) % 2]} if ns != SYSTEM else {}
             core.create_namespace({"metadata": {"name": ns, "annotations": owner}})
         custom.create_cluster_custom_object(GROUP, VERSION, HUBCONFIGS, hub_doc(count, group))
     transit = bool(group and group.get("topology") == "transitGateway")
-    docs = [cluster_doc(n, namespace_of(n), mesh=mesh, transit=transit) for n in range(first, first + count)]
+    docs = [cluster_doc(n, bench_namespace(n), mesh=mesh, transit=transit) for n in range(first, first + count)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda d: custom.create_namespaced_custom_object(
             GROUP, VERSION, d["metadata"]["namespace"], CLUSTERS, d), docs))
@@ -247,7 +247,7 @@ def burst(updates: int, run_ms: float, apiserver: str = "kmock") -> dict[str, fl
             gap = 1.0 / updates
             for i in range(updates):
                 started = time.monotonic()
-                custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(0), CLUSTERS, "c0000",
+                custom.patch_namespaced_custom_object(GROUP, VERSION, bench_namespace(0), CLUSTERS, "c0000",
                                                       {"spec": {"apiURL": f"https://api.burst-{i}.example.com"}})
                 time.sleep(max(0.0, gap - (time.monotonic() - started)))
             quiet(svc, engine, 2.0)
@@ -388,11 +388,11 @@ def event_to_run(api: client.ApiClient, runs: Runs, samples: int) -> list[float]
     latencies = []
     for i in range(samples):
         n = i % 50
-        stack = f"{namespace_of(n)}.c{n:04d}"
+        stack = f"{bench_namespace(n)}.c{n:04d}"
         before = len(runs.started.get(stack, ()))
         ended = runs.ended
         sent = time.monotonic()
-        custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(n), CLUSTERS, f"c{n:04d}",
+        custom.patch_namespaced_custom_object(GROUP, VERSION, bench_namespace(n), CLUSTERS, f"c{n:04d}",
                                               {"spec": {"apiURL": f"https://api.sample-{i}.c{n:04d}.example.com"}})
         runs.wait(lambda: len(runs.started.get(stack, ())) > before, 30, "an edit's run")
         latencies.append((runs.started[stack][-1] - sent) * 1000)
@@ -460,7 +460,7 @@ def watch_floor(api: client.ApiClient, samples: int) -> tuple[list[float], list[
             n = i % 50
             url = f"https://api.floor-{i}.c{n:04d}.example.com"
             sent = time.monotonic()
-            custom.patch_namespaced_custom_object(GROUP, VERSION, namespace_of(n), CLUSTERS, f"c{n:04d}",
+            custom.patch_namespaced_custom_object(GROUP, VERSION, bench_namespace(n), CLUSTERS, f"c{n:04d}",
                                                   {"spec": {"apiURL": url}}, _request_timeout=30)
             edits.append((seen.wait(("MODIFIED", f"c{n:04d}", url)) - sent) * 1000)
         core.create_namespace({"metadata": {"name": FLOOR_NAMESPACE}}, _request_timeout=30)

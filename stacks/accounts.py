@@ -32,7 +32,7 @@ from stacks.model.fields import partition_of, region_error
 from stacks.model.hub import HubConfig
 from stacks.targets import AwsTarget
 from stacks.names import DEFAULT_REGION_ANNOTATION, PINNED_REGION_ANNOTATION, REGION_ANNOTATION, ROLE_ARN
-from stacks.tenancy import Owners, namespace_of
+from stacks.tenancy import Owners, cluster_namespace
 
 
 _SESSION_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_+=,.@-]")
@@ -78,7 +78,7 @@ def cluster_region(cluster: Cluster, hub: HubConfig, ns_annotations: Mapping[str
                 raise InvalidSpec.one(
                     cluster.ref, source,
                     f"region {value} is not {pinned}, the region the hub administrator pinned for namespace "
-                    f"{namespace_of(cluster)} ({PINNED_REGION_ANNOTATION}): remove it or set it to {pinned}",
+                    f"{cluster_namespace(cluster)} ({PINNED_REGION_ANNOTATION}): remove it or set it to {pinned}",
                     condition=REGION_PINNED)
         return pinned, _NAMESPACE_PIN
     default = (ns_annotations.get(DEFAULT_REGION_ANNOTATION), _NAMESPACE_DEFAULT)
@@ -114,7 +114,7 @@ def overridden_regions(hub: HubConfig, clusters: Iterable[Cluster],
     found = []
     for cluster in clusters:
         if cluster.spec.provisioned:
-            why = region_overridden(cluster, hub, namespaces.get(namespace_of(cluster), {}))
+            why = region_overridden(cluster, hub, namespaces.get(cluster_namespace(cluster), {}))
             if why is not None:
                 found.append((cluster.ref, why))
     return found
@@ -165,7 +165,7 @@ def cluster_target(cluster: Cluster, owners: Owners, role_map: Mapping[str, str]
     """Where the cluster's own resources live, refused (InvalidSpec) where its namespace may not go."""
     hub = owners.hub
     account = owners.account(cluster)
-    region, source = cluster_region(cluster, hub, owners.annotations(namespace_of(cluster)))
+    region, source = cluster_region(cluster, hub, owners.annotations(cluster_namespace(cluster)))
     role = role_for(account, role_map, hub, obj=cluster.ref, field="spec.accountID")
     if role and role.split(":")[1] != partition_of(region):
         raise InvalidSpec.one(

@@ -200,7 +200,7 @@ def admission_manifests() -> list[Manifest]:
 
 MESSAGE_MAX = 1024  # TenantStatus.message
 
-def tenant_of(doc: Mapping[str, Any]) -> tuple[Tenant | None, str | None]:
+def parse_tenant(doc: Mapping[str, Any]) -> tuple[Tenant | None, str | None]:
     """The Tenant of a document, or None and why not ("spec.admins[0]: ..."): the controller changes nothing for
     an invalid Tenant and says so in its status.message."""
     body = {key: doc[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in doc}

@@ -41,7 +41,7 @@ from stacks.placement import Want, kept, place_endpoints, place_pending
 from stacks.claims import STAGES, Claimant, ask, claim, granted
 from stacks.resolve import Fleet, Resolved, admit, base_inputs, claims_id, finish, quotas, seat_of, want_of, with_network
 from stacks.targets import AwsTarget
-from stacks.tenancy import Owners, contested_accounts, first_claims, namespace_caps, namespace_of, owned_accounts
+from stacks.tenancy import Owners, contested_accounts, first_claims, namespace_caps, cluster_namespace, owned_accounts
 from stacks.transit import GroupState, MeshStatus, TransitInputs, TransitOutputs
 
 _ID = "clusterID"  # the last claim stage: the shared-ingress ID (stacks.ingress.claim_ids)
@@ -228,9 +228,9 @@ class FleetResolver:
         namespaces: set[str | None] = set()
         for key in dirty:
             entry = self._entries.get(key)
-            namespaces.update(self._by_namespace.move(key, namespace_of(entry.cluster) if entry else None))
+            namespaces.update(self._by_namespace.move(key, cluster_namespace(entry.cluster) if entry else None))
             if entry is not None:
-                namespaces.add(namespace_of(entry.cluster))  # its age, stack or PrivateLink may have changed
+                namespaces.add(cluster_namespace(entry.cluster))  # its age, stack or PrivateLink may have changed
             accounts_touched.update(self._by_account.move(key, entry.cluster.spec.account_id if entry else None))
             if entry is not None:
                 accounts_touched.add(entry.cluster.spec.account_id)  # its namespace or age may have changed
@@ -252,7 +252,7 @@ class FleetResolver:
                     target = admit(entry.cluster, owners, self._roles, entry.stack)
                 except InvalidSpec as exc:
                     target = exc
-                namespaces.add(namespace_of(entry.cluster))
+                namespaces.add(cluster_namespace(entry.cluster))
             assign(self._admitted, key, target)
         return self._caps(readmit, present(namespaces))
 

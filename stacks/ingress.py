@@ -22,7 +22,7 @@ from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, CLUSTER_ID, CLUSTER_ID_PREFIXES_ANNOTATION, INGRESS_STATUS_KEY,
                           Host, default_cluster_id, parse_host_port, under)
-from stacks.tenancy import allowed_backends, namespace_of
+from stacks.tenancy import allowed_backends, cluster_namespace
 
 
 BACKEND_NOT_ALLOWED = "BackendNotAllowed"  # condition reason
@@ -65,7 +65,7 @@ def cluster_id_of(cluster: Cluster) -> str:
     """The ID the guest sends and the central proxy routes on: the one recorded when it was first routed, else
     spec.sharedIngress.clusterID, else "<namespace>.<name>" (stacks.names.default_cluster_id)."""
     return recorded_id(cluster) or cluster.spec.shared_ingress.cluster_id \
-        or default_cluster_id(namespace_of(cluster), cluster.metadata.name)
+        or default_cluster_id(cluster_namespace(cluster), cluster.metadata.name)
 
 
 def id_prefixes(cluster: Cluster, annotations: Mapping[str, str]) -> tuple[str, ...]:
@@ -73,7 +73,7 @@ def id_prefixes(cluster: Cluster, annotations: Mapping[str, str]) -> tuple[str, 
     '.', so no other namespace's IDs start so), and those the hub administrator lists in the namespace's
     hubwright.io/cluster-id-prefixes annotation. A granted prefix covers only IDs without a '.': every default
     ID has one, so no grant reaches another namespace's defaults (acme granted "edge-" cannot take edge-x.prod)."""
-    namespace = namespace_of(cluster)
+    namespace = cluster_namespace(cluster)
     granted = (part.strip() for part in (annotations.get(CLUSTER_ID_PREFIXES_ANNOTATION) or "").split(","))
     return (f"{namespace}.", *(prefix for prefix in granted if prefix))
 
@@ -110,9 +110,9 @@ def id_error(cluster: Cluster, annotations: Mapping[str, str] | None = None) -> 
     if explicit is None:
         return None
     allowed = id_prefixes(cluster, annotations or {})
-    if not _allowed(explicit, namespace_of(cluster), allowed):
+    if not _allowed(explicit, cluster_namespace(cluster), allowed):
         return InvalidSpec.one(cluster.ref, field, f"{explicit!r} does not start with a prefix namespace "
-                               f"{namespace_of(cluster)} may use ({', '.join(map(repr, allowed))}; the hub "
+                               f"{cluster_namespace(cluster)} may use ({', '.join(map(repr, allowed))}; the hub "
                                f"administrator grants others in annotation {CLUSTER_ID_PREFIXES_ANNOTATION}, "
                                "for IDs without a '.')", condition=ID_NOT_ALLOWED)
     return None
@@ -226,7 +226,7 @@ def backend_error(cluster: Cluster, hub: HubConfig, annotations: Mapping[str, st
         listed = ", ".join(hub_rules) if hub_rules else "none: it is empty"
         return refuse(f"{host} is outside {hub.ref} spec.sharedIngress.allowedBackends ({listed}); "
                       "the hub administrator lists where API servers may be")
-    namespace = namespace_of(cluster)
+    namespace = cluster_namespace(cluster)
     try:
         narrowed = allowed_backends(namespace, annotations)
     except InvalidSpec as exc:  # the administrator's annotation is malformed: refused, said where

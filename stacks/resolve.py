@@ -27,8 +27,8 @@ from stacks.transit import MeshStatus
 from stacks.names import CLUSTER_TAG, MANAGED_BY, MANAGED_BY_TAG, TENANT_TAG, stack_name_error
 from stacks.placement import Want, place_endpoints
 from stacks.targets import AwsTarget
-from stacks.tenancy import (Owners, Seat, host_errors, namespace_caps, namespace_of, quota_refusals, shared_refusal,
-                            tenant_of)
+from stacks.tenancy import (Owners, Seat, host_errors, namespace_caps, cluster_namespace, quota_refusals, shared_refusal,
+                            namespace_tenant)
 
 
 @dataclass(frozen=True)
@@ -72,13 +72,13 @@ def resolve(
 ) -> StackInputs:
     """One cluster's inputs. `target`: what `admit` gave it within its fleet; without one, the cluster is
     admitted as if it were the whole fleet."""
-    namespace = namespace_of(cluster)
+    namespace = cluster_namespace(cluster)
     ns_annotations = ns_annotations or {}
     if target is None:
         owners = Owners.of(hub, [cluster], {namespace: ns_annotations})
         target = admit(cluster, owners, accounts.merged_role_map(hub, role_map))
-    tenant = tenant_of(namespace, ns_annotations)
-    tags = {  # values fit AWS's 256 characters: the key by the stack-name limit, the tenant by tenant_of
+    tenant = namespace_tenant(namespace, ns_annotations)
+    tags = {  # values fit AWS's 256 characters: the key by the stack-name limit, the tenant by namespace_tenant
         CLUSTER_TAG: cluster.key,
         TENANT_TAG: tenant,
         MANAGED_BY_TAG: MANAGED_BY,
@@ -108,8 +108,8 @@ def admit(cluster: Cluster, owners: Owners, roles: Mapping[str, str], stack: boo
     problem = stack_name_error(cluster.metadata.namespace, cluster.metadata.name)
     if problem is not None:
         raise InvalidSpec.one(cluster.ref, "metadata.name", problem)
-    namespace = namespace_of(cluster)
-    tenant_of(namespace, owners.annotations(namespace))  # the tenant tag must be one AWS accepts
+    namespace = cluster_namespace(cluster)
+    namespace_tenant(namespace, owners.annotations(namespace))  # the tenant tag must be one AWS accepts
     namespace_caps(owners.hub, namespace, owners.annotations(namespace))  # its caps must be numbers
     refused = host_errors(cluster, owners.hub, owners.annotations(namespace))
     if refused is not None:
@@ -182,7 +182,7 @@ def fleet_targets(fleet: Fleet, owners: Owners | None = None) -> dict[str, AwsTa
     by_namespace: dict[str, list[Seat]] = {}
     for cluster in fleet.clusters:
         seat = seat_of(cluster, targets[cluster.key], cluster.key in fleet.stacks, fleet.placements.get(cluster.key))
-        by_namespace.setdefault(namespace_of(cluster), []).append(seat)
+        by_namespace.setdefault(cluster_namespace(cluster), []).append(seat)
     for namespace, seats in by_namespace.items():
         targets.update(quotas(fleet.hub, namespace, owners.annotations(namespace), seats))
     return targets
@@ -291,7 +291,7 @@ def want_of(cluster: Cluster, target: AwsTarget | InvalidSpec) -> Want | None:
 def claims_id(cluster: Cluster, hub: HubConfig, owners: Owners, target: AwsTarget | InvalidSpec) -> bool:
     """Only admitted, opted-in clusters whose own shared-ingress checks pass claim a shared-ingress ID."""
     return isinstance(target, AwsTarget) and cluster.spec.shared_ingress.enabled \
-        and ingress_error(cluster, hub, owners.annotations(namespace_of(cluster))) is None
+        and ingress_error(cluster, hub, owners.annotations(cluster_namespace(cluster))) is None
 
 
 def base_inputs(cluster: Cluster, hub: HubConfig, owners: Owners, role_map: Mapping[str, str] | None,
@@ -303,7 +303,7 @@ def base_inputs(cluster: Cluster, hub: HubConfig, owners: Owners, role_map: Mapp
     if isinstance(vpc, InvalidSpec):
         return vpc
     try:
-        return resolve(cluster, hub, ns_annotations=owners.annotations(namespace_of(cluster)), role_map=role_map,
+        return resolve(cluster, hub, ns_annotations=owners.annotations(cluster_namespace(cluster)), role_map=role_map,
                        endpoint_vpc=vpc, mesh=share, target=target)
     except InvalidSpec as exc:
         return exc

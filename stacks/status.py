@@ -238,7 +238,7 @@ class ClusterStatus(StatusModel):
 # --- HubConfig.status: the mesh's shared state (stacks.transit), written by the service's leader ------------
 # The one model of status.mesh: the CRD's schema is generated from it (stacks.crds), the planner reads the recorded
 # state through it (stacks.transit.MeshStatus.from_hub_status), and the service's writer patches with it
-# (automation/service/transit.py, MeshStatusWriter).
+# (automation/service/transit.py, MeshHub, through automation/kit/status.py).
 
 class GroupStatus(StatusModel):
     """A mesh group's state: what its stacks are built for (stacks.transit.GroupState), and a word on it."""

@@ -23,7 +23,7 @@ Backends (`allowed_backends`; the rule is stacks.ingress.backend_error)
     The shared proxy sends a cluster's traffic only where the HubConfig's spec.sharedIngress.allowedBackends
     lets it and, when the namespace has the annotation hubwright.io/allowed-backends, where that lets it too.
 
-Tenant (`tenant_of`)
+Tenant (`namespace_tenant`)
     The tenant tag comes from the namespace (its hubwright.io/tenant annotation, else its name).
 
 Quotas (`quota_refusals`)
@@ -62,7 +62,7 @@ _ACCOUNT_ID = re.compile(r"\d{12}")
 _TAG_VALUE = re.compile(r"[\w .:/=+\-@]+")  # what AWS accepts in a tag value
 
 
-def namespace_of(cluster: Cluster) -> str:
+def cluster_namespace(cluster: Cluster) -> str:
     return cluster.metadata.namespace or "default"
 
 
@@ -95,7 +95,7 @@ class Owners:
 
     def account(self, cluster: Cluster) -> str:
         """The account the cluster may live in, which spec.accountID must name; InvalidSpec otherwise."""
-        namespace = namespace_of(cluster)
+        namespace = cluster_namespace(cluster)
         wanted = cluster.spec.aws.account_id
         owner = self.annotations(namespace).get(OWNER_ACCOUNT_ANNOTATION)
         if owner is not None:
@@ -178,7 +178,7 @@ def first_claims(hub: HubConfig, clusters: Iterable[Cluster], namespaces: Mappin
         return (recorded(cluster).get(ACCOUNT) != cluster.spec.aws.account_id, *_age(cluster))
 
     for cluster in sorted(clusters, key=order):
-        namespace, account = namespace_of(cluster), cluster.spec.aws.account_id
+        namespace, account = cluster_namespace(cluster), cluster.spec.aws.account_id
         if OWNER_ACCOUNT_ANNOTATION in namespaces.get(namespace, {}):
             continue
         if account != hub.spec.account_id and account not in owned:
@@ -188,7 +188,7 @@ def first_claims(hub: HubConfig, clusters: Iterable[Cluster], namespaces: Mappin
 
 # --------------------------------------------------------------------------- tenant
 
-def tenant_of(namespace: str, annotations: Mapping[str, str]) -> str:
+def namespace_tenant(namespace: str, annotations: Mapping[str, str]) -> str:
     """The tenant of a namespace's clusters: its hubwright.io/tenant annotation, else the namespace. The one rule:
     the stack's tags and the registry's install answer (automation/api/bootstrap.py, what the agent pushes as)
     both come from here. The annotation is the hub administrator's (the tenant controller writes the Tenant's
@@ -256,7 +256,7 @@ def host_errors(cluster: Cluster, hub: HubConfig, annotations: Mapping[str, str]
         return InvalidSpec.one(cluster.ref, "spec.apiURL",
                                f"host {host} is under {reserved}, reserved by the hub administrator "
                                "(HubConfig spec.tenancy.reservedDomains)", condition=DOMAIN_NOT_ALLOWED)
-    namespace = namespace_of(cluster)
+    namespace = cluster_namespace(cluster)
     allowed = allowed_domains(namespace, annotations)
     if allowed is not None and not any(under(host, d) for d in allowed):
         return InvalidSpec.one(cluster.ref, "spec.apiURL", NOT_UNDER.format(

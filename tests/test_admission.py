@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from stacks.admission import (TENANT_ADMIN_CLUSTERROLE, adoption_refusal, admins_rolebinding, admission_manifests,
-                              namespace_metadata, tenant_admin_clusterrole, tenant_controller_rules, tenant_of,
+                              namespace_metadata, tenant_admin_clusterrole, tenant_controller_rules, parse_tenant,
                               tenant_quota, tenant_refusal)
 from stacks.names import (BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE,
                           OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL)
 
 
 def tenant(name: str = "t-one", **spec):
-    parsed, problem = tenant_of({"apiVersion": "hubwright.io/v1alpha1", "kind": "HubTenant",
+    parsed, problem = parse_tenant({"apiVersion": "hubwright.io/v1alpha1", "kind": "HubTenant",
                                  "metadata": {"name": name}, "spec": spec})
     assert problem is None
     return parsed
@@ -88,7 +88,7 @@ def test_the_admins_rolebinding_binds_the_tenant_admin_role_to_the_spec_admins()
 
 
 def test_an_invalid_tenant_is_named_by_its_field():
-    parsed, problem = tenant_of({"apiVersion": "hubwright.io/v1alpha1", "kind": "HubTenant", "metadata": {"name": "t"},
+    parsed, problem = parse_tenant({"apiVersion": "hubwright.io/v1alpha1", "kind": "HubTenant", "metadata": {"name": "t"},
                                  "spec": {"accountID": "12", "admins": [{"kind": "User", "name": "b", "namespace": "x"}]}})
     assert parsed is None and "spec.accountID" in problem and "spec.admins[0]" in problem
 

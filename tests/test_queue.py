@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from automation.adapters.backoff import Backoff
-from automation.kit.queue import Outcome, WorkQueue, Workers, namespace_of
+from automation.kit.queue import Outcome, WorkQueue, Workers, fairness_group
 
 
 class FakeClock:
@@ -292,8 +292,8 @@ def take(q: WorkQueue, n: int) -> list:
 
 
 def test_the_group_of_a_key_is_its_namespace_and_a_key_without_one_is_its_own():
-    assert namespace_of("acme/prod-1") == "acme" and namespace_of("acme/a/b") == "acme"
-    assert namespace_of("prod-1") == "prod-1" and namespace_of(("acme", "prod-1")) == ("acme", "prod-1")
+    assert fairness_group("acme/prod-1") == "acme" and fairness_group("acme/a/b") == "acme"
+    assert fairness_group("prod-1") == "prod-1" and fairness_group(("acme", "prod-1")) == ("acme", "prod-1")
 
 
 def test_namespaces_take_turns_and_keys_keep_their_order_within_one():
@@ -341,7 +341,7 @@ def test_two_busy_namespaces_converge_on_an_equal_share_of_the_workers():
         busy.append(taken[-1])
     # acme 3 vs globex 0, 2 vs 1: globex; 1 vs 2, 1 vs 2: acme; then a globex run ends, 2 vs 1: globex
     assert taken == ["globex/c-00", "globex/c-01", "acme/c-04", "acme/c-05", "globex/c-02"]
-    assert sorted(namespace_of(k) for k in busy) == ["acme", "acme", "globex", "globex"]
+    assert sorted(fairness_group(k) for k in busy) == ["acme", "acme", "globex", "globex"]
 
 
 def test_a_single_namespace_may_use_every_worker():
@@ -466,7 +466,7 @@ def test_get_always_picks_what_a_scan_of_every_namespace_would_pick():
         elif roll < 0.75 and in_flight:
             key = in_flight.pop(rng.randrange(len(in_flight)))
             q.done(key)
-            running[namespace_of(key)] -= 1
+            running[fairness_group(key)] -= 1
         else:
             got = q.get(timeout=0)
             if not ready:

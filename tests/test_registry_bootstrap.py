@@ -791,14 +791,14 @@ def test_the_openapi_document_describes_the_bootstrap_routes(http):
     assert {"401", "409", "429"} <= set(install["responses"])
 
 
-# --------------------------------------------------------------------------- one tenant rule (stacks.tenancy.tenant_of)
+# --------------------------------------------------------------------------- one tenant rule (stacks.tenancy.namespace_tenant)
 
 def test_the_install_answer_names_the_tenant_the_stack_tags_name(made, admin):
     """Attack: a namespace labelled hubwright.io/tenant for another Tenant, but not annotated (a label left behind,
     or put there by whoever may label namespaces: platforms hand namespace labels out for network and pod-security
     selection). The stack's tags come from the annotation (else the namespace); an install answer read from the
     label named the other Tenant, so the agent pushed as it while the cloud was tagged with the namespace. One rule
-    now (stacks.tenancy.tenant_of): both name the namespace, never the Tenant the label names."""
+    now (stacks.tenancy.namespace_tenant): both name the namespace, never the Tenant the label names."""
     victim, _ = made.tenant()
     namespace = f"t-boot-{uuid.uuid4().hex[:8]}"  # a Tenant of its own, whose namespace carries victim's label
     account = "222222222222"

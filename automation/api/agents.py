@@ -23,7 +23,7 @@ from pydantic import Field
 from automation.adapters.kube.agent import TIMEOUT, recorded_uid, request_token
 from automation.api.app import FORBIDDEN, LOG, Registry, caller, registry
 from automation.api.bootstrap import hub_config
-from automation.api.kube import namespace_of, own_cluster
+from automation.api.kube import namespace_of_tenant, own_cluster
 from automation.api.models import ERRORS, View
 from automation.api.tenants import ClusterId, TenantId
 from stacks.names import agent_name
@@ -71,7 +71,7 @@ def _same_cluster(reg: Registry, namespace: str, cluster: str, current: Mapping[
 def as_agent(reg: Registry, api: client.ApiClient, tenant: str, cluster: str) -> tuple[str, dict[str, Any]]:
     """The Cluster's namespace and the Cluster itself (read with the API's own client), when the caller is that
     Cluster's agent, granted for the Cluster of that name now; else 403 (the one FORBIDDEN body for anyone else)."""
-    namespace = namespace_of(reg, tenant, api)
+    namespace = namespace_of_tenant(reg, tenant, api)
     if not is_agent(caller_name(api), namespace, cluster):
         raise HTTPException(403, FORBIDDEN)  # the one 403 body: names no namespace, tells no tenant exists
     current = own_cluster(reg, namespace, tenant, cluster)

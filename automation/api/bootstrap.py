@@ -44,7 +44,7 @@ import urllib3
 from automation.adapters.kube.agent import AgentGone, grant_agent
 from stacks.times import rfc3339_seconds, parse_seconds
 from automation.api.app import LOG, Registry, caller, kube_unreachable, registry
-from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
+from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of_tenant, own_cluster
 from automation.api.models import ERRORS, Problem, View, controlled_by
 from automation.api.ratelimit import RateLimiter, client_address
 from automation.api.tenants import ClusterId, TenantId
@@ -58,7 +58,7 @@ from stacks.names import (CLUSTER, CLUSTERS, GITREPOS, HUBCONFIGS, BOOTSTRAP_SUB
                           VERSION)
 from stacks.registry import agent_token_seconds, bootstrap_token_seconds, token_hash, token_label
 from stacks.resolve import shared_ingress_inputs
-from stacks.tenancy import tenant_of
+from stacks.tenancy import namespace_tenant
 
 Caller = Annotated[client.ApiClient, Depends(caller)]
 Reg = Annotated[Registry, Depends(registry)]
@@ -244,7 +244,7 @@ router = APIRouter(tags=["bootstrap"])
 def issue(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
     """A new token replaces the last one, and clears the key of the cluster's agent (status.agentKey): it leaves
     the catalog repository's deploy keys, and the agent of the next install makes and pushes a new one."""
-    namespace = namespace_of(reg, tenant, api)
+    namespace = namespace_of_tenant(reg, tenant, api)
     authorize(api, SUBRESOURCE, namespace, cluster, "issue a bootstrap token for")
     own = custom(reg.own)
     doc = own_cluster(reg, namespace, tenant, cluster)
@@ -288,7 +288,7 @@ def install(request: Request, reg: Reg,
     meta = client.CoreV1Api(reg.own).read_namespace(namespace).metadata
     annotations = meta.annotations or {}
     try:  # the one rule the stack's tags follow too: the agent pushes as the tenant the cloud is tagged with
-        tenant = tenant_of(namespace, annotations)
+        tenant = namespace_tenant(namespace, annotations)
     except InvalidSpec as exc:  # refused before the token is used up, as the service refuses the namespace
         raise HTTPException(409, "; ".join(str(err) for err in exc.errors)) from None
     hub = hub_config(reg)

@@ -25,7 +25,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.api.agents import refuse_stale_agent
 from automation.api.app import LOG, Registry, caller, registry
-from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of, own_cluster
+from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of_tenant, own_cluster
 from automation.api.models import ERRORS, FactsHistory, FactsPush, FactsView
 from automation.api.tenants import ClusterId, TenantId
 from stacks.names import CLUSTERS, FACTS_SUBRESOURCE, GROUP, VERSION
@@ -91,7 +91,7 @@ router = APIRouter(tags=["facts"], responses=ERRORS)
 @router.post(FACTS_PATH, response_model=FactsView, status_code=201, summary="Push a cluster's dynamic facts")
 def push(tenant: TenantId, cluster: ClusterId, body: FactsPush, api: Caller, reg: Reg) -> JSONResponse:
     store = _store(reg)
-    namespace = namespace_of(reg, tenant, api)
+    namespace = namespace_of_tenant(reg, tenant, api)
     authorize(api, SUBRESOURCE, namespace, cluster, "push facts to")
     own = custom(reg.own)
     current = own_cluster(reg, namespace, tenant, cluster)
@@ -110,7 +110,7 @@ def push(tenant: TenantId, cluster: ClusterId, body: FactsPush, api: Caller, reg
 @router.get(FACTS_PATH, response_model=FactsView, summary="Read a cluster's latest dynamic facts")
 def latest(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
     store = _store(reg)
-    namespace = namespace_of(reg, tenant, api)
+    namespace = namespace_of_tenant(reg, tenant, api)
     custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)  # may they read it?
     found = store.latest(namespace, cluster)
     if found is None:
@@ -131,6 +131,6 @@ def history(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg,
             raise RequestValidationError([{"loc": ("query", "since"), "type": "value_error",
                                            "msg": f"{since!r} is not an RFC 3339 time such as "
                                                   "2024-05-01T12:00:00Z"}])
-    namespace = namespace_of(reg, tenant, api)
+    namespace = namespace_of_tenant(reg, tenant, api)
     custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)
     return JSONResponse({"items": store.history(namespace, cluster, since=since, limit=limit)})

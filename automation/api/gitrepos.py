@@ -30,7 +30,7 @@ from kubernetes.client.rest import ApiException
 from stacks.times import rfc3339_seconds
 from automation.api.agents import as_agent
 from automation.api.app import LOG, Registry, caller, registry
-from automation.api.kube import CONFLICT_ATTEMPTS, custom, namespace_of, own_cluster
+from automation.api.kube import CONFLICT_ATTEMPTS, custom, namespace_of_tenant, own_cluster
 from automation.api.models import ERRORS, AgentKeyPut, AgentKeyView, GitRepoView, controlled_by, section
 from automation.api.tenants import ClusterId, TenantId
 from stacks.gitrepos import keys
@@ -121,7 +121,7 @@ router = APIRouter(tags=["gitrepos"], responses=ERRORS)
 
 @router.get("/tenants/{tenant}/gitrepo", response_model=GitRepoView, summary="A tenant's Git repository")
 def tenant_repo(tenant: TenantId, api: Caller, reg: Reg) -> JSONResponse:
-    namespace = namespace_of(reg, tenant, api)
+    namespace = namespace_of_tenant(reg, tenant, api)
     doc = _read(api, namespace, tenant_repo_name(tenant))  # as the caller: RBAC decides first
     found = _tenant(reg, tenant)
     if doc is not None and _made_for(doc, TENANT_ROLE, tenant) \
@@ -136,7 +136,7 @@ def tenant_repo(tenant: TenantId, api: Caller, reg: Reg) -> JSONResponse:
 @router.get("/tenants/{tenant}/clusters/{cluster}/gitrepo", response_model=GitRepoView,
             summary="A cluster's catalog repository")
 def cluster_repo(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
-    namespace = namespace_of(reg, tenant, api)
+    namespace = namespace_of_tenant(reg, tenant, api)
     doc = _read(api, namespace, cluster_repo_name(cluster))  # as the caller: RBAC decides first
     if doc is not None and _made_for(doc, CLUSTER_ROLE, tenant, cluster) \
             and controlled_by(doc, CLUSTER.kind, own_cluster(reg, namespace, tenant, cluster)["metadata"]["uid"]):

@@ -67,7 +67,7 @@ def own_cluster(reg: Registry, namespace: str, tenant: str, cluster: str) -> dic
         raise
 
 
-def namespace_of(reg: Registry, tenant: str, api: client.ApiClient | None = None) -> str:
+def namespace_of_tenant(reg: Registry, tenant: str, api: client.ApiClient | None = None) -> str:
     """The namespace that holds a tenant's clusters, from its Tenant read with the API's own client.
 
     Given the caller (`api`), no such Tenant is a 404 only for a caller who could list clusters in the namespace

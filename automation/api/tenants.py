@@ -2,7 +2,7 @@
 
 Every call to Kubernetes is made as the caller (`caller`: their bearer token), so RBAC alone decides who sees
 and changes what, and Kubernetes' 401/403/404/409/422 come back as they are. The one exception is finding a
-tenant's namespace, read from its Tenant with the API's own client (automation.api.kube.namespace_of).
+tenant's namespace, read from its Tenant with the API's own client (automation.api.kube.namespace_of_tenant).
 
     POST   /tenants                         create (id generated when left out: t-adjective-noun-digits)
     PATCH  /tenants/{t}                     JSON merge patch of spec and labels, validated as a whole
@@ -22,7 +22,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.api.app import Registry, caller, registry
 from automation.api.kube import (CONFLICT_ATTEMPTS, check_labels, conflict, create_named, custom, merge_diff,
-                                 merge_patch, namespace_of, relabel, tenant_index, validated, wire)
+                                 merge_patch, namespace_of_tenant, relabel, tenant_index, validated, wire)
 from automation.api.listing import fingerprint, has_facts, page, parse_facts
 from automation.api.models import (CONFLICT, ERRORS, ClusterCreate, ClusterList, ClusterReplace, ClusterView,
                                    Deleted, Patch, TenantCreate, TenantList, TenantReplace, TenantView, cluster_view,
@@ -182,7 +182,7 @@ def delete_tenant(tenant: TenantId, api: Caller) -> JSONResponse:
 def fleet(api: Caller, reg: Reg, tenant: Annotated[str | None, Query(description="only this tenant's", pattern=NAME)] = None,
           label_selector: LabelSelector = None, fact: FactFilter = [], limit: Limit = None,  # noqa: B006
           continue_: Continue = None) -> JSONResponse:
-    namespace = namespace_of(reg, tenant, api) if tenant else None
+    namespace = namespace_of_tenant(reg, tenant, api) if tenant else None
     items, token = cluster_page(api, namespace, label_selector=label_selector, facts=fact, limit=limit,
                                 token=continue_)
     owners = {namespace: tenant} if tenant else (tenant_index(reg) if items else {})
@@ -195,7 +195,7 @@ def fleet(api: Caller, reg: Reg, tenant: Annotated[str | None, Query(description
 def list_clusters(tenant: TenantId, api: Caller, reg: Reg, label_selector: LabelSelector = None,
                   fact: FactFilter = [], limit: Limit = None,  # noqa: B006
                   continue_: Continue = None) -> JSONResponse:
-    namespace = namespace_of(reg, tenant, api)
+    namespace = namespace_of_tenant(reg, tenant, api)
     items, token = cluster_page(api, namespace, label_selector=label_selector, facts=fact, limit=limit,
                                 token=continue_)
     return JSONResponse({"items": [cluster_view(doc, tenant) for doc in items], "continue": token})
@@ -205,7 +205,7 @@ def list_clusters(tenant: TenantId, api: Caller, reg: Reg, label_selector: Label
              tags=["clusters"], summary="Register a cluster")
 def create_cluster(tenant: TenantId, body: ClusterCreate, api: Caller, reg: Reg) -> JSONResponse:
     check_labels(body.labels)
-    namespace = namespace_of(reg, tenant, api)
+    namespace = namespace_of_tenant(reg, tenant, api)
 
     def create(name: str) -> dict[str, Any]:
         return custom(api).create_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, {
@@ -230,14 +230,14 @@ def _cluster_rw(api: client.ApiClient, namespace: str, name: str):
 @router.get("/tenants/{tenant}/clusters/{cluster}", response_model=ClusterView, tags=["clusters"],
             summary="Read a cluster")
 def read_cluster(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
-    read, _, _ = _cluster_rw(api, namespace_of(reg, tenant, api), cluster)
+    read, _, _ = _cluster_rw(api, namespace_of_tenant(reg, tenant, api), cluster)
     return JSONResponse(cluster_view(read(), tenant))
 
 
 @router.patch("/tenants/{tenant}/clusters/{cluster}", responses=CONFLICT, response_model=ClusterView,
               tags=["clusters"], summary="Change a cluster (JSON merge patch of spec and labels)")
 def patch_cluster(tenant: TenantId, cluster: ClusterId, body: Patch, api: Caller, reg: Reg) -> JSONResponse:
-    read, patch, _ = _cluster_rw(api, namespace_of(reg, tenant, api), cluster)
+    read, patch, _ = _cluster_rw(api, namespace_of_tenant(reg, tenant, api), cluster)
     return JSONResponse(cluster_view(_update(read, patch, lambda doc: _patch_body(doc, body, ClusterSpec),
                                              body.resource_version, "Cluster", cluster), tenant))
 
@@ -246,7 +246,7 @@ def patch_cluster(tenant: TenantId, cluster: ClusterId, body: Patch, api: Caller
             tags=["clusters"], summary="Replace a cluster's spec")
 def replace_cluster(tenant: TenantId, cluster: ClusterId, body: ClusterReplace, api: Caller,
                     reg: Reg) -> JSONResponse:
-    read, _, replace = _cluster_rw(api, namespace_of(reg, tenant, api), cluster)
+    read, _, replace = _cluster_rw(api, namespace_of_tenant(reg, tenant, api), cluster)
     return JSONResponse(cluster_view(_update(
         read, replace, lambda doc: _replacement(doc, body.labels, body.spec),
         body.resource_version, "Cluster", cluster), tenant))
@@ -255,7 +255,7 @@ def replace_cluster(tenant: TenantId, cluster: ClusterId, body: ClusterReplace, 
 @router.delete("/tenants/{tenant}/clusters/{cluster}", response_model=Deleted, tags=["clusters"],
                summary="Delete a cluster (its stack is destroyed first; its facts history goes)")
 def delete_cluster(tenant: TenantId, cluster: ClusterId, api: Caller, reg: Reg) -> JSONResponse:
-    namespace = namespace_of(reg, tenant, api)
+    namespace = namespace_of_tenant(reg, tenant, api)
     result = custom(api).delete_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, cluster)
     if reg.facts is not None:
         reg.facts.forget(namespace, cluster)

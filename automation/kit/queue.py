@@ -78,7 +78,7 @@ class Outcome:
         return cls(False, recheck, reason)
 
 
-def namespace_of(key: Hashable) -> Hashable:
+def fairness_group(key: Hashable) -> Hashable:
     """The group of a "namespace/name" key: its namespace. A key without "/" is a group of its own."""
     if isinstance(key, str) and "/" in key:
         return key.split("/", 1)[0]
@@ -154,7 +154,7 @@ class _FairReady:
 class WorkQueue:
     def __init__(self, backoff: Backoff = Backoff(), *, settle: float = 0.0, settle_max: float | None = None,
                  clock: Callable[[], float] = time.monotonic, rand: Callable[[], float] = random.random,
-                 group: Callable[[Hashable], Hashable] = namespace_of):
+                 group: Callable[[Hashable], Hashable] = fairness_group):
         self.backoff = backoff
         self.settle = settle
         self.settle_max = settle_max if settle_max is not None else 20 * settle

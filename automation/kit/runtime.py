@@ -13,9 +13,10 @@ controller in the process, and one start-when-synced.
   informer.Fanout); `Controller.watches(kind, keys)` is the usual handler: the keys a changed object maps to go
   into the controller's queue. A controller may also be fed by someone else (the Mapper feeds the stacks').
 - `Manager.controller(name, reconcile, queue=, workers=)`: a WorkQueue served by `workers` threads, each
-  calling `reconcile(key) -> Outcome` (automation/kit/queue.py). The stacks controller (serve.Pipeline)
-  serves the clusters' and the transit stacks' keys from one queue with --workers threads, so both share the
-  engine's bound; the tenant controller has its own queue and worker.
+  calling `reconcile(key) -> Outcome` (automation/kit/queue.py). Controllers that must share a bound wrap their
+  reconciles in one `Slots`: the clusters' and the transit stacks' (automation/service/fleet.py, transit.py) take
+  --workers slots together, the engine's bound; each controller declares itself in its module's `setup(manager,
+  ...)` (docs/architecture.md, "The controller kit").
 - Start: every informer starts; once each has listed once, the `on_synced` steps run in order (one returning
   False stops the start: the manager was halted meanwhile), then the runnables (the mapper, resync loops),
   then the controllers' workers. Nothing reconciles against a half-filled store.

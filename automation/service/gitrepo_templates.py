@@ -36,7 +36,7 @@ from automation.kit.objects import HUBGITREPOS, HUBTENANTS, Conflict, Obj, Objec
 from automation.kit.queue import Outcome, WorkQueue
 from automation.kit.runtime import Controller, Manager
 from automation.service.tenants import TenantStore
-from stacks.admission import tenant_of
+from stacks.admission import parse_tenant
 from stacks.gitrepos.templates import (CLUSTER_ROLE, TENANT_ROLE, agent_key_of, cluster_repo, cluster_repo_name,
                                        tenant_repo, tenant_repo_name)
 from stacks.names import GITREPO_ROLE_LABEL, GITREPOS, TENANTS
@@ -148,7 +148,7 @@ class GitRepoTemplates:
         raw = self.objects.get(HUBTENANTS, name)
         if raw is None or Obj(raw).deleting:
             return  # gone or going: the garbage collector takes its HubGitRepo
-        tenant, _ = tenant_of(raw)
+        tenant, _ = parse_tenant(raw)
         namespace = Obj(raw).status.get("namespace")
         if tenant is None or not namespace or namespace != tenant.namespace:
             return  # invalid, or its namespace not made yet (its status changes when it is)
@@ -183,7 +183,7 @@ class GitRepoTemplates:
             raw = self.tenants.get(name)
             if raw is None or Obj(raw).status.get("namespace") != namespace:
                 continue
-            tenant, _ = tenant_of(raw)
+            tenant, _ = parse_tenant(raw)
             if tenant is not None and tenant.namespace == namespace:
                 return tenant
         return None

@@ -28,7 +28,7 @@ Operation = Literal["up", "destroy"]  # what was being done when the error came
 
 @dataclass(frozen=True)
 class Verdict:
-    state: State  # the kstatus story the condition tells (automation/adapters/kube/status.py)
+    state: State  # the kstatus story the condition tells (stacks/conditions.py)
     reason: str  # the condition's and the Event's reason
     condition: str  # the condition's message: what happened and what comes next
     event_type: Literal["Normal", "Warning"]

@@ -24,7 +24,7 @@ from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.network.query import NetworkQuery, query_of
 from stacks.targets import AwsTarget
-from stacks.tenancy import namespace_of, shared_warning
+from stacks.tenancy import cluster_namespace, shared_warning
 from stacks.transit import TransitInputs
 
 
@@ -198,7 +198,7 @@ class Snapshot:
         if cluster is None or not cluster.spec.provisioned:
             return None, None
         try:
-            region = cluster_region(cluster, self.hub, self.cache.annotations_of(namespace_of(cluster)))[0] \
+            region = cluster_region(cluster, self.hub, self.cache.annotations_of(cluster_namespace(cluster)))[0] \
                 if self.hub is not None and self.cache is not None else None
         except InvalidSpec:
             region = None
@@ -225,7 +225,7 @@ class Snapshot:
         cluster = self._cluster(key)
         if cluster is None or self.hub is None or self.cache is None or not cluster.spec.provisioned:
             return None
-        return region_overridden(cluster, self.hub, self.cache.annotations_of(namespace_of(cluster)))
+        return region_overridden(cluster, self.hub, self.cache.annotations_of(cluster_namespace(cluster)))
 
     def network_query(self, key: str) -> NetworkQuery | None:
         cluster, target = self._cluster(key), self.gates.get(key)

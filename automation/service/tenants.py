@@ -56,7 +56,7 @@ from automation.kit.queue import Outcome, WorkQueue
 from automation.kit.runtime import Controller, Manager
 from automation.kit.status import StatusWriter
 from stacks.admission import (HUB_ACCOUNT_UNKNOWN, MESSAGE_MAX, TENANT_ADMINS_ROLEBINDING, TENANT_QUOTA,
-                              admins_rolebinding, namespace_metadata, released_metadata, tenant_of,
+                              admins_rolebinding, namespace_metadata, released_metadata, parse_tenant,
                               tenant_quota, tenant_reader, tenant_refusal)
 from stacks.names import GROUP, TENANT_FINALIZER, TENANT_LABEL
 from stacks.registry import Tenant
@@ -212,7 +212,7 @@ class TenantController:
             return Outcome.done()
         if Obj(raw).deleting:
             return self._finalize(raw)
-        tenant, problem = tenant_of(raw)
+        tenant, problem = parse_tenant(raw)
         if tenant is None:
             self._status(raw, message=f"invalid: {problem}")
             return Outcome.done()
@@ -254,7 +254,7 @@ class TenantController:
         # without one (it stopped between making the namespace and writing the status), the spec's if marked ours.
         namespace = obj.status.get("namespace")
         if namespace is None:
-            tenant, _ = tenant_of(raw)
+            tenant, _ = parse_tenant(raw)
             if tenant is not None and self._labelled(name, self._read_namespace(tenant.namespace)):
                 namespace = tenant.namespace
         if namespace:

@@ -12,7 +12,7 @@
   deletionPolicy Delete and only when hubwright created or adopted it.
 - the verdicts (`synced`, `unavailable`, `denied`, `stalled`) and the reasons: the phase and the kstatus story of each outcome (Ready; Retrying with
   Reconciling=True when the forge is unavailable; Stalled naming the reason when refused). The controller writes
-  them with automation.adapters.kube.status.conditions, so a Stalled condition heals once its cause goes away.
+  them with stacks.conditions.conditions, so a Stalled condition heals once its cause goes away.
 """
 from __future__ import annotations
 
@@ -161,7 +161,7 @@ def deletion(*, policy: DeletionPolicy, ownership: Ownership | None, managed: Se
 
 @dataclass(frozen=True)
 class Verdict:
-    """The phase, the kstatus state (automation.adapters.kube.status.conditions) and the reason and message."""
+    """The phase, the kstatus state (stacks.conditions.conditions) and the reason and message."""
 
     phase: Phase
     state: State

@@ -6,7 +6,7 @@ from stacks.errors import InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig, MeshGroup, MeshRule
 from stacks.names import JOIN_STATUS_KEY, MESH_ENABLED_ANNOTATION, MESH_LABEL
-from stacks.tenancy import namespace_of
+from stacks.tenancy import cluster_namespace
 from stacks.transit import MeshStatus
 
 NOT_IN_MESH_GROUP = "NotInMeshGroup"
@@ -60,7 +60,7 @@ def key_in(namespace: str, group: str, hub: HubConfig) -> str | None:
 
 def group_key(cluster: Cluster, group: str, hub: HubConfig) -> str | InvalidSpec:
     """Which group `group` is for this cluster: shared ("G"), namespace-local ("ns/G"), or refused."""
-    namespace = namespace_of(cluster)
+    namespace = cluster_namespace(cluster)
     key = key_in(namespace, group, hub)
     if key is not None:
         return key

@@ -28,7 +28,7 @@ from stacks.network.found import FoundSubnet
 from stacks.network.merge import chosen_tables, one_per_zone
 from stacks.sources.kinds import (AWS_CLUSTER, AWS_MANAGED_CLUSTER, AWS_MANAGED_CONTROL_PLANE, SourceKind, SourceRef,
                                   group_of, kind_of)
-from stacks.sources.optin import namespace_of
+from stacks.sources.optin import source_namespace
 from stacks.sources.outcome import Pending, Refused
 
 # related(kind, namespace, name): the object of that kind, or None when it is not there (yet).
@@ -217,7 +217,7 @@ def capi_part(cluster: Mapping[str, Any], related: Related, *, hub: HubConfig, p
     oref = SourceRef(holder_kind.group, holder_kind.kind, ref.namespace, name)
     if holder is None:
         return Pending(ref, _wait(ref, via, f"names {oref}, which is not there yet"))
-    if kind_of(holder) is not holder_kind or namespace_of(holder) != ref.namespace or get(holder, "metadata.name") != name:
+    if kind_of(holder) is not holder_kind or source_namespace(holder) != ref.namespace or get(holder, "metadata.name") != name:
         return Refused.one(ref, ref, via, f"names {oref}, but what was read is {SourceRef.of(holder)}")
     provenance: Provenance = {"spec.infraID": (ref, "metadata.name"), "metadata.name": (ref, "metadata.name")}
     region = get(holder, "spec.region")

@@ -29,7 +29,7 @@ def _true(values: Mapping[str, Any], key: str) -> bool:
     return values.get(key) == "true"
 
 
-def namespace_of(doc: Mapping[str, Any]) -> str | None:
+def source_namespace(doc: Mapping[str, Any]) -> str | None:
     meta = doc.get("metadata")
     namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
     return namespace if isinstance(namespace, str) and namespace else None
@@ -40,7 +40,7 @@ def opted_in(doc: Mapping[str, Any], hub: HubConfig) -> bool:
     if not _true(_meta(doc, "annotations"), ENABLED_ANNOTATION):
         return False
     allowed = hub.spec.sources.namespaces
-    return allowed is None or namespace_of(doc) in allowed
+    return allowed is None or source_namespace(doc) in allowed
 
 
 def wants_privatelink(doc: Mapping[str, Any]) -> bool:

@@ -34,7 +34,7 @@ from stacks.resolve import Fleet
 from stacks.sources.capi import get
 from stacks.sources.derive import derive
 from stacks.sources.kinds import SOURCES, SourceKind, kind_of, of_source_project
-from stacks.sources.optin import namespace_of, overrides_source
+from stacks.sources.optin import source_namespace, overrides_source
 from stacks.sources.outcome import Derived, Pending
 from stacks.transit import MeshStatus
 
@@ -341,7 +341,7 @@ def _derived(hub: HubConfig, foreign: Foreign, namespaces: dict[str, dict[str, s
     the account is the namespace's owner account), and an error for each refused or pending one."""
     index: dict[tuple[SourceKind, str, str], dict] = {}
     for doc, _ in foreign:
-        kind, namespace, name = kind_of(doc), namespace_of(doc), get(doc, "metadata.name")
+        kind, namespace, name = kind_of(doc), source_namespace(doc), get(doc, "metadata.name")
         if kind is not None and namespace is not None and isinstance(name, str):
             index[(kind, namespace, name)] = doc
 
@@ -353,7 +353,7 @@ def _derived(hub: HubConfig, foreign: Foreign, namespaces: dict[str, dict[str, s
     for doc, where in foreign:
         if kind_of(doc) not in SOURCES:
             continue
-        owner = namespaces.get(namespace_of(doc) or "default", {}).get(OWNER_ACCOUNT_ANNOTATION)
+        owner = namespaces.get(source_namespace(doc) or "default", {}).get(OWNER_ACCOUNT_ANNOTATION)
         outcome = derive(doc, related, owner_account=owner, hub=hub)
         if isinstance(outcome, Derived):
             clusters.append((outcome.cluster, f"{where} ({outcome.source})"))
