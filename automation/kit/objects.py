@@ -11,11 +11,12 @@ and the status writer (automation/kit/status.py). What its informers keep is rea
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping, Protocol
+from typing import Any, Mapping
 
 from automation.adapters.kube.objects import (CLUSTERROLEBINDINGS, CLUSTERROLES, CONFIGMAPS, HUBCLUSTERS, HUBCONFIGS,
                                               HUBGITREPOS, HUBSTACKRUNS, HUBTENANTS, NAMESPACES, RESOURCEQUOTAS,
-                                              ROLEBINDINGS, ROLES, SECRETS, SERVICEACCOUNTS, ApiError, Conflict, Kind)
+                                              ROLEBINDINGS, ROLES, SECRETS, SERVICEACCOUNTS, ApiError, Conflict, Kind,
+                                              Objects)
 
 __all__ = ["Obj", "Objects", "Kind", "ApiError", "Conflict", "HUBCLUSTERS", "HUBCONFIGS", "HUBGITREPOS",
            "HUBSTACKRUNS", "HUBTENANTS", "NAMESPACES", "SECRETS", "CONFIGMAPS", "SERVICEACCOUNTS", "RESOURCEQUOTAS",
@@ -107,24 +108,3 @@ class Obj:
 
 def key_of(raw: Mapping[str, Any]) -> str:
     return Obj(raw).key
-
-
-class Objects(Protocol):
-    """The port (module docstring). 404 reads as None (get, patch, patch_status) or False (delete); 409 raises
-    Conflict; any other refusal ApiError."""
-
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Raw | None: ...
-
-    def list(self, kind: Kind, namespace: str | None = None, *, label_selector: str | None = None,
-             field_selector: str | None = None, limit: int | None = None) -> Raw: ...
-
-    def create(self, kind: Kind, body: Raw, namespace: str | None = None) -> Raw: ...
-
-    def patch(self, kind: Kind, name: str, patch: Raw, namespace: str | None = None) -> Raw | None: ...
-
-    def patch_status(self, kind: Kind, name: str, status: Raw, namespace: str | None = None, *,
-                     resource_version: str | None = None) -> Raw | None: ...
-
-    def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> bool: ...
-
-    def event(self, kind: Kind, raw: Raw, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None: ...

@@ -6,7 +6,8 @@
     request_token a TokenRequest for the agent's ServiceAccount: its first token, and each rotation (the registry
                   API's agent-token route, automation.api.facts): a lifetime the API chooses, the API server's
                   own audience. The agent holds no right to ask for one itself.
-    revoke_agent  delete the three (those not owned by `keep`); 404s are fine.
+    revoke_agent  delete the three (those not owned by `keep`); 404s are fine. revoke_identity: the same through
+                  the object port (automation/adapters/kube/objects.py), which the clusters' controller holds.
     sweep_agents  at the service's start: revoke every agent whose Cluster is gone or is a later one of the same
                   name, and record the uid on agents granted before uids were recorded (stacks.registry).
 
@@ -36,6 +37,7 @@ from typing import Any, Callable, Mapping
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from automation.adapters.kube.objects import ROLEBINDINGS, ROLES, SERVICEACCOUNTS, Conflict, KubeObjects, Objects
 from stacks.install import RBAC, agent_rules
 from stacks.names import CLUSTER, CLUSTERS, AGENT_CLUSTER_LABEL, AGENT_CLUSTER_UID_ANNOTATION, API_VERSION, GROUP, VERSION, agent_name
 from stacks.registry import agent_standing
@@ -116,30 +118,32 @@ def request_token(core: client.CoreV1Api, namespace: str, name: str, seconds: in
     return status["token"], status["expirationTimestamp"]  # a metav1.Time: RFC 3339 in UTC ("...Z") already
 
 
+# An agent's identity, in the order it is revoked: the binding first, so no token keeps a right meanwhile.
+AGENT_KINDS = (ROLEBINDINGS, ROLES, SERVICEACCOUNTS)
+
+
 def revoke_agent(api_client: client.ApiClient, namespace: str, cluster: str, *, keep: str | None = None) -> None:
+    """`revoke_identity` through the official client."""
+    revoke_identity(KubeObjects(api_client), namespace, cluster, keep=keep)
+
+
+def revoke_identity(objects: Objects, namespace: str, cluster: str, *, keep: str | None = None) -> None:
     """Delete the agent's RoleBinding, Role and ServiceAccount (and so its tokens); gone already is fine.
 
     `keep`: a Cluster uid whose agent is spared (a concurrent install for the Cluster of that name now): only
     objects owned by another uid, or by none, are deleted, each with its own uid as a precondition."""
-    core, rbac = client.CoreV1Api(api_client), client.RbacAuthorizationV1Api(api_client)
     name = agent_name(cluster)
-    for read, delete in ((rbac.read_namespaced_role_binding, rbac.delete_namespaced_role_binding),
-                         (rbac.read_namespaced_role, rbac.delete_namespaced_role),
-                         (core.read_namespaced_service_account, core.delete_namespaced_service_account)):
+    for kind in AGENT_KINDS:
         if keep is None:
-            _ignore_missing(functools.partial(delete, name, namespace, _request_timeout=TIMEOUT))
+            objects.delete(kind, name, namespace)
+            continue
+        found = objects.get(kind, name, namespace)
+        if found is None or keep in _owners(found["metadata"]):
             continue
         try:
-            found = json.loads(read(name, namespace, _preload_content=False, _request_timeout=TIMEOUT).data)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            continue
-        if keep in _owners(found["metadata"]):
-            continue
-        _ignore_missing(functools.partial(
-            delete, name, namespace, body=client.V1DeleteOptions(preconditions=client.V1Preconditions(
-                uid=found["metadata"]["uid"])), _request_timeout=TIMEOUT), also=(409,))
+            objects.delete(kind, name, namespace, uid=found["metadata"]["uid"])
+        except Conflict:
+            pass  # made again since it was read: that one is not this revocation's
 
 
 def sweep_agents(api_client: client.ApiClient, namespace: str | None = None) -> dict[str, list[str]]:

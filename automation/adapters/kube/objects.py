@@ -6,13 +6,13 @@
 
 `KubeObjects` speaks the API's REST paths through the official client's ApiClient (its auth, TLS and pool), so
 one port serves our kinds, another project's and the core ones alike, each call with a timeout. The controller kit
-(automation/kit/objects.py) declares the port and the view over what it returns; doubles/objects.py is the
-in-memory one every controller's direct tests use.
+(automation/kit/objects.py) hands the port (`Objects`, declared here so the adapters that take one may name it) and
+the view over what it returns to every controller; doubles/objects.py is the in-memory one their direct tests use.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Protocol
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -82,6 +82,27 @@ class Conflict(ApiError):
 def _error(exc: ApiException) -> ApiError:
     cls = Conflict if exc.status == 409 else ApiError
     return cls(exc.status, str(exc.reason), str(exc.body or ""))
+
+
+class Objects(Protocol):
+    """The port (module docstring). 404 reads as None (get, patch, patch_status) or False (delete); 409 raises
+    Conflict; any other refusal ApiError."""
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Raw | None: ...
+
+    def list(self, kind: Kind, namespace: str | None = None, *, label_selector: str | None = None,
+             field_selector: str | None = None, limit: int | None = None) -> Raw: ...
+
+    def create(self, kind: Kind, body: Raw, namespace: str | None = None) -> Raw: ...
+
+    def patch(self, kind: Kind, name: str, patch: Raw, namespace: str | None = None) -> Raw | None: ...
+
+    def patch_status(self, kind: Kind, name: str, status: Raw, namespace: str | None = None, *,
+                     resource_version: str | None = None) -> Raw | None: ...
+
+    def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> bool: ...
+
+    def event(self, kind: Kind, raw: Raw, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None: ...
 
 
 class KubeObjects:

@@ -23,9 +23,9 @@ import time
 from typing import Any, Callable, Literal
 
 from automation.kit.finalizers import edit_finalizers, ensure_finalizer
-from automation.kit.objects import HUBCLUSTERS, ROLEBINDINGS, ROLES, SERVICEACCOUNTS, Objects
+from automation.adapters.kube.agent import revoke_identity
+from automation.kit.objects import HUBCLUSTERS, Objects
 from automation.kit.status import StatusWriter
-from stacks.names import agent_name
 from stacks.status import OTHER_WRITERS_STATUS_FIELDS, ClusterStatus, RunProgress
 
 LOG = logging.getLogger("hubwright.status")
@@ -87,8 +87,7 @@ class ClusterClient:
     def revoke_agent(self, namespace: str, name: str) -> None:
         """Delete the facts agent's RoleBinding, Role and ServiceAccount of the HubCluster (and so its tokens);
         gone already is fine."""
-        for kind in (ROLEBINDINGS, ROLES, SERVICEACCOUNTS):
-            self.objects.delete(kind, agent_name(name), namespace)
+        revoke_identity(self.objects, namespace, name)
 
     def close(self) -> None:
         """Wait for the status writer's background writes (the Events are the port owner's to close)."""
