@@ -19,8 +19,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from automation.kit.objects import ApiError, Conflict, Kind, Obj
+from automation.kit.objects import HUBCLUSTERS, HUBCONFIGS, NAMESPACES, ApiError, Conflict, Kind, Obj
+from automation.service.cache import Cache
 from doubles.engine import utc_now
+from doubles.factories import NAMESPACES as OWNED
 
 Raw = dict[str, Any]
 Handler = Callable[[str, Raw], None]  # (ADDED | MODIFIED | DELETED, object), like an informer's handler
@@ -221,3 +223,19 @@ def _merge(target: Raw, patch: Raw) -> None:
             _merge(target[name], value)
         else:
             target[name] = copy.deepcopy(value)
+
+
+def fake_hub(store: FakeObjects, hub: Raw) -> Cache:
+    """A real Cache fed by `store` as the service's informers feed it (HubClusters, the HubConfig, Namespaces), with
+    the factories' owned namespaces and `hub` (a HubConfig document, doubles.factories.hub_doc) made in it: the
+    world a direct test of a stack controller starts from."""
+    cache = Cache(hub_name="default", role_map_name="role-map", role_map_namespace="hubwright-system",
+                  parse_role_map=lambda raw: {})
+    stores = cache.stores()
+    store.watch(HUBCLUSTERS, cache.apply)
+    store.watch(HUBCONFIGS, stores["hubconfigs"].apply)
+    store.watch(NAMESPACES, stores["namespaces"].apply)
+    for name, annotations in OWNED.items():
+        store.create(NAMESPACES, {"metadata": {"name": name, "annotations": annotations}})
+    store.create(HUBCONFIGS, hub)
+    return cache

@@ -17,17 +17,16 @@ import pytest
 
 from automation.adapters.kube.informer import DictStore, Source
 from automation.kit.finalizers import FinalizerConflict
-from automation.kit.objects import HUBCLUSTERS, HUBCONFIGS, NAMESPACES, Conflict
+from automation.kit.objects import HUBCLUSTERS, Conflict
 from automation.kit.queue import Outcome
 from automation.kit.runtime import Manager
-from automation.service.cache import Cache
 from automation.service.clusters import ReconcileOptions, Reconciler
 from automation.service.mapper import FleetPublisher
 from automation.service.sources import WAIT, Sources, kind_of, setup, write_conditions
 from doubles.clusters import FakeClusters
 from doubles.engine import RecordingEngine
-from doubles.factories import NAMESPACES as OWNED, cluster_doc, hub_doc
-from doubles.objects import FakeObjects
+from doubles.factories import cluster_doc, hub_doc
+from doubles.objects import FakeObjects, fake_hub
 from doubles.sources import aws_cluster_doc, capi_cluster_doc, cluster_deployment_doc
 from stacks.names import ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, OVERRIDES_SOURCE_ANNOTATION, \
     SOURCE_FINALIZER
@@ -43,15 +42,7 @@ class World:
 
     def __init__(self, **hub_spec: Any):
         self.store = FakeObjects()
-        self.cache = Cache(hub_name="default", role_map_name="role-map", role_map_namespace="hubwright-system",
-                           parse_role_map=lambda raw: {})
-        stores = self.cache.stores()
-        self.store.watch(HUBCLUSTERS, self.cache.apply)
-        self.store.watch(HUBCONFIGS, stores["hubconfigs"].apply)
-        self.store.watch(NAMESPACES, stores["namespaces"].apply)
-        for name, annotations in OWNED.items():
-            self.store.create(NAMESPACES, {"metadata": {"name": name, "annotations": annotations}})
-        self.store.create(HUBCONFIGS, hub_doc(**hub_spec))
+        self.cache = fake_hub(self.store, hub_doc(**hub_spec))
         self.kinds: dict[str, DictStore] = {}
         for kind in KINDS:
             self.kinds[kind.qualified] = DictStore(lambda event, raw: None)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from automation.adapters.engine import PolicyViolation
-from automation.kit.objects import HUBCLUSTERS, HUBCONFIGS, NAMESPACES
+from automation.kit.objects import HUBCONFIGS
 from automation.kit.queue import Outcome, WorkQueue
 from automation.kit.runtime import Manager
 from automation.service.cache import Cache
@@ -28,8 +28,8 @@ from automation.kit.runtime import Slots
 from automation.service.transit import MeshHub, MeshStates, TransitReconciler, setup
 from doubles.clusters import FakeClusters
 from doubles.engine import RecordingEngine
-from doubles.factories import HUB_ACCOUNT, NAMESPACES as OWNED, cluster_doc, hub_doc
-from doubles.objects import FakeObjects
+from doubles.factories import HUB_ACCOUNT, cluster_doc, hub_doc
+from doubles.objects import FakeObjects, fake_hub
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.status import (GroupStatus, LastUpdate, MeshHubStatus, TransitOutputsStatus, TransitRegionStatus,
                            TransitStatus)
@@ -296,16 +296,8 @@ class Service:
     def __init__(self) -> None:
         self.store = FakeObjects()
         self.clusters = FakeClusters(self.store)
-        self.cache = Cache(hub_name="default", role_map_name="role-map", role_map_namespace="hubwright-system",
-                           parse_role_map=lambda raw: {})
-        stores = self.cache.stores()
-        self.store.watch(HUBCLUSTERS, self.cache.apply)
-        self.store.watch(HUBCONFIGS, stores["hubconfigs"].apply)
-        self.store.watch(NAMESPACES, stores["namespaces"].apply)
-        for name, annotations in OWNED.items():
-            self.store.create(NAMESPACES, {"metadata": {"name": name, "annotations": annotations}})
-        self.store.create(HUBCONFIGS, hub_doc(mesh={"groups": {"core": {"topology": "transitGateway",
-                                                                        "summaryCIDRs": ["10.0.0.0/8"]}}}))
+        self.cache = fake_hub(self.store, hub_doc(mesh={"groups": {"core": {"topology": "transitGateway",
+                                                             "summaryCIDRs": ["10.0.0.0/8"]}}}))
         self.engine = RecordingEngine()
         self.desired = FleetPublisher(self.cache)
         runs, slots = Runs(), Slots(1)
