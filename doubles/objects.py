@@ -5,6 +5,7 @@
 - A write carrying a stale metadata.resourceVersion (a patch, a status patch at a version) raises Conflict; a
   create of an existing name raises Conflict; a missing object reads as None (404) and deletes as False.
 - A deleted object with finalizers is held (deletionTimestamp set) until its last finalizer goes.
+- A Secret's stringData is stored as base64 data; list selectors take a=b, a and !a.
 - It records every status write (`status_writes`), Event (`events`) and call (`calls`), and hands each change
   to its watchers as a watch would (`watch(kind, handler)`), synchronously.
 - `fail(method, kind, error, times=1)` makes the next calls of a method on a kind raise (an API server away).
@@ -12,6 +13,7 @@ The test's side (what a user does with kubectl) is `create`, `patch` and `delete
 """
 from __future__ import annotations
 
+import base64
 import copy
 import itertools
 import threading
@@ -97,7 +99,7 @@ class FakeObjects:
         return {"items": shown, "metadata": meta}
 
     def create(self, kind: Kind, body: Raw, namespace: str | None = None) -> Raw:
-        obj = copy.deepcopy(body)
+        obj = _folded(kind, copy.deepcopy(body))
         meta = obj.setdefault("metadata", {})
         if kind.namespaced:
             meta["namespace"] = namespace or meta.get("namespace") or "default"
@@ -120,7 +122,7 @@ class FakeObjects:
             stored = self.store.get((kind.plural, key))
             if stored is None:
                 return None
-            patch = copy.deepcopy(patch)
+            patch = _folded(kind, copy.deepcopy(patch))
             self._check_version(stored, (patch.get("metadata") or {}).pop("resourceVersion", None))
             patch.pop("status", None)
             obj = copy.deepcopy(stored)
@@ -147,6 +149,22 @@ class FakeObjects:
             _merge(holder, {"status": status})
             obj["status"] = holder.get("status") or {}
             return self._put(kind, "MODIFIED", obj)
+
+    def replace_status(self, kind: Kind, raw: Raw) -> Raw | None:
+        """The status subresource replaced by raw's (PUT), at raw's resourceVersion."""
+        obj = Obj(raw)
+        key = _key(kind, obj.name, obj.namespace)
+        self._called("replace_status", kind, key)
+        with self._lock:
+            stored = self.store.get((kind.plural, key))
+            if stored is None:
+                return None
+            self._check_version(stored, obj.resource_version)
+            status = copy.deepcopy(raw.get("status") or {})
+            self.status_writes.append(StatusPatch(kind.plural, key, status, obj.resource_version))
+            new = copy.deepcopy(stored)
+            new["status"] = status
+            return self._put(kind, "MODIFIED", new)
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> bool:
         """Held by its finalizers (deletionTimestamp set), else gone; False when it was not there; with `uid`, only
@@ -208,11 +226,26 @@ def _key(kind: Kind, name: str, namespace: str | None) -> str:
 
 
 def _selected(obj: Raw, selector: str | None) -> bool:
-    """Equality selectors only (a=b,c=d), which is what the controllers use."""
+    """Equality (a=b) and existence (a, !a) selectors, which is what the controllers use."""
     if not selector:
         return True
     labels = Obj(obj).labels
-    return all(labels.get(k) == v for k, _, v in (part.partition("=") for part in selector.split(",")))
+
+    def match(part: str) -> bool:
+        key, sep, value = part.partition("=")
+        if not sep:
+            return key[1:] not in labels if key.startswith("!") else key in labels
+        return labels.get(key) == value
+    return all(match(part) for part in selector.split(","))
+
+
+def _folded(kind: Kind, body: Raw) -> Raw:
+    """A Secret's stringData folded into data, base64, as the API server stores it."""
+    if kind.plural == "secrets" and "stringData" in body:
+        plain = body.pop("stringData") or {}
+        body["data"] = {**(body.get("data") or {}),
+                        **{k: base64.b64encode(str(v).encode()).decode() for k, v in plain.items()}}
+    return body
 
 
 def _merge(target: Raw, patch: Raw) -> None:

@@ -13,7 +13,7 @@ depth, that a document before it had and it lacks (automation/kit/status.py says
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from stacks.status import CONDITION_TYPES, DRIFT_CONDITION, ClusterStatus, Condition, Peering, StackOutputs
 
@@ -128,3 +128,19 @@ def union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, dict):
             out[key] = union(value, other) if isinstance(other, dict) else value
     return out
+
+
+def changes_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The smallest JSON merge patch (RFC 7386) that turns `old` into `new`: only what changed, None for what went.
+    For a write at a resourceVersion, where `old` is exactly what the server holds (a runner's writes to its run);
+    status_patch is for a writer that cannot know that, and so carries the whole document."""
+    patch: dict[str, Any] = {name: None for name in old if name not in new}
+    for name, value in new.items():
+        before = old.get(name)
+        if isinstance(value, Mapping) and isinstance(before, Mapping) and value:
+            inner = changes_patch(before, value)
+            if inner:
+                patch[name] = inner
+        elif name not in old or before != value:
+            patch[name] = value
+    return patch

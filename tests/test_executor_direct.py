@@ -5,11 +5,8 @@ tests/test_executor_envtest.py keeps the real API server's side (the Secret's ri
 late claim that loses to the service's Cancelled)."""
 from __future__ import annotations
 
-import base64
-from typing import Any
-
 from automation.adapters.engine import RunLimits
-from automation.kit.objects import HUBSTACKRUNS, SECRETS, Kind
+from automation.kit.objects import HUBSTACKRUNS, SECRETS
 from automation.kit.runtime import Manager
 from automation.service.executor import RunnerEngine
 from doubles.engine import RecordingEngine
@@ -18,19 +15,8 @@ from doubles.runners import SERVICE_NAMESPACE
 from tests.test_runner_direct import World, inputs, wait_until
 
 
-class Server(FakeObjects):
-    """FakeObjects, and what the API server does with a Secret's stringData: folds it into data, base64."""
-
-    def create(self, kind: Kind, body: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        if kind == SECRETS and "stringData" in body:
-            plain = dict(body["stringData"] or {})
-            body = {k: v for k, v in body.items() if k != "stringData"}
-            body["data"] = {**body.get("data", {}), **{k: base64.b64encode(v.encode()).decode() for k, v in plain.items()}}
-        return super().create(kind, body, namespace)
-
-
 def test_an_up_is_a_run_a_runner_executes_and_its_result_comes_back_through_the_port():
-    kube = Server()
+    kube = FakeObjects()
     service = RunnerEngine(kube, local=RecordingEngine(), namespace=SERVICE_NAMESPACE, limits=RunLimits(timeout=60),
                            keep_runs=1)
     manager = Manager()

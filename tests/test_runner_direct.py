@@ -61,13 +61,6 @@ def inputs(name: str, namespace: str = "runs-a"):
     return resolve_one(cluster(name, namespace))
 
 
-def stored(secret: dict) -> dict:
-    """The Secret as the API server keeps it: stringData base64-encoded into data."""
-    body = {k: v for k, v in secret.items() if k != "stringData"}
-    body["data"] = {k: base64.b64encode(v.encode()).decode() for k, v in (secret.get("stringData") or {}).items()}
-    return body
-
-
 class World:
     """One runner over an in-memory API server (shared with other Worlds: `kube=`), in this thread."""
 
@@ -100,7 +93,7 @@ class World:
         run, body = run_objects(operation, namespace=namespace, stack=stack, cluster=cluster, inputs=stack_inputs,
                                 **kw)
         if secret:
-            self.kube.create(SECRETS, stored(body), SERVICE_NAMESPACE)
+            self.kube.create(SECRETS, body, SERVICE_NAMESPACE)
         created = self.kube.create(HUBSTACKRUNS, run, namespace)
         return f"{namespace}/{created['metadata']['name']}"
 
@@ -277,7 +270,7 @@ def test_a_forged_or_edited_run_is_refused_and_never_reaches_the_engine():
     run, secret = run_objects("up", namespace="runs-a", stack="runs-a.digest", cluster="digest",
                               inputs=inputs("digest"))
     run["spec"]["inputsDigest"] = "0" * 64  # not the digest the service recorded
-    w.kube.create(SECRETS, stored(secret), SERVICE_NAMESPACE)
+    w.kube.create(SECRETS, secret, SERVICE_NAMESPACE)
     wrong_digest = "runs-a/" + w.kube.create(HUBSTACKRUNS, run, "runs-a")["metadata"]["name"]
     foreign = w.create("up", inputs("victim"), namespace="runs-evil", stack="runs-a.victim", cluster="victim")
     edited = w.create("up", inputs("edited"))

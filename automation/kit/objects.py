@@ -2,7 +2,8 @@
 
     obj = Obj(raw)          a read-only view: key, name, namespace, uid, resource_version, generation, labels,
                             annotations, finalizers, owner_references, deleting, spec, status (never None)
-    objects: Objects        get, list, create, patch, patch_status (at a resourceVersion), delete, event:
+    objects: Objects        get, list, create, patch, patch_status (at a resourceVersion), replace_status, delete,
+                            event:
                             automation.adapters.kube.objects.KubeObjects, or doubles.objects.FakeObjects in tests
 
 A controller never reads `metadata` from a raw dict, and never calls the Kubernetes client: it holds an `Objects`

@@ -36,6 +36,7 @@ from automation.kit.objects import HUBGITREPOS, HUBTENANTS, Conflict, Obj, Objec
 from automation.kit.queue import Outcome, WorkQueue
 from automation.kit.runtime import Controller, Manager
 from automation.service.tenants import TenantStore
+from stacks.conditions import status_patch
 from stacks.admission import parse_tenant
 from stacks.gitrepos.templates import (CLUSTER_ROLE, TENANT_ROLE, agent_key_of, cluster_repo, cluster_repo_name,
                                        tenant_repo, tenant_repo_name)
@@ -212,7 +213,7 @@ class GitRepoTemplates:
         # at the resourceVersion read (a 409 if it moved on: looked at again).
         self.objects.patch(HUBGITREPOS, name, {
             "metadata": {"labels": labels, "resourceVersion": held.resource_version},
-            "spec": _replacing(held.spec, wanted["spec"])}, namespace)
+            "spec": status_patch(wanted["spec"], dict(held.spec))}, namespace)
         LOG.info("HubGitRepo %s/%s: updated from the template", namespace, name)
 
     def _remove(self, namespace: str, name: str, role: str, owner_uid: str) -> None:
@@ -231,16 +232,3 @@ def _ours(raw: Raw, role: str, owner_uid: str) -> bool:
     if obj.labels.get(GITREPO_ROLE_LABEL) != role:
         return False
     return any(ref.get("controller") and ref.get("uid") == owner_uid for ref in obj.owner_references)
-
-
-def _replacing(have: Any, want: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON merge patch that turns `have` into `want` exactly: what `want` lacks is removed (None), nested
-    objects likewise; lists and values are replaced."""
-    have = have if isinstance(have, Mapping) else {}
-    patch: dict[str, Any] = {key: None for key in have if key not in want}
-    for key, value in want.items():
-        if isinstance(value, Mapping) and isinstance(have.get(key), Mapping):
-            patch[key] = _replacing(have[key], value)
-        else:
-            patch[key] = value
-    return patch

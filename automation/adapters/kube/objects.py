@@ -100,6 +100,8 @@ class Objects(Protocol):
     def patch_status(self, kind: Kind, name: str, status: Raw, namespace: str | None = None, *,
                      resource_version: str | None = None) -> Raw | None: ...
 
+    def replace_status(self, kind: Kind, raw: Raw) -> Raw | None: ...
+
     def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> bool: ...
 
     def event(self, kind: Kind, raw: Raw, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None: ...
@@ -157,6 +159,12 @@ class KubeObjects:
         if resource_version is not None:
             body["metadata"] = {"resourceVersion": resource_version}
         return self._call("PATCH", kind.path(name, namespace, "status"), body=body, merge=True)
+
+    def replace_status(self, kind: Kind, raw: Raw) -> Raw | None:
+        """PUT `raw` to the status subresource at its metadata.resourceVersion (for a role with `update`, not
+        `patch`, on the status): Conflict if the object moved on, None when it is gone."""
+        meta = raw.get("metadata") or {}
+        return self._call("PUT", kind.path(meta.get("name"), meta.get("namespace"), "status"), body=raw)
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None, *, uid: str | None = None) -> bool:
         """False when it was gone already; with `uid`, only that object (another one of the name: Conflict)."""

@@ -1,7 +1,7 @@
 """HubStackRuns and their inputs Secrets on the API server: the one place that reads and writes them, for the
 service's runner executor (automation/service/executor.py) and for the runners (automation/runner/), through the
-object port (automation.kit.objects.Objects: KubeObjects in production, doubles.objects.FakeObjects in direct
-tests).
+object port (automation.adapters.kube.objects.Objects: KubeObjects in production, doubles.objects.FakeObjects in
+direct tests).
 
 - the service creates a run's Secret (in its own namespace) first, then the run; deletes both (--keep-runs);
 - a runner takes a run with a status write that carries the run's resourceVersion (`Held.update`): one runner
@@ -16,55 +16,27 @@ from __future__ import annotations
 
 import base64
 import threading
-from typing import Any, Callable, Mapping, Protocol, Union
+from typing import Any, Callable, Mapping, Union
 
 from kubernetes import client
 
 from automation.adapters.kube.informer import Source
-from automation.adapters.kube.objects import HUBSTACKRUNS, SECRETS, Conflict, Kind, KubeObjects
+from automation.adapters.kube.objects import HUBSTACKRUNS, SECRETS, Conflict, Kind, KubeObjects, Objects
+from stacks.conditions import changes_patch
 from stacks.names import GROUP, RUN_SECRET_LABEL, STACKRUNS, VERSION
 from stacks.runs.model import RESULT_KEY, StackRunStatus, status_of
 
 Raw = dict[str, Any]
 
 
-class RunObjects(Protocol):
-    """What the runs need of the object port (automation.kit.objects.Objects, which KubeObjects and FakeObjects
-    are)."""
-
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Raw | None: ...
-
-    def list(self, kind: Kind, namespace: str | None = None, *, label_selector: str | None = None,
-             field_selector: str | None = None, limit: int | None = None) -> Raw: ...
-
-    def create(self, kind: Kind, body: Raw, namespace: str | None = None) -> Raw: ...
-
-    def patch(self, kind: Kind, name: str, patch: Raw, namespace: str | None = None) -> Raw | None: ...
-
-    def patch_status(self, kind: Kind, name: str, status: Raw, namespace: str | None = None, *,
-                     resource_version: str | None = None) -> Raw | None: ...
-
-    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> bool: ...
-
-
-# What the runner and the executor are built on: an ApiClient (production: KubeRunObjects over it, and an informer
+# What the runner and the executor are built on: an ApiClient (production: KubeObjects over it, and an informer
 # of the runs) or an object port (direct tests: FakeObjects, whose changes the test hands to the store itself).
-Api = Union[client.ApiClient, RunObjects]
+Api = Union[client.ApiClient, Objects]
 
 
-class KubeRunObjects(KubeObjects):
-    """KubeObjects, and a replacement of an object's status at its resourceVersion (PUT): the service's role may
-    `update` a run's status, not `patch` it."""
-
-    def replace_status(self, kind: Kind, raw: Raw) -> Raw | None:
-        """PUT `raw` (its status) to the status subresource at raw's resourceVersion; Conflict on 409, None on 404."""
-        meta = raw["metadata"]
-        return self._call("PUT", kind.path(meta["name"], meta.get("namespace"), "status"), body=raw)
-
-
-def objects_of(api: Api) -> RunObjects:
+def objects_of(api: Api) -> Objects:
     """The object port `api` is, or the one over it (an ApiClient)."""
-    return KubeRunObjects(api) if isinstance(api, client.ApiClient) else api
+    return KubeObjects(api) if isinstance(api, client.ApiClient) else api
 
 
 def stackrun_source(api_client: client.ApiClient, namespace: str | None = None) -> Source:
@@ -83,20 +55,6 @@ def stackrun_source_of(api: Api) -> Source | None:
 def key_of(raw: Raw) -> str:
     meta = raw.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
-
-
-def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> Raw:
-    """The JSON merge patch (RFC 7386) that turns `old` into `new`: what changed, None for what went."""
-    patch: Raw = {name: None for name in old if name not in new}
-    for name, value in new.items():
-        before = old.get(name)
-        if isinstance(value, Mapping) and isinstance(before, Mapping) and value:
-            inner = merge_patch(before, value)
-            if inner:
-                patch[name] = inner
-        elif name not in old or before != value:
-            patch[name] = value
-    return patch
 
 
 class StackRunClient:
@@ -135,14 +93,10 @@ class StackRunClient:
         """Write `status` over the run at raw's resourceVersion; None on a conflict (someone wrote first) or 404."""
         meta = raw["metadata"]
         document = status.model_dump(by_alias=True, exclude_none=True)
-        replace: Callable[[Kind, Raw], Raw | None] | None = getattr(self.objects, "replace_status", None)
         try:
-            if replace is not None:
-                return replace(HUBSTACKRUNS, {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"),
-                                              "metadata": meta, "spec": raw.get("spec"), "status": document})
-            return self.objects.patch_status(HUBSTACKRUNS, meta["name"],
-                                             merge_patch(raw.get("status") or {}, document), meta["namespace"],
-                                             resource_version=meta.get("resourceVersion"))
+            return self.objects.replace_status(HUBSTACKRUNS, {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"),
+                                                              "metadata": meta, "spec": raw.get("spec"),
+                                                              "status": document})
         except Conflict:
             return None
 
@@ -170,7 +124,7 @@ class StackRunClient:
         """A runner's write: the merge patch from raw's status to `status`, at raw's resourceVersion; None on a
         conflict (someone wrote since) or 404."""
         meta = raw["metadata"]
-        patch = merge_patch(raw.get("status") or {}, status.model_dump(by_alias=True, exclude_none=True))
+        patch = changes_patch(raw.get("status") or {}, status.model_dump(by_alias=True, exclude_none=True))
         try:
             return self.objects.patch_status(HUBSTACKRUNS, meta["name"], patch, meta["namespace"],
                                              resource_version=meta.get("resourceVersion"))
