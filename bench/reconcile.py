@@ -109,6 +109,8 @@ def hub_doc(clusters: int, group: dict | None = None) -> dict:
                  "credentials": {"roleARN": "arn:aws:iam::111111111111:role/hubwright-hub"},
                  "roleAccountMap": {a: f"arn:aws:iam::{a}:role/hubwright" for a in ACCOUNTS},
                  "endpointVPCInventory": inventory,
+                 # Ten team namespaces own two accounts: shared on purpose (else AccountShared refuses them).
+                 "tenancy": {"sharedAccounts": list(ACCOUNTS)},
                  "associatedVPCs": [{"region": "us-east-1", "vpcID": "vpc-0mgmt", "cidr": "172.16.0.0/16"}],  # clear of the clusters
                  # The mesh scenario's group spans every team (a group is namespace-local unless listed).
                  "mesh": {"groups": {"payments": {"namespaces": [f"team-{k}" for k in range(10)], **(group or {})}}}},
