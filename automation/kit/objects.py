@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from automation.adapters.kube.informer import object_key
 from automation.adapters.kube.objects import (CLUSTERROLEBINDINGS, CLUSTERROLES, CONFIGMAPS, HUBCLUSTERS, HUBCONFIGS,
                                               HUBGITREPOS, HUBSTACKRUNS, HUBTENANTS, NAMESPACES, RESOURCEQUOTAS,
                                               ROLEBINDINGS, ROLES, SECRETS, SERVICEACCOUNTS, ApiError, Conflict, Kind,
@@ -21,7 +22,7 @@ from automation.adapters.kube.objects import (CLUSTERROLEBINDINGS, CLUSTERROLES,
 
 __all__ = ["Obj", "Objects", "Kind", "ApiError", "Conflict", "HUBCLUSTERS", "HUBCONFIGS", "HUBGITREPOS",
            "HUBSTACKRUNS", "HUBTENANTS", "NAMESPACES", "SECRETS", "CONFIGMAPS", "SERVICEACCOUNTS", "RESOURCEQUOTAS",
-           "ROLES", "ROLEBINDINGS", "CLUSTERROLES", "CLUSTERROLEBINDINGS", "key_of"]
+           "ROLES", "ROLEBINDINGS", "CLUSTERROLES", "CLUSTERROLEBINDINGS"]
 
 Raw = dict[str, Any]
 
@@ -50,8 +51,9 @@ class Obj:
 
     @property
     def key(self) -> str:
-        """namespace/name, or the name of a cluster-scoped object (the informers' and the queues' keys)."""
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+        """namespace/name, or the name of a cluster-scoped object: the informers' and the queues' key
+        (automation.adapters.kube.informer.object_key, the one rule)."""
+        return object_key(self.raw)
 
     @property
     def uid(self) -> str | None:
@@ -105,7 +107,3 @@ class Obj:
 
     def owned_by(self, uid: str | None) -> bool:
         return uid is not None and any(o.get("uid") == uid for o in self.owner_references)
-
-
-def key_of(raw: Mapping[str, Any]) -> str:
-    return Obj(raw).key

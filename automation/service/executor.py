@@ -31,14 +31,13 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
-import urllib3
-
 from automation.adapters.engine import Engine
 from automation.adapters.engine.protocol import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunLimits,
                                                  RunResult, StackLocked)
-from automation.adapters.kube.informer import Raw
+from automation.adapters.kube.calls import API_ERRORS
+from automation.adapters.kube.informer import Raw, object_key
 from automation.adapters.kube.stackruns import Api, StackRunClient, stackrun_source_of
-from automation.kit.objects import ApiError, Obj, key_of
+from automation.kit.objects import Obj
 from automation.kit.runtime import Manager
 from stacks import status as reasons
 from stacks.inputs import StackProgramInputs
@@ -77,7 +76,7 @@ class RunStore:
             return list(self._objects)
 
     def apply(self, kind: str, raw: Raw) -> None:
-        key = key_of(raw)
+        key = object_key(raw)
         with self.changed:
             old = self._objects.pop(key, None)
             if old is not None:
@@ -92,7 +91,7 @@ class RunStore:
         """The runs of `stack` in `namespace`, oldest first."""
         with self.changed:
             found = [self._objects[k] for k in self._by_stack.get((namespace, stack), ()) if k in self._objects]
-        return sorted(found, key=lambda raw: (_created(raw), key_of(raw)))
+        return sorted(found, key=lambda raw: (_created(raw), object_key(raw)))
 
     def all(self) -> list[Raw]:
         with self.changed:
@@ -131,7 +130,7 @@ def result_of(raw: Raw, result: Mapping[str, Any]) -> RunResult:
     spec = spec_of(raw)
     operation: Operation = spec.operation if isinstance(spec, StackRunSpec) else "up"
     status = status_of(raw)
-    name = f"{operation} {key_of(raw)}"
+    name = f"{operation} {object_key(raw)}"
     message = status.message or status.summary
     if status.phase == "Cancelled":
         raise RunCancelled(f"{name}: cancelled: {message}")
@@ -177,12 +176,12 @@ class RunnerEngine:
         return store
 
     def _synced(self, store: RunStore) -> bool:
-        live = {secret_name(*key_of(raw).split("/", 1)) for raw in store.all()}
+        live = {secret_name(*object_key(raw).split("/", 1)) for raw in store.all()}
         try:
             for name in self.runs.orphan_secrets(live):
                 LOG.info("deleting run Secret %s/%s: its run is gone", self.namespace, name)
                 self.runs.delete_secret(name)
-        except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
+        except API_ERRORS as exc:
             LOG.warning("could not sweep the Secrets of deleted runs: %s", getattr(exc, "reason", exc))
         with store.changed:
             store.synced.set()
@@ -245,21 +244,21 @@ class RunnerEngine:
                               if status_of(raw).phase not in FINISHED and self._genuine(raw, what)]
                 same = next((raw for raw in unfinished if _same(raw, operation, digest, refresh)), None)
                 if same is not None:
-                    key = key_of(same)
+                    key = object_key(same)
                     self.adopted += 1
                     LOG.info("%s: adopting run %s, in flight since %s", what, key, _created(same))
                     raw = self._wait(store, key, same, epoch, what, on_progress)
                 elif unfinished and operation == "recover":
                     return self._in_flight(unfinished[0])
                 elif unfinished:
-                    LOG.info("%s: waiting for run %s of the stack to finish first", what, key_of(unfinished[0]))
-                    self._wait(store, key_of(unfinished[0]), unfinished[0], epoch, what)
+                    LOG.info("%s: waiting for run %s of the stack to finish first", what, object_key(unfinished[0]))
+                    self._wait(store, object_key(unfinished[0]), unfinished[0], epoch, what)
                 else:
                     created = self._create(operation, stack, namespace, cluster, inputs, message, refresh)
-                    key = key_of(created)
+                    key = object_key(created)
                     raw = self._wait(store, key, created, epoch, what, on_progress)
             return result_of(raw, self._result(raw))
-        except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
+        except API_ERRORS as exc:
             raise EngineError(f"{what}: the API server failed its HubStackRun: {getattr(exc, 'reason', exc)}") from exc
         finally:
             if key is not None:
@@ -271,10 +270,10 @@ class RunnerEngine:
         admission policy is missing) is left to the runners, which refuse it; its status never becomes a result."""
         spec = spec_of(raw)
         why = spec if isinstance(spec, str) else refusal(
-            key_of(raw), Obj(raw).generation, spec, self.runs.secret(spec.inputs_secret),
+            object_key(raw), Obj(raw).generation, spec, self.runs.secret(spec.inputs_secret),
             service_namespace=self.namespace)
         if why is not None:
-            LOG.warning("%s: ignoring run %s, not one of the service's: %s", what, key_of(raw), why)
+            LOG.warning("%s: ignoring run %s, not one of the service's: %s", what, object_key(raw), why)
         return why is None
 
     @staticmethod
@@ -284,7 +283,7 @@ class RunnerEngine:
         caller's next up adopts the run instead of starting another."""
         status = status_of(raw)
         holder = status.claim.holder if status.claim is not None else "no runner yet"
-        return RunResult("recover", True, message=f"run {key_of(raw)} of the stack is in flight ({status.phase}, "
+        return RunResult("recover", True, message=f"run {object_key(raw)} of the stack is in flight ({status.phase}, "
                          f"{holder}): its runner recovers the stack; nothing to recover here")
 
     def _wait_synced(self, store: RunStore, epoch: int, what: str) -> None:
@@ -353,7 +352,7 @@ class RunnerEngine:
                                          "end_time": rfc3339_seconds(datetime.now(timezone.utc)), "progress": None})
         written = self.runs.replace_status(raw, done)
         if written is not None:
-            LOG.warning("%s: run %s cancelled: %s", what, key_of(raw), message)
+            LOG.warning("%s: run %s cancelled: %s", what, object_key(raw), message)
             store.apply("MODIFIED", written)  # what the informer delivers next (then a replay it drops)
 
     def _result(self, raw: Raw) -> dict[str, Any]:
@@ -361,13 +360,13 @@ class RunnerEngine:
         phase = status_of(raw).phase
         if phase not in ("Succeeded", "Drifted"):
             return {}
-        namespace, _, name = key_of(raw).partition("/")
+        namespace, _, name = object_key(raw).partition("/")
         secret = self.runs.secret(secret_name(namespace, name))
         text = ((secret or {}).get("data") or {}).get(RESULT_KEY)
         try:
             payload = json.loads(text) if text else {}
         except json.JSONDecodeError:
-            LOG.warning("run %s: its Secret's result does not parse", key_of(raw))
+            LOG.warning("run %s: its Secret's result does not parse", object_key(raw))
             payload = {}
         return payload if isinstance(payload, dict) else {}
 
@@ -377,7 +376,7 @@ class RunnerEngine:
             ns, _, name = old.key.partition("/")
             try:
                 self.runs.delete(old.key, secret_name(ns, name))
-            except (ApiError, urllib3.exceptions.HTTPError, OSError) as exc:
+            except API_ERRORS as exc:
                 LOG.warning("could not delete the old run %s: %s", old.key, getattr(exc, "reason", exc))
 
 

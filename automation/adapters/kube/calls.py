@@ -8,6 +8,8 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.rest import ApiException
 
+from automation.adapters.kube.objects import ApiError
+
 __all__ = ["API_ERRORS", "ApiClient", "or_none"]
 
 T = TypeVar("T")
@@ -23,6 +25,7 @@ def or_none(call: Callable[[], T]) -> T | None:
         return None
 
 
-# What a call to an API server that is away or refuses may raise: a caller that only logs and tries again later
-# catches these, without naming the client's classes itself.
-API_ERRORS: tuple[type[BaseException], ...] = (ApiException, urllib3.exceptions.HTTPError, OSError)
+# What a call to an API server that is away or refuses may raise, through the client or the object port
+# (automation/adapters/kube/objects.py): a caller that only logs and tries again later catches these, without naming
+# the client's classes itself.
+API_ERRORS: tuple[type[BaseException], ...] = (ApiException, ApiError, urllib3.exceptions.HTTPError, OSError)

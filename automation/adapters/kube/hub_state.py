@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import urllib3
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
+from automation.adapters.kube.calls import API_ERRORS
 from automation.adapters.kube.kubeconfig import kube_client
 from stacks.errors import InvalidSpec
 from stacks.names import CLUSTERS, GROUP, VERSION
@@ -22,7 +21,7 @@ def listed_clusters(where: str) -> list[dict[str, Any]]:
     try:
         listed = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, CLUSTERS,
                                                                          _request_timeout=TIMEOUT)
-    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+    except API_ERRORS as exc:
         raise InvalidSpec.one(where, "", f"could not list the hub's HubClusters: "
                                          f"{getattr(exc, 'reason', None) or exc}") from None
     finally:

@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+from typing import Any, Callable, Iterable, Mapping, Protocol, runtime_checkable
 
 import urllib3
 from kubernetes import client, watch
@@ -90,7 +90,7 @@ class Fanout:
                 LOG.exception("%s: a handler of %s %s failed", self.name, kind, object_key(raw))
 
 
-def object_key(raw: Raw) -> str:
+def object_key(raw: Mapping[str, Any]) -> str:
     meta = raw.get("metadata") or {}
     namespace = meta.get("namespace")
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))

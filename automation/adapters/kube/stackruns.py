@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Union
 
 from kubernetes import client
 
-from automation.adapters.kube.informer import Source
+from automation.adapters.kube.informer import Source, object_key
 from automation.adapters.kube.objects import HUBSTACKRUNS, SECRETS, Conflict, Kind, KubeObjects, Objects
 from stacks.conditions import changes_patch
 from stacks.names import GROUP, RUN_SECRET_LABEL, STACKRUNS, VERSION
@@ -50,11 +50,6 @@ def stackrun_source(api_client: client.ApiClient, namespace: str | None = None) 
 def stackrun_source_of(api: Api) -> Source | None:
     """The runs' informer source over an ApiClient; None over an object port (its changes come from the test)."""
     return stackrun_source(api) if isinstance(api, client.ApiClient) else None
-
-
-def key_of(raw: Raw) -> str:
-    meta = raw.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
 class StackRunClient:
@@ -146,7 +141,7 @@ class Held:
 
     @property
     def key(self) -> str:
-        return key_of(self.raw)
+        return object_key(self.raw)
 
     @property
     def status(self) -> StackRunStatus:
