@@ -15,6 +15,15 @@ a controller) and do not depend on the service running:
 
 Both are ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1, CEL), matching Tenants and nothing else,
 with failurePolicy Fail: a rule that cannot be evaluated refuses rather than lets through.
+
+Deletion protection (docs/security.md, "Deletion protection") is two more: the annotation
+`hubwright.io/deletion-protection: "true"` makes the API server refuse a DELETE of the object that carries it, a
+HubCluster (`cluster_protection_policy`) or a source object, Cluster API's Cluster, Hive's ClusterDeployment or
+HyperShift's HostedCluster (`source_protection_policy`: a finalizer cannot stop those projects' own deletion, so the
+DELETE itself is refused). Their matchConditions match only objects that carry the annotation with that value, so
+every other delete never evaluates them. `kubectl delete --all` is refused object by object; a deletecollection
+(the namespace controller's too) stops at the first protected object. Lifting the annotation (whoever may update the
+object) lets the delete through.
 """
 from __future__ import annotations
 
@@ -23,10 +32,11 @@ from typing import Any, Mapping
 
 from pydantic import ValidationError
 
-from stacks.names import (CLUSTERS, TENANT, TENANTS, API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
+from stacks.names import (CLUSTER, CLUSTERS, TENANT, TENANTS, API_VERSION, BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE, GROUP,
                           OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE,
-                          STACKRUNS, GITREPOS)
+                          STACKRUNS, GITREPOS, DELETION_PROTECTION_ANNOTATION)
 from stacks.registry import OWNERSHIP_FIELDS, Tenant
+from stacks.sources.kinds import SOURCES, SourceKind
 
 Manifest = dict[str, Any]
 Rule = dict[str, Any]
@@ -38,6 +48,14 @@ TENANT_ADMIN_CLUSTERROLE = "hubwright-tenant-admin"  # bound per tenant namespac
 TENANT_ADMINS_ROLEBINDING = "hubwright-tenant-admins"  # in each tenant's namespace: the Tenant's spec.admins
 OWNERSHIP_POLICY = "hubwright-tenant-ownership"
 DELETION_POLICY = "hubwright-tenant-deletion"
+CLUSTER_PROTECTION_POLICY = "hubwright-cluster-deletion-protection"
+SOURCE_PROTECTION_POLICY = "hubwright-source-deletion-protection"
+
+# HyperShift's HostedCluster: not a cluster source yet (stacks/sources/kinds.py, docs/sources.md "HyperShift: left
+# for later"), but protected already, so a HostedCluster a hub annotates is when it becomes one. Its CRD
+# (hypershift.openshift.io_hostedclusters.yaml) serves v1alpha1 and v1beta1.
+HOSTED_CLUSTER = SourceKind("hypershift.openshift.io", ("v1alpha1", "v1beta1"), "HostedCluster", "hostedclusters")
+PROTECTED_SOURCES = (*SOURCES, HOSTED_CLUSTER)  # the source kinds whose DELETE the annotation refuses
 
 _TENANTS, _OWNERSHIP = TENANT_OWNERSHIP_SUBRESOURCE.split("/")  # "hubtenants", "ownership"
 
@@ -110,10 +128,14 @@ def gitrepo_controller_rules() -> list[Rule]:
 # --------------------------------------------------------------------------- admission
 
 def validating_policy(name: str, match: dict[str, Any], validations: list[dict[str, Any]],
-                      variables: list[dict[str, Any]] | None = None, *, failure: str = "Fail") -> Manifest:
+                      variables: list[dict[str, Any]] | None = None, *, failure: str = "Fail",
+                      conditions: list[dict[str, Any]] | None = None) -> Manifest:
     """A ValidatingAdmissionPolicy, failing closed unless `failure` is "Ignore" (a policy that only warns): the one
-    envelope of every policy here."""
+    envelope of every policy here. `conditions` are its matchConditions (CEL, all true for the policy to apply; one
+    that fails to evaluate counts as `failure` says)."""
     spec: dict[str, Any] = {"failurePolicy": failure, "matchConstraints": match}
+    if conditions:
+        spec["matchConditions"] = conditions
     if variables:
         spec["variables"] = variables
     spec["validations"] = validations
@@ -176,6 +198,66 @@ def tenant_deletion_policy() -> Manifest:
         {"expression": f"{count} <= 0", "messageExpression": message, "reason": "Forbidden"}])
 
 
+# CEL, on a DELETE (`object` is null there, the stored object is `oldObject`): the object carries the annotation
+# with the value "true". Optionals throughout: an object without annotations is not protected, never an error (an
+# error in a matchCondition would refuse every delete, failurePolicy Fail).
+PROTECTED = (f"oldObject != null && oldObject.metadata.?annotations[?'{DELETION_PROTECTION_ANNOTATION}']"
+             ".orValue('') == 'true'")
+_LIFT = f"{DELETION_PROTECTION_ANNOTATION}-"  # kubectl annotate's removal of the annotation
+_PROTECTED_BY = f"' is protected from deletion by its annotation {DELETION_PROTECTION_ANNOTATION}: \"true\".'"
+
+
+def _protection(name: str, match: dict[str, Any], message: str, variables: list[dict[str, Any]] | None = None
+                ) -> Manifest:
+    """A policy that refuses a DELETE of the objects `match` names that carry the annotation, and matches no other
+    (matchConditions): every unprotected delete goes as before, whatever the policy's CEL."""
+    return validating_policy(
+        name, match, [{"expression": f"!({PROTECTED})", "messageExpression": message, "reason": "Forbidden",
+                       "message": f"the object is protected from deletion by its annotation "
+                                  f"{DELETION_PROTECTION_ANNOTATION}: remove the annotation first"}],
+        variables, conditions=[{"name": "deletion-protected", "expression": PROTECTED}])
+
+
+def cluster_protection_policy() -> Manifest:
+    """A HubCluster annotated `hubwright.io/deletion-protection: "true"` cannot be deleted: kubectl delete, a
+    client's (a GitOps prune's) delete, a deletecollection item, the namespace controller and the garbage collector
+    are all refused until the annotation is removed. The message says how; for a HubCluster a source keeps (its
+    controller ownerReference), the annotation is the source's (copied by the sources controller), so the message
+    names the source and lifts it there, or on the HubCluster once the source is gone (the garbage collector's
+    delete of a HubCluster whose source went is refused too)."""
+    meta = "oldObject.metadata"
+    source = "variables.source[0]"
+    lift_here = f"(' kubectl annotate {CLUSTER.kind.lower()} -n ' + {meta}.namespace + ' ' + {meta}.name + ' {_LIFT}')"
+    lift_source = (f"' It is copied from its source ' + {source}.kind + ' ' + {meta}.namespace + '/' + {source}.name"
+                   f" + ', so lift it there: kubectl annotate ' + variables.kinds[?({source}.kind + '.' + "
+                   f"{source}.apiVersion.split('/')[0])].orValue({source}.kind.lowerAscii() + '.' + "
+                   f"{source}.apiVersion.split('/')[0]) + ' -n ' + {meta}.namespace + ' ' + {source}.name + "
+                   f"' {_LIFT} (once the source is gone, here:' + {lift_here} + ')'")
+    message = (f"'HubCluster ' + {meta}.namespace + '/' + {meta}.name + {_PROTECTED_BY} + "
+               f"(size(variables.source) == 0 ? ' To delete it, lift the protection first:' + {lift_here} : "
+               f"{lift_source})")
+    kinds = ", ".join(f"'{k.qualified}': '{k.plural}.{k.group}'" for k in PROTECTED_SOURCES)
+    return _protection(CLUSTER_PROTECTION_POLICY, namespaced(CLUSTERS, "DELETE"), message, [
+        {"name": "source", "expression": f"{meta}.?ownerReferences.orValue([])"
+                                         ".filter(r, r.?controller.orValue(false))"},
+        {"name": "kinds", "expression": f"{{{kinds}}}"}])
+
+
+def source_protection_policy() -> Manifest:
+    """A source object (Cluster API's Cluster, Hive's ClusterDeployment, HyperShift's HostedCluster) annotated
+    `hubwright.io/deletion-protection: "true"` cannot be deleted. Our finalizer on a source cannot stop its
+    project's own deletion, which starts on the deletion timestamp; so the DELETE itself is refused. The message
+    names the kind, the object and how to lift the protection."""
+    rules = [{"apiGroups": [kind.group], "apiVersions": ["*"], "operations": ["DELETE"], "resources": [kind.plural],
+              "scope": "Namespaced"} for kind in PROTECTED_SOURCES]
+    meta = "oldObject.metadata"
+    resource = "request.resource.resource + '.' + request.resource.group"
+    message = (f"request.kind.kind + '.' + request.kind.group + ' ' + {meta}.namespace + '/' + {meta}.name + "
+               f"{_PROTECTED_BY} + ' To delete it, lift the protection first: kubectl annotate ' + {resource} + "
+               f"' -n ' + {meta}.namespace + ' ' + {meta}.name + ' {_LIFT}'")
+    return _protection(SOURCE_PROTECTION_POLICY, {"resourceRules": rules}, message)
+
+
 def policy_binding(policy: Manifest) -> Manifest:
     """The binding that makes `policy` deny (same name)."""
     name = policy["metadata"]["name"]
@@ -189,7 +271,8 @@ def policy_binding(policy: Manifest) -> Manifest:
 def admission_manifests() -> list[Manifest]:
     """Each policy followed by its binding (apply in this order), as dicts (a fresh copy on every call)."""
     manifests: list[Manifest] = []
-    for policy in (tenant_ownership_policy(), tenant_deletion_policy()):
+    for policy in (tenant_ownership_policy(), tenant_deletion_policy(), cluster_protection_policy(),
+                   source_protection_policy()):
         manifests += [policy, policy_binding(policy)]
     return copy.deepcopy(manifests)
 

@@ -1,15 +1,18 @@
-"""stacks.admission without a server: which namespace a Tenant may take, how it is marked, who administers it.
-(The policies and the controller are proven against the real kube-apiserver in tests/test_admission_envtest.py
-and tests/test_tenants_envtest.py.)"""
+"""stacks.admission without a server: which namespace a Tenant may take, how it is marked, who administers it, and
+what the deletion-protection policies match. (The policies and the controller are proven against the real
+kube-apiserver in tests/test_admission_envtest.py, tests/test_deletion_protection_envtest.py and
+tests/test_tenants_envtest.py: their CEL compiles and evaluates there.)"""
 from __future__ import annotations
 
 import pytest
 
-from stacks.admission import (TENANT_ADMIN_CLUSTERROLE, adoption_refusal, admins_rolebinding, admission_manifests,
-                              namespace_metadata, tenant_admin_clusterrole, tenant_controller_rules, parse_tenant,
-                              tenant_quota, tenant_refusal)
-from stacks.names import (BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, FACTS_SUBRESOURCE,
-                          OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL)
+from stacks.admission import (CLUSTER_PROTECTION_POLICY, SOURCE_PROTECTION_POLICY, TENANT_ADMIN_CLUSTERROLE,
+                              adoption_refusal, admins_rolebinding, admission_manifests, cluster_protection_policy,
+                              namespace_metadata, source_protection_policy, tenant_admin_clusterrole,
+                              tenant_controller_rules, parse_tenant, tenant_quota, tenant_refusal)
+from stacks.names import (BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, DELETION_PROTECTION_ANNOTATION,
+                          FACTS_SUBRESOURCE, OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL)
+from stacks.sources.kinds import SOURCES
 
 
 def tenant(name: str = "t-one", **spec):
@@ -111,7 +114,57 @@ def test_the_roles_are_least():
 
 def test_every_policy_comes_with_its_binding_and_a_fresh_copy():
     manifests = admission_manifests()
-    assert [m["kind"] for m in manifests] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 2
+    assert [m["kind"] for m in manifests] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 4
     assert all(m["metadata"]["name"].startswith("hubwright-") for m in manifests)
     manifests[0]["spec"].clear()
     assert admission_manifests()[0]["spec"]
+
+
+# --------------------------------------------------------------------------- deletion protection
+
+def _rules(policy) -> list[tuple[str, str, str]]:
+    return [(group, resource, rule["scope"]) for rule in policy["spec"]["matchConstraints"]["resourceRules"]
+            for group in rule["apiGroups"] for resource in rule["resources"]]
+
+
+def test_the_deletion_protection_policies_match_only_deletes_of_protected_clusters_and_sources():
+    cluster, source = cluster_protection_policy(), source_protection_policy()
+    assert _rules(cluster) == [("hubwright.io", "hubclusters", "Namespaced")]
+    assert _rules(source) == [(k.group, k.plural, "Namespaced") for k in SOURCES] + [
+        ("hypershift.openshift.io", "hostedclusters", "Namespaced")]  # CAPI's and Hive's from the SOURCES table
+    for policy in (cluster, source):
+        spec = policy["spec"]
+        assert spec["failurePolicy"] == "Fail"
+        assert {tuple(r["operations"]) for r in spec["matchConstraints"]["resourceRules"]} == {("DELETE",)}
+        assert all(r["apiVersions"] == ["*"] for r in spec["matchConstraints"]["resourceRules"])
+        # Only objects carrying the annotation with the value "true" match; on a DELETE `object` is null: the
+        # stored object is oldObject, read with optionals (no annotations is no match, never an error).
+        [condition] = spec["matchConditions"]
+        expression = condition["expression"]
+        assert f"oldObject.metadata.?annotations[?'{DELETION_PROTECTION_ANNOTATION}'].orValue('') == 'true'" \
+            in expression and "oldObject != null" in expression
+        assert "object." not in expression.replace("oldObject.", "")
+        [validation] = spec["validations"]
+        assert validation["reason"] == "Forbidden" and validation["expression"] == f"!({expression})"
+        said = validation["messageExpression"]
+        assert DELETION_PROTECTION_ANNOTATION in said and "kubectl annotate " in said
+        assert f"{DELETION_PROTECTION_ANNOTATION}-" in said  # how to lift it
+    assert "kubectl annotate hubcluster -n ' + oldObject.metadata.namespace" in cluster["spec"]["validations"][0][
+        "messageExpression"]
+    assert "request.resource.resource + '.' + request.resource.group" in source["spec"]["validations"][0][
+        "messageExpression"]  # kubectl annotate <plural>.<group>, whichever source kind
+
+
+def test_the_deletion_protection_policies_are_installed_bound_to_deny():
+    manifests = {(m["kind"], m["metadata"]["name"]): m for m in admission_manifests()}
+    for name in (CLUSTER_PROTECTION_POLICY, SOURCE_PROTECTION_POLICY):
+        assert ("ValidatingAdmissionPolicy", name) in manifests
+        binding = manifests[("ValidatingAdmissionPolicyBinding", name)]["spec"]
+        assert binding == {"policyName": name, "validationActions": ["Deny"]}  # every namespace
+
+
+def test_a_tenant_admin_may_protect_and_unprotect_its_clusters():
+    """Setting and lifting the annotation is an update of the HubCluster: the tenant-admin role has it."""
+    rules = tenant_admin_clusterrole()["rules"]
+    verbs = {verb for rule in rules if "hubclusters" in rule["resources"] for verb in rule["verbs"]}
+    assert {"update", "patch", "delete"} <= verbs

@@ -13,7 +13,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from stacks.admission import DELETION_POLICY, OWNERSHIP_POLICY, admission_manifests
+from stacks.admission import (CLUSTER_PROTECTION_POLICY, DELETION_POLICY, OWNERSHIP_POLICY, SOURCE_PROTECTION_POLICY,
+                             admission_manifests)
 from stacks.names import GROUP, TENANT_OWNERSHIP_SUBRESOURCE, VERSION
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 from tests.registry_rbac import (bind_cluster_role, delete_tenant, eventually, install_registry_rules, sa_subject,
@@ -102,7 +103,8 @@ def test_the_policies_are_installed_bound_to_deny_and_match_only_tenants(users):
             [([GROUP], ["hubtenants"])]
         binding = admission.read_validating_admission_policy_binding(name)
         assert binding.spec.validation_actions == ["Deny"] and binding.spec.policy_name == name
-    assert {m["metadata"]["name"] for m in admission_manifests()} == {OWNERSHIP_POLICY, DELETION_POLICY}
+    assert {m["metadata"]["name"] for m in admission_manifests()} == {OWNERSHIP_POLICY, DELETION_POLICY, CLUSTER_PROTECTION_POLICY,
+                                                                         SOURCE_PROTECTION_POLICY}
 
 
 # --------------------------------------------------------------------------- ownership

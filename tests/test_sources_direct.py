@@ -28,8 +28,8 @@ from doubles.engine import RecordingEngine
 from doubles.factories import cluster_doc, hub_doc
 from doubles.objects import FakeObjects, fake_hub
 from doubles.sources import aws_cluster_doc, capi_cluster_doc, cluster_deployment_doc
-from stacks.names import ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, OVERRIDES_SOURCE_ANNOTATION, \
-    SOURCE_FINALIZER
+from stacks.names import DELETION_PROTECTION_ANNOTATION, ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, \
+    OVERRIDES_SOURCE_ANNOTATION, SOURCE_FINALIZER
 from stacks.sources.held import HELD_CONDITION
 from stacks.sources.kinds import AWS_CLUSTER, CAPI_CLUSTER, CLUSTER_DEPLOYMENT, KINDS, RELATED, SOURCES, SourceKind
 
@@ -216,6 +216,67 @@ def test_a_later_hubcluster_of_the_same_name_is_never_deleted_for_an_earlier_one
                       "acme")
     world.reconcile()
     assert world.hubcluster() is not None and world.hubcluster()["metadata"]["uid"] != made["metadata"]["uid"]
+
+
+# --------------------------------------------------------------------------- deletion protection
+
+PROTECT = DELETION_PROTECTION_ANNOTATION
+
+
+def protection(obj: dict | None) -> str | None:
+    return (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(PROTECT)
+
+
+def annotate(world: World, value: str | None) -> None:
+    world.store.patch(kind_of(CAPI_CLUSTER), "web-1", {"metadata": {"annotations": {PROTECT: value}}}, "acme")
+
+
+def test_the_deletion_protection_is_the_sources_copied_to_its_hubcluster_and_lifted_with_it():
+    """The trial: the protection lifted on the source stayed on the HubCluster (a merge patch keeps what it does not
+    name), which then could never be deleted, by its source or anyone."""
+    world = World()
+    world.capi(annotations={PROTECT: "true"})
+    world.reconcile()
+    assert protection(world.hubcluster()) == "true"  # created with it
+    annotate(world, None)  # lifted on the source
+    assert world.reconcile() == Outcome.done()
+    kept = world.hubcluster()
+    assert kept is not None and PROTECT not in kept["metadata"]["annotations"]  # removed, not set to anything
+    annotate(world, "true")  # protected again later: the HubCluster follows
+    world.reconcile()
+    assert protection(world.hubcluster()) == "true"
+    annotate(world, "false")  # copied as written: "false" protects nothing (the policy matches "true" only)
+    world.reconcile()
+    assert protection(world.hubcluster()) == "false"
+    annotate(world, None)
+    world.store.patch(HUBCLUSTERS, "web-1", {"metadata": {"annotations": {PROTECT: "true"}}}, "acme")
+    world.reconcile()  # the source decides: one written on its HubCluster by hand goes
+    assert protection(world.hubcluster()) is None
+    writes = len(world.store.calls)
+    assert world.reconcile() == Outcome.done()  # agreed: nothing written
+    assert [c for c in world.store.calls[writes:] if c[0] not in ("get", "list")] == []
+    assert world.events() == [("Normal", "HubClusterCreated")]
+
+
+def test_a_source_that_protects_its_hubcluster_keeps_it_when_it_opts_out_until_the_protection_is_lifted():
+    world = World()
+    world.capi(annotations={PROTECT: "true"})
+    world.reconcile()
+    world.store.patch(kind_of(CAPI_CLUSTER), "web-1", {"metadata": {"annotations": {ENABLED_ANNOTATION: None}}},
+                      "acme")
+    assert world.reconcile() == Outcome.done()  # the API server would refuse the delete: none is sent
+    assert world.hubcluster() is not None and ("delete", "hubclusters", "acme/web-1") not in world.store.calls
+    assert world.events()[-1] == ("Warning", "HubClusterProtected")
+    [told] = [e for e in world.store.events if e.reason == "HubClusterProtected"]
+    assert "acme/web-1" in told.message and PROTECT in told.message
+    assert world.reconcile() == Outcome.done() and world.events().count(("Warning", "HubClusterProtected")) == 1
+
+    annotate(world, None)  # lifted on the source: removed from the HubCluster first, then it is deleted
+    calls = len(world.store.calls)
+    assert world.reconcile() == Outcome.done(WAIT)
+    assert world.hubcluster() is None
+    writes = [c for c in world.store.calls[calls:] if c[1] == "hubclusters" and c[0] in ("patch", "delete")]
+    assert writes == [("patch", "hubclusters", "acme/web-1"), ("delete", "hubclusters", "acme/web-1")]
 
 
 # --------------------------------------------------------------------------- concurrent writers

@@ -20,6 +20,11 @@ stacks.sources.derive, the one rule the offline plan uses too, what HubCluster i
   at the latest HubConfig spec.sources.releaseAfter after the hold began, with a Warning Event naming what had not
   converged (stacks.sources.hold decides both). So the source outlives every resource of ours that uses its VPC or
   load balancer, and a cluster of another namespace wearing the same label never holds it.
+- deletion protection (`hubwright.io/deletion-protection`, docs/security.md): the HubCluster carries the source's,
+  as the source writes it now (one of the annotations the source decides, stacks.sources.outcome: lifted on the
+  source, removed from the HubCluster; also just before a HubCluster the source lets go is deleted,
+  stacks.sources.optin.protection_patch); while the source says "true", the HubCluster it no longer takes is not
+  deleted (a Warning Event `HubClusterProtected` says so, once).
 
 Note: a finalizer keeps the source object visible; it cannot stop Cluster API's or Hive's own deletion, which
 starts on the deletion timestamp. Cluster API deletes the machines and the control plane before the
@@ -51,12 +56,13 @@ from automation.service.snapshot import DesiredView
 from stacks.inputs import StackInputs
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
-from stacks.names import OVERRIDES_SOURCE_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, SOURCE_FINALIZER
+from stacks.names import (DELETION_PROTECTION_ANNOTATION, OVERRIDES_SOURCE_ANNOTATION, OWNER_ACCOUNT_ANNOTATION,
+                          SOURCE_FINALIZER)
 from stacks.sources.derive import derive
 from stacks.sources.held import with_held, without_held
 from stacks.sources.hold import held_since, hold
 from stacks.sources.kinds import SourceKind
-from stacks.sources.optin import overrides_source
+from stacks.sources.optin import deletion_protected, overrides_source, protection_patch
 from stacks.sources.outcome import Derived, Pending, Refused
 from stacks.sources.watched import watched_version
 from stacks.status import ClusterStatus
@@ -220,7 +226,16 @@ class Sources:
         ref = controller_ref(current)
         own: list[str] = []
         if current is not None and ref is not None and ref.get("uid") == source.uid:
-            if not Obj(current).deleting:
+            kept = Obj(current)
+            if not kept.deleting:
+                if deletion_protected(src):  # the API server would refuse: said once, looked at when it changes
+                    self._tell(kind, key, src, "Warning", "HubClusterProtected",
+                               f"HubCluster {kept.key} is not deleted: this object protects it "
+                               f"({DELETION_PROTECTION_ANNOTATION}: \"true\"); remove the annotation to let it go")
+                    return Outcome.done()
+                lifted = protection_patch(src, current)  # lifted on the source, not yet on its HubCluster
+                if lifted is not None and self.objects.patch(HUBCLUSTERS, kept.name, lifted, kept.namespace) is None:
+                    return Outcome.done()  # gone already
                 self._delete(current)
                 self._tell(kind, key, src, "Normal", "HubClusterDeleted",
                            f"HubCluster {Obj(current).key} deleted: its stack is destroyed first")

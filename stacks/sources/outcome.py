@@ -15,12 +15,12 @@ from typing import Any, Mapping
 
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster, ClusterSpec
-from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL, REGION_ANNOTATION
+from stacks.names import DELETION_PROTECTION_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, REGION_ANNOTATION
 from stacks.sources.kinds import SourceRef
 
 # The metadata a source decides on its HubCluster; every other label and annotation is left to others.
 MANAGED_LABELS = (MESH_LABEL,)
-MANAGED_ANNOTATIONS = (MESH_ENABLED_ANNOTATION, REGION_ANNOTATION)
+MANAGED_ANNOTATIONS = (MESH_ENABLED_ANNOTATION, REGION_ANNOTATION, DELETION_PROTECTION_ANNOTATION)
 
 # Condition reasons (a Refused source's HubCluster is never written; the service reports these on the source's
 # events and in its log, the plan among its refusals).
