@@ -4,7 +4,7 @@
     ├── ConfigGroup         the CRDs (generated from the pydantic models by stacks.crds)
     ├── ConfigGroup         the Tenant admission policies and the tenant-admin ClusterRole (stacks.admission)
     ├── Namespace, ServiceAccount
-    ├── ClusterRole(+Binding)  clusters (+status), hubconfigs, namespaces: read; events: write; tenants and
+    ├── ClusterRole(+Binding)  clusters (+status), hubconfigs, namespaces: read; hubretainedstacks: write; events: write; tenants and
     │                          what they materialise (stacks.admission.tenant_controller_rules); agents: delete
     ├── ClusterRoles           -tenant (clusters but never their status; aggregated into edit and admin),
     │                          -viewer (clusters and status, read; aggregated into view)
@@ -36,7 +36,7 @@ from stacks.admission import (admission_manifests, gitrepo_controller_rules, ten
                               tenant_controller_rules)
 from stacks.sources.watched import rules as source_rules
 from stacks.deployment import PASSPHRASE_FILE, InstallValues
-from stacks.names import CLUSTERS, GITREPOS, HUBCONFIGS, GROUP, STACKRUNS
+from stacks.names import CLUSTERS, GITREPOS, HUBCONFIGS, GROUP, RETAINEDS, STACKRUNS
 from stacks.runs.admission import stackrun_policy
 
 STATE_DIR = "/var/lib/hubwright"  # --state-dir: per-stack workspaces (and the file:// backend's state)
@@ -141,6 +141,8 @@ CLUSTER_RULES = [
      "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
     {"apiGroups": [GROUP], "resources": [f"{CLUSTERS}/status"], "verbs": ["get", "update", "patch"]},
     {"apiGroups": [GROUP], "resources": [HUBCONFIGS], "verbs": ["get", "list", "watch"]},
+    # the retained stacks (stacks/retention.py): written when a cluster is retained, deleted when released or adopted
+    {"apiGroups": [GROUP], "resources": [RETAINEDS], "verbs": ["get", "list", "watch", "create", "delete"]},
     # status.mesh: each mesh group's state and the transit stacks' outputs (automation/service/transit.py).
     {"apiGroups": [GROUP], "resources": [f"{HUBCONFIGS}/status"], "verbs": ["get", "patch"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},

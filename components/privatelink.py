@@ -192,11 +192,18 @@ class PrivateLinkProviders:
 
 class PrivateLink(pulumi.ComponentResource):
     def __init__(self, name: str, link: PrivateLinkInputs, providers: PrivateLinkProviders,
-                 opts: pulumi.ResourceOptions | None = None):
+                 opts: pulumi.ResourceOptions | None = None, *, retained: bool = False):
+        """`retained`: the stack of a HubCluster deleted with deletionPolicy Retain (stacks.retention): the endpoint
+        service alone, as it was (the hub provider only reads the caller identity, as before); no hub side."""
         super().__init__("hubwright:privatelink:PrivateLink", name, None, opts)
         principal = link.allowed_principal or _caller_role(self, providers.hub)
         self.service = EndpointService(f"{name}-svc", nlb_name=link.nlb_name, allowed_principal=principal,
                                        provider=providers.cluster, opts=pulumi.ResourceOptions(parent=self))
+        if retained:
+            self.outputs = {"serviceName": self.service.service.service_name, "serviceId": self.service.service.id,
+                            "infraID": link.infra_id, "retained": True}
+            self.register_outputs(self.outputs)
+            return
         self.endpoint = HubEndpoint(f"{name}-vpce", link=link, service=self.service.service,
                                     provider=providers.hub, opts=pulumi.ResourceOptions(parent=self))
         self.dns = PrivateDns(f"{name}-dns", link=link, endpoint=self.endpoint, provider=providers.hub,

@@ -52,6 +52,7 @@ def cluster_program(inputs: StackInputs) -> dict[str, Any]:
                 cluster=providers.aws(_where(targets.cluster, inputs.stack, "PrivateLink")),
                 hub=hub_here,
             ),
+            retained=inputs.retained,
         )
         outputs["privateLink"] = private_link.outputs
 

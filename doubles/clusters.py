@@ -17,7 +17,11 @@ from typing import Any, Callable
 from automation.kit.objects import HUBCLUSTERS
 from automation.service.clusters import ClusterClient, cluster_writer
 from doubles.objects import FakeObjects, RecordedEvent
+from doubles import factories
 from stacks.errors import InvalidSpec
+from stacks.model.fields import DeletionPolicy
+from stacks.model.hub import HubConfig
+from stacks.retention import own_policy, policy_of
 from stacks.inputs import StackInputs
 from stacks.status import ClusterStatus
 from stacks.transit import TransitInputs
@@ -128,6 +132,7 @@ class StaticDesired:
     overridden: dict[str, str] = field(default_factory=dict)  # key -> the RegionOverridden warning
     placements: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     transits: dict[str, TransitInputs] = field(default_factory=dict)
+    hub: HubConfig | None = field(default_factory=factories.hub)  # its spec.deletion decides a delete
 
     def inputs(self, key: str) -> StackInputs | InvalidSpec | None:
         return self.wanted.get(key)
@@ -163,6 +168,12 @@ class StaticDesired:
 
     def transit(self, stack: str) -> TransitInputs | None:
         return self.transits.get(stack)
+
+    def deletion_policy(self, key: str, spec: Any) -> DeletionPolicy | InvalidSpec:
+        try:
+            return policy_of(f"HubCluster {key}", own_policy(spec), self.hub)
+        except InvalidSpec as exc:
+            return exc
 
     def network_query(self, key: str) -> None:
         """No discovery here: the declared networks are taken as they are."""

@@ -158,6 +158,13 @@ class RecordingEngine:
             self._end(call, None)
             raise
 
+    def forget(self, stack: str) -> str:
+        call = self._begin("forget", stack, None, "forget")
+        with self._lock:
+            had = self.stacks.pop(stack, None)
+        self._end(call, RunResult("forget", True, "forgotten"))
+        return f"removed stack {stack}" if had is not None else f"no stack {stack}: nothing to forget"
+
     def preview(self, inputs: StackProgramInputs) -> RunResult:
         call = self._begin("preview", inputs.stack, inputs, "drift check")
         try:

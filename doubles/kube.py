@@ -23,7 +23,7 @@ from kmock import action
 from kubernetes import client
 
 from doubles.engine import utc_now
-from stacks.names import API_VERSION, CLUSTER, GITREPO, HUBCONFIG, TENANT
+from stacks.names import API_VERSION, CLUSTER, GITREPO, HUBCONFIG, RETAINED, TENANT
 
 _NAMESPACES = "namespaces-of-the-cluster"
 
@@ -127,6 +127,7 @@ RESOURCES = {
     f"{API_VERSION}/{HUBCONFIG.plural}": dict(kind=HUBCONFIG.kind, namespaced=False, subresources={"status"}),
     f"{API_VERSION}/{TENANT.plural}": dict(kind=TENANT.kind, namespaced=False, subresources={"status"}),
     f"{API_VERSION}/{GITREPO.plural}": dict(kind=GITREPO.kind, namespaced=True, subresources={"status"}),
+    f"{API_VERSION}/{RETAINED.plural}": dict(kind=RETAINED.kind, namespaced=False),
     f"v1/{_NAMESPACES}": dict(kind="Namespace", namespaced=False),
     "v1/configmaps": dict(kind="ConfigMap", namespaced=True),
     "v1/events": dict(kind="Event", namespaced=True),

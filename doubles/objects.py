@@ -21,8 +21,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from automation.kit.objects import HUBCLUSTERS, HUBCONFIGS, NAMESPACES, ApiError, Conflict, Kind, Obj
+from automation.kit.objects import HUBCLUSTERS, HUBCONFIGS, HUBRETAINEDSTACKS, NAMESPACES, ApiError, Conflict, Kind, Obj
 from automation.service.cache import Cache
+from stacks.names import RETAINEDS
 from doubles.engine import utc_now
 from doubles.factories import NAMESPACES as OWNED
 
@@ -268,6 +269,7 @@ def fake_hub(store: FakeObjects, hub: Raw) -> Cache:
     store.watch(HUBCLUSTERS, cache.apply)
     store.watch(HUBCONFIGS, stores["hubconfigs"].apply)
     store.watch(NAMESPACES, stores["namespaces"].apply)
+    store.watch(HUBRETAINEDSTACKS, stores[RETAINEDS].apply)
     for name, annotations in OWNED.items():
         store.create(NAMESPACES, {"metadata": {"name": name, "annotations": annotations}})
     store.create(HUBCONFIGS, hub)

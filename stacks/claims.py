@@ -59,6 +59,14 @@ class Claimant:
         return self.cluster.key
 
 
+@dataclass(frozen=True)
+class Reserved:
+    """A value a retained stack holds (stacks.retention): the holder is no cluster any more."""
+
+    key: str  # the cluster it was (namespace/name)
+    namespace: str
+
+
 def recorded(cluster: Cluster) -> Mapping[str, Any]:
     """status.claims: what the service recorded that admission granted the cluster ({} when nothing)."""
     raw = (cluster.status or {}).get(CLAIMS_STATUS_KEY)
@@ -96,8 +104,10 @@ def _namespace(cluster: Cluster) -> str:
     return cluster.metadata.namespace or "default"
 
 
-def claim(kind: str, claimants: Iterable[Claimant], held: frozenset[str] = frozenset()) -> dict[str, InvalidSpec]:
-    """Cluster key -> refusal, for every claimant of a `kind` value another claimant holds (`holder_order`)."""
+def claim(kind: str, claimants: Iterable[Claimant], held: frozenset[str] = frozenset(),
+          reserved: Mapping[tuple[str, str], Reserved] | None = None) -> dict[str, InvalidSpec]:
+    """Cluster key -> refusal, for every claimant of a `kind` value another claimant holds (`holder_order`), or a
+    retained stack holds (`reserved`: stacks.retention; only the cluster it was, re-adopting it, may claim it)."""
     by_value: dict[str, list[Claimant]] = {}
     for claimant in claimants:
         value = ask(kind, claimant.cluster, claimant.target)
@@ -105,6 +115,11 @@ def claim(kind: str, claimants: Iterable[Claimant], held: frozenset[str] = froze
             by_value.setdefault(value, []).append(claimant)
     refused: dict[str, InvalidSpec] = {}
     for value, contenders in by_value.items():
+        keeper = (reserved or {}).get((kind, value))
+        if keeper is not None:
+            refused.update({c.key: retained_refusal(kind, value, c.cluster, keeper)
+                            for c in contenders if c.key != keeper.key})
+            contenders = [c for c in contenders if c.key == keeper.key]
         if len(contenders) < 2:
             continue
         ordered = sorted(contenders, key=lambda c: holder_order(kind, value, c.cluster, held))
@@ -122,13 +137,23 @@ def refusal(kind: str, value: str, cluster: Cluster, holder: Cluster) -> Invalid
                            condition=_REASON[kind])
 
 
-def gate(claimants: Iterable[Claimant], held: frozenset[str] = frozenset()) -> dict[str, InvalidSpec]:
+def retained_refusal(kind: str, value: str, cluster: Cluster, keeper: Reserved) -> InvalidSpec:
+    """Why `cluster` may not have `value`: a retained stack holds it. Another namespace's is not named."""
+    whose = (f"the retained stack of HubCluster {keeper.key} (deleted with deletionPolicy Retain)"
+             if keeper.namespace == _namespace(cluster) else "a retained stack in another namespace")
+    return InvalidSpec.one(cluster.ref, _FIELD[kind],
+                           f"{_WHAT[kind]} {value} is already held by {whose}, which keeps it until the hub "
+                           f"administrator releases it; {_WHY[kind]}", condition=_REASON[kind])
+
+
+def gate(claimants: Iterable[Claimant], held: frozenset[str] = frozenset(),
+         reserved: Mapping[tuple[str, str], Reserved] | None = None) -> dict[str, InvalidSpec]:
     """The claim stages over the clusters admitted so far, in order: a cluster refused at one stage enters no later
     one. Cluster key -> its (first) refusal."""
     live = list(claimants)
     refused: dict[str, InvalidSpec] = {}
     for kind in STAGES:
-        refused.update(claim(kind, live, held))
+        refused.update(claim(kind, live, held, reserved))
         live = [c for c in live if c.key not in refused]
     return refused
 

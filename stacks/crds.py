@@ -31,7 +31,8 @@ from stacks.model.hub import HubConfigSpec
 from stacks.registry import TenantSpec, TenantStatus
 from stacks.runs.model import StackRunSpec, StackRunStatus
 from stacks.gitrepos.model import GitRepoSpec, GitRepoStatus
-from stacks.names import CATEGORY, CLUSTER, GITREPO, HUBCONFIG, STACKRUN, TENANT, GROUP, VERSION, KindNames, LABEL_MAX, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
+from stacks.names import CATEGORY, CLUSTER, GITREPO, RETAINED, HUBCONFIG, STACKRUN, TENANT, GROUP, VERSION, KindNames, LABEL_MAX, API_URL_PATTERN, BIND_PATTERN, HOST_PORT_PATTERN, STACK_NAME_MAX
+from stacks.retention import RetainedStackSpec
 from stacks.status import ClusterStatus, HubStatus
 
 
@@ -287,6 +288,29 @@ def gitrepo_crd() -> dict[str, Any]:
     return _crd(GITREPO, "Namespaced", schema, columns=GITREPO_COLUMNS, status=True)
 
 
+RETAINED_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Namespace", "type": "string", "jsonPath": ".spec.namespace"},
+    {"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"},
+    {"name": "Account", "type": "string", "jsonPath": ".spec.accountID"},
+    {"name": "Region", "type": "string", "jsonPath": ".spec.region"},
+    {"name": "VPC", "type": "string", "jsonPath": ".spec.claims.vpcID", "priority": 1},
+    {"name": "Release", "type": "string", "jsonPath": ".spec.release"},
+    {"name": "Retained", "type": "date", "jsonPath": ".spec.retainedAt"},
+]
+
+
+def retained_crd() -> dict[str, Any]:
+    """HubRetainedStack (cluster-scoped, named after the stack): a HubCluster's stack kept by deletionPolicy Retain,
+    holding its claims and slot until the hub administrator releases it (stacks/retention.py)."""
+    schema = _resource_schema(RetainedStackSpec, None,
+                              "A stack kept after its HubCluster was deleted with deletionPolicy Retain: what it "
+                              "holds, until the hub administrator releases it (spec.release) or a HubCluster of "
+                              "the same name in the same namespace adopts it.")
+    return _crd(RETAINED, "Cluster", schema, columns=RETAINED_COLUMNS, status=False)
+
+
 def crd_manifests() -> list[dict[str, Any]]:
-    """The CRDs (Cluster, HubConfig, Tenant, StackRun, GitRepo), as dicts (a fresh copy on every call)."""
-    return copy.deepcopy([cluster_crd(), hubconfig_crd(), tenant_crd(), stackrun_crd(), gitrepo_crd()])
+    """The CRDs (Cluster, HubConfig, Tenant, StackRun, GitRepo, RetainedStack), as dicts (a fresh copy on every
+    call)."""
+    return copy.deepcopy([cluster_crd(), hubconfig_crd(), tenant_crd(), stackrun_crd(), gitrepo_crd(),
+                          retained_crd()])

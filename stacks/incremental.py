@@ -39,6 +39,7 @@ from stacks.model.hub import EndpointVPC, HubConfig
 from stacks.partitions import Index, assign, present
 from stacks.placement import Want, kept, place_endpoints, place_pending
 from stacks.claims import STAGES, Claimant, ask, claim, granted
+from stacks.retention import Retention
 from stacks.resolve import Fleet, Resolved, admit, base_inputs, claims_id, finish, quotas, seat_of, want_of, with_network
 from stacks.targets import AwsTarget
 from stacks.tenancy import Owners, contested_accounts, first_claims, namespace_caps, cluster_namespace, owned_accounts
@@ -62,11 +63,12 @@ class FleetResolver:
 
     def __init__(self, hub: HubConfig, *, namespaces: Mapping[str, Mapping[str, str]] | None = None,
                  role_map: Mapping[str, str] | None = None, foreign_endpoints: Mapping[str, int] | None = None,
-                 mesh_status: MeshStatus | None = None, discovery: bool = False, held: frozenset[str] = frozenset()):
+                 mesh_status: MeshStatus | None = None, discovery: bool = False, held: frozenset[str] = frozenset(),
+                 retention: Retention | None = None):
         status = mesh_status or MeshStatus.empty()
         self._hub = hub
-        self._discovery = discovery  # stacks.resolve.Fleet.discovery
-        self._held = held  # stacks.resolve.Fleet.held
+        self._retention = retention or Retention.empty()
+        self._discovery, self._held = discovery, held  # stacks.resolve.Fleet's
         self._namespaces: dict[str, Mapping[str, str]] = dict(namespaces or {})
         self._role_map = role_map
         self._foreign = dict(foreign_endpoints or {})
@@ -88,7 +90,7 @@ class FleetResolver:
         """A resolver holding `fleet`: its first resolve() is resolve_all(fleet)."""
         resolver = cls(fleet.hub, namespaces=fleet.namespaces, role_map=fleet.role_map,
                        foreign_endpoints=fleet.foreign_endpoints, mesh_status=fleet.mesh_status,
-                       discovery=fleet.discovery, held=fleet.held)
+                       discovery=fleet.discovery, held=fleet.held, retention=fleet.retention)
         for cluster in fleet.clusters:
             resolver.put(cluster, fleet.placements.get(cluster.key), fleet.mesh_status.attachments.get(cluster.key),
                          cluster.key in fleet.stacks)
@@ -133,6 +135,11 @@ class FleetResolver:
     def set_role_map(self, role_map: Mapping[str, str] | None) -> None:
         if dict(role_map or {}) != dict(self._role_map or {}):
             self._role_map = role_map
+            self._restart()
+
+    def set_retention(self, retention: Retention) -> None:  # rare: a retain, a release, an adoption
+        if retention != self._retention:
+            self._retention = retention
             self._restart()
 
     def set_foreign_endpoints(self, counts: Mapping[str, int]) -> None:
@@ -194,6 +201,7 @@ class FleetResolver:
         self._gate: dict[str, Target] = {}  # after the namespace's caps, before the network (target_of)
         self._networked: dict[str, Cluster] = {}  # admitted clusters with their network merged (with_network)
         self._pre: dict[str, Target] = {}  # with_network's answer: admission before the claims
+        self._reserved = self._retention.reserved()
         self._by_claim: dict[str, Index] = {kind: Index() for kind in (*STAGES, _ID)}
         self._claim_refusals: dict[str, dict[str, InvalidSpec]] = {kind: {} for kind in (*STAGES, _ID)}
         self._targets: dict[str, Target] = {}  # admission's answer: after the claims
@@ -219,7 +227,7 @@ class FleetResolver:
         self._dirty |= set(self._entries)
 
     def _owners(self) -> Owners:
-        return Owners(self._hub, self._namespaces, self._owned, self._claims, self._contested)
+        return Owners(self._hub, self._namespaces, self._owned, self._claims, self._contested, self._retention)
 
     def _admit(self, dirty: set[str]) -> set[str]:
         """Targets of the dirty clusters and of those whose account's first claimant changed; the keys whose
@@ -260,6 +268,7 @@ class FleetResolver:
         """The namespaces' caps over their admitted clusters (each namespace with a cap is judged whole; one
         without passes the readmitted ones through); the keys whose target changed."""
         final: dict[str, Target | None] = {key: self._admitted.get(key) for key in readmit}
+        owners = self._owners()
         for name in namespaces:
             annotations = self._namespaces.get(name, {})
             try:
@@ -269,9 +278,9 @@ class FleetResolver:
             if not capped:
                 continue
             members = self._by_namespace.members.get(name, set())
-            seats = [seat_of(e.cluster, self._admitted[k], e.stack, e.placement)
+            seats = [seat_of(e.cluster, self._admitted[k], e.stack, e.placement, owners)
                      for k in members if (e := self._entries[k]) is not None]
-            refused = quotas(self._hub, name, annotations, seats)
+            refused = quotas(self._hub, name, owners, seats)
             final.update({k: refused.get(k) or self._admitted.get(k) for k in members})
         for key, target in list(final.items()):
             assign(self._gate, key, target)
@@ -470,7 +479,7 @@ class FleetResolver:
         if kind == _ID:
             return {k: InvalidSpec([error]) for k, error in claim_ids(self._cluster(k) for k in keys)[1].items()}
         return claim(kind, [Claimant(self._cluster(k), t) for k in keys if isinstance(t := self._pre[k], AwsTarget)],
-                     self._held)
+                     self._held, self._reserved)
 
     def _finish(self, keys: set[str]) -> set[str]:
         changed = set()

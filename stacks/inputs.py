@@ -88,6 +88,9 @@ class StackInputs(Frozen):
     private_link: PrivateLinkInputs | None = None
     shared_ingress: SharedIngressInputs | None = None
     mesh: MeshShare | None = None  # this stack's share of its mesh group
+    # Kept after its HubCluster was deleted with deletionPolicy Retain (stacks.retention.retained_inputs): only
+    # its own account's part is built. Left out of the config while False, so no other stack's digest moves.
+    retained: bool = False
 
     @property
     def key(self) -> str:
@@ -95,7 +98,10 @@ class StackInputs(Frozen):
 
     def to_config(self) -> str:
         # Neither the generation nor the mesh limits change what the stack builds (a no-op edit must not run).
-        return self.model_dump_json(exclude={"generation": True, "mesh": {"limits"}})
+        exclude: dict[str, Any] = {"generation": True, "mesh": {"limits"}}
+        if not self.retained:
+            exclude["retained"] = True
+        return self.model_dump_json(exclude=exclude)
 
     @classmethod
     def from_config(cls, raw: str) -> "StackInputs":

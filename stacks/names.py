@@ -49,10 +49,13 @@ HUBCONFIG = KindNames("HubConfig", "hubconfigs", ("hwcfg",))
 STACKRUN = KindNames("HubStackRun", "hubstackruns", ("hwrun",))
 # Not "GitRepo"/"gitrepo": Flux's GitRepository has the short name gitrepo and Lieutenant serves gitrepos.syn.tools.
 GITREPO = KindNames("HubGitRepo", "hubgitrepos", ("hwrepo",))
-KINDS = (CLUSTER, TENANT, HUBCONFIG, STACKRUN, GITREPO)
+# A HubCluster's stack kept after the HubCluster was deleted with deletionPolicy Retain (stacks/retention.py).
+RETAINED = KindNames("HubRetainedStack", "hubretainedstacks", ("hwretained",))
+KINDS = (CLUSTER, TENANT, HUBCONFIG, STACKRUN, GITREPO, RETAINED)
 CLUSTERS, TENANTS, HUBCONFIGS = CLUSTER.plural, TENANT.plural, HUBCONFIG.plural  # the API's resource names
 STACKRUNS = STACKRUN.plural
 GITREPOS = GITREPO.plural
+RETAINEDS = RETAINED.plural
 # Reserved now, so that the kinds still to come are checked by the same test before they land (none pending).
 RESERVED_KINDS: tuple[KindNames, ...] = ()
 FINALIZER = f"{GROUP}/stack"  # holds a deleted Cluster until its stack is destroyed
@@ -92,6 +95,14 @@ SOURCE_FINALIZER = f"{GROUP}/source"  # holds a deleted source object until ever
 # On a hand-written HubCluster: "true" keeps it as written when a source object of the same name opts in
 # (otherwise the source's derived spec replaces it, keeping its stack).
 OVERRIDES_SOURCE_ANNOTATION = f"{GROUP}/overrides-source"
+
+# Deletion (docs/security.md "Deletion protection", docs/service.md "Deletion policy"), on a HubCluster or a
+# source object (copied to the HubCluster it makes):
+# "true": the API server refuses a DELETE of the object (ValidatingAdmissionPolicies, stacks/admission.py) until
+# the annotation is removed.
+DELETION_PROTECTION_ANNOTATION = f"{GROUP}/deletion-protection"
+# On a source object only: "Delete" or "Retain", carried to its HubCluster's spec.deletionPolicy.
+DELETION_POLICY_ANNOTATION = f"{GROUP}/deletion-policy"
 # status.network: what discovery found in the cluster's account (stacks.network.found.FoundNetwork); resolve()
 # reads it, all but its observedAt.
 NETWORK_STATUS_KEY = "network"

@@ -26,6 +26,7 @@ from stacks.model.hub import EndpointVPC, HubConfig
 from stacks.transit import MeshStatus
 from stacks.names import CLUSTER_TAG, MANAGED_BY, MANAGED_BY_TAG, TENANT_TAG, stack_name_error
 from stacks.placement import Want, place_endpoints
+from stacks.retention import Retention, policy_of
 from stacks.targets import AwsTarget
 from stacks.tenancy import (Owners, Seat, host_errors, namespace_caps, cluster_namespace, quota_refusals, shared_refusal,
                             namespace_tenant)
@@ -55,9 +56,11 @@ class Fleet:
     # Whether a discovery reads the clusters' networks (the service with AWS, the plan with its stand-ins): then a
     # cluster waits for its status.network before anything is built (stacks.network.merge).
     discovery: bool = False
+    # The retained stacks (HubRetainedStacks) and their namespaces' UIDs: the service's; the offline plan has none.
+    retention: Retention = field(default_factory=Retention.empty)
 
     def owners(self) -> Owners:
-        return Owners.of(self.hub, self.clusters, self.namespaces)
+        return Owners.of(self.hub, self.clusters, self.namespaces, self.retention)
 
 
 def resolve(
@@ -114,9 +117,13 @@ def admit(cluster: Cluster, owners: Owners, roles: Mapping[str, str], stack: boo
     refused = host_errors(cluster, owners.hub, owners.annotations(namespace))
     if refused is not None:
         raise refused
+    policy_of(cluster.ref, cluster.spec.deletion_policy, owners.hub)  # Retain where the hub does not allow it: refused while it can still be changed
     target = accounts.cluster_target(cluster, owners, roles)
+    adoption = owners.retention.adoption_refusal(cluster, target.account_id)
+    if adoption is not None:
+        raise adoption
     sharing = owners.contested.get(target.account_id)
-    if sharing is not None and not stack:
+    if sharing is not None and not (stack or owners.retention.holds(cluster.key)):
         raise shared_refusal(cluster, target.account_id, sharing)
     return target
 
@@ -181,10 +188,11 @@ def fleet_targets(fleet: Fleet, owners: Owners | None = None) -> dict[str, AwsTa
             targets[cluster.key] = exc
     by_namespace: dict[str, list[Seat]] = {}
     for cluster in fleet.clusters:
-        seat = seat_of(cluster, targets[cluster.key], cluster.key in fleet.stacks, fleet.placements.get(cluster.key))
+        seat = seat_of(cluster, targets[cluster.key], cluster.key in fleet.stacks, fleet.placements.get(cluster.key),
+                       owners)
         by_namespace.setdefault(cluster_namespace(cluster), []).append(seat)
     for namespace, seats in by_namespace.items():
-        targets.update(quotas(fleet.hub, namespace, owners.annotations(namespace), seats))
+        targets.update(quotas(fleet.hub, namespace, owners, seats))
     return targets
 
 
@@ -199,16 +207,19 @@ def with_network(cluster: Cluster, target: AwsTarget | InvalidSpec, hub: HubConf
     return (cluster, found) if isinstance(found, InvalidSpec) else (found, target)
 
 
-def seat_of(cluster: Cluster, target: AwsTarget | InvalidSpec, stack: bool, placement: str | None) -> Seat:
-    """The cluster as its namespace's caps see it: admitted or not, asking for an endpoint, holding what."""
-    return Seat(cluster, isinstance(target, AwsTarget), cluster.spec.private_link.enabled, stack, bool(placement))
+def seat_of(cluster: Cluster, target: AwsTarget | InvalidSpec, stack: bool, placement: str | None,
+            owners: Owners) -> Seat:
+    """The cluster as its namespace's caps see it: admitted or not, asking for an endpoint, holding what (the
+    retained stack it adopts counts as its own: stacks.retention)."""
+    return Seat(cluster, isinstance(target, AwsTarget), cluster.spec.private_link.enabled,
+                stack or owners.retention.holds(cluster.key), bool(placement))
 
 
-def quotas(hub: HubConfig, namespace: str, annotations: Mapping[str, str], seats: list[Seat]) -> dict[str, InvalidSpec]:
+def quotas(hub: HubConfig, namespace: str, owners: Owners, seats: list[Seat]) -> dict[str, InvalidSpec]:
     """The namespace's clusters refused by its caps: over a cap, a cluster is refused like at admission and
     takes nothing from the fleet (no endpoint placement, mesh pair, API host or shared-ingress ID)."""
     try:
-        return quota_refusals(hub, namespace, annotations, seats)
+        return quota_refusals(hub, namespace, owners.annotations(namespace), seats, owners.retention.slots(namespace))
     except InvalidSpec:  # a cap that is not a number: `admit` refused every cluster of the namespace already
         return {}
 
@@ -253,7 +264,7 @@ def resolve_all(fleet: Fleet) -> Resolved:
     targets.update({c.key: target for c, target in networked})
     fleet = replace(fleet, clusters=tuple(c for c, _ in networked))
     targets.update(gate((Claimant(c, t) for c in fleet.clusters if isinstance(t := targets[c.key], AwsTarget)),
-                        fleet.held))
+                        fleet.held, owners.retention.reserved()))
     _, id_refusals = claim_ids(c for c in fleet.clusters if claims_id(c, hub, owners, targets[c.key]))
     targets.update({key: InvalidSpec([error]) for key, error in id_refusals.items()})
     wants = [w for c in fleet.clusters if (w := want_of(c, targets[c.key])) is not None]

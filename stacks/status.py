@@ -26,6 +26,7 @@ DRIFT_CONDITION = "DriftDetected"  # beside them: True while the last drift chec
 SUCCEEDED = "Succeeded"
 PROGRESSING = "Progressing"
 DESTROYING = "Destroying"
+RETAINING = "Retaining"  # deletionPolicy Retain: removing what the cluster holds outside its account
 RECOVERING = "Recovering"
 DRIFT_DETECTED = "DriftDetected"
 NO_DRIFT = "NoDrift"

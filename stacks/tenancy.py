@@ -45,6 +45,7 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.fields import INT32_MAX, backend_rule
 from stacks.model.hub import HubConfig
+from stacks.retention import Retention
 from stacks.names import (ALLOWED_BACKENDS_ANNOTATION, ALLOWED_DOMAINS_ANNOTATION, MAX_CLUSTERS_ANNOTATION,
                           MAX_ENDPOINTS_ANNOTATION, OWNER_ACCOUNT_ANNOTATION, TAG_VALUE_MAX, TENANT_ANNOTATION,
                           hostname_error, parse_api_url, under)
@@ -83,12 +84,15 @@ class Owners:
     claims: Mapping[str, str]  # account -> the unowned namespace that claimed it first (FirstClaim only)
     # account -> the namespaces that own it, for accounts owned twice and not in spec.tenancy.sharedAccounts
     contested: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The retained stacks (stacks.retention): who may adopt one, the slots and claims they hold.
+    retention: Retention = field(default_factory=Retention.empty)
 
     @classmethod
-    def of(cls, hub: HubConfig, clusters: Iterable[Cluster], namespaces: Mapping[str, Mapping[str, str]]) -> "Owners":
+    def of(cls, hub: HubConfig, clusters: Iterable[Cluster], namespaces: Mapping[str, Mapping[str, str]],
+           retention: Retention | None = None) -> "Owners":
         owned = owned_accounts(namespaces)
         return cls(hub, namespaces, owned, first_claims(hub, clusters, namespaces, owned),
-                   contested_accounts(hub, namespaces))
+                   contested_accounts(hub, namespaces), retention or Retention.empty())
 
     def annotations(self, namespace: str) -> Mapping[str, str]:
         return self.namespaces.get(namespace, {})
@@ -306,16 +310,20 @@ def namespace_caps(hub: HubConfig, namespace: str, annotations: Mapping[str, str
 
 
 def quota_refusals(hub: HubConfig, namespace: str, annotations: Mapping[str, str],
-                   seats: Iterable[Seat]) -> dict[str, InvalidSpec]:
+                   seats: Iterable[Seat], retained: frozenset[str] = frozenset()) -> dict[str, InvalidSpec]:
     """By cluster key, a refusal (QuotaExceeded) for every admitted cluster of `namespace` that would take a slot
     beyond one of its caps. Every seat of the namespace is given, refused at admission or not: what exists holds
-    its slot either way (refusing never destroys it). The rest take the slots left, oldest first; one that cannot
-    have every slot it needs takes none. The one rule of the caps: stacks.resolve and stacks.incremental call it."""
+    its slot either way (refusing never destroys it), and so does each of the namespace's retained stacks
+    (`retained`, by the key of the cluster it was: stacks.retention) that no admitted seat of its key adopts, until
+    the hub administrator releases it. The rest take the slots left, oldest first; one that cannot have every slot
+    it needs takes none. The one rule of the caps: stacks.resolve and stacks.incremental call it."""
     caps = namespace_caps(hub, namespace, annotations)
     if not caps:
         return {}
     seats = list(seats)
-    used = {"clusters": sum(1 for s in seats if s.stack or s.placed), "endpoints": sum(1 for s in seats if s.placed)}
+    adopted = {s.cluster.key for s in seats if s.admitted and s.cluster.key in retained}
+    used = {"clusters": sum(1 for s in seats if s.stack or s.placed) + len(retained - adopted),
+            "endpoints": sum(1 for s in seats if s.placed)}
     refused: dict[str, InvalidSpec] = {}
     for seat in sorted((s for s in seats if s.admitted), key=lambda s: _age(s.cluster)):
         needs = {"clusters": not (seat.stack or seat.placed), "endpoints": seat.endpoint and not seat.placed}

@@ -106,7 +106,8 @@ def test_the_informer_keeps_no_copy_of_its_own():
 def test_the_hub_namespaces_and_role_map_each_have_a_store_feeding_the_cache():
     cache = _cache()
     stores = cache.stores()
-    assert set(stores) == {"clusters", "hubconfigs", "namespaces", "configmaps"} and stores["clusters"] is cache
+    assert set(stores) == {"clusters", "hubconfigs", "namespaces", "configmaps", "hubretainedstacks"} \
+        and stores["clusters"] is cache
     stores["hubconfigs"].apply("ADDED", {**hub_doc(), "metadata": {"name": "default"}})
     stores["namespaces"].apply("ADDED", {"metadata": {"name": "acme", "annotations": NAMESPACES["acme"]}})
     assert cache.hub is not None and cache.namespaces["acme"] == dict(NAMESPACES["acme"])

@@ -21,7 +21,7 @@ def deploy(**kw):
 def test_installs_the_generated_crds():
     groups = {g.name: g for g in deploy().of_type("kubernetes:yaml/v2:ConfigGroup")}
     names = sorted(o["metadata"]["name"] for o in groups["hubwright-crds"].inputs["objs"])
-    assert names == ["hubclusters.hubwright.io", "hubconfigs.hubwright.io", "hubgitrepos.hubwright.io", "hubstackruns.hubwright.io",
+    assert names == ["hubclusters.hubwright.io", "hubconfigs.hubwright.io", "hubgitrepos.hubwright.io", "hubretainedstacks.hubwright.io", "hubstackruns.hubwright.io",
                      "hubtenants.hubwright.io"]
 
 
@@ -29,12 +29,16 @@ def test_installs_the_tenant_admission_policies_and_the_tenant_admin_role():
     [group] = [g for g in deploy().of_type("kubernetes:yaml/v2:ConfigGroup") if g.name == "hubwright-admission"]
     kinds = sorted((o["kind"], o["metadata"]["name"]) for o in group.inputs["objs"])
     assert kinds == [("ClusterRole", "hubwright-tenant-admin"),
+                     ("ValidatingAdmissionPolicy", "hubwright-cluster-deletion-protection"),
                      ("ValidatingAdmissionPolicy", "hubwright-hubcluster-placement"),
+                     ("ValidatingAdmissionPolicy", "hubwright-source-deletion-protection"),
                      ("ValidatingAdmissionPolicy", "hubwright-stackrun-author"),
                      ("ValidatingAdmissionPolicy", "hubwright-tenant-deletion"),
                      ("ValidatingAdmissionPolicy", "hubwright-tenant-ownership"),
                      ("ValidatingAdmissionPolicy", "hubwright-unknown-keys"),
+                     ("ValidatingAdmissionPolicyBinding", "hubwright-cluster-deletion-protection"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-hubcluster-placement"),
+                     ("ValidatingAdmissionPolicyBinding", "hubwright-source-deletion-protection"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-stackrun-author"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-tenant-deletion"),
                      ("ValidatingAdmissionPolicyBinding", "hubwright-tenant-ownership"),
@@ -56,6 +60,7 @@ def test_rbac_is_least_privilege():
                 verbs.setdefault((group, resource), set()).update(rule["verbs"])
     assert verbs[("hubwright.io", "hubclusters/status")] == {"get", "update", "patch"}
     assert verbs[("hubwright.io", "hubconfigs")] == {"get", "list", "watch"}
+    assert verbs[("hubwright.io", "hubretainedstacks")] == {"get", "list", "watch", "create", "delete"}
     # Namespaces: read, and create or label a Tenant's; never delete one.
     assert verbs[("", "namespaces")] == {"get", "list", "watch", "create", "patch"}
     deletes = {key for key, v in verbs.items() if "delete" in v}
@@ -63,7 +68,8 @@ def test_rbac_is_least_privilege():
                        ("rbac.authorization.k8s.io", "rolebindings"),  # a gone Cluster's agent; a Tenant's admins
                        ("", "resourcequotas"),  # a Tenant's quota, when its spec.quota goes
                        ("hubwright.io", "hubclusters"),  # the HubCluster of a source that opted out or went
-                       ("hubwright.io", "hubgitrepos")}  # the HubGitRepo of a template removed
+                       ("hubwright.io", "hubgitrepos"),  # the HubGitRepo of a template removed
+                       ("hubwright.io", "hubretainedstacks")}  # a retained stack released or adopted
     # Other projects' cluster objects: read, and our finalizer on the sources (update/patch); never more.
     assert verbs[("cluster.x-k8s.io", "clusters")] == verbs[("hive.openshift.io", "clusterdeployments")] == \
         {"get", "list", "watch", "update", "patch"}

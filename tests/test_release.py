@@ -221,7 +221,8 @@ def test_no_tracked_file_names_the_old_project():
 def test_our_crds_group_and_namespace_are_hubwright_and_no_name_is_the_generic_one():
     crds = crd_manifests()
     assert {crd["spec"]["group"] for crd in crds} == {"hubwright.io"}
-    assert {crd["spec"]["names"]["kind"] for crd in crds} == {"HubCluster", "HubTenant", "HubConfig", "HubStackRun", "HubGitRepo"}
+    assert {crd["spec"]["names"]["kind"] for crd in crds} == {"HubCluster", "HubTenant", "HubConfig", "HubStackRun", "HubGitRepo",
+                                                                "HubRetainedStack"}
     names = {name for crd in crds for key in ("plural", "singular", "shortNames")
              for name in ([crd["spec"]["names"][key]] if isinstance(crd["spec"]["names"][key], str)
                           else crd["spec"]["names"][key])}

@@ -54,12 +54,12 @@ def test_one_informer_per_kind_and_the_tenant_controllers_clusters_are_the_watch
         # One list per kind, whoever reads it (the stacks' cache, the tenant controller's counts and marks).
         assert listed[CLUSTERS] == 1 and listed[TENANTS] == 1 and set(listed.values()) == {1}, listed
         assert {r.namespace for r in lists + watches if r.resource.plural == CLUSTERS} == {"acme"}
-        assert len({(i.source.name) for i in pipeline.informers}) == len(pipeline.informers) == 6  # + hubgitrepos
-        # Cluster and transit stacks have a controller each, their reconciles in one bound of --workers slots (the
+        assert len({(i.source.name) for i in pipeline.informers}) == len(pipeline.informers) == 7  # + hubgitrepos, hubretainedstacks
+        # Cluster and transit stacks and the retained stacks' releases have a controller each, their reconciles in one bound of --workers slots (the
         # engine's); Tenants and the Git repository controllers (--gitrepos, over the same Tenants and Clusters)
         # their own.
         assert {c.name: c.workers.count for c in pipeline.manager.controllers} == {
-            "stacks": 4, "transit": 4, "tenant": 1, "gitrepo": 1, "gitrepo-templates": 1}
+            "stacks": 4, "transit": 4, "retained": 1, "tenant": 1, "gitrepo": 1, "gitrepo-templates": 1}
         assert pipeline.slots.size == 4
         assert pipeline.tenants.clusters.count("acme") == 1
         assert pipeline.tenants.clusters.count("other") == 0  # never seen: not watched

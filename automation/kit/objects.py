@@ -16,11 +16,11 @@ from typing import Any, Mapping
 
 from automation.adapters.kube.informer import object_key
 from automation.adapters.kube.objects import (CLUSTERROLEBINDINGS, CLUSTERROLES, CONFIGMAPS, HUBCLUSTERS, HUBCONFIGS,
-                                              HUBGITREPOS, HUBSTACKRUNS, HUBTENANTS, NAMESPACES, RESOURCEQUOTAS,
+                                              HUBGITREPOS, HUBRETAINEDSTACKS, HUBSTACKRUNS, HUBTENANTS, NAMESPACES, RESOURCEQUOTAS,
                                               ROLEBINDINGS, ROLES, SECRETS, SERVICEACCOUNTS, ApiError, Conflict, Kind,
                                               Objects)
 
-__all__ = ["Obj", "Objects", "Kind", "ApiError", "Conflict", "HUBCLUSTERS", "HUBCONFIGS", "HUBGITREPOS",
+__all__ = ["Obj", "Objects", "Kind", "ApiError", "Conflict", "HUBCLUSTERS", "HUBCONFIGS", "HUBGITREPOS", "HUBRETAINEDSTACKS",
            "HUBSTACKRUNS", "HUBTENANTS", "NAMESPACES", "SECRETS", "CONFIGMAPS", "SERVICEACCOUNTS", "RESOURCEQUOTAS",
            "ROLES", "ROLEBINDINGS", "CLUSTERROLES", "CLUSTERROLEBINDINGS"]
 

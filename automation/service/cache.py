@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from automation.adapters.kube.informer import DictStore, Raw, Store, object_key
@@ -15,8 +16,11 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.model.loading import parse, resolved_part
-from stacks.names import ANNOTATION_PREFIX
+from stacks.names import ANNOTATION_PREFIX, RETAINED, RETAINEDS
+from stacks.retention import RetainedStack, Retention
 from stacks.status import HUB_NOT_FOUND
+
+LOG = logging.getLogger("hubwright.cache")
 
 
 # --------------------------------------------------------------------------- cache
@@ -77,6 +81,8 @@ class Cache:
         self.hub: HubConfig | InvalidSpec | None = None
         self.hub_status: Raw = {}  # HubConfig status: the mesh's recorded state (stacks.transit), ours to write
         self.namespaces: dict[str, dict[str, str]] = {}
+        self.namespace_uids: dict[str, str] = {}  # a name is reused; a retained stack is bound to the UID
+        self.retained: dict[str, RetainedStack] = {}  # HubRetainedStacks, by the key of the cluster each was
         self.role_map: Mapping[str, str] = {}
         self.foreign_endpoints: Mapping[str, int] = {}  # the endpoint census (automation/service/census.py)
         self.revision = 0  # bumps on every change (status included)
@@ -89,13 +95,14 @@ class Cache:
         self._hub_store = DictStore(self.on_hub)
         self._namespace_store = DictStore(self.on_namespace)
         self._configmap_store = DictStore(self.on_configmap)
+        self._retained_store = DictStore(self.on_retained)
 
     # -- the informers' stores
     def stores(self) -> dict[str, Store]:
         """The store of each of automation.adapters.kube.informer.sources(): the Clusters live in the cache's entries;
         the other kinds, a handful of objects, in a DictStore each, whose changes the cache digests."""
         return {"clusters": self, "hubconfigs": self._hub_store, "namespaces": self._namespace_store,
-                "configmaps": self._configmap_store}
+                "configmaps": self._configmap_store, RETAINEDS: self._retained_store}
 
     def get(self, key: str) -> Raw | None:
         """A Cluster as last seen (the clusters' Store)."""
@@ -154,6 +161,15 @@ class Cache:
         annotations = {k: v for k, v in obj.annotations.items() if k.startswith(ANNOTATION_PREFIX)}
         with self._lock:
             old = self.namespaces.get(name)
+            uid = None if kind == "DELETED" else obj.uid
+            if uid != self.namespace_uids.get(name):
+                if uid is None:
+                    self.namespace_uids.pop(name, None)
+                else:
+                    self.namespace_uids[name] = uid
+                if any(r.spec.namespace == name for r in self.retained.values()):
+                    self._changed_shared = True  # who may adopt a retained stack of it (stacks.retention)
+                    self._changed()
             if kind == "DELETED":
                 self.namespaces.pop(name, None)
             else:
@@ -172,6 +188,37 @@ class Cache:
                 self.role_map = entries
                 self._changed_shared = True
                 self._changed()
+
+    def on_retained(self, kind: str, raw: Raw) -> None:
+        """A HubRetainedStack: it holds its cluster's claims and slot until released or adopted (stacks.retention)."""
+        try:
+            record = RetainedStack.model_validate({k: v for k, v in raw.items() if k != "status"})
+        except ValueError as exc:  # only the service and the hub administrator write them
+            LOG.error("%s %s is unreadable and holds nothing until it is mended: %s", RETAINED.kind,
+                      Obj(raw).name, exc)
+            return
+        with self._lock:
+            if kind == "DELETED":
+                if self.retained.get(record.key) == record:
+                    del self.retained[record.key]
+            else:
+                self.retained[record.key] = record
+            self._changed_shared = True
+            self._changed()
+
+    def retention(self) -> Retention:
+        """The retained stacks as admission reads them, with the UIDs of the namespaces they name."""
+        with self._lock:
+            return Retention(dict(self.retained),
+                             {r.spec.namespace: self.namespace_uids.get(r.spec.namespace) for r in self.retained.values()})
+
+    def retained_of(self, key: str) -> RetainedStack | None:
+        with self._lock:
+            return self.retained.get(key)
+
+    def namespace_uid(self, name: str) -> str | None:
+        with self._lock:
+            return self.namespace_uids.get(name)
 
     def set_foreign_endpoints(self, counts: Mapping[str, int]) -> None:
         """The endpoint census's answer: VPC ID -> endpoints there that hubwright did not make."""
@@ -229,7 +276,8 @@ class Cache:
         """The objects every cluster's resolution reads, as they are now."""
         with self._lock:
             return Shared(self.hub, self.hub_status, dict(self.role_map), dict(self.foreign_endpoints),
-                          {name: dict(annotations) for name, annotations in self.namespaces.items()})
+                          {name: dict(annotations) for name, annotations in self.namespaces.items()},
+                          self.retention())
 
 
 @dataclass(frozen=True)
@@ -250,6 +298,7 @@ class Shared:
     role_map: Mapping[str, str]
     foreign_endpoints: Mapping[str, int]
     namespaces: Mapping[str, Mapping[str, str]]
+    retention: Retention = field(default_factory=Retention.empty)
 
 
 def hub_problem(hub_name: str, key: str, hub: InvalidSpec | None) -> InvalidSpec:

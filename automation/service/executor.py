@@ -211,6 +211,10 @@ class RunnerEngine:
     def applied(self, stack: str) -> StackProgramInputs | None:
         return self.local.applied(stack)
 
+    def forget(self, stack: str) -> str:
+        """No run: the service reaches the state backend itself (as `applied` does)."""
+        return self.local.forget(stack)
+
     def cancel(self, grace: float) -> None:
         """The waiting threads raise RunCancelled now; the runs go on on the runners (a next leader adopts them).
         The local pool only reads (`applied`): nothing of it to stop (the serve command closes it)."""

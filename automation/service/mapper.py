@@ -279,11 +279,12 @@ class FleetPublisher:
         elif self._resolver is None:
             self._resolver = FleetResolver(hub, namespaces=shared.namespaces, role_map=shared.role_map,
                                            foreign_endpoints=shared.foreign_endpoints, mesh_status=status,
-                                           discovery=self.discovery)
+                                           discovery=self.discovery, retention=shared.retention)
         else:
             self._resolver.set_hub(hub)
             self._resolver.set_role_map(shared.role_map)
             self._resolver.set_foreign_endpoints(shared.foreign_endpoints)
+            self._resolver.set_retention(shared.retention)
             self._resolver.set_mesh_status(status.groups, status.transit)
             for name in set(shared.namespaces) | set(self._namespaces):
                 self._resolver.set_namespace(name, shared.namespaces.get(name))

@@ -49,6 +49,7 @@ from automation.service.mapper import FleetPublisher, Mapper
 from automation.service.options import ServiceOptions
 from automation.service.runs import Runs
 from automation.service.server import Metrics, ProbeServer
+from automation.service.retained import setup as setup_retained
 from automation.service.sources import Sources, setup as setup_sources
 from automation.service.tenants import setup as setup_tenants
 from automation.service.transit import setup as setup_transit
@@ -217,6 +218,9 @@ class Pipeline:
             queue=WorkQueue(backoff, settle=options.settle), workers=options.workers, lock_retry=options.lock_retry,
             stalled_recheck=options.stalled_recheck)
         self.fleet.mapper.hooks.extend(self.transit.hooks)
+        # The retained stacks' releases (automation/service/retained.py): engine runs, in the same slots.
+        self.retained = setup_retained(self.manager, cache=self.fleet.cache, engine=engine, objects=self.objects,
+                                       runs=self.fleet.runs, slots=self.fleet.slots, queue=WorkQueue(backoff))
         # Other projects' cluster objects (--sources, automation/service/sources.py).
         self.unwatched_sources: dict[str, str] = {}  # source kind -> why it is not watched (/readyz says it)
         self.sources = self._sources(options, api_client)

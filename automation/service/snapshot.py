@@ -21,7 +21,9 @@ from stacks.errors import InvalidSpec
 from stacks.inputs import SharedIngressInputs, StackInputs
 from stacks.keys import unknown_key_messages
 from stacks.model.cluster import Cluster
+from stacks.model.fields import DeletionPolicy
 from stacks.model.hub import HubConfig
+from stacks.retention import own_policy, policy_of
 from stacks.network.query import NetworkQuery, query_of
 from stacks.targets import AwsTarget
 from stacks.tenancy import cluster_namespace, shared_warning
@@ -66,6 +68,10 @@ class DesiredView(Protocol):
     def unknown_keys(self, key: str) -> str | None:
         """The cluster's labels and annotations under hubwright.io/ that nothing reads (the UnknownKeys Warning
         condition), or None."""
+
+    def deletion_policy(self, key: str, spec: Any) -> DeletionPolicy | InvalidSpec:
+        """What deleting the cluster does to its stack (stacks.retention.policy_of), or why that cannot be done
+        now."""
 
 
 # --------------------------------------------------------------------------- a persistent map
@@ -233,6 +239,14 @@ class Snapshot:
             return None
         return query_of(cluster, target, self.hub)
 
+    def deletion_policy(self, key: str, spec: Any) -> DeletionPolicy | InvalidSpec:
+        """What deleting the cluster (its `spec` as the API server holds it: parseable or not) does to its stack,
+        against this pass's HubConfig (stacks.retention.policy_of), or why that cannot be done now."""
+        try:
+            return policy_of(f"HubCluster {key}", own_policy(spec), self.hub)
+        except InvalidSpec as exc:
+            return exc
+
     def _cluster(self, key: str) -> Cluster | None:
         entry = self.cache.entry(key) if self.cache is not None else None
         return entry.parsed if entry is not None and isinstance(entry.parsed, Cluster) else None
@@ -278,6 +292,9 @@ class Published:
 
     def region_overridden(self, key: str) -> str | None:
         return self.current.region_overridden(key)
+
+    def deletion_policy(self, key: str, spec: Any) -> DeletionPolicy | InvalidSpec:
+        return self.current.deletion_policy(key, spec)
 
     def unknown_keys(self, key: str) -> str | None:
         return self.current.unknown_keys(key)

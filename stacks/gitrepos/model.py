@@ -13,14 +13,13 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import AfterValidator, Field, model_validator
 
 from stacks.gitrepos import keys
-from stacks.model.fields import DisplayName, Spec
+from stacks.model.fields import DeletionPolicy, DisplayName, Spec
 from stacks.model.resource import Resource
 from stacks.names import GITREPO
 from stacks.status import Condition, StatusModel, Time
 
 Forge = Literal["gitea", "gitlab", "github"]
 FORGES: tuple[Forge, ...] = ("gitea", "gitlab", "github")
-DeletionPolicy = Literal["Delete", "Retain"]
 Phase = Literal["Pending", "Ready", "Retrying", "Stalled", "Deleting"]
 Ownership = Literal["Created", "Adopted"]
 

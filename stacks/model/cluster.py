@@ -6,7 +6,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import Field, model_validator
 
-from stacks.model.fields import (AccountID, ApiURL, DisplayName, Duration, Facts, HostPort, InfraID, Region,
+from stacks.model.fields import (AccountID, ApiURL, DeletionPolicy, DisplayName, Duration, Facts, HostPort, InfraID, Region,
                                  RouteTableID, SecurityGroupID, SourceCidr, Spec, VpcCidr, VpcID)
 from stacks.model.hub import Subnet
 from stacks.model.resource import Resource
@@ -130,6 +130,13 @@ class ClusterSpec(Spec):
         description="Static facts about the cluster (key: value), kept by the registry; never read by the planner.")
     token_lifetime: Duration = Field("24h",
         description="How long a bootstrap token issued for this cluster stays valid (a duration, e.g. 24h).")
+    deletion_policy: DeletionPolicy | None = Field(None, alias="deletionPolicy",
+        description="What deleting the HubCluster does to its stack: Delete destroys it; Retain keeps what lives in "
+                    "the cluster's own account (its endpoint service, its dedicated mesh security group) and removes "
+                    "everything it holds elsewhere (its mesh pairs, its Transit Gateway attachment, the hub's "
+                    "endpoint and zone), then records the stack as a HubRetainedStack. Unset: HubConfig "
+                    "spec.deletion.defaultPolicy (Delete unless the hub administrator says otherwise). Retain needs "
+                    "HubConfig spec.deletion.allowRetain.")
 
     @model_validator(mode="after")
     def _aws_all_or_none(self) -> "ClusterSpec":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -155,3 +155,6 @@ class Spec(BaseModel):
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
                               strict=True)
+
+# What deleting an object does to what it made: HubGitRepo (its repository) and HubCluster (its stack) alike.
+DeletionPolicy = Literal["Delete", "Retain"]

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from stacks.model.fields import (INT32_MAX, AccountID, Bind, BackendRule, Domain, Duration, HostPort, NamespaceName,
+from stacks.model.fields import (INT32_MAX, AccountID, DeletionPolicy, Bind, BackendRule, Domain, Duration, HostPort, NamespaceName,
                                  PrincipalARN, Region, RoleARN, SourceCidr, Spec, SubnetID, VpcCidr, VpcID)
 from stacks.model.resource import Resource
 from stacks.names import MAX_CLUSTERS_ANNOTATION, MAX_ENDPOINTS_ANNOTATION
@@ -343,6 +343,25 @@ class Sources(Spec):
                     "is released with a Warning Event naming what had not converged.")
 
 
+class Deletion(Spec):
+    """What deleting a HubCluster does to its stack, hub-wide (the hub administrator's: docs/service.md "Deletion
+    policy")."""
+
+    default_policy: DeletionPolicy = Field("Delete", alias="defaultPolicy",
+        description="The deletionPolicy of a HubCluster that sets none: Delete (default: destroy its stack) or "
+                    "Retain (needs allowRetain).")
+    allow_retain: bool = Field(False, alias="allowRetain",
+        description="Whether a HubCluster may be retained at all. A retained stack keeps its claims and its "
+                    "place under its namespace's caps until the hub administrator releases it; false refuses "
+                    "deletionPolicy Retain (the cluster is Stalled, and a deleted one waits for Delete).")
+
+    @model_validator(mode="after")
+    def _default_allowed(self) -> "Deletion":
+        if self.default_policy == "Retain" and not self.allow_retain:
+            raise ValueError("defaultPolicy Retain needs allowRetain: true")
+        return self
+
+
 class HubConfigSpec(Spec):
     """The hub: its account and region, how to reach it, its endpoint VPCs and role map, mesh groups,
     shared ingress, tenancy rules and registry limits."""
@@ -383,6 +402,9 @@ class HubConfigSpec(Spec):
         description="How a cluster's network is read from its account.")
     sources: Sources = Field(default_factory=lambda: Sources(),
         description="Which namespaces' Cluster API and Hive objects may opt in.")
+    deletion: Deletion = Field(default_factory=lambda: Deletion(),
+        description="What deleting a HubCluster does to its stack: the default policy, and whether Retain is "
+                    "allowed.")
 
 
 class HubConfig(Resource):

@@ -201,6 +201,9 @@ class WorkerPool:
         reply = self._call("applied", stack, {"stack": stack})
         return inputs_from_config(reply["inputs"]) if reply else None
 
+    def forget(self, stack: str) -> str:
+        return str(self._call("forget", stack, {"stack": stack}))
+
     def cancel(self, grace: float) -> None:
         with self._cond:
             for run in self._busy.values():

@@ -92,6 +92,10 @@ class Engine(Protocol):
     def destroy(self, stack: str, *, message: str) -> RunResult:
         """Delete every resource of the stack, then remove the stack. A stack that does not exist is a success."""
 
+    def forget(self, stack: str) -> str:
+        """Remove the stack from the state backend, leaving every resource it has in the cloud, unmanaged (a
+        retained stack the hub administrator released with Forget). Says what was left; no stack: says so."""
+
     def preview(self, inputs: StackProgramInputs) -> RunResult:
         """Drift check: refresh from the cloud, then diff against `inputs`, writing nothing (no history entry).
         ok=True when nothing would change; else `drifted` names the resources that would."""

@@ -1,31 +1,26 @@
 """PulumiEngine: the Engine protocol over the Pulumi Automation API, one stack per cluster.
 
-Each operation opens a fresh LocalWorkspace in the stack's own directory
-(``<state_dir>/workspaces/<stack>``: parallel select/create in one workspace
-corrupts it), runs the CLI and drops the workspace: nothing per stack stays in
-memory. The program is inline: ``program_factory(inputs)`` (default
-``components.program.program``), whose returned dict is exported.
+Each operation opens a fresh LocalWorkspace in the stack's own directory (``<state_dir>/workspaces/<stack>``:
+parallel select/create in one workspace corrupts it), runs the CLI and drops the workspace: nothing per stack stays
+in memory. The program is inline: ``program_factory(inputs)`` (default ``components.program.program``), whose
+returned dict is exported.
 
-Backends (``PulumiSettings.backend_url``): ``file://<state_dir>`` by default,
-``https://api.pulumi.com`` (token in ``PULUMI_ACCESS_TOKEN``), ``s3://bucket/prefix``
-(AWS credentials from the environment). DIY backends (file, s3) encrypt with a
-passphrase from ``PULUMI_CONFIG_PASSPHRASE`` or ``PULUMI_CONFIG_PASSPHRASE_FILE``.
+Backends (``PulumiSettings.backend_url``): ``file://<state_dir>`` by default, ``https://api.pulumi.com`` (token in
+``PULUMI_ACCESS_TOKEN``), ``s3://bucket/prefix`` (AWS credentials from the environment). DIY backends (file, s3)
+encrypt with a passphrase from ``PULUMI_CONFIG_PASSPHRASE`` or ``PULUMI_CONFIG_PASSPHRASE_FILE``.
 
-Drift: ``preview`` is ``pulumi preview --refresh``: it reads every resource from the
-cloud and diffs the program against that, writing nothing (no state, no history
-entry); ``RunResult.drifted`` names the resources that would change. An ``up`` with
-``refresh=True`` puts the drift back (a plain ``up`` diffs against the state only).
+Drift: ``preview`` is ``pulumi preview --refresh``: it reads every resource from the cloud and diffs the program
+against that, writing nothing (no state, no history entry); ``RunResult.drifted`` names the resources that would
+change. An ``up`` with ``refresh=True`` puts the drift back (a plain ``up`` diffs against the state only).
 
-Applied inputs: every run exports its inputs as ``inputs.<digest>`` and a successful
-``up`` tags the stack ``hubwright:applied=<digest>``; ``applied`` reads the two (see
-APPLIED_TAG), so no number of failed updates hides the last successful one. Stacks
-without them are read from their history (legacy: applied_inputs.py).
+Applied inputs: every run exports its inputs as ``inputs.<digest>`` and a successful ``up`` tags the stack
+``hubwright:applied=<digest>``; ``applied`` reads the two (see APPLIED_TAG), so no number of failed updates hides the
+last successful one. Stacks without them are read from their history (legacy: applied_inputs.py).
 
-Crash safety: a killed run leaves the backend lock and pending operations.
-``up``/``destroy``/``preview`` on a locked stack raise ``StackLocked``; ``recover``
-removes the lock when it is a stale lock of this service (see ``LockOwner`` and
-``PulumiSettings.own_hosts``), clears pending operations (export, edit, import)
-and refreshes. A lock held by a live process or by someone else is never touched.
+Crash safety: a killed run leaves the backend lock and pending operations. ``up``/``destroy``/``preview`` on a
+locked stack raise ``StackLocked``; ``recover`` removes the lock when it is a stale lock of this service (see
+``LockOwner`` and ``PulumiSettings.own_hosts``), clears pending operations (export, edit, import) and refreshes. A
+lock held by a live process or by someone else is never touched.
 
 Policy (``PulumiSettings.policy``, HUBWRIGHT_POLICY): every ``up`` and ``preview`` runs the policy pack in
 policy/ (``--policy-pack``, with the rules' levels in ``--policy-pack-config``); a mandatory violation fails the
@@ -179,6 +174,16 @@ class PulumiEngine:
             ended=now_rfc3339(),
             permalink=permalink_of(result.stdout),
         )
+
+    def forget(self, stack: str) -> str:
+        with self._stack(stack, None, create=False) as (ws, st):
+            if st is None:
+                return f"no stack {stack}: nothing to forget"
+            count = len(self._call(st, "forget", lambda: st.export_stack(), reason="ForgetFailed").deployment
+                        .get("resources") or [])
+            self._call(st, "forget", lambda: ws.remove_stack(st.name, force=True), reason="ForgetFailed")
+        shutil.rmtree(self._workdir(stack), ignore_errors=True)
+        return f"removed stack {stack} from the state backend ({count} entries); its resources stay in the cloud"
 
     def preview(self, inputs: StackProgramInputs) -> RunResult:
         """Drift check: `pulumi preview --refresh`. The refresh reads every resource from the cloud into the

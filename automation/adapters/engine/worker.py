@@ -100,6 +100,7 @@ def main(argv: list[str]) -> int:
         "preview": lambda a: engine.preview(inputs_from_config(a["inputs"])),
         "recover": lambda a: engine.recover(a["stack"], live_runners=a.get("live_runners")),
         "applied": lambda a: engine.applied(a["stack"]),
+        "forget": lambda a: engine.forget(a["stack"]),
         "ping": lambda a: {"pid": os.getpid()},
     }
     engine.warm()

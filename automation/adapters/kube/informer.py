@@ -21,7 +21,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from automation.adapters.loop import Loop
-from stacks.names import CLUSTERS, GROUP, HUBCONFIGS, VERSION
+from stacks.names import CLUSTERS, GROUP, HUBCONFIGS, RETAINEDS, VERSION
 
 LOG = logging.getLogger("hubwright.watch")
 
@@ -262,6 +262,7 @@ def sources(api_client: client.ApiClient, *, hub_name: str, role_map_name: str, 
         "namespaces": namespaces,
         "configmaps": Source("configmaps", core.list_namespaced_config_map, (role_map_namespace,),
                              {"field_selector": f"metadata.name={role_map_name}"}),
+        RETAINEDS: Source(RETAINEDS, custom.list_cluster_custom_object, (GROUP, VERSION, RETAINEDS)),
     }
 
 

@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.kube.status import EventRecorder
-from stacks.names import CLUSTER, GITREPO, GROUP, HUBCONFIG, STACKRUN, TENANT, VERSION
+from stacks.names import CLUSTER, GITREPO, GROUP, HUBCONFIG, RETAINED, STACKRUN, TENANT, VERSION
 
 Raw = dict[str, Any]
 TIMEOUT = (5, 30)  # (connect, read) seconds of every call here
@@ -55,6 +55,7 @@ HUBTENANTS = Kind(GROUP, VERSION, TENANT.plural, TENANT.kind, namespaced=False)
 HUBCONFIGS = Kind(GROUP, VERSION, HUBCONFIG.plural, HUBCONFIG.kind, namespaced=False)
 HUBSTACKRUNS = Kind(GROUP, VERSION, STACKRUN.plural, STACKRUN.kind)
 HUBGITREPOS = Kind(GROUP, VERSION, GITREPO.plural, GITREPO.kind)
+HUBRETAINEDSTACKS = Kind(GROUP, VERSION, RETAINED.plural, RETAINED.kind, namespaced=False)
 NAMESPACES = Kind("", "v1", "namespaces", "Namespace", namespaced=False)
 SECRETS = Kind("", "v1", "secrets", "Secret")
 CONFIGMAPS = Kind("", "v1", "configmaps", "ConfigMap")

@@ -7,7 +7,9 @@ from typing import Any, Callable, Literal, Protocol
 
 from automation.adapters.engine import Engine
 from automation.adapters.kube.informer import Raw
+from automation.service.cache import Cache
 from automation.service.clusters.client import ClusterClient
+from automation.service.snapshot import DesiredView
 from automation.service.outcomes import Operation
 from automation.kit.queue import Outcome
 from automation.service.runs import Runs
@@ -31,6 +33,8 @@ class ReconcileOptions:
 
 
 class Context(Protocol):
+    desired: DesiredView
+    cache: Cache
     engine: Engine
     kube: ClusterClient
     options: ReconcileOptions

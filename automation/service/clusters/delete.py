@@ -38,9 +38,7 @@ def ensure_finalizer(r: Context, raw: Raw) -> bool:
 
 
 def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
-    """A deleted Cluster: destroy its stack, then let it go."""
-    if not has_finalizer(raw):
-        return Outcome.done()  # not ours (never applied, or already destroyed)
+    """A deleted Cluster with deletionPolicy Delete: destroy its stack, then let it go."""
     stack = stack_of(raw, status)
     recovered = r.recover_if_killed(raw, status, stack)
     if recovered is None:
@@ -70,22 +68,25 @@ def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
         "inputs_hash": None, "outputs": None,
         "last_update": succeeded(result, result.message or why, started, r.clock())})
     r.write(raw, running, finished)
+    r.kube.event(raw, "Normal", "DestroySucceeded", f"stack {stack} destroyed; {let_go(r, key, raw)}")
+    return Outcome.done()
+
+
+def let_go(r: Context, key: str, raw: Raw) -> str:
+    """Remove our finalizer (its stack was destroyed or retained): what became of the Cluster, to be said after
+    (a FinalizerConflict raises before it, so the Event is true when it is sent)."""
     others: list[str] = []
 
     def release(names: list[str]) -> list[str]:
         others[:] = [n for n in names if n != FINALIZER]
         return others
 
-    # Said after the edit (a FinalizerConflict raises before it), so the Event is true when it is sent.
-    if r.kube.edit_finalizers(raw, release):
-        r.kube.forget(key)
-        r.released.add(key)
-        told = (f"our finalizer removed; the Cluster waits for its other finalizers: {', '.join(others)}"
-                if others else "the Cluster released")
-    else:
-        told = "the Cluster was already gone"
-    r.kube.event(raw, "Normal", "DestroySucceeded", f"stack {stack} destroyed; {told}")
-    return Outcome.done()
+    if not r.kube.edit_finalizers(raw, release):
+        return "the Cluster was already gone"
+    r.kube.forget(key)
+    r.released.add(key)
+    return (f"our finalizer removed; the Cluster waits for its other finalizers: {', '.join(others)}"
+            if others else "the Cluster released")
 
 
 def gone(r: Context, key: str) -> Outcome:

@@ -37,7 +37,7 @@ from automation.kit.objects import ApiError, Obj
 from stacks.conditions import conditions, with_drift, with_warning
 from stacks.times import rfc3339_seconds
 from automation.service.cache import Cache
-from automation.service.clusters import delete, drift
+from automation.service.clusters import delete, drift, retain
 from automation.service.clusters.client import PROGRESS_EVERY, ClusterClient, ProgressReport
 from automation.service.clusters.context import Audit, Guard, ReconcileOptions
 from automation.service.clusters.status import (annotation, generation_of, ready, ready_status, refused_status,
@@ -117,7 +117,7 @@ class Reconciler:
         deleting = Obj(raw).deleting
         try:
             if deleting:
-                return delete.destroy(self, key, raw, status)
+                return self.deleted(key, raw, status)
             desired = self.desired.inputs(key)
             if desired is None and self.desired.registered_only(key):  # no stack: its status only
                 return self._registered(raw, status)
@@ -131,6 +131,19 @@ class Reconciler:
             return self.fail(raw, current, "destroy" if deleting else "up", exc, self.clock())
 
     __call__ = reconcile
+
+    def deleted(self, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
+        """A deleted Cluster: its stack destroyed (delete.py) or retained (retain.py), as its deletion policy says
+        (stacks.retention), then it goes. A policy that cannot be carried out now (Retain not allowed, no valid
+        HubConfig) holds it, Stalled, keeping its stack, until the spec or the HubConfig changes."""
+        if not delete.has_finalizer(raw):
+            return Outcome.done()  # not ours (never applied, or already destroyed)
+        policy = self.desired.deletion_policy(key, Obj(raw).spec)
+        if isinstance(policy, InvalidSpec):
+            return self.fail(raw, status, "destroy", policy, self.clock())
+        if policy == "Retain":
+            return retain.retain(self, key, raw, status)
+        return delete.destroy(self, key, raw, status)
 
     def triage(self, key: str, raw: Raw, desired: StackInputs | InvalidSpec | None) -> float | None:
         """For a cluster seen for the first time: seconds until it needs a reconcile (0: now; None: never)."""
@@ -240,6 +253,7 @@ class Reconciler:
         self._tell_warnings(raw, running, done)
         self._locked_streak.pop(desired.stack, None)
         self.kube.event(raw, "Normal", "UpdateSucceeded", f"{why}: {summary(result)}")
+        retain.adopted(self, key, raw)
         return Outcome.done(drift.due_in(self.options, key, done, self.clock()))
 
     def _registered(self, raw: Raw, status: ClusterStatus) -> Outcome:
