@@ -14,7 +14,8 @@ from doubles.sources import (aws_cluster_doc, aws_managed_control_plane_doc, cap
 from stacks.errors import FieldError
 from stacks.model.cluster import Cluster
 from stacks.model.loading import parse
-from stacks.names import (ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, PRIVATELINK_ANNOTATION,
+from stacks.names import (DELETION_POLICY_ANNOTATION, ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL,
+                          PRIVATELINK_ANNOTATION,
                           REGION_ANNOTATION)
 from stacks.sources.capi import get
 from stacks.sources.derive import derive
@@ -331,3 +332,23 @@ def test_any_value_anywhere_in_a_source_gives_an_answer_never_an_exception(which
         assert isinstance(parse(outcome.doc), Cluster)
     elif isinstance(outcome, (Refused, Pending)):
         assert all(e.obj and e.reason for e in (outcome.errors if isinstance(outcome, Refused) else [outcome.wait]))
+
+
+# --------------------------------------------------------------------------- deletion (docs/service.md)
+
+@pytest.mark.parametrize("policy", ["Delete", "Retain"])
+def test_a_sources_deletion_policy_becomes_its_hubclusters(policy):
+    annotations = {ENABLED_ANNOTATION: "true", DELETION_POLICY_ANNOTATION: policy}
+    for source, related in ((capi_cluster_doc(annotations=annotations), (aws_cluster_doc(),)),
+                            (cluster_deployment_doc(annotations=annotations), ())):
+        made = derived(run(source, *related))
+        assert made.doc["spec"]["deletionPolicy"] == policy and made.cluster.spec.deletion_policy == policy
+    assert "deletionPolicy" not in derived(run(capi_cluster_doc(), aws_cluster_doc())).doc["spec"]
+
+
+def test_a_deletion_policy_that_is_neither_is_refused_naming_the_sources_annotation():
+    source = capi_cluster_doc(annotations={ENABLED_ANNOTATION: "true", DELETION_POLICY_ANNOTATION: "Orphan"})
+    error = refusal(run(source, aws_cluster_doc()))
+    assert (error.obj, error.field) == ("Cluster.cluster.x-k8s.io acme/web-1",
+                                        f"metadata.annotations[{DELETION_POLICY_ANNOTATION}]")
+    assert "spec.deletionPolicy" in error.reason

@@ -9,7 +9,8 @@ object keep?". Pure.
   source or what it references changes;
 - Derived: the HubCluster document to keep, validated as ours (stacks.model.loading.parse): our apiVersion and
   kind, the source's namespace and name, its mesh label and annotation, the region annotation (the source's region
-  wins over the namespace's default), an ownerReference to the source (controller, blockOwnerDeletion; the service
+  wins over the namespace's default), its deletion protection and deletion policy (its hubwright.io/deletion-policy
+  annotation becomes spec.deletionPolicy), an ownerReference to the source (controller, blockOwnerDeletion; the service
   always has its uid, a plan folder may not), and the spec. The account is the namespace's owner account, never
   anything the source says: the tenancy gate applies unchanged.
 """
@@ -21,7 +22,8 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.model.loading import parse
-from stacks.names import API_VERSION, CLUSTER, OWNER_ACCOUNT_ANNOTATION, REGION_ANNOTATION
+from stacks.names import (API_VERSION, CLUSTER, DELETION_POLICY_ANNOTATION, OWNER_ACCOUNT_ANNOTATION,
+                          REGION_ANNOTATION)
 from stacks.sources.capi import Part, Provenance, Related, capi_part, get
 from stacks.sources.hive import hive_part
 from stacks.sources.kinds import CAPI_CLUSTER, SOURCES, SourceRef, kind_of
@@ -49,6 +51,17 @@ def _document(source: Mapping[str, Any], ref: SourceRef, part: Part, account: st
                                ("ownerReferences", _owner_reference(ref))) if v}
     return {"apiVersion": API_VERSION, "kind": CLUSTER.kind, "metadata": meta,
             "spec": {"accountID": account, **part.spec}}
+
+
+def with_deletion_policy(source: Mapping[str, Any], ref: SourceRef, part: Part) -> Part:
+    """The part with the source's deletion policy (its hubwright.io/deletion-policy annotation, as written) as the
+    HubCluster's spec.deletionPolicy; a value the model refuses is blamed on the annotation."""
+    annotations = get(source, "metadata.annotations")
+    value = annotations.get(DELETION_POLICY_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if value is None:
+        return part
+    return Part({**part.spec, "deletionPolicy": value},
+                {**part.provenance, "spec.deletionPolicy": (ref, f"metadata.annotations[{DELETION_POLICY_ANNOTATION}]")})
 
 
 def _blame(error: FieldError, ref: SourceRef, provenance: Provenance, key: str) -> FieldError:
@@ -80,6 +93,7 @@ def derive(source: Mapping[str, Any], related: Related, *, owner_account: str | 
         hive_part(source, privatelink=privatelink, ref=ref)
     if isinstance(part, (Refused, Pending)):
         return part
+    part = with_deletion_policy(source, ref, part)
     doc = _document(source, ref, part, owner_account)
     try:
         cluster = parse(doc)
