@@ -25,7 +25,7 @@ from stacks.model.cluster import Cluster
 from stacks.model.fields import AccountID, DeletionPolicy, NamespaceName, Region
 from stacks.model.hub import HubConfig
 from stacks.model.resource import ObjectMeta
-from stacks.names import API_VERSION, RETAINED, cluster_key
+from stacks.names import API_VERSION, RETAINED, cluster_key, stack_name
 
 RETAIN_NOT_ALLOWED = "RetainNotAllowed"  # condition reason: Retain asked where the hub does not allow it
 POLICY_UNKNOWN = "DeletionPolicyUnknown"  # condition reason: no valid HubConfig to read the default from
@@ -115,15 +115,16 @@ class RetainedStack(BaseModel):
         return f"{RETAINED.kind} {self.metadata.name}"
 
 
-def record_of(cluster: Cluster, namespace_uid: str, account: str, region: str, claims: Mapping[str, str],
+def record_of(key: str, namespace_uid: str, account: str, region: str, claims: Mapping[str, str],
               kept: list[str], at: str) -> dict[str, Any]:
-    """The HubRetainedStack document for `cluster`, retained now (`at`), holding what admission granted it
-    (`claims`: its status.claims)."""
+    """The HubRetainedStack document for the cluster `key` (namespace/name), retained now (`at`) in `account` and
+    `region`, holding what admission granted it (`claims`: its status.claims)."""
+    namespace, _, name = key.partition("/")
     held = RetainedClaims.model_validate({k: v for k, v in claims.items() if k in RETAINED_KINDS})
-    spec = RetainedStackSpec(namespace=cluster.metadata.namespace or "default", cluster=cluster.metadata.name,
-                             namespace_uid=namespace_uid, account_id=account, region=region, stack=cluster.stack,
-                             claims=held, kept=kept[:1000], retained_at=at)
-    return {"apiVersion": API_VERSION, "kind": RETAINED.kind, "metadata": {"name": cluster.stack},
+    spec = RetainedStackSpec(namespace=namespace, cluster=name, namespace_uid=namespace_uid, account_id=account,
+                             region=region, stack=stack_name(namespace, name), claims=held, kept=kept[:1000],
+                             retained_at=at)
+    return {"apiVersion": API_VERSION, "kind": RETAINED.kind, "metadata": {"name": spec.stack},
             "spec": spec.model_dump(by_alias=True, exclude_none=True)}
 
 

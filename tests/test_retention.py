@@ -39,8 +39,7 @@ def doc(name: str, *, created: str, **spec: Any) -> dict:
 
 def record(name: str, *, namespace: str = "acme", uid: str = UID, account: str = ACCOUNT, release: str | None = None
            ) -> RetainedStack:
-    cluster = parse(cluster_doc(name, namespace))
-    raw = record_of(cluster, uid, account, "us-east-1", {"infraID": f"{account}/{infra_of(name)}"}, [],
+    raw = record_of(f"{namespace}/{name}", uid, account, "us-east-1", {"infraID": f"{account}/{infra_of(name)}"}, [],
                     "2026-11-30T10:00:00Z")
     if release:
         raw["spec"]["release"] = release
@@ -168,8 +167,7 @@ def test_only_the_same_namespace_and_account_adopt_a_retained_stack(retained, wh
 
 
 def test_a_record_round_trips_and_keeps_only_the_claims_that_live_in_the_clusters_account():
-    cluster = parse(cluster_doc("prod-1"))
-    raw = record_of(cluster, UID, ACCOUNT, "us-east-1",
+    raw = record_of("acme/prod-1", UID, ACCOUNT, "us-east-1",
                     {"vpcID": "vpc-1", "loadBalancer": "arn:aws:elasticloadbalancing:lb", "infraID": f"{ACCOUNT}/x",
                      "apiHost": "api.example.com", "account": ACCOUNT}, ["kept"], "2026-11-30T10:00:00Z")
     assert raw["metadata"]["name"] == "acme.prod-1"

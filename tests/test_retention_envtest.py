@@ -94,7 +94,7 @@ def test_the_administrator_releases_a_retained_stack_with_destroy_or_forget(env,
     allow_retain(env)
     for name in ("gone", "left"):
         env.create(name, deletionPolicy="Retain")
-    with env.running(engine, watch_namespace=env.ns, executor=executor):
+    with env.running(engine, watch_namespace=env.ns, executor=executor) as service:
         wait_until(lambda: env.ready("gone") and env.ready("left"), 20)
         for name in ("gone", "left"):
             env.delete(name)
@@ -102,6 +102,9 @@ def test_the_administrator_releases_a_retained_stack_with_destroy_or_forget(env,
         release(env, "gone", "Destroy")
         release(env, "left", "Forget")
         wait_until(lambda: record(env, "gone") is None and record(env, "left") is None, 20, what="both released")
+        cache = service.pipeline.cache  # what admission reads: the claims and slots are free again
+        wait_until(lambda: cache.retained_of(f"{env.ns}/gone") is None and cache.retained_of(f"{env.ns}/left") is None,
+                   20, what="the releases in the service's cache")
         assert f"{env.ns}.gone" not in engine.stacks and f"{env.ns}.left" not in engine.stacks
         wait_until(lambda: any(r == "ReleasedDestroy" for r, _ in record_events(env, "gone"))
                    and any(r == "ReleasedForget" for r, _ in record_events(env, "left")), 20)

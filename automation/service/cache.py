@@ -199,7 +199,8 @@ class Cache:
             return
         with self._lock:
             if kind == "DELETED":
-                if self.retained.get(record.key) == record:
+                held = self.retained.get(record.key)
+                if held is not None and held.metadata.uid == record.metadata.uid:  # not a newer one of the key
                     del self.retained[record.key]
             else:
                 self.retained[record.key] = record

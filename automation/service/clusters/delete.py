@@ -14,10 +14,8 @@ import logging
 
 from automation.adapters.kube.informer import Raw
 from automation.kit.objects import Obj
-from stacks.conditions import conditions
-from stacks.times import rfc3339_seconds
 from automation.service.clusters.context import Context
-from automation.service.clusters.status import generation_of, run_mark, stack_of, succeeded
+from automation.service.clusters.status import deletion_mark, stack_of, succeeded
 from automation.kit.queue import Outcome
 from stacks import status as reasons
 from stacks.errors import Failure
@@ -46,12 +44,7 @@ def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
     status = recovered
     why = "the Cluster was deleted: destroying its stack"
     started = r.clock()
-    generation = generation_of(raw)
-    running = status.model_copy(update={
-        "last_update": run_mark("destroy", "Running", why, started),
-        "conditions": conditions("progressing", reasons.DESTROYING, why, generation=generation,
-                                 previous=status.conditions, now=rfc3339_seconds(started)),
-    })
+    running = deletion_mark(status, raw, "destroy", reasons.DESTROYING, why, started)
     if not r.write(raw, status, running):
         return Outcome.done()
     r.kube.event(raw, "Normal", "DestroyStarted", why)

@@ -19,12 +19,10 @@ from automation.kit.objects import HUBRETAINEDSTACKS, Conflict
 from automation.kit.queue import Outcome
 from automation.service.clusters import delete
 from automation.service.clusters.context import Context
-from automation.service.clusters.status import generation_of, run_mark, stack_of, succeeded
+from automation.service.clusters.status import deletion_mark, stack_of, succeeded
 from stacks import status as reasons
-from stacks.conditions import conditions
 from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs
-from stacks.model.cluster import Cluster
 from stacks.names import RETAINED
 from stacks.keep import kept_of, retained_inputs
 from stacks.retention import RetainedStack, record_of
@@ -46,23 +44,16 @@ def retain(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
         r.kube.event(raw, "Normal", "NothingToRetain",
                      f"deletionPolicy Retain, but stack {stack} was never applied: nothing to keep, destroying it")
         return delete.destroy(r, key, raw, status)
-    entry = r.cache.entry(key)
-    cluster = entry.parsed if entry is not None else None
     namespace_uid = r.cache.namespace_uid(applied.namespace)
-    if not isinstance(cluster, Cluster) or namespace_uid is None:
-        why = "its spec cannot be read" if not isinstance(cluster, Cluster) else \
-            f"namespace {applied.namespace} is not in the cache"
-        return r.fail(raw, status, "destroy", Failure(f"cannot retain stack {stack} yet: {why}"), r.clock())
+    if namespace_uid is None:  # the record is bound to it: never written without it
+        return r.fail(raw, status, "destroy", Failure(
+            f"cannot retain stack {stack} yet: namespace {applied.namespace} is not in the cache"), r.clock())
     kept = retained_inputs(applied)
     account = applied.cluster.account_id
     why = (f"the Cluster was deleted with deletionPolicy Retain: keeping its resources in account {account}, "
            "removing what it holds elsewhere (hub endpoint and zone, mesh pairs, Transit Gateway attachment)")
-    started, generation = r.clock(), generation_of(raw)
-    running = status.model_copy(update={
-        "last_update": run_mark("up", "Running", why, started),
-        "conditions": conditions("progressing", reasons.RETAINING, why, generation=generation,
-                                 previous=status.conditions, now=rfc3339_seconds(started)),
-    })
+    started = r.clock()
+    running = deletion_mark(status, raw, "up", reasons.RETAINING, why, started)
     if not r.write(raw, status, running):
         return Outcome.done()
     r.kube.event(raw, "Normal", "RetainStarted", why)
@@ -76,16 +67,16 @@ def retain(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
     r.write(raw, running, running.model_copy(update={
         "last_update": succeeded(result, result.message or why, started, r.clock())}))
     claims = status.claims.model_dump(by_alias=True, exclude_none=True) if status.claims is not None else {}
-    doc = record_of(cluster, namespace_uid, account, applied.cluster.region, claims, kept_of(kept),
+    doc = record_of(key, namespace_uid, account, applied.cluster.region, claims, kept_of(kept),
                     rfc3339_seconds(r.clock()))
     try:
         r.kube.objects.create(HUBRETAINEDSTACKS, doc)
     except Conflict:  # written by an earlier try of this same delete: it must be this cluster's
         found = r.kube.objects.get(HUBRETAINEDSTACKS, stack)
         spec = (found or {}).get("spec") or {}
-        if spec.get("namespaceUID") != namespace_uid or spec.get("cluster") != cluster.metadata.name:
+        if spec.get("namespaceUID") != namespace_uid or spec.get("cluster") != applied.name:
             return r.fail(raw, running, "destroy", InvalidSpec.one(
-                cluster.ref, "metadata.name", f"{RETAINED.kind} {stack} exists and is another cluster's: the hub "
+                f"HubCluster {key}", "metadata.name", f"{RETAINED.kind} {stack} exists and is another cluster's: the hub "
                 "administrator releases it first", condition="StackRetained"), r.clock())
     told = delete.let_go(r, key, raw)
     message = (f"stack {stack} retained ({RETAINED.kind} {stack}): kept {', '.join(kept_of(kept)) or 'nothing'} in "

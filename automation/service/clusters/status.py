@@ -54,6 +54,17 @@ def succeeded(result: RunResult, message: str, started: float, ended: float,
                       end_time=rfc3339_seconds(ended), permalink=result.permalink, changes=result.changes, progress=progress)
 
 
+def deletion_mark(status: ClusterStatus, raw: Raw, operation: Literal["up", "destroy"], reason: str, why: str,
+                  started: float) -> ClusterStatus:
+    """A deleted cluster's run is about to start (its destroy, or the up that retains it): the Running mark, and
+    Progressing with `reason` saying why."""
+    return status.model_copy(update={
+        "last_update": run_mark(operation, "Running", why, started),
+        "conditions": conditions("progressing", reason, why, generation=generation_of(raw),
+                                 previous=status.conditions, now=rfc3339_seconds(started)),
+    })
+
+
 def run_mark(operation: Literal["up", "destroy"], result: Literal["Running", "Failed"], message: str,
              started: float, ended: float | None = None) -> LastUpdate:
     """status.lastUpdate of a run that starts (Running) or failed (nothing of an earlier run's end is kept)."""
