@@ -10,6 +10,9 @@ object:
   create_ms_p50/p99_at_N   a new cluster: apply + the mapper's pass until its key is queued
   edit_ms_p50/p99_at_N     a spec edit of a settled cluster: the same
   create_p50_ratio         p50 at the largest --fleet / p50 at the smallest (flat: about 1)
+  retention_ms_p50_at_N    a HubRetainedStack written or deleted (a retain, a release, an adoption): the mapper's pass,
+                           which looks again at the record's key, claims and (only if it has a cap) namespace
+                           (stacks.incremental.FleetResolver.set_retention)
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from automation.service.mapper import FleetPublisher, Mapper
 from bench.fleets import ACCOUNTS
 from bench.reconcile import cluster_doc, hub_doc, bench_namespace, percentile
 from stacks.names import OWNER_ACCOUNT_ANNOTATION, ROLE_MAP_CONFIGMAP
+from stacks.retention import record_of
 
 
 def _doc(n: int, created: str) -> dict:
@@ -63,7 +67,17 @@ def measure(fleet: int, samples: int) -> dict[str, float]:
         mapper.map_once()
         edits.append((time.perf_counter() - started) * 1000)
         assert queued == [f"{bench_namespace(i)}/c{i:04d}"], queued
+    retention = []
+    for i in range(5):  # a record of a settled cluster's key appears, then goes
+        raw = record_of(f"{bench_namespace(i)}/c{i:04d}", "uid", ACCOUNTS[0], "us-east-1", {}, [], "2026-01-01T00:00:00Z")
+        raw["metadata"]["uid"] = f"r-{i}"
+        for event in ("ADDED", "DELETED"):
+            started = time.perf_counter()
+            cache.on_retained(event, raw)
+            mapper.map_once()
+            retention.append((time.perf_counter() - started) * 1000)
     return {f"create_ms_p50_at_{fleet}": round(statistics.median(creates), 2),
+            f"retention_ms_p50_at_{fleet}": round(statistics.median(retention), 1),
             f"create_ms_p99_at_{fleet}": round(percentile(creates, 0.99), 2),
             f"edit_ms_p50_at_{fleet}": round(statistics.median(edits), 2),
             f"edit_ms_p99_at_{fleet}": round(percentile(edits, 0.99), 2)}

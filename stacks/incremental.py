@@ -1,9 +1,9 @@
 """resolve_all's answer kept up to date one change at a time, at a cost that does not grow with the fleet. Pure.
 
-The service sees one change at a time. Re-resolving a 10,000-cluster fleet for each (1.6 s) would make every
-event's cost grow with the fleet, so `FleetResolver` keeps every intermediate answer of
-stacks.resolve.resolve_all, indexed by what couples clusters, and re-runs each step only over the clusters a
-change can affect (stacks.partitions: who shares what), with the same functions resolve_all calls:
+The service sees one change at a time. Re-resolving a 10,000-cluster fleet for each (1.6 s) would make every event's
+cost grow with the fleet, so `FleetResolver` keeps every intermediate answer of stacks.resolve.resolve_all, indexed
+by what couples clusters, and re-runs each step only over the clusters a change can affect (stacks.partitions: who
+shares what), with the same functions resolve_all calls:
 
   step           couples the clusters sharing ...                  re-run for a cluster whose ... changed
   accounts       an account (FirstClaim only: the first claimant)  account, namespace, age, record
@@ -17,10 +17,9 @@ change can affect (stacks.partitions: who shares what), with the same functions 
   the rest       nothing: the cluster alone                        anything above, or its own fields
 
 The claims are admission's last stages: placement and the mesh read only the clusters they let through.
-
-A Namespace's change re-resolves its clusters (and everything, when it changes which accounts are owned); the
-HubConfig, the role map and the endpoint census start over. tests/test_incremental.py checks the answer equals
-resolve_all's after random sequences of changes.
+A Namespace's change re-resolves its clusters (and everything, when it changes which accounts are owned); a retained
+stack's, the clusters of its key, capped namespace and claims; the HubConfig, the role map and the endpoint census
+start over. tests/test_incremental.py checks the answer equals resolve_all's after random sequences of changes.
 """
 from __future__ import annotations
 
@@ -66,14 +65,10 @@ class FleetResolver:
                  mesh_status: MeshStatus | None = None, discovery: bool = False, held: frozenset[str] = frozenset(),
                  retention: Retention | None = None):
         status = mesh_status or MeshStatus.empty()
-        self._hub = hub
-        self._retention = retention or Retention.empty()
-        self._discovery, self._held = discovery, held  # stacks.resolve.Fleet's
+        self._hub, self._retention, self._discovery, self._held = hub, retention or Retention.empty(), discovery, held
         self._namespaces: dict[str, Mapping[str, str]] = dict(namespaces or {})
-        self._role_map = role_map
-        self._foreign = dict(foreign_endpoints or {})
-        self._groups: Mapping[str, GroupState] = status.groups
-        self._transit_outputs: Mapping[str, TransitOutputs] = status.transit
+        self._role_map, self._foreign = role_map, dict(foreign_endpoints or {})
+        self._groups, self._transit_outputs = status.groups, status.transit
         self._entries: dict[str, _Entry] = {}
         self._dirty: set[str] = set()  # cluster keys to look at again
         # The answer, kept across a restart so that resolve() reports only what changed.
@@ -137,10 +132,14 @@ class FleetResolver:
             self._role_map = role_map
             self._restart()
 
-    def set_retention(self, retention: Retention) -> None:  # rare: a retain, a release, an adoption
-        if retention != self._retention:
-            self._retention = retention
-            self._restart()
+    def set_retention(self, retention: Retention) -> None:
+        """A retain, release or adoption: the records' keys, namespaces (caps) and claimants are looked at again."""
+        old, self._retention, self._reserved = self._retention, retention, retention.reserved()
+        for record in old.moved(retention):
+            namespace = record.spec.namespace  # its slot moves only a capped namespace's clusters
+            capped = self._by_namespace.members.get(namespace, set()) if self._capped(namespace) else set()
+            self._dirty |= ({record.key} & self._entries.keys()) | capped
+            self._dirty.update(*(self._by_claim[k].members.get(v, ()) for k, v in record.spec.claims.by_kind().items()))
 
     def set_foreign_endpoints(self, counts: Mapping[str, int]) -> None:
         if dict(counts) != self._foreign:
@@ -270,13 +269,9 @@ class FleetResolver:
         final: dict[str, Target | None] = {key: self._admitted.get(key) for key in readmit}
         owners = self._owners()
         for name in namespaces:
-            annotations = self._namespaces.get(name, {})
-            try:
-                capped = bool(namespace_caps(self._hub, name, annotations))
-            except InvalidSpec:
-                capped = False  # admit refused every cluster of the namespace
-            if not capped:
+            if not self._capped(name):
                 continue
+            annotations = self._namespaces.get(name, {})
             members = self._by_namespace.members.get(name, set())
             seats = [seat_of(e.cluster, self._admitted[k], e.stack, e.placement, owners)
                      for k in members if (e := self._entries[k]) is not None]
@@ -292,21 +287,26 @@ class FleetResolver:
             self._networked[key] = cluster
         return {key for key, target in final.items() if assign(self._pre, key, target)}
 
+    def _capped(self, namespace: str) -> bool:
+        try:
+            return bool(namespace_caps(self._hub, namespace, self._namespaces.get(namespace, {})))
+        except InvalidSpec:
+            return False  # admit refused every cluster of the namespace
+
     def _cluster(self, key: str) -> Cluster:
         """The cluster with its network merged, once admitted (the mesh plans with it)."""
         return self._networked.get(key) or self._entries[key].cluster
 
     def target_of(self, key: str) -> AwsTarget | None:
         """Where the tenancy gate admitted the cluster (before its network is merged): where discovery looks."""
-        target = self._gate.get(key)
-        return target if isinstance(target, AwsTarget) else None
+        return target if isinstance(target := self._gate.get(key), AwsTarget) else None
 
     def _place(self, keys: set[str]) -> set[str]:
         """Re-place every region a cluster's want (or recorded VPC) entered or left; the keys whose VPC changed.
 
         A region whose other clusters all keep their VPC (stacks.placement.kept: the usual case, since the service
-        pins what it placed) places only the clusters that moved, around the counts kept per VPC: a new cluster
-        costs the same in a region of 10 or of 10,000. Otherwise the whole region is placed again."""
+        pins what it placed) places only the clusters that moved, around the counts kept per VPC: a new cluster costs
+        the same in a region of 10 or of 10,000. Otherwise the whole region is placed again."""
         regions: dict[str, set[str]] = {}  # region -> its clusters whose want entered or left it
         for key in keys:
             entry = self._entries.get(key)

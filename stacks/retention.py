@@ -166,6 +166,18 @@ class Retention:
                                f"stack {spec.stack} is a retained stack ({RETAINED.kind} {record.metadata.name}) that "
                                f"{why}; a cluster of this name waits until {how}", condition=STACK_RETAINED)
 
+    def moved(self, new: "Retention") -> list[RetainedStack]:
+        """The records (as they were and as they are) that differ between this and `new`, a namespace's UID
+        moving included: what admission must look at again."""
+        uids = {ns for ns in {*self.namespace_uids, *new.namespace_uids}
+                if self.namespace_uids.get(ns) != new.namespace_uids.get(ns)}
+        out: list[RetainedStack] = []
+        for key in {*self.records, *new.records}:
+            was, now = self.records.get(key), new.records.get(key)
+            if was != now or any(r.spec.namespace in uids for r in (was, now) if r is not None):
+                out += [r for r in (was, now) if r is not None]
+        return out
+
     def slots(self, namespace: str) -> frozenset[str]:
         """The keys of the namespace's retained stacks: each holds a cluster slot under its caps."""
         return frozenset(key for key, record in self.records.items() if record.spec.namespace == namespace)

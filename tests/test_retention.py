@@ -193,3 +193,27 @@ def test_a_retained_stack_keeps_only_its_endpoint_service_unchanged_and_a_normal
     assert custom == ["aws:ec2/vpcEndpointService:VpcEndpointService"]
     assert kept_of(kept) == ["aws:ec2/vpcEndpointService:VpcEndpointService acme.prod-1-svc (on load balancer "
                              f"{full.private_link.nlb_name})"] if full.private_link else False
+
+
+@pytest.mark.parametrize("before, after", [
+    (Retention.empty(), retention(record("old-1"), record("prod-1"))),  # retained
+    (retention(record("old-1"), record("prod-1")), retention(record("prod-1"))),  # one released
+    (retention(record("prod-1")), retention(record("prod-1"), uids={"acme": "uid-acme-2"})),  # namespace re-created
+    (retention(record("prod-1")), retention(record("prod-1", release="Forget"))),  # being released
+])
+def test_a_retention_change_on_a_settled_resolver_gives_resolve_alls_answer(before, after):
+    """The service's resolver is told of a retain, a release or a namespace's new UID one change at a time, and
+    looks again only at what the records touch: the answer is resolve_all's over the new records."""
+    ns = {"acme": {OWNER_ACCOUNT_ANNOTATION: ACCOUNT, MAX_CLUSTERS_ANNOTATION: "3"}}
+    clusters = [parse(c) for c in (doc("prod-1", created="2026-11-30T12:00:00Z"),
+                                   doc("thief", created="2020-01-01T00:00:00Z", infraID=KEPT),
+                                   doc("new-1", created="2021-01-01T00:00:00Z"),
+                                   doc("new-2", created="2022-01-01T00:00:00Z"))]
+    start = fleet(parse(hub_doc(**ALLOW)), clusters, namespaces=ns, retention=before)
+    resolver = FleetResolver.of(start)
+    resolver.resolve()
+    resolver.set_retention(after)
+    moved, changed = resolver.resolve()
+    expected = resolve_all(Fleet(**{**start.__dict__, "retention": after}))
+    assert moved.inputs == expected.inputs and moved.claims == expected.claims
+    assert changed == {k for k in expected.inputs if expected.inputs[k] != resolve_all(start).inputs[k]}
