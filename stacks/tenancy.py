@@ -314,15 +314,15 @@ def quota_refusals(hub: HubConfig, namespace: str, annotations: Mapping[str, str
     """By cluster key, a refusal (QuotaExceeded) for every admitted cluster of `namespace` that would take a slot
     beyond one of its caps. Every seat of the namespace is given, refused at admission or not: what exists holds
     its slot either way (refusing never destroys it), and so does each of the namespace's retained stacks
-    (`retained`, by the key of the cluster it was: stacks.retention) that no admitted seat of its key adopts, until
-    the hub administrator releases it. The rest take the slots left, oldest first; one that cannot have every slot
+    (`retained`, by the key of the cluster it was: stacks.retention), once: as the seat of a cluster of its key
+    (stacks.resolve.seat_of), else on its own, until the hub administrator releases it. The rest take the slots left, oldest first; one that cannot have every slot
     it needs takes none. The one rule of the caps: stacks.resolve and stacks.incremental call it."""
     caps = namespace_caps(hub, namespace, annotations)
     if not caps:
         return {}
     seats = list(seats)
-    adopted = {s.cluster.key for s in seats if s.admitted and s.cluster.key in retained}
-    used = {"clusters": sum(1 for s in seats if s.stack or s.placed) + len(retained - adopted),
+    seated = {s.cluster.key for s in seats}  # a cluster of a retained stack's key holds its slot as its own seat
+    used = {"clusters": sum(1 for s in seats if s.stack or s.placed) + len(retained - seated),
             "endpoints": sum(1 for s in seats if s.placed)}
     refused: dict[str, InvalidSpec] = {}
     for seat in sorted((s for s in seats if s.admitted), key=lambda s: _age(s.cluster)):

@@ -119,6 +119,17 @@ def test_a_tenant_that_retains_its_clusters_does_not_get_their_slots_back():
     assert isinstance(inputs["acme/new-1"], StackInputs) and refusal(inputs["acme/new-2"]).reason == QUOTA_EXCEEDED
 
 
+def test_a_retained_stack_holds_one_slot_whether_a_cluster_of_its_name_is_refused_or_not():
+    """A cluster of the retained stack's name in a re-created namespace is refused (StackRetained): the stack keeps
+    its one slot, not two, and the namespace's other cluster still fits under a cap of 2."""
+    caps = {MAX_CLUSTERS_ANNOTATION: "2"}
+    retained = retention(record("old-1"), uids={"acme": "uid-acme-2"})
+    inputs = both([doc("old-1", created="2026-11-30T12:00:00Z"), doc("other", created="2026-06-01T00:00:00Z")],
+                  retained=retained, annotations=caps)
+    assert refusal(inputs["acme/old-1"]).reason == STACK_RETAINED
+    assert isinstance(inputs["acme/other"], StackInputs)
+
+
 def test_the_cluster_that_adopts_a_retained_stack_keeps_its_slot_before_an_older_newcomer():
     caps = {MAX_CLUSTERS_ANNOTATION: "1"}
     inputs = both([doc("old-1", created="2026-11-30T12:00:00Z"), doc("elder", created="2020-01-01T00:00:00Z")],
