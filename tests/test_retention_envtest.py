@@ -78,14 +78,15 @@ def test_retain_keeps_the_own_account_part_records_it_and_the_re_created_cluster
             "stack": stack}
         assert kept["spec"]["claims"]["infraID"] == f"{full.cluster.account_id}/{full.private_link.infra_id}"
         assert kept["spec"]["kept"][0].startswith("aws:ec2/vpcEndpointService:VpcEndpointService")
-        reasons = [r for _, r, _ in env.events(name="prod-1")]
-        assert "RetainStarted" in reasons and "Retained" in reasons and "DestroyStarted" not in reasons
+        wait_until(lambda: {"RetainStarted", "Retained"} <= {r for _, r, _ in env.events(name="prod-1")}, 20,
+                   what="the retain's Events")
+        assert "DestroyStarted" not in {r for _, r, _ in env.events(name="prod-1")}
 
         env.create("prod-1")  # the same name, the same namespace: it adopts the stack
         wait_until(lambda: env.ready("prod-1") and record(env, "prod-1") is None, 20,
                    what="the re-created cluster to adopt the retained stack")
         assert engine.stacks[stack].digest() == full.digest()
-        assert "Adopted" in [r for _, r, _ in env.events(name="prod-1")]
+        wait_until(lambda: "Adopted" in [r for _, r, _ in env.events(name="prod-1")], 20, what="the Adopted Event")
     assert [c.operation for c in engine.calls] == ["up", "up", "up"]  # never a destroy
 
 

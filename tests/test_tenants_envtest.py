@@ -262,7 +262,8 @@ def test_only_the_leader_runs_the_tenant_controller_and_stops_it_with_its_term(w
         informers = leader.pipeline.informers
         # One informer per kind, shared with the stacks' controller: Clusters are watched once.
         assert controller is not None and set(leader.ready()[1]["synced"]) == \
-            {"clusters", "hubconfigs", "namespaces", "configmaps", "hubtenants", "hubgitrepos"}  # + --gitrepos
+            {"clusters", "hubconfigs", "namespaces", "configmaps", "hubretainedstacks", "hubtenants",
+             "hubgitrepos"}  # + --gitrepos
         assert follower.pipeline is None
 
         name = tenants.name()
