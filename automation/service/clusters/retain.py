@@ -25,7 +25,7 @@ from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.names import RETAINED
 from stacks.keep import kept_of, retained_inputs
-from stacks.retention import RetainedStack, record_of
+from stacks.retention import STACK_RETAINED, RetainedStack, record_of
 from stacks.status import ClusterStatus
 from stacks.times import rfc3339_seconds
 
@@ -77,7 +77,7 @@ def retain(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
         if spec.get("namespaceUID") != namespace_uid or spec.get("cluster") != applied.name:
             return r.fail(raw, running, "destroy", InvalidSpec.one(
                 f"HubCluster {key}", "metadata.name", f"{RETAINED.kind} {stack} exists and is another cluster's: the hub "
-                "administrator releases it first", condition="StackRetained"), r.clock())
+                "administrator releases it first", condition=STACK_RETAINED), r.clock())
     told = delete.let_go(r, key, raw)
     message = (f"stack {stack} retained ({RETAINED.kind} {stack}): kept {', '.join(kept_of(kept)) or 'nothing'} in "
                f"account {account}; removed what it held elsewhere; its claims and its slot stay held until the hub "
