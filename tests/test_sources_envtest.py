@@ -137,8 +137,11 @@ def test_the_clustermesh_seed_flow_two_capi_clusters_are_peered_a_third_joins_wi
             network = hub_cluster["status"]["network"]
             assert network["vpcID"] == f"vpc-0{name.replace('-', '')}" and network["observedAt"]
         # The two are peered: the younger owns the pair, routed into both VPCs' tables (all of them: the default).
+        # Waited for: web-2 may be Ready from a run before web-1's network was discovered, its pair one run later.
+        wait_until(lambda: (s := engine.stacks[f"{ns}.web-2"].mesh) is not None and
+                   [p.peer.key for p in s.pairs] == [f"{ns}/web-1"], 30, what="web-2's stack to own the pair")
         share = engine.stacks[f"{ns}.web-2"].mesh
-        assert share is not None and [p.peer.key for p in share.pairs] == [f"{ns}/web-1"]
+        assert share is not None
         assert share.member.route_table_ids == ("rtb-0w20", "rtb-0w21", "rtb-0w22", "rtb-0w23")
         assert share.member.security_group_ids == ("sg-0w2node",)
 
