@@ -36,12 +36,9 @@ def ensure_finalizer(r: Context, raw: Raw) -> bool:
 
 
 def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
-    """A deleted Cluster with deletionPolicy Delete: destroy its stack, then let it go."""
+    """A deleted Cluster with deletionPolicy Delete (what a killed run left recovered): destroy its stack, then let
+    it go."""
     stack = stack_of(raw, status)
-    recovered = r.recover_if_killed(raw, status, stack)
-    if recovered is None:
-        return Outcome.retry()
-    status = recovered
     why = "the Cluster was deleted: destroying its stack"
     started = r.clock()
     running = deletion_mark(status, raw, "destroy", reasons.DESTROYING, why, started)

@@ -141,9 +141,12 @@ class Reconciler:
         policy = self.desired.deletion_policy(key, Obj(raw).spec)
         if isinstance(policy, InvalidSpec):
             return self.fail(raw, status, "destroy", policy, self.clock())
+        recovered = self.recover_if_killed(raw, status, stack_of(raw, status))  # what a killed run left, first
+        if recovered is None:
+            return Outcome.retry()
         if policy == "Retain":
-            return retain.retain(self, key, raw, status)
-        return delete.destroy(self, key, raw, status)
+            return retain.retain(self, key, raw, recovered)
+        return delete.destroy(self, key, raw, recovered)
 
     def triage(self, key: str, raw: Raw, desired: StackInputs | InvalidSpec | None) -> float | None:
         """For a cluster seen for the first time: seconds until it needs a reconcile (0: now; None: never)."""

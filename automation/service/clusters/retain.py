@@ -33,12 +33,9 @@ LOG = logging.getLogger("hubwright.reconcile")
 
 
 def retain(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
-    """A deleted Cluster with deletionPolicy Retain: keep its own account's part, record it, then let it go."""
+    """A deleted Cluster with deletionPolicy Retain (what a killed run left recovered): keep its own account's part,
+    record it, then let it go."""
     stack = stack_of(raw, status)
-    recovered = r.recover_if_killed(raw, status, stack)
-    if recovered is None:
-        return Outcome.retry()
-    status = recovered
     applied = r.engine.applied(stack)
     if not isinstance(applied, StackInputs):
         r.kube.event(raw, "Normal", "NothingToRetain",
