@@ -131,13 +131,15 @@ def union(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def changes_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """The smallest JSON merge patch (RFC 7386) that turns `old` into `new`: only what changed, None for what went.
-    For a write at a resourceVersion, where `old` is exactly what the server holds (a runner's writes to its run);
-    status_patch is for a writer that cannot know that, and so carries the whole document."""
+    """The smallest JSON merge patch (RFC 7386) that turns `old` into `new`: objects merged key by key, None for
+    what went (an object emptied too: merging {} would keep it), lists and values replaced whole. The one diff of
+    every writer that knows what the server holds: a runner's writes to its run (at a resourceVersion), a source's
+    HubCluster, the registry's Tenant edits; status_patch is for a writer that cannot know, and so carries the whole
+    document."""
     patch: dict[str, Any] = {name: None for name in old if name not in new}
     for name, value in new.items():
         before = old.get(name)
-        if isinstance(value, Mapping) and isinstance(before, Mapping) and value:
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
             inner = changes_patch(before, value)
             if inner:
                 patch[name] = inner

@@ -137,20 +137,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def merge_diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON merge patch that turns `before` into `after`."""
-    diff: dict[str, Any] = {key: None for key in before if key not in after}
-    for key, value in after.items():
-        old = before.get(key)
-        if isinstance(value, Mapping) and isinstance(old, Mapping):
-            sub = merge_diff(old, value)
-            if sub:
-                diff[key] = sub
-        elif key not in before or value != old:
-            diff[key] = value
-    return diff
-
-
 def wire(spec: BaseModel) -> dict[str, Any]:
     """A validated spec as it is stored: camelCase, only what was given (defaults stay the model's)."""
     return spec.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude_none=True)

@@ -21,12 +21,13 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.api.app import Registry, caller, registry
-from automation.api.kube import (CONFLICT_ATTEMPTS, check_labels, conflict, create_named, custom, merge_diff,
+from automation.api.kube import (CONFLICT_ATTEMPTS, check_labels, conflict, create_named, custom,
                                  merge_patch, namespace_of_tenant, relabel, tenant_index, validated, wire)
 from automation.api.listing import fingerprint, has_facts, page, parse_facts
 from automation.api.models import (CONFLICT, ERRORS, ClusterCreate, ClusterList, ClusterReplace, ClusterView,
                                    Deleted, Patch, TenantCreate, TenantList, TenantReplace, TenantView, cluster_view,
                                    tenant_view)
+from stacks.conditions import changes_patch
 from stacks.model.cluster import ClusterSpec
 from stacks.names import CLUSTERS, TENANTS, API_VERSION, GROUP, VERSION
 from stacks.registry import TenantSpec
@@ -81,7 +82,7 @@ def _patch_body(current: Mapping[str, Any], body: Patch, model: type) -> dict[st
     patch: dict[str, Any] = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}}
     if body.labels:
         patch["metadata"]["labels"] = body.labels
-    diff = merge_diff(stored, wire(spec))
+    diff = changes_patch(stored, wire(spec))
     if diff:
         patch["spec"] = diff
     return patch

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from stacks.conditions import changes_patch
 from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster, ClusterSpec
 from stacks.names import DELETION_PROTECTION_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, REGION_ANNOTATION
@@ -55,20 +56,6 @@ def digest_of(doc: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _diff(old: Any, new: Any) -> Any:
-    """An RFC 7386 merge patch turning `old` into `new` (objects merged key by key, a removed key null, lists and
-    values replaced whole)."""
-    if not (isinstance(old, Mapping) and isinstance(new, Mapping)):
-        return new
-    patch: dict[str, Any] = {key: None for key in old if key not in new}
-    for key, value in new.items():
-        if key not in old:
-            patch[key] = value
-        elif old[key] != value:
-            patch[key] = _diff(old[key], value)
-    return patch
-
-
 @dataclass(frozen=True)
 class Derived:
     """The HubCluster a source object keeps: `doc` is ready to create (apiVersion, kind, metadata, spec)."""
@@ -98,7 +85,7 @@ class Derived:
         old, new = managed_part(existing), managed_part(self.doc)
         if old == new:
             return None
-        patch = _diff(old, new)
+        patch = changes_patch(old, new)
         return {key: value for key, value in patch.items() if value != {}}
 
 
