@@ -64,6 +64,24 @@ def kube_apiserver() -> Iterator[EnvTest]:
         yield env
 
 
+@pytest.fixture
+def env(kube_apiserver):
+    """The service's world for one test on the session's server: a tenant namespace, a system namespace and a
+    HubConfig of its own (doubles.service_env.ServiceEnv.isolated), as the service tests share it."""
+    from doubles.service_env import ServiceEnv
+
+    env = ServiceEnv.isolated(kube_apiserver.api_client())
+    yield env
+    env.api_client.close()
+
+
+@pytest.fixture(params=["local", "runners"])
+def executor(request):
+    """The same service test with each executor: runners = a RunnerEngine in the service, and runners
+    (doubles.service_env: in-process, on the engine double) executing its HubStackRuns."""
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def kube_apiserver_nocache() -> Iterator[EnvTest]:
     """Like ``kube_apiserver`` with ``--watch-cache=false``, for ``410 Gone`` tests."""

@@ -26,14 +26,7 @@ from stacks.names import (GROUP, RUN_CLUSTER_LABEL, RUN_DIGEST_ANNOTATION, RUN_F
 from stacks.runs.checks import refusal
 from stacks.runs.claims import claimed, view
 from stacks.runs.model import FINISHED, INPUTS_KEY, StackRunSpec, status_of
-from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-
-
-@pytest.fixture
-def env(kube_apiserver):  # noqa: F811 - the fixture
-    env = ServiceEnv.isolated(kube_apiserver.api_client())
-    yield env
-    env.api_client.close()
+from tests.envtest import env, kube_apiserver  # noqa: F401 - the fixtures
 
 
 @contextlib.contextmanager

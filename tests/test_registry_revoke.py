@@ -14,16 +14,9 @@ from automation.adapters.kube.agent import MANAGED_LABELS, grant_agent
 from doubles.engine import RecordingEngine
 from stacks.names import AGENT_CLUSTER_LABEL, AGENT_CLUSTER_UID_ANNOTATION, GROUP, VERSION, agent_name
 from doubles.agent_orphans import GC_WITHIN, orphaned_agent
-from tests.envtest import exists, kube_apiserver, kube_apiserver_gc  # noqa: F401 - the fixtures
+from tests.envtest import env, exists, kube_apiserver, kube_apiserver_gc  # noqa: F401 - the fixtures
 from doubles.envtest import next_second
 from doubles.service_env import ServiceEnv, wait_until
-
-
-@pytest.fixture
-def env(kube_apiserver):  # noqa: F811 - the fixture
-    env = ServiceEnv.isolated(kube_apiserver.api_client())
-    yield env
-    env.api_client.close()
 
 
 def _may_push(api_client: client.ApiClient, namespace: str, cluster: str) -> bool | None:

@@ -17,21 +17,9 @@ from stacks.inputs import StackInputs
 from stacks.keep import retained_inputs
 from stacks.names import FINALIZER, GROUP, RETAINEDS, VERSION
 from stacks.retention import RETAIN_NOT_ALLOWED
-from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
+from tests.envtest import env, executor, kube_apiserver  # noqa: F401 - the fixtures
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture
-def env(kube_apiserver):  # noqa: F811 - the fixture
-    env = ServiceEnv.isolated(kube_apiserver.api_client())
-    yield env
-    env.api_client.close()
-
-
-@pytest.fixture(params=["local", "runners"])
-def executor(request):
-    return request.param
 
 
 def record(env: ServiceEnv, name: str) -> dict | None:

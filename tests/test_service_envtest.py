@@ -18,24 +18,10 @@ from automation.adapters.kube.informer import Informer, Source
 from stacks.crds import crd_manifests
 from doubles.engine import RecordingEngine
 from doubles.envtest import take_lease
-from tests.envtest import kube_apiserver, kube_apiserver_nocache  # noqa: F401 - fixtures
+from tests.envtest import env, executor, kube_apiserver, kube_apiserver_nocache  # noqa: F401 - fixtures
 from doubles.factories import cluster_doc
 from doubles.service_env import ServiceEnv, wait_until
 from stacks.names import FINALIZER, GROUP, VERSION
-
-
-@pytest.fixture
-def env(kube_apiserver):  # noqa: F811 - the fixture
-    env = ServiceEnv.isolated(kube_apiserver.api_client())
-    yield env
-    env.api_client.close()
-
-
-@pytest.fixture(params=["local", "runners"])
-def executor(request):
-    """The same reconcile tests with each executor: runners = a RunnerEngine in the service, and runners
-    (doubles.service_env: in-process, on the engine double) executing its HubStackRuns."""
-    return request.param
 
 
 def running(env: ServiceEnv, engine, executor: str = "local", **options):

@@ -3,22 +3,13 @@ a run is in flight. The new leader adopts the HubStackRun its predecessor left r
 another one (automation/service/executor.py); the runners (doubles.service_env) execute on the engine double."""
 from __future__ import annotations
 
-import pytest
-
 from automation.service.executor import RunnerEngine
 from doubles.engine import RecordingEngine
 from doubles.envtest import take_lease
 from doubles.service_env import ServiceEnv, wait_until
 from stacks.names import GROUP, STACKRUNS, VERSION
 from stacks.runs.model import status_of
-from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-
-
-@pytest.fixture
-def env(kube_apiserver):  # noqa: F811 - the fixture
-    env = ServiceEnv.isolated(kube_apiserver.api_client())
-    yield env
-    env.api_client.close()
+from tests.envtest import env, kube_apiserver  # noqa: F401 - the fixtures
 
 
 def runs_of(env: ServiceEnv) -> list[dict]:

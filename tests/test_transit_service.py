@@ -8,23 +8,14 @@ from __future__ import annotations
 
 from dataclasses import astuple
 
-import pytest
-
 from doubles.engine import RecordingEngine
 from stacks.transit import GroupState, phase_of
 from stacks.names import GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL, VERSION
-from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
+from tests.envtest import env, kube_apiserver  # noqa: F401 - the fixtures
 from doubles.factories import HUB_ACCOUNT, cluster_doc
 from doubles.service_env import ServiceEnv, quiet, wait_until
 
 TRANSIT = f"_tgw_{HUB_ACCOUNT}"
-
-
-@pytest.fixture
-def env(kube_apiserver):  # noqa: F811 - the fixture
-    env = ServiceEnv.isolated(kube_apiserver.api_client())
-    yield env
-    env.api_client.close()
 
 
 def member_doc(env: ServiceEnv, i: int) -> dict:
