@@ -1,26 +1,12 @@
 """stacks.conditions.changes_patch: the one RFC 7386 diff (a runner's status writes, a source's HubCluster, the
-registry's Tenant edits), checked by applying it as the API server does: the patch turns `old` into `new`."""
+registry's Tenant edits), checked by applying it (RFC 7386's MergePatch, as the API server does): the patch turns
+`old` into `new`."""
 from __future__ import annotations
-
-from typing import Any
 
 from hypothesis import given, strategies as st
 
+from automation.api.kube import merge_patch  # RFC 7386's MergePatch, as the registry applies a PATCH
 from stacks.conditions import changes_patch
-
-
-def apply(target: Any, patch: Any) -> Any:
-    """RFC 7386 MergePatch, as the API server applies application/merge-patch+json."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for name, value in patch.items():
-        if value is None:
-            out.pop(name, None)
-        else:
-            out[name] = apply(out.get(name), value)
-    return out
-
 
 leaves = st.one_of(st.integers(0, 3), st.text("ab", max_size=2), st.lists(st.integers(0, 2), max_size=2))
 documents = st.recursive(leaves, lambda inner: st.dictionaries(st.sampled_from("xyz"), inner, max_size=3), max_leaves=8)
@@ -29,7 +15,7 @@ objects = st.dictionaries(st.sampled_from("abc"), documents, max_size=3)
 
 @given(objects, objects)
 def test_the_patch_turns_old_into_new(old, new):
-    assert apply(old, changes_patch(old, new)) == new
+    assert merge_patch(old, changes_patch(old, new)) == new
 
 
 def test_only_what_changed_and_an_emptied_object_is_emptied_not_merged():
