@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import pytest
 
@@ -31,6 +31,7 @@ from doubles.factories import cluster, resolve_one
 from doubles.objects import FakeObjects
 from doubles.runners import SERVICE_NAMESPACE, run_objects
 from stacks.runs.model import RESULT_KEY, StackRunStatus, status_of
+from doubles.service_env import wait_until
 from stacks.times import parse_rfc3339, rfc3339_seconds
 
 TTL, GRACE = 6, 1.0  # the claim's ttl (the watchdog kills at ttl - 2 s, a renewal every 2 s) and the cancel grace
@@ -46,15 +47,6 @@ class LiveEngine(RecordingEngine):
     def recover(self, stack: str, *, live_runners: Mapping[str, str] | None = None) -> RunResult:
         self.recovered.append(None if live_runners is None else dict(live_runners))
         return super().recover(stack, live_runners=live_runners)
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, *, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := predicate():
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def inputs(name: str, namespace: str = "runs-a"):

@@ -30,6 +30,7 @@ from doubles.clusters import FakeClusters
 from doubles.engine import RecordingEngine
 from doubles.factories import HUB_ACCOUNT, cluster_doc, hub_doc
 from doubles.objects import FakeObjects, fake_hub
+from doubles.service_env import wait_until
 from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL
 from stacks.status import (GroupStatus, LastUpdate, MeshHubStatus, TransitOutputsStatus, TransitRegionStatus,
                            TransitStatus)
@@ -270,9 +271,7 @@ def test_the_clusters_and_the_transit_controllers_share_one_bound_served_in_orde
     transit.queue.add(TRANSIT)
     manager.start()
     try:
-        deadline = time.monotonic() + 10
-        while len(done) < 21 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: len(done) >= 21, 10, what="every key reconciled")
     finally:
         manager.stop()
     assert len(done) == 21 and most[0] == 2 and slots.busy == 0
