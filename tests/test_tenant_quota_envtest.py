@@ -114,7 +114,17 @@ def test_the_tenant_quota_is_a_resourcequota_the_api_server_enforces_on_the_tena
     tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"quota": {"maxClusters": 3}}})
     wait_until(lambda: (quota(tenants, name) or {}).get("status", {}).get("hard", {}).get(CLUSTER_COUNT) == "3",
                QUOTA_WAIT, what="the raised quota")
-    tenants.cluster(name, "edge-3", as_=world.alice)
+
+    def third_admitted() -> bool:
+        """The API server's quota admission reads its own copy of the ResourceQuota, which can lag its status."""
+        try:
+            tenants.cluster(name, "edge-3", as_=world.alice)
+            return True
+        except ApiException as exc:
+            if exc.status == 403 and "exceeded quota" in (exc.body or ""):
+                return False
+            raise
+    wait_until(third_admitted, QUOTA_WAIT, what="the third cluster admitted under the raised quota")
     # No quota in the spec: none in the namespace.
     tenants.custom.patch_cluster_custom_object(GROUP, VERSION, "hubtenants", name, {"spec": {"quota": None}})
     wait_until(lambda: quota(tenants, name) is None, WAIT, what="the quota to go")
