@@ -36,7 +36,7 @@ from stacks.names import (CLUSTER, CLUSTERS, TENANT, TENANTS, API_VERSION, BOOTS
                           OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL, TENANT_OWNERSHIP_SUBRESOURCE,
                           STACKRUNS, GITREPOS, DELETION_PROTECTION_ANNOTATION)
 from stacks.registry import OWNERSHIP_FIELDS, Tenant
-from stacks.sources.kinds import SOURCES, SourceKind
+from stacks.sources.families import SOURCES
 
 Manifest = dict[str, Any]
 Rule = dict[str, Any]
@@ -51,11 +51,6 @@ DELETION_POLICY = "hubwright-tenant-deletion"
 CLUSTER_PROTECTION_POLICY = "hubwright-cluster-deletion-protection"
 SOURCE_PROTECTION_POLICY = "hubwright-source-deletion-protection"
 
-# HyperShift's HostedCluster: not a cluster source yet (stacks/sources/kinds.py, docs/sources.md "HyperShift: left
-# for later"), but protected already, so a HostedCluster a hub annotates is when it becomes one. Its CRD
-# (hypershift.openshift.io_hostedclusters.yaml) serves v1alpha1 and v1beta1.
-HOSTED_CLUSTER = SourceKind("hypershift.openshift.io", ("v1alpha1", "v1beta1"), "HostedCluster", "hostedclusters")
-PROTECTED_SOURCES = (*SOURCES, HOSTED_CLUSTER)  # the source kinds whose DELETE the annotation refuses
 
 _TENANTS, _OWNERSHIP = TENANT_OWNERSHIP_SUBRESOURCE.split("/")  # "hubtenants", "ownership"
 
@@ -236,7 +231,7 @@ def cluster_protection_policy() -> Manifest:
     message = (f"'HubCluster ' + {meta}.namespace + '/' + {meta}.name + {_PROTECTED_BY} + "
                f"(size(variables.source) == 0 ? ' To delete it, lift the protection first:' + {lift_here} : "
                f"{lift_source})")
-    kinds = ", ".join(f"'{k.qualified}': '{k.plural}.{k.group}'" for k in PROTECTED_SOURCES)
+    kinds = ", ".join(f"'{k.qualified}': '{k.plural}.{k.group}'" for k in SOURCES)
     return _protection(CLUSTER_PROTECTION_POLICY, namespaced(CLUSTERS, "DELETE"), message, [
         {"name": "source", "expression": f"{meta}.?ownerReferences.orValue([])"
                                          ".filter(r, r.?controller.orValue(false))"},
@@ -249,7 +244,7 @@ def source_protection_policy() -> Manifest:
     project's own deletion, which starts on the deletion timestamp; so the DELETE itself is refused. The message
     names the kind, the object and how to lift the protection."""
     rules = [{"apiGroups": [kind.group], "apiVersions": ["*"], "operations": ["DELETE"], "resources": [kind.plural],
-              "scope": "Namespaced"} for kind in PROTECTED_SOURCES]
+              "scope": "Namespaced"} for kind in SOURCES]
     meta = "oldObject.metadata"
     resource = "request.resource.resource + '.' + request.resource.group"
     message = (f"request.kind.kind + '.' + request.kind.group + ' ' + {meta}.namespace + '/' + {meta}.name + "

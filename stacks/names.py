@@ -91,6 +91,7 @@ CLUSTER_ID_PREFIXES_ANNOTATION = f"{GROUP}/cluster-id-prefixes"
 # itself, as in the clustermesh seed; MESH_LABEL and MESH_ENABLED_ANNOTATION put it in a group as on a HubCluster.
 ENABLED_ANNOTATION = f"{GROUP}/enabled"  # "true": keep a HubCluster for this source object
 PRIVATELINK_ANNOTATION = f"{GROUP}/privatelink"  # "true": the derived HubCluster asks for PrivateLink
+SHARED_INGRESS_ANNOTATION = f"{GROUP}/shared-ingress"  # "true": routed through the shared ingress (HostedCluster)
 SOURCE_FINALIZER = f"{GROUP}/source"  # holds a deleted source object until every stack touching it converged
 # On a hand-written HubCluster: "true" keeps it as written when a source object of the same name opts in
 # (otherwise the source's derived spec replaces it, keeping its stack).

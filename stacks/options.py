@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from stacks.names import ROLE_MAP_CONFIGMAP
 from stacks.release import default_image
+from stacks.sources.families import help_text
 
 SERVE, API, AGENT, RUNNER = "serve", "api", "agent", "runner"
 BOTH = (SERVE, API)
@@ -106,9 +107,7 @@ OPTIONS: tuple[Option, ...] = (
        "--namespace (needs stacks.admission.gitrepo_controller_rules() and get on Secrets in --namespace)", KUBE),
     _o("gitrepo-resync", float, 300.0, "seconds between two looks at every HubGitRepo: drift on the forge (a deploy "
        "key removed by hand) is put back, a refused one looked at again", KUBE),
-    _o("sources", str, "auto", "other projects' cluster objects to keep HubClusters for (docs/sources.md): 'auto' "
-       "watches those the API server serves (Cluster API's Cluster, Hive's ClusterDeployment), 'none' none, or a "
-       "comma-separated list of capi and hive", KUBE),
+    _o("sources", str, "auto", help_text(), KUBE),
     _o("sources-recheck", float, 60.0, "seconds between two looks, under --sources auto, for a source kind whose CRD "
        "was not served at start: one installed since is said once (a Warning log line and /readyz), as it is "
        "watched only after a restart", KUBE),

@@ -12,7 +12,7 @@ from stacks.admission import (CLUSTER_PROTECTION_POLICY, SOURCE_PROTECTION_POLIC
                               tenant_controller_rules, parse_tenant, tenant_quota, tenant_refusal)
 from stacks.names import (BOOTSTRAP_SUBRESOURCE, DEFAULT_REGION_ANNOTATION, DELETION_PROTECTION_ANNOTATION,
                           FACTS_SUBRESOURCE, OWNER_ACCOUNT_ANNOTATION, TENANT_ANNOTATION, TENANT_LABEL)
-from stacks.sources.kinds import SOURCES
+from stacks.sources.families import SOURCES
 
 
 def tenant(name: str = "t-one", **spec):
@@ -130,8 +130,10 @@ def _rules(policy) -> list[tuple[str, str, str]]:
 def test_the_deletion_protection_policies_match_only_deletes_of_protected_clusters_and_sources():
     cluster, source = cluster_protection_policy(), source_protection_policy()
     assert _rules(cluster) == [("hubwright.io", "hubclusters", "Namespaced")]
-    assert _rules(source) == [(k.group, k.plural, "Namespaced") for k in SOURCES] + [
-        ("hypershift.openshift.io", "hostedclusters", "Namespaced")]  # CAPI's and Hive's from the SOURCES table
+    assert _rules(source) == [("cluster.x-k8s.io", "clusters", "Namespaced"),
+                              ("hive.openshift.io", "clusterdeployments", "Namespaced"),
+                              ("hypershift.openshift.io", "hostedclusters", "Namespaced")]
+    assert _rules(source) == [(k.group, k.plural, "Namespaced") for k in SOURCES]  # every family's, from its table
     for policy in (cluster, source):
         spec = policy["spec"]
         assert spec["failurePolicy"] == "Fail"

@@ -30,11 +30,11 @@ from doubles.kubectl import against
 from doubles.service_env import wait_until
 from doubles.sources import aws_cluster_doc, capi_cluster_doc, cluster_deployment_doc
 from doubles.thirdparty import crds
-from stacks.admission import (CLUSTER_PROTECTION_POLICY, HOSTED_CLUSTER, SOURCE_PROTECTION_POLICY,
+from stacks.admission import (CLUSTER_PROTECTION_POLICY, SOURCE_PROTECTION_POLICY,
                               cluster_protection_policy, policy_binding, source_protection_policy)
 from stacks.names import CLUSTERS, DELETION_PROTECTION_ANNOTATION, GROUP, VERSION
 from stacks.sources.derive import derive
-from stacks.sources.kinds import CAPI_CLUSTER, CLUSTER_DEPLOYMENT, SourceKind
+from stacks.sources.kinds import CAPI_CLUSTER, CLUSTER_DEPLOYMENT, HOSTED_CLUSTER, SourceKind
 from stacks.sources.optin import protection_patch
 from stacks.sources.outcome import Derived
 from tests.envtest import kube_apiserver, kube_apiserver_alone  # noqa: F401 - the fixtures

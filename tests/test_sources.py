@@ -17,9 +17,10 @@ from stacks.model.loading import parse
 from stacks.names import (DELETION_POLICY_ANNOTATION, ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL,
                           PRIVATELINK_ANNOTATION,
                           REGION_ANNOTATION)
-from stacks.sources.capi import get
+from stacks.sources.part import get
 from stacks.sources.derive import derive
-from stacks.sources.kinds import SourceKind, kind_of
+from stacks.sources.families import kind_of
+from stacks.sources.kinds import SourceKind
 from stacks.sources.outcome import Derived, Pending, Refused
 
 ACCOUNT = "222222222222"

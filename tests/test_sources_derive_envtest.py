@@ -18,7 +18,8 @@ from stacks.model.hub import HubConfig
 from stacks.model.loading import parse
 from stacks.names import CLUSTERS, GROUP, VERSION
 from stacks.sources.derive import derive
-from stacks.sources.kinds import AWS_CLUSTER, CAPI_CLUSTER, CLUSTER_DEPLOYMENT, RELATED, SourceKind
+from stacks.sources.families import RELATED
+from stacks.sources.kinds import AWS_CLUSTER, CAPI_CLUSTER, CLUSTER_DEPLOYMENT, SourceKind
 from stacks.sources.outcome import Derived, Refused
 from tests.envtest import install_crds, kube_apiserver  # noqa: F401
 

@@ -31,7 +31,8 @@ from doubles.sources import aws_cluster_doc, capi_cluster_doc, cluster_deploymen
 from stacks.names import DELETION_PROTECTION_ANNOTATION, ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, \
     OVERRIDES_SOURCE_ANNOTATION, SOURCE_FINALIZER
 from stacks.sources.held import HELD_CONDITION
-from stacks.sources.kinds import AWS_CLUSTER, CAPI_CLUSTER, CLUSTER_DEPLOYMENT, KINDS, RELATED, SOURCES, SourceKind
+from stacks.sources.families import KINDS, RELATED, SOURCES
+from stacks.sources.kinds import AWS_CLUSTER, CAPI_CLUSTER, CLUSTER_DEPLOYMENT, SourceKind
 
 CAPI_OWN = "cluster.cluster.x-k8s.io"  # Cluster API's own finalizer
 MESH = {"mesh": {"groups": {"payments": {"topology": "peering"}}}}

@@ -16,7 +16,8 @@ from doubles.sources import (aws_cluster_doc, aws_managed_control_plane_doc, cap
                              cluster_deployment_doc)
 from doubles.thirdparty import CRDS_DIR, crds
 from stacks.sources.derive import derive
-from stacks.sources.kinds import KINDS, SourceKind, kind_of
+from stacks.sources.families import KINDS, kind_of
+from stacks.sources.kinds import SourceKind
 
 HIVE_CRD = CRDS_DIR / "hive-apis" / "hive.openshift.io_clusterdeployments.yaml"
 

@@ -268,6 +268,10 @@ class Cache:
             self._changed_clusters, self._changed_namespaces, self._changed_shared = set(), set(), False
             return delta
 
+    def namespace(self, name: str) -> Raw | None:
+        """A Namespace as last seen (labels and every annotation), or None."""
+        return self._namespace_store.get(name)
+
     def annotations_of(self, namespace: str) -> dict[str, str]:
         """One namespace's hubwright annotations, as cached (a copy)."""
         with self._lock:

@@ -1,9 +1,13 @@
-"""The sources controller: one HubCluster per opted-in Cluster API Cluster or Hive ClusterDeployment.
+"""The sources controller: one HubCluster per opted-in source object (a Cluster API Cluster, a Hive
+ClusterDeployment, a HyperShift HostedCluster: stacks.sources.families).
 
 A controller on the shared runtime (automation/kit/runtime.py), keyed by source object ("<kind>|ns/name"):
 `setup(manager, ...)` declares its informers and watches. It talks to the API server through the controller kit's
-object port (automation/kit/objects.py) and finalizer helper (automation/kit/finalizers.py). It reads the source (and, for Cluster API, its infrastructure object, in the same namespace only) and asks
-stacks.sources.derive, the one rule the offline plan uses too, what HubCluster it stands for:
+object port (automation/kit/objects.py) and finalizer helper (automation/kit/finalizers.py). It reads the source
+and what its family reads besides (Cluster API's infrastructure object, HyperShift's control-plane namespace and
+HostedControlPlane) and asks stacks.sources.derive, the one rule the offline plan uses too, what HubCluster it
+stands for; a change of anything a source read derives it again (`Reads`: an index from what was read to who read
+it, kept as the source events arrive):
 
 - taken (the annotation `hubwright.io/enabled: "true"`, in a namespace HubConfig spec.sources allows): our
   finalizer goes on the source first, then the HubCluster is created with an ownerReference to it (controller)
@@ -41,6 +45,7 @@ retried by the queue against the next cached copy. Events go on the source objec
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import datetime, timezone
 from typing import Any, Callable, Hashable, Iterable, Literal, Mapping
 
@@ -61,7 +66,8 @@ from stacks.names import (DELETION_PROTECTION_ANNOTATION, OVERRIDES_SOURCE_ANNOT
 from stacks.sources.derive import derive
 from stacks.sources.held import with_held, without_held
 from stacks.sources.hold import held_since, hold
-from stacks.sources.kinds import SourceKind
+from stacks.sources.families import family_of
+from stacks.sources.kinds import NAMESPACE, SourceKind
 from stacks.sources.optin import deletion_protected, overrides_source, protection_patch
 from stacks.sources.outcome import Derived, Pending, Refused
 from stacks.sources.watched import watched_version
@@ -80,6 +86,37 @@ def source_key(kind: SourceKind, raw: Raw) -> str:
 def kind_of(source: SourceKind) -> Kind:
     """The source kind as the object port reaches it: at the version watched."""
     return Kind(source.group, watched_version(source), source.plural, source.kind)
+
+
+class Reads:
+    """Which source keys read which object (kind, namespace, name), from each source's family (`reads`): an event on
+    an infrastructure object or a namespace maps to the sources that read it, without a scan of the fleet. Its
+    handlers run on the informers' threads, hence the lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._of: dict[str, list[tuple[str, str, str]]] = {}  # source key -> what it reads
+        self._by: dict[tuple[str, str, str], set[str]] = {}  # what is read -> source keys
+
+    def note(self, key: str, kind: SourceKind, raw: Raw | None) -> None:
+        """`key` (of `kind`) is `raw` now (None: gone)."""
+        family = family_of(kind)
+        new = [(k.qualified, ns, name) for k, ns, name in family.reads(raw)] if raw is not None and family else []
+        with self._lock:
+            for read in self._of.pop(key, []):
+                readers = self._by.get(read)
+                if readers is not None:
+                    readers.discard(key)
+                    if not readers:
+                        del self._by[read]
+            if new:
+                self._of[key] = new
+                for read in new:
+                    self._by.setdefault(read, set()).add(key)
+
+    def readers(self, kind: SourceKind, namespace: str, name: str) -> list[str]:
+        with self._lock:
+            return sorted(self._by.get((kind.qualified, namespace, name), ()))
 
 
 def controller_ref(raw: Raw | None) -> Mapping[str, Any] | None:
@@ -102,18 +139,23 @@ class Sources:
         # kinds'
         self.stores = stores
         self.cache, self.desired, self.objects = cache, desired, objects
+        self.reads = Reads()
         self._said: dict[str, str] = {}  # key -> the last refusal or wait an Event told (told once)
         self._held: dict[str, datetime] = {}  # key -> when this service first held it (a source not deleted)
 
     # ------------------------------------------------------------------ event -> keys
     def keys_of_source(self, kind: SourceKind) -> Callable[[str, Raw], list[Hashable]]:
-        return lambda event, raw: [source_key(kind, raw)]
+        def keys(event: str, raw: Raw) -> list[Hashable]:
+            key = source_key(kind, raw)
+            self.reads.note(key, kind, None if event == "DELETED" else raw)
+            return [key]
+        return keys
 
     def keys_of_related(self, related: SourceKind) -> Callable[[str, Raw], list[Hashable]]:
-        """An infrastructure object changed: the sources in its namespace that reference it."""
+        """An object sources read changed: the sources that read it."""
         def keys(event: str, raw: Raw) -> list[Hashable]:
             obj = Obj(raw)
-            return [key for key in self._all_keys(obj.namespace) if self._references(key, related, obj.name)]
+            return list(self.reads.readers(related, obj.namespace or "", str(obj.name)))
         return keys
 
     def keys_of_cluster(self, event: str, raw: Raw) -> list[Hashable]:
@@ -126,7 +168,9 @@ class Sources:
                 if kind.kind == ref.get("kind") and str(ref.get("apiVersion", "")).startswith(f"{kind.group}/")]
 
     def keys_of_namespace(self, event: str, raw: Raw) -> list[Hashable]:
-        return self._all_keys(Obj(raw).name)
+        """A namespace changed: its sources (its owner account), and those that read it (a control plane's)."""
+        name = str(Obj(raw).name)
+        return [*self._all_keys(name), *self.reads.readers(NAMESPACE, "", name)]
 
     def keys_of_hub(self, event: str, raw: Raw) -> list[Hashable]:
         return self._all_keys(None)
@@ -137,12 +181,6 @@ class Sources:
             out += [f"{kind.qualified}|{k}" for k in self.stores[kind.qualified].keys()
                     if namespace is None or k.split("/", 1)[0] == namespace]
         return out
-
-    def _references(self, key: Hashable, related: SourceKind, name: str | None) -> bool:
-        kind_name, obj = str(key).split("|", 1)
-        spec = Obj(self.stores[kind_name].get(obj) or {}).spec
-        return any(isinstance(ref, Mapping) and ref.get("name") == name and ref.get("kind") == related.kind
-                   for ref in (spec.get("infrastructureRef"), spec.get("controlPlaneRef")))
 
     # ------------------------------------------------------------------ reconcile
     def reconcile(self, key: str) -> Outcome:
@@ -160,7 +198,7 @@ class Sources:
         current = self.cache.get(obj)
         deleting = Obj(src).deleting
         result = None if deleting else derive(
-            src, self._related(ns), owner_account=self.cache.annotations_of(ns).get(OWNER_ACCOUNT_ANNOTATION),
+            src, self._related, owner_account=self.cache.annotations_of(ns).get(OWNER_ACCOUNT_ANNOTATION),
             hub=hub)
         if result is None:
             return self._release(kind, key, src, current, hub)
@@ -173,14 +211,12 @@ class Sources:
 
     __call__ = reconcile
 
-    def _related(self, namespace: str) -> Callable[[SourceKind, str, str], Raw | None]:
-        """The infrastructure objects a source may read: in its own namespace only (derive refuses any other)."""
-        def get(kind: SourceKind, ref_namespace: str, name: str) -> Raw | None:
-            store = self.stores.get(kind.qualified)
-            if ref_namespace != namespace or store is None:
-                return None
-            return store.get(f"{namespace}/{name}")
-        return get
+    def _related(self, kind: SourceKind, namespace: str, name: str) -> Raw | None:
+        """An object a source reads, as watched (which ones, and where, is its family's part: stacks.sources)."""
+        if kind == NAMESPACE:
+            return self.cache.namespace(name)
+        store = self.stores.get(kind.qualified)
+        return None if store is None else store.get(f"{namespace}/{name}" if namespace else name)
 
     def _keep(self, kind: SourceKind, key: str, src: Raw, current: Raw | None, derived: Derived) -> Outcome:
         ref = controller_ref(current)

@@ -19,7 +19,7 @@ tenant writes these objects, and its word is compared, not trusted.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 from stacks.errors import FieldError
 from stacks.model.hub import HubConfig
@@ -27,35 +27,13 @@ from stacks.names import PRIVATELINK_ANNOTATION
 from stacks.network.found import FoundSubnet
 from stacks.network.merge import chosen_tables, one_per_zone
 from stacks.sources.kinds import (AWS_CLUSTER, AWS_MANAGED_CLUSTER, AWS_MANAGED_CONTROL_PLANE, SourceKind, SourceRef,
-                                  group_of, kind_of)
+                                  group_of)
 from stacks.sources.optin import source_namespace
 from stacks.sources.outcome import Pending, Refused
-
-# related(kind, namespace, name): the object of that kind, or None when it is not there (yet).
-Related = Callable[[SourceKind, str, str], Mapping[str, Any] | None]
-# A HubCluster field path (a prefix) -> the source object and its field it was read from: a value the model
-# refuses is named where it was written.
-Provenance = dict[str, tuple[SourceRef, str]]
+from stacks.sources.part import Asks, Part, Provenance, Related, get
 
 NODE_ROLES = ("node", "node-eks-additional")  # CAPA's SecurityGroupRole values of the nodes' groups
 CAPA_DEFAULT_PORT = 6443
-
-
-class Part(NamedTuple):
-    """A source's HubCluster spec (without accountID, which the namespace decides) and where each part came from."""
-
-    spec: dict[str, Any]
-    provenance: Provenance
-
-
-def get(doc: Mapping[str, Any] | None, path: str) -> Any:
-    """The value at a dotted path of a document, or None where any part is missing or not an object."""
-    value: Any = doc
-    for part in path.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    return value
 
 
 class _Ref(NamedTuple):
@@ -206,7 +184,20 @@ def _private_link(holder_kind: SourceKind, holder: Mapping[str, Any], ref: Sourc
     return {"enabled": True, "loadBalancerName": name}
 
 
-def capi_part(cluster: Mapping[str, Any], related: Related, *, hub: HubConfig, privatelink: bool,
+def reads(cluster: Mapping[str, Any]) -> list[tuple[SourceKind, str, str]]:
+    """The objects a Cluster's references name, in its own namespace (the kind is decided when it is read)."""
+    namespace = source_namespace(cluster) or ""
+    out = []
+    for field in ("spec.infrastructureRef", "spec.controlPlaneRef"):
+        value = get(cluster, field)
+        name = value.get("name") if isinstance(value, Mapping) else None
+        for kind in (AWS_CLUSTER, AWS_MANAGED_CONTROL_PLANE):
+            if isinstance(name, str) and value.get("kind") == kind.kind:
+                out.append((kind, namespace, name))
+    return out
+
+
+def capi_part(cluster: Mapping[str, Any], related: Related, *, hub: HubConfig, asks: Asks,
               ref: SourceRef) -> Part | Refused | Pending:
     """The HubCluster inputs of a Cluster API Cluster (see the table above), or why not (yet)."""
     held = _holder(cluster, ref)
@@ -217,7 +208,7 @@ def capi_part(cluster: Mapping[str, Any], related: Related, *, hub: HubConfig, p
     oref = SourceRef(holder_kind.group, holder_kind.kind, ref.namespace, name)
     if holder is None:
         return Pending(ref, _wait(ref, via, f"names {oref}, which is not there yet"))
-    if kind_of(holder) is not holder_kind or source_namespace(holder) != ref.namespace or get(holder, "metadata.name") != name:
+    if not holder_kind.matches(holder) or source_namespace(holder) != ref.namespace or get(holder, "metadata.name") != name:
         return Refused.one(ref, ref, via, f"names {oref}, but what was read is {SourceRef.of(holder)}")
     provenance: Provenance = {"spec.infraID": (ref, "metadata.name"), "metadata.name": (ref, "metadata.name")}
     region = get(holder, "spec.region")
@@ -235,7 +226,7 @@ def capi_part(cluster: Mapping[str, Any], related: Related, *, hub: HubConfig, p
     provenance["spec.apiURL"] = (endpoint_of, "spec.controlPlaneEndpoint")
     spec: dict[str, Any] = {"region": region, "infraID": ref.name, "apiURL": f"https://{host}:{port}",
                             "network": _network(holder, hub, oref, provenance)}
-    if privatelink:
+    if asks.privatelink:
         link = _private_link(holder_kind, holder, ref, oref)
         if isinstance(link, (Refused, Pending)):
             return link

@@ -23,12 +23,12 @@ from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.model.loading import parse
 from stacks.names import (API_VERSION, CLUSTER, DELETION_POLICY_ANNOTATION, OWNER_ACCOUNT_ANNOTATION,
-                          REGION_ANNOTATION)
-from stacks.sources.capi import Part, Provenance, Related, capi_part, get
-from stacks.sources.hive import hive_part
-from stacks.sources.kinds import CAPI_CLUSTER, SOURCES, SourceRef, kind_of
-from stacks.sources.optin import grouping, opted_in, wants_privatelink
+                          REGION_ANNOTATION, SHARED_INGRESS_ANNOTATION)
+from stacks.sources.families import SOURCES, Family, family_of, kind_of
+from stacks.sources.kinds import SourceRef
+from stacks.sources.optin import grouping, opted_in, wants_privatelink, wants_shared_ingress
 from stacks.sources.outcome import Derived, Pending, Refused
+from stacks.sources.part import Asks, Part, Provenance, Related, get
 
 NAMESPACE_NOT_OWNED = "NamespaceNotOwned"  # the condition reason resolve() gives a HubCluster in such a namespace
 
@@ -64,6 +64,13 @@ def with_deletion_policy(source: Mapping[str, Any], ref: SourceRef, part: Part) 
                 {**part.provenance, "spec.deletionPolicy": (ref, f"metadata.annotations[{DELETION_POLICY_ANNOTATION}]")})
 
 
+def _no_route(family: Family, ref: SourceRef) -> Refused:
+    return Refused.one(ref, ref, f"metadata.annotations[{SHARED_INGRESS_ANNOTATION}]",
+                       f"asks for a shared-ingress route, but a {family.project} {family.source.kind}'s API server does "
+                       "not run on this hub, so no backend can be derived from it: only a HyperShift HostedCluster's "
+                       "can; write the route on a HubCluster instead")
+
+
 def _blame(error: FieldError, ref: SourceRef, provenance: Provenance, key: str) -> FieldError:
     """A model error of the derived HubCluster, named where the value was written (the source object's field)."""
     path = error.field
@@ -78,8 +85,8 @@ def derive(source: Mapping[str, Any], related: Related, *, owner_account: str | 
            hub: HubConfig) -> Derived | Refused | Pending | None:
     """The HubCluster `source` keeps, or why none (module docstring). `related(kind, namespace, name)` fetches an
     object a Cluster references; `owner_account` is the source's namespace's owner account, or None."""
-    kind = kind_of(source)
-    if kind not in SOURCES:
+    family = family_of(kind_of(source))
+    if family is None:
         raise ValueError(f"{SourceRef.of(source)} is not a cluster source ({', '.join(k.qualified for k in SOURCES)})")
     if not opted_in(source, hub):
         return None
@@ -88,9 +95,9 @@ def derive(source: Mapping[str, Any], related: Related, *, owner_account: str | 
         return Refused.one(ref, ref, "metadata.namespace",
                            f"namespace {ref.namespace} owns no account (annotation {OWNER_ACCOUNT_ANNOTATION}): "
                            "its source objects are not taken", reason=NAMESPACE_NOT_OWNED)
-    privatelink = wants_privatelink(source)
-    part = capi_part(source, related, hub=hub, privatelink=privatelink, ref=ref) if kind is CAPI_CLUSTER else \
-        hive_part(source, privatelink=privatelink, ref=ref)
+    asks = Asks(privatelink=wants_privatelink(source), shared_ingress=wants_shared_ingress(source))
+    part = _no_route(family, ref) if asks.shared_ingress and not family.control_plane_here else \
+        family.part(source, related, hub=hub, asks=asks, ref=ref)
     if isinstance(part, (Refused, Pending)):
         return part
     part = with_deletion_policy(source, ref, part)

@@ -17,17 +17,25 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from stacks.errors import FieldError
+from stacks.model.hub import HubConfig
 from stacks.names import PRIVATELINK_ANNOTATION
-from stacks.sources.capi import Part, Provenance, get
-from stacks.sources.kinds import SourceRef
+from stacks.sources.kinds import SourceKind, SourceRef
 from stacks.sources.outcome import Pending, Refused
+from stacks.sources.part import Asks, Part, Provenance, Related, get
 
 OPENSHIFT_API_PORT = 6443
 HIVE_PRIVATELINK = "spec.platform.aws.privateLink.enabled"
 
 
-def hive_part(deployment: Mapping[str, Any], *, privatelink: bool, ref: SourceRef) -> Part | Refused | Pending:
+def reads(deployment: Mapping[str, Any]) -> list[tuple[SourceKind, str, str]]:
+    """A ClusterDeployment is read alone."""
+    return []
+
+
+def hive_part(deployment: Mapping[str, Any], related: Related, *, hub: HubConfig, asks: Asks,
+              ref: SourceRef) -> Part | Refused | Pending:
     """The HubCluster inputs of a ClusterDeployment (see the table above), or why not (yet)."""
+    privatelink = asks.privatelink
     aws = get(deployment, "spec.platform.aws")
     if not isinstance(aws, Mapping):
         platforms = get(deployment, "spec.platform")

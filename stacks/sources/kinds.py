@@ -1,16 +1,18 @@
 """The other projects' kinds hubwright reads as cluster sources, recognised by apiVersion (group and version) and
 kind together: a `Cluster` of any other group is not Cluster API's, and nothing of another group is ever ours.
-Pure; imports nothing of ours but the names."""
+Which kind belongs to which source family, and every list of them, is stacks.sources.families' table. Pure;
+imports nothing of ours."""
 from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple
 
-# The projects whose objects a plan folder may hold beside ours (docs/sources.md): Cluster API and its providers'
-# groups (cluster.x-k8s.io and every *.cluster.x-k8s.io), and Hive's.
+# The projects' API groups (docs/sources.md): Cluster API and its providers' (cluster.x-k8s.io and every
+# *.cluster.x-k8s.io), Hive's and HyperShift's.
 CAPI_GROUP = "cluster.x-k8s.io"
 INFRASTRUCTURE_GROUP = f"infrastructure.{CAPI_GROUP}"
 CONTROLPLANE_GROUP = f"controlplane.{CAPI_GROUP}"
 HIVE_GROUP = "hive.openshift.io"
+HYPERSHIFT_GROUP = "hypershift.openshift.io"
 
 
 class SourceKind(NamedTuple):
@@ -30,6 +32,14 @@ class SourceKind(NamedTuple):
     def api_version(self, version: str | None = None) -> str:
         return f"{self.group}/{version or self.versions[-1]}"
 
+    def matches(self, doc: Mapping[str, Any]) -> bool:
+        """Whether `doc` is of this kind: its group, one of the versions read, and its kind."""
+        api_version = doc.get("apiVersion")
+        if not isinstance(api_version, str) or "/" not in api_version:
+            return False
+        group, _, version = api_version.rpartition("/")
+        return (group, doc.get("kind")) == (self.group, self.kind) and version in self.versions
+
 
 # Cluster API v1.14 serves Cluster at v1beta1 and v1beta2 (stores v1beta2); CAPA v2.13's kinds are read at v1beta2.
 CAPI_CLUSTER = SourceKind(CAPI_GROUP, ("v1beta1", "v1beta2"), "Cluster", "clusters")
@@ -39,10 +49,13 @@ AWS_MANAGED_CONTROL_PLANE = SourceKind(CONTROLPLANE_GROUP, ("v1beta2",), "AWSMan
 # EKS's infrastructureRef: a placeholder CAPA keeps beside the control plane; named by the Cluster, never read.
 AWS_MANAGED_CLUSTER = SourceKind(INFRASTRUCTURE_GROUP, ("v1beta2",), "AWSManagedCluster", "awsmanagedclusters")
 CLUSTER_DEPLOYMENT = SourceKind(HIVE_GROUP, ("v1",), "ClusterDeployment", "clusterdeployments")
-
-SOURCES = (CAPI_CLUSTER, CLUSTER_DEPLOYMENT)  # the kinds that opt in: one HubCluster per opted-in object
-RELATED = (AWS_CLUSTER, AWS_MANAGED_CONTROL_PLANE)  # what a Cluster's references name, read for its network
-KINDS = (*SOURCES, *RELATED)  # every kind read: the service's informers and RBAC (docs/sources.md)
+# HyperShift's CRDs as pinned (tools/crds/modules.txt: hostedclusters, hostedcontrolplanes) serve v1alpha1
+# and v1beta1 and store v1beta1, with no conversion webhook (strategy None).
+HOSTED_CLUSTER = SourceKind(HYPERSHIFT_GROUP, ("v1alpha1", "v1beta1"), "HostedCluster", "hostedclusters")
+HOSTED_CONTROL_PLANE = SourceKind(HYPERSHIFT_GROUP, ("v1alpha1", "v1beta1"), "HostedControlPlane",
+                                  "hostedcontrolplanes")
+# Not another project's: a core Namespace, as a source reads one (HyperShift's control-plane namespace).
+NAMESPACE = SourceKind("", ("v1",), "Namespace", "namespaces")
 
 
 def group_of(api_version: object) -> str | None:
@@ -50,22 +63,6 @@ def group_of(api_version: object) -> str | None:
     if not isinstance(api_version, str) or not api_version:
         return None
     return api_version.rpartition("/")[0]
-
-
-def of_source_project(doc: Mapping[str, Any]) -> bool:
-    """True for any object of Cluster API (and its providers) or Hive, read or not (a KubeadmControlPlane, a
-    MachineDeployment): a plan folder may hold a whole cluster's objects; none of them is ever parsed as ours."""
-    group = group_of(doc.get("apiVersion"))
-    return group is not None and (group in (CAPI_GROUP, HIVE_GROUP) or group.endswith(f".{CAPI_GROUP}"))
-
-
-def kind_of(doc: Mapping[str, Any]) -> SourceKind | None:
-    """The kind read that `doc` is (group, version and kind all match), or None."""
-    api_version, kind = doc.get("apiVersion"), doc.get("kind")
-    if not isinstance(api_version, str) or "/" not in api_version:
-        return None
-    group, _, version = api_version.rpartition("/")
-    return next((k for k in KINDS if (k.group, k.kind) == (group, kind) and version in k.versions), None)
 
 
 class SourceRef(NamedTuple):

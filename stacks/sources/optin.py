@@ -5,6 +5,8 @@ clustermesh seed (docs/sources.md). Pure.
 - `<group>/mesh: G` (label) and `<group>/mesh-enabled: "true"` (annotation) put it in mesh group G, exactly as on
   a HubCluster: both are copied to the HubCluster and resolve() decides as for any other;
 - `<group>/privatelink: "true"` asks for PrivateLink;
+- `<group>/shared-ingress: "true"` asks for a route through the shared ingress (a HostedCluster only: its control
+  plane runs on the hub, stacks.sources.hypershift);
 - `<group>/deletion-protection` is copied to the HubCluster as written: "true" there, as on the source, makes the
   API server refuse its DELETE (stacks/admission.py); the source decides it, so lifting it on the source lifts it
   on the HubCluster (stacks.sources.outcome.MANAGED_ANNOTATIONS; `protection_patch` as the source lets it go);
@@ -19,7 +21,7 @@ from typing import Any, Mapping
 
 from stacks.model.hub import HubConfig
 from stacks.names import (DELETION_PROTECTION_ANNOTATION, ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL,
-                          OVERRIDES_SOURCE_ANNOTATION, PRIVATELINK_ANNOTATION)
+                          OVERRIDES_SOURCE_ANNOTATION, PRIVATELINK_ANNOTATION, SHARED_INGRESS_ANNOTATION)
 
 # The source's annotations its HubCluster carries as written (string values only).
 COPIED_ANNOTATIONS = (MESH_ENABLED_ANNOTATION, DELETION_PROTECTION_ANNOTATION)
@@ -51,6 +53,10 @@ def opted_in(doc: Mapping[str, Any], hub: HubConfig) -> bool:
 
 def wants_privatelink(doc: Mapping[str, Any]) -> bool:
     return _true(_meta(doc, "annotations"), PRIVATELINK_ANNOTATION)
+
+
+def wants_shared_ingress(doc: Mapping[str, Any]) -> bool:
+    return _true(_meta(doc, "annotations"), SHARED_INGRESS_ANNOTATION)
 
 
 def grouping(doc: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:

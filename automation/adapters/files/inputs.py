@@ -31,9 +31,10 @@ from stacks.model.loading import parse
 from stacks.model.resource import Namespace
 from stacks.names import OWNER_ACCOUNT_ANNOTATION
 from stacks.resolve import Fleet
-from stacks.sources.capi import get
 from stacks.sources.derive import derive
-from stacks.sources.kinds import SOURCES, SourceKind, kind_of, of_source_project
+from stacks.sources.families import SOURCES, kind_of, of_source_project
+from stacks.sources.kinds import SourceKind
+from stacks.sources.part import get
 from stacks.sources.optin import source_namespace, overrides_source
 from stacks.sources.outcome import Derived, Pending
 from stacks.transit import MeshStatus

@@ -9,7 +9,8 @@ from kubernetes.client.exceptions import ApiException
 
 from automation.adapters.kube.informer import Source
 from stacks.sources.kinds import SourceKind
-from stacks.sources.watched import FAMILIES, watched_version
+from stacks.sources.families import BY_NAME
+from stacks.sources.watched import watched_version
 
 TIMEOUT = (5, 30)  # (connect, read) seconds of every call here
 
@@ -21,11 +22,11 @@ def selected(api_client: client.ApiClient, option: str
     option = option.strip()
     if option == "none":
         return [], [], []
-    names = list(FAMILIES) if option == "auto" else [n.strip() for n in option.split(",") if n.strip()]
-    unknown = [n for n in names if n not in FAMILIES]
+    names = list(BY_NAME) if option == "auto" else [n.strip() for n in option.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BY_NAME]
     if unknown:
-        raise ValueError(f"--sources: unknown {', '.join(unknown)} (known: auto, none, {', '.join(FAMILIES)})")
-    wanted = [FAMILIES[n] for n in names]
+        raise ValueError(f"--sources: unknown {', '.join(unknown)} (known: auto, none, {', '.join(BY_NAME)})")
+    wanted = [(BY_NAME[n].source, BY_NAME[n].related) for n in names]
     unwatched: list[SourceKind] = []
     if option == "auto":
         here = set(served(api_client, [k for s, r in wanted for k in (s, *r)]))
