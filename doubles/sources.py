@@ -1,5 +1,6 @@
 """Other projects' cluster objects as they appear on a hub (docs/sources.md): a Cluster API `Cluster` (v1beta1 or
-v1beta2) with its CAPA `AWSCluster` or EKS `AWSManagedControlPlane`, and a Hive `ClusterDeployment`. Every field
+v1beta2) with its CAPA `AWSCluster` or EKS `AWSManagedControlPlane`, a Hive `ClusterDeployment`, and a HyperShift
+`HostedCluster` (v1alpha1 or v1beta1) with its control-plane namespace and `HostedControlPlane`. Every field
 path is the real CRDs' (tests/test_sources_schema.py walks them in .tools/crds); the values are a CAPA cluster's
 and an OpenShift install's after they have reconciled.
 
@@ -9,21 +10,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from stacks.names import ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, PRIVATELINK_ANNOTATION
+from stacks.names import (ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, PRIVATELINK_ANNOTATION,
+                          SHARED_INGRESS_ANNOTATION)
+from stacks.sources.hypershift import CLUSTER_LINK, CONTROL_PLANE_LABEL, control_plane_namespace
 
 CAPI_V1BETA1 = "cluster.x-k8s.io/v1beta1"
 CAPI_V1BETA2 = "cluster.x-k8s.io/v1beta2"
 CAPA = "infrastructure.cluster.x-k8s.io/v1beta2"
 CAPA_CONTROL_PLANE = "controlplane.cluster.x-k8s.io/v1beta2"
 HIVE = "hive.openshift.io/v1"
+HYPERSHIFT = "hypershift.openshift.io"
 
 
-def opt_in(*, enabled: bool = True, mesh: str | None = None, privatelink: bool = False,
+def opt_in(*, enabled: bool = True, mesh: str | None = None, privatelink: bool = False, shared_ingress: bool = False,
            labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """metadata's labels and annotations of a source object that opts in (or not) as docs/sources.md says."""
     ann = {**({ENABLED_ANNOTATION: "true"} if enabled else {}),
            **({MESH_ENABLED_ANNOTATION: "true"} if mesh else {}),
-           **({PRIVATELINK_ANNOTATION: "true"} if privatelink else {}), **(annotations or {})}
+           **({PRIVATELINK_ANNOTATION: "true"} if privatelink else {}),
+           **({SHARED_INGRESS_ANNOTATION: "true"} if shared_ingress else {}), **(annotations or {})}
     return {"labels": {**({MESH_LABEL: mesh} if mesh else {}), **(labels or {})}, "annotations": ann}
 
 
@@ -125,3 +130,69 @@ def cluster_deployment_doc(name: str = "ocp-1", namespace: str = "acme", *, infr
                                    "adminKubeconfigSecretRef": {"name": f"{name}-admin-kubeconfig"}}
     return {"apiVersion": HIVE, "kind": "ClusterDeployment", "metadata": _meta(name, namespace, uid, **opt_in(**opt)),
             "spec": spec}
+
+
+def hosted_cluster_doc(name: str = "hc-1", namespace: str = "acme", *, version: str = "v1beta1",
+                       region: str = "us-east-1", infra_id: str | None = "hc-1-9m2xq", vpc: str | None = "vpc-0hc1",
+                       cidr: str | None = "10.40.0.0/16", endpoint_access: str | None = "Public",
+                       endpoint: str | None = "api-hc-1.hcp.acme.example.com", uid: str | None = None,
+                       **opt: Any) -> dict[str, Any]:
+    """A HyperShift HostedCluster on AWS as `hypershift create cluster aws` writes it and HyperShift reconciles it.
+    v1alpha1 writes the machine network as spec.networking.machineCIDR, v1beta1 as machineNetwork[].cidr;
+    `endpoint`: the APIServer's published hostname (external DNS, HyperShift's --external-dns-domain); None:
+    HyperShift has not reported status.controlPlaneEndpoint yet."""
+    aws: dict[str, Any] = {"region": region, "rolesRef": {
+        "controlPlaneOperatorARN": "arn:aws:iam::999999999999:role/hc-1-control-plane-operator",
+        "ingressARN": "arn:aws:iam::999999999999:role/hc-1-ingress",
+        "imageRegistryARN": "arn:aws:iam::999999999999:role/hc-1-image-registry",
+        "kubeCloudControllerARN": "arn:aws:iam::999999999999:role/hc-1-cloud-controller",
+        "networkARN": "arn:aws:iam::999999999999:role/hc-1-network",
+        "nodePoolManagementARN": "arn:aws:iam::999999999999:role/hc-1-node-pool",
+        "storageARN": "arn:aws:iam::999999999999:role/hc-1-storage"}} if version == "v1beta1" else {"region": region}
+    if vpc is not None:
+        aws["cloudProviderConfig"] = {"vpc": vpc, "subnet": {"id": "subnet-0hc1a"}, "zone": f"{region}a"}
+    if endpoint_access is not None:
+        aws["endpointAccess"] = endpoint_access
+    networking: dict[str, Any] = {"networkType": "OVNKubernetes"}
+    if cidr is not None:
+        if version == "v1alpha1":
+            networking["machineCIDR"] = cidr
+        else:
+            networking["machineNetwork"] = [{"cidr": cidr}]
+    spec: dict[str, Any] = {
+        "release": {"image": "quay.io/openshift-release-dev/ocp-release:4.14.0-x86_64"},
+        "pullSecret": {"name": f"{name}-pull-secret"}, "sshKey": {"name": f"{name}-ssh-key"},
+        "networking": networking, "platform": {"type": "AWS", "aws": aws},
+        "services": [{"service": "APIServer", "servicePublishingStrategy": {
+            "type": "LoadBalancer", **({"loadBalancer": {"hostname": endpoint}} if endpoint else {})}}]}
+    if infra_id is not None:
+        spec["infraID"] = infra_id
+    doc: dict[str, Any] = {"apiVersion": f"{HYPERSHIFT}/{version}", "kind": "HostedCluster",
+                           "metadata": _meta(name, namespace, uid, **opt_in(**opt)), "spec": spec}
+    if endpoint is not None:
+        doc["status"] = {"controlPlaneEndpoint": {"host": endpoint, "port": 6443}}
+    return doc
+
+
+def control_plane_namespace_doc(hosted_namespace: str = "acme", hosted_name: str = "hc-1", *,
+                                hypershift_label: bool = True,
+                                annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """The Namespace HyperShift runs a HostedCluster's control plane in, labelled as HyperShift labels it."""
+    labels = {CONTROL_PLANE_LABEL: "true"} if hypershift_label else {}
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": control_plane_namespace(hosted_namespace, hosted_name), "labels": labels,
+                         **({"annotations": annotations} if annotations else {})}}
+
+
+def hosted_control_plane_doc(hosted_namespace: str = "acme", hosted_name: str = "hc-1", *, version: str = "v1beta1",
+                             link: str | None = None) -> dict[str, Any]:
+    """The HostedControlPlane HyperShift makes for a HostedCluster, in its control-plane namespace, with HyperShift's
+    owner link (the annotation naming the HostedCluster's namespace/name; `link` another value)."""
+    namespace = control_plane_namespace(hosted_namespace, hosted_name)
+    return {"apiVersion": f"{HYPERSHIFT}/{version}", "kind": "HostedControlPlane",
+            "metadata": {"name": hosted_name, "namespace": namespace,
+                         "annotations": {CLUSTER_LINK: link if link is not None else f"{hosted_namespace}/{hosted_name}"}},
+            "spec": {"releaseImage": "quay.io/openshift-release-dev/ocp-release:4.14.0-x86_64",
+                     "pullSecret": {"name": "pull-secret"}, "sshKey": {"name": "ssh-key"}, "issuerURL": "https://oidc",
+                     "networking": {"networkType": "OVNKubernetes"}, "services": [],
+                     "platform": {"type": "AWS"}, "infraID": "hc-1-9m2xq"}}

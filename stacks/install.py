@@ -4,7 +4,8 @@
 `List`, so `curl ... | kubectl apply -f -` takes it as it is (as Lieutenant's install answer):
 
     {"apiVersion": "v1", "kind": "List", "items": [...],
-     "cluster", "tenant", "apiURL", "expiresAt", "privateLinkEndpoint"}   (kubectl ignores these five)
+     "cluster", "tenant", "apiURL", "expiresAt", "privateLinkEndpoint", "gitRepo", "nodeProxyWrittenBy"}
+                                                                          (kubectl ignores these)
 
 The items go to the *guest* cluster, in this order (apply them as listed):
 
@@ -18,7 +19,9 @@ The items go to the *guest* cluster, in this order (apply them as listed):
                                             known_hosts: what Flux's GitRepository and Argo CD take)
     ConfigMap hubwright-catalog             the catalog repository's URL, SSH URL and known_hosts, when it has one
     Deployment hubwright-agent             `python -m automation agent`: non-root, read-only root filesystem
-    ConfigMap kube-system/hubwright-apiserver-proxy   the shared-ingress node proxy, when the cluster uses it
+    ConfigMap kube-system/hubwright-apiserver-proxy   the shared-ingress node proxy, when the cluster uses it and
+                                            no one else writes it (`nodeProxyWrittenBy`: a HostedCluster's guests'
+                                            proxy is HyperShift's, so its answer carries none)
 
 Two sets of hub-side rights live here as data, so deploy/, the docs and the tests read one list:
 - `API_RULES`: the registry API's own ServiceAccount (a ClusterRole). Everything else the API does, it does as
@@ -45,6 +48,7 @@ from stacks.haproxy import guest_manifests
 from stacks.inputs import SharedIngressInputs
 from stacks.model.cluster import Cluster
 from stacks.names import CLUSTERS, GITREPOS, HUBCONFIGS, TENANTS, GROUP, SHARED_INGRESS_CONFIGMAP
+from stacks.sources.families import controlling
 
 RBAC = "rbac.authorization.k8s.io"
 AGENT_NAMESPACE = "hubwright-agent"  # in the guest cluster
@@ -106,11 +110,13 @@ def node_proxy_config_map(node_proxy: SharedIngressInputs) -> dict[str, Any]:
 def install_response(cluster: Cluster, *, tenant: str, api_url: str, agent_image: str, agent_token: str,
                      expires_at: str, node_proxy: SharedIngressInputs | None = None,
                      interval: int = FACTS_INTERVAL, install_id: str | None = None,
-                     git_repo: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     git_repo: Mapping[str, Any] | None = None,
+                     node_proxy_writer: str | None = None) -> dict[str, Any]:
     """The install endpoint's answer for `cluster` (metadata.namespace is its hub namespace). The agent rotates
     its token before `expires_at` through the registry API (`api_url`). With an `install_id`, the agent keeps an SSH
     key pair for its catalog repository (KEY_SECRET); `git_repo` (catalog_repo: url, sshURL, hostKeys) is that
-    repository, when it has one already."""
+    repository, when it has one already. `node_proxy_writer`: who else writes the guests' node proxy (then the
+    answer carries none, and says who does)."""
     namespace, name = cluster.metadata.namespace or "default", cluster.metadata.name
     manifests = agent_manifests(namespace=namespace, cluster=name, tenant=tenant, api_url=api_url,
                                 image=agent_image, token=agent_token, interval=interval, install_id=install_id)
@@ -127,8 +133,17 @@ def install_response(cluster: Cluster, *, tenant: str, api_url: str, agent_image
         "expiresAt": expires_at,
         "privateLinkEndpoint": private_link_endpoint(cluster),
         "gitRepo": dict(git_repo) if git_repo is not None else None,
+        "nodeProxyWrittenBy": node_proxy_writer or ("hubwright" if node_proxy is not None else None),
         "items": manifests,
     }
+
+
+def node_proxy_writer(doc: Mapping[str, Any]) -> str | None:
+    """Who writes the node-side proxy of the guests of the HubCluster `doc` when it is not hubwright: the family of
+    the source that controls it, when that project writes its guests' proxy itself (HyperShift), else None."""
+    meta = doc.get("metadata")
+    family = controlling(meta.get("ownerReferences") if isinstance(meta, Mapping) else None)
+    return family.guest_proxy_writer if family is not None else None
 
 
 def catalog_repo(status: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -37,6 +37,8 @@ from automation.cli.agent import Agent, AgentError, renewal_due, token_times
 from doubles.envtest import next_second
 from doubles.kubectl import against
 from stacks.install import AGENT, AGENT_NAMESPACE, API_RULES
+from stacks.sources.hypershift import GUEST_PROXY_WRITER
+from stacks.sources.kinds import HOSTED_CLUSTER
 from stacks.names import (AGENT_CLUSTER_UID_ANNOTATION, ANNOTATION_PREFIX, API_VERSION, BOOTSTRAP_TOKEN_LABEL, GROUP,
                           OWNER_ACCOUNT_ANNOTATION, SHARED_INGRESS_CONFIGMAP, TENANT_ANNOTATION, TENANT_LABEL,
                           TENANT_TAG, VERSION, agent_name)
@@ -768,6 +770,34 @@ def test_a_shared_ingress_cluster_gets_its_node_proxy_config(ingress):
     response = made.install(token)
     assert response.status_code == 409 and "allowedBackends" in response.json()["detail"]
     assert made.read(namespace, refused)["status"]["bootstrapToken"]["used"] is False  # not used up
+
+
+def test_a_hosted_clusters_guests_get_no_node_proxy_config_hypershift_writes_theirs(ingress):
+    """A HubCluster derived from a HyperShift HostedCluster (its controller ownerReference): HyperShift writes its
+    guests' kube-apiserver-proxy through the NodePool's ignition, so the install answer carries none (hubwright is
+    never a second writer) and says who writes it; its facts agent is bootstrapped as any cluster's, whether or not
+    the service has published its route yet."""
+    made = ingress.made
+    tenant, namespace = made.tenant()
+    name = "hc-1"
+    custom(made.admin).create_namespaced_custom_object(GROUP, VERSION, namespace, "hubclusters", {
+        "apiVersion": API_VERSION, "kind": "HubCluster", "metadata": {"name": name, "ownerReferences": [{
+            "apiVersion": f"{HOSTED_CLUSTER.group}/v1beta1", "kind": HOSTED_CLUSTER.kind, "name": name,
+            "uid": str(uuid.uuid4()), "controller": True, "blockOwnerDeletion": True}]},
+        "spec": cluster_doc(name, namespace, accountID="222222222222", apiURL=f"https://api.{name}.example.com:6443",
+                            sharedIngress={"enabled": True, "backend": f"kube-apiserver.{namespace}-{name}.svc:6443"}
+                            )["spec"]})
+    made.clusters.append((namespace, name))
+    response = made.install(made.token(tenant, name))  # not published: a hubwright-written proxy would be a 409
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["nodeProxyWrittenBy"] == GUEST_PROXY_WRITER and "HyperShift" in body["nodeProxyWrittenBy"]
+    assert [m["kind"] for m in body["items"] if m["kind"] == "ConfigMap"] == []  # no node proxy config
+    assert manifest(body, "Deployment", AGENT)["metadata"]["namespace"] == AGENT_NAMESPACE  # the agent, as any
+
+    own = ingress_cluster(made, namespace, "c-own", "222222222222", "10.1.2.4:6443")
+    publish(ingress)
+    assert made.install(made.token(tenant, own)).json()["nodeProxyWrittenBy"] == "hubwright"
 
 
 def test_a_private_link_cluster_gets_its_endpoint(made, admin):

@@ -50,7 +50,7 @@ from automation.api.ratelimit import RateLimiter, client_address
 from automation.api.tenants import ClusterId, TenantId
 from stacks.errors import InvalidSpec
 from stacks.gitrepos.templates import cluster_repo_name
-from stacks.install import catalog_repo, install_response
+from stacks.install import catalog_repo, install_response, node_proxy_writer
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.haproxy import published_routes
@@ -172,9 +172,11 @@ def _lifetime(reg: Registry, namespace: str, cluster: str, doc: Mapping[str, Any
         raise HTTPException(409, "; ".join(str(err) for err in exc.errors)) from None
 
 
-def _node_proxy(reg: Registry, cluster: Cluster, annotations: Mapping[str, str], hub: HubConfig | None) -> Any:
-    """The shared-ingress node proxy's inputs when the cluster uses the shared ingress (409 when it cannot)."""
-    if not cluster.spec.shared_ingress.enabled:
+def _node_proxy(reg: Registry, cluster: Cluster, doc: Mapping[str, Any], annotations: Mapping[str, str],
+                hub: HubConfig | None) -> Any:
+    """The shared-ingress node proxy's inputs when the cluster uses the shared ingress (409 when it cannot); None
+    when another writes its guests' proxy (a HostedCluster's: HyperShift)."""
+    if not cluster.spec.shared_ingress.enabled or node_proxy_writer(doc) is not None:
         return None
     if hub is None:
         raise HTTPException(409, f"{cluster.ref} uses the shared ingress, but HubConfig {reg.settings.hub_name} "
@@ -292,7 +294,7 @@ def install(request: Request, reg: Reg,
     except InvalidSpec as exc:  # refused before the token is used up, as the service refuses the namespace
         raise HTTPException(409, "; ".join(str(err) for err in exc.errors)) from None
     hub = hub_config(reg)
-    node_proxy = _node_proxy(reg, cluster, annotations, hub)  # refused before the token is used up
+    node_proxy = _node_proxy(reg, cluster, doc, annotations, hub)  # refused before the token is used up
     git_repo = _catalog(reg, doc)
     if not _mark_used(own, namespace, name, digest):
         raise HTTPException(401, DENIED)
@@ -318,5 +320,6 @@ def install(request: Request, reg: Reg,
     body = install_response(cluster, tenant=tenant, api_url=reg.settings.public_url,
                             agent_image=reg.settings.agent_image, agent_token=agent_token,
                             expires_at=expires_at, node_proxy=node_proxy,
-                            install_id=secrets.token_hex(INSTALL_ID_BYTES), git_repo=git_repo)
+                            install_id=secrets.token_hex(INSTALL_ID_BYTES), git_repo=git_repo,
+                            node_proxy_writer=node_proxy_writer(doc))
     return JSONResponse(body, headers={"Cache-Control": "no-store"})

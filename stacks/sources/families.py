@@ -26,6 +26,8 @@ class Family(NamedTuple):
     part: PartOf  # how a source object's HubCluster spec is read
     reads: Reads  # which related objects a source object reads (an event on one derives it again)
     control_plane_here: bool = False  # its control plane runs on the hub: shared ingress can be derived
+    # Who writes its guests' node-side API proxy (then the install answer carries none: never a second writer).
+    guest_proxy_writer: str | None = None
 
 
 FAMILIES = (
@@ -33,7 +35,8 @@ FAMILIES = (
            (CAPI_GROUP, f"*.{CAPI_GROUP}"), capi.capi_part, capi.reads),
     Family("hive", "Hive", CLUSTER_DEPLOYMENT, (), (HIVE_GROUP,), hive.hive_part, hive.reads),
     Family("hypershift", "HyperShift", HOSTED_CLUSTER, (HOSTED_CONTROL_PLANE,), (HYPERSHIFT_GROUP,),
-           hypershift.hypershift_part, hypershift.reads, control_plane_here=True),
+           hypershift.hypershift_part, hypershift.reads, control_plane_here=True,
+           guest_proxy_writer=hypershift.GUEST_PROXY_WRITER),
 )
 BY_NAME = {family.name: family for family in FAMILIES}
 SOURCES = tuple(family.source for family in FAMILIES)
@@ -43,6 +46,15 @@ KINDS = (*SOURCES, *RELATED)  # every kind read: the service's informers and RBA
 
 def family_of(kind: SourceKind | None) -> Family | None:
     return next((family for family in FAMILIES if family.source == kind), None)
+
+
+def controlling(owner_references: Any) -> Family | None:
+    """The family of the source object that controls a HubCluster (its controller ownerReference), or None."""
+    for ref in owner_references if isinstance(owner_references, list) else []:
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            group = group_of(ref.get("apiVersion"))
+            return next((f for f in FAMILIES if (f.source.group, f.source.kind) == (group, ref.get("kind"))), None)
+    return None
 
 
 def kind_of(doc: Mapping[str, Any]) -> SourceKind | None:

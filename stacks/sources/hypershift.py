@@ -5,6 +5,7 @@ field paths are those of HyperShift's CRDs (tests/test_sources_schema.py walks t
 | infraID                   | spec.infraID (HyperShift sets it when the HostedCluster leaves it out)          |
 | region                    | spec.platform.aws.region                                                        |
 | apiURL                    | status.controlPlaneEndpoint.{host, port}: once HyperShift has published the API |
+|                           | under a name of the platform's (never the load balancer's amazonaws.com name)   |
 | network.vpcID             | spec.platform.aws.cloudProviderConfig.vpc                                       |
 | network.cidr, secondary   | spec.networking.machineNetwork[].cidr (v1alpha1 also spec.networking.machineCIDR) |
 | sharedIngress.backend     | kube-apiserver.<control-plane namespace>.svc:6443, once that namespace is proven |
@@ -35,7 +36,7 @@ from typing import Any, Mapping
 
 from stacks.errors import FieldError
 from stacks.model.hub import HubConfig
-from stacks.names import OWNER_ACCOUNT_ANNOTATION, PRIVATELINK_ANNOTATION, SHARED_INGRESS_ANNOTATION
+from stacks.names import OWNER_ACCOUNT_ANNOTATION, PRIVATELINK_ANNOTATION, SHARED_INGRESS_ANNOTATION, aws_domain_of
 from stacks.sources.kinds import HOSTED_CONTROL_PLANE, NAMESPACE, SourceKind, SourceRef
 from stacks.sources.optin import source_namespace
 from stacks.sources.outcome import Pending, Refused
@@ -45,6 +46,9 @@ KAS_SERVICE = "kube-apiserver"  # HyperShift's Service of the hosted kube-apiser
 KAS_SERVICE_PORT = 6443  # its port (HyperShift's config.KASSVCPort)
 CONTROL_PLANE_LABEL = "hypershift.openshift.io/hosted-control-plane"  # on every control-plane namespace
 CLUSTER_LINK = "hypershift.openshift.io/cluster"  # on a HostedControlPlane: its HostedCluster's namespace/name
+# The guests' kube-apiserver-proxy (a static pod on every node) is HyperShift's: it writes it through the NodePool's
+# ignition payload, so hubwright's install answer never carries one for a HostedCluster's HubCluster.
+GUEST_PROXY_WRITER = "HyperShift (kube-apiserver-proxy, through the NodePool's ignition)"
 ENDPOINT_ACCESS = "spec.platform.aws.endpointAccess"
 HYPERSHIFT_PRIVATELINK = ("Private", "PublicAndPrivate")
 
@@ -181,6 +185,12 @@ def hypershift_part(hosted: Mapping[str, Any], related: Related, *, hub: HubConf
         how = f" (its APIServer is published as {published})" if published else ""
         return Pending(ref, FieldError(str(ref), "status.controlPlaneEndpoint",
                                        f"HyperShift has not reported the API endpoint yet{how}"))
+    if aws_domain_of(str(host)) is not None:
+        return Refused.one(ref, ref, "status.controlPlaneEndpoint.host",
+                           f"is {host}, the load balancer's own name under {aws_domain_of(str(host))}: the API host "
+                           "names the hub's private zone for the cluster, and one under AWS's domain would shadow AWS's "
+                           "endpoints; publish the APIServer under a name of yours (its servicePublishingStrategy "
+                           "loadBalancer.hostname, HyperShift's --external-dns-domain)")
     provenance: Provenance = {"spec.infraID": (ref, "spec.infraID"), "spec.region": (ref, "spec.platform.aws.region"),
                               "spec.apiURL": (ref, "status.controlPlaneEndpoint"), "metadata.name": (ref, "metadata.name")}
     spec: dict[str, Any] = {"region": region, "infraID": infra_id,
