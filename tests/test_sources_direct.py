@@ -17,7 +17,7 @@ import pytest
 
 from automation.adapters.kube.informer import DictStore, Source
 from automation.kit.finalizers import FinalizerConflict
-from automation.kit.objects import HUBCLUSTERS, Conflict
+from automation.kit.objects import HUBCLUSTERS, NAMESPACES, Conflict
 from automation.kit.queue import Outcome
 from automation.kit.runtime import Manager
 from automation.service.clusters import ReconcileOptions, Reconciler
@@ -27,12 +27,14 @@ from doubles.clusters import FakeClusters
 from doubles.engine import RecordingEngine
 from doubles.factories import cluster_doc, hub_doc
 from doubles.objects import FakeObjects, fake_hub
-from doubles.sources import aws_cluster_doc, capi_cluster_doc, cluster_deployment_doc
+from doubles.sources import (aws_cluster_doc, capi_cluster_doc, cluster_deployment_doc, control_plane_namespace_doc,
+                             hosted_cluster_doc, hosted_control_plane_doc)
 from stacks.names import DELETION_PROTECTION_ANNOTATION, ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, \
     OVERRIDES_SOURCE_ANNOTATION, SOURCE_FINALIZER
 from stacks.sources.held import HELD_CONDITION
 from stacks.sources.families import KINDS, RELATED, SOURCES
-from stacks.sources.kinds import AWS_CLUSTER, CAPI_CLUSTER, CLUSTER_DEPLOYMENT, SourceKind
+from stacks.sources.kinds import (AWS_CLUSTER, CAPI_CLUSTER, CLUSTER_DEPLOYMENT, HOSTED_CLUSTER, HOSTED_CONTROL_PLANE,
+                                  SourceKind)
 
 CAPI_OWN = "cluster.cluster.x-k8s.io"  # Cluster API's own finalizer
 MESH = {"mesh": {"groups": {"payments": {"topology": "peering"}}}}
@@ -385,6 +387,31 @@ def test_a_member_of_the_sources_own_group_that_never_converges_holds_it_only_un
     assert world.source() is None  # our finalizer was its last
 
 
+# --------------------------------------------------------------------------- HyperShift
+
+def test_a_hosted_cluster_waits_for_its_control_plane_then_is_routed_to_its_kube_apiserver():
+    world = World()
+    world.add(hosted_cluster_doc("hc-1", shared_ingress=True, uid="u-hc-1"))
+    assert world.reconcile("hc-1", HOSTED_CLUSTER) == Outcome.done()
+    assert world.hubcluster("hc-1") is None and world.events("hc-1") == [("Normal", "SourcePending")]
+    world.store.create(NAMESPACES, control_plane_namespace_doc("acme", "hc-1"))
+    world.add(hosted_control_plane_doc("acme", "hc-1"))
+    assert world.reconcile("hc-1", HOSTED_CLUSTER) == Outcome.done()
+    kept = world.hubcluster("hc-1")
+    assert kept is not None and kept["spec"]["sharedIngress"]["backend"] == "kube-apiserver.acme-hc-1.svc:6443"
+    assert kept["metadata"]["ownerReferences"][0]["kind"] == "HostedCluster"
+
+
+def test_a_hosted_cluster_whose_control_plane_namespace_is_another_tenants_is_refused_and_keeps_nothing():
+    world = World()
+    world.store.create(NAMESPACES, control_plane_namespace_doc("acme", "prod", annotations={
+        "hubwright.io/owner-account-id": "333333333333"}))
+    world.add(hosted_control_plane_doc("acme", "prod"))
+    world.add(hosted_cluster_doc("prod", shared_ingress=True, uid="u-prod"))
+    assert world.reconcile("prod", HOSTED_CLUSTER) == Outcome.done()
+    assert world.hubcluster("prod") is None and world.events("prod") == [("Warning", "SourceRefused")]
+
+
 # --------------------------------------------------------------------------- setup: the watches
 
 def test_setup_declares_an_informer_per_kind_and_maps_each_change_to_the_sources_it_concerns():
@@ -419,5 +446,18 @@ def test_setup_declares_an_informer_per_kind_and_maps_each_change_to_the_sources
     informers["hubconfigs"].store.apply("MODIFIED", hub_doc())
     assert sorted(queued) == sorted([f"{CAPI_CLUSTER.qualified}|acme/web-1",
                                      f"{CLUSTER_DEPLOYMENT.qualified}|globex/ocp-1"])
+    # A HostedCluster reads its control-plane namespace and the HostedControlPlane there: their changes derive it
+    # again, found through what it read (never a scan of the fleet); gone, it reads nothing.
+    hosted = hosted_cluster_doc("hc-1", shared_ingress=True)
+    informers[HOSTED_CLUSTER.qualified].store.apply("ADDED", hosted)
+    queued.clear()
+    informers[HOSTED_CONTROL_PLANE.qualified].store.apply("ADDED", hosted_control_plane_doc("acme", "hc-1"))
+    informers["namespaces"].store.apply("ADDED", control_plane_namespace_doc("acme", "hc-1"))
+    informers[HOSTED_CONTROL_PLANE.qualified].store.apply("ADDED", hosted_control_plane_doc("acme", "hc-2"))
+    assert queued == [f"{HOSTED_CLUSTER.qualified}|acme/hc-1"] * 2
+    informers[HOSTED_CLUSTER.qualified].store.apply("DELETED", hosted)
+    queued.clear()
+    informers[HOSTED_CONTROL_PLANE.qualified].store.apply("MODIFIED", hosted_control_plane_doc("acme", "hc-1"))
+    assert queued == []
     assert setup(Manager(), kinds=[], related=RELATED, source=lambda kind: Source(kind.qualified, print),
                  cache=world.cache, desired=world.fleet.view, objects=world.store) is None
