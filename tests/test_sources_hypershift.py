@@ -32,7 +32,9 @@ def related_in(*docs: dict[str, Any]):
     index = {}
     for doc in docs:
         kind = NAMESPACE if doc.get("kind") == "Namespace" else kind_of(doc)
-        index[(kind, get(doc, "metadata.namespace") or "", get(doc, "metadata.name"))] = doc
+        namespace, name = get(doc, "metadata.namespace") or "", get(doc, "metadata.name")
+        if isinstance(namespace, str) and isinstance(name, str):  # a junk name is no object of that name
+            index[(kind, namespace, name)] = doc
     asked: list[tuple[str, str, str]] = []
 
     def related(kind: SourceKind, namespace: str, name: str) -> dict | None:

@@ -71,9 +71,12 @@ def _machine_cidrs(hosted: Mapping[str, Any]) -> tuple[list[Any], str]:
     """The machine network's CIDRs as written, and the field they came from."""
     listed = get(hosted, "spec.networking.machineNetwork")
     found = [get(entry, "cidr") for entry in listed if isinstance(entry, Mapping)] if isinstance(listed, list) else []
-    found = [cidr for cidr in found if cidr is not None]
-    if found:
-        return list(dict.fromkeys(found)), "spec.networking.machineNetwork[].cidr"
+    unique: list[Any] = []  # as written, without repeats, whatever they are (a value the model refuses is named)
+    for cidr in found:
+        if cidr is not None and cidr not in unique:
+            unique.append(cidr)
+    if unique:
+        return unique, "spec.networking.machineNetwork[].cidr"
     single = get(hosted, "spec.networking.machineCIDR")  # v1alpha1 only
     return ([single], "spec.networking.machineCIDR") if single is not None else ([], "")
 
