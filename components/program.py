@@ -38,10 +38,10 @@ def program(inputs: StackProgramInputs) -> dict[str, Any]:
 
 def cluster_program(inputs: StackInputs) -> dict[str, Any]:
     """A cluster's stack: its PrivateLink, its share of its mesh group, its node-side proxy's manifests."""
-    providers = Providers(inputs.tags)
+    targets = stack_targets(inputs)  # the one list of where each provider points (the audit and preflight read it)
+    providers = Providers(inputs.tags, (targets.cluster, inputs.cluster_tags))
     outputs: dict[str, Any] = {"cluster": inputs.key, "inputsDigest": inputs.digest(), INPUTS_OUTPUT: inputs.to_config()}
 
-    targets = stack_targets(inputs)  # the one list of where each provider points (the audit and preflight read it)
     link = inputs.private_link
     if link is not None:
         hub_here = providers.aws(_where(targets.endpoint_hub, inputs.stack, "PrivateLink"))

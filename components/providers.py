@@ -14,8 +14,10 @@ class Providers:
     wrong role or wrong ambient credentials fail before anything is created.
     """
 
-    def __init__(self, tags: dict[str, str]):
+    def __init__(self, tags: dict[str, str], own: tuple[AwsTarget | None, dict[str, str]] = (None, {})):
+        """`own`: a target and the tags its resources carry besides `tags` (the cluster's, in its account)."""
         self._tags = dict(tags)
+        self._own_target, self._own_tags = own[0].key if own[0] is not None else None, dict(own[1])
         self._made: dict[str, aws.Provider] = {}
 
     def aws(self, target: AwsTarget) -> aws.Provider:
@@ -26,7 +28,8 @@ class Providers:
                 region=target.region,
                 allowed_account_ids=[target.account_id],
                 assume_roles=[_assume_role(target)] if target.role_arn else None,
-                default_tags=aws.ProviderDefaultTagsArgs(tags=self._tags),
+                default_tags=aws.ProviderDefaultTagsArgs(tags={
+                    **(self._own_tags if target.key == self._own_target else {}), **self._tags}),
             )
         return made
 

@@ -85,6 +85,9 @@ class StackInputs(Frozen):
     cluster: AwsTarget  # the cluster's account and region
     hub: AwsTarget  # the hub account in its default region
     tags: dict[str, str]
+    # The cluster's own tags (its spec.tags), on what is built in its account beside `tags`. Left out of the config
+    # while empty, so no stack of a cluster without any moves.
+    cluster_tags: dict[str, str] = {}
     private_link: PrivateLinkInputs | None = None
     shared_ingress: SharedIngressInputs | None = None
     mesh: MeshShare | None = None  # this stack's share of its mesh group
@@ -101,6 +104,8 @@ class StackInputs(Frozen):
         exclude: dict[str, Any] = {"generation": True, "mesh": {"limits"}}
         if not self.retained:
             exclude["retained"] = True
+        if not self.cluster_tags:
+            exclude["cluster_tags"] = True
         return self.model_dump_json(exclude=exclude)
 
     @classmethod

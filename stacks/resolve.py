@@ -95,6 +95,7 @@ def resolve(
         cluster=target,
         hub=accounts.hub_target(hub, cluster),
         tags=tags,
+        cluster_tags=dict(cluster.spec.tags),
         private_link=_private_link(cluster, hub, target.region, endpoint_vpc),
         shared_ingress=shared_ingress_inputs(cluster, hub, ns_annotations),
         mesh=mesh,

@@ -156,6 +156,18 @@ def test_what_hypershift_has_not_made_yet_is_waited_for():
     assert wait.field == "status.controlPlaneEndpoint" and "published as LoadBalancer" in wait.reason
 
 
+def test_hypershifts_resource_tags_go_on_what_hubwright_builds_in_the_clusters_account():
+    doc = hosted_cluster_doc()
+    doc["spec"]["platform"]["aws"]["resourceTags"] = [{"key": "cost-center", "value": "cc-42"},
+                                                      {"key": "team", "value": "edge"}]
+    assert derived(run(doc)).doc["spec"]["tags"] == {"cost-center": "cc-42", "team": "edge"}
+    doc["spec"]["platform"]["aws"]["resourceTags"].append({"key": "hubwright.io/tenant", "value": "acme"})
+    error = refusal(run(doc))  # a tag hubwright's permissions read is never the tenant's to set
+    assert error.field == "spec.platform.aws.resourceTags" and "sets itself" in error.reason
+    doc["spec"]["platform"]["aws"]["resourceTags"] = [{"key": "team", "value": "a"}, {"key": "team", "value": "b"}]
+    assert refusal(run(doc)).field == "spec.platform.aws.resourceTags"
+
+
 # --------------------------------------------------------------------------- refused
 
 @pytest.mark.parametrize("access", ["Private", "PublicAndPrivate"])

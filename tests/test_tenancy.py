@@ -207,6 +207,23 @@ def test_the_tenant_tag_comes_from_the_namespace_not_the_spec(capsys, tmp_path):
                           for p in providers} == {"Evil Corp"}
 
 
+def test_a_clusters_own_tags_never_overwrite_the_tags_hubwrights_permissions_and_tenancy_read(capsys, tmp_path):
+    """The IAM templates act on a resource of someone else's only if it carries hubwright's tags, and the stack's
+    tenant tag is the namespace's: a cluster's spec.tags may add tags, never set one of those (or AWS's own)."""
+    for key in ("hubwright.io/tenant", "hubwright.io/managed-by", "aws:cloudformation:stack-name", "Name"):
+        refused(capsys, tmp_path, [evil(tags={key: "x"})],
+                expect=["HubCluster evil/intruder", "spec.tags", "a key AWS or hubwright sets itself"])
+    code, doc, err = plan(capsys, *write(tmp_path, [evil(privateLink={"enabled": True},
+                                                         tags={"cost-center": "cc-42", "team": "edge"})]))
+    assert code == 0, err
+    providers = {r["name"]: json.loads(r["inputs"]["defaultTags"])["tags"] for s in doc["stacks"]
+                 for r in s["resources"] if r["type"] == "pulumi:providers:aws"}
+    own = providers[f"aws-{EVIL}-us-east-1"]
+    assert own["cost-center"] == "cc-42" and own["team"] == "edge" and own["hubwright.io/tenant"] == "evil"
+    hub = [tags for name, tags in providers.items() if name != f"aws-{EVIL}-us-east-1"]
+    assert hub and all("cost-center" not in tags for tags in hub)  # the hub's resources carry hubwright's only
+
+
 # --------------------------------------------------------------------------- 4. limits
 
 def test_an_associated_vpc_open_to_the_world_is_refused(capsys, tmp_path):

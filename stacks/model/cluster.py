@@ -7,7 +7,7 @@ from typing import Literal, NamedTuple
 from pydantic import Field, model_validator
 
 from stacks.model.fields import (AccountID, ApiURL, DeletionPolicy, DisplayName, Duration, Facts, HostPort, InfraID, Region,
-                                 RouteTableID, SecurityGroupID, SourceCidr, Spec, VpcCidr, VpcID)
+                                 RouteTableID, SecurityGroupID, SourceCidr, Spec, Tags, VpcCidr, VpcID)
 from stacks.model.hub import Subnet
 from stacks.model.resource import Resource
 from stacks.names import CLUSTER_ID, CLUSTER_ID_MAX, cluster_key, stack_name
@@ -126,6 +126,10 @@ class ClusterSpec(Spec):
     shared_ingress: ClusterSharedIngress = Field(default_factory=ClusterSharedIngress,
         description="Reach the API server through the hub's shared ingress.")
     display_name: DisplayName | None = Field(None, description="A name for people; the registry shows it.")
+    tags: Tags = Field(default_factory=dict,
+        description="Tags for what hubwright builds in the cluster's account, beside its own (at most 25; AWS's "
+                    "rules; never aws:*, hubwright.io/* or Name). From a HostedCluster: its "
+                    "spec.platform.aws.resourceTags.")
     facts: Facts = Field(default_factory=dict,
         description="Static facts about the cluster (key: value), kept by the registry; never read by the planner.")
     token_lifetime: Duration = Field("24h",

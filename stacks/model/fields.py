@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from stacks.names import LABEL_MAX, PARTITIONS, PRINCIPAL_ARN, ROLE_ARN, hostname_error, parse_api_url, parse_host_port
+from stacks.names import GROUP, LABEL_MAX, PARTITIONS, PRINCIPAL_ARN, ROLE_ARN, hostname_error, parse_api_url, parse_host_port
 
 # AWS region names: <geography>[-gov|-iso<x>]-<direction>-<number> (us-east-1, us-gov-west-1, cn-northwest-1,
 # us-isob-east-1, ap-southeast-7, mx-central-1), and the European Sovereign Cloud's eusc-<country>-<direction>-<n>.
@@ -146,6 +146,19 @@ InfraID = Annotated[str, Field(max_length=28), _pattern(r"[a-z0-9]([-a-z0-9]{0,2
 DisplayName = Annotated[str, Field(max_length=256)]
 FactKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_./]{0,61}[A-Za-z0-9])?$", max_length=63)]
 Facts = Annotated[dict[FactKey, Annotated[str, Field(max_length=1024)]], Field(max_length=100)]
+# Tags a cluster asks for on what hubwright builds in its account (AWS's rules: a key of 1-128 characters, a value of
+# at most 256, of letters, digits, spaces and _.:/=+-@; AWS keeps `aws:` for itself, hubwright `Name` and its own
+# prefix). At most 25: AWS allows 50 per resource, and hubwright's own and a provider's default tags need room.
+def _tag_key(key: str) -> str:
+    if key.lower().startswith("aws:") or key.startswith(f"{GROUP}/") or key == "Name":
+        raise ValueError(f"{key!r} is a key AWS or hubwright sets itself (aws:*, {GROUP}/*, Name)")
+    return key
+
+
+TagKey = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[0-9A-Za-z_.:/=+\-@ ]+$"),
+                   AfterValidator(_tag_key)]
+Tags = Annotated[dict[TagKey, Annotated[str, Field(max_length=256, pattern=r"^[0-9A-Za-z_.:/=+\-@ ]*$")]],
+                 Field(max_length=25)]
 # A duration: hours, minutes and seconds as Go writes them ("24h", "1h30m", "90s"); stacks.registry.seconds.
 Duration = Annotated[str, Field(pattern=r"^([0-9]{1,4}h)?([0-9]{1,6}m)?([0-9]{1,8}s)?$", min_length=2, max_length=24)]
 

@@ -8,6 +8,8 @@ field paths are those of HyperShift's CRDs (tests/test_sources_schema.py walks t
 |                           | under a name of the platform's (never the load balancer's amazonaws.com name)   |
 | network.vpcID             | spec.platform.aws.cloudProviderConfig.vpc                                       |
 | network.cidr, secondary   | spec.networking.machineNetwork[].cidr (v1alpha1 also spec.networking.machineCIDR) |
+| tags                      | spec.platform.aws.resourceTags[].{key, value}: HyperShift's tags for the cluster's |
+|                           | AWS resources, on what hubwright builds in the cluster's account too             |
 | sharedIngress.backend     | kube-apiserver.<control-plane namespace>.svc:6443, once that namespace is proven |
 |                           | this HostedCluster's (below); the annotation <group>/shared-ingress asks for it  |
 
@@ -50,6 +52,7 @@ CLUSTER_LINK = "hypershift.openshift.io/cluster"  # on a HostedControlPlane: its
 # ignition payload, so hubwright's install answer never carries one for a HostedCluster's HubCluster.
 GUEST_PROXY_WRITER = "HyperShift (kube-apiserver-proxy, through the NodePool's ignition)"
 ENDPOINT_ACCESS = "spec.platform.aws.endpointAccess"
+RESOURCE_TAGS = "spec.platform.aws.resourceTags"
 HYPERSHIFT_PRIVATELINK = ("Private", "PublicAndPrivate")
 
 
@@ -95,6 +98,18 @@ def _network(hosted: Mapping[str, Any], ref: SourceRef, provenance: Provenance) 
         network["secondaryCIDRs"] = cidrs[1:]
         provenance["spec.network.secondaryCIDRs"] = (ref, field)
     return network
+
+
+def _tags(hosted: Mapping[str, Any], ref: SourceRef) -> dict[str, Any] | Refused:
+    """resourceTags as a map (the model checks AWS's rules and refuses the keys it sets itself, by name)."""
+    listed = get(hosted, RESOURCE_TAGS)
+    tags: dict[str, Any] = {}
+    for entry in listed if isinstance(listed, list) else []:
+        key = get(entry, "key") if isinstance(entry, Mapping) else None
+        if not isinstance(key, str) or key in tags:
+            return Refused.one(ref, ref, RESOURCE_TAGS, f"holds {entry!r}: every entry needs a key of its own")
+        tags[key] = entry.get("value")
+    return tags
 
 
 def _api_server_publishing(hosted: Mapping[str, Any]) -> str | None:
@@ -199,6 +214,12 @@ def hypershift_part(hosted: Mapping[str, Any], related: Related, *, hub: HubConf
     spec: dict[str, Any] = {"region": region, "infraID": infra_id,
                             "apiURL": f"https://{host}:{port if isinstance(port, int) else KAS_SERVICE_PORT}",
                             "network": _network(hosted, ref, provenance)}
+    tags = _tags(hosted, ref)
+    if isinstance(tags, Refused):
+        return tags
+    if tags:
+        spec["tags"] = tags
+        provenance["spec.tags"] = (ref, RESOURCE_TAGS)
     if asks.shared_ingress:
         cpns = _control_plane(related, ref)
         if isinstance(cpns, (Refused, Pending)):
