@@ -53,3 +53,17 @@ def test_who_writes_a_guests_node_proxy_is_read_from_the_controlling_source():
     capi = [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "c", "uid": "u", "controller": True}]
     assert controlling(capi).guest_proxy_writer is None  # type: ignore[union-attr]
     assert controlling([{**hosted[0], "controller": False}]) is None and controlling(None) is None
+
+
+def test_what_a_family_reads_elsewhere_is_watched_in_every_namespace_even_with_watch_namespace():
+    from automation.adapters.kube.informer import sources as kube_sources
+    from automation.adapters.kube.sources import source_of
+    from kubernetes import client
+    api = client.ApiClient()
+    assert source_of(api, HOSTED_CONTROL_PLANE, "acme").args == (HOSTED_CONTROL_PLANE.group, "v1beta1",
+                                                                 HOSTED_CONTROL_PLANE.plural)  # every namespace
+    assert source_of(api, HOSTED_CLUSTER, "acme").args[2] == "acme"  # the sources themselves: where asked
+    one = kube_sources(api, hub_name="h", role_map_name="r", role_map_namespace="n", watch_namespace="acme")
+    every = kube_sources(api, hub_name="h", role_map_name="r", role_map_namespace="n", watch_namespace="acme",
+                         every_namespace=True)
+    assert one["namespaces"].kwargs == {"field_selector": "metadata.name=acme"} and not every["namespaces"].kwargs

@@ -196,6 +196,19 @@ def test_a_zone_outside_the_region_is_refused():
     assert error.field == "spec.platform.aws.cloudProviderConfig.zone" and "us-east-1" in error.reason
 
 
+def test_a_shared_vpc_of_another_account_is_refused_naming_hypershifts_field():
+    doc = hosted_cluster_doc()
+    doc["spec"]["platform"]["aws"]["sharedVPC"] = {"localZoneID": "Z1", "rolesRef": {"ingressARN": "arn:x"}}
+    error = refusal(run(doc))
+    assert error.field == "spec.platform.aws.sharedVPC" and "another account" in error.reason
+
+
+def test_a_dual_stack_clusters_ipv6_machine_network_is_not_a_vpc_block():
+    doc = hosted_cluster_doc()
+    doc["spec"]["networking"]["machineNetwork"] = [{"cidr": "10.40.0.0/16"}, {"cidr": "fd00:10:40::/48"}]
+    assert derived(run(doc)).doc["spec"]["network"] == {"vpcID": "vpc-0hc1", "cidr": "10.40.0.0/16"}
+
+
 def test_another_platform_is_refused():
     doc = hosted_cluster_doc()
     doc["spec"]["platform"] = {"type": "KubeVirt", "kubevirt": {}}

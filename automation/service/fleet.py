@@ -34,6 +34,7 @@ from automation.service.options import ServiceOptions
 from automation.service.runs import Metrics, Runs
 from stacks.model.hub import HubConfig
 from stacks.rolemap import from_configmap
+from stacks.sources.families import named
 
 LOG = logging.getLogger("hubwright.service")
 
@@ -88,7 +89,8 @@ def setup(manager: Manager, *, options: ServiceOptions, api_client: ApiClient, o
     stores = cache.stores()
     for kind, source in sources(api_client, hub_name=options.hub_name, role_map_name=options.role_map_configmap,
                                 role_map_namespace=options.namespace, watch_namespace=options.watch_namespace,
-                                tenants=options.tenants).items():
+                                every_namespace=options.tenants or any(
+                                    family.reads_elsewhere for family in named(options.sources))).items():
         manager.source(source, stores[kind])
     desired = FleetPublisher(cache, discovery=discovery)
     status = cluster_writer(objects)

@@ -30,7 +30,7 @@ it, kept as the source events arrive):
   stacks.sources.optin.protection_patch); while the source says "true", the HubCluster it no longer takes is not
   deleted (a Warning Event `HubClusterProtected` says so, once).
 
-Note: a finalizer keeps the source object visible; it cannot stop Cluster API's or Hive's own deletion, which
+Note: a finalizer keeps the source object visible; it cannot stop its project's own deletion, which
 starts on the deletion timestamp. Cluster API deletes the machines and the control plane before the
 infrastructure (the VPC), which in practice gives the stacks their time (docs/sources.md).
 

@@ -28,6 +28,9 @@ class Family(NamedTuple):
     control_plane_here: bool = False  # its control plane runs on the hub: shared ingress can be derived
     # Who writes its guests' node-side API proxy (then the install answer carries none: never a second writer).
     guest_proxy_writer: str | None = None
+    # Its part reads objects outside the source's namespace (HyperShift's control-plane namespace): the service
+    # watches those (its related kinds, the Namespaces) in every namespace, even with --watch-namespace.
+    reads_elsewhere: bool = False
 
 
 FAMILIES = (
@@ -36,7 +39,7 @@ FAMILIES = (
     Family("hive", "Hive", CLUSTER_DEPLOYMENT, (), (HIVE_GROUP,), hive.hive_part, hive.reads),
     Family("hypershift", "HyperShift", HOSTED_CLUSTER, (HOSTED_CONTROL_PLANE,), (HYPERSHIFT_GROUP,),
            hypershift.hypershift_part, hypershift.reads, control_plane_here=True,
-           guest_proxy_writer=hypershift.GUEST_PROXY_WRITER),
+           guest_proxy_writer=hypershift.GUEST_PROXY_WRITER, reads_elsewhere=True),
 )
 BY_NAME = {family.name: family for family in FAMILIES}
 SOURCES = tuple(family.source for family in FAMILIES)
@@ -73,9 +76,27 @@ def of_source_project(doc: Mapping[str, Any]) -> bool:
     return group is not None and any(_in(group, family.groups) for family in FAMILIES)
 
 
+def read_elsewhere() -> tuple[SourceKind, ...]:
+    """The related kinds a family reads outside its sources' namespaces: watched in every namespace."""
+    return tuple(kind for family in FAMILIES if family.reads_elsewhere for kind in family.related)
+
+
 def readers(kind: SourceKind) -> tuple[Family, ...]:
     """The families whose sources read `kind` (an infrastructure object's event concerns only their sources)."""
     return tuple(family for family in FAMILIES if kind in family.related)
+
+
+def named(option: str) -> list[Family]:
+    """The families `--sources` names: 'auto' every one (those served are watched), 'none' none, or a list;
+    ValueError naming an unknown one."""
+    option = option.strip()
+    if option == "none":
+        return []
+    names = list(BY_NAME) if option == "auto" else [n.strip() for n in option.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        raise ValueError(f"--sources: unknown {', '.join(unknown)} (known: auto, none, {', '.join(BY_NAME)})")
+    return [BY_NAME[n] for n in names]
 
 
 def help_text() -> str:

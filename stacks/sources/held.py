@@ -1,5 +1,5 @@
-"""The condition `hubwright.io/SourceHeld` on a source object (a Cluster API Cluster, a Hive ClusterDeployment)
-that our finalizer holds: True while it waits (its message names what for, as the WaitingForPeers Event does),
+"""The condition `hubwright.io/SourceHeld` on a source object (a Cluster API Cluster, a Hive ClusterDeployment, a
+HyperShift HostedCluster) that our finalizer holds: True while it waits (its message names what for, as the WaitingForPeers Event does),
 False once released, so `kubectl get cluster web-1 -o yaml` shows why the object has not gone. Pure.
 
 It is written only once a hold was said (a source released at once never gets one), and removed when the source

@@ -10,7 +10,7 @@ registered only or not admitted runs nothing for the group and is not waited for
 
 The hold is bounded: HubConfig spec.sources.releaseAfter after it began (the source's deletionTimestamp, else
 when the service first held it), the finalizer is left with a Warning Event naming what had not converged. The
-finalizer cannot stop Cluster API's or Hive's own deletion anyway; it only keeps the object visible.
+finalizer cannot stop its project's own deletion anyway; it only keeps the object visible.
 """
 from __future__ import annotations
 

@@ -7,13 +7,15 @@ field paths are those of HyperShift's CRDs (tests/test_sources_schema.py walks t
 | apiURL                    | status.controlPlaneEndpoint.{host, port}: once HyperShift has published the API |
 |                           | under a name of the platform's (never the load balancer's amazonaws.com name)   |
 | network.vpcID             | spec.platform.aws.cloudProviderConfig.vpc                                       |
-| network.cidr, secondary   | spec.networking.machineNetwork[].cidr (v1alpha1 also spec.networking.machineCIDR) |
+| network.cidr, secondary   | spec.networking.machineNetwork[].cidr, IPv4 only (a plan folder's v1alpha1:      |
+|                           | spec.networking.machineCIDR, which an API server storing v1beta1 prunes)        |
 | tags                      | spec.platform.aws.resourceTags[].{key, value}: HyperShift's tags for the cluster's |
 |                           | AWS resources, on what hubwright builds in the cluster's account too             |
 | sharedIngress.backend     | kube-apiserver.<control-plane namespace>.svc:6443, once that namespace is proven |
 |                           | this HostedCluster's (below); the annotation <group>/shared-ingress asks for it  |
 
-Checked, not copied: spec.platform.aws.cloudProviderConfig.zone must be a zone of the region (a Transit Gateway
+Refused: another platform than AWS, a region missing, spec.platform.aws.sharedVPC (newer HyperShift: the VPC is
+another account's). Checked, not copied: spec.platform.aws.cloudProviderConfig.zone must be a zone of the region (a Transit Gateway
 attachment needs a subnet in every zone the nodes use, so the one subnet HyperShift names for its cloud provider
 is left to discovery, which picks one per zone); spec.platform.aws.endpointAccess decides PrivateLink (below);
 the APIServer's spec.services[].servicePublishingStrategy is named while the endpoint is not reported.
@@ -53,6 +55,7 @@ CLUSTER_LINK = "hypershift.openshift.io/cluster"  # on a HostedControlPlane: its
 GUEST_PROXY_WRITER = "HyperShift (kube-apiserver-proxy, through the NodePool's ignition)"
 ENDPOINT_ACCESS = "spec.platform.aws.endpointAccess"
 RESOURCE_TAGS = "spec.platform.aws.resourceTags"
+SHARED_VPC = "spec.platform.aws.sharedVPC"  # newer HyperShift: the VPC is another account's
 HYPERSHIFT_PRIVATELINK = ("Private", "PublicAndPrivate")
 
 
@@ -75,8 +78,8 @@ def _machine_cidrs(hosted: Mapping[str, Any]) -> tuple[list[Any], str]:
     listed = get(hosted, "spec.networking.machineNetwork")
     found = [get(entry, "cidr") for entry in listed if isinstance(entry, Mapping)] if isinstance(listed, list) else []
     unique: list[Any] = []  # as written, without repeats, whatever they are (a value the model refuses is named)
-    for cidr in found:
-        if cidr is not None and cidr not in unique:
+    for cidr in found:  # a dual-stack cluster's IPv6 machine network is not a VPC CIDR block hubwright routes
+        if cidr is not None and cidr not in unique and not (isinstance(cidr, str) and ":" in cidr):
             unique.append(cidr)
     if unique:
         return unique, "spec.networking.machineNetwork[].cidr"
@@ -187,6 +190,10 @@ def hypershift_part(hosted: Mapping[str, Any], related: Related, *, hub: HubConf
         return refused
     if asks.privatelink:
         return _private_link(hosted, ref)
+    if get(hosted, SHARED_VPC) is not None:
+        return Refused.one(ref, ref, SHARED_VPC,
+                           "is set: the cluster's VPC belongs to another account than its namespace's, and hubwright "
+                           "builds a cluster's routes, rules and peerings in its namespace's account only")
     region = text(get(hosted, "spec.platform.aws.region"))
     if region is None:
         return Refused.one(ref, ref, "spec.platform.aws.region", "is not set")
@@ -207,8 +214,8 @@ def hypershift_part(hosted: Mapping[str, Any], related: Related, *, hub: HubConf
         return Refused.one(ref, ref, "status.controlPlaneEndpoint.host",
                            f"is {host}, the load balancer's own name under {aws_domain_of(str(host))}: the API host "
                            "names the hub's private zone for the cluster, and one under AWS's domain would shadow AWS's "
-                           "endpoints; publish the APIServer under a name of yours (its servicePublishingStrategy "
-                           "loadBalancer.hostname, HyperShift's --external-dns-domain)")
+                           "endpoints; publish the APIServer under a name of yours (its servicePublishingStrategy's "
+                           "route.hostname or loadBalancer.hostname: HyperShift's --external-dns-domain)")
     provenance: Provenance = {"spec.infraID": (ref, "spec.infraID"), "spec.region": (ref, "spec.platform.aws.region"),
                               "spec.apiURL": (ref, "status.controlPlaneEndpoint"), "metadata.name": (ref, "metadata.name")}
     spec: dict[str, Any] = {"region": region, "infraID": infra_id,

@@ -50,7 +50,7 @@ AWS_MANAGED_CONTROL_PLANE = SourceKind(CONTROLPLANE_GROUP, ("v1beta2",), "AWSMan
 AWS_MANAGED_CLUSTER = SourceKind(INFRASTRUCTURE_GROUP, ("v1beta2",), "AWSManagedCluster", "awsmanagedclusters")
 CLUSTER_DEPLOYMENT = SourceKind(HIVE_GROUP, ("v1",), "ClusterDeployment", "clusterdeployments")
 # HyperShift's CRDs as pinned (tools/crds/modules.txt: hostedclusters, hostedcontrolplanes) serve v1alpha1
-# and v1beta1 and store v1beta1, with no conversion webhook (strategy None).
+# and v1beta1 and store v1beta1; the published files have no conversion webhook (`hypershift install` adds one).
 HOSTED_CLUSTER = SourceKind(HYPERSHIFT_GROUP, ("v1alpha1", "v1beta1"), "HostedCluster", "hostedclusters")
 HOSTED_CONTROL_PLANE = SourceKind(HYPERSHIFT_GROUP, ("v1alpha1", "v1beta1"), "HostedControlPlane",
                                   "hostedcontrolplanes")

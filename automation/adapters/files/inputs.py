@@ -33,7 +33,7 @@ from stacks.names import OWNER_ACCOUNT_ANNOTATION
 from stacks.resolve import Fleet
 from stacks.sources.derive import derive
 from stacks.sources.families import SOURCES, kind_of, of_source_project
-from stacks.sources.kinds import SourceKind
+from stacks.sources.kinds import NAMESPACE, SourceKind
 from stacks.sources.part import get
 from stacks.sources.optin import source_namespace, overrides_source
 from stacks.sources.outcome import Derived, Pending
@@ -337,9 +337,10 @@ def load_hub(path: str) -> HubConfig:
 
 # --------------------------------------------------------------------------- cluster sources
 
-def _derived(hub: HubConfig, foreign: Foreign, namespaces: dict[str, dict[str, str]]) -> tuple[Sourced, list[FieldError]]:
+def _derived(hub: HubConfig, foreign: Foreign, namespaces: dict[str, Namespace]) -> tuple[Sourced, list[FieldError]]:
     """The HubClusters of the folder's opted-in source objects (stacks.sources.derive, as the service derives them:
-    the account is the namespace's owner account), and an error for each refused or pending one."""
+    the account is the namespace's owner account), and an error for each refused or pending one. A source reads the
+    folder's Namespaces as the service reads the API server's (HyperShift's control-plane namespace)."""
     index: dict[tuple[SourceKind, str, str], dict] = {}
     for doc, _ in foreign:
         kind, namespace, name = kind_of(doc), source_namespace(doc), get(doc, "metadata.name")
@@ -347,6 +348,10 @@ def _derived(hub: HubConfig, foreign: Foreign, namespaces: dict[str, dict[str, s
             index[(kind, namespace, name)] = doc
 
     def related(kind: SourceKind, namespace: str, name: str) -> dict | None:
+        if kind == NAMESPACE:
+            found = namespaces.get(name)
+            return None if found is None else {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+                "name": name, "labels": dict(found.metadata.labels), "annotations": dict(found.metadata.annotations)}}
         return index.get((kind, namespace, name))
 
     clusters: Sourced = []
@@ -354,7 +359,8 @@ def _derived(hub: HubConfig, foreign: Foreign, namespaces: dict[str, dict[str, s
     for doc, where in foreign:
         if kind_of(doc) not in SOURCES:
             continue
-        owner = namespaces.get(source_namespace(doc) or "default", {}).get(OWNER_ACCOUNT_ANNOTATION)
+        ns = namespaces.get(source_namespace(doc) or "default")
+        owner = ns.metadata.annotations.get(OWNER_ACCOUNT_ANNOTATION) if ns is not None else None
         outcome = derive(doc, related, owner_account=owner, hub=hub)
         if isinstance(outcome, Derived):
             clusters.append((outcome.cluster, f"{where} ({outcome.source})"))
@@ -389,8 +395,9 @@ def load_fleet(hub_path: str, clusters_path: str, invalid: list[FieldError] | No
     sourced, foreign, errors = _read_sourced(clusters_path, parsed)
     if parsed is not None:
         parsed.save()
-    namespaces = {o.metadata.name: dict(o.metadata.annotations) for o, _ in sourced if isinstance(o, Namespace)}
-    derived, refused = _derived(hub, foreign, namespaces)
+    folder_namespaces = {o.metadata.name: o for o, _ in sourced if isinstance(o, Namespace)}
+    namespaces = {name: dict(o.metadata.annotations) for name, o in folder_namespaces.items()}
+    derived, refused = _derived(hub, foreign, folder_namespaces)
     errors.extend(refused)
     sourced = _with_sources(sourced, derived)
     objects = [obj for obj, _ in sourced]

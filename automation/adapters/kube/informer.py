@@ -241,16 +241,17 @@ class Informer(Loop):
 # --------------------------------------------------------------------------- wiring
 
 def sources(api_client: client.ApiClient, *, hub_name: str, role_map_name: str, role_map_namespace: str,
-            watch_namespace: str | None = None, tenants: bool = False) -> dict[str, Source]:
+            watch_namespace: str | None = None, every_namespace: bool = False) -> dict[str, Source]:
     """What the service watches, one Source per kind: Clusters (in one namespace or all), their Namespaces, the
-    HubConfig and the role-map ConfigMap. With `tenants` (the tenant controller runs beside: it adds the Tenants'
-    source itself), every Namespace even with `watch_namespace`: a Tenant's namespace may be any."""
+    HubConfig and the role-map ConfigMap. With `every_namespace`, every Namespace even with `watch_namespace`: the
+    tenant controller runs beside (a Tenant's namespace may be any; it adds the Tenants' source itself), or a source
+    family reads namespaces of its own (HyperShift's control-plane namespaces)."""
     custom = client.CustomObjectsApi(api_client)
     core = client.CoreV1Api(api_client)
     if watch_namespace:
         clusters = Source("clusters", custom.list_namespaced_custom_object, (GROUP, VERSION, watch_namespace,
                                                                              CLUSTERS))
-        namespaces = Source("namespaces", core.list_namespace) if tenants else \
+        namespaces = Source("namespaces", core.list_namespace) if every_namespace else \
             Source("namespaces", core.list_namespace, kwargs={"field_selector": f"metadata.name={watch_namespace}"})
     else:
         clusters = Source("clusters", custom.list_cluster_custom_object, (GROUP, VERSION, CLUSTERS))

@@ -9,7 +9,7 @@ from kubernetes.client.exceptions import ApiException
 
 from automation.adapters.kube.informer import Source
 from stacks.sources.kinds import SourceKind
-from stacks.sources.families import BY_NAME
+from stacks.sources.families import named, read_elsewhere
 from stacks.sources.watched import watched_version
 
 TIMEOUT = (5, 30)  # (connect, read) seconds of every call here
@@ -19,16 +19,9 @@ def selected(api_client: client.ApiClient, option: str
              ) -> tuple[list[SourceKind], list[SourceKind], list[SourceKind]]:
     """(the sources, the infrastructure kinds, the source kinds not watched: their CRDs not served) `--sources` asks
     for: 'auto' those the API server serves."""
-    option = option.strip()
-    if option == "none":
-        return [], [], []
-    names = list(BY_NAME) if option == "auto" else [n.strip() for n in option.split(",") if n.strip()]
-    unknown = [n for n in names if n not in BY_NAME]
-    if unknown:
-        raise ValueError(f"--sources: unknown {', '.join(unknown)} (known: auto, none, {', '.join(BY_NAME)})")
-    wanted = [(BY_NAME[n].source, BY_NAME[n].related) for n in names]
+    wanted = [(family.source, family.related) for family in named(option)]
     unwatched: list[SourceKind] = []
-    if option == "auto":
+    if option.strip() == "auto":
         here = set(served(api_client, [k for s, r in wanted for k in (s, *r)]))
         unwatched = [s for s, _ in wanted if s not in here]
         wanted = [(s, tuple(k for k in r if k in here)) for s, r in wanted if s in here]
@@ -41,10 +34,11 @@ def not_served(kind: SourceKind) -> str:
 
 
 def source_of(api_client: client.ApiClient, kind: SourceKind, namespace: str | None = None) -> Source:
-    """List (and watch) `kind` in every namespace, or in one."""
+    """List (and watch) `kind` in every namespace, or in one (never for a kind a family reads outside its sources'
+    namespaces: HyperShift's HostedControlPlanes live in the control-plane namespaces)."""
     custom = client.CustomObjectsApi(api_client)
     version = watched_version(kind)
-    if namespace:
+    if namespace and kind not in read_elsewhere():
         return Source(kind.qualified, custom.list_namespaced_custom_object, (kind.group, version, namespace,
                                                                                kind.plural))
     return Source(kind.qualified, custom.list_cluster_custom_object, (kind.group, version, kind.plural))
