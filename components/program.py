@@ -67,7 +67,8 @@ def cluster_program(inputs: StackInputs) -> dict[str, Any]:
         )
         outputs["mesh"] = mesh.outputs
 
-    if inputs.shared_ingress is not None:  # the node-side proxy: no cloud resources, its manifests for the cluster
+    # The node-side proxy: no cloud resources, its manifests for the cluster (none where another project writes it).
+    if inputs.shared_ingress is not None and not inputs.shared_ingress.external_proxy:
         outputs["sharedIngress"] = guest_manifests(inputs.shared_ingress)
 
     return outputs

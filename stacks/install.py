@@ -138,12 +138,15 @@ def install_response(cluster: Cluster, *, tenant: str, api_url: str, agent_image
     }
 
 
-def node_proxy_writer(doc: Mapping[str, Any]) -> str | None:
-    """Who writes the node-side proxy of the guests of the HubCluster `doc` when it is not hubwright: the family of
-    the source that controls it, when that project writes its guests' proxy itself (HyperShift), else None."""
+def node_proxy_writer(cluster: Cluster, doc: Mapping[str, Any]) -> str | None:
+    """Who writes the node-side proxy of the cluster's guests when it is not hubwright (its spec.sharedIngress
+    nodeProxy External): the project of the source that controls its HubCluster `doc` (HyperShift), else None."""
+    if cluster.spec.shared_ingress.node_proxy != "External":
+        return None
     meta = doc.get("metadata")
     family = controlling(meta.get("ownerReferences") if isinstance(meta, Mapping) else None)
-    return family.guest_proxy_writer if family is not None else None
+    writer = family.guest_proxy_writer if family is not None else None
+    return writer or "another writer (spec.sharedIngress.nodeProxy: External)"
 
 
 def catalog_repo(status: Mapping[str, Any] | None) -> dict[str, Any] | None:

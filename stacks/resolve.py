@@ -166,6 +166,7 @@ def shared_ingress_inputs(cluster: Cluster, hub: HubConfig,
         wire_mode=central.wire_mode,
         tlv_type=central.tlv_type,
         image=central.image,
+        external_proxy=mine.node_proxy == "External",
     )
 
 

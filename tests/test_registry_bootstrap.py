@@ -773,10 +773,10 @@ def test_a_shared_ingress_cluster_gets_its_node_proxy_config(ingress):
 
 
 def test_a_hosted_clusters_guests_get_no_node_proxy_config_hypershift_writes_theirs(ingress):
-    """A HubCluster derived from a HyperShift HostedCluster (its controller ownerReference): HyperShift writes its
-    guests' kube-apiserver-proxy through the NodePool's ignition, so the install answer carries none (hubwright is
-    never a second writer) and says who writes it; its facts agent is bootstrapped as any cluster's, whether or not
-    the service has published its route yet."""
+    """A HubCluster derived from a HyperShift HostedCluster (its controller ownerReference, spec.sharedIngress
+    nodeProxy External): HyperShift writes its guests' kube-apiserver-proxy through the NodePool's ignition, so the
+    install answer carries none (hubwright is never a second writer) and says who writes it; its facts agent is
+    bootstrapped as any cluster's, whether or not the service has published its route yet."""
     made = ingress.made
     tenant, namespace = made.tenant()
     name = "hc-1"
@@ -785,8 +785,8 @@ def test_a_hosted_clusters_guests_get_no_node_proxy_config_hypershift_writes_the
             "apiVersion": f"{HOSTED_CLUSTER.group}/v1beta1", "kind": HOSTED_CLUSTER.kind, "name": name,
             "uid": str(uuid.uuid4()), "controller": True, "blockOwnerDeletion": True}]},
         "spec": cluster_doc(name, namespace, accountID="222222222222", apiURL=f"https://api.{name}.example.com:6443",
-                            sharedIngress={"enabled": True, "backend": f"kube-apiserver.{namespace}-{name}.svc:6443"}
-                            )["spec"]})
+                            sharedIngress={"enabled": True, "backend": f"kube-apiserver.{namespace}-{name}.svc:6443",
+                                           "nodeProxy": "External"})["spec"]})
     made.clusters.append((namespace, name))
     response = made.install(made.token(tenant, name))  # not published: a hubwright-written proxy would be a 409
     assert response.status_code == 200, response.text

@@ -1,6 +1,7 @@
-"""A plan folder holding Cluster API, CAPA and Hive objects beside ours (docs/sources.md): the loader derives their
-HubClusters with the one derive() the service calls, names every refused or pending source object, and lets a
-hand-written HubCluster win only when it says so."""
+"""A plan folder holding Cluster API, CAPA, Hive and HyperShift objects beside ours (docs/sources.md): the loader
+derives their HubClusters with the one derive() the service calls, names every refused or pending source object, and
+lets a hand-written HubCluster win only when it says so. A HostedCluster's route reads the folder's control-plane
+Namespace (with its labels) and HostedControlPlane, as the service reads the API server's."""
 from __future__ import annotations
 
 import re
@@ -13,11 +14,15 @@ import yaml
 
 from automation.adapters.files.inputs import load_fleet
 from doubles.factories import cluster_doc, namespace_doc
-from doubles.sources import aws_cluster_doc, capi_cluster_doc, cluster_deployment_doc
+from doubles.sources import (aws_cluster_doc, capi_cluster_doc, cluster_deployment_doc, control_plane_namespace_doc,
+                             hosted_cluster_doc, hosted_control_plane_doc)
 from stacks.errors import InvalidSpec
+from stacks.haproxy import parse_map
+from stacks.ingress import ingress_error
 from stacks.names import OVERRIDES_SOURCE_ANNOTATION
 
 HUB = "examples/hub.yaml"
+HYPERSHIFT = "examples/hypershift/clusters"
 
 
 def folder(tmp_path: Path, *docs: dict) -> str:
@@ -68,6 +73,64 @@ def test_the_hive_example_publishes_each_cluster_on_the_installers_nlb():
                                 ("ocp.ocp-eu", "ocp-eu-m4p9z-int", "333333333333")):
         (service,) = resources(plan, stack, "aws:ec2/vpcEndpointService:VpcEndpointService")
         assert f"/net/{nlb}/" in service["inputs"]["networkLoadBalancerArns"][0] and service["account"] == account
+
+
+@pytest.mark.live
+def test_the_hypershift_example_plans_a_mesh_of_two_hosted_clusters():
+    done = run("plan", "--hub", HUB, "--clusters", HYPERSHIFT, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    plan = yaml.safe_load(done.stdout)
+    assert {s["stack"] for s in plan["stacks"]} == {"acme.prod", "acme.edge"}
+    (peering,) = [r for s in plan["stacks"] for r in s["resources"]
+                  if r["type"] == "aws:ec2/vpcPeeringConnection:VpcPeeringConnection"]
+    assert peering["account"] == "222222222222"  # the namespace's owner account, where the VPCs are
+
+
+@pytest.mark.live
+def test_a_hosted_cluster_is_routed_but_hubwright_never_writes_its_guests_node_proxy(tmp_path):
+    """HyperShift writes its guests' kube-apiserver-proxy (the NodePool's ignition): the central proxy routes the
+    HostedCluster's ID, and neither its stack's outputs nor `ingress render` carry a node-side proxy for it."""
+    done = run("plan", "--hub", HUB, "--clusters", HYPERSHIFT, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    (edge,) = [s for s in yaml.safe_load(done.stdout)["stacks"] if s["stack"] == "acme.edge"]
+    assert "sharedIngress" not in edge["outputs"] and "mesh" in edge["outputs"]
+    done = run("ingress", "render", "--hub", HUB, "--clusters", HYPERSHIFT, "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert parse_map((tmp_path / "central" / "clusters.map").read_text()) == {"acme.edge": "cluster_acme.edge"}
+    assert "server api kube-apiserver.acme-edge.svc:6443" in (tmp_path / "central" / "haproxy.cfg").read_text()
+    assert not (tmp_path / "guest").exists()
+
+
+def test_the_hypershift_examples_hosted_clusters_become_their_hubclusters():
+    fleet = load_fleet(HUB, HYPERSHIFT)
+    clusters = {c.key: c for c in fleet.clusters}
+    assert sorted(clusters) == ["acme/edge", "acme/prod"]  # the control plane's Namespace and HCP are no clusters
+    for key, infra_id, vpc, cidr in (("acme/prod", "prod-7tq2m", "vpc-0hcprod", "10.40.0.0/16"),
+                                     ("acme/edge", "edge-x4k9p", "vpc-0hcedge", "10.41.0.0/16")):
+        spec = clusters[key].spec
+        assert (spec.account_id, spec.region, spec.infra_id) == ("222222222222", "us-east-1", infra_id)
+        # status.controlPlaneEndpoint: a Route on the hub's router, under the platform's name (port 443)
+        assert spec.api_url == f"https://api-{key.split('/')[1]}.hcp.acme.example.com:443"
+        assert spec.network is not None and (spec.network.vpc_id, spec.network.cidr) == (vpc, cidr)
+        assert clusters[key].metadata.labels == {"hubwright.io/mesh": "hcp"}
+    prod, edge = clusters["acme/prod"], clusters["acme/edge"]
+    assert prod.spec.tags == {"cost-center": "acme-platform"} and not prod.spec.shared_ingress.enabled
+    assert edge.spec.shared_ingress.enabled and edge.spec.shared_ingress.backend == "kube-apiserver.acme-edge.svc:6443"
+    # ... which the hub routes: it has an address for guests to dial, and the backend is inside allowedBackends
+    assert ingress_error(edge, fleet.hub, fleet.namespaces["acme"]) is None
+
+
+def test_a_plan_folders_control_plane_namespace_is_trusted_only_as_hypershift_labels_it(tmp_path):
+    hosted, hcp = hosted_cluster_doc("hc-1", shared_ingress=True), hosted_control_plane_doc()
+    (cluster,) = load_fleet(HUB, folder(tmp_path, hosted, control_plane_namespace_doc(), hcp)).clusters
+    assert cluster.spec.shared_ingress.backend == "kube-apiserver.acme-hc-1.svc:6443"
+    for namespace, said in ((control_plane_namespace_doc(hypershift_label=False),
+                             "namespace acme-hc-1 is not a HyperShift control-plane namespace"),
+                            (None, "not ready: HyperShift has not made its control-plane namespace acme-hc-1")):
+        invalid: list = []
+        fleet = load_fleet(HUB, folder(tmp_path, hosted, *([namespace] if namespace else []), hcp), invalid)
+        assert fleet.clusters == () and [e.obj for e in invalid] == ["HostedCluster.hypershift.openshift.io acme/hc-1"]
+        assert said in invalid[0].reason, invalid
 
 
 @pytest.mark.live

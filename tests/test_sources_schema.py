@@ -1,6 +1,8 @@
-"""Every field stacks.sources reads exists in the real CRDs (Cluster API v1.14.2, CAPA v2.13.0: doubles.thirdparty;
-Hive's ClusterDeployment as controller-gen generates it from Hive's Go types, in .tools/crds/hive-apis). The paths
-are recorded while derive() reads the doubles, so a path the code reads and the schema lacks fails here."""
+"""Every field stacks.sources reads exists in the real CRDs (Cluster API v1.14.2, CAPA v2.13.0, HyperShift v0.1.0:
+doubles.thirdparty; Hive's ClusterDeployment as controller-gen generates it from Hive's Go types, in
+.tools/crds/hive-apis). The paths are recorded while derive() reads the doubles, so a path the code reads and the
+schema lacks fails here. A HostedCluster's paths are walked in both versions its CRD serves, whichever version the
+document read was; a HostedControlPlane's annotation and a Namespace's label are ObjectMeta, in no schema."""
 from __future__ import annotations
 
 import functools
@@ -11,13 +13,17 @@ import yaml
 
 import stacks.sources.capi as capi
 import stacks.sources.hive as hive
+import stacks.sources.hypershift as hypershift
 from doubles.factories import hub
 from doubles.sources import (aws_cluster_doc, aws_managed_control_plane_doc, capi_cluster_doc,
-                             cluster_deployment_doc)
+                             cluster_deployment_doc, control_plane_namespace_doc, hosted_cluster_doc,
+                             hosted_control_plane_doc)
 from doubles.thirdparty import CRDS_DIR, crds
 from stacks.sources.derive import derive
 from stacks.sources.families import KINDS, kind_of
-from stacks.sources.kinds import SourceKind
+from stacks.sources.kinds import HOSTED_CLUSTER, HYPERSHIFT_GROUP, NAMESPACE, SourceKind
+from stacks.sources.outcome import Derived
+from stacks.sources.watched import watched_version
 
 HIVE_CRD = CRDS_DIR / "hive-apis" / "hive.openshift.io_clusterdeployments.yaml"
 
@@ -35,6 +41,16 @@ NESTED = {
                    "status.networkStatus.securityGroups{}.id", "spec.controlPlaneEndpoint.port"],
 }
 NESTED["AWSManagedControlPlane"] = [p for p in NESTED["AWSCluster"]]
+# A HostedCluster's lists: the machine network's entries, the services' and the resource tags'.
+NESTED["HostedCluster"] = ["spec.networking.machineNetwork[].cidr", "spec.services[].service",
+                           "spec.services[].servicePublishingStrategy.type", "spec.platform.aws.resourceTags[].key",
+                           "spec.platform.aws.resourceTags[].value"]
+# Read only where machineNetwork is absent: v1alpha1's single machine CIDR, which v1beta1 dropped.
+V1ALPHA1_ONLY = {"spec.networking.machineCIDR"}
+# Read to be refused, and added by HyperShift after the pinned CRDs (docs/sources.md names the differences): absent
+# from every object the pinned CRDs serve.
+NEWER = {"spec.platform.aws.sharedVPC"}
+INGRESS = {"address": "ingress.example.com:6443", "allowedBackends": ["svc"]}
 
 
 @functools.cache
@@ -47,6 +63,8 @@ def schema(kind: SourceKind, version: str) -> dict[str, Any]:
     if kind.group == "hive.openshift.io":
         assert HIVE_CRD.is_file(), f"{HIVE_CRD} missing: scripts/crds-gen.sh generates it"
         found = [yaml.safe_load(HIVE_CRD.read_text())]
+    elif kind.group == HYPERSHIFT_GROUP:
+        found = [c for c in _crds("hypershift") if c["spec"]["names"]["kind"] == kind.kind]
     else:
         found = [c for c in _crds("cluster-api" if kind.group == "cluster.x-k8s.io" else "cluster-api-provider-aws")
                  if c["spec"]["names"]["kind"] == kind.kind and c["spec"]["group"] == kind.group]
@@ -81,7 +99,29 @@ def recorded(monkeypatch):
 
     monkeypatch.setattr(capi, "get", get)
     monkeypatch.setattr(hive, "get", get)
+    monkeypatch.setattr(hypershift, "get", get)
     return seen
+
+
+def hosted_clusters() -> list[tuple[dict, tuple[dict, ...]]]:
+    """HostedClusters in both versions, each with what it reads, reaching every branch that reads a field: derived
+    with its tags and its route, pending (no endpoint: the APIServer's publishing is named), and PrivateLink
+    refused either way."""
+    out = []
+    for version in HOSTED_CLUSTER.versions:
+        routed = hosted_cluster_doc(version=version, shared_ingress=True)
+        routed["spec"]["platform"]["aws"]["resourceTags"] = [{"key": "cost-center", "value": "acme-platform"}]
+        made = (control_plane_namespace_doc(), hosted_control_plane_doc(version=version))
+        out += [(routed, made), (hosted_cluster_doc(version=version, endpoint=None), ()),
+                (hosted_cluster_doc(version=version, privatelink=True), ()),
+                (hosted_cluster_doc(version=version, privatelink=True, endpoint_access="PublicAndPrivate"), ())]
+    return out
+
+
+def related_in(*docs: dict):
+    index = {(NAMESPACE if d["kind"] == "Namespace" else kind_of(d), d["metadata"].get("namespace", ""),
+              d["metadata"]["name"]): d for d in docs}
+    return lambda kind, namespace, name: index.get((kind, namespace, name))
 
 
 def test_every_path_read_is_in_the_real_crds(recorded):
@@ -99,13 +139,20 @@ def test_every_path_read_is_in_the_real_crds(recorded):
                    cluster_deployment_doc(privatelink=True), cluster_deployment_doc(privatelink=True,
                                                                                     hive_privatelink=True)):
         derive(source, related, owner_account="222222222222", hub=hub())
+    for source, made in hosted_clusters():
+        derive(source, related_in(*made), owner_account="222222222222", hub=hub(sharedIngress=INGRESS))
     kinds = {k.kind: k for k in KINDS}
-    assert {kind for kind, _, _ in recorded} == {"Cluster", "AWSCluster", "AWSManagedControlPlane", "ClusterDeployment"}
+    assert {kind for kind, _, _ in recorded} == {"Cluster", "AWSCluster", "AWSManagedControlPlane", "ClusterDeployment",
+                                                 "HostedCluster", "HostedControlPlane", "Namespace"}
     checked = 0
     for kind, api_version, path in sorted(recorded):
         version = api_version.rpartition("/")[2]
         paths = [path, *NESTED.get(kind, []), *NESTED.get(f"{kind}/{version}", [])]
         for one in paths:
+            if one in NEWER:
+                with pytest.raises(KeyError):
+                    walk(schema(kinds[kind], version), one)
+                continue
             if one.startswith("metadata."):  # ObjectMeta: the same for every kind, never in a CRD's schema
                 assert one.split(".")[1] in ("name", "namespace", "labels", "annotations", "uid", "creationTimestamp")
                 continue
@@ -114,7 +161,44 @@ def test_every_path_read_is_in_the_real_crds(recorded):
             except KeyError:
                 pytest.fail(f"{kind} {api_version} has no field {one} in its CRD")
             checked += 1
-    assert checked > 40
+    assert checked > 60
+
+
+def test_a_hosted_clusters_paths_are_in_both_served_versions(recorded):
+    """Whichever version a HostedCluster is written in, the API server serves it in both (HyperShift's conversion
+    webhook; the service watches the stored one): every path read is walked in v1alpha1 and v1beta1, and the one
+    path v1beta1 dropped is read only as v1alpha1's fallback."""
+    outcomes = [derive(source, related_in(*made), owner_account="222222222222", hub=hub(sharedIngress=INGRESS))
+                for source, made in hosted_clusters()]
+    # in each version: derived (with its route), pending, and PrivateLink refused twice
+    assert [type(o).__name__ for o in outcomes] == ["Derived", "Pending", "Refused", "Refused"] * 2
+    assert all(o.doc["spec"]["sharedIngress"]["backend"] == "kube-apiserver.acme-hc-1.svc:6443"
+               for o in outcomes if isinstance(o, Derived))
+    paths = {path for kind, _, path in recorded if kind == "HostedCluster" and not path.startswith("metadata.")}
+    paths |= set(NESTED["HostedCluster"]) | V1ALPHA1_ONLY
+    assert {"spec.infraID", "spec.platform.aws.region", "spec.platform.aws.cloudProviderConfig.vpc",
+            "spec.platform.aws.cloudProviderConfig.zone", "spec.platform.aws.endpointAccess",
+            "spec.platform.aws.resourceTags", "spec.networking.machineNetwork", "spec.services",
+            "status.controlPlaneEndpoint.host", "status.controlPlaneEndpoint.port"} <= paths
+    for version in HOSTED_CLUSTER.versions:
+        for path in sorted(paths - NEWER):
+            if version != "v1alpha1" and path in V1ALPHA1_ONLY:
+                with pytest.raises(KeyError):  # dropped in v1beta1: absent from every object served as it
+                    walk(schema(HOSTED_CLUSTER, version), path)
+                continue
+            try:
+                walk(schema(HOSTED_CLUSTER, version), path)
+            except KeyError:
+                pytest.fail(f"HostedCluster {version} has no field {path} in its CRD")
+
+
+def test_the_hosted_cluster_crd_serves_the_versions_read_and_stores_the_one_watched():
+    (crd,) = [c for c in _crds("hypershift") if c["spec"]["names"]["kind"] == HOSTED_CLUSTER.kind]
+    assert [v["name"] for v in crd["spec"]["versions"] if v.get("served")] == list(HOSTED_CLUSTER.versions)
+    (stored,) = [v["name"] for v in crd["spec"]["versions"] if v.get("storage")]
+    assert stored == watched_version(HOSTED_CLUSTER)
+    # endpointAccess defaults to Public: a HostedCluster that leaves it out is public, as _private_link reads it.
+    assert walk(schema(HOSTED_CLUSTER, stored), hypershift.ENDPOINT_ACCESS)["default"] == "Public"
 
 
 def test_the_hive_crd_read_is_the_generated_one_with_privatelink():

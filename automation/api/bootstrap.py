@@ -176,7 +176,7 @@ def _node_proxy(reg: Registry, cluster: Cluster, doc: Mapping[str, Any], annotat
                 hub: HubConfig | None) -> Any:
     """The shared-ingress node proxy's inputs when the cluster uses the shared ingress (409 when it cannot); None
     when another writes its guests' proxy (a HostedCluster's: HyperShift)."""
-    if not cluster.spec.shared_ingress.enabled or node_proxy_writer(doc) is not None:
+    if not cluster.spec.shared_ingress.enabled or cluster.spec.shared_ingress.node_proxy == "External":
         return None
     if hub is None:
         raise HTTPException(409, f"{cluster.ref} uses the shared ingress, but HubConfig {reg.settings.hub_name} "
@@ -321,5 +321,5 @@ def install(request: Request, reg: Reg,
                             agent_image=reg.settings.agent_image, agent_token=agent_token,
                             expires_at=expires_at, node_proxy=node_proxy,
                             install_id=secrets.token_hex(INSTALL_ID_BYTES), git_repo=git_repo,
-                            node_proxy_writer=node_proxy_writer(doc))
+                            node_proxy_writer=node_proxy_writer(cluster, doc))
     return JSONResponse(body, headers={"Cache-Control": "no-store"})

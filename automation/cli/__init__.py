@@ -43,7 +43,8 @@ def _ingress_render(args: argparse.Namespace) -> int:
     map_seen_at = os.path.join(args.map_dir or os.path.abspath(central_dir), MAP_FILE)
     central = render_central(CentralSettings.from_hub(central_spec, map_path=map_seen_at), resolved.routes)
     not_rendered = {route.cluster for route, _ in central.dropped}
-    guests = [(key, guest) for key, guest in resolved.guests.items() if key not in not_rendered]
+    guests = [(key, guest) for key, guest in resolved.guests.items()
+              if key not in not_rendered and not guest.external_proxy]  # another project writes those
     files = {os.path.join("central", CONFIG_FILE): central.config, os.path.join("central", MAP_FILE): central.map,
              **guest_files(guests)}
     written, removed = _write_tree(args.out, files)

@@ -88,6 +88,10 @@ class ClusterSharedIngress(Spec):
                                       description="The ID the guest sends. Unset: <namespace>.<name> (the hub's rule).")
     backend: HostPort | None = Field(None, description="host:port of the API server inside the management cluster.")
     proxy_bind: HostPort = Field("172.31.0.1:6443", description="host:port the node-side proxy listens on.")
+    node_proxy: Literal["Hubwright", "External"] = Field("Hubwright", alias="nodeProxy",
+        description="Who writes the guests' node-side proxy: Hubwright (the stack's manifests and the install "
+                    "answer carry it), or External (another project writes it, as HyperShift does for a "
+                    "HostedCluster through the NodePool's ignition: hubwright only routes the ID).")
     # Matched against the client address carried in the PROXY header (the guest's pods and nodes).
     allowed_source_cidrs: list[SourceCidr] = Field(default_factory=list, alias="allowedSourceCIDRs", max_length=100,
         description="Client addresses (from the PROXY header: the guest's pods and nodes) that may connect.")

@@ -231,6 +231,7 @@ def hypershift_part(hosted: Mapping[str, Any], related: Related, *, hub: HubConf
         cpns = _control_plane(related, ref)
         if isinstance(cpns, (Refused, Pending)):
             return cpns
-        spec["sharedIngress"] = {"enabled": True, "backend": f"{KAS_SERVICE}.{cpns}.svc:{KAS_SERVICE_PORT}"}
+        spec["sharedIngress"] = {"enabled": True, "backend": f"{KAS_SERVICE}.{cpns}.svc:{KAS_SERVICE_PORT}",
+                                 "nodeProxy": "External"}  # HyperShift writes its guests' kube-apiserver-proxy
         provenance["spec.sharedIngress"] = (ref, f"metadata.annotations[{SHARED_INGRESS_ANNOTATION}]")
     return Part(spec, provenance)
