@@ -12,7 +12,12 @@ from typing import Any
 
 from stacks.names import (ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL, PRIVATELINK_ANNOTATION,
                           SHARED_INGRESS_ANNOTATION)
+from stacks.errors import FieldError
+from stacks.sources.families import kind_of
 from stacks.sources.hypershift import CLUSTER_LINK, CONTROL_PLANE_LABEL, control_plane_namespace
+from stacks.sources.kinds import NAMESPACE, SourceKind
+from stacks.sources.outcome import Derived, Refused
+from stacks.sources.part import get
 
 CAPI_V1BETA1 = "cluster.x-k8s.io/v1beta1"
 CAPI_V1BETA2 = "cluster.x-k8s.io/v1beta2"
@@ -200,3 +205,34 @@ def hosted_control_plane_doc(hosted_namespace: str = "acme", hosted_name: str = 
                                     POD_NETWORKS: [{"cidr": "10.132.0.0/14", "hostPrefix": 23}]}, "services": [],
                      "platform": {"type": "AWS"}, "infraID": "hc-1-9m2xq", "dns": {"baseDomain": "hcp.example.com"},
                      "etcd": {"managementType": "Managed", "managed": {"storage": {"type": "PersistentVolume"}}}}}
+
+
+def related_in(*docs: dict[str, Any]):
+    """related(kind, namespace, name) over `docs` (a Namespace by its name), as derive() asks it, recording every
+    question asked (the attack tests check that an object of another namespace is never even asked for)."""
+    index: dict[tuple[SourceKind | None, str, str], dict[str, Any]] = {}
+    for doc in docs:
+        kind = NAMESPACE if doc.get("kind") == "Namespace" else kind_of(doc)
+        namespace, name = get(doc, "metadata.namespace") or "", get(doc, "metadata.name")
+        if isinstance(namespace, str) and isinstance(name, str):  # a junk name is no object of that name
+            index[(kind, namespace, name)] = doc
+    asked: list[tuple[str, str, str]] = []
+
+    def related(kind: SourceKind, namespace: str, name: str) -> dict | None:
+        asked.append((kind.kind, namespace, name))
+        return index.get((kind, namespace, name))
+
+    related.asked = asked  # type: ignore[attr-defined]
+    return related
+
+
+def refusal(outcome: object) -> FieldError:
+    """The one error of a Refused outcome."""
+    assert isinstance(outcome, Refused), outcome
+    (error,) = outcome.errors
+    return error
+
+
+def derived(outcome: object) -> Derived:
+    assert isinstance(outcome, Derived), outcome
+    return outcome

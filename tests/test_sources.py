@@ -10,50 +10,21 @@ from hypothesis import given, settings, strategies as st
 
 from doubles.factories import hub
 from doubles.sources import (aws_cluster_doc, aws_managed_control_plane_doc, capi_cluster_doc,
-                             cluster_deployment_doc)
-from stacks.errors import FieldError
+                             cluster_deployment_doc, control_plane_namespace_doc, derived, hosted_cluster_doc,
+                             hosted_control_plane_doc, refusal, related_in)
 from stacks.model.cluster import Cluster
 from stacks.model.loading import parse
 from stacks.names import (DELETION_POLICY_ANNOTATION, ENABLED_ANNOTATION, MESH_ENABLED_ANNOTATION, MESH_LABEL,
                           PRIVATELINK_ANNOTATION,
                           REGION_ANNOTATION)
-from stacks.sources.part import get
 from stacks.sources.derive import derive
-from stacks.sources.families import kind_of
-from stacks.sources.kinds import SourceKind
 from stacks.sources.outcome import Derived, Pending, Refused
 
 ACCOUNT = "222222222222"
 
 
-def related_in(*docs: dict[str, Any]):
-    """related(kind, namespace, name) over `docs`, recording every question asked (the attack tests check that an
-    object of another namespace is never even asked for)."""
-    index = {(kind_of(d), get(d, "metadata.namespace"), get(d, "metadata.name")): d for d in docs
-             if isinstance(get(d, "metadata.namespace"), str) and isinstance(get(d, "metadata.name"), str)}
-    asked: list[tuple[str, str, str]] = []
-
-    def related(kind: SourceKind, namespace: str, name: str) -> dict | None:
-        asked.append((kind.kind, namespace, name))
-        return index.get((kind, namespace, name))
-
-    related.asked = asked  # type: ignore[attr-defined]
-    return related
-
-
 def run(source: dict, *related: dict, account: str | None = ACCOUNT, **hub_spec: Any):
     return derive(source, related_in(*related), owner_account=account, hub=hub(**hub_spec))
-
-
-def refusal(outcome: object) -> FieldError:
-    assert isinstance(outcome, Refused), outcome
-    (error,) = outcome.errors
-    return error
-
-
-def derived(outcome: object) -> Derived:
-    assert isinstance(outcome, Derived), outcome
-    return outcome
 
 
 # --------------------------------------------------------------------------- attacks
@@ -308,26 +279,32 @@ def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
     return found
 
 
-def _replace(doc: Any, path: tuple, value: Any) -> Any:
+def _replace(doc: Any, path: tuple, value: Any, drop: bool = False) -> Any:
+    """`doc` with `value` at `path`, or without what is there (`drop`)."""
     copy = json.loads(json.dumps(doc))
     node = copy
     for part in path[:-1]:
         node = node[part]
-    node[path[-1]] = value
+    if drop:
+        node.pop(path[-1])
+    else:
+        node[path[-1]] = value
     return copy
 
 
-@settings(max_examples=150, deadline=None)
-@given(which=st.integers(min_value=0), at=st.integers(min_value=0), junk=JUNK)
-def test_any_value_anywhere_in_a_source_gives_an_answer_never_an_exception(which, at, junk):
+@settings(max_examples=300, deadline=None)
+@given(which=st.integers(min_value=0), at=st.integers(min_value=0), junk=JUNK, drop=st.booleans())
+def test_any_value_anywhere_or_any_field_absent_in_a_source_gives_an_answer_never_an_exception(which, at, junk, drop):
     sources = [(capi_cluster_doc(privatelink=True, mesh="payments"), [aws_cluster_doc(elb_name="web-1-api")]),
-               (cluster_deployment_doc(privatelink=True), [])]
-    source, related = sources[which % 2]
+               (cluster_deployment_doc(privatelink=True), []),
+               *((hosted_cluster_doc(version=v, shared_ingress=True, mesh="payments"),
+                  [control_plane_namespace_doc(), hosted_control_plane_doc(version=v)]) for v in ("v1alpha1", "v1beta1"))]
+    source, related = sources[which % len(sources)]
     docs = [source, *related]
     paths = [(i, p) for i, d in enumerate(docs) for p in _paths(d) if p[0] not in ("apiVersion", "kind")]
     i, path = paths[at % len(paths)]
-    docs[i] = _replace(docs[i], path, junk)
-    outcome = run(docs[0], *docs[1:])
+    docs[i] = _replace(docs[i], path, junk, drop)
+    outcome = run(docs[0], *docs[1:], sharedIngress={"address": "ingress.example.com:6443", "allowedBackends": ["svc"]})
     assert outcome is None or isinstance(outcome, (Derived, Refused, Pending))
     if isinstance(outcome, Derived):  # whatever was written, what is kept is one of ours
         assert isinstance(parse(outcome.doc), Cluster)

@@ -1,48 +1,26 @@
 """stacks.sources.hypershift through derive(): a HyperShift HostedCluster as a HubCluster, attacks first. A tenant
 writes its HostedCluster; HyperShift (trusted, as the hub administrator) writes the control-plane namespace and the
-HostedControlPlane in it. The naive control-plane namespace `<namespace>-<name>` may be another tenant's."""
+HostedControlPlane in it. The naive control-plane namespace `<namespace>-<name>` may be another tenant's. Any
+field absent or any value anywhere: tests/test_sources.py's property test, which covers HostedClusters too."""
 from __future__ import annotations
 
 import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings, strategies as st
 
 from doubles.factories import hub
-from doubles.sources import (capi_cluster_doc, aws_cluster_doc, cluster_deployment_doc, control_plane_namespace_doc,
-                             hosted_cluster_doc, hosted_control_plane_doc)
+from doubles.sources import (aws_cluster_doc, capi_cluster_doc, cluster_deployment_doc, control_plane_namespace_doc,
+                             derived, hosted_cluster_doc, hosted_control_plane_doc, refusal, related_in)
 from stacks.errors import FieldError
 from stacks.model.cluster import Cluster
-from stacks.model.loading import parse
 from stacks.names import OWNER_ACCOUNT_ANNOTATION, SHARED_INGRESS_ANNOTATION
 from stacks.sources.derive import derive
-from stacks.sources.families import kind_of
 from stacks.sources.hypershift import CLUSTER_LINK, control_plane_namespace
-from stacks.sources.kinds import NAMESPACE, SourceKind
-from stacks.sources.outcome import Derived, Pending, Refused
-from stacks.sources.part import get
+from stacks.sources.outcome import Pending, Refused
 
 ACCOUNT = "222222222222"
 INGRESS = {"address": "ingress.example.com:6443", "allowedBackends": ["svc"]}
-
-
-def related_in(*docs: dict[str, Any]):
-    """related(kind, namespace, name) over `docs` (a Namespace by its name), recording every question asked."""
-    index = {}
-    for doc in docs:
-        kind = NAMESPACE if doc.get("kind") == "Namespace" else kind_of(doc)
-        namespace, name = get(doc, "metadata.namespace") or "", get(doc, "metadata.name")
-        if isinstance(namespace, str) and isinstance(name, str):  # a junk name is no object of that name
-            index[(kind, namespace, name)] = doc
-    asked: list[tuple[str, str, str]] = []
-
-    def related(kind: SourceKind, namespace: str, name: str) -> dict | None:
-        asked.append((kind.kind, namespace, name))
-        return index.get((kind, namespace, name))
-
-    related.asked = asked  # type: ignore[attr-defined]
-    return related
 
 
 def run(source: dict, *related: dict, account: str | None = ACCOUNT, **hub_spec: Any):
@@ -50,20 +28,9 @@ def run(source: dict, *related: dict, account: str | None = ACCOUNT, **hub_spec:
                   hub=hub(**({"sharedIngress": INGRESS} | hub_spec)))
 
 
-def refusal(outcome: object) -> FieldError:
-    assert isinstance(outcome, Refused), outcome
-    (error,) = outcome.errors
-    return error
-
-
 def waiting(outcome: object) -> FieldError:
     assert isinstance(outcome, Pending), outcome
     return outcome.wait
-
-
-def derived(outcome: object) -> Derived:
-    assert isinstance(outcome, Derived), outcome
-    return outcome
 
 
 def control_plane(namespace: str = "acme", name: str = "hc-1", **kw: Any) -> list[dict]:
@@ -222,47 +189,3 @@ def test_a_value_the_model_refuses_is_named_where_hypershift_wrote_it():
     error = refusal(run(doc))
     assert error.obj == "HostedCluster.hypershift.openshift.io acme/hc-1"
     assert error.field == "spec.platform.aws.cloudProviderConfig.vpc"
-
-
-# --------------------------------------------------------------------------- any field absent, any value
-
-def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
-    found = [prefix] if prefix else []
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            found += _paths(value, (*prefix, key))
-    elif isinstance(doc, list):
-        for i, value in enumerate(doc):
-            found += _paths(value, (*prefix, i))
-    return found
-
-
-def _without(doc: Any, path: tuple, value: Any, drop: bool) -> Any:
-    copy = json.loads(json.dumps(doc))
-    node = copy
-    for part in path[:-1]:
-        node = node[part]
-    if drop:
-        node.pop(path[-1])
-    else:
-        node[path[-1]] = value
-    return copy
-
-
-JUNK = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=8), st.lists(st.integers(), max_size=2),
-                 st.dictionaries(st.text(max_size=4), st.integers(), max_size=2))
-
-
-@settings(max_examples=200, deadline=None)
-@given(at=st.integers(min_value=0), junk=JUNK, drop=st.booleans(), version=st.sampled_from(["v1alpha1", "v1beta1"]))
-def test_any_field_absent_or_any_value_anywhere_gives_an_answer_never_an_exception(at, junk, drop, version):
-    docs = [hosted_cluster_doc(version=version, shared_ingress=True), *control_plane()]
-    paths = [(i, p) for i, d in enumerate(docs) for p in _paths(d) if p[0] not in ("apiVersion", "kind")]
-    i, path = paths[at % len(paths)]
-    docs[i] = _without(docs[i], path, junk, drop)
-    outcome = run(docs[0], *docs[1:])
-    assert outcome is None or isinstance(outcome, (Derived, Refused, Pending))
-    if isinstance(outcome, Derived):
-        assert isinstance(parse(outcome.doc), Cluster)
-    elif isinstance(outcome, (Refused, Pending)):
-        assert all(e.obj and e.reason for e in (outcome.errors if isinstance(outcome, Refused) else [outcome.wait]))

@@ -17,11 +17,11 @@ import stacks.sources.hypershift as hypershift
 from doubles.factories import hub
 from doubles.sources import (aws_cluster_doc, aws_managed_control_plane_doc, capi_cluster_doc,
                              cluster_deployment_doc, control_plane_namespace_doc, hosted_cluster_doc,
-                             hosted_control_plane_doc)
+                             hosted_control_plane_doc, related_in)
 from doubles.thirdparty import CRDS_DIR, crds
 from stacks.sources.derive import derive
 from stacks.sources.families import KINDS, kind_of
-from stacks.sources.kinds import HOSTED_CLUSTER, HYPERSHIFT_GROUP, NAMESPACE, SourceKind
+from stacks.sources.kinds import HOSTED_CLUSTER, HYPERSHIFT_GROUP, SourceKind
 from stacks.sources.outcome import Derived
 from stacks.sources.watched import watched_version
 
@@ -116,12 +116,6 @@ def hosted_clusters() -> list[tuple[dict, tuple[dict, ...]]]:
                 (hosted_cluster_doc(version=version, privatelink=True), ()),
                 (hosted_cluster_doc(version=version, privatelink=True, endpoint_access="PublicAndPrivate"), ())]
     return out
-
-
-def related_in(*docs: dict):
-    index = {(NAMESPACE if d["kind"] == "Namespace" else kind_of(d), d["metadata"].get("namespace", ""),
-              d["metadata"]["name"]): d for d in docs}
-    return lambda kind, namespace, name: index.get((kind, namespace, name))
 
 
 def test_every_path_read_is_in_the_real_crds(recorded):
