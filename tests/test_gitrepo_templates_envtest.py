@@ -77,7 +77,7 @@ class Hub:
         self.tenants: list[str] = []
         self.manager = Manager(watch_timeout=30)
         for kind, source in sources(world.service, hub_name="hub", role_map_name="none",
-                                    role_map_namespace=world.system, tenants=True).items():
+                                    role_map_namespace=world.system, every_namespace=True).items():
             if kind in ("clusters", "namespaces"):
                 self.manager.source(source)
         backoff, objects = Backoff(0.05, 0.5), KubeObjects(world.service)

@@ -18,7 +18,8 @@ from tests.envtest import kube_apiserver_alone  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.live
 
-CAPI, HIVE = "Cluster.cluster.x-k8s.io", "ClusterDeployment.hive.openshift.io"
+CAPI, HIVE, HOSTED = ("Cluster.cluster.x-k8s.io", "ClusterDeployment.hive.openshift.io",
+                      "HostedCluster.hypershift.openshift.io")
 
 
 def test_unwatched_source_kinds_are_said_at_start_and_a_crd_installed_later_is_said_once(kube_apiserver_alone,  # noqa: F811
@@ -28,10 +29,10 @@ def test_unwatched_source_kinds_are_said_at_start_and_a_crd_installed_later_is_s
     with env.running(RecordingEngine(), sources="auto", sources_recheck=0.2) as service:
         ready, detail = service.ready()
         assert ready, detail  # a hub without Hive is ready
-        assert set(detail["sourcesNotWatched"]) == {CAPI, HIVE}, detail
+        assert set(detail["sourcesNotWatched"]) == {CAPI, HIVE, HOSTED}, detail  # every family's, from its row
         assert "clusterdeployments.hive.openshift.io/v1 was not served" in detail["sourcesNotWatched"][HIVE]
         said = [r.getMessage() for r in caplog.records if "not watching cluster source" in r.getMessage()]
-        assert sorted(m.split()[4].rstrip(":") for m in said) == sorted([CAPI, HIVE]), said
+        assert sorted(m.split()[4].rstrip(":") for m in said) == sorted([CAPI, HIVE, HOSTED]), said
 
         install_crds(env.api_client, [c for c in crds("hive-apis")
                                       if c["metadata"]["name"] == "clusterdeployments.hive.openshift.io"])

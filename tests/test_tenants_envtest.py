@@ -75,7 +75,7 @@ class Tenants:
         """The controller on a runtime of its own over the kinds it reads (Tenants, Clusters, Namespaces)."""
         self.manager = Manager(watch_timeout=30)
         for kind, source in sources(self.world.controller, hub_name="hub", role_map_name="none",
-                                    role_map_namespace=self.world.users, tenants=True).items():
+                                    role_map_namespace=self.world.users, every_namespace=True).items():
             if kind in ("clusters", "namespaces"):
                 self.manager.source(source)
         self.controller = tenant_controller.setup(self.manager, objects=KubeObjects(self.world.controller),

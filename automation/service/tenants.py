@@ -166,7 +166,7 @@ def setup(manager: Manager, *, objects: Objects, source: Source, hub_account: Ca
           backoff: Backoff = Backoff(1.0, 60.0), resync: float = 300.0) -> TenantController:
     """The tenant controller on `manager`: the Tenants' informer (`source`: automation.adapters.kube.kit_sources.
     tenant_source) into its TenantStore, handlers of the manager's "clusters" and "namespaces" (every namespace:
-    automation.adapters.kube.informer.sources(..., tenants=True)), one worker and the resync; started and stopped
+    automation.adapters.kube.informer.sources(..., every_namespace=True)), one worker and the resync; started and stopped
     with the manager. `hub_account`: the valid HubConfig's spec.accountID, None while there is none."""
     controller = TenantController(objects, hub_account=hub_account, backoff=backoff, resync=resync)
     controller.controller = manager.controller("tenant", controller.reconcile, queue=controller.queue, workers=1)
