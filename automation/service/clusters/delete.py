@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any, Callable, Literal
 
 from automation.adapters.kube.informer import Raw
 from automation.kit.objects import Obj
@@ -21,7 +22,7 @@ from stacks import status as reasons
 from stacks.errors import Failure
 from stacks.inputs import StackInputs
 from stacks.names import FINALIZER, stack_name
-from stacks.status import ClusterStatus
+from stacks.status import ClusterStatus, LastUpdate
 
 LOG = logging.getLogger("hubwright.reconcile")
 
@@ -35,29 +36,44 @@ def ensure_finalizer(r: Context, raw: Raw) -> bool:
     return r.kube.ensure_finalizer(raw, FINALIZER)
 
 
+def deletion_run(r: Context, key: str, raw: Raw, status: ClusterStatus, *, operation: Literal["up", "destroy"],
+                 reason: str, why: str, event: str, audited: Callable[[], StackInputs | None],
+                 run: Callable[[], Any]) -> tuple[ClusterStatus, LastUpdate] | Outcome:
+    """The one run a deletion makes (a destroy, or a retain's up): marked on the status, said in an Event, audited
+    (`audited()`: the inputs the audit records, asked only when there is an audit), run. (the status while it ran,
+    its successful last update), or the Outcome to return: the mark not written, or the run failed (StackLocked
+    included: one rule, automation/service/outcomes.py)."""
+    stack = stack_of(raw, status)
+    started = r.clock()
+    running = deletion_mark(status, raw, operation, reason, why, started)
+    if not r.write(raw, status, running):
+        return Outcome.done()
+    r.kube.event(raw, "Normal", event, why)
+    try:
+        if r.audit is not None and (inputs := audited()) is not None:
+            r.audit(inputs, operation)
+        result = r.runs.run(operation, run, stack=stack, cluster=key, shown_to=r.known(key, stack))
+    except Failure as exc:
+        return r.fail(raw, running, operation, exc, started, before=status)
+    return running, succeeded(result, result.message or why, started, r.clock())
+
+
 def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
     """A deleted Cluster with deletionPolicy Delete (what a killed run left recovered): destroy its stack, then let
     it go."""
     stack = stack_of(raw, status)
     why = "the Cluster was deleted: destroying its stack"
-    started = r.clock()
-    running = deletion_mark(status, raw, "destroy", reasons.DESTROYING, why, started)
-    if not r.write(raw, status, running):
-        return Outcome.done()
-    r.kube.event(raw, "Normal", "DestroyStarted", why)
-    try:
-        if r.audit is not None:
-            applied = r.engine.applied(stack)
-            if isinstance(applied, StackInputs):  # a cluster's stack holds a cluster's inputs
-                r.audit(applied, "destroy")
-        result = r.runs.run("destroy", lambda: r.engine.destroy(stack, message=why), stack=stack, cluster=key,
-                            shown_to=r.known(key, stack))
-    except Failure as exc:  # StackLocked included: one rule (automation/service/outcomes.py)
-        return r.fail(raw, running, "destroy", exc, started, before=status)
-    finished = running.model_copy(update={
-        "inputs_hash": None, "outputs": None,
-        "last_update": succeeded(result, result.message or why, started, r.clock())})
-    r.write(raw, running, finished)
+
+    def applied() -> StackInputs | None:  # a cluster's stack holds a cluster's inputs
+        inputs = r.engine.applied(stack)
+        return inputs if isinstance(inputs, StackInputs) else None
+
+    ran = deletion_run(r, key, raw, status, operation="destroy", reason=reasons.DESTROYING, why=why,
+                       event="DestroyStarted", audited=applied, run=lambda: r.engine.destroy(stack, message=why))
+    if isinstance(ran, Outcome):
+        return ran
+    running, last = ran
+    r.write(raw, running, running.model_copy(update={"inputs_hash": None, "outputs": None, "last_update": last}))
     r.kube.event(raw, "Normal", "DestroySucceeded", f"stack {stack} destroyed; {let_go(r, key, raw)}")
     return Outcome.done()
 

@@ -19,7 +19,7 @@ from automation.kit.objects import HUBRETAINEDSTACKS, Conflict
 from automation.kit.queue import Outcome
 from automation.service.clusters import delete
 from automation.service.clusters.context import Context
-from automation.service.clusters.status import deletion_mark, stack_of, succeeded
+from automation.service.clusters.status import stack_of
 from stacks import status as reasons
 from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs
@@ -49,20 +49,13 @@ def retain(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
     account = applied.cluster.account_id
     why = (f"the Cluster was deleted with deletionPolicy Retain: keeping its resources in account {account}, "
            "removing what it holds elsewhere (hub endpoint and zone, mesh pairs, Transit Gateway attachment)")
-    started = r.clock()
-    running = deletion_mark(status, raw, "up", reasons.RETAINING, why, started)
-    if not r.write(raw, status, running):
-        return Outcome.done()
-    r.kube.event(raw, "Normal", "RetainStarted", why)
-    try:
-        if r.audit is not None:
-            r.audit(kept, "up")
-        result = r.runs.run("up", lambda: r.engine.up(kept, message=why), stack=stack, cluster=key,
-                            shown_to=r.known(key, stack))
-    except Failure as exc:
-        return r.fail(raw, running, "up", exc, started, before=status)
-    r.write(raw, running, running.model_copy(update={
-        "last_update": succeeded(result, result.message or why, started, r.clock())}))
+    ran = delete.deletion_run(r, key, raw, status, operation="up", reason=reasons.RETAINING, why=why,
+                              event="RetainStarted", audited=lambda: kept,
+                              run=lambda: r.engine.up(kept, message=why))
+    if isinstance(ran, Outcome):
+        return ran
+    running, last = ran
+    r.write(raw, running, running.model_copy(update={"last_update": last}))
     claims = status.claims.model_dump(by_alias=True, exclude_none=True) if status.claims is not None else {}
     doc = record_of(key, namespace_uid, account, applied.cluster.region, claims, kept_of(kept),
                     rfc3339_seconds(r.clock()))
