@@ -81,11 +81,6 @@ def read_elsewhere() -> tuple[SourceKind, ...]:
     return tuple(kind for family in FAMILIES if family.reads_elsewhere for kind in family.related)
 
 
-def readers(kind: SourceKind) -> tuple[Family, ...]:
-    """The families whose sources read `kind` (an infrastructure object's event concerns only their sources)."""
-    return tuple(family for family in FAMILIES if kind in family.related)
-
-
 def named(option: str) -> list[Family]:
     """The families `--sources` names: 'auto' every one (those served are watched), 'none' none, or a list;
     ValueError naming an unknown one."""

@@ -146,8 +146,7 @@ def _control_plane(related: Related, ref: SourceRef) -> str | Refused | Pending:
     if namespace is None:
         return Pending(ref, FieldError(str(ref), asked, f"HyperShift has not made its control-plane namespace "
                                                         f"{cpns} yet"))
-    labels, annotations = get(namespace, "metadata.labels"), get(namespace, "metadata.annotations")
-    account = annotations.get(OWNER_ACCOUNT_ANNOTATION) if isinstance(annotations, Mapping) else None
+    labels, account = get(namespace, "metadata.labels"), _annotation(namespace, OWNER_ACCOUNT_ANNOTATION)
     if account is not None:
         return Refused.one(ref, ref, asked,
                            f"asks for a route to its control plane, but namespace {cpns}, where HyperShift would "
@@ -210,9 +209,10 @@ def hypershift_part(hosted: Mapping[str, Any], related: Related, *, hub: HubConf
         how = f" (its APIServer is published as {published})" if published else ""
         return Pending(ref, FieldError(str(ref), "status.controlPlaneEndpoint",
                                        f"HyperShift has not reported the API endpoint yet{how}"))
-    if aws_domain_of(str(host)) is not None:
+    owned = aws_domain_of(str(host))
+    if owned is not None:
         return Refused.one(ref, ref, "status.controlPlaneEndpoint.host",
-                           f"is {host}, the load balancer's own name under {aws_domain_of(str(host))}: the API host "
+                           f"is {host}, the load balancer's own name under {owned}: the API host "
                            "names the hub's private zone for the cluster, and one under AWS's domain would shadow AWS's "
                            "endpoints; publish the APIServer under a name of yours (its servicePublishingStrategy's "
                            "route.hostname or loadBalancer.hostname: HyperShift's --external-dns-domain)")
