@@ -176,7 +176,15 @@ OPTIONS: tuple[Option, ...] = (
        (SERVE, API, RUNNER),
        env="HUBWRIGHT_STATE_DIR"),
     _o("backend", str, None, "backend URL: file://..., s3://bucket/prefix, https://api.pulumi.com "
-       "(default: file://<state-dir>)", STATE, RUNS, env="PULUMI_BACKEND_URL"),
+       "(default: file://<state-dir>); api: where it reads the run history from", STATE, (SERVE, API, RUNNER),
+       env="PULUMI_BACKEND_URL"),
+    _o("history-store", str, "backend", "where each run's record, diff and engine log are kept (docs/history.md): "
+       "backend (the state backend's own store, file:// or s3://), file:///path, s3://bucket/prefix?endpoint=..., "
+       "or off", STATE, (SERVE, API, RUNNER), env="HUBWRIGHT_HISTORY_STORE"),
+    _o("history-keep", int, 100, "run records kept per stack in the history store (the oldest go, with their "
+       "diffs and logs)", STATE, env="HUBWRIGHT_HISTORY_KEEP"),
+    _o("history-log-kib", int, 64, "KiB of a run's engine log kept (its end)", STATE, RUNS,
+       env="HUBWRIGHT_HISTORY_LOG_KIB"),
     _o("pulumi-org", str, None, "Pulumi Cloud organization for the stacks", STATE, RUNS, env="HUBWRIGHT_PULUMI_ORG"),
     _o("secrets-provider", str, None, "stack secrets provider (default: passphrase on DIY backends, the service on "
        "Cloud)", STATE, RUNS, env="HUBWRIGHT_SECRETS_PROVIDER"),

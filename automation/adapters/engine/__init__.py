@@ -9,7 +9,7 @@ from typing import Any
 
 from automation.adapters.engine.plan_model import StackPlan
 from automation.adapters.engine.protocol import (Engine, EngineError, OnProgress, Operation, PolicyViolation,
-                                                 RunCancelled, RunLimits, RunResult, StackLocked)
+                                                 RunCancelled, RunLimits, RunResult, StackLocked, Trace)
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +19,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["Engine", "EngineError", "OnProgress", "Operation", "PolicyViolation", "RunCancelled", "RunLimits",
-           "RunResult", "StackLocked", "StackPlan", "record"]
+           "RunResult", "StackLocked", "StackPlan", "Trace", "record"]

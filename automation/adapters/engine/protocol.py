@@ -16,6 +16,16 @@ OnProgress = Callable[[int, int], None]  # (resources done, planned so far), fro
 
 
 @dataclass
+class Trace:
+    """What the engine did in one run, for its history entry (stacks/runs/record.py): its changes, as the plan
+    diff's model has them (stacks.plandiff.compare.StackDiff.to_json(); None when the engine sent no step), and the
+    end of its output (at most PulumiSettings.log_bytes)."""
+
+    diff: dict[str, Any] | None = None
+    log: str = ""
+
+
+@dataclass
 class RunResult:
     operation: Operation
     ok: bool
@@ -26,6 +36,9 @@ class RunResult:
     ended: str = ""
     permalink: str | None = None  # the console page of this update, when the backend has one
     drifted: list[str] = field(default_factory=list)  # preview: the resources (name and type) it would change
+    trace: Trace | None = None  # the run's diff and log (the engine that ran it); the runners' engine: none
+    run_id: str | None = None  # the runners' engine: the HubStackRun that ran it
+    detail: dict[str, Any] | None = None  # the runners' engine: where the runner stored the run's detail (DetailRef)
 
 
 # What a lock of this service must outlive before another replica may remove it, beyond the longest run.
@@ -56,9 +69,13 @@ class RunLimits:
 
 
 class EngineError(Failure):
-    """A run that failed; `reason` becomes the cluster's condition reason."""
+    """A run that failed; `reason` becomes the cluster's condition reason. `trace`, `run_id` and `detail`: as a
+    RunResult's, for the failed run's history entry (set where known)."""
 
     reason = "UpdateFailed"
+    trace: Trace | None = None
+    run_id: str | None = None
+    detail: dict[str, Any] | None = None
 
 
 class StackLocked(EngineError):
