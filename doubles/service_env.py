@@ -169,6 +169,7 @@ class ServiceEnv:
         audit = options.pop("audit", None) or (lambda inputs, operation: None)
         census = options.pop("census", None)
         discovery = options.pop("discovery", None)  # automation.service.discovery.Lookup: reads status.network
+        history = options.pop("history", None)  # the run history's store (doubles.history.MemoryHistory, a real one)
         defaults = {**FAST, "namespace": self.system_namespace, "hub_name": self.hub_name}
         service_options = ServiceOptions(**{**defaults, **options})
         if service_options.executor == "runners":
@@ -177,13 +178,14 @@ class ServiceEnv:
                                                    grace=service_options.cancel_grace),
                                   keep_runs=service_options.keep_runs)
         return Service(service_options, api_client=self.api_client, engine=engine,
-                       guards=guards, audit=audit, census=census, discovery=discovery)
+                       guards=guards, audit=audit, census=census, discovery=discovery, history=history)
 
     @contextlib.contextmanager
-    def runners(self, engine: Any, count: int = 2) -> Iterator[list[Runner]]:
-        """`count` runners (automation/runner/) in this process, executing the HubStackRuns on `engine`."""
+    def runners(self, engine: Any, count: int = 2, history: Any = None) -> Iterator[list[Runner]]:
+        """`count` runners (automation/runner/) in this process, executing the HubStackRuns on `engine`; `history`:
+        where they store each run's detail (the service's store)."""
         with running_runners(self.api_client, engine, n=count, namespace=self.system_namespace, claim_ttl=10,
-                             workers=4) as started:
+                             workers=4, history=history) as started:
             yield started
 
     @contextlib.contextmanager
@@ -191,7 +193,7 @@ class ServiceEnv:
         """The service, synced; with executor="runners", `runners` runners beside it."""
         with contextlib.ExitStack() as stack:
             if options.get("executor") == "runners" and runners:
-                stack.enter_context(self.runners(engine, runners))
+                stack.enter_context(self.runners(engine, runners, history=options.get("history")))
             service = self.service(engine, **options)
             service.start()
             stack.callback(service.stop)

@@ -257,6 +257,8 @@ NOT_OPTIONS: Mapping[str, str] = {
     "AWS_ROLE_ARN": "botocore's credential chain (IRSA): only named in a message",
     "AWS_ACCESS_KEY_ID": "a secret of botocore's credential chain: only named in a message",
     "AWS_PROFILE": "botocore's credential chain: only named in a message",
+    "AWS_REGION": "the state bucket's region when its s3:// URL names none, read first as the pulumi CLI reads it "
+                  "(botocore reads only the DEFAULT one): the history store finds the same bucket",
     "AWS_ENDPOINT_URL": "botocore's own endpoint override (it reads it, hubwright does not): named in --help",
     "HUBWRIGHT_PLAN_CACHE": "the offline plan's cache folder: the default of `plan --cache` (first choice)",
     "HUBWRIGHT_CACHE": "the folder of the built tools and venvs: the default of `plan --cache` is its plans/",

@@ -89,6 +89,12 @@ class LastUpdate(StatusModel):
         description="Resources by operation (create, update, delete, same, ...): the engine's summary.")
     progress: RunProgress | None = Field(default=None,
         description="Resources done / planned, written during a run (at most every few seconds).")
+    cause: str | None = Field(default=None, max_length=32,
+        description="What caused the run: Create, Spec, Mesh, Hub, Fleet, DriftCheck, Drift, Request, Retry, Leader, "
+                    "Delete, Retain, Release (stacks/runs/cause.py).")
+    run: str | None = Field(default=None, max_length=253,
+        description="The run in the stack's history: `python -m automation history NAMESPACE/NAME --run RUN`, or a "
+                    "HubStackRun of this name with runners.")
 
 
 class Recovery(StatusModel):

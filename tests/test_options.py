@@ -138,7 +138,8 @@ def test_the_service_options_and_the_api_settings_are_the_tables():
     engine = {"state_dir", "backend", "pulumi_org", "secrets_provider", "pulumi_home", "lock_hosts",
               "stale_lock_seconds", "policy", "policy_config", "policy_pack", "runner_hosts"}
     rest = set(serve) - {f.name for f in dataclasses.fields(ServiceOptions)}
-    assert rest == engine | {"aws_endpoint_url", "log_level", "log_format"}
+    history = {"history_store", "history_log_kib"}  # the store (automation.adapters.history.options), the log's size
+    assert rest == engine | history | {"aws_endpoint_url", "log_level", "log_format"}
     assert len({o.flag for o in OPTIONS}) == len(OPTIONS)  # one entry per flag
 
 

@@ -17,6 +17,7 @@ from automation.adapters.engine import Engine, RunLimits
 from automation.adapters.engine.plugins import aws_plugin_problem
 from automation.adapters.engine.pool import WorkerPool
 from automation.adapters.engine.settings import PulumiSettings
+from automation.adapters.history.options import store_from
 from automation.adapters.kube.kubeconfig import kube_client
 from automation.adapters.probes import ProbeServer
 from automation.runner.runner import Runner
@@ -70,7 +71,8 @@ def serve_runner(args: argparse.Namespace, engine: Engine) -> int:
         LOG.error("not ready, claiming no run: %s", missing)
     runner = Runner(kube_client(args.kubeconfig, args.context), engine, namespace=args.namespace,
                     identity=args.identity, claim_ttl=args.claim_ttl, workers=args.workers,
-                    cancel_grace=args.cancel_grace, runner_hosts=args.runner_hosts or None, not_ready=missing)
+                    cancel_grace=args.cancel_grace, runner_hosts=args.runner_hosts or None, not_ready=missing,
+                    history=store_from(args), log_bytes=args.history_log_kib * 1024)
     server = ProbeServer(runner.metrics, healthy=runner.healthy, ready=runner.ready, bind=args.metrics_bind,
                          port=args.metrics_port)
     stopped = threading.Event()

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from automation.adapters import logs
 from automation.adapters.engine import Engine, EngineError, RunCancelled, RunResult, StackLocked
+from automation.adapters.history import HistoryStore, put_run_detail
 from automation.adapters.kube.stackruns import StackRunClient
 from automation.kit.objects import Obj
 from automation.kit.queue import Outcome
@@ -26,7 +27,9 @@ from stacks.disclosure import known_to, redact
 from stacks.inputs import StackInputs, inputs_from_config
 from stacks.runs import claims
 from stacks.runs.checks import refusal
-from stacks.runs.model import INPUTS_KEY, REFUSED, StackRunSpec, StackRunStatus, result_payload, spec_of, summary
+from stacks.runs.model import (INPUTS_KEY, REFUSED, DetailRef, StackRunSpec, StackRunStatus, result_payload, spec_of,
+                               summary)
+from stacks.runs.record import LOG_BYTES
 from stacks.status import RunProgress
 from stacks.times import parse_rfc3339, rfc3339_seconds
 
@@ -41,9 +44,10 @@ class Execution:
 
     def __init__(self, settings: Settings, *, jobs: Jobs, store: RunStore, runs: StackRunClient, engine: Engine,
                  lease: Lease, metrics: RunnerMetrics, seen: Callable[[], int], wake: Callable[[], None],
-                 stopping: threading.Event):
+                 stopping: threading.Event, history: HistoryStore | None = None, log_bytes: int = LOG_BYTES):
         self.settings, self.jobs, self.store, self.runs, self.engine = settings, jobs, store, runs, engine
         self.lease, self.metrics, self.seen, self.wake, self.stopping = lease, metrics, seen, wake, stopping
+        self.history, self.log_bytes = history, log_bytes  # where the runs' details go (the service's records)
 
     def execute(self, key: str) -> Outcome:
         """The run held as `key`, start to end (once: a key added again while it runs finds it taken)."""
@@ -122,8 +126,10 @@ class Execution:
                 self.engine.recover(spec.stack, live_runners=live)
                 out = self._call(job, spec, secret or {})
         except RunCancelled as exc:
+            job.trace = exc.trace
             return "Cancelled", None, CANCELLED, self._cancelled_message(job, str(exc))
         except EngineError as exc:
+            job.trace = exc.trace
             return "Failed", None, exc.reason, str(exc)
         finally:
             if timer is not None:
@@ -230,6 +236,21 @@ class Execution:
             return known_to(inputs if isinstance(inputs, StackInputs) else None)
         return redact(message, known)
 
+    def _detail(self, job: Job, out: RunResult | None) -> DetailRef | None:
+        """The run's diff and log into the history store, under the run's name (the service records the run and
+        reads the reference from its status); None without a store or a trace. A store that fails fails no run:
+        said once, in this runner's log."""
+        trace = out.trace if out is not None else job.trace
+        if self.history is None or trace is None:
+            return None
+        try:
+            return put_run_detail(self.history, job.stack, str(Obj(job.held.raw).name), trace.diff, trace.log,
+                                  log_bytes=self.log_bytes)
+        except Exception as exc:  # noqa: BLE001 - the history is a record: it never fails the run
+            LOG.warning("%s: %s: its diff and log not stored in %s: %s", self.settings.identity, job.held.key,
+                        self.history.location, exc)
+            return None
+
     def _cancelled_message(self, job: Job, error: str) -> str:
         if job.cancelled_for == "handback":
             return f"cancelled: runner {self.settings.identity} stopped ({error})"
@@ -262,13 +283,14 @@ class Execution:
                 LOG.warning("%s: writing the result of %s into its Secret failed: %s", identity, job.held.key, exc)
         changes = dict(out.changes) if out is not None else {}
         shown = self.shown(job, message)
+        detail = self._detail(job, out)
 
         def change(status: StackRunStatus) -> StackRunStatus:
             return status.model_copy(update={
                 "phase": phase, "reason": reason or None, "changes": changes,
                 "summary": summary(changes) if out is not None else "", "message": shown[:32768],
                 "drifted": len(out.drifted) if out is not None and phase == "Drifted" else 0,
-                "permalink": out.permalink if out is not None else None, "end_time": stamp,
+                "permalink": out.permalink if out is not None else None, "end_time": stamp, "detail": detail,
                 "progress": None, "runner": identity})  # the claim stays: who held it last, the takeovers
         for _ in range(3):
             try:

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from automation.adapters.kube.stackruns import Held
 from automation.kit.objects import Obj
+from automation.adapters.engine import Trace
 from stacks.inputs import StackProgramInputs
 from stacks.runs import claims
 from stacks.runs.model import FINISHED, status_of
@@ -86,6 +87,7 @@ class Job:
     progress: RunProgress | None = None
     progress_written: RunProgress | None = None
     inputs: StackProgramInputs | None = None  # the inputs the engine was given (up, preview)
+    trace: Trace | None = None  # what the engine did (its diff and log), for the run's detail in the history store
     started: bool = False  # a worker took it (automation/runner/execute.py)
     last_renewal: float = float("-inf")  # monotonic: the last renewal that succeeded (automation/runner/lease.py)
     last_progress: float = float("-inf")  # monotonic: the last progress written

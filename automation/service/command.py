@@ -19,6 +19,7 @@ from automation.adapters.aws.sessions import AwsSessions
 from automation.adapters.engine import Engine, RunLimits
 from automation.adapters.engine.pool import WorkerPool
 from automation.adapters.engine.settings import PulumiSettings
+from automation.adapters.history.options import store_from
 from automation.adapters.kube.kubeconfig import kube_client
 from automation.service.executor import RunnerEngine
 from automation.service.options import ServiceOptions
@@ -91,7 +92,8 @@ def serve_command(args: argparse.Namespace) -> int:
     if missing is not None:
         LOG.error("not ready: %s", missing)
     service = Service(options, api_client=api_client, engine=engine, guards=guards, census=census,
-                      on_lost_leadership=lost, discovery=AwsDiscovery(sessions), not_ready=missing)
+                      on_lost_leadership=lost, discovery=AwsDiscovery(sessions), not_ready=missing,
+                      history=store_from(args), log_bytes=args.history_log_kib * 1024)
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopped.set())

@@ -39,6 +39,7 @@ from automation.adapters.kube.informer import Raw, object_key
 from automation.adapters.kube.stackruns import Api, StackRunClient, stackrun_source_of
 from automation.kit.objects import Obj
 from automation.kit.runtime import Manager
+from automation.service.runs import current
 from stacks import status as reasons
 from stacks.inputs import StackProgramInputs
 from stacks.runs.checks import refusal
@@ -132,17 +133,23 @@ def result_of(raw: Raw, result: Mapping[str, Any]) -> RunResult:
     status = status_of(raw)
     name = f"{operation} {object_key(raw)}"
     message = status.message or status.summary
+    run_id = str(Obj(raw).name)
+    detail = status.detail.model_dump(mode="json") if status.detail is not None else None  # the runner stored it
+    error: EngineError | None = None
     if status.phase == "Cancelled":
-        raise RunCancelled(f"{name}: cancelled: {message}")
-    if status.phase == "Refused":
-        raise EngineError(f"{name}: the runner refused it: {message}", reason=status.reason or REFUSED)
-    if status.phase == "Failed":
+        error = RunCancelled(f"{name}: cancelled: {message}")
+    elif status.phase == "Refused":
+        error = EngineError(f"{name}: the runner refused it: {message}", reason=status.reason or REFUSED)
+    elif status.phase == "Failed":
         reason = status.reason or (reasons.DESTROY_FAILED if operation == "destroy" else reasons.UPDATE_FAILED)
-        raise REASONS.get(reason, EngineError)(message or f"{name} failed", reason=reason)
+        error = REASONS.get(reason, EngineError)(message or f"{name} failed", reason=reason)
+    if error is not None:
+        error.run_id, error.detail = run_id, detail
+        raise error
     return RunResult(operation, status.phase == "Succeeded", message=status.message,
                      outputs=dict(result.get("outputs") or {}), changes=dict(status.changes),
                      started=status.start_time or "", ended=status.end_time or "", permalink=status.permalink,
-                     drifted=[str(d) for d in result.get("drifted") or []])
+                     drifted=[str(d) for d in result.get("drifted") or []], run_id=run_id, detail=detail)
 
 
 class RunnerEngine:
@@ -300,9 +307,12 @@ class RunnerEngine:
     def _create(self, operation: Operation, stack: str, namespace: str, cluster: str | None,
                 inputs: StackProgramInputs | None, message: str, refresh: bool) -> Raw:
         now = datetime.now(timezone.utc)
-        name = run_name(stack, operation, now, uuid.uuid4().hex[:8])
+        begun = current()  # the gate's run: the HubStackRun is named as its history entry, and says its cause
+        ours = begun is not None and begun.stack == stack and begun.operation == operation
+        name = begun.id if begun is not None and ours else run_name(stack, operation, now, uuid.uuid4().hex[:8])
         key = f"{namespace}/{name}"
         run, body = documents(operation=operation, namespace=namespace, name=name, stack=stack, cluster=cluster,
+                              cause=begun.cause if begun is not None and ours else None,
                               inputs_config=inputs.to_config() if inputs is not None else None,
                               digest=inputs.digest() if inputs is not None else None, message=message,
                               refresh=refresh, deadline=now + timedelta(seconds=self.limits.timeout),

@@ -32,6 +32,7 @@ from automation.service.clusters import Audit, ClusterClient, Guard, ReconcileOp
 from automation.service.mapper import FleetPublisher, Hook, Mapper, Pass
 from automation.service.options import ServiceOptions
 from automation.service.runs import Metrics, Runs
+from automation.service.history import Recorder
 from stacks.model.hub import HubConfig
 from stacks.rolemap import from_configmap
 from stacks.sources.families import named
@@ -81,7 +82,8 @@ class Fleet:
 
 
 def setup(manager: Manager, *, options: ServiceOptions, api_client: ApiClient, objects: Objects, engine: Engine,
-          guards: Iterable[Guard], audit: Audit | None, metrics: Metrics, discovery: bool) -> Fleet:
+          guards: Iterable[Guard], audit: Audit | None, metrics: Metrics, discovery: bool,
+          recorder: Recorder | None = None) -> Fleet:
     """The clusters' stacks controller on `manager` (module docstring); `discovery`: whether a discovery controller
     reads the clusters' networks (the publisher then waits for status.network)."""
     cache = Cache(hub_name=options.hub_name, role_map_name=options.role_map_configmap,
@@ -95,7 +97,7 @@ def setup(manager: Manager, *, options: ServiceOptions, api_client: ApiClient, o
     desired = FleetPublisher(cache, discovery=discovery)
     status = cluster_writer(objects)
     clusters = ClusterClient(objects, writer=status)
-    runs, slots = Runs(metrics), Slots(options.workers)
+    runs, slots = Runs(metrics, recorder), Slots(options.workers)
     reconciler = Reconciler(desired=desired.view, cache=cache, engine=engine, kube=clusters,
                             options=options.part(ReconcileOptions), guards=guards, audit=audit, runs=runs)
     queue = WorkQueue(Backoff(options.backoff_base, options.backoff_cap), settle=options.settle)

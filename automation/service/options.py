@@ -52,6 +52,7 @@ class ServiceOptions:
     identity: str | None = default("identity")
     executor: str = default("executor")
     keep_runs: int = default("keep-runs")
+    history_keep: int = default("history-keep")
     claim_ttl: float = default("claim-ttl")
 
     def __post_init__(self) -> None:
@@ -63,6 +64,8 @@ class ServiceOptions:
         if self.keep_runs < 1 or self.claim_ttl < 3:
             raise ValueError(f"--keep-runs must be >= 1 and --claim-ttl >= 3 seconds (got {self.keep_runs}, "
                              f"{self.claim_ttl})")
+        if self.history_keep < 1:
+            raise ValueError(f"--history-keep must be >= 1 (got {self.history_keep})")
         if self.stalled_recheck <= 0:
             raise ValueError(f"--stalled-recheck must be > 0 seconds (got {self.stalled_recheck})")
 

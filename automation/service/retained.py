@@ -23,6 +23,7 @@ from automation.kit.queue import Outcome, WorkQueue
 from automation.kit.runtime import Controller, Manager, Slots
 from automation.service.cache import Cache
 from automation.service.runs import Runs
+from stacks.runs.cause import Cause
 from stacks.errors import Failure
 from stacks.names import RETAINED, RETAINEDS
 from stacks.retention import RetainedStack
@@ -46,8 +47,9 @@ class Releases:
         stack, raw = record.spec.stack, _raw(record)
         try:
             if record.spec.release == "Destroy":
-                result = self.runs.run("destroy", lambda: self.engine.destroy(
-                    stack, message=f"{RETAINED.kind} {record.metadata.name} released: Destroy"), stack=stack, cluster=key)
+                why = f"{RETAINED.kind} {record.metadata.name} released: Destroy"
+                result = self.runs.run("destroy", lambda: self.engine.destroy(stack, message=why), stack=stack,
+                                       cluster=key, cause=Cause.of("Release", why))
                 done = f"stack {stack} destroyed in account {record.spec.account_id} ({result.message})"
             else:
                 done = (f"{self.engine.forget(stack)}: left in account {record.spec.account_id}, region "

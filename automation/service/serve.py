@@ -48,6 +48,9 @@ from automation.service.gitrepos import GitRepoController, setup as setup_gitrep
 from automation.service.mapper import FleetPublisher, Mapper
 from automation.service.options import ServiceOptions
 from automation.service.runs import Runs
+from automation.service.history import Recorder
+from automation.adapters.history import HistoryStore
+from stacks.runs.record import LOG_BYTES
 from automation.service.server import Metrics, ProbeServer
 from automation.service.retained import setup as setup_retained
 from automation.service.sources import Sources, setup as setup_sources
@@ -79,7 +82,8 @@ class Service:
     def __init__(self, options: ServiceOptions, *, api_client: ApiClient, engine: Engine,
                  guards: Iterable[Guard] | None = None, audit: Audit | None = None,
                  census: Count | None = None, on_lost_leadership: Callable[[], None] | None = None,
-                 discovery: NetworkLookup | None = None, not_ready: str | None = None):
+                 discovery: NetworkLookup | None = None, not_ready: str | None = None,
+                 history: HistoryStore | None = None, log_bytes: int = LOG_BYTES):
         self.options = options
         # Why this replica can never do its work (automation.adapters.engine.plugins: the AWS plugin missing from the
         # image), or None: /readyz says it and answers 503, follower or leader.
@@ -93,6 +97,9 @@ class Service:
         self.on_lost_leadership = on_lost_leadership
         self.identity = options.identity or default_identity()
         self.metrics = Metrics()
+        # Every run's record, diff and log (automation/service/history.py), in the store the runners share.
+        self.recorder = Recorder(history, executor="runners" if options.executor == "runners" else "local",
+                                 keep=options.history_keep, log_bytes=log_bytes, metrics=self.metrics)
         self.server = ProbeServer(self.metrics, healthy=self.healthy, ready=self.ready,
                                   bind=options.metrics_bind, port=options.metrics_port)
         self.elector: LeaderElector | None = None
@@ -159,7 +166,8 @@ class Service:
             try:
                 self.pipeline = Pipeline(self.options, api_client=self.api_client, engine=self.engine,
                                          guards=self.guards, audit=self.audit, metrics=self.metrics,
-                                         identity=self.identity, census=self.census, discovery=self.discovery)
+                                         identity=self.identity, census=self.census, discovery=self.discovery,
+                                         recorder=self.recorder)
                 self.pipeline.start()
             except Exception:
                 # The elector then gives the Lease up and the CLI exits ("lost the Lease"): say why first.
@@ -192,7 +200,8 @@ class Pipeline:
 
     def __init__(self, options: ServiceOptions, *, api_client: ApiClient, engine: Engine,
                  guards: Iterable[Guard], audit: Audit | None, metrics: Metrics, identity: str,
-                 census: Count | None = None, discovery: NetworkLookup | None = None):
+                 census: Count | None = None, discovery: NetworkLookup | None = None,
+                 recorder: Recorder | None = None):
         self.engine = engine
         self.manager = Manager(watch_timeout=options.watch_timeout, on_restart=metrics.watch_restarted)
         self.events = EventRecorder(api_client, instance=identity)
@@ -202,7 +211,7 @@ class Pipeline:
         # The clusters' stacks (automation/service/fleet.py): the cache, the mapper, the engine's bound.
         self.fleet = setup_fleet(self.manager, options=options, api_client=api_client, objects=self.objects,
                                  engine=engine, guards=guards, audit=audit, metrics=metrics,
-                                 discovery=discovery is not None)
+                                 discovery=discovery is not None, recorder=recorder)
         # Discovery (automation/service/discovery.py): each admitted cluster's network read into status.network.
         self.discovery: Controller | None = None
         if discovery is not None:

@@ -59,12 +59,18 @@ class Metrics:
                                        "their runner's claim lapsed); 0 with --executor local.", registry=self.registry)
         self.stackruns_running = Gauge("hubwright_stackruns_running", "HubStackRuns a runner holds now; 0 with "
                                        "--executor local.", registry=self.registry)
+        self.history_failures = Counter("hubwright_history_write_failures_total", "Runs whose record, diff or log "
+                                        "could not be written to the history store (the run itself stands).",
+                                        registry=self.registry)
         self._clusters: Callable[[], ClusterCounts] = lambda: ({}, 0, {})
         self.registry.register(_Clusters(lambda: self._clusters()))
 
     def observe_run(self, operation: str, result: str, seconds: float) -> None:
         self.runs.labels(operation, result).inc()
         self.run_seconds.labels(operation).observe(seconds)
+
+    def history_failed(self) -> None:
+        self.history_failures.inc()
 
     def run_failed(self, operation: str, reason: str) -> None:
         self.run_failures.labels(operation, monitoring.metric_reason(reason)).inc()

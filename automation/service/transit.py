@@ -45,6 +45,7 @@ from automation.service.outcomes import judge
 from automation.service.runs import Runs
 from automation.service.snapshot import DesiredView
 from stacks import status as reasons
+from stacks.runs.cause import Cause
 from stacks.errors import Failure
 from stacks.status import GroupStatus, LastUpdate, MeshHubStatus, TransitOutputsStatus, TransitStatus, applied
 from stacks.times import rfc3339_seconds
@@ -148,7 +149,7 @@ class TransitReconciler:
         word = "Update" if operation == "up" else "Destroy"
         self._event("Normal", f"{word}Started", f"transit stack {stack}: {why}")
         try:
-            result = self.runs.run(operation, lambda: run(why), stack=stack)
+            result = self.runs.run(operation, lambda: run(why), stack=stack, cause=Cause.of("Transit", why))
         except Failure as exc:
             return self._failed(stack, operation, why, exc, started, recorded)
         if operation == "destroy" or wanted is None:

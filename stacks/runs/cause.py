@@ -41,7 +41,7 @@ class Cause(StatusModel):
     kind: CauseKind = Field(description="Create, Spec, Mesh, Hub, Fleet, DriftCheck, Drift, Request, Retry, Leader, "
                                         "Delete, Retain, Release or Transit.")
     message: str = Field("", max_length=MESSAGE_MAX, description="The cause in words.")
-    generation: int | None = Field(None, ge=0, description="The cluster's generation the run was for.")
+    generation: int | None = Field(None, ge=0, le=2**31 - 1, description="The cluster's generation the run was for.")
 
     @classmethod
     def of(cls, kind: CauseKind, message: str, generation: int | None = None) -> "Cause":

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import Field, ValidationError
 
 from stacks.model.fields import Spec
+from stacks.runs.cause import Cause
 from stacks.names import (API_VERSION, RUN_CLUSTER_LABEL, RUN_DIGEST_ANNOTATION, RUN_FOR_ANNOTATION, RUN_OPERATION_LABEL,
                           RUN_SECRET_LABEL, RUN_STACK_ANNOTATION, STACK_NAME_MAX, STACKRUN)
 from stacks.status import RunProgress, Short, StatusModel, Time
@@ -35,6 +36,14 @@ MESSAGE_MAX = 512  # spec.message (Short)  # the reason of a run the runner woul
 INPUTS_KEY, RESULT_KEY = "inputs", "result"
 
 
+class DetailRef(StatusModel):
+    """Where a run's detail is in the history store, and what it must hash to."""
+
+    key: str = Field(max_length=1024, description="The detail's key in the history store.")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", min_length=64, max_length=64, description="The SHA-256 of the stored (compressed) bytes.")
+    bytes: int = Field(ge=0, le=2**31 - 1, description="The stored size.")
+
+
 class StackRunSpec(Spec):
     """One operation on one stack. Only the service creates runs, and no one edits a run's spec (an admission
     policy refuses both to anyone else; a runner refuses a run whose spec changed after creation)."""
@@ -51,6 +60,7 @@ class StackRunSpec(Spec):
     message: Short = Field("", description="Why it runs (the update's message in the stack's history).")
     deadline: Time = Field(description="When a runner stops it (RFC 3339): the service's run timeout from creation.")
     requested_by: str = Field(max_length=253, description="The service replica that created it.")
+    cause: Cause | None = Field(None, description="What caused the run (stacks/runs/cause.py): the `Cause` column.")
 
 
 class Claim(StatusModel):
@@ -81,6 +91,8 @@ class StackRunStatus(StatusModel):
     permalink: str | None = Field(None, max_length=2048, description="The backend's page of this update.")
     progress: RunProgress | None = Field(None, description="While it runs: resources done of those planned so far.")
     observed_generation: int | None = Field(None, ge=0, description="The generation the runner executed.")
+    detail: DetailRef | None = Field(None, description="The run's diff and engine log in the history store "
+                                                       "(outside etcd): their SHA-256 and size.")
 
 
 def _dns(text: str) -> str:
@@ -103,14 +115,15 @@ def secret_name(namespace: str, name: str) -> str:
 
 def documents(*, operation: Operation, namespace: str, name: str, stack: str, cluster: str | None,
               inputs_config: str | None, digest: str | None, message: str, refresh: bool, deadline: datetime,
-              requested_by: str, service_namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+              requested_by: str, service_namespace: str,
+              cause: Cause | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the HubStackRun, its inputs Secret), as the service creates them (automation/service/executor.py): the run
     beside its cluster, naming the Secret; the Secret in the service's namespace, naming the run, the stack, the
     operation and the digest the runner checks (checks.refusal)."""
     secret = secret_name(namespace, name)
     spec = StackRunSpec(stack=stack, cluster=cluster, operation=operation, refresh=refresh, inputs_digest=digest,
                         inputs_secret=secret, message=message[:MESSAGE_MAX], deadline=rfc3339_seconds(deadline),
-                        requested_by=requested_by)
+                        requested_by=requested_by, cause=cause)
     labels = {RUN_OPERATION_LABEL: operation, **({RUN_CLUSTER_LABEL: cluster} if cluster else {})}
     run = {"apiVersion": API_VERSION, "kind": STACKRUN.kind,
            "metadata": {"name": name, "namespace": namespace, "labels": labels,

@@ -27,7 +27,7 @@ from pydantic import Field
 from stacks.disclosure import redact
 from stacks.plandiff.compare import StackDiff, summary
 from stacks.runs.cause import Cause
-from stacks.runs.model import Operation
+from stacks.runs.model import DetailRef, Operation
 from stacks.status import StatusModel, Time
 
 Result = Literal["Succeeded", "Drifted", "Failed", "Cancelled", "Locked", "Refused"]
@@ -35,14 +35,6 @@ Executor = Literal["local", "runners"]
 LOG_BYTES = 64 * 1024  # the engine log's tail a detail keeps (--history-log-kib)
 DETAIL_BYTES = 1024 * 1024  # a detail's most bytes, uncompressed: past it the diff's resources are cut (and counted)
 MESSAGE_MAX = 32768
-
-
-class DetailRef(StatusModel):
-    """Where a run's detail is in the history store, and what it must hash to."""
-
-    key: str = Field(max_length=1024, description="The detail's key in the history store.")
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="The SHA-256 of the stored (compressed) bytes.")
-    bytes: int = Field(ge=0, description="The stored size.")
 
 
 class RunRecord(StatusModel):
@@ -84,20 +76,21 @@ def tail(text: str, limit: int = LOG_BYTES) -> tuple[str, int]:
     return data[start:].decode(errors="replace"), start
 
 
-def detail_body(diff: StackDiff, log: str, *, log_bytes: int = LOG_BYTES,
+def detail_body(diff: StackDiff | Mapping[str, Any], log: str, *, log_bytes: int = LOG_BYTES,
                 limit: int = DETAIL_BYTES) -> bytes:
-    """The detail object: {"diff", "log", "logDropped", "resourcesDropped"} as gzip JSON. The log keeps its last
-    `log_bytes`; a diff past `limit` keeps its first resources, the rest counted."""
+    """The detail object: {"diff", "log", "logDropped", "resourcesDropped"} as gzip JSON. `diff`: a StackDiff or its
+    JSON. The log keeps its last `log_bytes`; a diff past `limit` keeps its first resources, the rest counted."""
+    whole = diff.to_json() if isinstance(diff, StackDiff) else dict(diff)
     kept_log, dropped = tail(log, log_bytes)
-    resources = list(diff.resources)
+    resources = list(whole.get("resources") or ())
     cut = 0
     while True:
-        shown = StackDiff(diff.stack, diff.change, tuple(resources))
-        document = {"diff": shown.to_json(), "log": kept_log, "logDropped": dropped, "resourcesDropped": cut}
+        document = {"diff": {**whole, "resources": resources}, "log": kept_log, "logDropped": dropped,
+                    "resourcesDropped": cut}
         raw = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str).encode()
         if len(raw) <= limit or not resources:
             return gzip.compress(raw, mtime=0)
-        half = max(1, len(resources) // 2)
+        half = max(1, len(resources) // 2) if len(resources) > 1 else 0
         cut += len(resources) - half
         resources = resources[:half]
 
@@ -150,7 +143,7 @@ def _redacted(value: Any, known: frozenset[str]) -> Any:
 
 
 def keep_last(records: Sequence[RunRecord], keep: int) -> tuple[list[RunRecord], list[RunRecord]]:
-    """(kept, dropped): a stack's newest `keep` records, oldest first, and the others."""
-    ordered = sorted(records, key=lambda r: (r.started, r.id))
-    cut = max(len(ordered) - max(keep, 1), 0)
-    return ordered[cut:], ordered[:cut]
+    """(kept, dropped): a stack's newest `keep` records and the others, each in the order they were recorded (a
+    stack's runs are recorded one at a time, as they end)."""
+    cut = max(len(records) - max(keep, 1), 0)
+    return list(records[cut:]), list(records[:cut])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from stacks.runs.record import DetailRef, RunRecord
+from stacks.runs.record import DetailRef, RunRecord, detail_body
 
 
 class HistoryStore(Protocol):
@@ -47,3 +47,11 @@ def detail_key(stack: str, run_id: str) -> str:
 
 def index_key(stack: str) -> str:
     return f"{stack}/index.json"
+
+
+def put_run_detail(store: HistoryStore, stack: str, run_id: str, diff: dict | None, log: str, *,
+                   log_bytes: int) -> DetailRef:
+    """Store what the engine did in one run (its diff, the end of its log) as the run's detail: the one way both the
+    service (the local executor) and a runner do it."""
+    body = detail_body(diff or {"stack": stack, "change": "unchanged", "resources": []}, log, log_bytes=log_bytes)
+    return store.put_detail(stack, run_id, body)

@@ -15,6 +15,7 @@ from automation.kit.queue import Outcome
 from automation.service.runs import Runs
 from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs
+from stacks.runs.cause import Cause
 from stacks.status import ClusterStatus
 
 # A check before every up: raises InvalidSpec (refused until the input changes), NeedsAttention (refused, looked at
@@ -52,5 +53,5 @@ class Context(Protocol):
 
     def known(self, key: str, stack: str) -> Callable[[], frozenset[str]]: ...
 
-    def run_up(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs, *, why: str,
-               refresh: bool = False) -> Outcome: ...
+    def run_up(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs, *,
+               cause: Cause | None = None, refresh: bool = False) -> Outcome: ...

@@ -16,12 +16,13 @@ from typing import Any, Callable, Literal
 from automation.adapters.kube.informer import Raw
 from automation.kit.objects import Obj
 from automation.service.clusters.context import Context
-from automation.service.clusters.status import deletion_mark, stack_of, succeeded
+from automation.service.clusters.status import deletion_mark, generation_of, stack_of, succeeded
 from automation.kit.queue import Outcome
 from stacks import status as reasons
 from stacks.errors import Failure
 from stacks.inputs import StackInputs
 from stacks.names import FINALIZER, stack_name
+from stacks.runs.cause import Cause
 from stacks.status import ClusterStatus, LastUpdate
 
 LOG = logging.getLogger("hubwright.reconcile")
@@ -37,7 +38,7 @@ def ensure_finalizer(r: Context, raw: Raw) -> bool:
 
 
 def deletion_run(r: Context, key: str, raw: Raw, status: ClusterStatus, *, operation: Literal["up", "destroy"],
-                 reason: str, why: str, event: str, audited: Callable[[], StackInputs | None],
+                 reason: str, cause: Cause, event: str, audited: Callable[[], StackInputs | None],
                  run: Callable[[], Any]) -> tuple[ClusterStatus, LastUpdate] | Outcome:
     """The one run a deletion makes (a destroy, or a retain's up): marked on the status, said in an Event, audited
     (`audited()`: the inputs the audit records, asked only when there is an audit), run. (the status while it ran,
@@ -45,17 +46,18 @@ def deletion_run(r: Context, key: str, raw: Raw, status: ClusterStatus, *, opera
     included: one rule, automation/service/outcomes.py)."""
     stack = stack_of(raw, status)
     started = r.clock()
-    running = deletion_mark(status, raw, operation, reason, why, started)
+    why = cause.message
+    running = deletion_mark(status, raw, operation, reason, cause, started)
     if not r.write(raw, status, running):
         return Outcome.done()
     r.kube.event(raw, "Normal", event, why)
     try:
         if r.audit is not None and (inputs := audited()) is not None:
             r.audit(inputs, operation)
-        result = r.runs.run(operation, run, stack=stack, cluster=key, shown_to=r.known(key, stack))
+        result = r.runs.run(operation, run, stack=stack, cluster=key, shown_to=r.known(key, stack), cause=cause)
     except Failure as exc:
         return r.fail(raw, running, operation, exc, started, before=status)
-    return running, succeeded(result, result.message or why, started, r.clock())
+    return running, succeeded(result, result.message or why, started, r.clock(), cause=cause)
 
 
 def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
@@ -68,7 +70,8 @@ def destroy(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
         inputs = r.engine.applied(stack)
         return inputs if isinstance(inputs, StackInputs) else None
 
-    ran = deletion_run(r, key, raw, status, operation="destroy", reason=reasons.DESTROYING, why=why,
+    ran = deletion_run(r, key, raw, status, operation="destroy", reason=reasons.DESTROYING,
+                       cause=Cause.of("Delete", why, generation_of(raw)),
                        event="DestroyStarted", audited=applied, run=lambda: r.engine.destroy(stack, message=why))
     if isinstance(ran, Outcome):
         return ran

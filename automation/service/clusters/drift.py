@@ -20,6 +20,7 @@ from stacks import status as reasons
 from stacks.disclosure import known_to
 from stacks.inputs import StackInputs
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
+from stacks.runs.cause import Cause
 from stacks.status import ClusterStatus
 
 
@@ -44,7 +45,8 @@ def check(r: Context, key: str, raw: Raw, status: ClusterStatus, desired: StackI
     """Preview with refresh; on drift, correct it (an up with refresh) or only report it, as --drift-policy says."""
     try:
         result = r.runs.run("preview", lambda: r.engine.preview(desired), stack=desired.stack, cluster=key,
-                            shown_to=known_to(desired))
+                            shown_to=known_to(desired), cause=Cause.of("DriftCheck", "drift check (preview with "
+                                                                       "refresh)", generation_of(raw)))
     except StackLocked:
         return Outcome.done(r.options.lock_retry)
     except EngineError as exc:
@@ -76,4 +78,5 @@ def check(r: Context, key: str, raw: Raw, status: ClusterStatus, desired: StackI
     r.write(raw, status, checked)
     if not correct:
         return Outcome.done(due_in(r.options, key, checked, r.clock()))
-    return r.run_up(key, raw, checked, desired, why=f"correcting drift ({found})", refresh=True)
+    return r.run_up(key, raw, checked, desired, cause=Cause.of("Drift", f"correcting drift ({found})", generation),
+                    refresh=True)

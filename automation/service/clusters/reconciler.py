@@ -42,7 +42,7 @@ from automation.service.clusters.client import PROGRESS_EVERY, ClusterClient, Pr
 from automation.service.clusters.context import Audit, Guard, ReconcileOptions
 from automation.service.clusters.status import (annotation, generation_of, ready, ready_status, refused_status,
                                                 registered_status, requested, run_mark, running_status, stack_of,
-                                                succeeded, why as why_up, with_placement)
+                                                succeeded, with_placement)
 from automation.service.outcomes import Operation, judge
 from automation.kit.queue import Outcome
 from automation.service.runs import Metrics, Runs, summary
@@ -53,6 +53,7 @@ from stacks.disclosure import known_to
 from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.names import RECONCILE_REQUEST_ANNOTATION
+from stacks.runs.cause import Cause, up_cause
 from stacks.status import ClaimsStatus, ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus, applied
 from stacks.accounts import REGION_OVERRIDDEN
 from stacks.keys import UNKNOWN_KEYS
@@ -175,8 +176,9 @@ class Reconciler:
         digest = desired.digest()
         request = requested(raw, status)
         if request is not None:
-            return self.run_up(key, raw, status, desired, refresh=True,
-                               why=f"reconcile requested ({RECONCILE_REQUEST_ANNOTATION}={request}): up with refresh")
+            return self.run_up(key, raw, status, desired, refresh=True, cause=Cause.of(
+                "Request", f"reconcile requested ({RECONCILE_REQUEST_ANNOTATION}={request}): up with refresh",
+                generation))
         if up_to_date(status, digest):
             if status.observed_generation != generation or ready(status) != "True" \
                     or self._records_moved(key, status):
@@ -185,11 +187,14 @@ class Reconciler:
             if due is not None and due <= 0:
                 return drift.check(self, key, raw, self.kube.status(key, raw), desired)
             return Outcome.done(due)
-        return self.run_up(key, raw, status, desired, why=why_up(status, digest, generation))
+        return self.run_up(key, raw, status, desired)
 
-    def run_up(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs, *, why: str,
-               refresh: bool = False) -> Outcome:
+    def run_up(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs, *,
+               cause: Cause | None = None, refresh: bool = False) -> Outcome:
+        """An up of `desired`; `cause`: why (None: stacks.runs.cause.up_cause decides, from the status as found and
+        the inputs the stack last applied)."""
         generation = generation_of(raw)
+        as_found = status
         recovered = self.recover_if_killed(raw, status, desired.stack)
         if recovered is None:
             return Outcome.retry()
@@ -200,6 +205,7 @@ class Reconciler:
         try:
             applied = self.engine.applied(desired.stack)
             was = applied if isinstance(applied, StackInputs) else None  # a cluster's stack holds a cluster's inputs
+            cause = cause or up_cause(as_found, was, desired, generation)
             for guard in self.guards:
                 guard(was, desired)
         except InvalidSpec as exc:
@@ -207,8 +213,9 @@ class Reconciler:
         except Failure as exc:  # a preflight that may pass later (the installer's NLB not there yet), or a lookup
             return self.fail(raw, self._placed(key, status), "up", exc, self.clock(), note="preflight, nothing ran: ")
 
+        why = cause.message
         started = self.clock()
-        running = running_status(status, generation, desired, why, mesh_join=self._mesh_join(key, status),
+        running = running_status(status, generation, desired, cause, mesh_join=self._mesh_join(key, status),
                                  routed=self._routed(key, status), started=started, claims=self._claims(key, status))
         # The stack's first run waits for two writes, side by side (one round trip): the finalizer (so a delete
         # cannot skip the destroy) and the Running mark, which records status.stack (the stack exists: it keeps
@@ -237,16 +244,19 @@ class Reconciler:
                 self.kube.event(raw, "Normal", "NewInstall", note)
                 self.runs.run("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
                                                              message=f"{why}; {note}"), stack=desired.stack,
-                                cluster=key, shown_to=known_to(desired))
+                                cluster=key, shown_to=known_to(desired),
+                                cause=cause.model_copy(update={"message": f"{why}; {note}"[:512]}))
             result = self.runs.run("up", lambda: self.engine.up(desired, message=why, refresh=refresh,
                                                                   on_progress=progress),
-                                     stack=desired.stack, cluster=key, shown_to=known_to(desired))
+                                     stack=desired.stack, cluster=key, shown_to=known_to(desired), cause=cause,
+                                     refresh=refresh)
         except Failure as exc:  # over the last progress written (the Failed lastUpdate drops it); StackLocked too
             return self.fail(raw, progress.status, "up", exc, started, before=status)
         ended = self.clock()
         running = progress.status
         done = self._ready_status(running, generation, desired, succeeded(
-            result, f"{why}: {result.message}".rstrip(": "), started, ended, progress.latest), outputs=result.outputs,
+            result, f"{why}: {result.message}".rstrip(": "), started, ended, progress.latest, cause=cause),
+            outputs=result.outputs,
             checked=ended)
         if refresh and (found := done.condition(reasons.DRIFT_CONDITION)) is not None and found.status == "True":
             done = done.model_copy(update={"conditions": with_drift(
@@ -278,9 +288,12 @@ class Reconciler:
         stuck = self._locked_streak.get(stack, 0) >= STUCK_LOCK_RETRIES
         if not stuck and (last is None or last.result != "Running"):
             return status
+        cause = Cause.of("Leader", f"recovering the {last.operation} started {last.start_time or '?'}, which did not "
+                                   "finish" if last is not None and last.result == "Running" else
+                         f"recovering the stack, locked through {STUCK_LOCK_RETRIES} retries", generation_of(raw))
         try:
             result = self.runs.run("recover", lambda: self.engine.recover(stack), stack=stack,
-                                     cluster=object_key(raw), shown_to=self.known(object_key(raw), stack))
+                                     cluster=object_key(raw), shown_to=self.known(object_key(raw), stack), cause=cause)
         except EngineError as exc:
             LOG.warning("%s: recovering the stack failed: %s", stack, exc)
             self.kube.event(raw, "Warning", "RecoveryFailed", str(exc))
@@ -343,7 +356,10 @@ class Reconciler:
             self._locked_streak[stack] = self._locked_streak.get(stack, 0) + 1
             last = (before or status).last_update
         else:
-            last = run_mark(operation, "Failed", verdict.event[:4096], started, now)
+            marked = status.last_update  # the Running mark says what caused the run; the error, which run it was
+            last = run_mark(operation, "Failed", verdict.event[:4096], started, now,
+                            cause=marked.cause if marked is not None and marked.result == "Running" else None,
+                            run=getattr(exc, "run_id", None))
             LOG.warning("%s: %s failed (%s): %s", key, operation, verdict.reason, verdict.condition)
             if verdict.refused:
                 self._refused(raw, operation, verdict.reason, verdict.event)

@@ -19,11 +19,12 @@ from automation.kit.objects import HUBRETAINEDSTACKS, Conflict
 from automation.kit.queue import Outcome
 from automation.service.clusters import delete
 from automation.service.clusters.context import Context
-from automation.service.clusters.status import stack_of
+from automation.service.clusters.status import generation_of, stack_of
 from stacks import status as reasons
 from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs
 from stacks.names import RETAINED
+from stacks.runs.cause import Cause
 from stacks.keep import kept_of, retained_inputs
 from stacks.retention import STACK_RETAINED, RetainedStack, record_of
 from stacks.status import ClusterStatus
@@ -49,7 +50,8 @@ def retain(r: Context, key: str, raw: Raw, status: ClusterStatus) -> Outcome:
     account = applied.cluster.account_id
     why = (f"the Cluster was deleted with deletionPolicy Retain: keeping its resources in account {account}, "
            "removing what it holds elsewhere (hub endpoint and zone, mesh pairs, Transit Gateway attachment)")
-    ran = delete.deletion_run(r, key, raw, status, operation="up", reason=reasons.RETAINING, why=why,
+    ran = delete.deletion_run(r, key, raw, status, operation="up", reason=reasons.RETAINING,
+                              cause=Cause.of("Retain", why, generation_of(raw)),
                               event="RetainStarted", audited=lambda: kept,
                               run=lambda: r.engine.up(kept, message=why))
     if isinstance(ran, Outcome):

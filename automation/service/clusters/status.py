@@ -17,6 +17,7 @@ from stacks.errors import InvalidSpec
 from stacks.network.merge import Pending
 from stacks.inputs import StackInputs
 from stacks.names import RECONCILE_REQUEST_ANNOTATION, stack_name
+from stacks.runs.cause import Cause
 from stacks.status import ClaimsStatus, ClusterStatus, LastUpdate, MeshJoin, RunProgress, SharedIngressStatus
 
 
@@ -48,28 +49,33 @@ def ready(status: ClusterStatus) -> str | None:
 
 
 def succeeded(result: RunResult, message: str, started: float, ended: float,
-              progress: RunProgress | None = None) -> LastUpdate:
-    """status.lastUpdate of a run that succeeded."""
+              progress: RunProgress | None = None, *, cause: Cause | None = None) -> LastUpdate:
+    """status.lastUpdate of a run that succeeded: its history entry is `result.run_id`."""
     return LastUpdate(operation=result.operation, result="Succeeded", message=message, start_time=rfc3339_seconds(started),
-                      end_time=rfc3339_seconds(ended), permalink=result.permalink, changes=result.changes, progress=progress)
+                      end_time=rfc3339_seconds(ended), permalink=result.permalink, changes=result.changes, progress=progress,
+                      cause=cause.kind if cause is not None else None, run=result.run_id)
 
 
-def deletion_mark(status: ClusterStatus, raw: Raw, operation: Literal["up", "destroy"], reason: str, why: str,
+def deletion_mark(status: ClusterStatus, raw: Raw, operation: Literal["up", "destroy"], reason: str, cause: Cause,
                   started: float) -> ClusterStatus:
     """A deleted cluster's run is about to start (its destroy, or the up that retains it): the Running mark, and
     Progressing with `reason` saying why."""
+    why = cause.message
     return status.model_copy(update={
-        "last_update": run_mark(operation, "Running", why, started),
+        "last_update": run_mark(operation, "Running", why, started, cause=cause),
         "conditions": conditions("progressing", reason, why, generation=generation_of(raw),
                                  previous=status.conditions, now=rfc3339_seconds(started)),
     })
 
 
 def run_mark(operation: Literal["up", "destroy"], result: Literal["Running", "Failed"], message: str,
-             started: float, ended: float | None = None) -> LastUpdate:
-    """status.lastUpdate of a run that starts (Running) or failed (nothing of an earlier run's end is kept)."""
+             started: float, ended: float | None = None, *, cause: Cause | str | None = None,
+             run: str | None = None) -> LastUpdate:
+    """status.lastUpdate of a run that starts (Running: what caused it) or failed (its cause and its history entry;
+    nothing of an earlier run's end is kept)."""
     return LastUpdate(operation=operation, result=result, message=message, start_time=rfc3339_seconds(started),
-                      end_time=rfc3339_seconds(ended) if ended is not None else None, permalink=None, progress=None)
+                      end_time=rfc3339_seconds(ended) if ended is not None else None, permalink=None, progress=None,
+                      cause=cause.kind if isinstance(cause, Cause) else cause, run=run)
 
 
 def ready_status(status: ClusterStatus, generation: int | None, desired: StackInputs, last: LastUpdate | None, *,
@@ -90,12 +96,13 @@ def ready_status(status: ClusterStatus, generation: int | None, desired: StackIn
     return status.model_copy(update=update)
 
 
-def running_status(status: ClusterStatus, generation: int | None, desired: StackInputs, why: str, *,
+def running_status(status: ClusterStatus, generation: int | None, desired: StackInputs, cause: Cause, *,
                    mesh_join: MeshJoin | None, routed: SharedIngressStatus | None, started: float,
                    claims: ClaimsStatus | None = None) -> ClusterStatus:
     """An up is about to start (the Running mark: a killed run is recognised by it). After a failed run the
     conditions keep its reason and say it until a run succeeds: `kubectl get hwc` shows UpdateFailed while the
     retry runs, not a bare Progressing that hides the failure."""
+    why = cause.message
     reason, message = reasons.PROGRESSING, why
     failed = last_failure(status)
     if failed is not None:
@@ -104,7 +111,7 @@ def running_status(status: ClusterStatus, generation: int | None, desired: Stack
         "observed_generation": generation, "stack": desired.stack, "mesh_join": mesh_join, "shared_ingress": routed,
         "claims": claims or status.claims,
         "account": desired.cluster.account_id, "region": desired.cluster.region,
-        "last_update": run_mark("up", "Running", why, started),
+        "last_update": run_mark("up", "Running", why, started, cause=cause),
         "conditions": conditions("progressing", reason, message, generation=generation,
                                  previous=status.conditions, now=rfc3339_seconds(started)),
     })
@@ -146,18 +153,3 @@ def with_placement(status: ClusterStatus, placed: tuple[str | None, str | None])
     """`status` with the account and region the cluster's input gives (DesiredView.placed_in), where known."""
     account, region = placed
     return status.model_copy(update={"account": account or status.account, "region": region or status.region})
-
-
-def why(status: ClusterStatus, digest: str, generation: int | None) -> str:
-    """Why an up runs now, in the words of its Event and its lastUpdate."""
-    last = status.last_update
-    if status.inputs_hash is None:
-        return "first update of the stack" if last is None else f"retrying the stack's first {last.operation}"
-    if status.inputs_hash != digest:
-        spec = f"generation {generation}" if generation != status.observed_generation else "the fleet"
-        return f"inputs changed ({spec}): {status.inputs_hash[:8]} -> {digest[:8]}"
-    if last is not None and last.result == "Failed":
-        return f"retrying after a failed {last.operation}"
-    if last is not None and last.result == "Running":
-        return "re-running an update that did not finish"
-    return "bringing the stack up to date"
