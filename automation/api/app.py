@@ -5,7 +5,7 @@
 
 Routes live beside this module, one file per resource: tenants.py (tenants and clusters), facts.py (dynamic
 facts and their history), bootstrap.py (bootstrap tokens and the install endpoint), agents.py (an agent's token),
-gitrepos.py (Git repositories and the agent's key); serve.py hands them to
+gitrepos.py (Git repositories and the agent's key), history.py (a cluster's run history); serve.py hands them to
 create_app. The API's own ServiceAccount (`Registry.own`, the rights listed in docs/registry.md) is used only
 where the caller's token cannot be: a tenant's namespace, the cluster a token or a fact push is for (after
 the caller's access was checked), status.bootstrapToken, status.facts and status.agentKey, a tenant's
@@ -31,6 +31,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from automation.adapters.history import HistoryStore
 from automation.api.docs import add_docs
 from automation.api.ratelimit import CallerLimits, RateLimiter
 from stacks.names import API_VERSION, BOOTSTRAP_SUBRESOURCE, FACTS_SUBRESOURCE, GROUP
@@ -129,13 +130,15 @@ class ClientCache:
 
 @dataclass
 class Registry:
-    """Everything a route needs: the settings, the API's own client, per-caller clients and the facts store."""
+    """Everything a route needs: the settings, the API's own client, per-caller clients, the facts store and the
+    run history's store."""
 
     settings: ApiSettings
     own: client.ApiClient  # the API's ServiceAccount: the rights listed in docs/registry.md, no more
     callers: ClientCache
     facts: Any  # automation.adapters.facts.FactsStore
     extra: dict[str, Any] = field(default_factory=dict)  # per-module state (rate limiters), by module
+    history: HistoryStore | None = None  # the run history (--history-store; None: off): automation.api.history
 
     def __post_init__(self) -> None:
         """Every client a route can reach is timed (ApiSettings.kube_*_timeout)."""

@@ -2,7 +2,8 @@
 
 It reaches Kubernetes as --kubeconfig/--context says, else as the pod's ServiceAccount: that client is the API's
 own (the few rights docs/registry.md lists); every other call is made as the request's bearer token. The facts
-history goes to --facts-db: SQLite for one replica, PostgreSQL for several (rate limits are per replica).
+history goes to --facts-db: SQLite for one replica, PostgreSQL for several (rate limits are per replica). The run
+history (automation.api.history) is read from --history-store, beside the state backend by default.
 
 Nothing secret reaches the log: the access log shows paths without their query strings (the install endpoint
 takes its one-time token as ?token=), any `token=` or bearer token left in a message is masked, and the facts
@@ -19,13 +20,16 @@ import re
 import signal
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any, Mapping
 
 import uvicorn
 
 from automation.adapters.facts import FactsStore
+from automation.adapters.history import HistoryStore
+from automation.adapters.history.select import store_of
 from automation.adapters.kube.kubeconfig import kube_client
-from automation.api import agents, bootstrap, facts, gitrepos, tenants
+from automation.api import agents, bootstrap, facts, gitrepos, history, tenants
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from stacks.errors import InvalidSpec
 from stacks.names import parse_host_port
@@ -34,7 +38,8 @@ from stacks.release import image_problem
 
 LOG = logging.getLogger("hubwright.api")
 FACTS_FILE = "registry-facts.db"
-ROUTERS = (tenants.router, facts.router, bootstrap.router, agents.router, gitrepos.router)  # every resource module's routes
+ROUTERS = (tenants.router, facts.router, bootstrap.router, agents.router, gitrepos.router,  # every resource module's
+           history.router)  # routes
 _SECRET = re.compile(r"(?i)((?:[?&;]|\b)token=|bearer\s+)[^\s&\"';]+")
 
 
@@ -109,6 +114,17 @@ def state_dir_problem(args: argparse.Namespace) -> str | None:
             "another database")
 
 
+def history_store(args: argparse.Namespace) -> HistoryStore | None:
+    """The run history's store the routes read (automation.api.history): --history-store's, on --backend (else
+    file://<--state-dir>); None when off. A spec the selection refuses is InvalidSpec naming the option."""
+    try:
+        return store_of(args.history_store, backend=args.backend, state_dir=Path(args.state_dir))
+    except ValueError as exc:
+        text = str(exc) if "--history-store" in str(exc) else f"--history-store {args.history_store!r}: {exc}"
+        raise InvalidSpec.one("python -m automation api", "", f"{text} (the flag, else env "
+                                                                f"{option('history-store').env})") from None
+
+
 def add_api_command(subparsers: Any, environ: Mapping[str, str] | None = None) -> None:
     """Register `api` on the CLI's subparsers: one flag per `api` option of the one table (stacks/options.py),
     each named with the environment variable that sets its default (read here, once)."""
@@ -142,12 +158,14 @@ def api_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     host, port = listen_on(args.bind)
     settings = settings_from(args)
+    runs = history_store(args)  # a bad --history-store stops the start (exit 2), before anything is opened
+    LOG.info("run history %s", f"in {runs.location}" if runs is not None else "off (--history-store off)")
     own = kube_client(args.kubeconfig, args.context)
     url = facts_url(args)
     store = FactsStore(url, retention=args.facts_retention)
     LOG.info("facts history in %s (keeping %d versions per cluster)", redact_url(url), args.facts_retention)
     reg = Registry(settings=settings, own=own, callers=ClientCache(own.configuration, settings.token_cache),
-                   facts=store)  # times every client (Registry.__post_init__)
+                   facts=store, history=runs)  # times every client (Registry.__post_init__)
     server = uvicorn.Server(uvicorn.Config(
         create_app(reg, routers=ROUTERS), host=host, port=port, workers=1, log_config=None, access_log=True, server_header=False,
         proxy_headers=False, timeout_graceful_shutdown=20))

@@ -1,4 +1,4 @@
-"""python -m automation {plan,inputs,ingress render,iam,serve,api,runner,agent}: the command line."""
+"""python -m automation {plan,inputs,ingress render,iam,serve,api,runner,agent,install,history}: the command line."""
 from __future__ import annotations
 
 import argparse
@@ -128,6 +128,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runner": ("automation.runner.command", "add_runner_command"),  # executes the HubStackRuns of --executor runners
     "agent": ("automation.cli.agent", "add_agent_command"),  # the facts agent a registered cluster runs
     "install": ("automation.cli.install", "add_install_command"),  # the install as plain manifests (docs/install.md)
+    "history": ("automation.cli.history", "add_history_command"),  # a cluster's run history (stacks/runs/record.py)
 }
 
 

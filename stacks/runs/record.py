@@ -29,6 +29,7 @@ from stacks.plandiff.compare import StackDiff, summary
 from stacks.runs.cause import Cause
 from stacks.runs.model import DetailRef, Operation
 from stacks.status import StatusModel, Time
+from stacks.times import parse_seconds
 
 Result = Literal["Succeeded", "Drifted", "Failed", "Cancelled", "Locked", "Refused"]
 Executor = Literal["local", "runners"]
@@ -59,7 +60,6 @@ class RunRecord(StatusModel):
 
     @property
     def duration(self) -> float | None:
-        from stacks.times import parse_seconds
         start, end = parse_seconds(self.started), parse_seconds(self.ended)
         return None if start is None or end is None else max(0.0, end - start)
 
@@ -123,10 +123,16 @@ def record_json(record: RunRecord) -> dict[str, Any]:
 
 
 def tenant_view(record: RunRecord, detail: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """(record, detail) as the cluster's tenant reads them: every ID the run's own inputs do not hold of its own
-    side redacted, in the message, the diff (URNs, types, values) and the log (stacks.disclosure)."""
+    """(record, detail) as the cluster's tenant reads them: every ID the run's own inputs do not hold of its own side
+    redacted in the engine's text (the message, the cause's words, the diff's URNs, types and values, the log:
+    stacks.disclosure). The record's own names (its id, stack, cluster, the detail's reference: no engine text, and a
+    hash may hold twelve digits in a row) stay as they are."""
     known = frozenset(record.known)
-    shown = _redacted(record_json(record), known)
+    shown = record_json(record)
+    shown["message"] = redact(shown.get("message") or "", known)
+    shown["cause"] = {**shown["cause"], "message": redact(shown["cause"].get("message") or "", known)}
+    if shown.get("permalink"):
+        shown["permalink"] = redact(shown["permalink"], known)
     return shown, None if detail is None else _redacted(dict(detail), known)
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from automation.adapters.history import HistoryStore
+from automation.adapters.history.select import store_of
 
 
 def store_from(args: Any) -> HistoryStore | None:
     """The store, or None (--history-store off); a value that names none stops the command, saying why."""
-    from automation.adapters.history.select import store_of
     try:
         return store_of(getattr(args, "history_store", None) or "backend", backend=getattr(args, "backend", None) or None,
                         state_dir=Path(getattr(args, "state_dir", None) or "state"))

@@ -14,6 +14,10 @@ import re
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError
+
 from automation.adapters.history import HistoryStore
 from automation.adapters.history.files import FileHistory
 from automation.adapters.history.s3 import S3History
@@ -57,10 +61,6 @@ def _true(value: str | None) -> bool:
 def _s3(url: str, said: str, beside: str) -> S3History:
     """S3History on `url`'s bucket, under its prefix (and `beside`), with a boto3 client made from its parameters;
     the credentials are boto3's own (the environment, the profile, the instance's role), as the CLI's are."""
-    import boto3  # only an S3 store needs it loaded
-    from botocore.config import Config
-    from botocore.exceptions import BotoCoreError
-
     parts = urlsplit(url)
     if not parts.netloc:
         raise ValueError(f"{said}: names no bucket")
