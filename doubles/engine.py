@@ -2,6 +2,12 @@
 
 Records every run, takes a configurable time per run, and fails, locks, drifts or leaves a killed run
 behind on request. Used by the tests and by bench/.
+
+Like PulumiEngine, every run hands back its Trace (RunResult.trace; a raised EngineError's .trace): a small
+diff, one resource per stack (TRACE_TYPE, named after the stack): an up adds it the first time, then updates its
+`inputsDigest` (old → new) when the inputs changed; a destroy removes it; a preview updates it when the stack
+drifted (`drift`, changed in the cloud) or its inputs changed; and a log of a line or two naming the operation
+and the stack.
 """
 from __future__ import annotations
 
@@ -12,8 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
-from automation.adapters.engine import EngineError, RunCancelled, RunResult, StackLocked
+from automation.adapters.engine import EngineError, RunCancelled, RunResult, StackLocked, Trace
 from stacks.inputs import StackInputs, StackProgramInputs
+from stacks.plandiff.compare import Change, PropertyChange, ResourceChange, ResourceChangeKind, StackDiff
 from stacks.transit import TransitInputs
 
 
@@ -67,6 +74,25 @@ def fake_outputs(inputs: StackProgramInputs) -> dict[str, Any]:
             "infraID": link.infra_id,
         }
     return outputs
+
+
+TRACE_TYPE = "test:index:Stack"  # the one resource of a stack in the double's diffs
+
+
+def trace_urn(stack: str) -> str:
+    return f"urn:pulumi:{stack}::hubwright::{TRACE_TYPE}::{stack}"
+
+
+def fake_trace(operation: str, stack: str, change: ResourceChangeKind,
+               properties: Mapping[str, tuple[Any, Any]] | None, log: str) -> Trace:
+    """A Trace as the recording engine hands it back: `properties` None: no resource changed, else the stack's
+    resource with `change` (add, update, remove) and these properties ({name: (old, new)})."""
+    resources = () if properties is None else (ResourceChange(
+        trace_urn(stack), TRACE_TYPE, change,
+        {name: PropertyChange(old, new) for name, (old, new) in sorted(properties.items())}),)
+    kind: Change = "removed" if operation == "destroy" else "changed" if resources else "unchanged"
+    return Trace(diff=StackDiff(stack, kind, resources).to_json(),
+                 log=f"{operation} {stack}: {log} (recording engine)\n")
 
 
 class RecordingEngine:
@@ -138,13 +164,17 @@ class RecordingEngine:
                 on_progress(self.progress, self.progress)
             self._check(call)
             with self._lock:
+                before = self.stacks.get(inputs.stack)
                 self.stacks[inputs.stack] = inputs
+                corrected = refresh and inputs.stack in self.drifted
                 if refresh:
                     self.drifted.discard(inputs.stack)
+            trace = _up_trace(inputs, before, corrected)
             return self._end(call, RunResult("up", True, "applied", outputs=fake_outputs(inputs),
-                                             changes={"same": 1}))
-        except EngineError:
+                                             changes={"same": 1}, trace=trace))
+        except EngineError as err:
             self._end(call, None)
+            _traced(err, "up", inputs.stack)
             raise
 
     def destroy(self, stack: str, *, message: str) -> RunResult:
@@ -152,10 +182,13 @@ class RecordingEngine:
         try:
             self._check(call)
             with self._lock:
-                self.stacks.pop(stack, None)
-            return self._end(call, RunResult("destroy", True, "destroyed"))
-        except EngineError:
+                had = self.stacks.pop(stack, None)
+            gone = None if had is None else {"inputsDigest": (had.digest(), None)}
+            trace = fake_trace("destroy", stack, "remove", gone, "no stack" if had is None else "destroyed")
+            return self._end(call, RunResult("destroy", True, "destroyed", trace=trace))
+        except EngineError as err:
             self._end(call, None)
+            _traced(err, "destroy", stack)
             raise
 
     def forget(self, stack: str) -> str:
@@ -177,10 +210,18 @@ class RecordingEngine:
             # stands for what the cloud changed (self.drifted), another for changed inputs.
             drifted = sorted(([f"{inputs.stack} (test:Drifted)"] if cloud_changed else [])
                              + ([f"{inputs.stack} (test:Inputs)"] if applied is not None and applied.digest() != inputs.digest() else []))
+            properties: dict[str, tuple[Any, Any]] = {}
+            if cloud_changed:
+                properties["drift"] = ("changed in the cloud", "as the program has it")
+            if applied is not None and applied.digest() != inputs.digest():
+                properties["inputsDigest"] = (applied.digest(), inputs.digest())
+            trace = fake_trace("preview", inputs.stack, "update", properties or None,
+                               "no changes" if same else "changes expected")
             return self._end(call, RunResult("preview", same, "no changes" if same else "drift",
-                                             changes={} if same else {"update": 1}, drifted=drifted))
-        except EngineError:
+                                             changes={} if same else {"update": 1}, drifted=drifted, trace=trace))
+        except EngineError as err:
             self._end(call, None)
+            _traced(err, "preview", inputs.stack)
             raise
 
     def recover(self, stack: str, *, live_runners: Mapping[str, str] | None = None) -> RunResult:
@@ -188,7 +229,9 @@ class RecordingEngine:
         with self._lock:
             was_stale = stack in self.stale
             self.stale.discard(stack)
-        return self._end(call, RunResult("recover", True, "cancelled a stale lock" if was_stale else "nothing to do"))
+        message = "cancelled a stale lock" if was_stale else "nothing to do"
+        trace = fake_trace("recover", stack, "update", None, message)
+        return self._end(call, RunResult("recover", True, message, trace=trace))
 
     def applied(self, stack: str) -> StackProgramInputs | None:
         with self._lock:
@@ -249,6 +292,25 @@ class RecordingEngine:
             result.started = result.started or utc_now()
             result.ended = utc_now()
         return result
+
+
+def _up_trace(inputs: StackProgramInputs, before: StackProgramInputs | None, corrected: bool) -> Trace:
+    """An up's trace: the stack's resource added (its first up), else updated where its inputs changed or (an up
+    with refresh of a drifted stack) the drift was put back."""
+    if before is None:
+        return fake_trace("up", inputs.stack, "add", {"inputsDigest": (None, inputs.digest())}, "created")
+    properties: dict[str, tuple[Any, Any]] = {}
+    if corrected:
+        properties["drift"] = ("changed in the cloud", "as the program has it")
+    if before.digest() != inputs.digest():
+        properties["inputsDigest"] = (before.digest(), inputs.digest())
+    return fake_trace("up", inputs.stack, "update", properties or None, "updated" if properties else "no changes")
+
+
+def _traced(err: EngineError, operation: str, stack: str) -> None:
+    """The raised error gets its Trace (as PulumiEngine's): no diff, a log naming the run and its error."""
+    if err.trace is None:
+        err.trace = Trace(diff=None, log=f"{operation} {stack}: failed (recording engine)\nerror: {err}\n")
 
 
 # --------------------------------------------------------------------------- Kubernetes API

@@ -1,6 +1,7 @@
 """Backend locks: who holds one (as the CLI reports it), whether that process still runs, and the one rule
 for when a lock may be removed (lock_is_stale: only a stale lock of this service, never a live one or another
-tool's)."""
+tool's); judge_locks applies it to the CLI's "stack is locked" error, or, on Pulumi Cloud, which names no owner, to
+the stack's in-progress update (judge_cloud_update)."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 
 _LOCK_LINE = re.compile(r"^\s*(?P<path>\S+): created by (?P<user>.*?)@(?P<host>\S+) \(pid (?P<pid>\d+)\) at (?P<at>\S+)\s*$", re.M)
@@ -94,3 +95,38 @@ def lock_is_stale(
             return True, f"stale lock of {owner.describe()}: another replica of this service, {age:.0f}s old"
         return False, f"held by {owner.describe()}, another replica of this service, {age:.0f}s old (stale after {stale_after_s:.0f}s)"
     return False, f"held by {owner.describe()}, not this service: left alone"
+
+
+def describe_locks(error: str) -> str:
+    """Who holds the stack, from the CLI's "stack is locked" error (ANSI escapes removed)."""
+    owners = parse_lock_owners(error)
+    return "; ".join(o.describe() for o in owners) if owners else "another update is in progress"
+
+
+def judge_locks(stack: Any, error: str, *, hostname: str, own_hosts: str | None, runner_hosts: str | None,
+                live_runners: Mapping[str, str] | None, stale_after_s: float, ours: str) -> tuple[bool, str]:
+    """(stale, why) for the locks the CLI's error (ANSI escapes removed) names: DIY backends name each lock's
+    owner, and the stack is stale only when every lock is a stale one of ours (lock_is_stale). None named (Pulumi
+    Cloud): judge_cloud_update. `ours`: the message prefix of this service's updates."""
+    owners = parse_lock_owners(error)
+    if not owners:
+        return judge_cloud_update(stack, stale_after_s=stale_after_s, ours=ours)
+    verdicts = [lock_is_stale(o, hostname=hostname, own_hosts=own_hosts, runner_hosts=runner_hosts,
+                              live_runners=live_runners, stale_after_s=stale_after_s) for o in owners]
+    return all(stale for stale, _ in verdicts), "; ".join(why for _, why in verdicts)
+
+
+def judge_cloud_update(stack: Any, *, stale_after_s: float, ours: str) -> tuple[bool, str]:
+    """Pulumi Cloud names no lock owner: an in-progress update of ours (its message starts with `ours`), older
+    than `stale_after_s`, is stale. `stack`: the Automation API's Stack (its latest history entry is read)."""
+    entries = stack.history(page_size=1, show_secrets=False)
+    if not entries or entries[0].result != "in-progress":
+        return False, "an update is in progress (owner unknown)"
+    latest = entries[0]
+    start = latest.start_time.replace(tzinfo=latest.start_time.tzinfo or timezone.utc)
+    age = (datetime.now(timezone.utc) - start).total_seconds()
+    mine = (latest.message or "").startswith(ours)
+    what = f"in-progress update {latest.message!r} started {start.isoformat(timespec='seconds')}"
+    if mine and age >= stale_after_s:
+        return True, f"stale {what} ({age:.0f}s old, by this service)"
+    return False, f"{what}: {'by this service, ' if mine else 'not by this service: '}{age:.0f}s old"

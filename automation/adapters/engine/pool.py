@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import IO, Any, Callable, Mapping
 
 from automation.adapters.engine import proctree
-from automation.adapters.engine.protocol import EngineError, OnProgress, RunCancelled, RunLimits, RunResult, StackLocked
+from automation.adapters.engine.protocol import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunLimits,
+                                                 RunResult, StackLocked, Trace)
 from automation.adapters.engine.settings import PulumiSettings
 from stacks.inputs import StackProgramInputs, inputs_from_config
 
@@ -45,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[3]  # the import root of `automation` (t
 DEFAULT_PROGRAM = "components.program:program"
 START_TIMEOUT_S = 60.0  # a worker that is not ready by then (import, setup) is killed
 KILL_WAIT_S = 5.0  # after the grace, how long cancel() waits for the killed runs to be reaped
-ERRORS = {cls.__name__: cls for cls in (EngineError, StackLocked, RunCancelled)}
+ERRORS = {cls.__name__: cls for cls in (EngineError, StackLocked, RunCancelled, PolicyViolation)}
 
 
 class WorkerDied(Exception):
@@ -251,8 +252,11 @@ class WorkerPool:
         if "error" in reply:
             failure = reply["error"]
             if run.why:
-                raise RunCancelled(f"{op} {stack}: {run.why}, then stopped: {failure['message']}")
-            raise ERRORS.get(failure["type"], EngineError)(failure["message"], reason=failure.get("reason"))
+                error: EngineError = RunCancelled(f"{op} {stack}: {run.why}, then stopped: {failure['message']}")
+            else:
+                error = ERRORS.get(failure["type"], EngineError)(failure["message"], reason=failure.get("reason"))
+            error.trace = _trace(failure.get("trace"))  # the failed run's diff and log, for its history entry
+            raise error
         return reply["result"]
 
     def _await(self, worker: Worker, run: _Run) -> dict | None:
@@ -349,6 +353,12 @@ class WorkerPool:
         return Worker(self._python, self._setup, self._env)
 
 
+def _trace(raw: Mapping[str, Any] | None) -> Trace | None:
+    """A Trace back from its JSON (dataclasses.asdict)."""
+    return None if raw is None else Trace(diff=raw.get("diff"), log=raw.get("log") or "")
+
+
 def _result(raw: Mapping[str, Any]) -> RunResult:
-    """A RunResult back from its JSON (worker._plain: dataclasses.asdict), every field included (`drifted`)."""
-    return RunResult(**{**raw, "drifted": list(raw.get("drifted") or [])})
+    """A RunResult back from its JSON (worker._plain: dataclasses.asdict), every field included (`drifted`,
+    `trace`)."""
+    return RunResult(**{**raw, "drifted": list(raw.get("drifted") or []), "trace": _trace(raw.get("trace"))})

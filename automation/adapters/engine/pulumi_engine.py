@@ -43,7 +43,6 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -59,13 +58,14 @@ from pulumi.automation.errors import (
 from automation.adapters.engine import proctree
 from automation.adapters.engine.grpc_noise import quiet_language_server
 from automation.adapters.engine.applied_inputs import HISTORY_PAGE, HISTORY_WINDOW, from_history, parse_inputs
-from automation.adapters.engine.protocol import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunResult,
-                                        StackLocked)
-from automation.adapters.engine.locks import lock_is_stale, parse_lock_owners
+from automation.adapters.engine.protocol import (EngineError, OnProgress, Operation, PolicyViolation, RunCancelled,
+                                                 RunResult, StackLocked)
+from automation.adapters.engine.locks import describe_locks, judge_locks
 from automation.adapters.engine.run_output import (ANSI_ESCAPES, NO_CHANGE_OPS, ChangedResources, ProgressEvents,
                                                    applied_output, now_rfc3339, permalink_of, policy_violations,
                                                    program_outputs, readable_error)
 from automation.adapters.engine.settings import ProgramFactory, PulumiSettings
+from automation.adapters.engine.trace import EngineTrace
 from automation.adapters.engine.workspace import Workspace
 from components.program import program
 from stacks.inputs import INPUTS_CONFIG_KEY, StackProgramInputs
@@ -126,14 +126,13 @@ class PulumiEngine:
         `on_progress(done, planned)`: from the engine's events (ProgressEvents)."""
         started = now_rfc3339()
         progress = ProgressEvents(on_progress) if on_progress is not None else None
-        events = {"on_event": progress.on_event} if progress is not None else {}
-        with self._stack(inputs.stack, inputs, create=True) as (ws, stack):
+        with self._traced("up", inputs.stack) as trace, self._stack(inputs.stack, inputs, create=True) as (ws, stack):
             self._write_settings(ws, stack, inputs)
             # show_secrets=False: the SDK's closing `stack history` then skips decrypting the config (a passphrase
             # stack derives its key again: about 1.3 s of CPU per run). The summary's config is not read here.
             result = self._call(stack, "up", lambda: stack.up(message=_message(message), color="never",
                                                                refresh=refresh or None, show_secrets=False,
-                                                               **events, **self._policy))
+                                                               **trace.streams(progress), **self._policy))
             self._mark_applied(stack, inputs)
         if progress is not None:
             progress.flush()
@@ -153,14 +152,17 @@ class PulumiEngine:
             started=started,
             ended=now_rfc3339(),
             permalink=permalink_of(result.stdout),
+            trace=trace.trace("up", inputs.stack),
         )
 
     def destroy(self, stack: str, *, message: str) -> RunResult:
         started = now_rfc3339()
-        with self._stack(stack, None, create=False) as (ws, st):
+        with self._traced("destroy", stack) as trace, self._stack(stack, None, create=False) as (ws, st):
             if st is None:
-                return RunResult("destroy", True, f"no stack {stack}: nothing to destroy", started=started, ended=now_rfc3339())
-            result = self._call(st, "destroy", lambda: st.destroy(message=_message(message), color="never", show_secrets=False),
+                return RunResult("destroy", True, f"no stack {stack}: nothing to destroy", started=started,
+                                 ended=now_rfc3339(), trace=trace.trace("destroy", stack))
+            result = self._call(st, "destroy", lambda: st.destroy(message=_message(message), color="never",
+                                                                  show_secrets=False, **trace.streams()),
                                 reason="DestroyFailed")
             self._call(st, "destroy", lambda: ws.remove_stack(st.name), reason="DestroyFailed")
         shutil.rmtree(self._workdir(stack), ignore_errors=True)
@@ -173,6 +175,7 @@ class PulumiEngine:
             started=started,
             ended=now_rfc3339(),
             permalink=permalink_of(result.stdout),
+            trace=trace.trace("destroy", stack),
         )
 
     def forget(self, stack: str) -> str:
@@ -192,11 +195,12 @@ class PulumiEngine:
         names the resources that would, "name (type)", sorted, at most DRIFT_LIMIT of them."""
         started = now_rfc3339()
         changed = ChangedResources()
-        with self._stack(inputs.stack, inputs, create=False) as (_, st):
+        with self._traced("preview", inputs.stack) as trace, self._stack(inputs.stack, inputs, create=False) as (_, st):
             if st is None:
-                return RunResult("preview", False, f"no stack {inputs.stack} yet: everything would be created", started=started, ended=now_rfc3339())
-            result = self._call(st, "preview", lambda: st.preview(refresh=True, color="never", on_event=changed.on_event,
-                                                                  **self._policy))
+                return RunResult("preview", False, f"no stack {inputs.stack} yet: everything would be created",
+                                 started=started, ended=now_rfc3339(), trace=trace.trace("preview", inputs.stack))
+            result = self._call(st, "preview", lambda: st.preview(refresh=True, color="never",
+                                                                  **trace.streams(changed), **self._policy))
         changes = {str(getattr(k, "value", k)): int(v) for k, v in (result.change_summary or {}).items()}
         drift = {k: v for k, v in changes.items() if k not in NO_CHANGE_OPS and v}
         drifted = changed.names()
@@ -213,6 +217,7 @@ class PulumiEngine:
             started=started,
             ended=now_rfc3339(),
             drifted=drifted,
+            trace=trace.trace("preview", inputs.stack),
         )
 
     def recover(self, stack: str, *, live_runners: Mapping[str, str] | None = None) -> RunResult:
@@ -221,9 +226,10 @@ class PulumiEngine:
         started = now_rfc3339()
         notes: list[str] = []
         self._local.live_runners = live_runners
-        with self._stack(stack, None, create=False) as (_, st):
+        with self._traced("recover", stack) as trace, self._stack(stack, None, create=False) as (_, st):
             if st is None:
-                return RunResult("recover", True, f"no stack {stack}: nothing to recover", started=started, ended=now_rfc3339())
+                return RunResult("recover", True, f"no stack {stack}: nothing to recover", started=started,
+                                 ended=now_rfc3339(), trace=trace.trace("recover", stack))
             state = self._call(st, "recover", st.export_stack, reason="RecoveryFailed")
             pending = list((state.deployment or {}).get("pending_operations") or [])
             if pending:
@@ -231,10 +237,12 @@ class PulumiEngine:
                 self._unlocked(st, lambda: st.import_stack(state), notes)
                 dropped = ", ".join(f"{op.get('type', '?')} {op.get('resource', {}).get('urn', '?')}" for op in pending)
                 notes.append(f"cleared {len(pending)} pending operation(s): {dropped}")
-            self._unlocked(st, lambda: st.refresh(message=_message("recover after an interrupted run"), color="never"), notes)
+            self._unlocked(st, lambda: st.refresh(message=_message("recover after an interrupted run"), color="never",
+                                                  **trace.streams()), notes)
         message = "; ".join(notes) + "; refreshed" if notes else "nothing to recover (no stale lock, no pending operations); refreshed"
         log.info("recover %s: %s", stack, message)
-        return RunResult("recover", True, message, started=started, ended=now_rfc3339())
+        return RunResult("recover", True, message, started=started, ended=now_rfc3339(),
+                         trace=trace.trace("recover", stack))
 
     def applied(self, stack: str) -> StackProgramInputs | None:
         """The inputs of the last successful `up`: the output `inputs.<digest>` named by the tag APPLIED_TAG (two
@@ -314,6 +322,19 @@ class PulumiEngine:
         return run
 
     @contextmanager
+    def _traced(self, operation: Operation, stack: str) -> Iterator[EngineTrace]:
+        """The run's EngineTrace, which _call gives a failed CLI call's output; an EngineError leaving the block
+        carries the run's Trace (diff and log so far)."""
+        self._local.trace = trace = EngineTrace(self.settings.log_bytes)
+        try:
+            yield trace
+        except EngineError as err:
+            err.trace = err.trace or trace.trace(operation, stack)
+            raise
+        finally:
+            self._local.trace = None
+
+    @contextmanager
     def _stack(self, name: str, inputs: StackProgramInputs | None, *, create: bool) -> Iterator[tuple[Any, Any]]:
         """A fresh workspace in the stack's own directory, selected (or created); None when absent."""
         work_dir = self._workdir(name)
@@ -373,11 +394,15 @@ class PulumiEngine:
         rule of the policy pack refused it) or EngineError."""
         try:
             return fn()
-        except ConcurrentUpdateError as err:
-            if not locked:
-                raise
-            raise StackLocked(f"stack {stack.name} is locked: {self._lock_text(err)}") from None
         except CommandError as err:
+            if isinstance(err, ConcurrentUpdateError) and not locked:
+                raise
+            trace = getattr(self._local, "trace", None)
+            if trace is not None:  # what the CLI said, in the run's log (a call that streamed it: already there)
+                trace.add_error(str(err))
+            if isinstance(err, ConcurrentUpdateError):
+                raise StackLocked(f"stack {stack.name} is locked: {describe_locks(ANSI_ESCAPES.sub('', str(err)))}") \
+                    from None
             if self._cancelled_at >= getattr(self._local, "started", float("inf")):
                 raise RunCancelled(f"{op} {stack.name}: cancelled: {readable_error(err)}") from None
             refused = policy_violations(str(err))
@@ -385,52 +410,21 @@ class PulumiEngine:
                 raise PolicyViolation(f"{op} {stack.name}: the policy pack refused it: {refused}") from None
             raise EngineError(f"{op} {stack.name}: {readable_error(err)}", reason=reason) from None
 
-    def _lock_text(self, err: ConcurrentUpdateError) -> str:
-        owners = parse_lock_owners(ANSI_ESCAPES.sub("", str(err)))
-        if not owners:
-            return "another update is in progress"
-        return "; ".join(o.describe() for o in owners)
-
     def _unlocked(self, stack: Any, fn: Callable[[], Any], notes: list[str]) -> Any:
         """Run fn; on a lock, remove it if it is a stale lock of this service and run fn again."""
         try:
             return self._call(stack, "recover", fn, reason="RecoveryFailed", locked=False)
         except ConcurrentUpdateError as err:
-            stale, why = self._judge_lock(stack, err)
+            stale, why = judge_locks(stack, ANSI_ESCAPES.sub("", str(err)), hostname=self._hostname,
+                                     own_hosts=self.settings.own_hosts, runner_hosts=self.settings.runner_hosts,
+                                     live_runners=getattr(self._local, "live_runners", None),
+                                     stale_after_s=self.settings.stale_lock_after_s, ours=MESSAGE_PREFIX)
         if not stale:
             raise StackLocked(f"stack {stack.name} is locked: {why}")
         self._call(stack, "recover", stack.cancel, reason="RecoveryFailed")
         notes.append(f"removed the {why}")
         log.warning("stack %s: removed the %s", stack.name, why)
         return self._call(stack, "recover", fn, reason="RecoveryFailed")
-
-    def _judge_lock(self, stack: Any, err: ConcurrentUpdateError) -> tuple[bool, str]:
-        """DIY backends name each lock's owner: stale only when every lock is a stale one of ours."""
-        owners = parse_lock_owners(ANSI_ESCAPES.sub("", str(err)))
-        if not owners:
-            return self._judge_cloud_update(stack)
-        verdicts = [
-            lock_is_stale(o, hostname=self._hostname, own_hosts=self.settings.own_hosts,
-                          runner_hosts=self.settings.runner_hosts,
-                          live_runners=getattr(self._local, "live_runners", None),
-                          stale_after_s=self.settings.stale_lock_after_s)
-            for o in owners
-        ]
-        return all(stale for stale, _ in verdicts), "; ".join(why for _, why in verdicts)
-
-    def _judge_cloud_update(self, stack: Any) -> tuple[bool, str]:
-        """Pulumi Cloud names no lock owner: an in-progress update of ours, older than the limit, is stale."""
-        entries = stack.history(page_size=1, show_secrets=False)
-        if not entries or entries[0].result != "in-progress":
-            return False, "an update is in progress (owner unknown)"
-        latest = entries[0]
-        start = latest.start_time.replace(tzinfo=latest.start_time.tzinfo or timezone.utc)
-        age = (datetime.now(timezone.utc) - start).total_seconds()
-        ours = (latest.message or "").startswith(MESSAGE_PREFIX)
-        what = f"in-progress update {latest.message!r} started {start.isoformat(timespec='seconds')}"
-        if ours and age >= self.settings.stale_lock_after_s:
-            return True, f"stale {what} ({age:.0f}s old, by this service)"
-        return False, f"{what}: {'by this service, ' if ours else 'not by this service: '}{age:.0f}s old"
 
     def _write_settings(self, ws: Any, stack: Any, inputs: StackProgramInputs) -> None:
         """Tags, then hubwright:inputs in Pulumi.<stack>.yaml (so `pulumi up` with __main__.py builds the

@@ -44,6 +44,8 @@ class PulumiSettings:
     policy: str = "mandatory"
     policy_config: str | None = None
     policy_pack: str = str(PACK_DIR)
+    # The end of each run's output kept for its history entry (protocol.Trace.log): --history-log-kib * 1024.
+    log_bytes: int = 64 * 1024
 
     @property
     def backend(self) -> str:
@@ -57,8 +59,10 @@ class PulumiSettings:
     def from_options(cls, values: Mapping[str, Any], *, limits: RunLimits = RunLimits()) -> "PulumiSettings":
         """From `serve`'s parsed options ({dest: value}, stacks.options.values): --state-dir, --backend,
         --pulumi-org, --pulumi-home, --secrets-provider, --lock-hosts, --stale-lock-seconds (default: from
-        `limits`), --policy, --policy-config, --policy-pack (default: the pack this release ships)."""
+        `limits`), --policy, --policy-config, --policy-pack (default: the pack this release ships),
+        --history-log-kib (log_bytes)."""
         home, stale, pack = values.get("pulumi_home"), values.get("stale_lock_seconds"), values.get("policy_pack")
+        kib = values.get("history_log_kib")
         return cls(
             state_dir=Path(values.get("state_dir") or default("state-dir")),
             backend_url=values.get("backend") or None,
@@ -71,6 +75,7 @@ class PulumiSettings:
             policy=values.get("policy") or default("policy"),
             policy_config=values.get("policy_config") or None,
             policy_pack=pack or str(PACK_DIR),
+            log_bytes=int(default("history-log-kib") if kib is None else kib) * 1024,
         )
 
     @classmethod

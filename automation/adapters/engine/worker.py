@@ -14,9 +14,10 @@ Importing Pulumi (~0.45 s) is paid once per worker, not per run; the worker neve
 
 Protocol (JSON lines): the first line on stdin is the setup {"settings", "program", "program_options"};
 it answers {"ready": pid}. Then each request {"op", "args"} gets one reply {"result"} or
-{"error": {"type", "message", "reason"}}, after any number of {"progress": [done, planned]} lines (an `up` whose
-args ask for progress). Replies go to the original stdout; fd 1 is pointed at stderr so that
-nothing else (the program, the CLI) can write into the protocol. EOF on stdin: exit.
+{"error": {"type", "message", "reason", "trace"}} (trace: the failed run's protocol.Trace as a dict, or None),
+after any number of {"progress": [done, planned]} lines (an `up` whose args ask for progress). Replies go to
+the original stdout; fd 1 is pointed at stderr so that nothing else (the program, the CLI) can write into the
+protocol. EOF on stdin: exit.
 """
 from __future__ import annotations
 
@@ -111,8 +112,10 @@ def main(argv: list[str]) -> int:
             value = ops[request["op"]](request.get("args") or {})
             reply: dict[str, Any] = {"result": _plain(value)}
         except Exception as err:  # noqa: BLE001 - every failure goes back to the caller, typed
+            trace = getattr(err, "trace", None)
             reply = {"error": {"type": type(err).__name__, "message": str(err),
-                               "reason": getattr(err, "reason", "UpdateFailed")}}
+                               "reason": getattr(err, "reason", "UpdateFailed"),
+                               "trace": dataclasses.asdict(trace) if trace is not None else None}}
         with write:
             replies.write(json.dumps(reply) + "\n")
         _reap_orphans()
@@ -124,7 +127,7 @@ def _plain(value: Any) -> Any:
         return value
     if hasattr(value, "to_config"):  # StackInputs (applied)
         return {"inputs": value.to_config()}
-    return dataclasses.asdict(value)  # RunResult: every field, `drifted` (preview) included
+    return dataclasses.asdict(value)  # RunResult: every field, `drifted` (preview) and `trace` included
 
 
 if __name__ == "__main__":
