@@ -42,6 +42,11 @@ class RegistryApiArgs:
     tmp_size: str = "1Gi"  # emptyDir sizeLimit
     facts_retention: int = 1000
     api_args: Sequence[str] = ()  # extra `python -m automation api` flags
+    # The stacks' backend, whose store holds the run history the API serves (automation/api/history.py): None (the
+    # file backend, on the service's own volume) means no history here; its AWS keys (not its passphrase) come from
+    # the backend Secret when it holds them (with IRSA, the role of this API's ServiceAccount reads the bucket).
+    backend_url: str | None = None
+    backend_secret: str | None = None
     port: int = 8080
     resources: Mapping[str, Any] = field(
         default_factory=lambda: {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}})
@@ -53,7 +58,8 @@ class RegistryApiArgs:
         return cls(image=values.image, rules=rules, namespace=values.namespace, public_url=registry.public_url,
                    token_audiences=tuple(registry.token_audiences), facts_db_secret=registry.facts_db_secret,
                    facts_size=values.volumes.facts, tmp_size=values.volumes.tmp,
-                   resources=registry.resources.model_dump())
+                   resources=registry.resources.model_dump(), backend_url=values.backend.url,
+                   backend_secret=values.backend.secret.name)
 
     @property
     def shared_history(self) -> bool:
@@ -62,6 +68,20 @@ class RegistryApiArgs:
     @property
     def replica_count(self) -> int:
         return self.replicas if self.shared_history else 1
+
+
+# The backend Secret's keys the API may read: the bucket's, never the stacks' passphrase or a Cloud token.
+HISTORY_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION")
+
+
+def history_args(args: RegistryApiArgs, env: list[dict[str, Any]]) -> list[str]:
+    """The `api` flags that find the run history (the backend's store), adding the bucket's keys to `env`."""
+    if args.backend_url is None:
+        return ["--history-store", "off"]
+    if args.backend_secret is not None:
+        env.extend({"name": key, "valueFrom": {"secretKeyRef": {"name": args.backend_secret, "key": key,
+                                                                "optional": True}}} for key in HISTORY_KEYS)
+    return ["--backend", args.backend_url]
 
 
 class RegistryApi(pulumi.ComponentResource):
@@ -103,6 +123,7 @@ class RegistryApi(pulumi.ComponentResource):
             volumes.append({"name": "facts", "persistentVolumeClaim": {"claimName": f"{name}-facts"}})
             mounts.append({"name": "facts", "mountPath": FACTS_DIR})
 
+        history = history_args(args, env)
         probe = lambda path: {"httpGet": {"path": path, "port": "http"}, "periodSeconds": 10}  # noqa: E731
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deploy",
@@ -122,7 +143,7 @@ class RegistryApi(pulumi.ComponentResource):
                             "args": ["python", "-m", "automation", "api", "--bind", f"0.0.0.0:{args.port}",
                                      *facts_db, "--facts-retention", str(args.facts_retention),
                                      "--public-url", public_url, "--agent-image", args.image,
-                                     *args.api_args],
+                                     *history, *args.api_args],
                             "env": env,
                             "ports": [{"name": "http", "containerPort": args.port}],
                             "livenessProbe": probe("/healthz"),

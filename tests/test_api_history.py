@@ -19,6 +19,7 @@ from openapi_spec_validator import validate
 
 from automation.adapters.facts import FactsStore
 from automation.adapters.history import detail_key
+from automation.adapters.history.options import store_from
 from automation.api import history, serve
 from automation.api.app import FORBIDDEN, create_app
 from automation.cli import build_parser
@@ -282,18 +283,20 @@ def test_with_the_history_store_off_the_routes_say_so(registry_api, fleet):
 # --------------------------------------------------------------------------- the API command and its document
 
 
-def test_the_api_command_opens_the_history_store_its_options_name(tmp_path):
-    def args(*flags: str):
-        return build_parser("api").parse_args(["api", "--state-dir", str(tmp_path), *flags])
-    assert serve.history_store(args("--history-store", "off")) is None
-    beside = serve.history_store(args("--history-store", "backend"))
+def test_the_api_command_opens_the_history_store_its_options_name(tmp_path, caplog):
+    def opened(*flags: str):
+        return store_from(build_parser("api").parse_args(["api", "--state-dir", str(tmp_path), *flags]), "api")
+    assert opened("--history-store", "off") is None
+    beside = opened("--history-store", "backend")
     assert beside is not None and beside.location == f"file://{tmp_path.resolve()}/.hubwright/history"
-    named = serve.history_store(args("--history-store", f"file://{tmp_path}/runs"))
+    named = opened("--history-store", f"file://{tmp_path}/runs")
     assert named is not None and named.location == f"file://{tmp_path}/runs"
-    for flags in (("--history-store", "gs://bucket"), ("--backend", "https://api.pulumi.com")):
-        with pytest.raises(InvalidSpec) as refused:
-            serve.history_store(args(*flags))
-        assert "--history-store" in str(refused.value), flags
+    with pytest.raises(InvalidSpec) as refused:
+        opened("--history-store", "gs://bucket")
+    assert "--history-store" in str(refused.value)
+    # The default on Pulumi Cloud, which keeps no objects of ours: off, and said (its console keeps the stack history).
+    assert opened("--backend", "https://api.pulumi.com") is None
+    assert "the run history is off" in caplog.text and "--history-store" in caplog.text
 
 
 def test_the_openapi_document_describes_the_run_routes(registry_api):

@@ -27,7 +27,7 @@ import uvicorn
 
 from automation.adapters.facts import FactsStore
 from automation.adapters.history import HistoryStore
-from automation.adapters.history.select import store_of
+from automation.adapters.history.options import store_from
 from automation.adapters.kube.kubeconfig import kube_client
 from automation.api import agents, bootstrap, facts, gitrepos, history, tenants
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
@@ -114,17 +114,6 @@ def state_dir_problem(args: argparse.Namespace) -> str | None:
             "another database")
 
 
-def history_store(args: argparse.Namespace) -> HistoryStore | None:
-    """The run history's store the routes read (automation.api.history): --history-store's, on --backend (else
-    file://<--state-dir>); None when off. A spec the selection refuses is InvalidSpec naming the option."""
-    try:
-        return store_of(args.history_store, backend=args.backend, state_dir=Path(args.state_dir))
-    except ValueError as exc:
-        text = str(exc) if "--history-store" in str(exc) else f"--history-store {args.history_store!r}: {exc}"
-        raise InvalidSpec.one("python -m automation api", "", f"{text} (the flag, else env "
-                                                                f"{option('history-store').env})") from None
-
-
 def add_api_command(subparsers: Any, environ: Mapping[str, str] | None = None) -> None:
     """Register `api` on the CLI's subparsers: one flag per `api` option of the one table (stacks/options.py),
     each named with the environment variable that sets its default (read here, once)."""
@@ -158,7 +147,7 @@ def api_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     host, port = listen_on(args.bind)
     settings = settings_from(args)
-    runs = history_store(args)  # a bad --history-store stops the start (exit 2), before anything is opened
+    runs = store_from(args, "python -m automation api")  # a bad --history-store stops the start (exit 2), before anything is opened
     LOG.info("run history %s", f"in {runs.location}" if runs is not None else "off (--history-store off)")
     own = kube_client(args.kubeconfig, args.context)
     url = facts_url(args)

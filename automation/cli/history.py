@@ -21,11 +21,10 @@ import json
 import os
 import re
 import sys
-from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
 from automation.adapters.history import HistoryError, HistoryStore
-from automation.adapters.history.select import store_of
+from automation.adapters.history.options import store_from
 from automation.cli.plan_diff import color_wanted
 from automation.cli.plan_diff_render import render_diff, render_markdown
 from stacks.errors import InvalidSpec
@@ -53,16 +52,6 @@ def cluster_of(text: str) -> tuple[str, str]:
     return namespace, name
 
 
-def open_store(args: argparse.Namespace) -> HistoryStore | None:
-    """The store --history-store names (None: off); a spec the store selection refuses is InvalidSpec naming the
-    option."""
-    try:
-        return store_of(args.history_store, backend=args.backend, state_dir=Path(args.state_dir))
-    except ValueError as exc:  # InvalidSpec is one too
-        text = str(exc) if "--history-store" in str(exc) else f"--history-store {args.history_store!r}: {exc}"
-        raise InvalidSpec.one(COMMAND, "", f"{text} (the flag, else env {option('history-store').env})") from None
-
-
 def newest_first(records: Sequence[RunRecord], stack: str) -> list[RunRecord]:
     """The stack's records, newest first (an index entry of another stack, which no store should hold, left out)."""
     return sorted((r for r in records if r.stack == stack), key=lambda r: (r.started, r.id), reverse=True)
@@ -74,7 +63,7 @@ def history_command(args: argparse.Namespace, *, store: HistoryStore | None = No
     out = sys.stdout if out is None else out
     namespace, name = cluster_of(args.cluster)
     cluster, stack = f"{namespace}/{name}", stack_name(namespace, name)
-    store = open_store(args) if store is None else store
+    store = store_from(args, COMMAND) if store is None else store
     if store is None:
         return _fail(f"the run history is off (--history-store off, env {option('history-store').env}): "
                      f"cluster {cluster} has none to show")

@@ -22,6 +22,10 @@ from automation.adapters.history import HistoryStore
 from automation.adapters.history.files import FileHistory
 from automation.adapters.history.s3 import S3History
 
+class NoStore(ValueError):
+    """The default (`backend`) on a backend that keeps no objects hubwright can write: the history is off, said."""
+
+
 BESIDE_STATE = ".hubwright/history"  # beside the backend's .pulumi/
 
 
@@ -36,8 +40,9 @@ def store_of(spec: str, *, backend: str | None, state_dir: Path) -> HistoryStore
         if url.startswith("s3://"):
             return _s3(url, url, BESIDE_STATE)
         shown = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)  # a postgres:// URL's password
-        raise ValueError(f"--history-store backend: the backend {shown} keeps no objects hubwright can write; set "
-                         "--history-store to a file:// or s3:// URL, or off")
+        raise NoStore(f"--history-store backend: the backend {shown} keeps no objects hubwright can write (Pulumi "
+                      "Cloud keeps each stack's own update history, in its console); set --history-store to a "
+                      "file:// or s3:// URL to record each run's cause, diff and log, or off")
     if spec.startswith("file://"):
         return FileHistory(_file_path(spec, f"--history-store {spec}"))
     if spec.startswith("s3://"):
