@@ -192,7 +192,8 @@ def _fields(view: Mapping[str, Any]) -> list[tuple[str, str]]:
     generation = cause.get("generation")
     fields = [("stack", str(view["stack"])), ("cluster", str(view.get("cluster") or "-")),
               ("operation", view["operation"] + (", with refresh" if view.get("refresh") else "")),
-              ("cause", _cause(view) + (f" (generation {generation})" if generation is not None else "")),
+              ("cause", _cause(view) + (f" (generation {generation})" if generation is not None
+                                        and f"generation {generation}" not in _cause(view) else "")),
               ("executor", str(view.get("executor"))), ("started", str(view["started"])),
               ("ended", f"{view['ended']} ({duration_text(view)})"), ("result", _result(view)),
               ("changes", changes_summary(view.get("changes") or {}))]

@@ -130,8 +130,10 @@ class PulumiEngine:
             self._write_settings(ws, stack, inputs)
             # show_secrets=False: the SDK's closing `stack history` then skips decrypting the config (a passphrase
             # stack derives its key again: about 1.3 s of CPU per run). The summary's config is not read here.
+            # suppress_outputs: the outputs (the whole inputs, `inputs.<digest>`) are read apart, never from the log.
             result = self._call(stack, "up", lambda: stack.up(message=_message(message), color="never",
                                                                refresh=refresh or None, show_secrets=False,
+                                                               suppress_outputs=True,
                                                                **trace.streams(progress), **self._policy))
             self._mark_applied(stack, inputs)
         if progress is not None:
@@ -162,7 +164,8 @@ class PulumiEngine:
                 return RunResult("destroy", True, f"no stack {stack}: nothing to destroy", started=started,
                                  ended=now_rfc3339(), trace=trace.trace("destroy", stack))
             result = self._call(st, "destroy", lambda: st.destroy(message=_message(message), color="never",
-                                                                  show_secrets=False, **trace.streams()),
+                                                                  show_secrets=False, suppress_outputs=True,
+                                                                  **trace.streams()),
                                 reason="DestroyFailed")
             self._call(st, "destroy", lambda: ws.remove_stack(st.name), reason="DestroyFailed")
         shutil.rmtree(self._workdir(stack), ignore_errors=True)
@@ -199,7 +202,7 @@ class PulumiEngine:
             if st is None:
                 return RunResult("preview", False, f"no stack {inputs.stack} yet: everything would be created",
                                  started=started, ended=now_rfc3339(), trace=trace.trace("preview", inputs.stack))
-            result = self._call(st, "preview", lambda: st.preview(refresh=True, color="never",
+            result = self._call(st, "preview", lambda: st.preview(refresh=True, color="never", suppress_outputs=True,
                                                                   **trace.streams(changed), **self._policy))
         changes = {str(getattr(k, "value", k)): int(v) for k, v in (result.change_summary or {}).items()}
         drift = {k: v for k, v in changes.items() if k not in NO_CHANGE_OPS and v}
