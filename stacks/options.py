@@ -131,7 +131,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("executor", str, "local", "where Pulumi runs: 'local' in the service's own worker processes, or 'runners': "
        "each run is a HubStackRun that a pool of runner pods (`python -m automation runner`) executes",
        RUNNERS, choices=("local", "runners")),
-    _o("keep-runs", int, 10, "finished HubStackRuns kept per stack (the oldest are deleted, with their Secrets)",
+    _o("keep-runs", int, 10, "finished HubStackRuns kept per stack (the oldest are deleted; a run's Secret goes "
+       "once its result is read)",
        RUNNERS),
     _o("claim-ttl", float, 30.0, "seconds a runner's claim on a run lasts unless renewed (every third of it); a "
        "runner that cannot renew kills its run first, and another runner takes the run over once it lapsed",

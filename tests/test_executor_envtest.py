@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
 from datetime import datetime, timezone
 from typing import Iterator
@@ -115,8 +116,25 @@ def test_an_up_is_a_run_with_its_secret_waited_on_and_mapped_back_with_its_progr
     engine = RecordingEngine(progress=3, run_seconds=0.3)
     wanted = inputs(env)
     seen: list[tuple[int, int]] = []
+    gate = engine.gate(wanted.stack)  # the run stays on its runner while the test reads its Secret
     with executor(env, engine) as runs, runner(env, engine):
-        result = runs.up(wanted, message="spec changed", on_progress=lambda done, planned: seen.append((done, planned)))
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(runs.up, wanted, message="spec changed",
+                                  on_progress=lambda done, planned: seen.append((done, planned)))
+            wait_until(lambda: engine.count("up") == 1, 20, what="the runner to start the run")
+            [run] = runs_of(env)
+            meta, spec = run["metadata"], run["spec"]
+            secret = StackRunClient(env.api_client, env.system_namespace).secret(spec["inputsSecret"])
+            assert secret is not None
+            assert secret["annotations"][RUN_FOR_ANNOTATION] == f"{env.ns}/{meta['name']}"
+            assert secret["annotations"][RUN_DIGEST_ANNOTATION] == wanted.digest()
+            assert secret["data"][INPUTS_KEY] == wanted.to_config()
+            # What every runner checks before the engine: the run and its Secret agree, and the inputs hash to the
+            # digest.
+            assert refusal(f"{env.ns}/{meta['name']}", meta["generation"], StackRunSpec.model_validate(spec), secret,
+                           service_namespace=env.system_namespace) is None
+            gate.set()
+            result = running.result(timeout=30)
         assert result.ok and result.operation == "up"
         assert result.outputs == fake_outputs(wanted)  # from the run's Secret, not from the run
         assert result.changes and result.started and result.ended
@@ -128,14 +146,7 @@ def test_an_up_is_a_run_with_its_secret_waited_on_and_mapped_back_with_its_progr
     assert spec["stack"] == wanted.stack and spec["cluster"] == "prod-1" and spec["operation"] == "up"
     assert spec["inputsDigest"] == wanted.digest() and spec["requestedBy"] == "svc-a" and spec["deadline"]
     assert status_of(run).phase == "Succeeded" and "outputs" not in run["status"]  # tenants read runs
-    secret = StackRunClient(env.api_client, env.system_namespace).secret(spec["inputsSecret"])
-    assert secret is not None
-    assert secret["annotations"][RUN_FOR_ANNOTATION] == f"{env.ns}/{meta['name']}"
-    assert secret["annotations"][RUN_DIGEST_ANNOTATION] == wanted.digest()
-    assert secret["data"][INPUTS_KEY] == wanted.to_config()
-    # What every runner checks before the engine: the run and its Secret agree, and the inputs hash to the digest.
-    assert refusal(f"{env.ns}/{meta['name']}", meta["generation"], StackRunSpec.model_validate(spec), secret,
-                   service_namespace=env.system_namespace) is None
+    assert run_secrets(env) == []  # read once it finished, then gone: a kept run holds no inputs in etcd
     assert [(c.operation, c.stack, c.message) for c in engine.calls] == [("up", wanted.stack, "spec changed")]
 
 
@@ -307,20 +318,20 @@ def test_a_stack_keeps_its_last_runs_and_their_secrets_only(env):
         wait_until(lambda: len(runs_of(env)) == 2, 20, what="the oldest runs to be deleted")
     kept = runs_of(env)
     assert [r["spec"]["message"] for r in kept] == ["run 2", "run 3"]
-    assert run_secrets(env) == sorted(r["spec"]["inputsSecret"] for r in kept)
+    assert run_secrets(env) == []  # each went once its run's result was read
 
 
 def test_run_secrets_whose_run_is_gone_are_swept_once_synced(env):
     engine = RecordingEngine()
     with executor(env, engine) as runs, runner(env, engine):
         assert runs.up(inputs(env), message="m").ok
-    [live] = run_secrets(env)
+    assert run_secrets(env) == []  # the finished run's went once its result was read
     orphan = {"metadata": {"name": "hubwright-run-orphan", "labels": {RUN_SECRET_LABEL: "true"}},
               "stringData": {INPUTS_KEY: "{}"}}
     env.core.create_namespaced_secret(env.system_namespace, orphan)
-    assert run_secrets(env) == sorted([live, "hubwright-run-orphan"])
+    assert run_secrets(env) == ["hubwright-run-orphan"]
     with executor(env, engine):  # a new term: once its informer synced
-        wait_until(lambda: run_secrets(env) == [live], 20, what="the orphan Secret to go")
+        wait_until(lambda: run_secrets(env) == [], 20, what="the orphan Secret to go")
 
 
 def test_a_transit_stacks_run_is_in_the_services_namespace(env):

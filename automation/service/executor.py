@@ -19,8 +19,10 @@ engine is unchanged. `applied` stays a local read (a small WorkerPool).
   the service, with a status write at the version it read: a runner's claim and this write cannot both win.
 - **cancel(grace)**: the runs go on on the runners; the waiting threads raise RunCancelled at once (the next
   leader adopts the runs).
-- **Retention**: once a run finished, the stack's finished runs beyond --keep-runs go, each with its Secret;
-  once the informer synced, run Secrets whose run is gone are deleted too.
+- **Retention**: a finished run's Secret goes once its result is read; the stack's finished runs beyond
+  --keep-runs go (with a Secret left behind); once the informer synced, run Secrets whose run is gone are deleted
+  too. A run's diff and log are never here: the runner stores them in the history store, the run keeps their
+  reference (status.detail), and the service records the run there (automation/service/history.py).
 """
 from __future__ import annotations
 
@@ -268,7 +270,9 @@ class RunnerEngine:
                     created = self._create(operation, stack, namespace, cluster, inputs, message, refresh)
                     key = object_key(created)
                     raw = self._wait(store, key, created, epoch, what, on_progress)
-            return result_of(raw, self._result(raw))
+            result = self._result(raw)
+            self._consumed(raw)
+            return result_of(raw, result)
         except API_ERRORS as exc:
             raise EngineError(f"{what}: the API server failed its HubStackRun: {getattr(exc, 'reason', exc)}") from exc
         finally:
@@ -383,6 +387,16 @@ class RunnerEngine:
             LOG.warning("run %s: its Secret's result does not parse", object_key(raw))
             payload = {}
         return payload if isinstance(payload, dict) else {}
+
+    def _consumed(self, raw: Raw) -> None:
+        """A finished run's Secret, once its result is read: nothing reads it again (a runner takes no finished run,
+        a next leader adopts unfinished ones only), so it goes now, not with the run (--keep-runs): the runs a stack
+        keeps hold no inputs in etcd (bench/history_etcd.py). One that stays (the API away) goes with its run."""
+        namespace, _, name = object_key(raw).partition("/")
+        try:
+            self.runs.delete_secret(secret_name(namespace, name))
+        except API_ERRORS as exc:
+            LOG.info("run %s: its Secret stays until the run goes: %s", object_key(raw), getattr(exc, "reason", exc))
 
     def _retain(self, store: RunStore, namespace: str, stack: str) -> None:
         """Delete the stack's finished runs beyond --keep-runs, each with its Secret."""
