@@ -20,7 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stacks.agent_admission import API_AUDIENCES, agent_policy
-from stacks.deployment import InstallValues
+from stacks.deployment import BACKEND_SECRET_KEYS, InstallValues
 
 FACTS_DIR = "/var/lib/hubwright-registry"  # the SQLite file's volume
 
@@ -71,7 +71,7 @@ class RegistryApiArgs:
 
 
 # The backend Secret's keys the API may read: the bucket's, never the stacks' passphrase or a Cloud token.
-HISTORY_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION")
+HISTORY_KEYS = tuple(key for key in BACKEND_SECRET_KEYS if key.startswith("AWS_"))
 
 
 def history_args(args: RegistryApiArgs, env: list[dict[str, Any]]) -> list[str]:

@@ -362,6 +362,24 @@ def test_the_registry_keeps_sqlite_on_a_volume_with_one_replica():
     assert plan.one("kubernetes:core/v1:PersistentVolumeClaim").inputs["spec"]["accessModes"] == ["ReadWriteOnce"]
 
 
+def test_the_registry_reads_the_run_history_from_the_backends_bucket_with_its_keys_only():
+    """docs/history.md: the API serves the run history from the backend's store. On the file backend that is the
+    service pod's volume: off, said. On S3: the backend's URL, and of the backend Secret only the bucket's keys
+    (optional: with IRSA there are none), never the stacks' passphrase or a Cloud token."""
+    def registry(**kw):
+        [container] = deploy_registry(**kw).one("kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"][
+            "containers"]
+        return container["args"], {e["name"]: e for e in container["env"]}
+    args, env = registry()
+    assert args[args.index("--history-store") + 1] == "off" and env == {}
+    url = "s3://state?region=eu-west-1"
+    args, env = registry(backend_url=url, backend_secret="hubwright-pulumi")
+    assert args[args.index("--backend") + 1] == url and "--history-store" not in args
+    assert set(env) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION"}
+    assert all(e["valueFrom"]["secretKeyRef"] == {"name": "hubwright-pulumi", "key": name, "optional": True}
+               for name, e in env.items())
+
+
 def test_the_registry_on_postgresql_takes_its_url_from_a_secret_and_runs_two_replicas():
     plan = deploy_registry(facts_db_secret="registry-db")
     spec = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]
