@@ -83,11 +83,11 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _same(old: Any, new: Any) -> bool:
+def same_value(old: Any, new: Any) -> bool:
     return _canonical(old) == _canonical(new)
 
 
-def _top(path: str) -> str:
+def top_property(path: str) -> str:
     """The top-level property of a Pulumi property path: `tags.Name`, `tags["a.b"]`, `subnets[0]`, `["a.b"].c`."""
     if path.startswith('["'):
         end = path.find('"]')
@@ -102,8 +102,8 @@ def _options(resource: Mapping[str, Any]) -> tuple[set[str], set[str]]:
     """The top-level names in the resource's ignoreChanges (exact names only: ignoring `tags.Name` does not hide a
     change of another tag) and in its replaceOnChanges (any path under an input counts for the input; "*": all)."""
     options = resource.get("options") or {}
-    ignore = {path for path in options.get("ignoreChanges") or () if _top(path) == path}
-    replace = {_top(path) for path in options.get("replaceOnChanges") or ()}
+    ignore = {path for path in options.get("ignoreChanges") or () if top_property(path) == path}
+    replace = {top_property(path) for path in options.get("replaceOnChanges") or ()}
     return ignore, replace
 
 
@@ -127,14 +127,14 @@ def compare_resource(old: Mapping[str, Any], new: Mapping[str, Any],
     replace = False
     for name in sorted(set(old_inputs) | set(new_inputs)):
         before, after = old_inputs.get(name), new_inputs.get(name)
-        if name in ignore or _same(before, after):
+        if name in ignore or same_value(before, after):
             continue
         changed[name] = PropertyChange(masked(before, invented), masked(after, invented))
         if forces_replace(type_, name, before, after) or name in replace_on or "*" in replace_on:
             replace = True
     for name in LOCATION:
         before, after = old.get(name), new.get(name)
-        if not _same(before, after):
+        if not same_value(before, after):
             # a provider's region input is its location: one property (an input's own change, if any, wins)
             changed.setdefault(name, PropertyChange(masked(before), masked(after)))
             replace = True
@@ -190,7 +190,7 @@ def compare_mesh(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, di
         change: Change = "new" if before is None else "removed" if after is None else "changed"
         before, after = before or {}, after or {}
         fields = {field: {"old": masked(before.get(field)), "new": masked(after.get(field))}
-                  for field in sorted(set(before) | set(after)) if not _same(before.get(field), after.get(field))}
+                  for field in sorted(set(before) | set(after)) if not same_value(before.get(field), after.get(field))}
         out[key] = {"change": "unchanged" if change == "changed" and not fields else change, **fields}
     return out
 

@@ -22,7 +22,7 @@ import json
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from stacks.plandiff.compare import (SECRET, Change, PropertyChange, ResourceChange, ResourceChangeKind, StackDiff,
-                                     masked)
+                                     masked, same_value, top_property)
 
 ROOT_TYPE = "pulumi:pulumi:Stack"
 PROVIDER_TYPE = "pulumi:providers:"
@@ -66,23 +66,8 @@ def shown(value: Any) -> Any:
     return masked(value)
 
 
-def _same(old: Any, new: Any) -> bool:
-    return json.dumps(old, sort_keys=True, default=str) == json.dumps(new, sort_keys=True, default=str)
-
-
 def _secret_in(value: Any) -> bool:
     return f'"{SECRET}"' in json.dumps(shown(value), default=str)
-
-
-def _top(path: str) -> str:
-    """The top-level property of a property path: `tags.Name`, `tags["a.b"]`, `rules[0]`, `["a.b"].c`."""
-    if path.startswith('["'):
-        end = path.find('"]')
-        return path[2:end] if end > 0 else path
-    for i, char in enumerate(path):
-        if char in ".[":
-            return path[:i]
-    return path
 
 
 def _inputs(values: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -92,19 +77,19 @@ def _inputs(values: Mapping[str, Any] | None) -> dict[str, Any]:
 def _changed(step: Step) -> dict[str, PropertyChange]:
     """An update's or a replace's properties (module docstring)."""
     old, new, outputs = _inputs(step.old_inputs), _inputs(step.new_inputs), _inputs(step.old_outputs)
-    named = list(step.diffs or ()) or [_top(path) for path in step.detailed_diff or ()]
+    named = list(step.diffs or ()) or [top_property(path) for path in step.detailed_diff or ()]
     keys = [key for key in dict.fromkeys(named) if key != DYNAMIC_PROVIDER_KEY]
     if not keys:
-        keys = [key for key in sorted(set(old) | set(new)) if not _same(old.get(key), new.get(key))]
+        keys = [key for key in sorted(set(old) | set(new)) if not same_value(old.get(key), new.get(key))]
     if not keys:  # drift: the refresh put the cloud's values into the outputs, the inputs are as they were
-        drifted = [key for key in sorted(new) if key in outputs and not _same(outputs[key], new[key])]
+        drifted = [key for key in sorted(new) if key in outputs and not same_value(outputs[key], new[key])]
         if drifted:
             return {key: PropertyChange(shown(outputs[key]), shown(new[key])) for key in drifted}
         keys = [key for key in sorted(set(old) | set(new)) if _secret_in(old.get(key)) or _secret_in(new.get(key))]
     properties: dict[str, PropertyChange] = {}
     for key in sorted(keys):
         before = old.get(key)
-        if key in outputs and key in new and _same(before, new[key]):  # named, but only the cloud's value moved
+        if key in outputs and key in new and same_value(before, new[key]):  # named, but only the cloud's value moved
             before = outputs[key]
         properties[key] = PropertyChange(shown(before), shown(new.get(key)))
     return properties
