@@ -133,8 +133,8 @@ def test_the_store_keeps_the_last_runs_and_a_failing_store_fails_no_run():
     store = MemoryHistory()
     runs, recorder = gate(store)
     for i in range(5):
-        runs.run("preview", lambda: RunResult("preview", True, trace=Trace(None, f"run {i}\n")),
-                 stack="acme.prod-1", cluster="acme/prod-1", cause=Cause.of("DriftCheck", "drift check"))
+        runs.run("up", lambda: RunResult("up", True, trace=Trace(None, f"run {i}\n")),
+                 stack="acme.prod-1", cluster="acme/prod-1", cause=Cause.of("Spec", f"edit {i}"))
     kept = store.records("acme.prod-1")
     assert len(kept) == 3 and len(store.objects) == 3  # the dropped runs' details went with them
 
@@ -164,3 +164,18 @@ def test_a_runners_detail_is_taken_by_reference_at_the_key_its_run_derives():
     assert record.detail is not None and record.detail.key == "acme.prod-1/runs/acme-prod-1-run.json.gz"
     with pytest.raises(ValueError):
         read_detail(b"tampered", record.detail)
+
+
+def test_an_hourly_drift_check_does_not_push_the_updates_out():
+    store = MemoryHistory()
+    runs, _ = gate(store)  # keep=3
+    runs.run("up", lambda: RunResult("up", True), stack="acme.prod-1", cause=Cause.of("Spec", "the edit"))
+    for _ in range(12):
+        runs.run("preview", lambda: RunResult("preview", True), stack="acme.prod-1",
+                 cause=Cause.of("DriftCheck", "drift check"))
+    runs.run("preview", lambda: RunResult("preview", False), stack="acme.prod-1",
+             cause=Cause.of("DriftCheck", "drift check"))
+    kept = store.records("acme.prod-1")
+    # keep=3 counts the edit and the check that found drift; the clean checks keep their own newest ten
+    assert [r.cause.kind for r in kept][:1] == ["Spec"] and [r.result for r in kept][-1] == "Drifted"
+    assert sum(r.result == "Succeeded" and r.operation == "preview" for r in kept) == 10

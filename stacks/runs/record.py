@@ -148,8 +148,21 @@ def _redacted(value: Any, known: frozenset[str]) -> Any:
     return value
 
 
+CLEAN_CHECKS = 10  # drift checks that found nothing, kept per stack whatever --history-keep says
+
+
+def quiet(record: RunRecord) -> bool:
+    """A drift check that found nothing: the clock's, not a change's (one an hour with the default interval)."""
+    return record.operation == "preview" and record.result == "Succeeded"
+
+
 def keep_last(records: Sequence[RunRecord], keep: int) -> tuple[list[RunRecord], list[RunRecord]]:
     """(kept, dropped): a stack's newest `keep` records and the others, each in the order they were recorded (a
-    stack's runs are recorded one at a time, as they end)."""
-    cut = max(len(records) - max(keep, 1), 0)
-    return list(records[cut:]), list(records[:cut])
+    stack's runs are recorded one at a time, as they end). Drift checks that found nothing are kept apart, their
+    newest CLEAN_CHECKS: an hourly check must not push a week's updates out of the history."""
+    clean = [r for r in records if quiet(r)]
+    stale = {id(r) for r in clean[:max(len(clean) - CLEAN_CHECKS, 0)]}
+    rest = [r for r in records if not quiet(r)]
+    cut = max(len(rest) - max(keep, 1), 0)
+    gone = {id(r) for r in rest[:cut]} | stale
+    return [r for r in records if id(r) not in gone], [r for r in records if id(r) in gone]
