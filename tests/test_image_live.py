@@ -34,6 +34,11 @@ from kubernetes import client
 
 from doubles.podman import Podman, kubeconfig_dir, probe
 from doubles.service_env import wait_until
+from automation.adapters.engine import RunResult, Trace
+from automation.adapters.history.select import store_of
+from automation.service.history import Recorder
+from automation.service.runs import Runs
+from stacks.runs.cause import Cause
 from stacks import release
 from tests.envtest import free_port, kube_apiserver  # noqa: F401 - the fixture
 from tests.release_build import Release, release_dist  # noqa: F401 - the fixture
@@ -147,6 +152,30 @@ def test_the_plan_of_the_examples_is_the_checkouts_byte_for_byte(podman, tmp_pat
                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert here.returncode == 0, here.stderr
     assert inside.stdout.encode() == here.stdout and b"stack " in here.stdout
+
+
+def test_the_history_command_reads_a_stores_runs_as_the_checkout_does(podman, tmp_path):
+    """A file store laid out by the service's own recorder (two runs of acme/prod-1, one with its diff and log),
+    mounted read-only; `python -m automation history` in the image and in the checkout say the same, in each format."""
+    state = tmp_path / "state"
+    recorder = Recorder(store_of("backend", backend=None, state_dir=state), executor="local")
+    gate = Runs(recorder=recorder)
+    gate.run("up", lambda: RunResult("up", True, "updated", changes={"create": 1}, trace=Trace(
+        {"stack": "acme.prod-1", "change": "changed", "resources": [
+            {"urn": "urn:pulumi:acme.prod-1::hubwright::aws:ec2/vpcEndpoint:VpcEndpoint::prod-1-endpoint",
+             "type": "aws:ec2/vpcEndpoint:VpcEndpoint", "change": "add",
+             "properties": {"vpcId": {"old": None, "new": "vpc-0hub1"}}}]}, "Updating (acme.prod-1):\nResources:\n")),
+             stack="acme.prod-1", cluster="acme/prod-1", cause=Cause.of("Create", "first update of the stack", 1))
+    gate.run("preview", lambda: RunResult("preview", True, "no changes"), stack="acme.prod-1", cluster="acme/prod-1",
+             cause=Cause.of("DriftCheck", "drift check", 1))
+    subprocess.run(["chmod", "-R", "a+rX", str(state)], check=True)  # the image runs as 65532, the files are 0600
+    for flags in (["--format", "json"], ["--run", "latest"], ["--format", "markdown", "--run", "latest"]):
+        args = ["history", "acme/prod-1", "--state-dir", "/state", *flags]
+        inside = podman.run("-v", f"{state}:/state:ro", IMAGE, "python", "-m", "automation", *args, timeout=120)
+        here = subprocess.run([sys.executable, "-m", "automation", *args[:3], str(state), *flags], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert here.returncode == 0, here.stderr
+        assert inside.stdout == here.stdout and "prod-1" in here.stdout, flags
 
 
 # --------------------------------------------------------------------------- the processes, against the envtest
