@@ -367,7 +367,7 @@ def test_kubectl_get_hubstackruns_prints_the_history_the_docs_show(hub, tmp_path
     try:
         for row in sample:
             spec = {"operation": row["OPERATION"], "cluster": row["CLUSTER"],
-                    "stack": f"{namespace}.{row['CLUSTER']}"}
+                    "stack": f"{namespace}.{row['CLUSTER']}", "cause": {"kind": row["CAUSE"], "message": "as shown"}}
             if row["OPERATION"] == "destroy":
                 spec["inputsDigest"] = None
             custom(hub.service).create_namespaced_custom_object(
@@ -392,6 +392,6 @@ def test_kubectl_get_hubstackruns_prints_the_history_the_docs_show(hub, tmp_path
         without_age = lambda rows: [{k: v for k, v in row.items() if k != "AGE"} for row in rows]  # noqa: E731
         assert without_age(printed) == without_age(sorted(sample, key=lambda row: row["NAME"]))
         wide = kubectl("get", "hwrun", "-n", namespace, "-o", "wide")
-        assert {"REASON", "RUNNER", "REFRESH"} <= set(wide.stdout.split("\n")[0].split())
+        assert {"REASON", "WHY", "RUNNER", "REFRESH"} <= set(wide.stdout.split("\n")[0].split())
     finally:
         client.CoreV1Api(hub.admin).delete_namespace(namespace)
