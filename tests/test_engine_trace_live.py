@@ -228,8 +228,10 @@ def test_engine_trace_collects_steps_fans_events_out_and_keeps_the_end_of_the_lo
          "properties": {"key": {"old": None, "new": "[secret]"}, "v": {"old": None, "new": 1}}},
     ]}
     assert done.log == "line 14\nline 15\nline 16\nline 17\nline 18\nline 19\nerror: the end\n"  # whole lines, no escapes
+    assert done.dropped == 14 * len("line 00\n")  # what came before the tail, counted for the history's detail
     trace.on_output("x" * 1000)  # one line longer than the whole tail: its end
     assert trace.log() == "x" * 63 + "\n"
+    assert trace.trace("up", STACK).dropped == len(done.log) + done.dropped + 1000 - 63
 
 
 def test_a_failed_call_s_output_joins_the_log_once():

@@ -72,7 +72,7 @@ def serve_runner(args: argparse.Namespace, engine: Engine) -> int:
     runner = Runner(kube_client(args.kubeconfig, args.context), engine, namespace=args.namespace,
                     identity=args.identity, claim_ttl=args.claim_ttl, workers=args.workers,
                     cancel_grace=args.cancel_grace, runner_hosts=args.runner_hosts or None, not_ready=missing,
-                    history=store_from(args, "python -m automation runner"), log_bytes=args.history_log_kib * 1024)
+                    history=store_from(args, "python -m automation runner"))
     server = ProbeServer(runner.metrics, healthy=runner.healthy, ready=runner.ready, bind=args.metrics_bind,
                          port=args.metrics_port)
     stopped = threading.Event()

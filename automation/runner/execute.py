@@ -29,7 +29,6 @@ from stacks.runs import claims
 from stacks.runs.checks import refusal
 from stacks.runs.model import (INPUTS_KEY, REFUSED, DetailRef, StackRunSpec, StackRunStatus, result_payload, spec_of,
                                summary)
-from stacks.runs.record import LOG_BYTES
 from stacks.status import RunProgress
 from stacks.times import parse_rfc3339, rfc3339_seconds
 
@@ -44,10 +43,10 @@ class Execution:
 
     def __init__(self, settings: Settings, *, jobs: Jobs, store: RunStore, runs: StackRunClient, engine: Engine,
                  lease: Lease, metrics: RunnerMetrics, seen: Callable[[], int], wake: Callable[[], None],
-                 stopping: threading.Event, history: HistoryStore | None = None, log_bytes: int = LOG_BYTES):
+                 stopping: threading.Event, history: HistoryStore | None = None):
         self.settings, self.jobs, self.store, self.runs, self.engine = settings, jobs, store, runs, engine
         self.lease, self.metrics, self.seen, self.wake, self.stopping = lease, metrics, seen, wake, stopping
-        self.history, self.log_bytes = history, log_bytes  # where the runs' details go (the service's records)
+        self.history = history  # where the runs' details go (the service's records)
 
     def execute(self, key: str) -> Outcome:
         """The run held as `key`, start to end (once: a key added again while it runs finds it taken)."""
@@ -245,7 +244,7 @@ class Execution:
             return None
         try:
             return put_run_detail(self.history, job.stack, str(Obj(job.held.raw).name), trace.diff, trace.log,
-                                  log_bytes=self.log_bytes)
+                                  dropped=trace.dropped)
         except Exception as exc:  # noqa: BLE001 - the history is a record: it never fails the run
             LOG.warning("%s: %s: its diff and log not stored in %s: %s", self.settings.identity, job.held.key,
                         self.history.location, exc)

@@ -46,7 +46,6 @@ from automation.runner.lease import Lease
 from automation.runner.pick import Picker
 from stacks.names import STACKRUNS
 from stacks.runs import claims
-from stacks.runs.record import LOG_BYTES
 
 __all__ = ["Runner", "Job", "RunnerMetrics", "PICK", "MAX_WAKE", "MIN_MARGIN", "WATCHDOG_TICK", "PROGRESS_EVERY",
            "CANCELLED", "margin", "renew_every", "utc_now"]
@@ -60,7 +59,7 @@ class Runner:
                  claim_ttl: float = 30.0, workers: int = 1, cancel_grace: float = 60.0,
                  runner_hosts: str | None = None, clock: Clock = utc_now,
                  monotonic: Callable[[], float] = time.monotonic, metrics: RunnerMetrics | None = None,
-                 not_ready: str | None = None, history: HistoryStore | None = None, log_bytes: int = LOG_BYTES):
+                 not_ready: str | None = None, history: HistoryStore | None = None):
         if claim_ttl < 3:
             raise ValueError(f"--claim-ttl must be >= 3 seconds (got {claim_ttl})")
         # Why this runner can run nothing (automation.adapters.engine.plugins: the image has no AWS plugin), or
@@ -93,7 +92,7 @@ class Runner:
         self.lease = Lease(self.settings, self._jobs, engine)
         self.execution = Execution(self.settings, jobs=self._jobs, store=self.store, runs=self.runs, engine=engine,
                                    lease=self.lease, metrics=self.metrics, seen=self._seen_version, wake=self.wake,
-                                   stopping=self._stopping, history=history, log_bytes=log_bytes)
+                                   stopping=self._stopping, history=history)
         self.picker = Picker(self.settings, jobs=self._jobs, store=self.store, runs=self.runs, start=self._start,
                              draining=self._draining)
         self._picking = self.manager.controller("runner-pick", self.reconcile_pick, threads="runner-pick")

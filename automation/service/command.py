@@ -93,7 +93,7 @@ def serve_command(args: argparse.Namespace) -> int:
         LOG.error("not ready: %s", missing)
     service = Service(options, api_client=api_client, engine=engine, guards=guards, census=census,
                       on_lost_leadership=lost, discovery=AwsDiscovery(sessions), not_ready=missing,
-                      history=store_from(args, "python -m automation serve"), log_bytes=args.history_log_kib * 1024)
+                      history=store_from(args, "python -m automation serve"))
     stopped = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopped.set())

@@ -24,7 +24,7 @@ from automation.adapters.engine import EngineError, RunResult, StackLocked, Trac
 from automation.adapters.history import HistoryStore, detail_key, put_run_detail
 from stacks.runs.cause import Cause
 from stacks.runs.model import Operation, run_name
-from stacks.runs.record import LOG_BYTES, DetailRef, Executor, Result, RunRecord
+from stacks.runs.record import DetailRef, Executor, Result, RunRecord
 from stacks.times import rfc3339_seconds
 
 LOG = logging.getLogger("hubwright.history")
@@ -49,9 +49,9 @@ class Begun:
 
 class Recorder:
     def __init__(self, store: HistoryStore | None, *, executor: Executor, keep: int = 100,
-                 log_bytes: int = LOG_BYTES, metrics: Failures | None = None,
+                 metrics: Failures | None = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
-        self.store, self.executor, self.keep, self.log_bytes = store, executor, keep, log_bytes
+        self.store, self.executor, self.keep = store, executor, keep
         self.metrics, self.clock = metrics, clock
 
     def begin(self, operation: str, *, stack: str, cluster: str, cause: Cause, refresh: bool) -> Begun:
@@ -95,7 +95,7 @@ class Recorder:
             return ref.model_copy(update={"key": detail_key(begun.stack, run_id)})
         if trace is None:
             return None
-        return put_run_detail(self.store, begun.stack, run_id, trace.diff, trace.log, log_bytes=self.log_bytes)
+        return put_run_detail(self.store, begun.stack, run_id, trace.diff, trace.log, dropped=trace.dropped)
 
 
 def result_of(operation: str, out: RunResult | None, error: BaseException | None) -> Result:

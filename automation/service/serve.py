@@ -50,7 +50,6 @@ from automation.service.options import ServiceOptions
 from automation.service.runs import Runs
 from automation.service.history import Recorder
 from automation.adapters.history import HistoryStore
-from stacks.runs.record import LOG_BYTES
 from automation.service.server import Metrics, ProbeServer
 from automation.service.retained import setup as setup_retained
 from automation.service.sources import Sources, setup as setup_sources
@@ -83,7 +82,7 @@ class Service:
                  guards: Iterable[Guard] | None = None, audit: Audit | None = None,
                  census: Count | None = None, on_lost_leadership: Callable[[], None] | None = None,
                  discovery: NetworkLookup | None = None, not_ready: str | None = None,
-                 history: HistoryStore | None = None, log_bytes: int = LOG_BYTES):
+                 history: HistoryStore | None = None):
         self.options = options
         # Why this replica can never do its work (automation.adapters.engine.plugins: the AWS plugin missing from the
         # image), or None: /readyz says it and answers 503, follower or leader.
@@ -99,7 +98,7 @@ class Service:
         self.metrics = Metrics()
         # Every run's record, diff and log (automation/service/history.py), in the store the runners share.
         self.recorder = Recorder(history, executor="runners" if options.executor == "runners" else "local",
-                                 keep=options.history_keep, log_bytes=log_bytes, metrics=self.metrics)
+                                 keep=options.history_keep, metrics=self.metrics)
         self.server = ProbeServer(self.metrics, healthy=self.healthy, ready=self.ready,
                                   bind=options.metrics_bind, port=options.metrics_port)
         self.elector: LeaderElector | None = None

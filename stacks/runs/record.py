@@ -2,7 +2,7 @@
 
     record (small, in the stack's index)          detail (one object per run, gzip JSON, capped)
     id, stack, cluster, operation, refresh,  ──►  diff: the run's changes (stacks.plandiff's StackDiff)
-    cause, executor, started, ended, result,      log:  the engine's output, its last LOG_BYTES
+    cause, executor, started, ended, result,      log:  the engine's output, its last --history-log-kib
     reason, message, changes, permalink,
     detail {key, sha256, bytes}, known
 
@@ -33,7 +33,6 @@ from stacks.times import parse_seconds
 
 Result = Literal["Succeeded", "Drifted", "Failed", "Cancelled", "Locked", "Refused"]
 Executor = Literal["local", "runners"]
-LOG_BYTES = 64 * 1024  # the engine log's tail a detail keeps (--history-log-kib)
 DETAIL_BYTES = 1024 * 1024  # a detail's most bytes, uncompressed: past it the diff's resources are cut (and counted)
 MESSAGE_MAX = 32768
 
@@ -64,7 +63,7 @@ class RunRecord(StatusModel):
         return None if start is None or end is None else max(0.0, end - start)
 
 
-def tail(text: str, limit: int = LOG_BYTES) -> tuple[str, int]:
+def tail(text: str, limit: int) -> tuple[str, int]:
     """The last `limit` bytes of `text` from a line's start (one line longer than `limit`: its end), and how many
     bytes were dropped before them."""
     data = text.encode()
@@ -76,16 +75,16 @@ def tail(text: str, limit: int = LOG_BYTES) -> tuple[str, int]:
     return data[start:].decode(errors="replace"), start
 
 
-def detail_body(diff: StackDiff | Mapping[str, Any], log: str, *, log_bytes: int = LOG_BYTES,
+def detail_body(diff: StackDiff | Mapping[str, Any], log: str, *, dropped: int = 0,
                 limit: int = DETAIL_BYTES) -> bytes:
     """The detail object: {"diff", "log", "logDropped", "resourcesDropped"} as gzip JSON. `diff`: a StackDiff or its
-    JSON. The log keeps its last `log_bytes`; a diff past `limit` keeps its first resources, the rest counted."""
+    JSON; `log`: the end of the engine's output as the engine kept it (--history-log-kib), `dropped` the bytes
+    before it. A diff past `limit` keeps its first resources, the rest counted."""
     whole = diff.to_json() if isinstance(diff, StackDiff) else dict(diff)
-    kept_log, dropped = tail(log, log_bytes)
     resources = list(whole.get("resources") or ())
     cut = 0
     while True:
-        document = {"diff": {**whole, "resources": resources}, "log": kept_log, "logDropped": dropped,
+        document = {"diff": {**whole, "resources": resources}, "log": log, "logDropped": dropped,
                     "resourcesDropped": cut}
         raw = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str).encode()
         if len(raw) <= limit or not resources:

@@ -355,7 +355,8 @@ class WorkerPool:
 
 def _trace(raw: Mapping[str, Any] | None) -> Trace | None:
     """A Trace back from its JSON (dataclasses.asdict)."""
-    return None if raw is None else Trace(diff=raw.get("diff"), log=raw.get("log") or "")
+    return None if raw is None else Trace(diff=raw.get("diff"), log=raw.get("log") or "",
+                                          dropped=int(raw.get("dropped") or 0))
 
 
 def _result(raw: Mapping[str, Any]) -> RunResult:

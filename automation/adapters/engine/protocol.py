@@ -19,10 +19,11 @@ OnProgress = Callable[[int, int], None]  # (resources done, planned so far), fro
 class Trace:
     """What the engine did in one run, for its history entry (stacks/runs/record.py): its changes, as the plan
     diff's model has them (stacks.plandiff.compare.StackDiff.to_json(); None when the engine sent no step), and the
-    end of its output (at most PulumiSettings.log_bytes)."""
+    end of its output (at most PulumiSettings.log_bytes: --history-log-kib, the one place that size is set)."""
 
     diff: dict[str, Any] | None = None
     log: str = ""
+    dropped: int = 0  # the bytes of output before `log` (not kept)
 
 
 @dataclass

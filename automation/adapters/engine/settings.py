@@ -45,7 +45,7 @@ class PulumiSettings:
     policy_config: str | None = None
     policy_pack: str = str(PACK_DIR)
     # The end of each run's output kept for its history entry (protocol.Trace.log): --history-log-kib * 1024.
-    log_bytes: int = 64 * 1024
+    log_bytes: int = default("history-log-kib") * 1024
 
     @property
     def backend(self) -> str:

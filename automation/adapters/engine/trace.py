@@ -69,6 +69,7 @@ class EngineTrace:
         self._stepped = False  # the engine sent a step (one that changes nothing too)
         self._lines: deque[str] = deque()
         self._bytes = 0  # the encoded size of self._lines, a newline after each
+        self._dropped = 0  # the bytes of output before the tail (lines pushed out, a long line's start)
         self._lock = threading.Lock()
 
     def on_event(self, event: Any) -> None:
@@ -110,14 +111,18 @@ class EngineTrace:
         """One line of the CLI's stdout or stderr (the Automation API strips its newline)."""
         line = ANSI_ESCAPES.sub("", line)
         size = len(line.encode()) + 1
+        cut = 0
         if size > self.log_bytes:  # one line longer than the whole tail: its end
-            line, _ = tail(line, max(self.log_bytes - 1, 0))
+            line, cut = tail(line, max(self.log_bytes - 1, 0))
             size = len(line.encode()) + 1
         with self._lock:
+            self._dropped += cut
             self._lines.append(line)
             self._bytes += size
             while self._lines and self._bytes - (len(self._lines[0].encode()) + 1) >= self.log_bytes:
-                self._bytes -= len(self._lines.popleft().encode()) + 1
+                gone = len(self._lines.popleft().encode()) + 1
+                self._bytes -= gone
+                self._dropped += gone
 
     def add_error(self, text: str) -> None:
         """A failed CLI call's CommandError text ("code: N / stdout: ... / stderr: ..."): its lines that the tail
@@ -138,13 +143,21 @@ class EngineTrace:
             self.on_output(line)
 
     def log(self) -> str:
+        return self._tail()[0]
+
+    def _tail(self) -> tuple[str, int]:
+        """The tail of the output, and how many bytes of it came before (dropped)."""
         with self._lock:
-            text = "".join(line + "\n" for line in self._lines)
-        return tail(text, self.log_bytes)[0] if self.log_bytes else ""
+            text, dropped = "".join(line + "\n" for line in self._lines), self._dropped
+        if not self.log_bytes:
+            return "", dropped + len(text.encode())
+        kept, cut = tail(text, self.log_bytes)
+        return kept, dropped + cut
 
     def trace(self, operation: str, stack: str) -> Trace:
         """The run's Trace: its diff (None when the engine sent no step) and the tail of its output."""
         with self._lock:
             steps, stepped = list(self._steps), self._stepped
         diff = stack_diff(stack, steps, operation=operation).to_json() if stepped else None
-        return Trace(diff=diff, log=self.log())
+        log, dropped = self._tail()
+        return Trace(diff=diff, log=log, dropped=dropped)

@@ -50,8 +50,8 @@ def index_key(stack: str) -> str:
 
 
 def put_run_detail(store: HistoryStore, stack: str, run_id: str, diff: dict | None, log: str, *,
-                   log_bytes: int) -> DetailRef:
+                   dropped: int = 0) -> DetailRef:
     """Store what the engine did in one run (its diff, the end of its log) as the run's detail: the one way both the
     service (the local executor) and a runner do it."""
-    body = detail_body(diff or {"stack": stack, "change": "unchanged", "resources": []}, log, log_bytes=log_bytes)
+    body = detail_body(diff or {"stack": stack, "change": "unchanged", "resources": []}, log, dropped=dropped)
     return store.put_detail(stack, run_id, body)
