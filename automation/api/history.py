@@ -36,7 +36,7 @@ from automation.api.tenants import ClusterId, TenantId
 from stacks.names import CLUSTERS, GROUP, VERSION, stack_name
 from stacks.runs.cause import Cause
 from stacks.runs.model import DetailRef, Operation
-from stacks.runs.record import Executor, Result, RunRecord, record_json, tenant_view
+from stacks.runs.record import Executor, Result, RunRecord, tenant_view
 
 Caller = Annotated[client.ApiClient, Depends(caller)]
 Reg = Annotated[Registry, Depends(registry)]

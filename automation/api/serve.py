@@ -20,13 +20,11 @@ import re
 import signal
 import sys
 import tempfile
-from pathlib import Path
 from typing import Any, Mapping
 
 import uvicorn
 
 from automation.adapters.facts import FactsStore
-from automation.adapters.history import HistoryStore
 from automation.adapters.history.options import store_from
 from automation.adapters.kube.kubeconfig import kube_client
 from automation.api import agents, bootstrap, facts, gitrepos, history, tenants
@@ -147,8 +145,8 @@ def api_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     host, port = listen_on(args.bind)
     settings = settings_from(args)
-    runs = store_from(args, "python -m automation api")  # a bad --history-store stops the start (exit 2), before anything is opened
-    LOG.info("run history %s", f"in {runs.location}" if runs is not None else "off (--history-store off)")
+    runs = store_from(args, "python -m automation api")  # a bad --history-store: exit 2, before anything is opened
+    LOG.info("run history %s", f"in {runs.location}" if runs is not None else "off")
     own = kube_client(args.kubeconfig, args.context)
     url = facts_url(args)
     store = FactsStore(url, retention=args.facts_retention)

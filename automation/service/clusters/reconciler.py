@@ -245,7 +245,7 @@ class Reconciler:
                 self.runs.run("up", lambda: self.engine.up(desired.model_copy(update={"private_link": None}),
                                                              message=f"{why}; {note}"), stack=desired.stack,
                                 cluster=key, shown_to=known_to(desired),
-                                cause=cause.model_copy(update={"message": f"{why}; {note}"[:512]}))
+                                cause=Cause.of(cause.kind, f"{why}; {note}", cause.generation))
             result = self.runs.run("up", lambda: self.engine.up(desired, message=why, refresh=refresh,
                                                                   on_progress=progress),
                                      stack=desired.stack, cluster=key, shown_to=known_to(desired), cause=cause,
