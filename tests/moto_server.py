@@ -24,8 +24,9 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
+import boto3
 import pytest
 from doubles.ports import free_port as _free_port
 
@@ -108,3 +109,20 @@ def moto(moto_server: MotoServer) -> Iterator[MotoServer]:
     moto_server.reset()
     yield moto_server
     moto_server.relax_iam()  # the next test resets the rest
+
+
+# The test credentials every S3 test on moto uses, in the environment of what the test starts (the pulumi CLI, a
+# store's boto3 client) as well.
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+               "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+def s3_bucket(moto: MotoServer, monkeypatch: pytest.MonkeyPatch, bucket: str) -> Any:
+    """boto3's S3 client on `moto`, `bucket` made; CREDENTIALS also in this process's environment (what reads them
+    from there: the CLI a test runs by hand, a store's own client)."""
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    client = boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    client.create_bucket(Bucket=bucket)
+    return client

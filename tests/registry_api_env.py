@@ -26,6 +26,7 @@ from automation.adapters.facts import FactsStore
 from automation.api import facts, tenants
 from automation.api.app import ApiSettings, ClientCache, Registry, create_app
 from automation.api.models import ClusterView, TenantView
+from stacks.admission import TENANT_ADMIN_CLUSTERROLE, tenant_admin_clusterrole
 from stacks.names import GROUP, TENANT_ANNOTATION, TENANT_LABEL, VERSION
 from tests.envtest import EnvTest
 from tests.registry_rbac import delete_tenant, service_account_token, undo_all
@@ -43,6 +44,20 @@ def api_routes(routes: Any) -> Iterator[APIRoute]:
             yield route
         elif getattr(route, "original_router", None) is not None:  # FastAPI keeps included routers nested
             yield from api_routes(route.original_router.routes)
+
+
+def apply_tenant_admin_role(kube: client.ApiClient) -> None:
+    """The tenant-admin ClusterRole as the install makes it (stacks.admission), created or brought up to date."""
+    rbac = client.RbacAuthorizationV1Api(kube)
+    role = tenant_admin_clusterrole()
+    try:
+        rbac.create_cluster_role(role)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+        current = rbac.read_cluster_role(TENANT_ADMIN_CLUSTERROLE)
+        role["metadata"]["resourceVersion"] = current.metadata.resource_version
+        rbac.replace_cluster_role(TENANT_ADMIN_CLUSTERROLE, role)
 
 
 def bearer(token: str | None) -> dict[str, str]:

@@ -13,8 +13,6 @@ from typing import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from kubernetes import client
-from kubernetes.client.rest import ApiException
 from openapi_spec_validator import validate
 
 from automation.adapters.facts import FactsStore
@@ -25,14 +23,15 @@ from automation.api.app import FORBIDDEN, create_app
 from automation.cli import build_parser
 from doubles.history import MemoryHistory
 from doubles.service_env import wait_until
-from stacks.admission import TENANT_ADMIN_CLUSTERROLE, tenant_admin_clusterrole
+from stacks.admission import TENANT_ADMIN_CLUSTERROLE
 from stacks.disclosure import ids_in
 from stacks.errors import InvalidSpec
 from stacks.plandiff.compare import PropertyChange, ResourceChange, StackDiff
 from stacks.runs.cause import Cause
 from stacks.runs.record import RunRecord, detail_body
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-from tests.registry_api_env import ROUTERS, RegistryApi, fleet, make_registry  # noqa: F401 - fleet: the fixture
+from tests.registry_api_env import (ROUTERS, RegistryApi, apply_tenant_admin_role, fleet,  # noqa: F401 - fleet: the fixture
+                                    make_registry)
 
 RUNS = "/tenants/{tenant}/clusters/{cluster}/runs"
 # The tenant's own side of a pair run (what its inputs hold: `known`), and its peer's, which it may not learn.
@@ -57,18 +56,6 @@ def registry_api(kube_apiserver) -> Iterator[RegistryApi]:  # noqa: F811 - the e
 def store(api: RegistryApi) -> MemoryHistory:
     assert isinstance(api.reg.history, MemoryHistory)
     return api.reg.history
-
-
-def tenant_admin_role(kube: client.ApiClient) -> None:
-    rbac = client.RbacAuthorizationV1Api(kube)
-    role = tenant_admin_clusterrole()
-    try:
-        rbac.create_cluster_role(role)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-        role["metadata"]["resourceVersion"] = rbac.read_cluster_role(TENANT_ADMIN_CLUSTERROLE).metadata.resource_version
-        rbac.replace_cluster_role(TENANT_ADMIN_CLUSTERROLE, role)
 
 
 def pair_run(history_store: MemoryHistory, namespace: str, cluster: str, run_id: str, started: str,
@@ -115,7 +102,7 @@ def quiet_run(history_store: MemoryHistory, namespace: str, cluster: str, run_id
 
 
 def test_a_tenant_cannot_read_another_tenants_cluster_history(registry_api, fleet):
-    tenant_admin_role(fleet.kube)
+    apply_tenant_admin_role(fleet.kube)
     acme, ns_acme = fleet.tenant(f"acme-{fleet.suffix}")
     globex, ns_globex = fleet.tenant(f"globex-{fleet.suffix}")
     alice = fleet.user(ns_acme, "alice", cluster_role=TENANT_ADMIN_CLUSTERROLE)
@@ -155,7 +142,7 @@ def test_a_tenant_cannot_read_another_tenants_cluster_history(registry_api, flee
 
 
 def test_a_pair_runs_text_names_nothing_of_the_peer_to_anyone(registry_api, fleet):
-    tenant_admin_role(fleet.kube)
+    apply_tenant_admin_role(fleet.kube)
     tenant, namespace = fleet.tenant()
     alice = fleet.user(namespace, "alice", cluster_role=TENANT_ADMIN_CLUSTERROLE)
     wait_until(lambda: registry_api.call("GET", f"/tenants/{tenant}/clusters", alice).status_code == 200,

@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-import boto3
 import pytest
 
 from automation.adapters.engine.pool import WorkerPool
@@ -33,11 +32,10 @@ from stacks.names import GROUP, STACKRUNS, VERSION
 from stacks.runs.record import RunRecord
 from tests.envtest import env, kube_apiserver  # noqa: F401 - the fixtures
 from tests.history_live_programs import TAGGED
+from tests.moto_server import CREDENTIALS, s3_bucket
 
 pytestmark = pytest.mark.live
 BUCKET = "hubwright-history"
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
-               "AWS_EC2_METADATA_DISABLED": "true"}
 THING = "prod-1-thing"
 
 
@@ -70,9 +68,7 @@ def world(request, env, tmp_path: Path, pulumi_cli, monkeypatch) -> Iterator[Wor
     backend = None
     if where == "s3":
         moto = request.getfixturevalue("moto")
-        for name, value in CREDENTIALS.items():
-            monkeypatch.setenv(name, value)
-        boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1").create_bucket(Bucket=BUCKET)
+        s3_bucket(moto, monkeypatch, BUCKET)
         port = moto.url.rsplit(":", 1)[-1]
         backend = f"s3://{BUCKET}?endpoint=127.0.0.1:{port}&disableSSL=true&s3ForcePathStyle=true&region=us-east-1"
     settings = engine_settings(tmp_path / "state", backend_url=backend)

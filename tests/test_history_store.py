@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import boto3
 import pytest
 
 from automation.adapters.history import HistoryError, detail_key, index_key
@@ -21,13 +20,12 @@ from automation.adapters.history.files import FileHistory
 from automation.adapters.history.s3 import S3History
 from automation.adapters.history.select import NoStore, store_of
 from doubles.history import MemoryHistory
+from tests.moto_server import s3_bucket
 from stacks.plandiff.compare import PropertyChange, ResourceChange, StackDiff
 from stacks.runs.cause import Cause
 from stacks.runs.record import DetailRef, RunRecord, detail_body
 
 BUCKET = "hubwright-state"
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
-               "AWS_EC2_METADATA_DISABLED": "true"}
 STACK = "fleet.web"
 CLOUD_BACKENDS = ("https://api.pulumi.com", "https://app.pulumi.example/org", "gs://state-bucket/prefix",
                   "azblob://container", "postgres://hub:pw@db:5432/state")
@@ -54,12 +52,7 @@ class Subject:
 def s3(moto: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """boto3's S3 client on moto, the bucket made; the credentials in the environment (store_of's client reads
     them as the CLI does)."""
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-    client = boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    client.create_bucket(Bucket=BUCKET)
-    return client
+    return s3_bucket(moto, monkeypatch, BUCKET)
 
 
 def bucket_keys(client: Any, prefix: str = "") -> list[str]:

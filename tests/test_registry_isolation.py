@@ -4,31 +4,17 @@ and cannot list the fleet. Kubernetes RBAC decides each time: the API calls it a
 from __future__ import annotations
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from automation.api.app import FORBIDDEN
-from stacks.admission import TENANT_ADMIN_CLUSTERROLE, tenant_admin_clusterrole
+from stacks.admission import TENANT_ADMIN_CLUSTERROLE
 from stacks.names import GROUP, VERSION
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
-from tests.registry_api_env import fleet, registry_api  # noqa: F401 - the fixtures
+from tests.registry_api_env import apply_tenant_admin_role, fleet, registry_api  # noqa: F401 - the fixtures
 from doubles.service_env import wait_until
 
 
-def _apply_tenant_admin_role(kube: client.ApiClient) -> None:
-    rbac = client.RbacAuthorizationV1Api(kube)
-    role = tenant_admin_clusterrole()
-    try:
-        rbac.create_cluster_role(role)
-    except ApiException as exc:
-        if exc.status != 409:
-            raise
-        current = rbac.read_cluster_role(TENANT_ADMIN_CLUSTERROLE)
-        role["metadata"]["resourceVersion"] = current.metadata.resource_version
-        rbac.replace_cluster_role(TENANT_ADMIN_CLUSTERROLE, role)
-
-
 def test_tenants_cannot_list_read_change_or_delete_each_others_clusters(registry_api, fleet):
-    _apply_tenant_admin_role(fleet.kube)
+    apply_tenant_admin_role(fleet.kube)
     a, ns_a = fleet.tenant()
     b, ns_b = fleet.tenant()
     alice = fleet.user(ns_a, "alice", cluster_role=TENANT_ADMIN_CLUSTERROLE)

@@ -26,7 +26,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-import boto3
 import pytest
 from pulumi.dynamic import Resource
 
@@ -40,10 +39,9 @@ from doubles.pulumi_programs import (
 from doubles.providers import GateProvider
 from doubles.s3_gate import S3Gate
 from doubles.service_env import wait_until
+from tests.moto_server import CREDENTIALS, s3_bucket
 
 BUCKET = "hubwright-state"
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
-               "AWS_EC2_METADATA_DISABLED": "true"}
 RUNNER = "hubwright-runner-abc12-x1y2z"  # a runner pod's host name, as --runner-hosts' default matches it
 DYNAMIC = "pulumi-python:dynamic:Resource"
 
@@ -56,12 +54,7 @@ def backend_url(port: int | str, bucket: str = BUCKET) -> str:
 def s3(moto, monkeypatch) -> Any:
     """boto3's S3 client on moto, the state bucket made; the credentials also in this process's environment (the
     CLI a test runs by hand, human_stack, inherits them)."""
-    for name, value in CREDENTIALS.items():
-        monkeypatch.setenv(name, value)
-    client = boto3.client("s3", endpoint_url=moto.url, region_name="us-east-1",
-                          aws_access_key_id="testing", aws_secret_access_key="testing")
-    client.create_bucket(Bucket=BUCKET)
-    return client
+    return s3_bucket(moto, monkeypatch, BUCKET)
 
 
 def s3_engine(tmp: Path, name: str, backend: str, program: Any = None) -> PulumiEngine:
