@@ -83,8 +83,9 @@ def world(request, env, tmp_path: Path, pulumi_cli, monkeypatch) -> Iterator[Wor
 
 @contextlib.contextmanager
 def serving(world: World) -> Iterator[None]:
+    # Its own namespace only: the session's API server holds other tests' clusters (the same infraIDs among them).
     with world.env.running(world.pool, executor=world.executor, runners=1, history=world.store,
-                           drift_interval=2.0, drift_jitter=0, drift_policy="report"):
+                           watch_namespace=world.env.ns, drift_interval=2.0, drift_jitter=0, drift_policy="report"):
         yield
 
 
