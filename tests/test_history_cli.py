@@ -19,7 +19,7 @@ import pytest
 from automation.adapters.history import detail_key
 from automation.cli import build_parser
 from automation.cli.history import add_history_command, fence, history_command
-from automation.cli.plan_diff_render import render_diff, render_markdown
+from stacks.plandiff.render import render_diff, render_markdown
 from doubles.history import MemoryHistory
 from stacks.disclosure import ids_in
 from stacks.errors import InvalidSpec

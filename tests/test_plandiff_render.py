@@ -1,7 +1,7 @@
-"""automation.cli.plan_diff_render: the plan diff on a terminal and as a pull request's comment."""
+"""stacks.plandiff.render: the plan diff on a terminal and as a pull request's comment."""
 import re
 
-from automation.cli.plan_diff_render import MARKDOWN_LIMIT, render_diff, render_markdown
+from stacks.plandiff.render import MARKDOWN_LIMIT, render_diff, render_markdown
 from stacks.plandiff.compare import compare_plans
 from tests.test_plandiff import ROUTE, SG, SG_INPUTS, res, stack
 

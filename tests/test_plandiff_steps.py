@@ -3,7 +3,7 @@ shows): which steps count, one entry per URN, the properties of an update (named
 drift, secrets masked, and the diff document the renderers read."""
 from __future__ import annotations
 
-from automation.cli.plan_diff_render import render_diff
+from stacks.plandiff.render import render_diff
 from stacks.plandiff.compare import PropertyChange, ResourceChange, StackDiff
 from stacks.plandiff.steps import DYNAMIC_PROVIDER_KEY, SECRET_SIG, SECRET_SIG_VALUE, Step, shown, stack_diff
 from stacks.runs.record import diff_document

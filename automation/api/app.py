@@ -14,12 +14,8 @@ has no caller; everything else runs as the caller.
 """
 from __future__ import annotations
 
-import copy
-import hashlib
 import json
 import logging
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -32,6 +28,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from automation.adapters.history import HistoryStore
+from automation.adapters.kube.clients import ClientCache, TimedApiClient, timed
 from automation.api.docs import add_docs
 from automation.api.ratelimit import CallerLimits, RateLimiter
 from stacks.names import API_VERSION, BOOTSTRAP_SUBRESOURCE, FACTS_SUBRESOURCE, GROUP
@@ -74,58 +71,6 @@ class ApiSettings:
     # this many per second with bursts.
     caller_scan_rate: float = _default("caller-scan-rate")
     caller_scan_burst: int = _default("caller-scan-burst")
-
-
-class TimedApiClient(client.ApiClient):
-    """A Kubernetes client whose every request has a (connect, read) timeout, unless the call gives its own, and is
-    made once (no urllib3 retries, which would multiply the wait): the one place the API's calls are bounded."""
-
-    def __init__(self, configuration: client.Configuration, timeout: tuple[float, float]):
-        configuration.retries = False
-        super().__init__(configuration)
-        self.timeout = timeout
-
-    def request(self, method, url, *args: Any, _request_timeout: Any = None, **kwargs: Any):  # noqa: ANN001
-        return super().request(method, url, *args, _request_timeout=_request_timeout or self.timeout, **kwargs)
-
-
-def timed(api: client.ApiClient, timeout: tuple[float, float]) -> TimedApiClient:
-    """`api` itself when it is already timed, else a timed client with a copy of its configuration."""
-    if isinstance(api, TimedApiClient):
-        api.timeout = timeout
-        return api
-    return TimedApiClient(copy.deepcopy(api.configuration), timeout)
-
-
-class ClientCache:
-    """A bounded LRU of Kubernetes clients, one per bearer token, keyed by the token's SHA-256."""
-
-    def __init__(self, template: client.Configuration, size: int,
-                 timeout: tuple[float, float] = (ApiSettings.kube_connect_timeout, ApiSettings.kube_read_timeout)):
-        self._template, self._size, self.timeout = template, size, timeout
-        self._clients: OrderedDict[str, client.ApiClient] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, token: str) -> client.ApiClient:
-        key = hashlib.sha256(token.encode()).hexdigest()
-        with self._lock:
-            found = self._clients.get(key)
-            if found is not None:
-                self._clients.move_to_end(key)
-                return found
-        configuration = client.Configuration()
-        for name, value in vars(self._template).items():  # host, TLS and proxy settings; never a credential
-            if name not in ("api_key", "api_key_prefix", "username", "password", "refresh_api_key_hook",
-                            "cert_file", "key_file"):
-                setattr(configuration, name, value)
-        configuration.api_key = {"BearerToken": f"Bearer {token}", "authorization": f"Bearer {token}"}
-        made = TimedApiClient(configuration, self.timeout)
-        with self._lock:
-            made = self._clients.setdefault(key, made)
-            self._clients.move_to_end(key)
-            while len(self._clients) > self._size:
-                self._clients.popitem(last=False)  # in-flight requests keep their reference
-        return made
 
 
 @dataclass

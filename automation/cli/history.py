@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence, TextIO
 from automation.adapters.history import HistoryError, HistoryStore
 from automation.adapters.history.options import store_from
 from automation.cli.plan_diff import color_wanted
-from automation.cli.plan_diff_render import render_diff, render_markdown
+from stacks.plandiff.render import render_diff, render_markdown
 from stacks.errors import InvalidSpec
 from stacks.names import stack_name
 from stacks.options import SERVE, option

@@ -49,7 +49,8 @@ from automation.adapters.progress import Progress
 from automation.cli.picture import empty_reason, render_dot, render_mermaid
 from automation.cli.plan_baseline import INVALID_INPUT, plan_at_ref
 from automation.cli.plan_diff import CHANGES, FORMATS, DiffDocument, color_wanted
-from automation.cli.render import render_stack, render_summary, stack_json
+from automation.adapters.engine.plan_model import render_stack
+from automation.cli.render import render_summary, stack_json
 from policy.rules.view import Violation
 from stacks.accounts import REGION_OVERRIDDEN, overridden_regions
 from stacks.errors import FieldError, InvalidSpec

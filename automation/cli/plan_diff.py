@@ -14,7 +14,7 @@ from typing import Any, Iterable, TextIO
 
 from automation.adapters.engine.baseline import Baseline
 from automation.adapters.engine.plan_pool import Planned
-from automation.cli.plan_diff_render import RERUN, render_diff, render_markdown
+from stacks.plandiff.render import RERUN, render_diff, render_markdown
 from stacks.plandiff.compare import StackDiff, compare_mesh, compare_stack, summary
 
 CHANGES = 4  # --detailed-exitcode: the plan differs from the baseline (1: an error, 2: invalid input, 3: policy)

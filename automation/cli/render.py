@@ -22,27 +22,6 @@ def render_summary(mesh: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def render_stack(plan: StackPlan) -> str:
-    """One stack's resources as a tree, and a blank line."""
-    lines: list[str] = [f"stack {plan.stack}  (cluster {plan.cluster}, {len(plan.resources)} resources)"]
-    children: dict[str | None, list] = {}
-    for res in plan.resources:
-        children.setdefault(res.parent, []).append(res)
-    known = {r.urn for r in plan.resources}
-    roots = [r for r in plan.resources if r.parent not in known]
-
-    def walk(res, prefix: str, last: bool) -> None:
-        where = f"  [{res.account} {res.region}]" if res.account else ""
-        lines.append(f"{prefix}{'└── ' if last else '├── '}{res.type} {res.name}{where}")
-        kids = children.get(res.urn, [])
-        for i, kid in enumerate(kids):
-            walk(kid, prefix + ("    " if last else "│   "), i == len(kids) - 1)
-
-    for i, root in enumerate(roots):
-        walk(root, "", i == len(roots) - 1)
-    return "\n".join(lines) + "\n\n"
-
-
 def stack_json(plan: StackPlan) -> str:
     """One stack as it appears in the plan's JSON document (automation.cli.plan.JsonDocument): indented for its
     place in the "stacks" list, so the streamed document reads as json.dump(indent=2) of the whole."""

@@ -57,4 +57,6 @@ Modules (each name is imported from the module that defines it; this package re-
     plan        the whole mesh: plan_mesh -> MeshPlan (groups, shares, stamps, transit stacks' inputs)
     summary     each group as the plan's summary shows it
     labels      phase and rule labels in messages and resource names
+    picture     each group as a picture's nodes and edges, for a viewer (the plan's dot and mermaid, the console)
+    svg         one group's picture as SVG (the console's mesh page)
 """

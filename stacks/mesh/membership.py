@@ -2,6 +2,8 @@
 place, pair names, which groups plan together, and a group's rules. Pure."""
 from __future__ import annotations
 
+from typing import Mapping
+
 from stacks.errors import InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig, MeshGroup, MeshRule
@@ -19,8 +21,13 @@ ALL_TRAFFIC = MeshRule(protocol="-1", from_port=0, to_port=0)
 def group_of(cluster: Cluster) -> str | None:
     """The group the cluster asks to be in: label AND annotation, and not being deleted."""
     meta = cluster.metadata
-    group = meta.labels.get(MESH_LABEL)
-    if not group or meta.annotations.get(MESH_ENABLED_ANNOTATION) != "true" or meta.deletion_timestamp:
+    return asked_group(meta.labels, meta.annotations, bool(meta.deletion_timestamp))
+
+
+def asked_group(labels: Mapping[str, str], annotations: Mapping[str, str], deleting: bool) -> str | None:
+    """group_of's rule on an object's metadata as it comes (the console reads objects it does not parse)."""
+    group = labels.get(MESH_LABEL)
+    if not group or annotations.get(MESH_ENABLED_ANNOTATION) != "true" or deleting:
         return None
     return group
 

@@ -107,7 +107,7 @@ def ref_of(key: str, body: bytes) -> DetailRef:
 
 
 def diff_document(detail: Mapping[str, Any]) -> dict[str, Any]:
-    """A detail's diff as the plan diff's renderers read it (automation/cli/plan_diff_render.py)."""
+    """A detail's diff as the plan diff's renderers read it (stacks/plandiff/render.py)."""
     stack = detail.get("diff") or {"stack": "", "change": "unchanged", "resources": []}
     diff = StackDiff(stack["stack"], stack["change"], ())  # the counts: by the resources' kinds
     counts = summary([diff])

@@ -68,3 +68,25 @@ class StackPlan:
         if self.after_apply:
             doc[AFTER_APPLY_KEY] = self.after_apply
         return doc
+
+
+def render_stack(plan: StackPlan) -> str:
+    """One stack's resources as a tree, and a blank line: the plan's `tree` format, and the console's resources of a
+    cluster."""
+    lines: list[str] = [f"stack {plan.stack}  (cluster {plan.cluster}, {len(plan.resources)} resources)"]
+    children: dict[str | None, list] = {}
+    for res in plan.resources:
+        children.setdefault(res.parent, []).append(res)
+    known = {r.urn for r in plan.resources}
+    roots = [r for r in plan.resources if r.parent not in known]
+
+    def walk(res, prefix: str, last: bool) -> None:
+        where = f"  [{res.account} {res.region}]" if res.account else ""
+        lines.append(f"{prefix}{'└── ' if last else '├── '}{res.type} {res.name}{where}")
+        kids = children.get(res.urn, [])
+        for i, kid in enumerate(kids):
+            walk(kid, prefix + ("    " if last else "│   "), i == len(kids) - 1)
+
+    for i, root in enumerate(roots):
+        walk(root, "", i == len(roots) - 1)
+    return "\n".join(lines) + "\n\n"
