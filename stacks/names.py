@@ -80,6 +80,9 @@ MESH_ENABLED_ANNOTATION = f"{GROUP}/mesh-enabled"
 # Any new value: reconcile now (an `up` with refresh) and reset the backoff; status.lastHandledReconcileRequest
 # says which value was handled. Not an input: resolve() never sees it (stacks.model.loading.resolved_part drops it).
 RECONCILE_REQUEST_ANNOTATION = f"{GROUP}/reconcile-request"
+# Any new value: check the stack for drift now (a `preview` with refresh, as the periodic check, its --drift-policy
+# applied to what it finds); status.lastHandledDriftCheckRequest says which value was handled. Not an input either.
+DRIFT_CHECK_REQUEST_ANNOTATION = f"{GROUP}/drift-check-request"
 JOIN_STATUS_KEY = "meshJoin"  # status.meshJoin: a status field resolve() reads
 # status.sharedIngress.clusterID: the shared-ingress ID the cluster was routed on, recorded once (resolve() reads it)
 INGRESS_STATUS_KEY = "sharedIngress"

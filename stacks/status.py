@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal, Mapping, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from stacks.names import (CLUSTER_ID, CLUSTER_ID_MAX, NETWORK_ERROR_STATUS_KEY, NETWORK_STATUS_KEY,
-                          RECONCILE_REQUEST_ANNOTATION)
+from stacks.names import (CLUSTER_ID, CLUSTER_ID_MAX, DRIFT_CHECK_REQUEST_ANNOTATION, NETWORK_ERROR_STATUS_KEY,
+                          NETWORK_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION)
 from stacks.network.found import FoundNetwork, NetworkError
 
 CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")  # kstatus: exactly one story at a time
@@ -225,6 +225,10 @@ class ClusterStatus(StatusModel):
     # The value of the annotation hubwright.io/reconcile-request the service last acted on.
     last_handled_reconcile_request: str | None = Field(None, max_length=256,
         description=f"The value of the annotation {RECONCILE_REQUEST_ANNOTATION} the service last acted on.")
+    # The value of the annotation hubwright.io/drift-check-request the service last acted on.
+    last_handled_drift_check_request: str | None = Field(None, max_length=256,
+        description=f"The value of the annotation {DRIFT_CHECK_REQUEST_ANNOTATION} the service last acted on (a "
+                    "drift check, or an up with refresh, ran for it).")
     facts: FactsStatus | None = Field(None,
         description="The latest dynamic facts the cluster's agent pushed (written by the registry).")
     bootstrap_token: BootstrapTokenStatus | None = Field(None,

@@ -26,7 +26,7 @@ from stacks.inputs import StackInputs
 from stacks.model.cluster import Cluster
 from stacks.model.loading import parse
 from stacks.network.merge import NOT_DISCOVERED, Pending
-from stacks.names import FINALIZER, RECONCILE_REQUEST_ANNOTATION
+from stacks.names import DRIFT_CHECK_REQUEST_ANNOTATION, FINALIZER, RECONCILE_REQUEST_ANNOTATION
 from stacks.status import ClusterStatus
 from doubles.factories import cluster_doc, resolve_one
 
@@ -392,6 +392,130 @@ def test_a_reconcile_request_on_an_invalid_cluster_is_recorded_and_runs_nothing(
     world.kube.patch(KEY, {"metadata": {"annotations": {RECONCILE_REQUEST_ANNOTATION: "please"}}})
     assert world.reconcile().stalled == "InvalidSpec"
     assert world.engine.calls == [] and world.status().last_handled_reconcile_request == "please"
+
+
+def _causes(world: World, monkeypatch) -> list[tuple[str, Any]]:
+    """(operation, cause) of every run the reconciler starts from now on, through its gate (automation/service/runs.py)."""
+    seen: list[tuple[str, Any]] = []
+    gate = world.reconciler.runs.run
+
+    def recording(operation, call, **kwargs):
+        seen.append((operation, kwargs.get("cause")))
+        return gate(operation, call, **kwargs)
+    monkeypatch.setattr(world.reconciler.runs, "run", recording)
+    return seen
+
+
+def _ask_for_a_drift_check(world: World, value: str) -> None:
+    world.kube.patch(KEY, {"metadata": {"annotations": {DRIFT_CHECK_REQUEST_ANNOTATION: value}}})
+
+
+def test_a_drift_check_request_runs_a_preview_now_once_per_value(world, monkeypatch):
+    """Periodic drift checks are off (drift_interval 0): the request alone runs one, a preview with refresh, not an
+    up; the same value again runs nothing."""
+    world.add()
+    up_then_ready(world)
+    causes = _causes(world, monkeypatch)
+    assert world.reconciler.triage(KEY, world.cache.get(KEY), world.desired.wanted[KEY]) is None  # nothing to do
+    _ask_for_a_drift_check(world, "one")
+    assert world.reconciler.triage(KEY, world.cache.get(KEY), world.desired.wanted[KEY]) == 0  # now
+    assert world.reconcile() == Outcome.done(None)
+    assert [(c.operation, c.refresh) for c in world.engine.calls] == [("up", False), ("preview", False)]
+    [(operation, cause)] = causes
+    assert operation == "preview" and cause.kind == "DriftCheck"
+    assert cause.message == f"drift check requested ({DRIFT_CHECK_REQUEST_ANNOTATION}=one)"
+    status = world.status()
+    assert status.last_handled_drift_check_request == "one" and status.last_handled_reconcile_request is None
+    assert parse_seconds(status.last_drift_check) == pytest.approx(world.now, abs=1)
+    assert world.condition("DriftDetected") == ("False", "NoDrift")
+    assert world.condition("Ready") == ("True", "Succeeded")
+
+    world.now += 5
+    world.kube.patch(KEY, {"metadata": {"labels": {"team": "blue"}}})  # another edit, the same request
+    assert world.reconciler.triage(KEY, world.cache.get(KEY), world.desired.wanted[KEY]) is None
+    assert world.reconcile() == Outcome.done(None)
+    assert world.engine.count("preview") == 1 and world.engine.count("up") == 1 and len(causes) == 1
+
+    long = "x" * 300  # recorded as its first 256 characters, as the reconcile request is
+    _ask_for_a_drift_check(world, long)
+    world.reconcile()
+    world.reconcile()
+    assert world.engine.count("preview") == 2 and world.engine.count("up") == 1
+    assert world.status().last_handled_drift_check_request == long[:256]
+
+
+@pytest.mark.parametrize("policy", ["correct", "report"])
+def test_a_drift_check_request_that_finds_drift_applies_the_drift_policy_and_is_recorded(policy, monkeypatch):
+    w = World(drift_policy=policy)
+    try:
+        w.add()
+        up_then_ready(w)
+        causes = _causes(w, monkeypatch)
+        w.engine.drifted.add(STACK)
+        _ask_for_a_drift_check(w, "drifted?")
+        w.reconcile()
+        ops = [(c.operation, c.refresh) for c in w.engine.calls]
+        if policy == "correct":
+            assert ops == [("up", False), ("preview", False), ("up", True)]
+            assert [cause.kind for _, cause in causes] == ["DriftCheck", "Drift"]
+            assert w.condition("DriftDetected") == ("False", "DriftCorrected")
+        else:
+            assert ops == [("up", False), ("preview", False)]
+            assert w.condition("DriftDetected") == ("True", "DriftDetected")
+        assert w.status().last_handled_drift_check_request == "drifted?"
+        w.reconcile()
+        assert len(w.engine.calls) == len(ops)  # handled: nothing more runs
+    finally:
+        w.close()
+
+
+def test_a_failed_drift_check_handles_the_request_a_locked_stack_keeps_it_for_the_retry(world):
+    world.add()
+    up_then_ready(world)
+    world.engine.lock(STACK)
+    _ask_for_a_drift_check(world, "1")
+    assert world.reconcile() == Outcome.done(world.reconciler.options.lock_retry)  # nothing ran: looked at again
+    assert world.status().last_handled_drift_check_request is None
+    world.engine.fail("preview", STACK, message="the backend did not answer")
+    assert world.reconcile() == Outcome.done(None)
+    assert ("Warning", "DriftCheckFailed") in world.kube.events_of(KEY)
+    assert world.status().last_handled_drift_check_request == "1"  # a check ran: handled, whatever it found
+    world.reconcile()
+    assert [c.operation for c in world.engine.calls] == ["up", "preview", "preview"]
+
+
+def test_a_drift_check_request_on_a_cluster_that_needs_an_up_makes_it_an_up_with_refresh(world):
+    """The up runs anyway (a spec edit): with refresh it reads the cloud back and corrects drift, so it handles the
+    request; no preview runs besides."""
+    world.add()
+    up_then_ready(world)
+    world.edit(KEY, {"spec": {"apiURL": "https://api.edited.prod-1.example.com:6443"}})
+    _ask_for_a_drift_check(world, "with-the-edit")
+    world.reconcile()
+    world.reconcile()
+    assert [(c.operation, c.refresh) for c in world.engine.calls] == [("up", False), ("up", True)]
+    assert world.status().last_handled_drift_check_request == "with-the-edit"
+    assert world.status().last_update.cause == "Spec"
+
+
+def test_a_reconcile_request_handles_a_drift_check_request_given_with_it(world):
+    world.add()
+    up_then_ready(world)
+    world.kube.patch(KEY, {"metadata": {"annotations": {RECONCILE_REQUEST_ANNOTATION: "r",
+                                                        DRIFT_CHECK_REQUEST_ANNOTATION: "d"}}})
+    world.reconcile()
+    world.reconcile()
+    assert [(c.operation, c.refresh) for c in world.engine.calls] == [("up", False), ("up", True)]
+    status = world.status()
+    assert (status.last_handled_reconcile_request, status.last_handled_drift_check_request) == ("r", "d")
+
+
+def test_a_drift_check_request_on_an_invalid_cluster_is_recorded_and_runs_nothing(world):
+    world.add()
+    world.desired.wanted[KEY] = InvalidSpec.one(f"HubCluster {KEY}", "spec.region", "no such region")
+    _ask_for_a_drift_check(world, "please")
+    assert world.reconcile().stalled == "InvalidSpec"
+    assert world.engine.calls == [] and world.status().last_handled_drift_check_request == "please"
 
 
 @pytest.mark.parametrize("policy", ["correct", "report"])

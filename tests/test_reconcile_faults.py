@@ -16,8 +16,9 @@ from automation.adapters.aws.sessions import AwsSessions, transient
 from automation.adapters.engine import EngineError
 from automation.adapters.aws.preflight import Preflight
 from stacks.errors import NeedsAttention
-from stacks.names import RECONCILE_REQUEST_ANNOTATION
+from stacks.names import DRIFT_CHECK_REQUEST_ANNOTATION, RECONCILE_REQUEST_ANNOTATION
 from doubles.engine import RecordingEngine
+from doubles.history import MemoryHistory
 from doubles.kube import CuttableProxy
 from doubles.service_env import on_kmock, wait_until
 from tests.test_aws_sessions import CLUSTER_ACCOUNT, _base, _nlb
@@ -172,6 +173,27 @@ def test_a_reconcile_request_on_an_invalid_cluster_is_recorded_and_runs_nothing(
         env.patch("stray", {"metadata": {"annotations": {RECONCILE_REQUEST_ANNOTATION: "1"}}}, namespace="strays")
         wait_until(lambda: env.get("stray", "strays")["status"].get("lastHandledReconcileRequest") == "1")
     assert engine.calls == []
+
+
+def test_a_drift_check_request_runs_a_preview_once_per_value(env):
+    """The service end to end: the mapper queues the annotated key, the reconciler runs a drift check (a preview,
+    no up; the periodic one is an hour away), its history entry says why, and the status records the value."""
+    engine = RecordingEngine()
+    history = MemoryHistory()
+    env.create("prod-1")
+    with env.running(engine, history=history):
+        wait_until(lambda: env.ready("prod-1"))
+        env.patch("prod-1", {"metadata": {"annotations": {DRIFT_CHECK_REQUEST_ANNOTATION: "check-1"}}})
+        wait_until(lambda: env.get("prod-1")["status"].get("lastHandledDriftCheckRequest") == "check-1",
+                   what="the request recorded as handled")
+        # Any other edit with the same value is not a new request: it is observed, and runs nothing.
+        env.patch("prod-1", {"spec": {"network": {"routeTableIDs": ["rtb-09"]}}})
+        wait_until(lambda: observed(env, "prod-1"), what="the edit observed")
+    assert engine.count("preview") == 1 and engine.count("up") == 1
+    [check] = [record for record in history.records("acme.prod-1") if record.operation == "preview"]
+    assert check.cause.kind == "DriftCheck"
+    assert check.cause.message == f"drift check requested ({DRIFT_CHECK_REQUEST_ANNOTATION}=check-1)"
+    assert env.condition("prod-1", "DriftDetected")["reason"] == "NoDrift"
 
 
 # --- 2. drift is reported, and corrected or not as the policy says --------------------------------------------

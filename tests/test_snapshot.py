@@ -3,6 +3,7 @@ Snapshot it publishes (automation/service/snapshot.py), published before the key
 new cluster's resolution does not pass over its region (the fleet scan per create)."""
 from __future__ import annotations
 
+import copy
 import random
 import threading
 
@@ -14,7 +15,7 @@ from automation.service.mapper import FleetPublisher, Mapper, WrongThread
 from automation.service.snapshot import Frozen, Snapshot
 from doubles.engine import RecordingEngine
 from stacks.inputs import StackInputs
-from stacks.names import ROLE_MAP_CONFIGMAP
+from stacks.names import DRIFT_CHECK_REQUEST_ANNOTATION, ROLE_MAP_CONFIGMAP
 from doubles.factories import NAMESPACES, cluster_doc, hub_doc
 from doubles.service_env import on_kmock, quiet, wait_until
 
@@ -193,3 +194,35 @@ def test_the_mapper_hooks_run_in_their_order_each_pass_and_one_that_raises_stops
     heard.clear()
     mapper.map_once()  # nothing changed: the same answer, no keys
     assert heard == [(name, False, frozenset()) for name in ("first", "failing", "last")]
+
+
+def test_a_new_drift_check_request_queues_the_key_at_once_with_a_fresh_backoff():
+    """Like the reconcile request: the annotation is in the mapper's fingerprint (not the status, not an input), so a
+    new value queues the key now and resets its backoff; the same value, with another edit, queues nothing."""
+    cache = _cache()
+    desired = FleetPublisher(cache)
+    queued: list[str] = []
+    reset: list[str] = []
+    mapper = Mapper(cache, desired, add=queued.append, add_after=lambda key, due: None,
+                    triage=lambda key, raw, wanted: None, reset=reset.append)  # seen first: nothing to do
+    doc = _cluster(1)
+    cache.apply("ADDED", doc)
+    mapper.map_once()
+    before = desired.view.inputs("acme/c1")
+    assert queued == [] and isinstance(before, StackInputs)
+    asked = copy.deepcopy(doc)
+    asked["metadata"]["annotations"][DRIFT_CHECK_REQUEST_ANNOTATION] = "2026-12-01T09:00"
+    cache.apply("MODIFIED", asked)
+    mapper.map_once()
+    assert queued == reset == ["acme/c1"]
+    assert desired.view.inputs("acme/c1").digest() == before.digest()  # a request, not an input: no stack moves
+    again = copy.deepcopy(asked)
+    again["metadata"]["annotations"]["example.com/note"] = "unrelated"
+    cache.apply("MODIFIED", again)
+    mapper.map_once()
+    assert queued == reset == ["acme/c1"]
+    newer = copy.deepcopy(again)
+    newer["metadata"]["annotations"][DRIFT_CHECK_REQUEST_ANNOTATION] = "2026-12-01T10:00"
+    cache.apply("MODIFIED", newer)
+    mapper.map_once()
+    assert queued == reset == ["acme/c1", "acme/c1"]

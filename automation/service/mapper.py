@@ -31,7 +31,8 @@ from stacks.mesh.plan import MeshPlan
 from stacks.transit import GroupState, MeshStatus, TransitInputs
 from stacks.claims import recorded
 from stacks.tenancy import contested_accounts
-from stacks.names import CLAIMS_STATUS_KEY, INGRESS_STATUS_KEY, JOIN_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION
+from stacks.names import (CLAIMS_STATUS_KEY, DRIFT_CHECK_REQUEST_ANNOTATION, INGRESS_STATUS_KEY, JOIN_STATUS_KEY,
+                          RECONCILE_REQUEST_ANNOTATION)
 
 LOG = logging.getLogger("hubwright.mapper")
 
@@ -374,6 +375,7 @@ class Fingerprint(NamedTuple):
     mesh_join: str  # the join stamp the snapshot hands out, as JSON
     routed_id: str | None  # a shared-ingress ID to record
     request: str | None  # the reconcile-request annotation: a new value queues at once with a fresh backoff
+    check: str | None  # the drift-check-request annotation: the same
     uid: str | None  # another object of the same name: seen for the first time
 
 
@@ -400,7 +402,8 @@ class Mapper(Loop):
     reads), the discovery queue (the pass's keys). A hook that raises is logged; the others still run.
     Transit stacks (stacks.transit) are not its keys: the transit controller's hook queues them in its own queue
     (automation/service/transit.py, TransitKeys).
-    A new value of the reconcile-request annotation queues the key at once and `reset`s its backoff.
+    A new value of the reconcile-request or the drift-check-request annotation queues the key at once and `reset`s
+    its backoff.
     """
 
     def __init__(self, cache: Cache, desired: FleetPublisher, *, add: Callable[[str], None],
@@ -459,16 +462,17 @@ class Mapper(Loop):
             # (a failed run waits for its backoff).
             join = obj.status.get(JOIN_STATUS_KEY)
             request = obj.annotations.get(RECONCILE_REQUEST_ANNOTATION)
+            check = obj.annotations.get(DRIFT_CHECK_REQUEST_ANNOTATION)
             guest = resolution.guests.get(key)  # routed on a new ID: the reconciler records it
             fingerprint = Fingerprint(resolution.digests.get(key), obj.generation, obj.deleting,
                                       json.dumps(snapshot.mesh_join(key, join), sort_keys=True),
-                                      guest.cluster_id if guest is not None else None, request, obj.uid)
+                                      guest.cluster_id if guest is not None else None, request, check, obj.uid)
             previous = self._seen.get(key)
             self._seen[key] = fingerprint
             if previous == fingerprint:
                 continue
             if previous is not None and previous.uid == fingerprint.uid:
-                if previous.request != request:  # asked for by a person: now, with a fresh backoff
+                if (previous.request, previous.check) != (request, check):  # a person asked: now, with a fresh backoff
                     self.reset(key)
                 self._enqueue(key)
                 continue

@@ -14,8 +14,8 @@ from stacks.errors import FieldError, InvalidSpec
 from stacks.model.cluster import Cluster
 from stacks.model.hub import HubConfig
 from stacks.model.resource import Namespace
-from stacks.names import (API_VERSION, INGRESS_STATUS_KEY, JOIN_STATUS_KEY, NETWORK_ERROR_STATUS_KEY,
-                          NETWORK_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION)
+from stacks.names import (API_VERSION, DRIFT_CHECK_REQUEST_ANNOTATION, INGRESS_STATUS_KEY, JOIN_STATUS_KEY,
+                          NETWORK_ERROR_STATUS_KEY, NETWORK_STATUS_KEY, RECONCILE_REQUEST_ANNOTATION)
 
 
 def _describe(doc: Any) -> str:
@@ -124,14 +124,17 @@ RESOLVED_METADATA = ("name", "namespace", "labels", "annotations", "generation",
                      "deletionTimestamp")
 
 
+REQUESTS = frozenset({RECONCILE_REQUEST_ANNOTATION, DRIFT_CHECK_REQUEST_ANNOTATION})  # what a person asks for now
+
+
 def resolved_part(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a Cluster document that resolve() reads: what the service parses and watches for change."""
     meta = doc.get("metadata")
     part = {key: value for key, value in doc.items() if key not in ("metadata", "status")}
     part["metadata"] = {k: meta[k] for k in RESOLVED_METADATA if k in meta} if isinstance(meta, Mapping) else meta
     annotations = part["metadata"].get("annotations") if isinstance(part["metadata"], Mapping) else None
-    if isinstance(annotations, Mapping) and RECONCILE_REQUEST_ANNOTATION in annotations:  # a request, not an input
-        part["metadata"]["annotations"] = {k: v for k, v in annotations.items() if k != RECONCILE_REQUEST_ANNOTATION}
+    if isinstance(annotations, Mapping) and REQUESTS & set(annotations):  # a request, not an input
+        part["metadata"]["annotations"] = {k: v for k, v in annotations.items() if k not in REQUESTS}
     status = doc.get("status")
     kept = {key: status[key] for key in (JOIN_STATUS_KEY, INGRESS_STATUS_KEY)
             if isinstance(status, Mapping) and status.get(key)}

@@ -8,7 +8,7 @@ its HubStackRun's spec.cause, the cluster's lastUpdate). Pure.
 | Mesh       | a member joined or left its mesh group, or the group's phase moved                  |
 | Hub        | the hub changed (its HubConfig: the hub account, the endpoint VPCs, shared ingress)  |
 | Fleet      | another input moved (discovery, the namespace's annotations, the role map)           |
-| DriftCheck | the periodic drift check (preview with refresh)                                     |
+| DriftCheck | a drift check (preview with refresh), periodic or asked for (drift-check-request)  |
 | Drift      | correcting drift the check found (up with refresh)                                  |
 | Request    | the reconcile-request annotation                                                    |
 | Retry      | the last run failed                                                                 |

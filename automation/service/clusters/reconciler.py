@@ -19,7 +19,9 @@ Errors, wherever they are raised on a path, go through `fail`, which applies the
   NeedsAttention       Stalled, no engine run, looked at again every --stalled-recheck
   StackLocked          requeued after --lock-retry, not counted as a failure
   Failure (transient)  Reconciling, retried with backoff
-The annotation hubwright.io/reconcile-request (any new value) runs an `up` with refresh now.
+The annotation hubwright.io/reconcile-request (any new value) runs an `up` with refresh now;
+hubwright.io/drift-check-request (any new value) a drift check now (clusters/drift.py), or, when an up has to run
+anyway, makes it an up with refresh, which reads the cloud back and corrects drift.
 Everything it does to the API server goes through a ClusterClient (clusters/client.py: the controller kit's port,
 finalizer helper and status writer).
 """
@@ -40,9 +42,9 @@ from automation.service.cache import Cache
 from automation.service.clusters import delete, drift, retain
 from automation.service.clusters.client import PROGRESS_EVERY, ClusterClient, ProgressReport
 from automation.service.clusters.context import Audit, Guard, ReconcileOptions
-from automation.service.clusters.status import (annotation, generation_of, ready, ready_status, refused_status,
-                                                registered_status, requested, run_mark, running_status, stack_of,
-                                                succeeded, with_placement)
+from automation.service.clusters.status import (annotation, check_handled, check_requested, generation_of, ready,
+                                                ready_status, refused_status, registered_status, requested,
+                                                run_mark, running_status, stack_of, succeeded, with_placement)
 from automation.service.outcomes import Operation, judge
 from automation.kit.queue import Outcome
 from automation.service.runs import Metrics, Runs, summary
@@ -52,7 +54,7 @@ from stacks import status as reasons
 from stacks.disclosure import known_to
 from stacks.errors import Failure, InvalidSpec
 from stacks.inputs import StackInputs
-from stacks.names import RECONCILE_REQUEST_ANNOTATION
+from stacks.names import DRIFT_CHECK_REQUEST_ANNOTATION, RECONCILE_REQUEST_ANNOTATION
 from stacks.runs.cause import Cause, up_cause
 from stacks.status import ClaimsStatus, ClusterStatus, LastUpdate, MeshJoin, Recovery, SharedIngressStatus, applied
 from stacks.accounts import REGION_OVERRIDDEN
@@ -159,7 +161,8 @@ class Reconciler:
             if self.desired.registered_only(key):  # a status left by a refusal, or by an older spec: heal it
                 return 0 if registered_status(status, obj.generation, now=self.clock()) != status else None
             return None
-        if status.observed_generation != obj.generation or requested(raw, status) is not None:
+        if status.observed_generation != obj.generation or requested(raw, status) is not None \
+                or check_requested(raw, status) is not None:
             return 0
         if self._records_moved(key, status):
             return 0
@@ -179,15 +182,20 @@ class Reconciler:
             return self.run_up(key, raw, status, desired, refresh=True, cause=Cause.of(
                 "Request", f"reconcile requested ({RECONCILE_REQUEST_ANNOTATION}={request}): up with refresh",
                 generation))
+        check = check_requested(raw, status)
         if up_to_date(status, digest):
             if status.observed_generation != generation or ready(status) != "True" \
                     or self._records_moved(key, status):
                 self.write(raw, status, self._ready_status(status, generation, desired, status.last_update))
+            if check is not None:  # asked for by a person: now, whenever the periodic one is due
+                return drift.check(self, key, raw, self.kube.status(key, raw), desired, cause=Cause.of(
+                    "DriftCheck", f"drift check requested ({DRIFT_CHECK_REQUEST_ANNOTATION}={check})", generation))
             due = drift.due_in(self.options, key, status, self.clock())
             if due is not None and due <= 0:
                 return drift.check(self, key, raw, self.kube.status(key, raw), desired)
             return Outcome.done(due)
-        return self.run_up(key, raw, status, desired)
+        # An up runs anyway: a drift-check request makes it an up with refresh (the cloud read back, drift corrected).
+        return self.run_up(key, raw, status, desired, refresh=check is not None)
 
     def run_up(self, key: str, raw: Raw, status: ClusterStatus, desired: StackInputs, *,
                cause: Cause | None = None, refresh: bool = False) -> Outcome:
@@ -202,6 +210,8 @@ class Reconciler:
         request = annotation(raw)
         if request is not None and request != status.last_handled_reconcile_request:  # handled, whatever happens
             status = status.model_copy(update={"last_handled_reconcile_request": request})
+        if refresh:  # an up with refresh reads the cloud back as a drift check would: that request is handled too
+            status = check_handled(raw, status)
         try:
             applied = self.engine.applied(desired.stack)
             was = applied if isinstance(applied, StackInputs) else None  # a cluster's stack holds a cluster's inputs

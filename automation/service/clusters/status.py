@@ -16,7 +16,7 @@ from stacks import status as reasons
 from stacks.errors import InvalidSpec
 from stacks.network.merge import Pending
 from stacks.inputs import StackInputs
-from stacks.names import RECONCILE_REQUEST_ANNOTATION, stack_name
+from stacks.names import DRIFT_CHECK_REQUEST_ANNOTATION, RECONCILE_REQUEST_ANNOTATION, stack_name
 from stacks.runs.cause import Cause
 from stacks.status import ClaimsStatus, ClusterStatus, LastUpdate, MeshJoin, RunProgress, SharedIngressStatus
 
@@ -31,9 +31,10 @@ def generation_of(raw: Raw) -> int | None:
     return Obj(raw).generation
 
 
-def annotation(raw: Raw) -> str | None:
-    """The value of the reconcile-request annotation, if any."""
-    value = Obj(raw).annotations.get(RECONCILE_REQUEST_ANNOTATION)
+def annotation(raw: Raw, name: str = RECONCILE_REQUEST_ANNOTATION) -> str | None:
+    """The value of a request annotation (the reconcile request's unless `name` says another), if any: its first
+    256 characters, as the status records it."""
+    value = Obj(raw).annotations.get(name)
     return str(value)[:256] if value else None
 
 
@@ -41,6 +42,18 @@ def requested(raw: Raw, status: ClusterStatus) -> str | None:
     """A reconcile request not yet handled: its value, else None."""
     value = annotation(raw)
     return value if value is not None and value != status.last_handled_reconcile_request else None
+
+
+def check_requested(raw: Raw, status: ClusterStatus) -> str | None:
+    """A drift-check request (hubwright.io/drift-check-request) not yet handled: its value, else None."""
+    value = annotation(raw, DRIFT_CHECK_REQUEST_ANNOTATION)
+    return value if value is not None and value != status.last_handled_drift_check_request else None
+
+
+def check_handled(raw: Raw, status: ClusterStatus) -> ClusterStatus:
+    """`status` recording the drift-check request as handled (a drift check, or an up with refresh, runs for it)."""
+    value = check_requested(raw, status)
+    return status if value is None else status.model_copy(update={"last_handled_drift_check_request": value})
 
 
 def ready(status: ClusterStatus) -> str | None:
@@ -134,6 +147,8 @@ def refused_status(raw: Raw, status: ClusterStatus, exc: InvalidSpec, *, placed:
     return with_placement(status, placed).model_copy(update={  # account and region: facts of the input
         "observed_generation": generation, "mesh_join": mesh_join,
         "last_handled_reconcile_request": annotation(raw) or status.last_handled_reconcile_request,
+        "last_handled_drift_check_request": annotation(raw, DRIFT_CHECK_REQUEST_ANNOTATION)
+        or status.last_handled_drift_check_request,
         "shared_ingress": routed, "claims": claims or status.claims,
         # Waiting for discovery is not a refusal: Progressing, until its status.network resolves the cluster again.
         "conditions": conditions("progressing" if isinstance(exc, Pending) else "stalled", exc.reason, str(exc),
