@@ -31,6 +31,9 @@ git              git                                        tests commit, clone 
 mmdebstrap       mmdebstrap                                 scripts/image.sh: the image's base from Debian's packages (tests/test_image_live.py builds it)
 podman           podman                                     ... imports, checks and saves the image, and the tests run it (tools/containers.conf)
 runc             runc                                       ... podman's runtime here (crun fails on this machine's cgroups)
+chromium         /usr/bin/chromium                          tests/browser.py: the console's browser tests (Playwright drives Debian's Chromium; Playwright's own download is not served)
+nodejs           node                                       npm (below) runs on it
+npm              npm                                        scripts/tools.sh fetches axe-core with it, the accessibility checks of the browser tests (a Node.js from NodeSource brings its own npm)
 EOF
 }
 
@@ -38,6 +41,9 @@ EOF
 # tests/test_release_workflow.py checks .github/workflows with it).
 TOOL_BINS=(pulumi pulumi-resource-pulumi-python pulumi-analyzer-policy-python kube-apiserver kube-controller-manager
            kubectl etcd haproxy gitea helm syft actionlint)
+# TOOL_FILES: what else scripts/tools.sh puts in .tools that the tests read (axe-core: tests/browser.py injects it
+# into a page to check its accessibility).
+TOOL_FILES=(share/axe-core/axe.min.js)
 
 _setup_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 
@@ -84,6 +90,9 @@ setup_missing() {
         done
         [ -d "$root/.tools/share/gitea/options/locale" ] \
             || gaps+=(".tools/share/gitea, Gitea's static files: ./dev setup (scripts/gitea.sh)")
+        for name in "${TOOL_FILES[@]}"; do
+            [ -s "$root/.tools/$name" ] || gaps+=(".tools/$name: ./dev setup (scripts/tools.sh fetches it)")
+        done
         crds=()
         for table in "$root/tools/crds/modules.txt" "$root/tools/crds/generated.txt"; do
             while read -r project rest; do

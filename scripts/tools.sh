@@ -6,7 +6,8 @@
 # actionlint: checks .github/workflows), an HAProxy >= 2.9 (scripts/haproxy.sh) and Gitea (scripts/gitea.sh, the
 # registry's test forge); then
 # other projects' published CRDs into .tools/crds (scripts/crds.sh), and those generated from their Go types
-# (scripts/crds-gen.sh, with controller-gen).
+# (scripts/crds-gen.sh, with controller-gen); and axe-core, the browser tests' accessibility checks, from npm
+# into .tools/share/axe-core (tests/browser.py injects its axe.min.js into a page).
 #
 # Release binaries cannot be downloaded here, so each one is built from its Go
 # module (tools/pulumi/go.mod, tools/kube/go.mod, tools/release/go.mod pin the versions). A binary
@@ -242,6 +243,58 @@ else
         "-X github.com/rhysd/actionlint.version=${ACTIONLINT_VERSION#v} -X 'github.com/rhysd/actionlint.installedFrom=built from source by hubwright scripts/tools.sh (tools/release/go.mod)'"
 fi
 
+# --- axe-core (the browser tests' accessibility checks, tests/browser.py) ------------------
+# Not a Go module: the npm package at the version and integrity pinned here (`npm view axe-core@V dist.integrity`),
+# fetched once with `npm pack` (which checks the tarball against the registry's integrity; it is checked again
+# against the pinned one), unpacked into "$CACHE/share/axe-core-$AXE_VERSION" (npm's own cache in "$CACHE/npm")
+# and linked at .tools/share/axe-core, as Gitea's static files are. Nothing of it is run here: its axe.min.js is
+# evaluated in the page under test.
+AXE_VERSION=4.14.1
+AXE_INTEGRITY=sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ==
+
+# axe_fetch LOG: axe-core's fetch, run by cache_build under the cache's lock: the package's files into $CACHE_TMP.
+axe_fetch() {
+    local log=$1 work tgz got
+    work=$(dirname "$CACHE_TMP")/npm  # beside $CACHE_TMP, in cache_build's private folder: removed with it
+    mkdir -p "$work"
+    say "axe-core $AXE_VERSION: npm pack axe-core@$AXE_VERSION (log: $log) ..."
+    (cd "$work" && npm_config_cache="$CACHE/npm" npm_config_update_notifier=false npm_config_fund=false \
+        npm pack --loglevel=warn "axe-core@$AXE_VERSION") >"$log" 2>&1 || return
+    tgz="$work/axe-core-$AXE_VERSION.tgz"
+    [ -f "$tgz" ] || { say "axe-core $AXE_VERSION: npm pack wrote no $(basename "$tgz")"; return 1; }
+    got="sha512-$(openssl dgst -sha512 -binary "$tgz" | base64 -w0)"
+    if [ "$got" != "$AXE_INTEGRITY" ]; then
+        say "axe-core $AXE_VERSION: the tarball's integrity is $got, not the pinned $AXE_INTEGRITY"
+        return 1
+    fi
+    mkdir -p "$CACHE_TMP"
+    tar -xzf "$tgz" -C "$CACHE_TMP" --strip-components=1 --no-same-owner \
+        package/axe.min.js package/LICENSE package/package.json
+    [ -s "$CACHE_TMP/axe.min.js" ] || { say "axe-core $AXE_VERSION: no axe.min.js in the package"; return 1; }
+}
+
+t=$(date +%s)
+axe="$CACHE/share/axe-core-$AXE_VERSION"
+if [ "$REBUILD" != 1 ] && [ -s "$axe/axe.min.js" ]; then
+    place_link "$axe" "$ROOT/.tools/share/axe-core"
+    say "axe-core $AXE_VERSION: cached ($axe) [$(elapsed "$t")]"
+else
+    command -v npm >/dev/null || die "axe-core $AXE_VERSION: no npm on PATH (apt-get install nodejs npm, or ./dev setup)"
+    rebuild=()
+    [ "$REBUILD" = 1 ] && rebuild=(--rebuild)
+    mkdir -p "$CACHE/share" "$ROOT/.tools/share"
+    if ! cache_build "${rebuild[@]}" "$axe" axe_fetch "$CACHE/logs/axe-core-$AXE_VERSION.log"; then
+        tail -n 20 "$CACHE/logs/axe-core-$AXE_VERSION.log" >&2 2>/dev/null || true
+        die "axe-core $AXE_VERSION: fetch failed (log: $CACHE/logs/axe-core-$AXE_VERSION.log)"
+    fi
+    place_link "$axe" "$ROOT/.tools/share/axe-core"
+    if [ "$CACHE_BUILT" = 1 ]; then
+        say "axe-core $AXE_VERSION: fetched, integrity checked [$(elapsed "$t")]"
+    else
+        say "axe-core $AXE_VERSION: cached ($axe), fetched by another run while this one waited [$(elapsed "$t")]"
+    fi
+fi
+
 # --- haproxy (>= 2.9, for custom-tlv) ----------------------------------------------
 bash "$ROOT/scripts/haproxy.sh" || die "haproxy: see above"
 
@@ -264,4 +317,5 @@ bash "$ROOT/scripts/crds-gen.sh" || die "third-party CRDs generated from Go type
 "$BIN/actionlint" -version >/dev/null 2>&1 || die "actionlint in $BIN does not run"
 "$BIN/haproxy" -v >/dev/null 2>&1 || die "haproxy in $BIN does not run"
 "$BIN/gitea" --version >/dev/null 2>&1 || die "gitea in $BIN does not run"
-say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), kubectl $("$BIN/kubectl" version --client | sed -n 's/^Client Version: //p'), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p'), helm $("$BIN/helm" version --template '{{.Version}}'), $("$BIN/syft" --version), actionlint $("$BIN/actionlint" -version | head -n 1), $("$BIN/haproxy" -v | head -n 1 | cut -d' ' -f1-3), $("$BIN/gitea" --version | cut -d' ' -f1-3) [total $(elapsed "$T0")]"
+[ -s "$ROOT/.tools/share/axe-core/axe.min.js" ] || die "axe-core: no $ROOT/.tools/share/axe-core/axe.min.js"
+say "ready in $BIN: pulumi $("$BIN/pulumi" version), $("$BIN/kube-apiserver" --version), kubectl $("$BIN/kubectl" version --client | sed -n 's/^Client Version: //p'), etcd $("$BIN/etcd" --version | sed -n 's/^etcd Version: //p'), helm $("$BIN/helm" version --template '{{.Version}}'), $("$BIN/syft" --version), actionlint $("$BIN/actionlint" -version | head -n 1), $("$BIN/haproxy" -v | head -n 1 | cut -d' ' -f1-3), $("$BIN/gitea" --version | cut -d' ' -f1-3), axe-core $AXE_VERSION [total $(elapsed "$T0")]"

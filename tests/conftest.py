@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-pytest_plugins = ["tests.moto_server", "tests.pulumi_live_programs", "tests.gitea", "tests.tiers"]
+pytest_plugins = ["tests.moto_server", "tests.pulumi_live_programs", "tests.gitea", "tests.browser", "tests.tiers"]
 
 
 @pytest.fixture(autouse=True)

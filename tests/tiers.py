@@ -1,7 +1,7 @@
 """The two tiers (docs/testing.md). A test is `live` when it starts anything outside the pytest process: a real
 engine (kube-apiserver, etcd, the pulumi CLI, Gitea, HAProxy, PostgreSQL, promtool, kubectl, go), a server
-(moto_server), or the project's own CLI as a subprocess. Everything else is the fast tier: pure, direct and
-kmock tests, in-process only (`./dev test --fast`, `pytest -m "not live"`).
+(moto_server), a browser (Chromium), or the project's own CLI as a subprocess. Everything else is the fast tier:
+pure, direct and kmock tests, in-process only (`./dev test --fast`, `pytest -m "not live"`).
 
 Tests that take one of REAL_ENGINE_FIXTURES are marked `live` here; others say `@pytest.mark.live` (or a module's
 `pytestmark`). The rule is enforced: a test of the fast tier that starts a process fails, naming the process, so
@@ -15,10 +15,11 @@ import sys
 
 import pytest
 
-# Fixtures that start a process: a real engine built by scripts/tools.sh, a system package's server, moto_server.
+# Fixtures that start a process: a real engine built by scripts/tools.sh, a system package's server, moto_server,
+# the browser (Chromium and Playwright's driver, tests/browser.py).
 REAL_ENGINE_FIXTURES = {"kube_apiserver", "kube_apiserver_nocache", "kube_apiserver_alone", "kube_apiserver_gc",
                         "kube_apiserver_alone_gc", "pulumi_cli", "gitea", "fresh_gitea", "postgres_url",
-                        "moto_server", "moto"}
+                        "moto_server", "moto", "browser", "page"}
 
 RECORD = "HUBWRIGHT_RECORD_SPAWNS"  # a file: record the fast-tier tests that start a process, instead of failing
 
