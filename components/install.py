@@ -2,7 +2,8 @@
 
     install(values, provider)
     ├── ControlPlane "hubwright"          the CRDs, admission policies, RBAC, the service (components/controlplane.py)
-    └── RegistryApi "hubwright-registry"  the registry API, unless registry.enabled is false (components/registry.py)
+    ├── RegistryApi "hubwright-registry"  the registry API, unless registry.enabled is false (components/registry.py)
+    └── Console "hubwright-console"       the web console, only when console.enabled is true (components/console.py)
 
 `pulumi up` of deploy/ calls it with a real provider; `python -m automation install --render DIR`
 (automation.adapters.files.install) calls it under Pulumi's mock runtime and writes what it registers as plain manifests.
@@ -14,20 +15,23 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.console import Console, ConsoleArgs
 from components.controlplane import ControlPlane, ControlPlaneArgs
 from components.registry import RegistryApi, RegistryApiArgs
 from stacks.crds import crd_manifests
 from stacks.deployment import InstallValues
-from stacks.install import API_RULES
+from stacks.install import API_RULES, CONSOLE_RULES
 
 SERVICE = "hubwright"  # the service's Deployment, ServiceAccount, ClusterRole, Lease ... (and its pods' prefix)
 REGISTRY = "hubwright-registry"  # the registry API's Deployment, ServiceAccount and Service
+CONSOLE = "hubwright-console"  # the web console's Deployment, ServiceAccount, ClusterRole(+Binding) and Service
 
 
 @dataclass
 class Installed:
     plane: ControlPlane
     registry: RegistryApi | None
+    console: Console | None = None
 
 
 def install(values: InstallValues, provider: k8s.Provider) -> Installed:
@@ -36,4 +40,8 @@ def install(values: InstallValues, provider: k8s.Provider) -> Installed:
     if values.registry.enabled:
         registry = RegistryApi(REGISTRY, RegistryApiArgs.from_values(values, API_RULES), provider,
                                opts=pulumi.ResourceOptions(depends_on=[plane]))
-    return Installed(plane, registry)
+    console = None
+    if values.console.enabled:
+        console = Console(CONSOLE, ConsoleArgs.from_values(values, CONSOLE_RULES), provider,
+                          opts=pulumi.ResourceOptions(depends_on=[plane]))
+    return Installed(plane, registry, console)

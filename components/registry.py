@@ -20,7 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stacks.agent_admission import API_AUDIENCES, agent_policy
-from stacks.deployment import BACKEND_SECRET_KEYS, InstallValues
+from stacks.deployment import InstallValues, history_args
 
 FACTS_DIR = "/var/lib/hubwright-registry"  # the SQLite file's volume
 
@@ -70,20 +70,6 @@ class RegistryApiArgs:
         return self.replicas if self.shared_history else 1
 
 
-# The backend Secret's keys the API may read: the bucket's, never the stacks' passphrase or a Cloud token.
-HISTORY_KEYS = tuple(key for key in BACKEND_SECRET_KEYS if key.startswith("AWS_"))
-
-
-def history_args(args: RegistryApiArgs, env: list[dict[str, Any]]) -> list[str]:
-    """The `api` flags that find the run history (the backend's store), adding the bucket's keys to `env`."""
-    if args.backend_url is None:
-        return ["--history-store", "off"]
-    if args.backend_secret is not None:
-        env.extend({"name": key, "valueFrom": {"secretKeyRef": {"name": args.backend_secret, "key": key,
-                                                                "optional": True}}} for key in HISTORY_KEYS)
-    return ["--backend", args.backend_url]
-
-
 class RegistryApi(pulumi.ComponentResource):
     def __init__(self, name: str, args: RegistryApiArgs, provider: k8s.Provider,
                  opts: pulumi.ResourceOptions | None = None):
@@ -123,7 +109,7 @@ class RegistryApi(pulumi.ComponentResource):
             volumes.append({"name": "facts", "persistentVolumeClaim": {"claimName": f"{name}-facts"}})
             mounts.append({"name": "facts", "mountPath": FACTS_DIR})
 
-        history = history_args(args, env)
+        history = history_args(args.backend_url, args.backend_secret, env)
         probe = lambda path: {"httpGet": {"path": path, "port": "http"}, "periodSeconds": 10}  # noqa: E731
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deploy",

@@ -9,9 +9,9 @@ what it sees into templates:
   replaced by the key's action (`{{ .Values.service.workers }}`, `| quote` where the marker is a whole scalar,
   `toYaml` for a map). Two renders with different markers must give the same template, so a value the components
   derive instead of copying (or a marker that collides with other text) fails the build, naming the object.
-- **Switches** (`SWITCHES`): a value that changes which objects exist or their shape (the registry off, runners,
-  a remote backend ...). An object is rendered under every combination of the switches that touch it, and each
-  distinct text is one branch of an `{{- if }}`.
+- **Switches** (`SWITCHES`): a value that changes which objects exist or their shape (the registry off, the console
+  on, runners, a remote backend ...). An object is rendered under every combination of the switches that touch it,
+  and each distinct text is one branch of an `{{- if }}`.
 
 Every leaf key of stacks.deployment.InstallValues is a value or a switch (or both): `unplaced_keys()` names one that
 is neither, and the generator refuses to write a chart then.
@@ -60,6 +60,8 @@ SWITCHES: tuple[Switch, ...] = (
     Switch("annotations", ".Values.serviceAccount.annotations", {"serviceAccount.annotations": "map"}),
     Switch("publicUrl", ".Values.registry.publicUrl", {"registry.publicUrl": "url"}),
     Switch("factsDb", ".Values.registry.factsDbSecret", {"registry.factsDbSecret": "str"}),
+    Switch("console", ".Values.console.enabled", {"console.enabled": True}),
+    Switch("secureCookies", ".Values.console.secureCookies", {"console.secureCookies": True}),
 )
 
 VALUES: tuple[Value, ...] = (
@@ -88,9 +90,11 @@ VALUES: tuple[Value, ...] = (
     Value("registry.resources", "resources"),
     Value("registry.tokenAudiences", "list"),
     Value("monitoring.labels", "map"),
+    Value("console.resources", "resources"),
 )
 # Keys that only switch (their value is the switch itself).
-SWITCH_ONLY = ("registry.enabled", "monitoring.enabled", "service.executor")
+SWITCH_ONLY = ("registry.enabled", "monitoring.enabled", "service.executor", "console.enabled",
+               "console.secureCookies")
 BY_NAME = {s.name: s for s in SWITCHES}
 BY_KEY = {v.key: v for v in VALUES}
 

@@ -34,6 +34,9 @@ BACKEND_SECRET_KEYS = {
     "AWS_SESSION_TOKEN": "with AWS_ACCESS_KEY_ID, for temporary credentials",
     "AWS_REGION": "the s3:// backend bucket's region, when it is not in the URL (?region=)",
 }
+# The backend Secret's keys a reader of the run history (the registry API, the console) may have: the bucket's, never
+# the stacks' passphrase or a Cloud token.
+HISTORY_KEYS = tuple(key for key in BACKEND_SECRET_KEYS if key.startswith("AWS_"))
 # Without a Secret on the file:// backend, the passphrase is made once on the state volume, beside the state
 # it protects, by the pod's init container (components/controlplane.py), and read from this file.
 PASSPHRASE_FILE = ".pulumi-passphrase"
@@ -192,6 +195,16 @@ class RegistryValues(Values):
         return value
 
 
+class ConsoleValues(Values):
+    enabled: bool = Field(False, description="run the web console (python -m automation console) as its own "
+                                             "Deployment and Service")
+    secure_cookies: bool = Field(False, description="mark its sign-in cookies Secure (console --secure-cookies): "
+                                                    "set it when an Ingress or a proxy serves it over HTTPS")
+    resources: Resources = Field(
+        default_factory=lambda: Resources(requests={"cpu": "50m", "memory": "128Mi"}, limits={"memory": "512Mi"}),
+        description="the console container's requests and limits")
+
+
 class MonitoringValues(Values):
     enabled: bool = Field(False, description="render a ServiceMonitor, a PrometheusRule with the service's alerts and "
                                              "a Grafana dashboard ConfigMap (needs the Prometheus Operator's CRDs)")
@@ -211,6 +224,7 @@ class InstallValues(Values):
     service: ServiceValues = Field(default_factory=ServiceValues, description="the service")
     runners: RunnerValues = Field(default_factory=RunnerValues, description="the runners (service.executor runners)")
     registry: RegistryValues = Field(default_factory=RegistryValues, description="the registry API")
+    console: ConsoleValues = Field(default_factory=ConsoleValues, description="the web console (off by default)")
     monitoring: MonitoringValues = Field(default_factory=MonitoringValues,
                                          description="Prometheus Operator and Grafana objects (docs/service.md)")
 
@@ -242,6 +256,18 @@ class InstallValues(Values):
         """The pod may start without the backend Secret only on the file:// backend: only its state volume can
         keep a generated passphrase. A remote backend's credentials come from the Secret, which it then needs."""
         return self.backend.url is not None
+
+
+def history_args(backend_url: str | None, backend_secret: str | None, env: list[dict[str, Any]]) -> list[str]:
+    """The flags of a pod that reads the run history from the backend's store (the registry API, the console),
+    adding the bucket's keys (HISTORY_KEYS, optional: with IRSA there are none) from the backend Secret to `env`. On
+    the file backend the history is on the service's own volume: off."""
+    if backend_url is None:
+        return ["--history-store", "off"]
+    if backend_secret is not None:
+        env.extend({"name": key, "valueFrom": {"secretKeyRef": {"name": backend_secret, "key": key,
+                                                                "optional": True}}} for key in HISTORY_KEYS)
+    return ["--backend", backend_url]
 
 
 def value_keys(model: type[BaseModel] = InstallValues, prefix: str = "") -> dict[str, str]:

@@ -23,10 +23,13 @@ The items go to the *guest* cluster, in this order (apply them as listed):
                                             no one else writes it (`nodeProxyWrittenBy`: a HostedCluster's guests'
                                             proxy is HyperShift's, so its answer carries none)
 
-Two sets of hub-side rights live here as data, so deploy/, the docs and the tests read one list:
+Three sets of hub-side rights live here as data, so deploy/, the docs and the tests read one list:
 - `API_RULES`: the registry API's own ServiceAccount (a ClusterRole). Everything else the API does, it does as
   the caller. It holds `create hubclusters/facts` only to *grant* it: RBAC lets a client write a Role only with
   rights it holds itself (no `escalate`, no `bind`).
+- `CONSOLE_RULES`: the web console's own ServiceAccount (a ClusterRole; components/console.py): sign-in, access
+  reviews and reads for its cache. It writes nothing itself: what a viewer changes, it changes with the viewer's
+  own token (no `impersonate`).
 - `agent_rules(cluster)`: what an agent's token may do on the hub: push facts for its one Cluster. Nothing
   else: not `hubclusters/status` (status feeds resolution and belongs to the service), and not
   `serviceaccounts/token` (a token of any lifetime and audience): the registry API rotates its token
@@ -47,7 +50,7 @@ import yaml
 from stacks.haproxy import guest_manifests
 from stacks.inputs import SharedIngressInputs
 from stacks.model.cluster import Cluster
-from stacks.names import CLUSTERS, GITREPOS, HUBCONFIGS, TENANTS, GROUP, SHARED_INGRESS_CONFIGMAP
+from stacks.names import CLUSTERS, GITREPOS, HUBCONFIGS, STACKRUNS, TENANTS, GROUP, SHARED_INGRESS_CONFIGMAP
 from stacks.sources.families import controlling
 
 RBAC = "rbac.authorization.k8s.io"
@@ -83,6 +86,24 @@ API_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
     # get: read before a delete conditional on who owns it (a Cluster deleted during an install)
     {"apiGroups": [RBAC], "resources": ["roles", "rolebindings"], "verbs": ["create", "get", "delete"]},
+)
+
+# The web console's own ServiceAccount, cluster-wide (components/console.py grants exactly these). No secrets, no
+# write but the two reviews, no impersonate: what a viewer changes goes with the viewer's own token, RBAC decides.
+CONSOLE_RULES: tuple[dict[str, Any], ...] = (
+    # sign-in: whose token a viewer gave (a TokenReview answers with the user and groups, or not authenticated)
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    # what each viewer may see and do: a SubjectAccessReview per viewer, namespace, resource and verb (cached)
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+    # its informer cache: the fleet, each cluster's runs and the hub's config (shown only as far as a review allows)
+    {"apiGroups": [GROUP], "resources": [CLUSTERS, STACKRUNS, HUBCONFIGS], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},  # the tenant of a namespace
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["list", "watch"]},  # a cluster's recent Events
+)
+# ... and in the service's namespace (a Role): the role-map ConfigMap, which the mesh page resolves the fleet with
+# (its account-to-role entries are never shown to a viewer)
+CONSOLE_NAMESPACE_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]},
 )
 
 

@@ -20,7 +20,7 @@ from stacks.names import ROLE_MAP_CONFIGMAP
 from stacks.release import default_image
 from stacks.sources.families import help_text
 
-SERVE, API, AGENT, RUNNER = "serve", "api", "agent", "runner"
+SERVE, API, AGENT, RUNNER, CONSOLE = "serve", "api", "agent", "runner", "console"
 BOTH = (SERVE, API)
 RUNS = (SERVE, RUNNER)  # the options of whatever runs Pulumi: the service (--executor local) and the runners
 
@@ -29,6 +29,7 @@ KUBE, WORK, SERVING, ELECTION = "Kubernetes", "work queue", "probes and metrics"
 RUNNERS = "runners"
 STATE, POLICY, AWS, LOGGING = "Pulumi state", "policy", "AWS", "logging"
 API_SERVING, FACTS, INSTALL = "serving", "facts history", "bootstrap and install"
+VIEWERS = "viewers"  # the console's sign-in and what a viewer may see
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
 
@@ -88,15 +89,17 @@ def _o(flag: str, kind: type, default: Any, help: str, group: str, commands: str
 OPTIONS: tuple[Option, ...] = (
     # ------------------------------------------------------------------ Kubernetes (serve and api)
     _o("kubeconfig", str, None, "kubeconfig file; unset: the in-cluster service account when running in a pod, "
-       "else ~/.kube/config", KUBE, (SERVE, API, RUNNER), env="KUBECONFIG"),
-    _o("context", str, None, "kubeconfig context (default: the current one)", KUBE, (SERVE, API, RUNNER)),
+       "else ~/.kube/config", KUBE, (SERVE, API, RUNNER, CONSOLE), env="KUBECONFIG"),
+    _o("context", str, None, "kubeconfig context (default: the current one)", KUBE, (SERVE, API, RUNNER, CONSOLE)),
     _o("namespace", str, "hubwright-system", "the service's own namespace: its Lease and the role-map ConfigMap live "
-       "here, and the Secrets that hold the inputs of stack runs", KUBE, RUNS, env="POD_NAMESPACE"),
+       "here, and the Secrets that hold the inputs of stack runs (console: the role map it reads)", KUBE,
+       (SERVE, RUNNER, CONSOLE), env="POD_NAMESPACE"),
     _o("watch-namespace", str, None, "watch Clusters in this namespace only (default: all namespaces)", KUBE),
     _o("hub-name", str, "default", "the cluster-scoped HubConfig this service serves (api: the one whose shared "
-       "ingress install answers use, the service's --hub-name)", KUBE, BOTH, env="HUBWRIGHT_HUB_NAME"),
+       "ingress install answers use, the service's --hub-name; console: the one whose mesh it draws)", KUBE,
+       (SERVE, API, CONSOLE), env="HUBWRIGHT_HUB_NAME"),
     _o("role-map-configmap", str, ROLE_MAP_CONFIGMAP, "ConfigMap (in --namespace) mapping AWS account IDs to the "
-       "IAM role to assume there", KUBE),
+       "IAM role to assume there", KUBE, (SERVE, CONSOLE)),
     _o("watch-timeout", int, 300, "seconds per watch request; renewed from the last version seen, without a relist",
        KUBE),
     _o("tenants", bool, True, "run the tenant controller: each Tenant gets its Namespace, annotated with its owner "
@@ -114,9 +117,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("token-cache", int, 1024, "Kubernetes clients kept, one per caller's token (least recently used go first)",
        KUBE, API),
     _o("kube-connect-timeout", float, 5.0, "seconds every Kubernetes call waits to connect (then the request "
-       "answers 504)", KUBE, API),
+       "answers 504)", KUBE, (API, CONSOLE)),
     _o("kube-read-timeout", float, 30.0, "seconds every Kubernetes call waits for each read of its answer (then "
-       "504)", KUBE, API),
+       "504)", KUBE, (API, CONSOLE)),
     # ------------------------------------------------------------------ the service's work queue
     _o("workers", int, {SERVE: 4, RUNNER: 1}, "serve: stacks updated in parallel (one run per stack at a time), "
        "each in a worker process of its own (with --executor runners: runs awaited at once); runner: runs this "
@@ -172,16 +175,17 @@ OPTIONS: tuple[Option, ...] = (
        "its claims (default: its hostname, which the stack locks it writes carry)", ELECTION, RUNS,
        env="POD_NAME"),
     # ------------------------------------------------------------------ the stacks (serve), the history (api)
-    _o("state-dir", str, {SERVE: "state", API: ".", RUNNER: "state"}, "serve and runner: per-stack workspaces, and "
-       "the file:// backend when --backend is unset; api: where the default SQLite facts history lives (registry-facts.db)", STATE,
-       (SERVE, API, RUNNER),
+    _o("state-dir", str, {SERVE: "state", API: ".", RUNNER: "state", CONSOLE: "state"}, "serve and runner: per-stack "
+       "workspaces, and the file:// backend when --backend is unset (console: the run history it reads); api: where "
+       "the default SQLite facts history lives (registry-facts.db)", STATE, (SERVE, API, RUNNER, CONSOLE),
        env="HUBWRIGHT_STATE_DIR"),
     _o("backend", str, None, "backend URL: file://..., s3://bucket/prefix, https://api.pulumi.com "
-       "(default: file://<state-dir>); api: where it reads the run history from", STATE, (SERVE, API, RUNNER),
+       "(default: file://<state-dir>); api and console: where they read the run history from", STATE,
+       (SERVE, API, RUNNER, CONSOLE),
        env="PULUMI_BACKEND_URL"),
     _o("history-store", str, "backend", "where each run's record, diff and engine log are kept (docs/history.md): "
        "backend (the state backend's own store, file:// or s3://), file:///path, s3://bucket/prefix?endpoint=..., "
-       "or off", STATE, (SERVE, API, RUNNER), env="HUBWRIGHT_HISTORY_STORE"),
+       "or off", STATE, (SERVE, API, RUNNER, CONSOLE), env="HUBWRIGHT_HISTORY_STORE"),
     _o("history-keep", int, 100, "run records kept per stack in the history store (the oldest go, with their "
        "diffs and logs)", STATE, env="HUBWRIGHT_HISTORY_KEEP"),
     _o("history-log-kib", int, 64, "KiB of a run's engine log kept (its end)", STATE, RUNS,
@@ -206,7 +210,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("aws-endpoint-url", str, None, "send every AWS API call here (a moto server in tests; botocore's own "
        "AWS_ENDPOINT_URL* variables work as well)", AWS, RUNS, env="HUBWRIGHT_AWS_ENDPOINT_URL"),
     # ------------------------------------------------------------------ logging
-    _o("log-level", str, "INFO", "DEBUG, INFO, WARNING or ERROR", LOGGING, (SERVE, API, RUNNER),
+    _o("log-level", str, "INFO", "DEBUG, INFO, WARNING or ERROR", LOGGING, (SERVE, API, RUNNER, CONSOLE),
        env="HUBWRIGHT_LOG_LEVEL",
        choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     _o("log-format", str, "text", "text for a person, or json: one object a line {time, level, logger, message, "
@@ -244,6 +248,20 @@ OPTIONS: tuple[Option, ...] = (
     # command lines still start, and ignored.
     _o("hub-url", str, None, "", INSTALL, API, hidden=True),
     _o("hub-ca", str, None, "", INSTALL, API, hidden=True),
+    # ------------------------------------------------------------------ the console (docs/console.md)
+    _o("console-bind", str, "127.0.0.1:8082", "host:port the console listens on (:8082 or 0.0.0.0:8082: every "
+       "address)", API_SERVING, CONSOLE, env="HUBWRIGHT_CONSOLE_BIND"),
+    _o("tls-cert", str, None, "serve HTTPS with this certificate (PEM; with --tls-key); cookies are then Secure",
+       API_SERVING, CONSOLE, env="HUBWRIGHT_CONSOLE_TLS_CERT"),
+    _o("tls-key", str, None, "the private key of --tls-cert (PEM)", API_SERVING, CONSOLE,
+       env="HUBWRIGHT_CONSOLE_TLS_KEY"),
+    _o("secure-cookies", bool, False, "mark cookies Secure without --tls-cert: behind a proxy that terminates TLS",
+       API_SERVING, CONSOLE, env="HUBWRIGHT_CONSOLE_SECURE_COOKIES"),
+    _o("session-hours", float, 8.0, "the longest a sign-in lasts; a token's own expiry (its exp) ends it sooner",
+       VIEWERS, CONSOLE),
+    _o("access-cache-seconds", float, 10.0, "how long one SubjectAccessReview answer (viewer, namespace, resource, "
+       "verb) is reused", VIEWERS, CONSOLE),
+    _o("page-size", int, 100, "clusters on one page of the fleet", VIEWERS, CONSOLE),
     # ------------------------------------------------------------------ the facts agent (on the tenant's cluster)
     _o("api", str, None, "the registry API's URL", "registry", AGENT, env="HUBWRIGHT_API_URL", required=True),
 )

@@ -19,6 +19,7 @@ from doubles.kubectl import against
 from stacks import chart
 from stacks.deployment import load_values, set_value
 from stacks.errors import InvalidSpec
+from stacks.install import CONSOLE_RULES
 from stacks.release import version
 from tests.test_install_render import block
 
@@ -79,6 +80,12 @@ CASES: dict[str, dict[str, Any]] = {
     "irsa": {"serviceAccount": {"roleArn": "arn:aws:iam::123456789012:role/hubwright",
                                 "annotations": {"example.com/team": "platform"}}},
     "registry-off": {"registry": {"enabled": False}},
+    "console": {"console": {"enabled": True}},
+    "console-s3": {"console": {"enabled": True, "secureCookies": True,
+                               "resources": {"requests": {"cpu": "20m", "memory": "96Mi"},
+                                             "limits": {"cpu": "1", "memory": "384Mi"}}},
+                   "backend": {"url": "s3://state-bucket/hub", "secret": {"name": "pulumi-creds"}},
+                   "registry": {"enabled": False}, "volumes": {"tmp": "300Mi"}},
     # Whole maps: helm merges a values file into the chart's defaults key by key, install --render replaces a map
     # (docs/install.md says so); a resources map given whole is the same in both.
     "resources": {"service": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "4Gi"}}},
@@ -122,6 +129,27 @@ def test_helm_template_is_install_render(case: str, tmp_path: Path) -> None:
         assert templated[key] == rendered[key], f"{case}: {key[0]} {key[1]} differs"
 
 
+def test_the_console_is_off_unless_set_on(tmp_path: Path) -> None:
+    """`helm template --set console.enabled=true` (docs/install.md) adds the console, with its own rights, and
+    nothing else; without it the chart renders no console object."""
+    def objects(*args: str) -> dict[tuple[str, str], dict[str, Any]]:
+        done = helm("template", "hw", str(CHART), "--namespace", RELEASE_NS, *args)
+        return _by_name([o for o in yaml.safe_load_all(done.stdout) if o])
+
+    off, on = objects(), objects("--set", "console.enabled=true")
+    assert not [name for _, name in off if "console" in name]
+    assert set(on) - set(off) == {("ServiceAccount", "hubwright-console"), ("ClusterRole", "hubwright-console"),
+                                  ("ClusterRoleBinding", "hubwright-console"), ("Deployment", "hubwright-console"),
+                                  ("Service", "hubwright-console")}
+    assert on[("ClusterRole", "hubwright-console")]["rules"] == [dict(rule) for rule in CONSOLE_RULES]
+    [box] = on[("Deployment", "hubwright-console")]["spec"]["template"]["spec"]["containers"]
+    assert box["args"][:6] == ["python", "-m", "automation", "console", "--console-bind", "0.0.0.0:8082"]
+    assert box["securityContext"]["readOnlyRootFilesystem"] is True
+    cookies = objects("--set", "console.enabled=true", "--set", "console.secureCookies=true")
+    [box] = cookies[("Deployment", "hubwright-console")]["spec"]["template"]["spec"]["containers"]
+    assert "--secure-cookies" in box["args"]
+
+
 def test_the_release_namespace_is_not_rendered_again(tmp_path: Path) -> None:
     """`helm install --namespace hubwright-system --create-namespace`: helm makes the namespace, the chart does not
     render a second Namespace object that would fail the install."""
@@ -133,6 +161,7 @@ def test_the_release_namespace_is_not_rendered_again(tmp_path: Path) -> None:
     ("service.wrokers=3", "wrokers"),  # a typo: an unknown key, as --set refuses it for install --render
     ("service.workers=0", "minimum"),
     ("service.executor=lambda", "executor"),
+    ("console.enabeld=true", "enabeld"),
 ])
 def test_helm_refuses_what_the_values_model_refuses(assignment: str, words: str) -> None:
     done = helm("template", "hw", str(CHART), "--set", assignment, check=False)

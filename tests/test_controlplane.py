@@ -6,8 +6,11 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from automation.adapters.engine.plan import record
+from components.console import Console, ConsoleArgs
 from components.controlplane import ControlPlane, ControlPlaneArgs
 from stacks.crds import crd_manifests
+from stacks.install import CONSOLE_NAMESPACE_RULES, CONSOLE_RULES
+from stacks.names import CLUSTERS, GROUP, HUBCONFIGS, STACKRUNS
 
 
 def deploy(**kw):
@@ -389,6 +392,116 @@ def test_the_registry_on_postgresql_takes_its_url_from_a_secret_and_runs_two_rep
     assert container["env"] == [{"name": "HUBWRIGHT_FACTS_DB",
                                  "valueFrom": {"secretKeyRef": {"name": "registry-db", "key": "url"}}}]
     assert plan.of_type("kubernetes:core/v1:PersistentVolumeClaim") == []
+
+
+# --------------------------------------------------------------------------- the web console (components/console.py)
+
+def deploy_console(**kw):
+    def build():
+        provider = k8s.Provider("k8s", kubeconfig="{}")
+        Console("hubwright-console", ConsoleArgs(image="registry.example.com/hubwright:1", rules=CONSOLE_RULES, **kw),
+                provider)
+    return record(build, stack="deploy")
+
+
+def console_container(plan) -> dict:
+    [container] = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_the_console_rules_are_reviews_and_reads_only():
+    """Sign-in (TokenReviews), what a viewer may do (SubjectAccessReviews), its cache's reads; nothing else: no
+    Secrets, no write but the two reviews' create, no impersonation (a viewer's changes go with their own token)."""
+    verbs: dict[tuple[str, str], set[str]] = {}
+    for rule in CONSOLE_RULES:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}  # no resourceNames, no nonResourceURLs
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                verbs.setdefault((group, resource), set()).update(rule["verbs"])
+    assert verbs == {
+        ("authentication.k8s.io", "tokenreviews"): {"create"},
+        ("authorization.k8s.io", "subjectaccessreviews"): {"create"},
+        (GROUP, CLUSTERS): {"get", "list", "watch"},
+        (GROUP, STACKRUNS): {"get", "list", "watch"},
+        (GROUP, HUBCONFIGS): {"get", "list", "watch"},
+        ("", "namespaces"): {"list", "watch"},
+        ("", "events"): {"list", "watch"},
+    }
+    assert not any("secrets" in resource for _, resource in verbs)
+    writes = {"create", "update", "patch", "delete", "deletecollection", "impersonate", "escalate", "bind", "*"}
+    assert {key for key, allowed in verbs.items() if allowed & writes} == {
+        ("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")}
+
+
+def test_the_console_gets_exactly_its_rules_bound_to_its_own_service_account():
+    plan = deploy_console()
+    [role] = plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
+    assert role.inputs["metadata"]["name"] == "hubwright-console"
+    assert role.inputs["rules"] == [dict(rule) for rule in CONSOLE_RULES]
+    [binding] = plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding")
+    assert binding.inputs["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                         "name": "hubwright-console"}
+    assert binding.inputs["subjects"] == [{"kind": "ServiceAccount", "name": "hubwright-console",
+                                           "namespace": "hubwright-system"}]
+    [account] = plan.of_type("kubernetes:core/v1:ServiceAccount")
+    assert account.inputs["metadata"]["name"] == "hubwright-console"
+    [component] = plan.of_type("hubwright:deploy:Console")
+    children = [r for r in plan.resources if r.type.startswith("kubernetes:")]
+    assert sorted(r.type.split(":")[-1] for r in children) == [
+        "ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "RoleBinding", "Service", "ServiceAccount"]
+    assert all(r.parent == component.urn for r in children)
+    [local] = plan.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")  # the role map only, in its namespace
+    assert local.inputs["rules"] == [dict(rule) for rule in CONSOLE_NAMESPACE_RULES]
+    assert local.inputs["metadata"]["namespace"] == "hubwright-system"
+
+
+def test_the_console_runs_one_hardened_pod_behind_a_service_on_port_80():
+    plan = deploy_console()
+    spec = plan.one("kubernetes:apps/v1:Deployment").inputs["spec"]
+    assert spec["replicas"] == 1
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == "hubwright-console" and pod["automountServiceAccountToken"] is True
+    assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                                      "seccompProfile": {"type": "RuntimeDefault"}}
+    container = console_container(plan)
+    assert container["image"] == "registry.example.com/hubwright:1"
+    args = container["args"]
+    assert args[:4] == ["python", "-m", "automation", "console"]
+    assert args[args.index("--console-bind") + 1] == "0.0.0.0:8082"
+    assert "--secure-cookies" not in args and "--tls-cert" not in args
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}}
+    assert container["ports"] == [{"name": "http", "containerPort": 8082}]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["resources"]["limits"]["memory"] and container["resources"]["requests"]["cpu"]
+    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert pod["volumes"] == [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}]
+    service = plan.one("kubernetes:core/v1:Service").inputs
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "http"}]
+    assert service["spec"]["selector"] == spec["selector"]["matchLabels"] == spec["template"]["metadata"]["labels"]
+    assert "--secure-cookies" in console_container(deploy_console(secure_cookies=True))["args"]
+
+
+def test_the_console_reads_the_run_history_as_the_registry_does():
+    """The same flags and keys as the registry API (stacks.deployment.history_args): off on the file backend; on S3
+    the backend's URL and of the backend Secret only the bucket's keys, optional."""
+    container = console_container(deploy_console())
+    args = container["args"]
+    assert args[args.index("--history-store") + 1] == "off" and "--backend" not in args
+    assert container["env"] == []
+    url = "s3://state?region=eu-west-1"
+    container = console_container(deploy_console(backend_url=url, backend_secret="hubwright-pulumi"))
+    args, env = container["args"], {e["name"]: e for e in container["env"]}
+    assert args[args.index("--backend") + 1] == url and "--history-store" not in args
+    assert set(env) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION"}
+    assert all(e["valueFrom"]["secretKeyRef"] == {"name": "hubwright-pulumi", "key": name, "optional": True}
+               for name, e in env.items())
+    registry = deploy_registry(backend_url=url, backend_secret="hubwright-pulumi")
+    [reg] = registry.one("kubernetes:apps/v1:Deployment").inputs["spec"]["template"]["spec"]["containers"]
+    assert reg["env"] == container["env"] and args[args.index("--backend"):] == reg["args"][reg["args"].index(
+        "--backend"):]
 
 
 def test_the_docs_autoscalers_scale_the_rendered_runner_deployment():

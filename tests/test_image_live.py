@@ -39,8 +39,14 @@ from automation.adapters.history.select import store_of
 from automation.service.history import Recorder
 from automation.service.runs import Runs
 from stacks.runs.cause import Cause
+from doubles.factories import cluster_doc
 from stacks import release
+from stacks.admission import TENANT_ADMIN_CLUSTERROLE
+from stacks.names import GROUP, VERSION
+from tests.console_env import Browserless
 from tests.envtest import free_port, kube_apiserver  # noqa: F401 - the fixture
+from tests.registry_api_env import apply_tenant_admin_role
+from tests.registry_rbac import service_account_token
 from tests.release_build import Release, release_dist  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -263,6 +269,40 @@ def test_the_registry_api_answers(podman, kube, tmp_path):
         figure("api podman run -> /healthz 200, seconds", round(time.monotonic() - started, 2))
         assert probe(f"http://127.0.0.1:{port}/version") == (200, {"name": release.NAME,
                                                                      "version": release.version()})
+
+
+def test_the_console_signs_a_serviceaccount_in_and_shows_its_fleet(podman, kube, kube_apiserver, tmp_path):  # noqa: F811
+    """The console of the built image: its pages, templates and assets are in it, and a ServiceAccount's token signs
+    in (TokenReview) and sees its namespace's clusters (SubjectAccessReview)."""
+    api = kube_apiserver.api_client()
+    apply_tenant_admin_role(api)
+    namespace = f"image-{uuid.uuid4().hex[:6]}"
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, "hubclusters", cluster_doc("prod-1", namespace))
+    token = service_account_token(api, namespace, "viewer")
+    client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "viewer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TENANT_ADMIN_CLUSTERROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": namespace}]})
+    port = free_port()
+    with container(podman, tmp_path, "--tmpfs", "/state:rw,mode=1777", "-v", f"{kube}:/kube:ro", IMAGE,
+                   "python", "-m", "automation", "console", "--kubeconfig", "/kube/config", "--console-bind",
+                   f"127.0.0.1:{port}", "--history-store", "off") as (proc, started, log):
+        answered(proc, f"http://127.0.0.1:{port}/healthz", log, ok=True)
+        figure("console podman run -> /healthz 200, seconds", round(time.monotonic() - started, 2))
+        viewer = Browserless(f"http://127.0.0.1:{port}")
+        try:
+            assert viewer.sign_in(token).status_code == 303, log.read_text()[-4000:]
+            fleet = viewer.http.get("/", params={"q": namespace})
+            assert fleet.status_code == 200 and f"{namespace}/prod-1" in fleet.text
+            assert "default-src 'none'" in fleet.headers["content-security-policy"]
+            script = viewer.http.get("/assets/console.js")
+            assert script.status_code == 200 and script.content == (ROOT / "automation" / "console" / "static" /
+                                                                    "console.js").read_bytes()
+        finally:
+            viewer.close()
+    api.close()
 
 
 class StandInRegistry(http.server.ThreadingHTTPServer):

@@ -24,6 +24,7 @@ from components.ingress import CentralProxy, CentralProxyArgs
 from doubles.envtest import find_binary
 from stacks.deployment import BACKEND_SECRET_KEYS, IRSA_ANNOTATION, InstallValues, load_values, value_keys
 from stacks.errors import InvalidSpec
+from stacks.install import CONSOLE_RULES
 from stacks.model.loading import parse
 from stacks.names import FINALIZER, SHARED_INGRESS_CONFIGMAP
 from stacks.release import default_image
@@ -173,6 +174,54 @@ def test_monitoring_is_opt_in_and_its_service_monitor_selects_the_rendered_metri
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
     assert monitor["metadata"]["labels"]["release"] == rule["metadata"]["labels"]["release"] == "kps"
     assert monitor["metadata"]["namespace"] == rule["metadata"]["namespace"] == "hubwright-system"
+
+
+CONSOLE_OBJECTS = {("ServiceAccount", "hubwright-console"), ("ClusterRole", "hubwright-console"),
+                   ("ClusterRoleBinding", "hubwright-console"), ("Deployment", "hubwright-console"),
+                   ("Service", "hubwright-console"), ("Role", "hubwright-console"),
+                   ("RoleBinding", "hubwright-console")}
+
+
+@pytest.mark.live
+def test_the_console_is_opt_in_with_its_own_rights_and_a_hardened_pod(tmp_path):
+    """console.enabled (docs/install.md): off by default; on, its ServiceAccount bound to exactly CONSOLE_RULES, one
+    hardened pod of the release image serving on 8082 behind a Service on 80, the run history as the registry reads
+    it; deploy/ (`pulumi up`) builds the same objects from the same values."""
+    assert cli("--render", "plain", cwd=tmp_path).returncode == 0
+    assert not [name for _, name in rendered(tmp_path / "plain") if "console" in name]
+    done = cli("--render", "out", "--set", "console.enabled=true", "--set", "console.secureCookies=true",
+               "--set", "backend.url=s3://state/hw", "--set", "volumes.tmp=256Mi", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    objs = rendered(tmp_path / "out")
+    assert {(kind, name) for kind, name in objs if name == "hubwright-console"} == CONSOLE_OBJECTS
+    assert objs[("ClusterRole", "hubwright-console")]["rules"] == [dict(rule) for rule in CONSOLE_RULES]
+    assert objs[("ClusterRoleBinding", "hubwright-console")]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "hubwright-console", "namespace": "hubwright-system"}]
+    console = objs[("Deployment", "hubwright-console")]
+    assert console["spec"]["replicas"] == 1 and console["metadata"]["namespace"] == "hubwright-system"
+    pod = console["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "hubwright-console" and pod["automountServiceAccountToken"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert volumes(console)["tmp"]["emptyDir"] == {"sizeLimit": "256Mi"}
+    box = container(console)
+    assert box["image"] == container(objs[("Deployment", "hubwright")])["image"] == default_image()
+    assert box["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                      "capabilities": {"drop": ["ALL"]}}
+    args = box["args"]
+    assert args[:4] == ["python", "-m", "automation", "console"] and "--secure-cookies" in args
+    assert args[args.index("--console-bind") + 1] == "0.0.0.0:8082"
+    assert args[args.index("--backend") + 1] == "s3://state/hw" and "--history-store" not in args
+    assert {e["valueFrom"]["secretKeyRef"]["name"] for e in box["env"]} == {"hubwright-pulumi"}
+    assert box["readinessProbe"]["httpGet"] == box["livenessProbe"]["httpGet"] == {"path": "/healthz",
+                                                                                   "port": "http"}
+    assert box["ports"] == [{"name": "http", "containerPort": 8082}]
+    service = objs[("Service", "hubwright-console")]
+    assert service["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "http"}]
+    assert service["spec"]["selector"] == console["spec"]["template"]["metadata"]["labels"]
+    values = {"console": {"enabled": True}}
+    by_key = lambda objs: sorted(json.dumps(o, sort_keys=True) for o in objs)  # noqa: E731
+    assert by_key(deployed.objects(deployed.render({"values": values}))) == by_key(install.render(load_values(values)))
 
 
 @pytest.mark.live

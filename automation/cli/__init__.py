@@ -125,6 +125,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "iam": ("automation.cli.iam", "add_iam_command"),
     "serve": ("automation.service.command", "add_serve_command"),  # one flag per ServiceOptions field
     "api": ("automation.api.serve", "add_api_command"),  # the registry's REST API
+    "console": ("automation.console.serve", "add_console_command"),  # the fleet console (docs/console.md)
     "runner": ("automation.runner.command", "add_runner_command"),  # executes the HubStackRuns of --executor runners
     "agent": ("automation.cli.agent", "add_agent_command"),  # the facts agent a registered cluster runs
     "install": ("automation.cli.install", "add_install_command"),  # the install as plain manifests (docs/install.md)

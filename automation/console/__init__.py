@@ -1,0 +1,1 @@
+"""The fleet console (docs/console.md): `python -m automation console`."""
