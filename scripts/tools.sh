@@ -275,6 +275,7 @@ axe_fetch() {
 
 t=$(date +%s)
 axe="$CACHE/share/axe-core-$AXE_VERSION"
+mkdir -p "$ROOT/.tools/share"
 if [ "$REBUILD" != 1 ] && [ -s "$axe/axe.min.js" ]; then
     place_link "$axe" "$ROOT/.tools/share/axe-core"
     say "axe-core $AXE_VERSION: cached ($axe) [$(elapsed "$t")]"
@@ -282,7 +283,7 @@ else
     command -v npm >/dev/null || die "axe-core $AXE_VERSION: no npm on PATH (apt-get install nodejs npm, or ./dev setup)"
     rebuild=()
     [ "$REBUILD" = 1 ] && rebuild=(--rebuild)
-    mkdir -p "$CACHE/share" "$ROOT/.tools/share"
+    mkdir -p "$CACHE/share"
     if ! cache_build "${rebuild[@]}" "$axe" axe_fetch "$CACHE/logs/axe-core-$AXE_VERSION.log"; then
         tail -n 20 "$CACHE/logs/axe-core-$AXE_VERSION.log" >&2 2>/dev/null || true
         die "axe-core $AXE_VERSION: fetch failed (log: $CACHE/logs/axe-core-$AXE_VERSION.log)"

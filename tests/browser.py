@@ -39,11 +39,11 @@ A test::
     from playwright.sync_api import expect
     from tests.browser import axe_violations, describe, keyboard_reachable
 
-    def test_the_console_home_page(page, console_url):   # console_url: the test's own server
-        page.goto(console_url)
-        expect(page.get_by_role("heading", name="Tenants")).to_be_visible()   # playwright.sync_api.expect waits
+    def test_the_sign_in_page(page, console_world):   # tests/console_env.py: the console on the real API server
+        page.goto(console_world.console.url + "/login")
+        expect(page.get_by_role("heading", name="Sign in")).to_be_visible()   # playwright.sync_api.expect waits
         assert (found := axe_violations(page)) == [], describe(found)
-        assert keyboard_reachable(page, "#new-tenant")
+        assert keyboard_reachable(page, "#token")
 
 Run one: ``./dev test tests/test_browser_harness.py -p no:xdist``. There is no display here to watch a test in:
 take ``page.screenshot(path=...)`` and look at the PNG.
