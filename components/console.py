@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.identity import own_identity
 from stacks.deployment import InstallValues, history_args
 from stacks.install import CONSOLE_NAMESPACE_RULES
 
@@ -60,13 +61,7 @@ class Console(pulumi.ComponentResource):
         labels = {"app.kubernetes.io/name": "hubwright-console", "app.kubernetes.io/instance": name}
         meta = {"name": name, "namespace": ns, "labels": labels}
 
-        account = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=meta, opts=child)
-        role = k8s.rbac.v1.ClusterRole(f"{name}-cr", metadata={"name": name, "labels": labels},
-                                       rules=[dict(rule) for rule in args.rules], opts=child)
-        k8s.rbac.v1.ClusterRoleBinding(
-            f"{name}-crb", metadata={"name": name, "labels": labels},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata.name},
-            subjects=[{"kind": "ServiceAccount", "name": name, "namespace": ns}], opts=child)
+        account = own_identity(name, ns, labels, args.rules, child)
 
         local = k8s.rbac.v1.Role(f"{name}-role", metadata=meta,
                                  rules=[dict(rule) for rule in CONSOLE_NAMESPACE_RULES], opts=child)

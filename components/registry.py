@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.identity import own_identity
 from stacks.agent_admission import API_AUDIENCES, agent_policy
 from stacks.deployment import InstallValues, history_args
 
@@ -80,13 +81,7 @@ class RegistryApi(pulumi.ComponentResource):
         meta = {"name": name, "namespace": ns, "labels": labels}
         public_url = args.public_url or f"http://{name}.{ns}.svc"  # the Service below has the component's name
 
-        account = k8s.core.v1.ServiceAccount(f"{name}-sa", metadata=meta, opts=child)
-        role = k8s.rbac.v1.ClusterRole(f"{name}-cr", metadata={"name": name, "labels": labels},
-                                       rules=[dict(rule) for rule in args.rules], opts=child)
-        k8s.rbac.v1.ClusterRoleBinding(
-            f"{name}-crb", metadata={"name": name, "labels": labels},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.metadata.name},
-            subjects=[{"kind": "ServiceAccount", "name": name, "namespace": ns}], opts=child)
+        account = own_identity(name, ns, labels, args.rules, child)
         # RBAC cannot say "hubwright-agent-* in tenant namespaces": the API server's admission does, for this user
         self.admission = k8s.yaml.v2.ConfigGroup(f"{name}-admission",
                                                  objs=agent_policy(ns, name, tuple(args.token_audiences)), opts=child)

@@ -92,12 +92,12 @@ OPTIONS: tuple[Option, ...] = (
        "else ~/.kube/config", KUBE, (SERVE, API, RUNNER, CONSOLE), env="KUBECONFIG"),
     _o("context", str, None, "kubeconfig context (default: the current one)", KUBE, (SERVE, API, RUNNER, CONSOLE)),
     _o("namespace", str, "hubwright-system", "the service's own namespace: its Lease and the role-map ConfigMap live "
-       "here, and the Secrets that hold the inputs of stack runs (console: the role map it reads)", KUBE,
-       (SERVE, RUNNER, CONSOLE), env="POD_NAMESPACE"),
+       "here, and the Secrets that hold the inputs of stack runs", KUBE, (SERVE, RUNNER, CONSOLE),
+       env="POD_NAMESPACE"),
     _o("watch-namespace", str, None, "watch Clusters in this namespace only (default: all namespaces)", KUBE),
     _o("hub-name", str, "default", "the cluster-scoped HubConfig this service serves (api: the one whose shared "
-       "ingress install answers use, the service's --hub-name; console: the one whose mesh it draws)", KUBE,
-       (SERVE, API, CONSOLE), env="HUBWRIGHT_HUB_NAME"),
+       "ingress install answers use, the service's --hub-name)", KUBE, (SERVE, API, CONSOLE),
+       env="HUBWRIGHT_HUB_NAME"),
     _o("role-map-configmap", str, ROLE_MAP_CONFIGMAP, "ConfigMap (in --namespace) mapping AWS account IDs to the "
        "IAM role to assume there", KUBE, (SERVE, CONSOLE)),
     _o("watch-timeout", int, 300, "seconds per watch request; renewed from the last version seen, without a relist",
@@ -176,12 +176,11 @@ OPTIONS: tuple[Option, ...] = (
        env="POD_NAME"),
     # ------------------------------------------------------------------ the stacks (serve), the history (api)
     _o("state-dir", str, {SERVE: "state", API: ".", RUNNER: "state", CONSOLE: "state"}, "serve and runner: per-stack "
-       "workspaces, and the file:// backend when --backend is unset (console: the run history it reads); api: where "
-       "the default SQLite facts history lives (registry-facts.db)", STATE, (SERVE, API, RUNNER, CONSOLE),
+       "workspaces, and the file:// backend when --backend is unset; api: where the default SQLite facts history "
+       "lives (registry-facts.db)", STATE, (SERVE, API, RUNNER, CONSOLE),
        env="HUBWRIGHT_STATE_DIR"),
     _o("backend", str, None, "backend URL: file://..., s3://bucket/prefix, https://api.pulumi.com "
-       "(default: file://<state-dir>); api and console: where they read the run history from", STATE,
-       (SERVE, API, RUNNER, CONSOLE),
+       "(default: file://<state-dir>); api: where it reads the run history from", STATE, (SERVE, API, RUNNER, CONSOLE),
        env="PULUMI_BACKEND_URL"),
     _o("history-store", str, "backend", "where each run's record, diff and engine log are kept (docs/history.md): "
        "backend (the state backend's own store, file:// or s3://), file:///path, s3://bucket/prefix?endpoint=..., "

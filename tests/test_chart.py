@@ -140,7 +140,8 @@ def test_the_console_is_off_unless_set_on(tmp_path: Path) -> None:
     assert not [name for _, name in off if "console" in name]
     assert set(on) - set(off) == {("ServiceAccount", "hubwright-console"), ("ClusterRole", "hubwright-console"),
                                   ("ClusterRoleBinding", "hubwright-console"), ("Deployment", "hubwright-console"),
-                                  ("Service", "hubwright-console")}
+                                  ("Service", "hubwright-console"), ("Role", "hubwright-console"),
+                                  ("RoleBinding", "hubwright-console")}
     assert on[("ClusterRole", "hubwright-console")]["rules"] == [dict(rule) for rule in CONSOLE_RULES]
     [box] = on[("Deployment", "hubwright-console")]["spec"]["template"]["spec"]["containers"]
     assert box["args"][:6] == ["python", "-m", "automation", "console", "--console-bind", "0.0.0.0:8082"]
