@@ -10,18 +10,16 @@ from typing import Iterator
 
 import httpx
 import pytest
+from kubernetes import client
 
 from automation.console.access import SESSION_COOKIE
-from stacks.names import MESH_ENABLED_ANNOTATION, MESH_LABEL, RECONCILE_REQUEST_ANNOTATION
+from stacks.names import (CLUSTERS, DRIFT_CHECK_REQUEST_ANNOTATION, GROUP, MESH_ENABLED_ANNOTATION, MESH_LABEL,
+                          RECONCILE_REQUEST_ANNOTATION)
 from tests.console_env import Browserless, ConsoleWorld, console_world  # noqa: F401 - the fixture
 from tests.envtest import kube_apiserver  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.live
 SECRET_NAME = "zz-hidden-cluster"  # the other tenant's cluster: its name must never reach tenant A
-
-
-def mesh(**kw):
-    return {"labels": {MESH_LABEL: "core"}, "annotations": {MESH_ENABLED_ANNOTATION: "true"}, **kw}
 
 
 @pytest.fixture
@@ -163,11 +161,27 @@ def test_a_cross_site_post_changes_nothing(world: ConsoleWorld):
     assert value.endswith(f"by system:serviceaccount:{env.ns}:" + value.rsplit(":", 1)[-1])
 
 
-def test_a_viewer_without_patch_rights_gets_no_action(world: ConsoleWorld):
+def test_a_viewer_who_may_read_but_not_patch_gets_no_action(world: ConsoleWorld):
     env = world.env
-    token = world.viewer(env.ns, role="view")  # Kubernetes' own read-only role: no hubwright kinds
-    reader = signed_in(world, token)
-    assert "mine-1" not in reader.http.get("/").text  # `view` does not cover HubClusters
+    rbac = client.RbacAuthorizationV1Api(world.api_client)
+    reader_role = f"console-reader-{env.ns}"
+    rbac.create_cluster_role({"metadata": {"name": reader_role}, "rules": [
+        {"apiGroups": [GROUP], "resources": [CLUSTERS], "verbs": ["get", "list", "watch"]}]})
+    try:
+        reader = signed_in(world, world.viewer(env.ns, role=reader_role))
+        page = reader.http.get(f"/clusters/{env.ns}/mine-1")
+        assert page.status_code == 200 and "Reconcile now" not in page.text and "Check drift now" not in page.text
+        csrf = reader.csrf("/")  # the sign-out form's token: a valid one for this session
+        for action in ("reconcile", "drift"):
+            refused = reader.http.post(f"/clusters/{env.ns}/mine-1/{action}", data={"csrf": csrf})
+            assert refused.status_code == 403, refused.text
+        annotations = env.get("mine-1")["metadata"].get("annotations") or {}
+        assert RECONCILE_REQUEST_ANNOTATION not in annotations and DRIFT_CHECK_REQUEST_ANNOTATION not in annotations
+    finally:
+        rbac.delete_cluster_role(reader_role)
+
+    viewer = signed_in(world, world.viewer(env.ns, role="view"))  # Kubernetes' own read-only role
+    assert "mine-1" not in viewer.http.get("/").text  # `view` does not cover HubClusters
     tenant = signed_in(world, world.viewer(env.ns))
     page = tenant.http.get(f"/clusters/{env.ns}/mine-1").text
     assert "Reconcile now" in page and "Check drift now" in page

@@ -36,7 +36,7 @@ from automation.api.tenants import ClusterId, TenantId
 from stacks.names import CLUSTERS, GROUP, VERSION, stack_name
 from stacks.runs.cause import Cause
 from stacks.runs.model import DetailRef, Operation
-from stacks.runs.record import Executor, Result, RunRecord, tenant_view
+from stacks.runs.record import Executor, Result, RunRecord, newest_first, tenant_view
 
 Caller = Annotated[client.ApiClient, Depends(caller)]
 Reg = Annotated[Registry, Depends(registry)]
@@ -126,7 +126,7 @@ def _records(reg: Registry, tenant: str, cluster: str, api: client.ApiClient) ->
     except HistoryError as exc:
         LOG.error("run history of %s in %s: %s", stack, store.location, exc)
         raise HTTPException(502, UNREADABLE) from None
-    ordered = sorted((r for r in found if r.stack == stack), key=lambda r: (r.started, r.id), reverse=True)
+    ordered = newest_first(found, stack)
     return store, stack, ordered
 
 

@@ -21,7 +21,7 @@ import json
 import os
 import re
 import sys
-from typing import Any, Mapping, Sequence, TextIO
+from typing import Any, Mapping, TextIO
 
 from automation.adapters.history import HistoryError, HistoryStore
 from automation.adapters.history.options import store_from
@@ -31,7 +31,7 @@ from stacks.errors import InvalidSpec
 from stacks.names import stack_name
 from stacks.options import SERVE, option
 from stacks.runs.model import summary as changes_summary
-from stacks.runs.record import RunRecord, diff_document, record_json, tenant_view
+from stacks.runs.record import RunRecord, diff_document, newest_first, record_json, tenant_view
 from stacks.times import parse_seconds
 
 FORMATS = ("text", "json", "markdown")
@@ -50,11 +50,6 @@ def cluster_of(text: str) -> tuple[str, str]:
     if not sep or not _NAMESPACE.fullmatch(namespace) or not _NAME.fullmatch(name):
         raise InvalidSpec.one(COMMAND, "NS/NAME", f"{text!r} is not a cluster's namespace/name, e.g. acme/prod-1")
     return namespace, name
-
-
-def newest_first(records: Sequence[RunRecord], stack: str) -> list[RunRecord]:
-    """The stack's records, newest first (an index entry of another stack, which no store should hold, left out)."""
-    return sorted((r for r in records if r.stack == stack), key=lambda r: (r.started, r.id), reverse=True)
 
 
 def history_command(args: argparse.Namespace, *, store: HistoryStore | None = None,

@@ -19,7 +19,7 @@ from stacks.console.query import FILTERS, SORTS, Query, answer
 from stacks.console.rows import Row, status_of
 from stacks.names import CLUSTERS, STACKRUNS, stack_name
 from stacks.plandiff.render import render_diff
-from stacks.runs.record import RunRecord, diff_document, record_json, tenant_view
+from stacks.runs.record import RunRecord, diff_document, newest_first, record_json, tenant_view
 from stacks.status import ClusterStatus
 
 router = APIRouter()
@@ -65,7 +65,7 @@ def _records(c: Console, namespace: str, name: str) -> tuple[list[RunRecord], st
     except HistoryError as exc:
         LOG.error("run history of %s in %s: %s", stack, c.history.location, exc)
         return [], "The run history cannot be read now; the console's log says why."
-    return sorted((r for r in found if r.stack == stack), key=lambda r: (r.started, r.id), reverse=True), ""
+    return newest_first(found, stack), ""
 
 
 def _shown(c: Console, signed: Session, record: RunRecord, detail: dict | None) -> tuple[dict, dict | None]:

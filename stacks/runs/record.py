@@ -20,7 +20,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from pydantic import Field
 
@@ -153,6 +153,12 @@ CLEAN_CHECKS = 10  # drift checks that found nothing, kept per stack whatever --
 def quiet(record: RunRecord) -> bool:
     """A drift check that found nothing: the clock's, not a change's (one an hour with the default interval)."""
     return record.operation == "preview" and record.result == "Succeeded"
+
+
+def newest_first(records: Iterable[RunRecord], stack: str) -> list[RunRecord]:
+    """A stack's records as readers list them: newest first, only the stack's own (an index holds no other's, but a
+    reader does not take that on trust)."""
+    return sorted((r for r in records if r.stack == stack), key=lambda r: (r.started, r.id), reverse=True)
 
 
 def keep_last(records: Sequence[RunRecord], keep: int) -> tuple[list[RunRecord], list[RunRecord]]:
