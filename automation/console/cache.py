@@ -14,13 +14,17 @@ from typing import Any, Callable, Iterable, Mapping
 from kubernetes import client
 
 from automation.adapters.kube.informer import Informer, Raw, Source, object_key
-from stacks.console.rows import Row, row_of, tenant_of
+from stacks.console.rows import Row, fleet_part, row_of, tenant_of
 from stacks.names import CLUSTERS, GROUP, HUBCONFIGS, STACKRUNS, VERSION
 
 EVERYWHERE = "*"  # a change not in one namespace (the HubConfig, a Namespace's tenant)
 CHANGES_KEPT = 4096  # changes remembered for changed_since; an older version reads as "anything may have changed"
 EVENTS_PER_CLUSTER = 20  # the newest Events of a cluster kept
 SLIM = ("managedFields",)  # metadata the console never shows: not kept
+
+
+def _annotations(raw: Raw | None) -> Any:
+    return None if raw is None else (raw.get("metadata") or {}).get("annotations")
 
 
 def _slim(raw: Raw) -> Raw:
@@ -52,7 +56,6 @@ class _Kind:
 class ConsoleCache:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
         self.clusters, self.runs, self.events = _Kind(self, CLUSTERS), _Kind(self, STACKRUNS), _Kind(self, "events")
         self.namespaces, self.hubconfigs = _Kind(self, "namespaces"), _Kind(self, HUBCONFIGS)
         self.configmaps = _Kind(self, "configmaps")  # the role map only (the mesh's picture resolves with it)
@@ -60,6 +63,10 @@ class ConsoleCache:
         self._by_namespace: dict[str, set[str]] = {}  # namespace -> cluster keys
         self._events_of: dict[str, list[str]] = {}  # cluster key -> event keys, oldest first
         self.version = 0
+        # Bumped only by a change the fleet's resolution reads (model.py): a cluster's fleet_part, a Namespace's
+        # annotations, the HubConfig, the role map. Status writes, Events and runs leave it, so no page resolves
+        # the fleet again for them.
+        self.fleet_version = 0
         self._changes: deque[tuple[int, str]] = deque(maxlen=CHANGES_KEPT)
 
     # ----------------------------------------------------------------- writes (informer threads)
@@ -68,10 +75,13 @@ class ConsoleCache:
         meta = raw.get("metadata") or {}
         namespace = str(meta.get("namespace") or "")
         with self.lock:
+            old = store.objects.get(key)
             if kind == "DELETED":
                 store.objects.pop(key, None)
             else:
                 store.objects[key] = raw
+            if self._moves_fleet(store, old, None if kind == "DELETED" else raw):
+                self.fleet_version += 1
             if store is self.clusters:
                 self._cluster(key, namespace, None if kind == "DELETED" else raw)
             elif store is self.events:
@@ -82,7 +92,15 @@ class ConsoleCache:
                 namespace = key
             self.version += 1
             self._changes.append((self.version, namespace or EVERYWHERE))
-            self.changed.notify_all()
+
+    def _moves_fleet(self, store: _Kind, old: Raw | None, new: Raw | None) -> bool:
+        if store is self.hubconfigs or store is self.configmaps:
+            return True
+        if store is self.namespaces:
+            return _annotations(old) != _annotations(new)
+        if store is self.clusters:
+            return (old is None) != (new is None) or fleet_part(old or {}) != fleet_part(new or {})
+        return False
 
     def _tenant(self, namespace: str) -> str:
         doc = self.namespaces.objects.get(namespace) or {}
@@ -170,11 +188,6 @@ class ConsoleCache:
                 return self.version, None
             return self.version, {ns for v, ns in self._changes if v > version}
 
-    def wait(self, version: int, timeout: float) -> int:
-        """Block until the version passes `version`, or `timeout` seconds; the version now."""
-        with self.changed:
-            self.changed.wait_for(lambda: self.version > version, timeout)
-            return self.version
 
 
 def informers(cache: ConsoleCache, api: client.ApiClient, *, hub_name: str, namespace: str, role_map: str,

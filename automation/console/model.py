@@ -3,7 +3,8 @@ stack builds (the plan's tree of it).
 
 The fleet (the hub, the clusters with their recorded join stamps, claims and networks, the namespaces, the role
 map, the mesh's recorded state) is resolved by stacks.resolve.resolve_all, the service's own rules, once per change
-of the cache and only when a page asks. A cluster's resources are its inputs planned under Pulumi's mock runtime
+of what it reads in the cache (ConsoleCache.fleet_version: a status write, an Event or a run is none) and only when
+a page asks. A cluster's resources are its inputs planned under Pulumi's mock runtime
 (automation.adapters.engine.plan, the offline plan's), once per inputs digest: what the program builds from the
 inputs now, with each resource's account and region. For a viewer who is not a hub administrator the tree's text
 is redacted by the one rule (stacks.disclosure): a pair owner's stack builds the peer's side, in the peer's account.
@@ -41,7 +42,7 @@ def _own_loop() -> None:
 
 @dataclass(frozen=True)
 class Resolved:
-    version: int  # the cache's
+    version: int  # the cache's fleet_version it was resolved at
     fleet: Fleet | None
     mesh: MeshPlan | None
     inputs: dict[str, StackInputs | InvalidSpec] = field(default_factory=dict)
@@ -88,7 +89,7 @@ class FleetModel:
         self._planner = ThreadPoolExecutor(1, thread_name_prefix="console-plan", initializer=_own_loop)
 
     def resolved(self) -> Resolved:
-        version = self.cache.version
+        version = self.cache.fleet_version
         with self._lock:
             if self._last is not None and self._last.version == version:
                 return self._last

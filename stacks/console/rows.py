@@ -10,7 +10,9 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from stacks.conditions import state_of
+from stacks.hub_state import RECORDS
 from stacks.mesh.membership import asked_group
+from stacks.model.loading import resolved_part
 from stacks.names import TENANT_ANNOTATION, TENANT_LABEL, cluster_key
 from stacks.status import DRIFT_CONDITION, ClusterStatus
 
@@ -52,6 +54,15 @@ def status_of(raw: Mapping[str, Any]) -> ClusterStatus:
         return ClusterStatus.model_validate(raw.get("status") or {})
     except ValidationError:
         return ClusterStatus()
+
+
+def fleet_part(raw: Mapping[str, Any]) -> tuple:
+    """What the fleet's resolution reads of a HubCluster object: its resolved part (stacks.model.loading, the part
+    the service watches for change), its records (stacks.hub_state.RECORDS) and whether it has a stack. A change
+    elsewhere (its conditions, its last update) moves no stack's inputs and no mesh."""
+    found = raw.get("status")
+    status: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    return (resolved_part(raw), {key: status.get(key) for key in RECORDS}, bool(status.get("stack")))
 
 
 def changes_text(changes: Mapping[str, int]) -> str:
