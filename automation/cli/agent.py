@@ -42,6 +42,7 @@ from kubernetes import client, config
 from automation.adapters.sshkeys import new_key_pair
 from stacks.gitrepos import keys
 from stacks.install import INSTALL_ID_ANNOTATION, KEY_PUSHED_ANNOTATION
+from stacks.jwt import claims
 from stacks.names import AGENT_DEPLOY_KEY
 from stacks.options import AGENT, add_options
 
@@ -64,11 +65,10 @@ def gather(guest: client.ApiClient) -> dict[str, str]:
 def token_times(token: str) -> tuple[int, int] | None:
     """(issued at, expires at) in epoch seconds, read from the token's JWT claims (not verified: the hub does
     that), or None when it carries none."""
+    found = claims(token)
     try:
-        payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        return int(claims["iat"]), int(claims["exp"])
-    except (IndexError, KeyError, TypeError, ValueError):
+        return (int(found["iat"]), int(found["exp"])) if found is not None else None
+    except (KeyError, TypeError, ValueError):
         return None
 
 

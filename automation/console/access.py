@@ -12,10 +12,7 @@ ClusterRoleBinding) is a hub administrator: the one SubjectAccessReview with no 
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
-import json
 import secrets
 import threading
 import time
@@ -25,6 +22,7 @@ from typing import Any, Callable, Iterable
 
 from kubernetes import client
 
+from stacks.jwt import claims
 from stacks.names import CLUSTERS, GROUP
 
 SESSION_COOKIE = "hubwright_session"
@@ -61,14 +59,7 @@ class SignInRefused(Exception):
 
 def token_expiry(token: str) -> float | None:
     """A JWT's exp claim (a ServiceAccount or OIDC token; the TokenReview has checked its signature), else None."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (ValueError, binascii.Error):
-        return None
-    exp = claims.get("exp") if isinstance(claims, dict) else None
+    exp = (claims(token) or {}).get("exp")
     return float(exp) if isinstance(exp, (int, float)) else None
 
 
