@@ -35,6 +35,21 @@ def pulumi_processes_under(pid: int) -> list[tuple[int, str]]:
             if "pulumi" in proctree.program_name(p)]
 
 
+def started(pid: int) -> str | None:
+    """When process `pid` started (/proc/PID/stat's starttime): with the pid, the identity of one process, since a
+    pid is reused (pid_max is 32,768 here, and a busy CI run goes through thousands a minute)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def still_running(processes: dict[int, str | None]) -> list[tuple[int, str]]:
+    """Those of {pid: start time} that run now as the same process (not a zombie), with their programs."""
+    return [(pid, proctree.program_name(pid)) for pid, at in processes.items()
+            if proctree.alive(pid) and started(pid) == at]
+
+
 def test_four_stacks_go_up_at_once_each_in_its_own_worker(pulumi_cli, tmp_path):
     """Four `up`s overlap in time, each gets its own program's outputs (no state shared between inline
     programs), and every stack's applied inputs are its own."""
@@ -149,13 +164,15 @@ def test_nothing_outlives_a_killed_service(pulumi_cli, tmp_path):
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
     try:
         provider = int(wait_until(lambda: marker.exists() and marker.read_text(), 180, what="the provider to start"))
-        tree = proctree.descendants(service.pid)
+        tree = {pid: started(pid) for pid in proctree.descendants(service.pid)}
         assert provider in tree
         service.send_signal(signal.SIGKILL)
         service.wait(10)
         # 45 s, not 15: the chain (worker sees its parent gone, cancels the CLI, the CLI stops its plugin) took
-        # over 15 s once in a full CI run on 2 busy cores; alone it takes a few seconds.
-        wait_until(lambda: not any(proctree.alive(p) for p in tree), 45, what=f"every process of the run to die: {tree}")
+        # over 15 s once in a full CI run on 2 busy cores; alone it takes a few seconds. A process is its pid and its
+        # start time: a pid reused by another test's process while this waits is not this run's.
+        wait_until(lambda: not still_running(tree), 45, what=f"every process of the run to die: {tree}",
+                   diagnose=lambda: f"still running: {still_running(tree)}")
     finally:
         if service.poll() is None:
             service.kill()

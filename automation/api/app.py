@@ -14,7 +14,6 @@ has no caller; everything else runs as the caller.
 """
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -29,6 +28,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.history import HistoryStore
 from automation.adapters.kube.clients import ClientCache, TimedApiClient, timed
+from automation.adapters.kube.objects import status_message
 from automation.api.docs import add_docs
 from automation.api.ratelimit import CallerLimits, RateLimiter
 from stacks.names import API_VERSION, BOOTSTRAP_SUBRESOURCE, FACTS_SUBRESOURCE, GROUP
@@ -124,12 +124,9 @@ def invalid(exc: RequestValidationError) -> dict[str, Any]:
 
 
 def kube_error(exc: ApiException) -> HTTPException:
-    """Kubernetes' answer, passed through: its status code and its message."""
-    try:
-        body = json.loads(exc.body or "{}")
-    except ValueError:
-        body = {}
-    message = body.get("message") or exc.reason or "Kubernetes refused the request"
+    """Kubernetes' answer, passed through: its status code and its message (the Status body's, as every caller reads
+    it: automation.adapters.kube.objects.status_message)."""
+    message = status_message(exc.body) or exc.reason or "Kubernetes refused the request"
     return HTTPException(exc.status or 502, message)
 
 

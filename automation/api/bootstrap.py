@@ -42,6 +42,7 @@ from pydantic import Field, ValidationError
 import urllib3
 
 from automation.adapters.kube.agent import AgentGone, grant_agent
+from automation.adapters.kube.calls import error_text
 from stacks.times import rfc3339_seconds, parse_seconds
 from automation.api.app import LOG, Registry, caller, kube_unreachable, registry
 from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of_tenant, own_cluster
@@ -305,8 +306,8 @@ def install(request: Request, reg: Reg,
         raise HTTPException(409, f"HubCluster {namespace}/{name} was deleted during the install; its agent was "
                                  "revoked") from None
     except ApiException as exc:
-        LOG.error("Cluster %s/%s redeemed its bootstrap token, but making its agent failed: %s %s",
-                  namespace, name, exc.status, exc.reason)
+        LOG.error("Cluster %s/%s redeemed its bootstrap token, but making its agent failed: %s",
+                  namespace, name, error_text(exc))
         raise HTTPException(502, f"the token was accepted, but creating the agent's credentials failed "
                                  f"({exc.status} {exc.reason}); ask for a new bootstrap token") from None
     except urllib3.exceptions.HTTPError as exc:  # no answer in time: the token is spent all the same

@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from automation.adapters.kube.calls import error_text
 from automation.api.agents import refuse_stale_agent
 from automation.api.app import LOG, Registry, caller, registry
 from automation.api.kube import CONFLICT_ATTEMPTS, authorize, custom, namespace_of_tenant, own_cluster
@@ -100,8 +101,8 @@ def push(tenant: TenantId, cluster: ClusterId, body: FactsPush, api: Caller, reg
     try:
         mirror(own, current, version)
     except ApiException as exc:
-        LOG.error("facts of %s/%s stored as version %d but not mirrored to status.facts: %s %s",
-                  namespace, cluster, version.version, exc.status, exc.reason)
+        LOG.error("facts of %s/%s stored as version %d but not mirrored to status.facts: %s",
+                  namespace, cluster, version.version, error_text(exc))
         raise HTTPException(502, f"facts stored as version {version.version}, but writing status.facts "
                                  f"failed ({exc.status} {exc.reason})") from None
     return JSONResponse(_view(version), status_code=201)

@@ -15,6 +15,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from pydantic import BaseModel, ValidationError
 
+from automation.adapters.kube.calls import error_text
 from automation.api.app import FORBIDDEN, LOG, Registry
 from automation.api.models import RESERVED_LABELS, tenant_namespace
 from stacks.names import CLUSTERS, TENANTS, GROUP, VERSION
@@ -97,8 +98,8 @@ def tenant_index(reg: Registry) -> dict[str, str]:
     except ApiException as exc:
         if not reg.extra.get("tenant_index_refused"):  # say it once, not on every list
             reg.extra["tenant_index_refused"] = True
-            LOG.warning("cannot list Tenants with the API's own ServiceAccount (%s %s): clusters are shown "
-                        "without their tenant", exc.status, exc.reason)
+            LOG.warning("cannot list Tenants with the API's own ServiceAccount (%s): clusters are shown "
+                        "without their tenant", error_text(exc))
         return {}
     index: dict[str, str] = {}
     for doc in tenants.get("items") or []:

@@ -39,6 +39,7 @@ from typing import Any, Callable
 import httpx
 from kubernetes import client, config
 
+from automation.adapters.kube.calls import error_text
 from automation.adapters.sshkeys import new_key_pair
 from stacks.gitrepos import keys
 from stacks.install import INSTALL_ID_ANNOTATION, KEY_PUSHED_ANNOTATION
@@ -255,7 +256,8 @@ def agent_command(args: argparse.Namespace) -> int:
 
 
 def _safe(exc: Exception) -> str:
-    """An error's summary without headers or bodies (a Kubernetes error carries the request's headers)."""
+    """An error's summary without headers (a Kubernetes error carries the request's headers): the API server's
+    own words (automation.adapters.kube.calls.error_text)."""
     if isinstance(exc, client.ApiException):
-        return f"Kubernetes refused a request: {exc.status} {exc.reason}"
+        return f"Kubernetes refused a request: {error_text(exc)}"
     return str(exc)

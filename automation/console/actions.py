@@ -15,6 +15,7 @@ from fastapi.responses import RedirectResponse
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from automation.adapters.kube.calls import error_text
 from automation.console.app import AUDIT, LOG, checked_post, console, form
 from automation.console.pages import NOT_FOUND, may_see
 from stacks.names import CLUSTERS, DRIFT_CHECK_REQUEST_ANNOTATION, GROUP, RECONCILE_REQUEST_ANNOTATION, VERSION
@@ -39,7 +40,7 @@ async def act(request: Request, namespace: str, name: str, action: str) -> Redir
         api.patch_namespaced_custom_object(GROUP, VERSION, namespace, CLUSTERS, name,
                                            {"metadata": {"annotations": {annotation: value}}})
     except ApiException as exc:
-        LOG.warning("%s on %s/%s as %s: %s %s", action, namespace, name, signed.viewer.user, exc.status, exc.reason)
+        LOG.warning("%s on %s/%s as %s: %s", action, namespace, name, signed.viewer.user, error_text(exc))
         AUDIT.info("%s %s/%s by %s: refused (%s)", action, namespace, name, signed.viewer.user, exc.status)
         raise HTTPException(403 if exc.status == 403 else 502,
                             "The hub's API server refused the change." if exc.status == 403 else

@@ -29,6 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 
 from automation.adapters.history import HistoryStore
+from automation.adapters.kube.calls import error_text
 from automation.adapters.kube.clients import ClientCache
 from automation.console.access import SESSION_COOKIE, Access, Session, Sessions, SignInRefused
 from automation.console.cache import ConsoleCache
@@ -201,7 +202,7 @@ def create_app(state: Console, *, routers: tuple = ()) -> FastAPI:
             return login_page(request, "The hub's API server did not accept this token (it may have expired).",
                               status=401)
         except ApiException as exc:
-            LOG.error("TokenReview failed: %s %s", exc.status, exc.reason)
+            LOG.error("TokenReview failed: %s", error_text(exc))
             return login_page(request, "Sign-in is not possible now; the console's log says why.", status=503)
         AUDIT.info("sign-in: %s (groups %s)", signed.viewer.user, ",".join(signed.viewer.groups))
         response = RedirectResponse(local(fields.get("next")), status_code=303)

@@ -20,7 +20,7 @@ from automation.adapters.engine.settings import PulumiSettings
 from automation.adapters.history.options import store_from
 from automation.adapters.kube.kubeconfig import kube_client
 from automation.adapters.probes import ProbeServer
-from automation.runner.runner import Runner
+from automation.runner.runner import OUTSIDE_A_POD, Runner, hosts_problem
 from stacks.options import RUNNER, HelpFormatter, add_options, values
 
 LOG = logging.getLogger("hubwright.runner")
@@ -47,8 +47,30 @@ def limits_from(args: argparse.Namespace) -> RunLimits:
     return RunLimits(timeout=args.run_timeout, grace=args.cancel_grace)
 
 
+def identity_problem(args: argparse.Namespace) -> str | None:
+    """Why this runner cannot take part under its name (None: it can). Its name is the holder of its claims (a
+    HubStackRun's status.claim.holder) and the host its stack locks carry, so it is its host name: a pod's name is
+    its host name (POD_NAME), and outside a pod --identity is left unset; the name must match --runner-hosts."""
+    host = socket.gethostname()
+    if args.identity and args.identity != host:
+        return (f"runner --identity {args.identity!r} (or POD_NAME) is not this host's name {host!r}: a runner's "
+                f"name is the holder of its claims and must be the host its stack locks carry. In a pod, POD_NAME is "
+                f"the pod's name, its host name; outside a pod, leave --identity and POD_NAME unset (this runner is "
+                f"then {host!r}) and pass --runner-hosts {host!r} to every runner and to the service ({OUTSIDE_A_POD})")
+    return hosts_problem(args.identity or host, args.runner_hosts or None)
+
+
+def refuse_identity(args: argparse.Namespace) -> None:
+    """Exit 2 saying why this runner's name cannot be used, before anything starts (workers, watches, claims)."""
+    problem = identity_problem(args)
+    if problem is not None:
+        LOG.error("not started: %s", problem)
+        raise SystemExit(2)
+
+
 def runner_command(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format)
+    refuse_identity(args)
     os.environ.update(logs.environment(args.log_level, args.log_format))  # the engine's workers log the same way
     limits = limits_from(args)
     settings = PulumiSettings.from_options(values(args, RUNNER), limits=limits)
@@ -63,9 +85,7 @@ def runner_command(args: argparse.Namespace) -> int:
 def serve_runner(args: argparse.Namespace, engine: Engine) -> int:
     """The runner process around `engine`: probes, metrics, signals, drain. doubles/runners.py runs it with the
     engine double (tests only)."""
-    if args.identity and args.identity != socket.gethostname():
-        raise SystemExit(f"error: --identity {args.identity!r} (POD_NAME) is not this host's name "
-                         f"{socket.gethostname()!r}: a runner's claims must name the host its stack locks carry")
+    refuse_identity(args)
     missing = aws_plugin_problem()  # the image's AWS plugin: without it, no claims, and said here and on /readyz
     if missing is not None:
         LOG.error("not ready, claiming no run: %s", missing)

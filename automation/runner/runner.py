@@ -47,11 +47,24 @@ from automation.runner.pick import Picker
 from stacks.names import STACKRUNS
 from stacks.runs import claims
 
-__all__ = ["Runner", "Job", "RunnerMetrics", "PICK", "MAX_WAKE", "MIN_MARGIN", "WATCHDOG_TICK", "PROGRESS_EVERY",
-           "CANCELLED", "margin", "renew_every", "utc_now"]
+__all__ = ["Runner", "hosts_problem", "Job", "RunnerMetrics", "PICK", "MAX_WAKE", "MIN_MARGIN", "WATCHDOG_TICK",
+           "PROGRESS_EVERY", "CANCELLED", "margin", "renew_every", "utc_now"]
 
 LOG = logging.getLogger("hubwright.runner")
 PICK = "pick"  # the one key of the picker's queue
+OUTSIDE_A_POD = 'docs/service.md, "Runners outside a pod"'
+
+
+def hosts_problem(identity: str, runner_hosts: str | None) -> str | None:
+    """Why a runner named `identity` cannot run beside the others (None: it can): its name must match
+    --runner-hosts, or no other runner would ever recover a stack lock it left (automation.adapters.engine.locks)."""
+    if not runner_hosts or re.fullmatch(runner_hosts, identity):
+        return None
+    return (f"runner {identity!r} (its name: --identity or POD_NAME, else its host name) does not match "
+            f"--runner-hosts {runner_hosts!r} (HUBWRIGHT_RUNNER_HOSTS; the default matches the runner Deployment's pod "
+            f"names): no other runner would ever recover a stack lock this one leaves. Outside a pod, pass "
+            f"--runner-hosts {identity!r} (or a regex matching every runner's host name) to every runner and to the "
+            f"service ({OUTSIDE_A_POD})")
 
 
 class Runner:
@@ -70,9 +83,9 @@ class Runner:
         self.engine = engine
         self.namespace = namespace
         self.identity = identity or socket.gethostname()
-        if runner_hosts and not re.fullmatch(runner_hosts, self.identity):
-            raise ValueError(f"--identity {self.identity!r} does not match --runner-hosts {runner_hosts!r}: the "
-                             "stack locks this runner writes would never be recovered by another runner")
+        unmatched = hosts_problem(self.identity, runner_hosts)
+        if unmatched is not None:
+            raise ValueError(unmatched)
         # Whole seconds, as the claim records it (rounded down: the watchdog never counts on more than is written).
         self.claim_ttl, self.workers, self.cancel_grace = float(int(claim_ttl)), workers, cancel_grace
         self.runner_hosts = runner_hosts

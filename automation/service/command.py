@@ -20,6 +20,7 @@ from automation.adapters.engine import Engine, RunLimits
 from automation.adapters.engine.pool import WorkerPool
 from automation.adapters.engine.settings import PulumiSettings
 from automation.adapters.history.options import store_from
+from automation.adapters.kube.calls import ApiClient, error_text, user_of
 from automation.adapters.kube.kubeconfig import kube_client
 from automation.service.executor import RunnerEngine
 from automation.service.options import ServiceOptions
@@ -29,6 +30,7 @@ from automation.service.serve import LOG, Service, default_guards
 from stacks.accounts import hub_target
 from stacks.model.hub import HubConfig
 from stacks.options import SERVE, HelpFormatter, add_options, values
+from stacks.runs.admission import author_problem
 
 
 def add_serve_command(subparsers: Any, environ: Mapping[str, str] | None = None) -> None:
@@ -55,6 +57,19 @@ def settings_from(args: argparse.Namespace, limits: RunLimits) -> PulumiSettings
     return PulumiSettings.from_options(values(args, SERVE), limits=limits)
 
 
+def say_author(api_client: ApiClient, namespace: str) -> None:
+    """--executor runners: said once, at start, when the user this service acts as is not the ServiceAccount the
+    admission policy lets create HubStackRuns (stacks.runs.admission.author_problem): every run would be refused."""
+    try:
+        user = user_of(api_client)
+    except Exception as exc:  # noqa: BLE001 - only a warning ahead: each refused run still says why
+        LOG.info("could not ask which user this service acts as: %s", error_text(exc))
+        return
+    problem = author_problem(user, namespace)
+    if problem is not None:
+        LOG.error("%s", problem)
+
+
 def serve_command(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format)
     os.environ.update(logs.environment(args.log_level, args.log_format))  # the engine's workers log the same way
@@ -71,6 +86,9 @@ def serve_command(args: argparse.Namespace) -> int:
     if options.executor == "runners":
         engine = RunnerEngine(api_client, local=local, namespace=options.namespace, limits=limits,
                               keep_runs=options.keep_runs)
+        # Off the start's path: the API server may be slow to answer, and the probes must come up regardless.
+        threading.Thread(target=say_author, args=(api_client, options.namespace), name="author-check",
+                         daemon=True).start()
 
     def lost() -> None:
         LOG.error("lost the Lease: runs in flight killed; exiting")

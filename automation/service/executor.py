@@ -36,7 +36,7 @@ from typing import Any, Mapping
 from automation.adapters.engine import Engine
 from automation.adapters.engine.protocol import (EngineError, OnProgress, PolicyViolation, RunCancelled, RunLimits,
                                                  RunResult, StackLocked)
-from automation.adapters.kube.calls import API_ERRORS
+from automation.adapters.kube.calls import API_ERRORS, error_text
 from automation.adapters.kube.informer import Raw, object_key
 from automation.adapters.kube.stackruns import Api, StackRunClient, stackrun_source_of
 from automation.kit.objects import Obj
@@ -44,6 +44,7 @@ from automation.kit.runtime import Manager
 from automation.service.runs import current
 from stacks import status as reasons
 from stacks.inputs import StackProgramInputs
+from stacks.runs.admission import refusal_hint
 from stacks.runs.checks import refusal
 from stacks.runs.claims import expired, expiry, view
 from stacks.runs.history import beyond
@@ -191,7 +192,7 @@ class RunnerEngine:
                 LOG.info("deleting run Secret %s/%s: its run is gone", self.namespace, name)
                 self.runs.delete_secret(name)
         except API_ERRORS as exc:
-            LOG.warning("could not sweep the Secrets of deleted runs: %s", getattr(exc, "reason", exc))
+            LOG.warning("could not sweep the Secrets of deleted runs: %s", error_text(exc))
         with store.changed:
             store.synced.set()
             store.changed.notify_all()
@@ -273,8 +274,9 @@ class RunnerEngine:
             result = self._result(raw)
             self._consumed(raw)
             return result_of(raw, result)
-        except API_ERRORS as exc:
-            raise EngineError(f"{what}: the API server failed its HubStackRun: {getattr(exc, 'reason', exc)}") from exc
+        except API_ERRORS as exc:  # the API server's own words (an admission policy's refusal), and what to do
+            said = error_text(exc)
+            raise EngineError(f"{what}: a call for its HubStackRun failed: {said}{refusal_hint(said)}") from exc
         finally:
             if key is not None:
                 self._retain(store, namespace, stack)
@@ -396,7 +398,7 @@ class RunnerEngine:
         try:
             self.runs.delete_secret(secret_name(namespace, name))
         except API_ERRORS as exc:
-            LOG.info("run %s: its Secret stays until the run goes: %s", object_key(raw), getattr(exc, "reason", exc))
+            LOG.info("run %s: its Secret stays until the run goes: %s", object_key(raw), error_text(exc))
 
     def _retain(self, store: RunStore, namespace: str, stack: str) -> None:
         """Delete the stack's finished runs beyond --keep-runs, each with its Secret."""
@@ -405,7 +407,7 @@ class RunnerEngine:
             try:
                 self.runs.delete(old.key, secret_name(ns, name))
             except API_ERRORS as exc:
-                LOG.warning("could not delete the old run %s: %s", old.key, getattr(exc, "reason", exc))
+                LOG.warning("could not delete the old run %s: %s", old.key, error_text(exc))
 
 
 def _same(raw: Raw, operation: str, digest: str | None, refresh: bool) -> bool:

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping
 from automation.adapters.backoff import Backoff
 from automation.adapters.engine import Engine
 from automation.adapters.kube.agent import sweep_agents
-from automation.adapters.kube.calls import API_ERRORS, ApiClient
+from automation.adapters.kube.calls import API_ERRORS, ApiClient, error_text
 from automation.adapters.kube.informer import sources
 from automation.adapters.kube.ingress_sync import IngressSync
 from automation.kit.objects import Objects
@@ -126,7 +126,7 @@ def _seed_routes(fleet: Fleet, ingress: IngressSync) -> bool:
             fleet.desired.seed_routes(ingress.published(hub))
             return True
         except Exception as exc:  # noqa: BLE001 - the API server may be away: try again
-            LOG.warning("could not read the shared ingress's published routes (%s); retrying", exc)
+            LOG.warning("could not read the shared ingress's published routes (%s); retrying", error_text(exc))
         fleet.stopped.wait(Backoff(0.5, 10.0).delay(attempt))
         attempt += 1
     return False
@@ -138,6 +138,6 @@ def _sweep_agents(fleet: Fleet, api_client: ApiClient, namespace: str | None) ->
     try:
         sweep_agents(api_client, namespace)
     except API_ERRORS as exc:
-        LOG.warning("could not sweep the facts agents of deleted Clusters: %s", getattr(exc, "reason", exc))
+        LOG.warning("could not sweep the facts agents of deleted Clusters: %s", error_text(exc))
     LOG.info("watches synced: %d clusters", len(fleet.cache.entries()))
     return True

@@ -63,11 +63,13 @@ class PulumiSettings:
         --history-log-kib (log_bytes)."""
         home, stale, pack = values.get("pulumi_home"), values.get("stale_lock_seconds"), values.get("policy_pack")
         kib = values.get("history_log_kib")
+        # Absolute from here on: the worker processes run in the checkout's import root, and a relative --state-dir
+        # or --pulumi-home means the folder the user ran the command from.
         return cls(
-            state_dir=Path(values.get("state_dir") or default("state-dir")),
+            state_dir=Path(values.get("state_dir") or default("state-dir")).absolute(),
             backend_url=values.get("backend") or None,
             organization=values.get("pulumi_org") or None,
-            pulumi_home=Path(home) if home else None,
+            pulumi_home=Path(home).absolute() if home else None,
             secrets_provider=values.get("secrets_provider") or None,
             own_hosts=values.get("lock_hosts") or None,
             runner_hosts=values.get("runner_hosts") or None,

@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes import client
 
-from automation.adapters.kube.calls import API_ERRORS
+from automation.adapters.kube.calls import API_ERRORS, error_text
 from automation.adapters.kube.kubeconfig import kube_client
 from stacks.errors import InvalidSpec
 from stacks.names import CLUSTERS, GROUP, VERSION
@@ -22,8 +22,8 @@ def listed_clusters(where: str) -> list[dict[str, Any]]:
         listed = client.CustomObjectsApi(api).list_cluster_custom_object(GROUP, VERSION, CLUSTERS,
                                                                          _request_timeout=TIMEOUT)
     except API_ERRORS as exc:
-        raise InvalidSpec.one(where, "", f"could not list the hub's HubClusters: "
-                                         f"{getattr(exc, 'reason', None) or exc}") from None
+        raise InvalidSpec.one(where, "", f"could not list the hub's HubClusters: {error_text(exc)}") \
+            from None
     finally:
         api.close()
     return list(listed.get("items") or [])

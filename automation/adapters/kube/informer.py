@@ -21,6 +21,7 @@ from kubernetes.client.rest import ApiException
 
 from automation.adapters.backoff import Backoff
 from automation.adapters.loop import Loop
+from automation.adapters.kube.objects import error_text
 from stacks.names import CLUSTERS, GROUP, HUBCONFIGS, RETAINEDS, VERSION
 
 LOG = logging.getLogger("hubwright.watch")
@@ -150,7 +151,7 @@ class Informer(Loop):
                     continue
                 failures += 1
                 self.on_restart(self.source.name, f"http{exc.status}")
-                LOG.warning("%s: watch failed (%s %s); retrying", self.source.name, exc.status, exc.reason)
+                LOG.warning("%s: watch failed (%s); retrying", self.source.name, error_text(exc))
                 self._pause(failures)
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
                 if self._stop.is_set():

@@ -35,6 +35,7 @@ from typing import Any, Callable
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from automation.adapters.kube.objects import error_text
 from automation.adapters.loop import Loop
 from stacks.times import rfc3339_micro
 
@@ -91,6 +92,7 @@ class LeaderElector(Loop):
         self.holder: str | None = None
         self._leading = threading.Event()
         self._transition = threading.Lock()  # one leadership change at a time, callbacks included
+        self._refused: str | None = None  # the last refusal of a Lease call said (a WARNING once, not every try)
 
     @property
     def is_leader(self) -> bool:
@@ -148,7 +150,8 @@ class LeaderElector(Loop):
             lease = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.request_timeout)
         except ApiException as exc:
             if exc.status != 404:
-                LOG.info("reading Lease %s/%s failed: %s", self.namespace, self.name, exc.status)
+                self._said(f"reading Lease {self.namespace}/{self.name} failed: {error_text(exc)}",
+                           refused=exc.status in (401, 403))
                 return None
             return self._create()
         except Exception as exc:  # noqa: BLE001 - API unreachable or too slow: try again
@@ -179,11 +182,22 @@ class LeaderElector(Loop):
         try:
             call()
         except Exception as exc:  # noqa: BLE001 - not the holder this round; try again
-            LOG.info("%s: %s Lease %s/%s failed: %s", self.identity, what, self.namespace, self.name,
-                     getattr(exc, "status", exc))
+            self._said(f"{self.identity}: {what} Lease {self.namespace}/{self.name} failed: {error_text(exc)}",
+                       refused=getattr(exc, "status", None) in (401, 403))
             return None
         self.holder = self.identity
         return sent
+
+    def _said(self, text: str, *, refused: bool) -> None:
+        """A failed Lease call: a refusal (401, 403: a person must give this identity its Role) is a WARNING the
+        first time it reads so, then DEBUG while it stays the same; anything else (a conflict, the API away) INFO."""
+        if not refused:
+            LOG.info("%s", text)
+        elif text != self._refused:
+            LOG.warning("%s; retrying every %gs, said again only when it changes", text, self.retry_period)
+        else:
+            LOG.debug("%s", text)
+        self._refused = text if refused else None
 
     def _duration_seconds(self) -> int:
         """Followers wait this long; rounded up, never down, so the margin over renew_deadline stays."""

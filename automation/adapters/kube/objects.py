@@ -11,6 +11,7 @@ the view over what it returns to every controller; doubles/objects.py is the in-
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Protocol
 
@@ -68,12 +69,32 @@ CLUSTERROLEBINDINGS = Kind("rbac.authorization.k8s.io", "v1", "clusterrolebindin
                            namespaced=False)
 
 
+def status_message(body: Any) -> str:
+    """The `message` of a Kubernetes Status body: what refused the call, in the API server's words (an admission
+    policy's "ValidatingAdmissionPolicy '<name>' with binding '<name>' denied request: <its message>", RBAC's
+    "User ... cannot create resource ...", a validation's); "" when the body is not a Status."""
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
+    if not isinstance(body, str) or not body.lstrip().startswith("{"):
+        return ""
+    try:
+        found = json.loads(body)
+    except ValueError:
+        return ""
+    message = found.get("message") if isinstance(found, dict) else None
+    return message.strip() if isinstance(message, str) else ""
+
+
 class ApiError(Exception):
-    """A call the API server refused or did not answer (anything but 404, which reads as None or False)."""
+    """A call the API server refused or did not answer (anything but 404, which reads as None or False). Its text
+    is "<status> <reason>: <the Status body's message>" (error_text): the refusal's own words, not a bare
+    "Forbidden"."""
 
     def __init__(self, status: int | None, reason: str, body: str = ""):
-        super().__init__(f"{status} {reason}" + (f": {body[:512]}" if body else ""))
         self.status, self.reason, self.body = status, reason, body
+        self.message = status_message(body)  # the API server's words; "" when the body is not a Status
+        said = self.message or body[:512]
+        super().__init__(f"{status} {reason}" + (f": {said}" if said else ""))
 
 
 class Conflict(ApiError):
@@ -83,6 +104,19 @@ class Conflict(ApiError):
 def _error(exc: ApiException) -> ApiError:
     cls = Conflict if exc.status == 409 else ApiError
     return cls(exc.status, str(exc.reason), str(exc.body or ""))
+
+
+def error_text(exc: BaseException) -> str:
+    """The one text of a failed Kubernetes call, for a log line, a condition or an answer, whichever client made
+    it (the object port's ApiError, the official client's ApiException, a connection's error): "403 Forbidden:
+    <what the API server said>" (an admission policy's message, RBAC's, a validation's), never the bare reason,
+    never the response's headers; a body that is not a Status is left out (it may be a proxy's page)."""
+    if isinstance(exc, ApiError):
+        return str(exc)
+    if isinstance(exc, ApiException):
+        message = status_message(exc.body)
+        return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
+    return str(exc) or type(exc).__name__
 
 
 class Objects(Protocol):

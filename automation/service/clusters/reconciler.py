@@ -449,7 +449,7 @@ class Reconciler:
         try:
             written = self.kube.write(raw, after, previous=before)
         except ApiError as exc:
-            LOG.warning("%s: status not written (%s %s)", object_key(raw), exc.status, exc.reason)
+            LOG.warning("%s: status not written (%s)", object_key(raw), exc)
             raise
         if written:
             self._tell_warnings(raw, before, after)
