@@ -20,6 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.identity import own_identity
+from components.pods import hardened_container
 from stacks.deployment import InstallValues, history_args
 from stacks.install import CONSOLE_NAMESPACE_RULES
 
@@ -97,8 +98,7 @@ class Console(pulumi.ComponentResource):
                             "livenessProbe": probe("/healthz"),
                             "readinessProbe": probe("/healthz"),
                             "resources": dict(args.resources),
-                            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                                "capabilities": {"drop": ["ALL"]}},
+                            "securityContext": hardened_container(),
                             "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
                         }],
                         "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": args.tmp_size}}],

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.pods import hardened_container
 from stacks.cluster_policy import cluster_policy_manifests
 from stacks.keys_policy import keys_policy_manifests
 from stacks.admission import (admission_manifests, gitrepo_controller_rules, tenant_admin_clusterrole,
@@ -283,7 +284,7 @@ class ControlPlane(pulumi.ComponentResource):
         mounts = [{"name": "state", "mountPath": STATE_DIR}, {"name": "pulumi-home", "mountPath": PULUMI_HOME},
                   {"name": "tmp", "mountPath": "/tmp"}]
         backend = args.backend_url or f"file://{STATE_DIR}"
-        hardened = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+        hardened = hardened_container()
         # A PULUMI_CONFIG_PASSPHRASE from the Secret comes first (the CLI reads it before the _FILE); without one,
         # the passphrase made on the state volume beside the state it protects, kept with it.
         passphrase_file = f"{STATE_DIR}/{PASSPHRASE_FILE}"
@@ -360,12 +361,12 @@ class ControlPlane(pulumi.ComponentResource):
         self.runners: k8s.apps.v1.Deployment | None = None
         if args.runners:
             self.runners = self._runners(runner, args, in_ns, volumes=volumes, mounts=mounts, env=common_env,
-                                         hardened=hardened, probe=probe, service_user=(ns, name))
+                                         probe=probe, service_user=(ns, name))
         self.register_outputs({"namespace": ns, "deployment": self.deployment.metadata.name,
                                "runners": self.runners.metadata.name if self.runners else None})
 
     def _runners(self, name: str, args: ControlPlaneArgs, in_ns: pulumi.ResourceOptions, *, volumes: list[Any],
-                 mounts: list[Any], env: list[Any], hardened: Mapping[str, Any], probe: Any,
+                 mounts: list[Any], env: list[Any], probe: Any,
                  service_user: tuple[str, str]) -> k8s.apps.v1.Deployment:
         """The runner pool: its own ServiceAccount (the service's AWS identity annotations: a run assumes the same
         roles) with only RUNNER_RULES and RUNNER_SECRET_RULES, and a Deployment of `python -m automation runner` on
@@ -424,7 +425,7 @@ class ControlPlane(pulumi.ComponentResource):
                             "livenessProbe": probe("/healthz"),
                             "readinessProbe": probe("/readyz"),
                             "resources": dict(args.runner_resources),
-                            "securityContext": dict(hardened),
+                            "securityContext": hardened_container(),
                             "volumeMounts": mounts,
                         }],
                         "volumes": volumes,

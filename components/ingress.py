@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.pods import hardened_container
 from stacks.haproxy import CONFIG_DIR, CONFIG_FILE, HEALTH_PORT, MAP_FILE, render_for_proxy
 from stacks.ingress import Route
 from stacks.model.hub import HubSharedIngress
@@ -151,8 +152,7 @@ class CentralProxy(pulumi.ComponentResource):
     @staticmethod
     def _pod_spec(args: CentralProxyArgs, labels: Mapping[str, str], config_map: pulumi.Input[str]) -> dict[str, Any]:
         mounts = [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}, {"name": "run", "mountPath": RUN_DIR}]
-        locked_down = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                       "capabilities": {"drop": ["ALL"]}}
+        locked_down = hardened_container()
         health = {"httpGet": {"path": "/healthz", "port": "healthz"}}
         containers = [{
             "name": "haproxy",

@@ -20,6 +20,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.identity import own_identity
+from components.pods import hardened_container
 from stacks.agent_admission import API_AUDIENCES, agent_policy
 from stacks.deployment import InstallValues, history_args
 
@@ -130,8 +131,7 @@ class RegistryApi(pulumi.ComponentResource):
                             "livenessProbe": probe("/healthz"),
                             "readinessProbe": probe("/healthz"),
                             "resources": dict(args.resources),
-                            "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                                "capabilities": {"drop": ["ALL"]}},
+                            "securityContext": hardened_container(),
                             "volumeMounts": mounts,
                         }],
                         "volumes": volumes,
