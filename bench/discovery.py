@@ -26,21 +26,15 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 from typing import Any, Iterator
 
 import boto3
 
 from automation.adapters.aws.discovery import AwsDiscovery, NetworkLookup, discover_all
 from automation.adapters.aws.sessions import AwsSessions
+from automation.sandbox.aws import MotoMissing, start_moto, stop_moto
 from stacks.network.found import FoundNetwork
 from stacks.network.query import NetworkQuery, query_of
 from stacks.resolve import fleet_targets
@@ -55,31 +49,15 @@ EC2_DESCRIBE_REFILL_PER_S = 20  # AWS's non-mutating EC2 actions: bucket 100, re
 
 @contextlib.contextmanager
 def moto_server() -> Iterator[str]:
-    """moto_server from this interpreter's environment on a free port; its URL."""
-    binary = Path(sys.executable).parent / "moto_server"
-    if not binary.exists():
-        raise SystemExit(f"{binary} not found: pip install 'moto[server]'")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if k not in ("MOTO_ACCOUNT_ID", "INITIAL_NO_AUTH_ACTION_COUNT")}
-    process = subprocess.Popen([str(binary), "-H", "127.0.0.1", "-p", str(port)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """The sandbox's moto (automation.sandbox.aws.start_moto) on a free port; its URL."""
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/moto-api/", timeout=1):
-                    break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise SystemExit("moto_server did not start") from None
-                time.sleep(0.1)
+        url, process = start_moto()
+    except MotoMissing as exc:
+        raise SystemExit(str(exc)) from None
+    try:
         yield url
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        stop_moto(process)
 
 
 def _base() -> boto3.Session:

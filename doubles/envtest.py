@@ -3,8 +3,10 @@
 Shared by tests/ (whose pytest fixtures, in tests/envtest.py, hold one server per kind for a session) and bench/
 (which starts its own): ``start_envtest()`` is a context manager yielding an :class:`EnvTest` (``.host``,
 ``.token``, ``.ca_file``, ``.configuration()``, ``.api_client()``, ``.kubeconfig()``, ``.compact()``).
-Binaries come from ``.tools/bin`` (built by ``scripts/tools.sh``) or PATH: a bench checks
-``missing_binaries()`` first; under pytest a missing one skips with the reason.
+The processes, their PKI and flags are the sandbox's (automation/sandbox/apiserver.py: one copy); this module adds
+the Kubernetes client, etcd's compaction and pytest's skip. Binaries come from $KUBEBUILDER_ASSETS, ``.tools/bin``
+(built by ``scripts/tools.sh``) or PATH (automation/sandbox/tools.py): a bench checks ``missing_binaries()``
+first; under pytest a missing one skips with the reason.
 """
 
 from __future__ import annotations
@@ -13,21 +15,19 @@ import base64
 import contextlib
 import json
 import os
-import secrets
 import shutil
-import signal
-import ssl
-import subprocess
+import secrets
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import pytest
-from stacks.names import CLUSTERS, TENANTS
+from automation.sandbox import tools
+from automation.sandbox.apiserver import APISERVER, CONTROLLER_MANAGER, ETCD, GC_CONTROLLERS, ControlPlane
+from stacks.names import CLUSTERS, TENANTS  # noqa: F401
 from doubles.ports import free_port  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,11 +41,8 @@ TENANT_USER = "tenant-alice"  # a user with no rights of its own (group "tenants
 
 
 def find_binary(name: str) -> Optional[str]:
-    """Path of ``name`` in .tools/bin, else on PATH, else None."""
-    candidate = TOOLS_BIN / name
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return str(candidate)
-    return shutil.which(name)
+    """Path of ``name`` in $KUBEBUILDER_ASSETS, .tools/bin, else on PATH, else None (the sandbox's rule)."""
+    return tools.find_binary(name)
 
 
 def missing_binaries(*names: str) -> list[str]:
@@ -56,7 +53,7 @@ def require_binaries(*names: str) -> dict[str, str]:
     """Paths of the binaries, or pytest.skip naming the missing ones."""
     missing = missing_binaries(*names)
     if missing:
-        pytest.skip(f"{', '.join(missing)} not found in {TOOLS_BIN} or on PATH: {BUILD_HINT}")
+        pytest.skip(tools.missing_message(missing))
     return {n: find_binary(n) for n in names}  # type: ignore[misc]
 
 
@@ -67,73 +64,13 @@ def tools_env(env: Optional[dict] = None) -> dict:
     return env
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def _make_pki(d: Path) -> None:
-    """CA, a serving cert for 127.0.0.1/localhost and a service-account key pair."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl not found: the envtest needs it to make its certificates")
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-             "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=hubwright-envtest-ca",
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key",
-             "-out", "server.csr", "-subj", "/CN=kube-apiserver", cwd=d)
-    (d / "server.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-        "basicConstraints=CA:FALSE\n"
-        "keyUsage=critical,digitalSignature,keyEncipherment\n"
-        "extendedKeyUsage=serverAuth\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-             "-CAcreateserial", "-days", "2", "-out", "server.crt",
-             "-extfile", "server.ext", cwd=d)
-    _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
-    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
-
-
-def _tail(path: Path, n: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return ""
-
-
-def _stop(proc: Optional[subprocess.Popen], timeout: float = 15) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-
-
 # --------------------------------------------------------------------------- EnvTest
 
-class EnvTest:
-    """A running etcd + kube-apiserver. Build with :func:`start_envtest`."""
+class EnvTest(ControlPlane):
+    """A running etcd + kube-apiserver (automation.sandbox.apiserver.ControlPlane) with the tests' clients. Build
+    with :func:`start_envtest`."""
 
-    def __init__(self, workdir: Path, host: str, token: str, ca_file: str,
-                 etcd_url: str, apiserver_log: Path, etcd_log: Path):
-        self.workdir = workdir
-        self.host = host                # https://127.0.0.1:PORT
-        self.token = token              # bearer token of a system:masters user
-        self.tenant_token = ""          # bearer token of TENANT_USER, who has no rights until a test binds some
-        self.ca_file = ca_file          # CA that signed the serving certificate
-        self.etcd_url = etcd_url        # http://127.0.0.1:PORT (v3 HTTP gateway too)
-        self.apiserver_log = apiserver_log
-        self.etcd_log = etcd_log
-        self.etcd_proc: Optional[subprocess.Popen] = None
-        self.apiserver_proc: Optional[subprocess.Popen] = None
-        self.controller_manager_proc: Optional[subprocess.Popen] = None
-        self.controller_manager_log = workdir / "kube-controller-manager.log"
+    tenant_token = ""  # bearer token of TENANT_USER, who has no rights until a test binds some
 
     # -- clients
     def configuration(self, token: Optional[str] = None):
@@ -152,37 +89,6 @@ class EnvTest:
         """A new ``kubernetes.client.ApiClient`` (close it, or use it as a context manager)."""
         from kubernetes import client
         return client.ApiClient(self.configuration(token))
-
-    def kubeconfig(self) -> Path:
-        """Write a kubeconfig for this server (for tools that want a file) and return its path."""
-        path = self.workdir / "kubeconfig"
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "envtest",
-            "clusters": [{"name": "envtest", "cluster": {
-                "server": self.host, "certificate-authority": self.ca_file}}],
-            "users": [{"name": "admin", "user": {"token": self.token}}],
-            "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "admin"}}],
-        }))
-        return path
-
-    # -- raw HTTP
-    def request(self, method: str, path: str, body: Any = None,
-                content_type: str = "application/json", timeout: float = 10) -> tuple[int, Any]:
-        """(status, decoded JSON or text) of one request to the apiserver."""
-        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        req = urllib.request.Request(self.host + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": content_type,
-            "Accept": "application/json"})
-        ctx = ssl.create_default_context(cafile=self.ca_file)
-        try:
-            with urllib.request.urlopen(req, context=ctx, timeout=timeout) as r:
-                status, raw = r.status, r.read()
-        except urllib.error.HTTPError as e:
-            status, raw = e.code, e.read()
-        try:
-            return status, json.loads(raw)
-        except ValueError:
-            return status, raw.decode(errors="replace")
 
     # -- etcd
     def _etcd(self, path: str, body: dict, timeout: float = 10) -> dict:
@@ -206,15 +112,6 @@ class EnvTest:
         rev = self.etcd_revision() if revision is None else int(revision)
         self._etcd("/v3/kv/compaction", {"revision": str(rev), "physical": True})
         return rev
-
-    # -- lifecycle
-    def stop(self) -> None:
-        _stop(self.controller_manager_proc)
-        _stop(self.apiserver_proc)
-        _stop(self.etcd_proc)
-
-    def __repr__(self) -> str:
-        return f"EnvTest(host={self.host!r}, etcd_url={self.etcd_url!r})"
 
 
 def next_second(api_client: Any, timeout: float = 10.0) -> None:
@@ -254,26 +151,6 @@ def take_lease(api_client: Any, name: str, namespace: str, holder: str, duration
                 raise
 
 
-def _wait_ready(env: EnvTest, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        if env.apiserver_proc is not None and env.apiserver_proc.poll() is not None:
-            raise RuntimeError(f"kube-apiserver exited with {env.apiserver_proc.returncode}:\n"
-                               f"{_tail(env.apiserver_log)}")
-        if env.etcd_proc is not None and env.etcd_proc.poll() is not None:
-            raise RuntimeError(f"etcd exited with {env.etcd_proc.returncode}:\n{_tail(env.etcd_log)}")
-        try:
-            status, last = env.request("GET", "/readyz", timeout=2)
-            if status == 200:
-                return
-        except (OSError, ssl.SSLError) as e:
-            last = e
-        time.sleep(0.25)
-    raise RuntimeError(f"kube-apiserver not ready after {timeout:.0f}s (last: {last!r}):\n"
-                       f"{_tail(env.apiserver_log)}")
-
-
 @contextlib.contextmanager
 def start_envtest(*, watch_cache: bool = True,
                   etcd_compaction_interval: str = "0",
@@ -292,99 +169,30 @@ def start_envtest(*, watch_cache: bool = True,
     controller only (after the CRDs, so both see them at their first discovery).
     Skips when a binary is missing.
     """
-    bins = require_binaries("etcd", "kube-apiserver", *(["kube-controller-manager"] if controller_manager else []))
+    bins = require_binaries(ETCD, APISERVER, *([CONTROLLER_MANAGER] if controller_manager else []))
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not found: the envtest needs it to make its certificates")
     workdir = Path(tempfile.mkdtemp(prefix="hubwright-envtest-"))
-    env: Optional[EnvTest] = None
+    tenant_token = secrets.token_hex(16)
+    env = EnvTest(workdir, bins, port=free_port, watch_cache=watch_cache,
+                  etcd_compaction_interval=etcd_compaction_interval, extra_apiserver_args=extra_apiserver_args,
+                  users=[(tenant_token, TENANT_USER, "tenants")])
+    env.tenant_token = tenant_token
     try:
-        _make_pki(workdir)
-        token, tenant_token = secrets.token_hex(16), secrets.token_hex(16)
-        (workdir / "tokens.csv").write_text(f'{token},envtest-admin,envtest-admin,"system:masters"\n'
-                                            f'{tenant_token},{TENANT_USER},{TENANT_USER},"tenants"\n')
-        etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
-        etcd_url = f"http://127.0.0.1:{etcd_port}"
-        env = EnvTest(workdir, f"https://127.0.0.1:{api_port}", token, str(workdir / "ca.crt"),
-                      etcd_url, workdir / "kube-apiserver.log", workdir / "etcd.log")
-        env.tenant_token = tenant_token
-
-        with open(env.etcd_log, "wb") as log:
-            env.etcd_proc = subprocess.Popen([
-                bins["etcd"], "--name=envtest", f"--data-dir={workdir / 'etcd'}",
-                f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
-                f"--initial-cluster=envtest=http://127.0.0.1:{peer_port}",
-                "--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=1073741824",
-            ], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=workdir, start_new_session=True)
-
-        args = [
-            bins["kube-apiserver"],
-            f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--secure-port={api_port}",
-            f"--cert-dir={workdir / 'certs'}",
-            f"--tls-cert-file={workdir / 'server.crt'}",
-            f"--tls-private-key-file={workdir / 'server.key'}",
-            f"--client-ca-file={workdir / 'ca.crt'}",
-            f"--token-auth-file={workdir / 'tokens.csv'}",
-            "--authorization-mode=RBAC",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={workdir / 'sa.pub'}",
-            f"--service-account-signing-key-file={workdir / 'sa.key'}",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            "--endpoint-reconciler-type=none",
-            "--enable-priority-and-fairness=false",
-            "--allow-privileged=true",
-            "--profiling=false",
-            f"--watch-cache={'true' if watch_cache else 'false'}",
-            f"--etcd-compaction-interval={etcd_compaction_interval}",
-            "--shutdown-delay-duration=0s",
-            *extra_apiserver_args,
-        ]
-        with open(env.apiserver_log, "wb") as log:
-            env.apiserver_proc = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=workdir, start_new_session=True)
-        _wait_ready(env, ready_timeout)
-
+        env.start(ready_timeout)  # automation.sandbox.apiserver.StartFailed (a RuntimeError) with the log's tail
         crd_list = list(crds or [])
         if crd_list:
             with env.api_client() as api:
                 install_crds(api, crd_list)
         if controller_manager:
-            _start_controller_manager(env, bins["kube-controller-manager"])
+            env.start_controller_manager(GC_CONTROLLERS)
         yield env
     finally:
-        if env is not None:
-            env.stop()
+        env.stop()
         if os.environ.get("HUBWRIGHT_ENVTEST_KEEP"):
             sys.stderr.write(f"envtest: kept {workdir}\n")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _start_controller_manager(env: EnvTest, binary: str) -> None:
-    """kube-controller-manager against ``env``: garbage collection and ResourceQuota usage, nothing else.
-
-    No serving port (``--secure-port=0``), no leader election, the admin's kubeconfig. Both controllers
-    rediscover resources every 30 s; the CRDs installed before it starts are seen at once. Raises with the
-    log's tail when it exits within its first seconds.
-    """
-    with open(env.controller_manager_log, "wb") as log:
-        env.controller_manager_proc = subprocess.Popen([
-            binary, f"--kubeconfig={env.kubeconfig()}",
-            "--controllers=garbage-collector-controller,resourcequota-controller",
-            "--secure-port=0", "--leader-elect=false", "--use-service-account-credentials=false",
-            "--concurrent-gc-syncs=5", "--concurrent-resource-quota-syncs=5",
-            "--resource-quota-sync-period=10s", "--v=1",
-        ], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            cwd=env.workdir, start_new_session=True)
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        if env.controller_manager_proc.poll() is not None:
-            raise RuntimeError(f"kube-controller-manager exited with {env.controller_manager_proc.returncode}:\n"
-                               f"{_tail(env.controller_manager_log)}")
-        time.sleep(0.1)
 
 
 # --------------------------------------------------------------------------- CRDs

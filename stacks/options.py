@@ -281,6 +281,9 @@ NOT_OPTIONS: Mapping[str, str] = {
     "HUBWRIGHT_PLAN_CACHE": "the offline plan's cache folder: the default of `plan --cache` (first choice)",
     "HUBWRIGHT_CACHE": "the folder of the built tools and venvs: the default of `plan --cache` is its plans/",
     "XDG_CACHE_HOME": "the user's cache folder (XDG): the default of `plan --cache` is its hubwright/plans/",
+    "XDG_STATE_HOME": "the user's state folder (XDG): the default of `sandbox --dir` is its hubwright/sandbox/",
+    "KUBEBUILDER_ASSETS": "controller-runtime envtest's folder of etcd and kube-apiserver: where `sandbox` looks "
+                          "for them first (automation/sandbox/tools.py)",
     "NO_COLOR": "https://no-color.org: the plan's diff is not coloured, even on a terminal",
     "TERM": "TERM=dumb: the plan's diff is not coloured",
     "GOGC": "Go's collector target: passed on to the pulumi CLI as set, else 400 "

@@ -2,8 +2,8 @@
 
 Fixtures:
 
-* ``moto_server`` (session): starts ``moto_server`` from the venv on a free port,
-  yields a :class:`MotoServer`, stops it at the end.
+* ``moto_server`` (session): starts moto's server on a free port (the sandbox's start,
+  automation.sandbox.aws.start_moto), yields a :class:`MotoServer`, stops it at the end.
 * ``moto`` (function): the same server, reset before the test (all accounts
   emptied, IAM enforcement off) — use this one in tests; ``moto.url`` is the
   endpoint URL for boto3.
@@ -17,22 +17,17 @@ account) for the rest of the test.
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
-import sys
-import time
-import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any, Iterator
 
 import boto3
 import pytest
-from doubles.ports import free_port as _free_port
 
-DEFAULT_ACCOUNT = "123456789012"  # moto's default account
-_BIN = Path(sys.executable).parent / "moto_server"
+from automation.sandbox import aws as sandbox_aws
+from doubles.ports import free_port
 
+DEFAULT_ACCOUNT = sandbox_aws.DEFAULT_ACCOUNT  # moto's default account
 
 
 class MotoServer:
@@ -63,39 +58,14 @@ class MotoServer:
         self._post("/moto-api/reset-auth", b"0")
 
 
-def _wait_ready(url: str, process: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"moto_server exited with {process.returncode} before it was ready")
-        try:
-            with urllib.request.urlopen(url + "/moto-api/", timeout=1):
-                return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            time.sleep(0.1)
-    raise RuntimeError(f"moto_server did not answer on {url} within {timeout}s")
-
-
 @contextlib.contextmanager
 def start_moto(host: str = "127.0.0.1") -> Iterator[MotoServer]:
-    if not _BIN.exists():
-        pytest.skip(f"moto_server is not installed in this environment ({_BIN} missing; pip install 'moto[server]')")
-    port = _free_port()
-    url = f"http://{host}:{port}"
-    # MOTO_ACCOUNT_ID would pin every request to one account, defeating assumed-role accounts.
-    env = {k: v for k, v in os.environ.items() if k not in ("MOTO_ACCOUNT_ID", "INITIAL_NO_AUTH_ACTION_COUNT")}
-    process = subprocess.Popen([str(_BIN), "-H", host, "-p", str(port)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """The sandbox's moto (automation.sandbox.aws.start_moto: one copy of the start), stopped at the end."""
+    url, process = sandbox_aws.start_moto(host, port=free_port())  # this xdist worker's block
     try:
-        _wait_ready(url, process)
         yield MotoServer(url, process)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        sandbox_aws.stop_moto(process)
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,10 @@ ENV_NAME = re.compile(r"\b(?:HUBWRIGHT|PULUMI|AWS|KUBERNETES|POD)_[A-Z0-9_]*[A-Z
 # Set for the CLI (or the agent's container) by hubwright, never read by it: the Pulumi CLI's own, a child's
 # PYTHONPATH, and the agent's install manifest naming its Secret's keys.
 SET_NOT_READ = {"PULUMI_SKIP_UPDATE_CHECK", "PULUMI_PYTHON_CMD", "HUBWRIGHT_TENANT", "HUBWRIGHT_CLUSTER",
-                "HUBWRIGHT_HUB_NAMESPACE"}
+                "HUBWRIGHT_HUB_NAMESPACE",
+                # the environment the sandbox prints for the service (automation/sandbox/aws.py, supervisor.py)
+                "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_DEFAULT_REGION",
+                "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"}
 # Were environment-only before the table; now each is a flag of `serve` too.
 ENV_ONLY_BEFORE = {"HUBWRIGHT_POLICY": "--policy", "HUBWRIGHT_POLICY_CONFIG": "--policy-config",
                    "HUBWRIGHT_POLICY_PACK": "--policy-pack", "HUBWRIGHT_LOCK_HOSTS": "--lock-hosts",
@@ -209,3 +212,13 @@ def test_the_scan_finds_a_second_read():
                      "y = os.environ['HUBWRIGHT_STATE_DIR']\nz = os.getenv('KUBERNETES_SERVICE_HOST')\n")
     assert [what for _, what in direct_reads(tree)] == ["an alias of os.environ.get", "HUBWRIGHT_POLICY",
                                                          "HUBWRIGHT_STATE_DIR", "KUBERNETES_SERVICE_HOST"]
+
+
+def test_a_relative_state_dir_is_the_folder_the_command_was_run_from(tmp_path, monkeypatch):
+    """The engine's worker processes run in the checkout's import root: a relative --state-dir or --pulumi-home is
+    made absolute against the caller's folder when the options are read, not where a worker happens to run."""
+    monkeypatch.chdir(tmp_path)
+    settings = PulumiSettings.from_options({"state_dir": "state", "pulumi_home": "home"})
+    assert settings.state_dir == tmp_path / "state" and settings.pulumi_home == tmp_path / "home"
+    assert settings.backend == f"file://{tmp_path / 'state'}"
+    assert PulumiSettings.from_json(settings.to_json()).state_dir == tmp_path / "state"

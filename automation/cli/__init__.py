@@ -1,4 +1,5 @@
-"""python -m automation {plan,inputs,ingress render,iam,serve,api,runner,agent,install,history}: the command line."""
+"""python -m automation {plan,inputs,ingress render,iam,serve,api,runner,agent,install,history,sandbox,reference}:
+the command line."""
 from __future__ import annotations
 
 import argparse
@@ -130,6 +131,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("automation.cli.agent", "add_agent_command"),  # the facts agent a registered cluster runs
     "install": ("automation.cli.install", "add_install_command"),  # the install as plain manifests (docs/install.md)
     "history": ("automation.cli.history", "add_history_command"),  # a cluster's run history (stacks/runs/record.py)
+    "sandbox": ("automation.sandbox.command", "add_sandbox_command"),  # the hub's pieces on a laptop (up, env, down)
+    "reference": ("automation.cli.reference", "add_reference_command"),  # docs/reference/, generated from the model
 }
 
 
