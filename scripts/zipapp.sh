@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CLI as one file, hubwright-<version>.pyz (a shiv zipapp), for CPython 3.11 on linux x86_64 (glibc 2.34
 # or newer: cryptography's wheel needs it): what a pull request's CI job and a laptop run `plan` with, outside any
-# checkout (README, "Pull requests"). `python3 hubwright-<version>.pyz plan ...` is `python -m automation plan ...`.
+# checkout (docs/plan.md, "Pull requests"). `python3 hubwright-<version>.pyz plan ...` is `python -m automation plan ...`.
 #
 # Not a wheel: the design fixes the top-level folders automation, stacks, components and policy, and a wheel
 # installing them into someone's environment would collide with other packages of those names. The zipapp installs

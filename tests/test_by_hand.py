@@ -1,4 +1,4 @@
-"""The README's "`pulumi up` by hand, for one cluster", run as it is written, with the real pulumi CLI.
+"""docs/plan.md's "`pulumi up` by hand, for one cluster", run as it is written, with the real pulumi CLI.
 
 The blocks run in bash from a copy of the repository's root (its Pulumi.yaml and __main__.py; the packages,
 examples and .venv linked), with HOME and PULUMI_HOME in a temporary folder (pulumi keeps its login in
@@ -22,7 +22,7 @@ import pytest
 from tests.docblocks import blocks, repository_copy, script
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+README = ROOT / "docs" / "plan.md"
 HEADING = "`pulumi up` by hand, for one cluster"
 TOOLS = ROOT / ".tools" / "bin"
 NO_PLUGIN = "no language plugin 'pulumi-language-python' found"

@@ -1,4 +1,4 @@
-"""`plan --format dot|mermaid`: each mesh group drawn from the plan, and the README's picture kept current."""
+"""`plan --format dot|mermaid`: each mesh group drawn from the plan, and docs/mesh.md's picture kept current."""
 import re
 import subprocess
 import sys
@@ -81,9 +81,9 @@ def test_members_left_out_are_drawn_apart_without_edges():
 
 
 @pytest.mark.live
-def test_the_readme_picture_is_what_the_command_draws():
-    readme = (ROOT / "README.md").read_text()
-    [block] = re.findall(r"```mermaid\n(.*?)```", readme, re.S)
+def test_the_documented_picture_is_what_the_command_draws():
+    doc = (ROOT / "docs" / "mesh.md").read_text()
+    [block] = re.findall(r"```mermaid\n(.*?)```", doc, re.S)
     assert block == cli("--hub", "examples/transit/hub.yaml", "--clusters", "examples/transit/clusters",
                         "--format", "mermaid")
 

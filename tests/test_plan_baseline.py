@@ -18,7 +18,7 @@ from automation.adapters.engine.plan_cache import program_digest
 from automation.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-JOINER = yaml.safe_load((ROOT / "examples" / "mesh" / "join" / "ledger-euw1b.yaml").read_text())  # the README's
+JOINER = yaml.safe_load((ROOT / "examples" / "mesh" / "join" / "ledger-euw1b.yaml").read_text())  # docs/plan.md's
 
 
 def plan(capsys, hub, clusters, *args) -> tuple[int, str, str]:
@@ -237,8 +237,8 @@ def test_baseline_ref_refuses_a_ref_that_does_not_exist(tmp_path):
     assert "--baseline-ref" in done.stderr and "no-such-branch" in done.stderr
 
 
-# --------------------------------------------------------------------------- the README's pull-request flow
-# The README's job runs with the CLI as one file, outside the checkout: tests/test_zipapp.py runs its block.
+# --------------------------------------------------------------------------- docs/plan.md's pull-request flow
+# docs/plan.md's job runs with the CLI as one file, outside the checkout: tests/test_zipapp.py runs its block.
 
 
 @pytest.mark.live

@@ -1,41 +1,33 @@
-"""docs/registry.md's walkthrough, every block run as it is written, in order, in one bash: a real kube-apiserver
-(a server of this module's own, with the garbage collector: the walkthrough makes cluster-wide objects, Tenants among
-them, and deletes a HubCluster whose catalog follows it) as the hub that KUBECONFIG names, the real kubectl, a real
-Gitea on loopback as the forge (FORGE_URL, FORGE_OWNER, FORGE_TOKEN), and the real `python -m automation serve` and
-`python -m automation api` processes the walkthrough starts itself. Nothing is prepared for it: the apiserver starts with the CRDs only (which
-the walkthrough applies again), and no ClusterRole, admission policy, namespace or user of the registry.
+"""docs/registry.md's walkthrough, every block run as it is written, in order, in one bash, from the repository's
+root, as a reader runs it: its first block starts the local sandbox (`python -m automation sandbox up --forge`: a
+real kube-apiserver with the garbage collector, a real Gitea), and the walkthrough starts the real
+`python -m automation serve` and `python -m automation api` processes itself. Nothing is prepared for it: no
+ClusterRole, admission policy, namespace or user of the registry, no KUBECONFIG, no forge.
 
-The blocks run from a copy of the repository's root (packages, examples and .venv linked), with the venv's bin first
-on PATH (the walkthrough's `. .venv/bin/activate`), no AWS credentials, and no HUBWRIGHT_* variable.
+The reader's environment: the venv first on PATH (the walkthrough's `. .venv/bin/activate`), no AWS credentials,
+no HUBWRIGHT_* variable, HOME and the sandbox's folder in a temporary folder. Before its last block (`sandbox down`)
+the test looks at the hub and the forge; afterwards the sandbox's processes and folder are gone and `git status`
+is what it was before: the walkthrough wrote nothing into the repository.
 """
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import uuid
 from pathlib import Path
 
+import httpx
+import pytest
 from kubernetes import client
+from kubernetes import config as kube_config
 
 from stacks.admission import TENANT_ADMIN_CLUSTERROLE
 from stacks.names import GROUP, VERSION, agent_name
-from tests.docblocks import blocks, repository_copy, script
-from tests.envtest import kube_apiserver_alone_gc  # noqa: F401 - the fixture
-from tests.envtest import require_binaries
 from doubles.service_env import wait_until
-from tests.gitea import Gitea
+from tests.doc_run import DEFAULT_PORTS, run_from_the_repository, sandbox_env
+from tests.docblocks import blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "registry.md"
 HEADING = "Walkthrough"
 PORTS = (8080, 8081)  # serve's /metrics and the API: the defaults the walkthrough relies on
-
-
-def _taken(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _exists(read) -> bool:
@@ -53,38 +45,19 @@ def test_the_walkthrough_runs_every_block():
     assert len(blocks(DOC, HEADING)) >= 4
 
 
-def test_the_documented_walkthrough_runs_end_to_end(kube_apiserver_alone_gc, gitea: Gitea, tmp_path):
-    env = kube_apiserver_alone_gc
-    kubectl = require_binaries("kubectl")["kubectl"]
-    assert not [port for port in PORTS if _taken(port)], f"ports {PORTS} must be free for the walkthrough"
-    root = repository_copy(ROOT, tmp_path / "repo")
-    run_env = {key: value for key, value in os.environ.items()
-               if not key.startswith(("HUBWRIGHT_", "AWS_", "KUBERNETES_", "PULUMI_", "VIRTUAL_ENV", "PYTHON"))}
-    owner = gitea.create_org(f"walk-{uuid.uuid4().hex[:6]}")
-    run_env.update(FORGE_URL=gitea.url, FORGE_OWNER=owner, FORGE_TOKEN=gitea.token)
-    run_env.update(KUBECONFIG=str(env.kubeconfig()), HOME=str(tmp_path), AWS_EC2_METADATA_DISABLED="true",
-                   PATH=os.pathsep.join([str(ROOT / ".venv" / "bin"), str(Path(kubectl).parent),
-                                         run_env.get("PATH", "/usr/bin:/bin")]))
-    text = script(blocks(DOC, HEADING))
-    process = subprocess.Popen(["bash", "-euo", "pipefail", "-c", text], cwd=root, env=run_env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=360)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        stderr += "\n(the walkthrough did not finish in 360 s)"
-    finally:  # serve and api, started in the background by the walkthrough, whatever became of it
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        process.wait(30)
-    logs = "".join(f"\n{name}:\n{(root / name).read_text()[-4000:]}"
-                   for name in ("serve.log", "api.log") if (root / name).exists())
-    assert process.returncode == 0, f"stdout:\n{stdout}\nstderr:\n{stderr}{logs}"
+@pytest.mark.live
+@pytest.mark.xdist_group(DEFAULT_PORTS)
+def test_the_documented_walkthrough_runs_end_to_end(tmp_path):
+    ran = run_from_the_repository(blocks(DOC, HEADING), tmp_path, timeout=420, checks=_the_hub_and_the_forge,
+                                  ports=PORTS, binaries=("etcd", "kube-apiserver", "kube-controller-manager",
+                                                         "kubectl", "gitea"))
+    assert "# Catalog" in ran.stdout and "tenant-initech" in ran.stdout
 
-    admin = env.api_client()
+
+def _the_hub_and_the_forge(env: dict[str, str], stdout: str) -> None:
+    """What the walkthrough made, seen by the hub's administrator and the forge's, before `sandbox down`."""
+    sandbox = sandbox_env(env)
+    admin = kube_config.new_client_from_config(config_file=sandbox["KUBECONFIG"])
     custom, core = client.CustomObjectsApi(admin), client.CoreV1Api(admin)
     rbac = client.RbacAuthorizationV1Api(admin)
     # the install step: the ClusterRole and both Tenant policies with their bindings
@@ -98,11 +71,11 @@ def test_the_documented_walkthrough_runs_end_to_end(kube_apiserver_alone_gc, git
     assert custom.get_namespaced_custom_object(GROUP, VERSION, "globex", "hubclusters", "db-1")
     # Git: the tenant's repository stays (Retain), with the template's first commit; prod-1's catalog was cloned
     # with the agent's key (the README it printed), then went with prod-1 (Delete), and so did its agent's identity.
-    assert "# Catalog" in stdout and "tenant-initech" in stdout
-    repos = {r["name"] for r in gitea.request("GET", f"/orgs/{owner}/repos").json()}
-    assert repos == {"initech"}
-    readme = gitea.request("GET", f"/repos/{owner}/initech/raw/README.md").text
-    assert readme == "# Initech\n"
+    forge = httpx.Client(base_url=f"{sandbox['FORGE_URL']}/api/v1", timeout=10,
+                         headers={"Authorization": f"token {sandbox['FORGE_TOKEN']}"})
+    owner = sandbox["FORGE_OWNER"]
+    assert {r["name"] for r in forge.get(f"/orgs/{owner}/repos").json()} == {"initech"}
+    assert forge.get(f"/repos/{owner}/initech/raw/README.md").text == "# Initech\n"
     tenant_repo = custom.get_namespaced_custom_object(GROUP, VERSION, "initech", "hubgitrepos", "tenant-initech")
     assert tenant_repo["status"]["phase"] == "Ready"
     # the garbage collector takes the agent's identity (owned by its HubCluster) with it

@@ -1,6 +1,6 @@
 """The CLI as one file (scripts/zipapp.sh): hubwright-<version>.pyz runs outside the checkout, in a fresh
 environment (no PYTHONPATH, no venv, the system's Python 3.11), prints the same plan as the checkout, runs the
-README's pull-request job, and runs its own code whatever the user's environment holds, installing nothing there.
+pull-request job (docs/plan.md), and runs its own code whatever the user's environment holds, installing nothing there.
 
 The zipapp is built once for the module; every run extracts into a $SHIV_ROOT of the test's (never ~/.shiv).
 """
@@ -88,13 +88,13 @@ def test_plan_outside_the_checkout_prints_the_checkouts_bytes(zipapp, python, sh
     assert (tmp_path / "home" / ".cache" / "hubwright" / "plans").is_dir()
 
 
-# --------------------------------------------------------------------------- the README's pull-request job
+# --------------------------------------------------------------------------- docs/plan.md's pull-request job
 
-def test_the_readmes_pull_request_job_runs_with_the_zipapp_outside_the_checkout(zipapp, python, shiv_root,
+def test_the_documented_pull_request_job_runs_with_the_zipapp_outside_the_checkout(zipapp, python, shiv_root,
                                                                                   tmp_path):
-    """The README's block, run as written with the release's file in a repository of cluster files whose
+    """docs/plan.md's block, run as written with the release's file in a repository of cluster files whose
     origin/main has the mesh example (no checkout of hubwright, nothing installed): the comment it writes is the
-    one the README shows. --baseline-ref plans origin/main in a worktree with the zipapp's own packages."""
+    one the doc shows. --baseline-ref plans origin/main in a worktree with the zipapp's own packages."""
     from tests.docblocks import blocks, script, section
 
     heading = "Pull requests: what a change does to the fleet"
@@ -104,11 +104,11 @@ def test_the_readmes_pull_request_job_runs_with_the_zipapp_outside_the_checkout(
     git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
     shutil.copy(zipapp, repo / zipapp.name)  # where the job's `gh release download` puts it
     env = fresh_env(tmp_path / "home", shiv_root, HUBWRIGHT_VERSION=version())
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script(blocks(ROOT / "README.md", heading))], cwd=repo,
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script(blocks(ROOT / "docs" / "plan.md", heading))], cwd=repo,
                           env={**env, "PATH": f"{Path(python).parent}:{env['PATH']}"}, capture_output=True,
                           text=True, timeout=RUN_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
-    body, _ = section((ROOT / "README.md").read_text(encoding="utf-8"), heading)
+    body, _ = section((ROOT / "docs" / "plan.md").read_text(encoding="utf-8"), heading)
     shown = body.split("````markdown\n", 1)[1].split("````", 1)[0]
     assert (repo / "plan-diff.md").read_text() == shown
     assert "globex.ledger-euw1b" in shown and "| payments | changed | members | `4` | `5` |" in shown
