@@ -7,9 +7,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
-import threading
 from typing import Any, Mapping
 
 from automation.adapters import logs
@@ -20,6 +18,7 @@ from automation.adapters.engine.settings import PulumiSettings
 from automation.adapters.history.options import store_from
 from automation.adapters.kube.kubeconfig import kube_client
 from automation.adapters.probes import ProbeServer
+from automation.adapters.signals import StopSignals
 from automation.runner.runner import OUTSIDE_A_POD, Runner, hosts_problem
 from stacks.options import RUNNER, HelpFormatter, add_options, values
 
@@ -95,14 +94,12 @@ def serve_runner(args: argparse.Namespace, engine: Engine) -> int:
                     history=store_from(args, "python -m automation runner"))
     server = ProbeServer(runner.metrics, healthy=runner.healthy, ready=runner.ready, bind=args.metrics_bind,
                          port=args.metrics_port)
-    stopped = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopped.set())
+    stop = StopSignals()
     server.start()
     runner.start()
     LOG.info("runner %s: claiming runs (claim ttl %.0fs, %d at once); probes and metrics on %s:%d",
              runner.identity, args.claim_ttl, args.workers, args.metrics_bind, server.port)
-    stopped.wait()
+    stop.wait()
     LOG.info("runner %s: draining: no more claims; the runs in flight get %.0fs, then are handed back",
              runner.identity, args.cancel_grace)
     clean = runner.drain(args.cancel_grace)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import threading
 from typing import Any, Mapping
 
@@ -22,6 +21,7 @@ from automation.adapters.engine.settings import PulumiSettings
 from automation.adapters.history.options import store_from
 from automation.adapters.kube.calls import ApiClient, error_text, user_of
 from automation.adapters.kube.kubeconfig import kube_client
+from automation.adapters.signals import StopSignals
 from automation.service.executor import RunnerEngine
 from automation.service.options import ServiceOptions
 from automation.adapters.engine.plugins import aws_plugin_problem
@@ -112,13 +112,11 @@ def serve_command(args: argparse.Namespace) -> int:
     service = Service(options, api_client=api_client, engine=engine, guards=guards, census=census,
                       on_lost_leadership=lost, discovery=AwsDiscovery(sessions), not_ready=missing,
                       history=store_from(args, "python -m automation serve"))
-    stopped = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopped.set())
+    stop = StopSignals()
     service.start()
     LOG.info("serving probes and metrics on %s:%d (identity %s)", options.metrics_bind, service.server.port,
              service.identity)
-    stopped.wait()
+    stop.wait()
     LOG.info("stopping: cancelling the runs in flight (killed after %.0fs), releasing the Lease",
              options.cancel_grace)
     service.stop()
