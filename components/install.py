@@ -21,8 +21,8 @@ from components.registry import RegistryApi, RegistryApiArgs
 from stacks.crds import crd_manifests
 from stacks.deployment import InstallValues
 from stacks.install import API_RULES, CONSOLE_RULES
+from stacks.names import SERVICE
 
-SERVICE = "hubwright"  # the service's Deployment, ServiceAccount, ClusterRole, Lease ... (and its pods' prefix)
 REGISTRY = "hubwright-registry"  # the registry API's Deployment, ServiceAccount and Service
 CONSOLE = "hubwright-console"  # the web console's Deployment, ServiceAccount, ClusterRole(+Binding) and Service
 

@@ -162,6 +162,11 @@ MANAGED_BY_TAG, MANAGED_BY = f"{GROUP}/managed-by", "hubwright"
 ROLE_MAP_CONFIGMAP = "hubwright-role-account-map"  # in the service's namespace: account ID -> role ARN
 SHARED_INGRESS_CONFIGMAP = "shared-ingress"  # the central proxy's config (deploy/'s CentralProxy name)
 
+# --------------------------------------------------------------------------- the install
+# The service's Deployment, ServiceAccount, ClusterRole and Lease (and its pods' prefix): the install names them so,
+# and the HubStackRun admission policy lets only this ServiceAccount author runs (stacks/runs/admission.py).
+SERVICE = "hubwright"
+
 # --------------------------------------------------------------------------- patterns (unanchored: fullmatch them)
 # Partitions by region prefix, most specific first (the ARN partition a region's roles live in); "aws" otherwise.
 PARTITIONS = (("us-gov-", "aws-us-gov"), ("cn-", "aws-cn"), ("us-isob-", "aws-iso-b"), ("us-isof-", "aws-iso-f"),

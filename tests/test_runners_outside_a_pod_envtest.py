@@ -54,7 +54,7 @@ from doubles.objects import FakeObjects
 from doubles.service_env import ENGINE_RUN, ServiceEnv, wait_until
 from stacks.names import GROUP, STACKRUNS, VERSION
 from stacks.options import default
-from stacks.runs.admission import SERVICE_ACCOUNT, STACKRUN_POLICY, author_problem, refusal_hint
+from stacks.runs.admission import STACKRUN_POLICY, author_problem, refusal_hint
 from tests.docblocks import automation_commands, blocks, repository_copy, script
 from tests.envtest import kube_apiserver_alone, require_binaries  # noqa: F401 - the fixture
 from tests.test_runner_direct import inputs
@@ -76,7 +76,6 @@ STATUS_403 = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failur
 
 def test_the_section_shows_each_refusal_as_the_code_words_it(monkeypatch):
     text = DOC.read_text(encoding="utf-8")
-    assert SERVICE_ACCOUNT == SERVICE  # the name the policy gets from the install is the one the service checks
     assert author_problem("kubernetes-admin", SYSTEM) in text
     assert refusal_hint(REFUSED) in text and refusal_hint("secrets is forbidden") == ""
     assert hosts_problem("build-1", default("runner-hosts")) in text

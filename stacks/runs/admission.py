@@ -15,10 +15,9 @@ import re
 from typing import Any
 
 from stacks.admission import namespaced, policy_binding, validating_policy
-from stacks.names import STACKRUNS
+from stacks.names import SERVICE, STACKRUNS
 
 STACKRUN_POLICY = "hubwright-stackrun-author"
-SERVICE_ACCOUNT = "hubwright"  # the service's ServiceAccount, as the install names it (components.install.SERVICE)
 OUTSIDE_A_POD = 'docs/service.md, "Runners outside a pod"'
 
 
@@ -39,13 +38,13 @@ def stackrun_policy(namespace: str, service_account: str) -> list[dict[str, Any]
     return [policy, policy_binding(policy)]
 
 
-def as_service_account(namespace: str, service_account: str = SERVICE_ACCOUNT) -> str:
+def as_service_account(namespace: str, service_account: str = SERVICE) -> str:
     """How a service outside a pod acts as its ServiceAccount (in a pod, it is the Deployment's)."""
     return (f"outside a pod, give `serve` a kubeconfig holding its token: kubectl create token {service_account} "
             f"-n {namespace} ({OUTSIDE_A_POD})")
 
 
-def author_problem(user: str, namespace: str, service_account: str = SERVICE_ACCOUNT) -> str | None:
+def author_problem(user: str, namespace: str, service_account: str = SERVICE) -> str | None:
     """Why every run a service acting as `user` creates will be refused by the policy (None: it acts as the
     ServiceAccount the policy names, or `user` is not known)."""
     expected = service_user(namespace, service_account)
