@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from automation.sandbox.folder import Folder
-from automation.sandbox.tools import alive
+from automation.adapters.engine.proctree import alive
 from doubles.service_env import wait_until
 from tests.envtest import require_binaries
 

@@ -20,7 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from automation.sandbox.tools import alive, kill, wait_gone
+from automation.adapters.engine.proctree import alive
+from automation.sandbox.tools import kill, wait_gone
 
 MARKER = ".hubwright-sandbox"
 LOCK, STATE, ENV, LOG = "lock", "state.json", "env", "supervisor.log"

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
+from automation.adapters.engine.proctree import alive  # a pid that runs and is not a zombie
+
 CHECKOUT = Path(__file__).resolve().parents[2]  # the repository's root, when this runs from a checkout
 TOOLS_SCRIPT = "scripts/tools.sh"
 ASSETS = "KUBEBUILDER_ASSETS"
@@ -128,20 +130,6 @@ def tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
-
-
-def alive(pid: int) -> bool:
-    """Whether process `pid` exists and is not a zombie (exited, not yet reaped by its parent)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError, IndexError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    return True
 
 
 def kill(pid: int, signum: int = signal.SIGKILL) -> None:
