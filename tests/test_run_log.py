@@ -9,7 +9,6 @@ import logging
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from doubles.engine import RecordingEngine
 from doubles.kube import MockKubeAPI
 from stacks.names import stack_name
 from doubles.service_env import on_kmock, wait_until
+from tests.test_serve_cli import serve_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,14 +121,8 @@ def test_serve_with_json_log_format_writes_only_json_lines(tmp_path):
     its engine workers' included: here a worker that cannot start (no `pulumi` on PATH) says why in JSON, where it
     wrote a bare Python traceback."""
     with MockKubeAPI() as api:
-        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": "test", "PYTHONPATH": str(ROOT),
-               "HUBWRIGHT_LOG_FORMAT": "json", "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin"}
-        env.pop("KUBERNETES_SERVICE_HOST", None)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "automation", "serve", "--kubeconfig", str(kubeconfig), "--no-leader-election",
-             "--metrics-bind", "127.0.0.1", "--metrics-port", "0", "--state-dir", str(tmp_path / "state"),
-             "--workers", "1"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        proc = serve_process(api, tmp_path, "--workers", "1", HUBWRIGHT_LOG_FORMAT="json",
+                             PATH=f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin")
         lines: list[str] = []
         try:
             deadline = time.monotonic() + 60

@@ -24,6 +24,18 @@ from doubles.service_env import wait_until
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def serve_process(api: MockKubeAPI, tmp_path: Path, *args: str, **env: str) -> subprocess.Popen:
+    """The real `python -m automation serve` against kmock's API server (no leader election, any free metrics
+    port, its state under `tmp_path`), with `env` added to this environment; its stderr piped, as text."""
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    environ = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": "test", "PYTHONPATH": str(ROOT), **env}
+    environ.pop("KUBERNETES_SERVICE_HOST", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "automation", "serve", "--kubeconfig", str(kubeconfig), "--no-leader-election",
+         "--metrics-bind", "127.0.0.1", "--metrics-port", "0", "--state-dir", str(tmp_path / "state"), *args],
+        cwd=ROOT, env=environ, stderr=subprocess.PIPE, text=True)
+
+
 def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
@@ -52,13 +64,7 @@ def test_flags_become_service_options():
 @pytest.mark.live
 def test_the_serve_process_syncs_reports_ready_and_stops_on_sigterm(tmp_path):
     with MockKubeAPI() as api:
-        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": "test", "PYTHONPATH": str(ROOT)}
-        env.pop("KUBERNETES_SERVICE_HOST", None)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "automation", "serve", "--kubeconfig", str(kubeconfig), "--no-leader-election",
-             "--metrics-bind", "127.0.0.1", "--metrics-port", "0", "--state-dir", str(tmp_path / "state")],
-            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        proc = serve_process(api, tmp_path)
         try:
             port = None
             deadline = time.monotonic() + 30

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from doubles.kube import MockKubeAPI
+from tests.test_serve_cli import serve_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,13 +49,7 @@ def tgkill(pid: int, tid: int, signum: int) -> None:
 @pytest.mark.live
 def test_serve_drains_and_exits_on_a_sigterm_delivered_to_one_of_its_threads(tmp_path):
     with MockKubeAPI() as api:
-        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-        env = {**os.environ, "PULUMI_CONFIG_PASSPHRASE": "test", "PYTHONPATH": str(ROOT)}
-        env.pop("KUBERNETES_SERVICE_HOST", None)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "automation", "serve", "--kubeconfig", str(kubeconfig), "--no-leader-election",
-             "--metrics-bind", "127.0.0.1", "--metrics-port", "0", "--state-dir", str(tmp_path / "state"),
-             "--workers", "1"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+        proc = serve_process(api, tmp_path, "--workers", "1")
         lines: list[str] = []
         try:
             while not any("probes and metrics on" in line for line in lines):  # the main thread is in its wait
