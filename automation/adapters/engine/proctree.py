@@ -45,31 +45,40 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return fields[0].decode(), int(fields[1])
 
 
-def parents() -> dict[int, int]:
-    """Every live process's parent pid (zombies left out: they are dead, only not yet reaped)."""
+def _processes() -> dict[int, tuple[str, int]]:
+    """Every process's (state, parent pid), zombies included."""
     table = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             stat = _stat(int(entry.name))
-            if stat is not None and stat[0] != "Z":
-                table[int(entry.name)] = stat[1]
+            if stat is not None:
+                table[int(entry.name)] = stat
     return table
 
 
+def parents() -> dict[int, int]:
+    """Every live process's parent pid (zombies left out: they are dead, only not yet reaped)."""
+    return {pid: parent for pid, (state, parent) in _processes().items() if state != "Z"}
+
+
 def descendants(pid: int) -> list[int]:
-    """The live descendants of `pid`, parents before their children."""
+    """The live descendants of `pid`, parents before their children. The walk goes through zombies: a killed
+    multi-threaded parent (the pulumi CLI) shows as a zombie while its other threads still exit, and its children
+    are re-parented only after that; skipping it would miss them, and the tree would look empty while its plugins
+    live on."""
+    table = _processes()
     children: dict[int, list[int]] = {}
-    for child, parent in parents().items():
+    for child, (_, parent) in table.items():
         children.setdefault(parent, []).append(child)
     found: list[int] = []
+    seen = {pid}  # a pid reused while /proc is read cannot make the walk loop
     frontier = [pid]
     while frontier:
-        nxt: list[int] = []
-        for p in frontier:
-            nxt.extend(children.get(p, ()))
+        nxt = [c for p in frontier for c in children.get(p, ()) if c not in seen]
+        seen.update(nxt)
         found.extend(nxt)
         frontier = nxt
-    return found
+    return [p for p in found if table[p][0] != "Z"]
 
 
 def children(pid: int) -> list[int]:
