@@ -19,8 +19,9 @@ from automation.adapters.history.options import store_from
 from automation.adapters.kube.kubeconfig import kube_client
 from automation.adapters.probes import ProbeServer
 from automation.adapters.signals import StopSignals
-from automation.runner.runner import OUTSIDE_A_POD, Runner, hosts_problem
+from automation.runner.runner import Runner, hosts_problem
 from stacks.options import RUNNER, HelpFormatter, add_options, values
+from stacks.runs.admission import OUTSIDE_A_POD
 
 LOG = logging.getLogger("hubwright.runner")
 

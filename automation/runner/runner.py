@@ -46,13 +46,13 @@ from automation.runner.lease import Lease
 from automation.runner.pick import Picker
 from stacks.names import STACKRUNS
 from stacks.runs import claims
+from stacks.runs.admission import OUTSIDE_A_POD
 
 __all__ = ["Runner", "hosts_problem", "Job", "RunnerMetrics", "PICK", "MAX_WAKE", "MIN_MARGIN", "WATCHDOG_TICK",
            "PROGRESS_EVERY", "CANCELLED", "margin", "renew_every", "utc_now"]
 
 LOG = logging.getLogger("hubwright.runner")
 PICK = "pick"  # the one key of the picker's queue
-OUTSIDE_A_POD = 'docs/service.md, "Runners outside a pod"'
 
 
 def hosts_problem(identity: str, runner_hosts: str | None) -> str | None:
